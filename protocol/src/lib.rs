@@ -1,0 +1,1 @@
+//! Rill wire protocol.

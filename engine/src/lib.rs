@@ -1,1 +1,40 @@
-//! Rill storage engine.
+//! Rill storage engine: one durable, segmented log per partition, Kafka's on-disk layout.
+//!
+//! # Map
+//! - [`types`]: `Offset`, `TimestampMs`, `RelativeOffset`, `FilePosition` newtypes.
+//! - [`config`]: [`LogConfig`], [`FlushPolicy`] (Kafka topic configs, units last).
+//! - [`error`]: [`EngineError`] and its Kafka error codes.
+//! - [`io`]: the [`io::Storage`] / [`io::BlockFile`] / [`io::Clock`] traits; `io::glommio` (real) and
+//!   `io::sim` (seeded faults).
+//! - [`log_manager`]: [`LogManager`], owner of the data directory layout.
+//! - [`partition_log`]: [`PartitionLog`], append / flush / read / retention of one partition.
+//!
+//! # On-disk layout
+//! ```text
+//! <data-dir>/<topic>-<partition>/
+//!     00000000000000000000.log        v2 record batches, baseOffset assigned, back to back
+//!     00000000000000000000.index      sparse: [u32 relative offset BE][u32 file position BE] per entry
+//!     00000000000000000000.timeindex  [i64 max timestamp BE][u32 relative offset BE] per entry
+//!     00000000000000001234.log ...    next segment, named by its base offset (20 digits)
+//!     producer.snapshot               idempotent-producer state as of an offset (CRC-32C protected)
+//!     clean-shutdown                  present only between a clean close and the next open
+//! ```
+//! Invariants: segments are contiguous (each base offset is the previous segment's next offset);
+//! after a clean shutdown each `.log` is exactly its whole batches; indexes carry no checksum and
+//! are rebuilt from the log when they do not verify (the log is the truth).
+//!
+//! Positions: `log_start_offset <= high_watermark <= log_end_offset`, `durable_offset <= log_end_offset`.
+
+pub mod batch;
+pub mod config;
+pub mod error;
+pub mod io;
+pub mod log_manager;
+pub mod partition_log;
+pub mod types;
+
+pub use config::{FlushPolicy, LogConfig};
+pub use error::EngineError;
+pub use log_manager::LogManager;
+pub use partition_log::{AppendInfo, PartitionLog, ReadBatches};
+pub use types::{FilePosition, Offset, RelativeOffset, TimestampMs};

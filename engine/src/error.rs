@@ -1,0 +1,150 @@
+//! Engine errors and their Kafka error codes.
+
+use crate::types::Offset;
+
+/// What can go wrong in the engine. Each variant maps to a Kafka error code.
+#[derive(Debug, thiserror::Error)]
+pub enum EngineError {
+    /// The requested offset is below the log start or above the log end.
+    #[error("offset {requested} out of range [{log_start}, {log_end}]")]
+    OffsetOutOfRange {
+        /// What the caller asked for.
+        requested: Offset,
+        /// First offset still in the log.
+        log_start: Offset,
+        /// Next offset to be assigned.
+        log_end: Offset,
+    },
+    /// A batch failed length, magic or CRC-32C checks.
+    #[error("corrupt record batch: {0}")]
+    CorruptBatch(String),
+    /// A batch is structurally valid but its contents are not acceptable (e.g. no records).
+    #[error("invalid record batch: {0}")]
+    InvalidRecord(String),
+    /// A batch is larger than `message_bytes_max`.
+    #[error("record batch of {size} bytes exceeds the limit of {max} bytes")]
+    MessageTooLarge {
+        /// Batch size in bytes.
+        size: usize,
+        /// The configured limit.
+        max: u32,
+    },
+    /// The underlying storage failed; the partition must be reopened.
+    #[error("storage I/O error: {0}")]
+    Io(#[from] std::io::Error),
+    /// The disk is full.
+    #[error("storage full")]
+    StorageFull,
+    /// An idempotent producer re-sent a batch the log already holds at these offsets.
+    #[error("duplicate sequence; batch already at offsets {base_offset}..={last_offset}")]
+    DuplicateSequence {
+        /// Base offset the original batch got.
+        base_offset: Offset,
+        /// Last offset the original batch got.
+        last_offset: Offset,
+    },
+    /// An idempotent producer skipped or reordered sequence numbers.
+    #[error("out of order sequence: expected {expected}, got {received}")]
+    OutOfOrderSequence {
+        /// The sequence the log expected next.
+        expected: i32,
+        /// The sequence the batch carried.
+        received: i32,
+    },
+    /// An idempotent producer used an epoch older than the current one (fenced).
+    #[error("producer epoch {received} is older than current {current}")]
+    InvalidProducerEpoch {
+        /// The current epoch of the producer id.
+        current: i16,
+        /// The epoch on the batch.
+        received: i16,
+    },
+    /// An earlier I/O failure left this partition log unusable until it is reopened.
+    #[error("partition log failed earlier and must be reopened")]
+    Failed,
+    /// The partition directory holds something the engine cannot interpret.
+    #[error("invalid log layout: {0}")]
+    Layout(String),
+    /// The configuration is out of the engine's bounds.
+    #[error("invalid log config: {0}")]
+    InvalidConfig(String),
+}
+
+/// Kafka error codes the engine maps to (see Kafka's `Errors.java`).
+pub mod kafka_code {
+    /// UNKNOWN_SERVER_ERROR
+    pub const UNKNOWN_SERVER_ERROR: i16 = -1;
+    /// OFFSET_OUT_OF_RANGE
+    pub const OFFSET_OUT_OF_RANGE: i16 = 1;
+    /// CORRUPT_MESSAGE
+    pub const CORRUPT_MESSAGE: i16 = 2;
+    /// MESSAGE_TOO_LARGE
+    pub const MESSAGE_TOO_LARGE: i16 = 10;
+    /// INVALID_CONFIG
+    pub const INVALID_CONFIG: i16 = 40;
+    /// OUT_OF_ORDER_SEQUENCE_NUMBER
+    pub const OUT_OF_ORDER_SEQUENCE_NUMBER: i16 = 45;
+    /// DUPLICATE_SEQUENCE_NUMBER
+    pub const DUPLICATE_SEQUENCE_NUMBER: i16 = 46;
+    /// INVALID_PRODUCER_EPOCH
+    pub const INVALID_PRODUCER_EPOCH: i16 = 47;
+    /// KAFKA_STORAGE_ERROR
+    pub const KAFKA_STORAGE_ERROR: i16 = 56;
+    /// INVALID_RECORD
+    pub const INVALID_RECORD: i16 = 87;
+}
+
+impl EngineError {
+    /// The Kafka error code a response should carry for this error.
+    pub fn kafka_error_code(&self) -> i16 {
+        use kafka_code::*;
+        match self {
+            EngineError::OffsetOutOfRange { .. } => OFFSET_OUT_OF_RANGE,
+            EngineError::CorruptBatch(_) => CORRUPT_MESSAGE,
+            EngineError::InvalidRecord(_) => INVALID_RECORD,
+            EngineError::MessageTooLarge { .. } => MESSAGE_TOO_LARGE,
+            EngineError::Io(_) | EngineError::StorageFull | EngineError::Failed => {
+                KAFKA_STORAGE_ERROR
+            }
+            EngineError::Layout(_) => KAFKA_STORAGE_ERROR,
+            EngineError::DuplicateSequence { .. } => DUPLICATE_SEQUENCE_NUMBER,
+            EngineError::OutOfOrderSequence { .. } => OUT_OF_ORDER_SEQUENCE_NUMBER,
+            EngineError::InvalidProducerEpoch { .. } => INVALID_PRODUCER_EPOCH,
+            EngineError::InvalidConfig(_) => INVALID_CONFIG,
+        }
+    }
+
+    /// Maps an I/O error, turning ENOSPC into `StorageFull`.
+    pub fn from_io(e: std::io::Error) -> EngineError {
+        if e.raw_os_error() == Some(28) {
+            return EngineError::StorageFull;
+        }
+        EngineError::Io(e)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn codes_match_kafka() {
+        let e = EngineError::OffsetOutOfRange {
+            requested: Offset(9),
+            log_start: Offset(0),
+            log_end: Offset(3),
+        };
+        assert_eq!(e.kafka_error_code(), 1);
+        assert_eq!(EngineError::CorruptBatch("x".into()).kafka_error_code(), 2);
+        assert_eq!(EngineError::StorageFull.kafka_error_code(), 56);
+        let dup = EngineError::DuplicateSequence {
+            base_offset: Offset(1),
+            last_offset: Offset(2),
+        };
+        assert_eq!(dup.kafka_error_code(), 46);
+        assert_eq!(
+            EngineError::from_io(std::io::Error::from_raw_os_error(28)).kafka_error_code(),
+            56
+        );
+    }
+}

@@ -1,0 +1,124 @@
+//! The engine's view of storage: a directory-ish [`Storage`] handing out [`BlockFile`]s, and a [`Clock`].
+//!
+//! The engine owns no runtime. Everything it needs from the OS goes through these traits so that
+//! tests can swap in [`sim::SimStorage`] (seeded faults) and production uses [`glommio::GlommioStorage`]
+//! (io_uring + O_DIRECT) from the one file at the edge.
+//!
+//! Contract of a [`BlockFile`] (what the engine relies on, what the simulator enforces):
+//! - writes start at a multiple of [`BLOCK_BYTES`] and are a whole number of blocks long;
+//! - reads start at a multiple of [`BLOCK_BYTES`]; they may return fewer bytes at end of file;
+//! - bytes written are readable at once but durable only after [`BlockFile::sync`];
+//! - `allocate`/`truncate` change the file length (metadata) and are durable once they return.
+//!
+//! Futures are `!Send` by design (thread-per-core): the traits use `async fn`.
+
+pub mod glommio;
+pub mod sim;
+
+use crate::types::TimestampMs;
+use bytes::Bytes;
+use std::io;
+use std::path::{Path, PathBuf};
+
+/// Alignment of every disk write and read: the device's physical block size (not the 512 that
+/// `DmaFile::alignment()` reports).
+pub const BLOCK_BYTES: u64 = 4096;
+
+/// Rounds `v` down to a multiple of [`BLOCK_BYTES`].
+pub fn align_down(v: u64) -> u64 {
+    v - v % BLOCK_BYTES
+}
+
+/// Rounds `v` up to a multiple of [`BLOCK_BYTES`].
+pub fn align_up(v: u64) -> u64 {
+    align_down(v + BLOCK_BYTES - 1)
+}
+
+/// How to open a file.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum OpenMode {
+    /// Existing file, read only.
+    Read,
+    /// Existing file, read and write.
+    ReadWrite,
+    /// Create if missing, read and write.
+    CreateReadWrite,
+}
+
+/// A file read and written in aligned blocks, positionally (O_DIRECT semantics).
+#[allow(async_fn_in_trait)] // !Send futures are intended: one core owns each file.
+pub trait BlockFile {
+    /// Reads up to `len` bytes at `pos` (both aligned); shorter only at end of file.
+    async fn read_at(&self, pos: u64, len: usize) -> io::Result<Bytes>;
+    /// Writes `data` at `pos`; `pos` and `data.len()` are multiples of [`BLOCK_BYTES`].
+    async fn write_at(&self, pos: u64, data: &[u8]) -> io::Result<()>;
+    /// Makes every completed write durable (`fdatasync`).
+    async fn sync(&self) -> io::Result<()>;
+    /// Grows the file to at least `len` bytes of zeros (fallocate, size changes).
+    async fn allocate(&self, len: u64) -> io::Result<()>;
+    /// Sets the file length to exactly `len`.
+    async fn truncate(&self, len: u64) -> io::Result<()>;
+    /// The current file length.
+    async fn len(&self) -> io::Result<u64>;
+    /// Closes the file.
+    async fn close(self) -> io::Result<()>;
+}
+
+/// A place to keep files: one data directory tree.
+#[allow(async_fn_in_trait)] // !Send futures are intended: thread-per-core.
+pub trait Storage {
+    /// The file handle type.
+    type File: BlockFile;
+    /// Opens (or creates) a file.
+    async fn open(&self, path: &Path, mode: OpenMode) -> io::Result<Self::File>;
+    /// Creates a directory and its parents; durable on return.
+    async fn create_dir_all(&self, path: &Path) -> io::Result<()>;
+    /// Names of the entries in a directory (files only), unsorted.
+    async fn list_dir(&self, path: &Path) -> io::Result<Vec<String>>;
+    /// Whether a path exists.
+    async fn exists(&self, path: &Path) -> io::Result<bool>;
+    /// Removes a file; durable on return.
+    async fn remove_file(&self, path: &Path) -> io::Result<()>;
+    /// Removes a directory and everything below it; durable on return.
+    async fn remove_dir_all(&self, path: &Path) -> io::Result<()>;
+    /// Renames a file atomically; durable on return.
+    async fn rename(&self, from: &Path, to: &Path) -> io::Result<()>;
+}
+
+/// A source of wall-clock time, injected so tests control it.
+pub trait Clock {
+    /// Now, in milliseconds since the epoch.
+    fn now(&self) -> TimestampMs;
+}
+
+/// The real wall clock.
+#[derive(Copy, Clone, Debug, Default)]
+pub struct SystemClock;
+
+impl Clock for SystemClock {
+    #[allow(clippy::disallowed_methods)] // the one place the engine reads the wall clock
+    fn now(&self) -> TimestampMs {
+        let since = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH);
+        TimestampMs(since.map(|d| d.as_millis() as i64).unwrap_or(0))
+    }
+}
+
+/// Joins a directory and a file name (helper for layouts).
+pub fn join(dir: &Path, name: &str) -> PathBuf {
+    dir.join(name)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn alignment_helpers() {
+        assert_eq!(align_down(0), 0);
+        assert_eq!(align_down(4095), 0);
+        assert_eq!(align_down(4096), 4096);
+        assert_eq!(align_up(1), 4096);
+        assert_eq!(align_up(4096), 4096);
+        assert_eq!(align_up(0), 0);
+    }
+}

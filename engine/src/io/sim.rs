@@ -1,0 +1,1 @@
+//! Simulated disk with seeded faults. Filled in below.

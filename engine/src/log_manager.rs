@@ -1,0 +1,72 @@
+//! [`LogManager`]: owns `<data-dir>/<topic>-<partition>/` and opens partition logs in it.
+
+use crate::config::LogConfig;
+use crate::error::EngineError;
+use crate::io::{Clock, Storage};
+use crate::partition_log::PartitionLog;
+use std::path::{Path, PathBuf};
+use std::rc::Rc;
+
+/// Owns the data directory layout of one core's partitions.
+pub struct LogManager<S: Storage> {
+    storage: Rc<S>,
+    data_dir: PathBuf,
+}
+
+impl<S: Storage> LogManager<S> {
+    /// A manager for partitions under `data_dir` (created on first open).
+    pub fn new(storage: S, data_dir: PathBuf) -> Self {
+        LogManager {
+            storage: Rc::new(storage),
+            data_dir,
+        }
+    }
+
+    /// The data directory.
+    pub fn data_dir(&self) -> &Path {
+        &self.data_dir
+    }
+
+    /// The directory of one partition: `<data-dir>/<topic>-<partition>`.
+    pub fn partition_dir(&self, topic: &str, partition: i32) -> PathBuf {
+        self.data_dir.join(format!("{topic}-{partition}"))
+    }
+
+    /// Opens (creating or recovering) the log of `topic`-`partition`.
+    pub async fn open_partition(
+        &self,
+        topic: &str,
+        partition: i32,
+        config: LogConfig,
+        clock: Rc<dyn Clock>,
+    ) -> Result<PartitionLog<S>, EngineError> {
+        check_topic_name(topic)?;
+        assert!(partition >= 0, "partition index must be >= 0");
+        let dir = self.partition_dir(topic, partition);
+        PartitionLog::open(self.storage.clone(), dir, config, clock).await
+    }
+
+    /// Deletes the whole directory of a partition (its log must be closed or dropped first).
+    pub async fn delete_partition(&self, topic: &str, partition: i32) -> Result<(), EngineError> {
+        check_topic_name(topic)?;
+        let dir = self.partition_dir(topic, partition);
+        if self.storage.exists(&dir).await? {
+            self.storage.remove_dir_all(&dir).await?;
+        }
+        Ok(())
+    }
+}
+
+/// Rejects topic names that could escape the data directory (Kafka's legal characters only).
+fn check_topic_name(topic: &str) -> Result<(), EngineError> {
+    let legal = |c: char| c.is_ascii_alphanumeric() || c == '.' || c == '_' || c == '-';
+    if topic.is_empty()
+        || topic.len() > 249
+        || topic == "."
+        || topic == ".."
+        || !topic.chars().all(legal)
+    {
+        return Err(EngineError::Layout(format!("illegal topic name {topic:?}")));
+    }
+    Ok(())
+}

@@ -1,0 +1,189 @@
+"""Start, restart, kill and stop a real `rill` broker process for the end-to-end tests.
+
+The tests talk to the real thing: a `rill` binary on a free 127.0.0.1 port with its own temporary
+data directory. Its stdout/stderr go to a log file that the tests attach to any failure report.
+
+Set RILL_E2E_BROKER=127.0.0.1:PORT to run the suite against an already running Kafka-compatible
+broker instead (used to develop the tests against a peer broker); tests that must restart or kill the
+broker are skipped then. CI never sets it.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import time
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+
+#: How long a broker may take to accept connections after it was started (debug build, 2 cores).
+START_TIMEOUT_S = 30.0
+#: How long a graceful stop (SIGTERM: finish in-flight, flush, close) may take before we SIGKILL.
+STOP_TIMEOUT_S = 20.0
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nobody listens on right now (the kernel picks it)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def port_accepts(host: str, port: int) -> bool:
+    """True when a TCP connect to host:port succeeds now."""
+    try:
+        with socket.create_connection((host, port), timeout=0.5):
+            return True
+    except OSError:
+        return False
+
+
+def rill_binary() -> Path:
+    """The broker binary under test: $RILL_BIN, else target/debug/rill of this checkout."""
+    if os.environ.get("RILL_BIN"):
+        return Path(os.environ["RILL_BIN"])
+    target = Path(os.environ.get("CARGO_TARGET_DIR", REPO_ROOT / "target"))
+    if not target.is_absolute():
+        target = REPO_ROOT / target
+    return target / "debug" / "rill"
+
+
+def external_broker() -> str | None:
+    """host:port of an externally managed broker (RILL_E2E_BROKER), or None to spawn rill."""
+    return os.environ.get("RILL_E2E_BROKER") or None
+
+
+class Broker:
+    """One `rill` process: a fixed port and data directory that survive restarts."""
+
+    def __init__(self, data_dir: Path, log_path: Path, *, partitions_default: int = 1,
+                 auto_create_topics: bool = True, shards: int | None = None,
+                 config_path: Path | None = None):
+        self.host = "127.0.0.1"
+        self.port = free_port()
+        self.data_dir = data_dir
+        self.log_path = log_path
+        self.partitions_default = partitions_default
+        self.auto_create_topics = auto_create_topics
+        self.shards = shards if shards is not None else int(os.environ.get("RILL_E2E_SHARDS", "2"))
+        self.config_path = config_path
+        self.proc: subprocess.Popen | None = None
+        self.starts = 0
+
+    @property
+    def bootstrap(self) -> str:
+        """The bootstrap address clients use."""
+        return f"{self.host}:{self.port}"
+
+    def command(self) -> list[str]:
+        """The exact command line the broker is started with (shown in failure reports)."""
+        cmd = [str(rill_binary()),
+               "--listen", self.bootstrap,
+               "--data-dir", str(self.data_dir),
+               "--shards", str(self.shards),
+               "--default-partitions", str(self.partitions_default),
+               "--auto-create-topics", "true" if self.auto_create_topics else "false"]
+        if self.config_path is not None:
+            cmd += ["--config", str(self.config_path)]
+        return cmd
+
+    def start(self) -> None:
+        """Start the process and wait until its port accepts connections."""
+        assert self.proc is None or self.proc.poll() is not None, "broker already running"
+        binary = rill_binary()
+        if not binary.exists():
+            raise RuntimeError(f"{binary} does not exist: run `cargo build --workspace` first")
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        env = dict(os.environ)
+        env.setdefault("RUST_LOG", "info")
+        env.setdefault("RUST_BACKTRACE", "1")
+        log = open(self.log_path, "ab")
+        self.starts += 1
+        log.write(f"\n===== start #{self.starts}: {' '.join(self.command())}\n".encode())
+        log.flush()
+        self.proc = subprocess.Popen(self.command(), stdout=log, stderr=subprocess.STDOUT,
+                                     stdin=subprocess.DEVNULL, env=env, cwd=self.data_dir.parent)
+        log.close()
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"rill exited with {self.proc.returncode} during start-up; "
+                                   f"log tail:\n{self.log_tail()}")
+            if port_accepts(self.host, self.port):
+                return
+            time.sleep(0.05)
+        raise RuntimeError(f"rill did not accept on {self.bootstrap} within {START_TIMEOUT_S}s; "
+                           f"log tail:\n{self.log_tail()}")
+
+    def alive(self) -> bool:
+        """True while the process runs."""
+        return self.proc is not None and self.proc.poll() is None
+
+    def stop(self) -> int | None:
+        """Graceful stop (SIGTERM); SIGKILL if it does not exit in time. Returns the exit code."""
+        if self.proc is None:
+            return None
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=STOP_TIMEOUT_S)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+                raise RuntimeError(f"rill did not stop within {STOP_TIMEOUT_S}s of SIGTERM")
+        return self.proc.returncode
+
+    def kill9(self) -> None:
+        """SIGKILL: the process dies without flushing or closing anything."""
+        assert self.proc is not None
+        self.proc.kill()
+        self.proc.wait()
+
+    def restart(self, *, graceful: bool = True) -> None:
+        """Stop (SIGTERM, or SIGKILL when graceful=False) and start again on the same port and data."""
+        if graceful:
+            code = self.stop()
+            assert code == 0, f"rill exited with {code} on SIGTERM; log tail:\n{self.log_tail()}"
+        else:
+            self.kill9()
+        self.start()
+
+    def log_tail(self, lines: int = 80) -> str:
+        """The last lines of the broker's log."""
+        try:
+            text = self.log_path.read_text(errors="replace")
+        except FileNotFoundError:
+            return "(no log)"
+        return "\n".join(text.splitlines()[-lines:])
+
+    def log_text(self) -> str:
+        """The whole broker log."""
+        try:
+            return self.log_path.read_text(errors="replace")
+        except FileNotFoundError:
+            return ""
+
+
+class ExternalBroker:
+    """A broker the suite does not manage (RILL_E2E_BROKER); same interface minus process control."""
+
+    def __init__(self, address: str):
+        self.host, port = address.rsplit(":", 1)
+        self.port = int(port)
+        self.log_path = None
+
+    @property
+    def bootstrap(self) -> str:
+        return f"{self.host}:{self.port}"
+
+    def alive(self) -> bool:
+        return port_accepts(self.host, self.port)
+
+    def log_tail(self, lines: int = 80) -> str:
+        return "(external broker: no log)"
+
+    def log_text(self) -> str:
+        return ""

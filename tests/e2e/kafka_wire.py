@@ -1,0 +1,252 @@
+"""A tiny hand-rolled Kafka wire encoder/decoder for sending bad input on purpose.
+
+Only what the bad-input tests need: request header v1, ApiVersions v0, Produce v3, Metadata v1, and
+record batch v2 with a correct (or deliberately wrong) CRC-32C. Real clients cover the happy paths.
+"""
+
+from __future__ import annotations
+
+import socket
+import struct
+import time
+
+API_PRODUCE = 0
+API_METADATA = 3
+API_VERSIONS = 18
+
+ERR_NONE = 0
+ERR_CORRUPT_MESSAGE = 2
+ERR_UNKNOWN_TOPIC_OR_PARTITION = 3
+ERR_MESSAGE_TOO_LARGE = 10
+ERR_INVALID_TOPIC_EXCEPTION = 17
+ERR_RECORD_LIST_TOO_LARGE = 18
+ERR_UNSUPPORTED_VERSION = 35
+ERR_INVALID_REQUEST = 42
+ERR_INVALID_RECORD = 87
+
+
+def _crc32c_table() -> list[int]:
+    table = []
+    for i in range(256):
+        c = i
+        for _ in range(8):
+            c = (c >> 1) ^ 0x82F63B78 if c & 1 else c >> 1
+        table.append(c)
+    return table
+
+
+_CRC_TABLE = _crc32c_table()
+
+
+def crc32c(data: bytes) -> int:
+    """CRC-32C (Castagnoli), as record batch v2 uses. Pure Python: fine for test-sized batches."""
+    crc = 0xFFFFFFFF
+    table = _CRC_TABLE
+    for b in data:
+        crc = table[(crc ^ b) & 0xFF] ^ (crc >> 8)
+    return crc ^ 0xFFFFFFFF
+
+
+def zigzag_varint(n: int) -> bytes:
+    """Kafka's signed varint (zigzag + LEB128)."""
+    z = (n << 1) ^ (n >> 63)
+    out = bytearray()
+    while True:
+        byte = z & 0x7F
+        z >>= 7
+        if z:
+            out.append(byte | 0x80)
+        else:
+            out.append(byte)
+            return bytes(out)
+
+
+def kstring(s: str | None) -> bytes:
+    if s is None:
+        return struct.pack(">h", -1)
+    b = s.encode()
+    return struct.pack(">h", len(b)) + b
+
+
+def kbytes(b: bytes | None) -> bytes:
+    if b is None:
+        return struct.pack(">i", -1)
+    return struct.pack(">i", len(b)) + b
+
+
+def record(value: bytes, offset_delta: int, key: bytes | None = None) -> bytes:
+    body = bytes([0])                       # attributes
+    body += zigzag_varint(0)                # timestamp delta
+    body += zigzag_varint(offset_delta)
+    if key is None:
+        body += zigzag_varint(-1)
+    else:
+        body += zigzag_varint(len(key)) + key
+    body += zigzag_varint(len(value)) + value
+    body += zigzag_varint(0)                # headers
+    return zigzag_varint(len(body)) + body
+
+
+def record_batch(values: list[bytes], timestamp_ms: int | None = None) -> bytes:
+    """An uncompressed record batch v2 with a correct CRC, baseOffset 0, no producer id."""
+    ts = int(time.time() * 1000) if timestamp_ms is None else timestamp_ms
+    records = b"".join(record(v, i) for i, v in enumerate(values))
+    after_crc = struct.pack(">hiqqqhii", 0, len(values) - 1, ts, ts, -1, -1, -1, len(values))
+    after_crc += records
+    crc = crc32c(after_crc)
+    after_len = struct.pack(">ibI", 0, 2, crc) + after_crc   # leader epoch, magic, crc
+    return struct.pack(">qi", 0, len(after_len)) + after_len
+
+
+def corrupt_crc(batch: bytes) -> bytes:
+    """The same batch with one payload byte flipped, so its stored CRC no longer matches."""
+    b = bytearray(batch)
+    b[-2] ^= 0xFF
+    return bytes(b)
+
+
+def request(api_key: int, api_version: int, correlation_id: int, body: bytes,
+            client_id: str = "rill-e2e-raw") -> bytes:
+    """A size-prefixed request with header v1 (non-flexible)."""
+    header = struct.pack(">hhi", api_key, api_version, correlation_id) + kstring(client_id)
+    payload = header + body
+    return struct.pack(">i", len(payload)) + payload
+
+
+def produce_v3_body(topic_partitions: dict[str, dict[int, bytes]], acks: int = -1,
+                    timeout_ms: int = 10000) -> bytes:
+    body = kstring(None) + struct.pack(">hi", acks, timeout_ms)
+    body += struct.pack(">i", len(topic_partitions))
+    for topic, parts in topic_partitions.items():
+        body += kstring(topic) + struct.pack(">i", len(parts))
+        for idx, records in parts.items():
+            body += struct.pack(">i", idx) + kbytes(records)
+    return body
+
+
+def metadata_v1_body(topics: list[str] | None) -> bytes:
+    if topics is None:
+        return struct.pack(">i", -1)
+    return struct.pack(">i", len(topics)) + b"".join(kstring(t) for t in topics)
+
+
+class Reader:
+    """Cursor over a response body."""
+
+    def __init__(self, data: bytes):
+        self.data = data
+        self.pos = 0
+
+    def take(self, fmt: str):
+        size = struct.calcsize(fmt)
+        vals = struct.unpack_from(fmt, self.data, self.pos)
+        self.pos += size
+        return vals if len(vals) > 1 else vals[0]
+
+    def string(self) -> str | None:
+        n = self.take(">h")
+        if n < 0:
+            return None
+        s = self.data[self.pos:self.pos + n].decode()
+        self.pos += n
+        return s
+
+
+def parse_api_versions_v0(body: bytes) -> tuple[int, dict[int, tuple[int, int]]]:
+    """(error_code, {api_key: (min, max)}) from an ApiVersions v0 response body."""
+    r = Reader(body)
+    error = r.take(">h")
+    n = r.take(">i")
+    ranges = {}
+    for _ in range(max(n, 0)):
+        key, lo, hi = r.take(">hhh")
+        ranges[key] = (lo, hi)
+    return error, ranges
+
+
+def parse_produce_v3(body: bytes) -> dict[tuple[str, int], int]:
+    """{(topic, partition): error_code} from a Produce v3 response body."""
+    r = Reader(body)
+    out = {}
+    for _ in range(r.take(">i")):
+        topic = r.string()
+        for _ in range(r.take(">i")):
+            idx, err, _base, _append_time = r.take(">ihqq")
+            out[(topic, idx)] = err
+    return out
+
+
+def parse_metadata_v1_topic_errors(body: bytes) -> dict[str, int]:
+    """{topic: error_code} from a Metadata v1 response body."""
+    r = Reader(body)
+    for _ in range(r.take(">i")):          # brokers: node_id, host, port, rack
+        r.take(">i")
+        r.string()
+        r.take(">i")
+        r.string()
+    r.take(">i")                           # controller id
+    out = {}
+    for _ in range(r.take(">i")):
+        err = r.take(">h")
+        name = r.string()
+        r.take(">b")                       # is_internal
+        for _ in range(r.take(">i")):
+            r.take(">hii")                 # error, partition, leader
+            for _array in ("replicas", "isr"):
+                n = r.take(">i")
+                r.pos += 4 * max(n, 0)
+        out[name] = err
+    return out
+
+
+class Conn:
+    """A raw TCP connection that sends bytes and reads size-prefixed responses."""
+
+    def __init__(self, host: str, port: int, timeout_s: float = 10.0):
+        self.sock = socket.create_connection((host, port), timeout=timeout_s)
+        self.sock.settimeout(timeout_s)
+
+    def send(self, data: bytes) -> None:
+        self.sock.sendall(data)
+
+    def recv_exact(self, n: int) -> bytes | None:
+        """n bytes, or None if the peer closed first (raises socket.timeout on a stall)."""
+        buf = bytearray()
+        while len(buf) < n:
+            try:
+                chunk = self.sock.recv(n - len(buf))
+            except ConnectionResetError:
+                return None
+            if not chunk:
+                return None
+            buf += chunk
+        return bytes(buf)
+
+    def recv_response(self) -> tuple[int, bytes] | None:
+        """(correlation_id, body after the v0 response header), or None if the broker closed."""
+        head = self.recv_exact(4)
+        if head is None:
+            return None
+        (size,) = struct.unpack(">i", head)
+        assert 4 <= size <= 64 * 1024 * 1024, f"absurd response size {size}"
+        payload = self.recv_exact(size)
+        assert payload is not None, "connection closed mid-response"
+        (corr,) = struct.unpack_from(">i", payload)
+        return corr, payload[4:]
+
+    def closed_by_peer(self) -> bool:
+        """True if the broker closed the connection (EOF/reset) within the socket timeout."""
+        try:
+            data = self.sock.recv(1)
+        except ConnectionResetError:
+            return True
+        return data == b""
+
+    def close(self) -> None:
+        self.sock.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()

@@ -1,0 +1,39 @@
+//! Command-line flags of the `rill` binary (issue 4 fixes their names; tests and benches use them).
+//!
+//! Every flag is optional so that [`crate::config::BrokerConfig::resolve`] can tell "not given"
+//! (the config file or the default applies) from "given" (the flag wins).
+
+use std::path::PathBuf;
+
+use clap::Parser;
+
+/// `rill [--listen HOST:PORT] [--advertise HOST:PORT] [--data-dir DIR] [--shards N]
+/// [--default-partitions N] [--auto-create-topics true|false] [--config FILE]`
+#[derive(Debug, Clone, Parser)]
+#[command(name = "rill", version, about = "Rill: a thread-per-core Kafka-compatible broker")]
+pub struct Cli {
+    /// Address to listen on [default: 127.0.0.1:9092].
+    #[arg(long, value_name = "HOST:PORT")]
+    pub listen: Option<String>,
+    /// Address clients are told to connect to [default: the listen address].
+    #[arg(long, value_name = "HOST:PORT")]
+    pub advertise: Option<String>,
+    /// Directory holding partition logs and broker metadata [default: ./rill-data].
+    #[arg(long, value_name = "DIR")]
+    pub data_dir: Option<PathBuf>,
+    /// Number of shards (executors, one per core) [default: all cores].
+    #[arg(long, value_name = "N")]
+    pub shards: Option<usize>,
+    /// Partitions of an auto-created topic (Kafka's num.partitions) [default: 1].
+    #[arg(long, value_name = "N")]
+    pub default_partitions: Option<i32>,
+    /// Create unknown topics on Metadata/Produce [default: true].
+    #[arg(long, value_name = "true|false")]
+    pub auto_create_topics: Option<bool>,
+    /// Kafka-style .properties file (num.partitions, log.segment.bytes, ...); flags override it.
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// glommio io_memory per shard in bytes (RLIMIT_MEMLOCK bounds it) [default: 2 MiB].
+    #[arg(long, value_name = "BYTES")]
+    pub io_memory_bytes: Option<usize>,
+}

@@ -1,0 +1,462 @@
+//! Broker configuration: built-in defaults, then a Kafka-style `.properties` file, then the command
+//! line — each layer overrides the one before it.
+//!
+//! The file uses Kafka's own property names where one exists (`num.partitions`,
+//! `log.segment.bytes`, `log.retention.ms`, ...), so an operator's existing `server.properties`
+//! mostly just works; Rill-only knobs are prefixed `rill.`. Unknown keys are logged and ignored, as
+//! Kafka does; a known key with a bad value is an error, because silently ignoring it would run the
+//! broker with a setting the operator did not ask for.
+
+use std::collections::BTreeMap;
+use std::net::{SocketAddr, ToSocketAddrs};
+use std::path::{Path, PathBuf};
+
+use crate::cli::Cli;
+
+/// Something wrong with a setting: which key, which value, and why.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// The file could not be read or parsed as `.properties`.
+    #[error("cannot read config file {path}: {reason}")]
+    File { path: PathBuf, reason: String },
+    /// A known key carries a value that does not parse or is out of range.
+    #[error("bad value {value:?} for {key}: {reason}")]
+    BadValue { key: String, value: String, reason: String },
+}
+
+/// Log settings that every topic inherits unless its own config overrides them (Kafka's `log.*`
+/// broker properties). Kept as plain numbers here; [`crate::topic_config`] turns them into the
+/// engine's `LogConfig`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LogDefaults {
+    /// `log.segment.bytes`: roll a segment when it reaches this size.
+    pub segment_bytes_max: u64,
+    /// `log.roll.ms`: roll a segment when it is this old; `None` never.
+    pub segment_ms_max: Option<u64>,
+    /// `log.retention.ms`: delete sealed segments older than this; `None` (-1) keeps forever.
+    pub retention_ms: Option<u64>,
+    /// `log.retention.bytes`: delete sealed segments beyond this size; `None` (-1) unbounded.
+    pub retention_bytes: Option<u64>,
+    /// `log.flush.interval.messages`: `None` means flush before every acks=all acknowledgement.
+    pub flush_interval_messages: Option<u64>,
+    /// `log.flush.interval.ms`: `None` means flush before every acks=all acknowledgement.
+    pub flush_interval_ms: Option<u64>,
+    /// `message.max.bytes`: the largest record batch a producer may send.
+    pub message_bytes_max: u32,
+    /// `log.index.interval.bytes`: one sparse index entry per this many log bytes.
+    pub index_interval_bytes: u32,
+    /// `log.retention.check.interval.ms`: how often retention runs per partition.
+    pub retention_check_interval_ms: u64,
+}
+
+impl Default for LogDefaults {
+    fn default() -> Self {
+        const DAY_MS: u64 = 24 * 60 * 60 * 1000;
+        Self {
+            segment_bytes_max: 1 << 30,
+            segment_ms_max: Some(7 * DAY_MS),
+            retention_ms: Some(7 * DAY_MS),
+            retention_bytes: None,
+            flush_interval_messages: None,
+            flush_interval_ms: None,
+            message_bytes_max: (1 << 20) + 12,
+            index_interval_bytes: 4096,
+            retention_check_interval_ms: 5 * 60 * 1000,
+        }
+    }
+}
+
+/// Everything the broker needs to start, resolved from defaults, file and flags.
+#[derive(Debug, Clone)]
+pub struct BrokerConfig {
+    /// Address every shard binds (SO_REUSEPORT).
+    pub listen: SocketAddr,
+    /// Host clients are told to connect to (Metadata); defaults to the listen host.
+    pub advertise_host: String,
+    /// Port clients are told to connect to (Metadata); defaults to the listen port.
+    pub advertise_port: u16,
+    /// Root of all partition directories and the broker's own metadata.
+    pub data_dir: PathBuf,
+    /// Number of executors (one per core, each pinned).
+    pub shards: usize,
+    /// `broker.id` / `node.id`: the id this single node answers with.
+    pub node_id: i32,
+    /// `num.partitions`: partitions of an auto-created topic (and CreateTopics with -1).
+    pub default_partitions: i32,
+    /// `auto.create.topics.enable`: create unknown topics on Metadata / Produce.
+    pub auto_create_topics: bool,
+    /// `socket.request.max.bytes`: the largest request frame accepted.
+    pub request_bytes_max: usize,
+    /// `rill.connection.inflight.requests.max`: requests decoded but not yet answered, per
+    /// connection; reading stops at this many (back-pressure on pipelining clients).
+    pub inflight_requests_max: usize,
+    /// `rill.shard.io.memory.bytes`: glommio io_memory per executor (RLIMIT_MEMLOCK is small).
+    pub io_memory_bytes: usize,
+    /// `rill.partition.queue.max`: operations queued to one partition before senders wait.
+    pub partition_queue_max: usize,
+    /// `rill.shard.channel.capacity`: slots per cross-shard channel.
+    pub shard_channel_capacity: usize,
+    /// Log settings topics inherit.
+    pub log: LogDefaults,
+}
+
+impl BrokerConfig {
+    /// The defaults of issue 4 with no file and no flags.
+    pub fn defaults() -> Self {
+        Self {
+            listen: SocketAddr::from(([127, 0, 0, 1], 9092)),
+            advertise_host: "127.0.0.1".to_string(),
+            advertise_port: 9092,
+            data_dir: PathBuf::from("./rill-data"),
+            shards: available_cores(),
+            node_id: 0,
+            default_partitions: 1,
+            auto_create_topics: true,
+            request_bytes_max: 100 * 1024 * 1024,
+            inflight_requests_max: 64,
+            io_memory_bytes: 2 << 20,
+            partition_queue_max: 1024,
+            shard_channel_capacity: 1024,
+            log: LogDefaults::default(),
+        }
+    }
+
+    /// Resolve defaults, then `cli.config` (if given), then the flags.
+    pub fn resolve(cli: &Cli) -> Result<Self, ConfigError> {
+        let mut config = Self::defaults();
+        let mut advertise_from_file = None;
+        if let Some(path) = &cli.config {
+            let properties = read_properties_file(path)?;
+            advertise_from_file = config.apply_properties(&properties)?;
+        }
+        config.apply_cli(cli, advertise_from_file)?;
+        Ok(config)
+    }
+
+    /// Apply `key=value` pairs; returns an `advertised.listeners`-style address if one was given,
+    /// so the CLI layer can decide between it and `--advertise`.
+    pub fn apply_properties(
+        &mut self,
+        properties: &BTreeMap<String, String>,
+    ) -> Result<Option<String>, ConfigError> {
+        let mut advertise = None;
+        for (key, value) in properties {
+            match self.apply_property(key, value)? {
+                Applied::Yes => {}
+                Applied::Advertise(address) => advertise = Some(address),
+                Applied::Unknown => tracing::warn!(key, "ignoring unknown config property"),
+            }
+        }
+        Ok(advertise)
+    }
+
+    fn apply_property(&mut self, key: &str, value: &str) -> Result<Applied, ConfigError> {
+        let v = value.trim();
+        match key {
+            "listeners" | "rill.listen" => self.listen = parse_listen(key, strip_scheme(v))?,
+            "advertised.listeners" | "rill.advertise" => {
+                return Ok(Applied::Advertise(strip_scheme(v).to_string()))
+            }
+            "log.dirs" | "log.dir" | "rill.data.dir" => {
+                let first = v.split(',').next().unwrap_or(v);
+                self.data_dir = PathBuf::from(first.trim());
+            }
+            "num.partitions" => self.default_partitions = parse_positive_i32(key, v)?,
+            "auto.create.topics.enable" => self.auto_create_topics = parse_bool(key, v)?,
+            "broker.id" | "node.id" => self.node_id = parse_num(key, v)?,
+            "socket.request.max.bytes" => self.request_bytes_max = parse_num(key, v)?,
+            "rill.shards" => self.shards = parse_shards(key, v)?,
+            "rill.connection.inflight.requests.max" => {
+                self.inflight_requests_max = parse_at_least_one(key, v)?
+            }
+            "rill.shard.io.memory.bytes" => self.io_memory_bytes = parse_num(key, v)?,
+            "rill.partition.queue.max" => self.partition_queue_max = parse_at_least_one(key, v)?,
+            "rill.shard.channel.capacity" => {
+                self.shard_channel_capacity = parse_at_least_one(key, v)?
+            }
+            _ => return self.log.apply_property(key, v),
+        }
+        Ok(Applied::Yes)
+    }
+
+    fn apply_cli(&mut self, cli: &Cli, advertise_file: Option<String>) -> Result<(), ConfigError> {
+        if let Some(listen) = &cli.listen {
+            self.listen = parse_listen("--listen", listen)?;
+        }
+        if let Some(dir) = &cli.data_dir {
+            self.data_dir = dir.clone();
+        }
+        if let Some(shards) = cli.shards {
+            self.shards = parse_shards("--shards", &shards.to_string())?;
+        }
+        if let Some(partitions) = cli.default_partitions {
+            self.default_partitions = parse_positive_i32("--default-partitions", &partitions.to_string())?;
+        }
+        if let Some(auto) = cli.auto_create_topics {
+            self.auto_create_topics = auto;
+        }
+        if let Some(bytes) = cli.io_memory_bytes {
+            self.io_memory_bytes = bytes;
+        }
+        // advertise defaults to listen, so it is resolved after the listen address is final.
+        self.advertise_host = self.listen.ip().to_string();
+        self.advertise_port = self.listen.port();
+        if let Some(address) = cli.advertise.clone().or(advertise_file) {
+            let (host, port) = split_host_port("--advertise", &address)?;
+            self.advertise_host = host;
+            self.advertise_port = port;
+        }
+        Ok(())
+    }
+}
+
+enum Applied {
+    Yes,
+    Advertise(String),
+    Unknown,
+}
+
+impl LogDefaults {
+    fn apply_property(&mut self, key: &str, v: &str) -> Result<Applied, ConfigError> {
+        match key {
+            "log.segment.bytes" => self.segment_bytes_max = parse_at_least_one(key, v)?,
+            "log.roll.ms" => self.segment_ms_max = parse_optional_ms(key, v)?,
+            "log.roll.hours" => self.segment_ms_max = parse_optional_ms(key, v)?.map(hours_to_ms),
+            "log.retention.ms" => self.retention_ms = parse_optional_ms(key, v)?,
+            "log.retention.minutes" => {
+                self.retention_ms = parse_optional_ms(key, v)?.map(|m| m * 60_000)
+            }
+            "log.retention.hours" => self.retention_ms = parse_optional_ms(key, v)?.map(hours_to_ms),
+            "log.retention.bytes" => self.retention_bytes = parse_optional_ms(key, v)?,
+            "log.flush.interval.messages" => {
+                self.flush_interval_messages = parse_flush_setting(key, v)?
+            }
+            "log.flush.interval.ms" => self.flush_interval_ms = parse_flush_setting(key, v)?,
+            "message.max.bytes" => self.message_bytes_max = parse_at_least_one(key, v)?,
+            "log.index.interval.bytes" => self.index_interval_bytes = parse_at_least_one(key, v)?,
+            "log.retention.check.interval.ms" => {
+                self.retention_check_interval_ms = parse_at_least_one(key, v)?
+            }
+            _ => return Ok(Applied::Unknown),
+        }
+        Ok(Applied::Yes)
+    }
+}
+
+fn hours_to_ms(hours: u64) -> u64 {
+    hours.saturating_mul(60 * 60 * 1000)
+}
+
+/// Upper bound on `--shards`: more shards than cores run unpinned, far more is a mistake.
+pub const SHARDS_MAX: usize = 256;
+
+/// Number of cores this process may run on (the `--shards` default).
+pub fn available_cores() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get())
+}
+
+/// Parse a Kafka `.properties` file into key → value.
+pub fn read_properties_file(path: &Path) -> Result<BTreeMap<String, String>, ConfigError> {
+    let file = std::fs::File::open(path).map_err(|e| ConfigError::File {
+        path: path.to_path_buf(),
+        reason: e.to_string(),
+    })?;
+    let map = java_properties::read(std::io::BufReader::new(file)).map_err(|e| {
+        ConfigError::File {
+            path: path.to_path_buf(),
+            reason: e.to_string(),
+        }
+    })?;
+    Ok(map.into_iter().collect())
+}
+
+fn bad(key: &str, value: &str, reason: impl Into<String>) -> ConfigError {
+    ConfigError::BadValue {
+        key: key.to_string(),
+        value: value.to_string(),
+        reason: reason.into(),
+    }
+}
+
+fn parse_num<T: std::str::FromStr>(key: &str, v: &str) -> Result<T, ConfigError>
+where
+    T::Err: std::fmt::Display,
+{
+    v.parse::<T>().map_err(|e| bad(key, v, e.to_string()))
+}
+
+fn parse_at_least_one<T: std::str::FromStr + PartialOrd + From<u8>>(
+    key: &str,
+    v: &str,
+) -> Result<T, ConfigError>
+where
+    T::Err: std::fmt::Display,
+{
+    let n: T = parse_num(key, v)?;
+    if n < T::from(1) {
+        return Err(bad(key, v, "must be at least 1"));
+    }
+    Ok(n)
+}
+
+fn parse_positive_i32(key: &str, v: &str) -> Result<i32, ConfigError> {
+    let n: i32 = parse_num(key, v)?;
+    if n < 1 {
+        return Err(bad(key, v, "must be at least 1"));
+    }
+    Ok(n)
+}
+
+fn parse_shards(key: &str, v: &str) -> Result<usize, ConfigError> {
+    let n: usize = parse_at_least_one(key, v)?;
+    if n > SHARDS_MAX {
+        return Err(bad(key, v, format!("at most {SHARDS_MAX} shards")));
+    }
+    Ok(n)
+}
+
+fn parse_bool(key: &str, v: &str) -> Result<bool, ConfigError> {
+    match v.to_ascii_lowercase().as_str() {
+        "true" => Ok(true),
+        "false" => Ok(false),
+        _ => Err(bad(key, v, "expected true or false")),
+    }
+}
+
+/// Kafka's "-1 means unlimited" convention for times and sizes.
+fn parse_optional_ms(key: &str, v: &str) -> Result<Option<u64>, ConfigError> {
+    let n: i64 = parse_num(key, v)?;
+    match n {
+        -1 => Ok(None),
+        n if n < 0 => Err(bad(key, v, "must be -1 (unlimited) or >= 0")),
+        n => Ok(Some(n as u64)),
+    }
+}
+
+/// Kafka's flush defaults are `Long.MAX_VALUE`, meaning "never flush on a schedule"; Rill's default
+/// instead is "flush before acks=all acknowledgements", so the maximum and -1 both map to `None`.
+fn parse_flush_setting(key: &str, v: &str) -> Result<Option<u64>, ConfigError> {
+    let n: i64 = parse_num(key, v)?;
+    match n {
+        -1 | i64::MAX => Ok(None),
+        n if n < 1 => Err(bad(key, v, "must be >= 1")),
+        n => Ok(Some(n as u64)),
+    }
+}
+
+/// `PLAINTEXT://host:port` → `host:port` (Kafka's listener syntax; only the first listener).
+fn strip_scheme(v: &str) -> &str {
+    let first = v.split(',').next().unwrap_or(v).trim();
+    first.split_once("://").map_or(first, |(_, rest)| rest)
+}
+
+fn parse_listen(key: &str, v: &str) -> Result<SocketAddr, ConfigError> {
+    let mut addresses = v.to_socket_addrs().map_err(|e| bad(key, v, e.to_string()))?;
+    addresses
+        .next()
+        .ok_or_else(|| bad(key, v, "resolves to no address"))
+}
+
+fn split_host_port(key: &str, v: &str) -> Result<(String, u16), ConfigError> {
+    let (host, port) = v
+        .rsplit_once(':')
+        .ok_or_else(|| bad(key, v, "expected HOST:PORT"))?;
+    let port = port.parse::<u16>().map_err(|e| bad(key, v, e.to_string()))?;
+    if host.is_empty() {
+        return Err(bad(key, v, "empty host"));
+    }
+    Ok((host.trim_matches(|c| c == '[' || c == ']').to_string(), port))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    fn cli(args: &[&str]) -> Cli {
+        Cli::try_parse_from(std::iter::once("rill").chain(args.iter().copied())).unwrap()
+    }
+
+    #[test]
+    fn defaults_match_issue_4() {
+        let c = BrokerConfig::resolve(&cli(&[])).unwrap();
+        assert_eq!(c.listen, "127.0.0.1:9092".parse().unwrap());
+        assert_eq!((c.advertise_host.as_str(), c.advertise_port), ("127.0.0.1", 9092));
+        assert_eq!(c.data_dir, PathBuf::from("./rill-data"));
+        assert_eq!(c.shards, available_cores());
+        assert_eq!(c.default_partitions, 1);
+        assert!(c.auto_create_topics);
+        assert_eq!(c.log.flush_interval_messages, None);
+    }
+
+    #[test]
+    fn advertise_follows_listen_unless_given() {
+        let c = BrokerConfig::resolve(&cli(&["--listen", "127.0.0.1:19092"])).unwrap();
+        assert_eq!(c.advertise_port, 19092);
+        let c = BrokerConfig::resolve(&cli(&[
+            "--listen",
+            "127.0.0.1:19092",
+            "--advertise",
+            "localhost:29092",
+        ]))
+        .unwrap();
+        assert_eq!((c.advertise_host.as_str(), c.advertise_port), ("localhost", 29092));
+    }
+
+    #[test]
+    fn file_then_flags_override() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("server.properties");
+        std::fs::write(
+            &path,
+            "# kafka style\nnum.partitions=3\nlog.segment.bytes = 1048576\n\
+             log.retention.ms=-1\nlog.flush.interval.messages=100\n\
+             auto.create.topics.enable=false\nsome.unknown.key=1\n\
+             listeners=PLAINTEXT://127.0.0.1:9999\n",
+        )
+        .unwrap();
+        let p = path.to_str().unwrap();
+        let c = BrokerConfig::resolve(&cli(&["--config", p])).unwrap();
+        assert_eq!(c.default_partitions, 3);
+        assert_eq!(c.log.segment_bytes_max, 1 << 20);
+        assert_eq!(c.log.retention_ms, None);
+        assert_eq!(c.log.flush_interval_messages, Some(100));
+        assert!(!c.auto_create_topics);
+        assert_eq!(c.listen.port(), 9999);
+        let c = BrokerConfig::resolve(&cli(&[
+            "--config",
+            p,
+            "--default-partitions",
+            "5",
+            "--auto-create-topics",
+            "true",
+        ]))
+        .unwrap();
+        assert_eq!(c.default_partitions, 5);
+        assert!(c.auto_create_topics);
+    }
+
+    #[test]
+    fn bad_values_are_errors_not_ignored() {
+        let mut c = BrokerConfig::defaults();
+        for (k, v) in [
+            ("num.partitions", "0"),
+            ("num.partitions", "x"),
+            ("auto.create.topics.enable", "yes"),
+            ("log.retention.ms", "-5"),
+            ("log.flush.interval.ms", "0"),
+            ("log.segment.bytes", "0"),
+        ] {
+            let map = BTreeMap::from([(k.to_string(), v.to_string())]);
+            assert!(c.apply_properties(&map).is_err(), "{k}={v} accepted");
+        }
+        assert!(Cli::try_parse_from(["rill", "--auto-create-topics", "maybe"]).is_err());
+        assert!(BrokerConfig::resolve(&cli(&["--shards", "100000"])).is_err());
+        assert!(BrokerConfig::resolve(&cli(&["--listen", "nonsense"])).is_err());
+    }
+
+    #[test]
+    fn missing_config_file_is_an_error() {
+        assert!(BrokerConfig::resolve(&cli(&["--config", "/nonexistent/rill.properties"])).is_err());
+    }
+}

@@ -1,0 +1,49 @@
+//! Which shard owns a partition.
+//!
+//! Ownership is a pure function of (topic, partition, shard count), so every shard computes the
+//! same answer without asking anyone: `crc32c(topic) ^ mix(partition) mod shards`. CRC-32C is
+//! stable across Rust releases (unlike `DefaultHasher`) and hardware-accelerated. Consecutive
+//! partitions of one topic land on consecutive shards, which spreads a topic evenly.
+
+/// The shard that alone touches `topic`/`partition`'s log.
+pub fn owner_shard(topic: &str, partition: i32, shards: usize) -> usize {
+    assert!(shards > 0);
+    assert!(partition >= 0);
+    let topic_hash = u64::from(crc32c::crc32c(topic.as_bytes()));
+    // Adding the partition (rather than hashing it) keeps a topic's partitions round-robin.
+    let slot = topic_hash.wrapping_add(partition as u64);
+    (slot % shards as u64) as usize
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn one_shard_owns_everything() {
+        for p in 0..100 {
+            assert_eq!(owner_shard("t", p, 1), 0);
+        }
+    }
+
+    #[test]
+    fn stable_and_in_range() {
+        for shards in 1..8 {
+            for p in 0..50 {
+                let a = owner_shard("orders", p, shards);
+                assert!(a < shards);
+                assert_eq!(a, owner_shard("orders", p, shards));
+            }
+        }
+    }
+
+    #[test]
+    fn partitions_of_one_topic_spread_evenly() {
+        let shards = 4;
+        let mut counts = [0usize; 4];
+        for p in 0..400 {
+            counts[owner_shard("events", p, shards)] += 1;
+        }
+        assert_eq!(counts, [100; 4]);
+    }
+}

@@ -1,0 +1,389 @@
+//! Durable topic metadata: which topics exist, their partition counts, per-topic configs and stable
+//! topic ids, plus the cluster id and the producer-id counter.
+//!
+//! On disk: `<data-dir>/.rill-meta/topics.json`, one JSON document, replaced atomically (write
+//! `topics.json.tmp`, fsync it, rename over the old file, fsync the directory). A crash leaves
+//! either the old or the new document, never a mix. The directory name starts with a dot and has
+//! no `-<partition>` suffix, so it cannot collide with a partition directory `<topic>-<n>`.
+//!
+//! Metadata changes are rare (create/delete topic, add partitions, a block of producer ids), so the
+//! registry is one process-wide value behind a `RwLock` that every shard reads; writers serialize
+//! on the lock and do a small blocking write. Reads clone an `Arc`, never hold the lock across an
+//! `.await`.
+
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, RwLock};
+
+use serde::{Deserialize, Serialize};
+use uuid::Uuid;
+
+/// Kafka's limit on topic name length.
+pub const TOPIC_NAME_BYTES_MAX: usize = 249;
+/// Upper bound on partitions per topic (a named maximum: each costs a directory and a task).
+pub const PARTITIONS_PER_TOPIC_MAX: i32 = 10_000;
+/// Producer ids are reserved on disk this many at a time, so InitProducerId rarely writes.
+pub const PRODUCER_ID_BLOCK: i64 = 1000;
+
+const META_DIR: &str = ".rill-meta";
+const META_FILE: &str = "topics.json";
+const FORMAT_VERSION: u32 = 1;
+
+/// One topic's durable description.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TopicMeta {
+    /// Stable id (Metadata v10+, Fetch v13+); never zero, never changes for the topic's life.
+    pub id: Uuid,
+    /// Partitions 0..partitions exist.
+    pub partitions: i32,
+    /// Topic-level overrides by Kafka name (`retention.ms`, `segment.bytes`, ...).
+    pub configs: BTreeMap<String, String>,
+}
+
+/// Why a metadata change was refused; each maps to one Kafka error code.
+#[derive(Debug, thiserror::Error)]
+pub enum TopicError {
+    /// INVALID_TOPIC_EXCEPTION (17).
+    #[error("invalid topic name: {0}")]
+    InvalidName(String),
+    /// TOPIC_ALREADY_EXISTS (36).
+    #[error("topic {0} already exists")]
+    AlreadyExists(String),
+    /// UNKNOWN_TOPIC_OR_PARTITION (3).
+    #[error("unknown topic {0}")]
+    Unknown(String),
+    /// INVALID_PARTITIONS (37).
+    #[error("invalid partition count: {0}")]
+    InvalidPartitions(String),
+    /// INVALID_CONFIG (40).
+    #[error("invalid config: {0}")]
+    InvalidConfig(String),
+    /// KAFKA_STORAGE_ERROR (56): the metadata file could not be written.
+    #[error("metadata write failed: {0}")]
+    Io(#[from] std::io::Error),
+}
+
+impl TopicError {
+    /// The Kafka error code for this refusal.
+    pub fn kafka_error_code(&self) -> i16 {
+        match self {
+            TopicError::InvalidName(_) => 17,
+            TopicError::AlreadyExists(_) => 36,
+            TopicError::Unknown(_) => 3,
+            TopicError::InvalidPartitions(_) => 37,
+            TopicError::InvalidConfig(_) => 40,
+            TopicError::Io(_) => 56,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct MetaDocument {
+    format_version: u32,
+    cluster_id: String,
+    /// Producer ids below this are handed out or reserved; restart resumes here (never reuses).
+    producer_id_reserved_until: i64,
+    topics: BTreeMap<String, Arc<TopicMeta>>,
+}
+
+#[derive(Debug)]
+struct ProducerIds {
+    next: i64,
+    reserved_until: i64,
+}
+
+/// The process-wide topic registry (see the module doc).
+#[derive(Debug)]
+pub struct TopicRegistry {
+    dir: PathBuf,
+    document: RwLock<MetaDocument>,
+    producer_ids: Mutex<ProducerIds>,
+    /// Serializes read-modify-write-persist sequences.
+    write_lock: Mutex<()>,
+}
+
+impl TopicRegistry {
+    /// Load `<data_dir>/.rill-meta/topics.json`, or start empty (with a new cluster id) if absent.
+    pub fn open(data_dir: &Path) -> std::io::Result<Self> {
+        let dir = data_dir.join(META_DIR);
+        std::fs::create_dir_all(&dir)?;
+        let path = dir.join(META_FILE);
+        let document = match std::fs::read(&path) {
+            Ok(bytes) => serde_json::from_slice::<MetaDocument>(&bytes).map_err(|e| {
+                std::io::Error::new(
+                    std::io::ErrorKind::InvalidData,
+                    format!("{}: {e}", path.display()),
+                )
+            })?,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => MetaDocument {
+                format_version: FORMAT_VERSION,
+                cluster_id: new_cluster_id(),
+                producer_id_reserved_until: 0,
+                topics: BTreeMap::new(),
+            },
+            Err(e) => return Err(e),
+        };
+        if document.format_version != FORMAT_VERSION {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::InvalidData,
+                format!("unsupported metadata format {}", document.format_version),
+            ));
+        }
+        let registry = Self {
+            dir,
+            producer_ids: Mutex::new(ProducerIds {
+                next: document.producer_id_reserved_until,
+                reserved_until: document.producer_id_reserved_until,
+            }),
+            document: RwLock::new(document),
+            write_lock: Mutex::new(()),
+        };
+        let snapshot = registry.read().clone();
+        registry.persist(&snapshot)?;
+        Ok(registry)
+    }
+
+    fn read(&self) -> std::sync::RwLockReadGuard<'_, MetaDocument> {
+        // A poisoned lock means a writer panicked mid-update of an in-memory map that is always
+        // replaced whole, so the data is still consistent.
+        self.document.read().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The cluster id reported by Metadata/DescribeCluster; stable across restarts.
+    pub fn cluster_id(&self) -> String {
+        self.read().cluster_id.clone()
+    }
+
+    /// One topic's metadata, if it exists.
+    pub fn get(&self, name: &str) -> Option<Arc<TopicMeta>> {
+        self.read().topics.get(name).cloned()
+    }
+
+    /// A topic by id (Fetch v13+ names topics by id).
+    pub fn by_id(&self, id: Uuid) -> Option<(String, Arc<TopicMeta>)> {
+        let doc = self.read();
+        doc.topics
+            .iter()
+            .find(|(_, meta)| meta.id == id)
+            .map(|(name, meta)| (name.clone(), meta.clone()))
+    }
+
+    /// All topics, sorted by name.
+    pub fn list(&self) -> Vec<(String, Arc<TopicMeta>)> {
+        let doc = self.read();
+        doc.topics
+            .iter()
+            .map(|(name, meta)| (name.clone(), meta.clone()))
+            .collect()
+    }
+
+    /// Create a topic durably. `configs` must already be validated by the caller's policy.
+    pub fn create(
+        &self,
+        name: &str,
+        partitions: i32,
+        configs: BTreeMap<String, String>,
+    ) -> Result<Arc<TopicMeta>, TopicError> {
+        validate_topic_name(name)?;
+        validate_partition_count(partitions)?;
+        let _guard = self.write_lock.lock().unwrap_or_else(|e| e.into_inner());
+        let mut next = self.read().clone();
+        if next.topics.contains_key(name) {
+            return Err(TopicError::AlreadyExists(name.to_string()));
+        }
+        let meta = Arc::new(TopicMeta {
+            id: new_topic_id(),
+            partitions,
+            configs,
+        });
+        next.topics.insert(name.to_string(), meta.clone());
+        self.commit(next)?;
+        Ok(meta)
+    }
+
+    /// Remove a topic durably; returns what it was so the caller can delete its partitions.
+    pub fn delete(&self, name: &str) -> Result<Arc<TopicMeta>, TopicError> {
+        let _guard = self.write_lock.lock().unwrap_or_else(|e| e.into_inner());
+        let mut next = self.read().clone();
+        let meta = next
+            .topics
+            .remove(name)
+            .ok_or_else(|| TopicError::Unknown(name.to_string()))?;
+        self.commit(next)?;
+        Ok(meta)
+    }
+
+    /// Grow a topic to `new_total` partitions (Kafka never shrinks).
+    pub fn add_partitions(&self, name: &str, new_total: i32) -> Result<Arc<TopicMeta>, TopicError> {
+        validate_partition_count(new_total)?;
+        let _guard = self.write_lock.lock().unwrap_or_else(|e| e.into_inner());
+        let mut next = self.read().clone();
+        let old = next
+            .topics
+            .get(name)
+            .cloned()
+            .ok_or_else(|| TopicError::Unknown(name.to_string()))?;
+        if new_total <= old.partitions {
+            return Err(TopicError::InvalidPartitions(format!(
+                "topic {name} has {} partitions; new count {new_total} must be larger",
+                old.partitions
+            )));
+        }
+        let meta = Arc::new(TopicMeta {
+            partitions: new_total,
+            ..(*old).clone()
+        });
+        next.topics.insert(name.to_string(), meta.clone());
+        self.commit(next)?;
+        Ok(meta)
+    }
+
+    /// A producer id never handed out before, even across restarts.
+    pub fn allocate_producer_id(&self) -> Result<i64, TopicError> {
+        let mut ids = self.producer_ids.lock().unwrap_or_else(|e| e.into_inner());
+        if ids.next >= ids.reserved_until {
+            let _guard = self.write_lock.lock().unwrap_or_else(|e| e.into_inner());
+            let mut next = self.read().clone();
+            next.producer_id_reserved_until = ids.reserved_until + PRODUCER_ID_BLOCK;
+            let reserved_until = next.producer_id_reserved_until;
+            self.commit(next)?;
+            ids.reserved_until = reserved_until;
+        }
+        let id = ids.next;
+        ids.next += 1;
+        assert!(ids.next <= ids.reserved_until);
+        Ok(id)
+    }
+
+    fn commit(&self, next: MetaDocument) -> Result<(), TopicError> {
+        self.persist(&next)?;
+        *self.document.write().unwrap_or_else(|e| e.into_inner()) = next;
+        Ok(())
+    }
+
+    fn persist(&self, document: &MetaDocument) -> std::io::Result<()> {
+        let bytes = serde_json::to_vec_pretty(document).map_err(std::io::Error::other)?;
+        write_atomically(&self.dir, META_FILE, &bytes)
+    }
+}
+
+/// Replace `dir/name` with `bytes` so that a crash leaves the old or the new content.
+pub fn write_atomically(dir: &Path, name: &str, bytes: &[u8]) -> std::io::Result<()> {
+    let tmp = dir.join(format!("{name}.tmp"));
+    {
+        let mut file = std::fs::File::create(&tmp)?;
+        file.write_all(bytes)?;
+        file.sync_all()?;
+    }
+    std::fs::rename(&tmp, dir.join(name))?;
+    std::fs::File::open(dir)?.sync_all()
+}
+
+/// Kafka's topic name rule: 1..=249 of `[a-zA-Z0-9._-]`, and not `.` or `..`.
+pub fn validate_topic_name(name: &str) -> Result<(), TopicError> {
+    let invalid = |why: &str| Err(TopicError::InvalidName(format!("{name:?}: {why}")));
+    if name.is_empty() {
+        return invalid("empty");
+    }
+    if name.len() > TOPIC_NAME_BYTES_MAX {
+        return invalid("longer than 249 characters");
+    }
+    if name == "." || name == ".." {
+        return invalid("'.' and '..' are reserved");
+    }
+    let legal = |c: char| c.is_ascii_alphanumeric() || c == '.' || c == '_' || c == '-';
+    if !name.chars().all(legal) {
+        return invalid("only ASCII letters, digits, '.', '_' and '-' are allowed");
+    }
+    Ok(())
+}
+
+fn validate_partition_count(partitions: i32) -> Result<(), TopicError> {
+    if !(1..=PARTITIONS_PER_TOPIC_MAX).contains(&partitions) {
+        return Err(TopicError::InvalidPartitions(format!(
+            "{partitions} is outside 1..={PARTITIONS_PER_TOPIC_MAX}"
+        )));
+    }
+    Ok(())
+}
+
+/// A random non-nil v4 UUID (Kafka treats the nil UUID as "no id").
+fn new_topic_id() -> Uuid {
+    loop {
+        let id = Uuid::new_v4();
+        if !id.is_nil() {
+            return id;
+        }
+    }
+}
+
+/// Kafka cluster ids are 22-character URL-safe base64 of a UUID; any stable string works for
+/// clients, so the UUID's simple hex form (32 chars) is used.
+fn new_cluster_id() -> String {
+    Uuid::new_v4().simple().to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn topics_survive_reopen_with_same_ids() {
+        let dir = tempfile::tempdir().unwrap();
+        let reg = TopicRegistry::open(dir.path()).unwrap();
+        let cluster = reg.cluster_id();
+        let configs = BTreeMap::from([("retention.ms".to_string(), "1000".to_string())]);
+        let a = reg.create("orders", 3, configs.clone()).unwrap();
+        reg.create("b", 1, BTreeMap::new()).unwrap();
+        reg.delete("b").unwrap();
+        reg.add_partitions("orders", 5).unwrap();
+        drop(reg);
+        let reg = TopicRegistry::open(dir.path()).unwrap();
+        assert_eq!(reg.cluster_id(), cluster);
+        let a2 = reg.get("orders").unwrap();
+        assert_eq!(a2.id, a.id);
+        assert_eq!(a2.partitions, 5);
+        assert_eq!(a2.configs, configs);
+        assert!(reg.get("b").is_none());
+        assert_eq!(reg.by_id(a.id).unwrap().0, "orders");
+    }
+
+    #[test]
+    fn refusals_carry_kafka_codes() {
+        let dir = tempfile::tempdir().unwrap();
+        let reg = TopicRegistry::open(dir.path()).unwrap();
+        reg.create("t", 1, BTreeMap::new()).unwrap();
+        let code = |r: Result<Arc<TopicMeta>, TopicError>| r.unwrap_err().kafka_error_code();
+        assert_eq!(code(reg.create("t", 1, BTreeMap::new())), 36);
+        assert_eq!(code(reg.create("bad name", 1, BTreeMap::new())), 17);
+        assert_eq!(code(reg.create("", 1, BTreeMap::new())), 17);
+        assert_eq!(code(reg.create("..", 1, BTreeMap::new())), 17);
+        assert_eq!(code(reg.create(&"x".repeat(250), 1, BTreeMap::new())), 17);
+        assert_eq!(code(reg.create("u", 0, BTreeMap::new())), 37);
+        assert_eq!(code(reg.add_partitions("t", 1)), 37);
+        assert_eq!(code(reg.add_partitions("nope", 4)), 3);
+        assert_eq!(code(reg.delete("nope")), 3);
+        assert!(reg.create(&"x".repeat(249), 1, BTreeMap::new()).is_ok());
+    }
+
+    #[test]
+    fn producer_ids_are_never_reused_across_restart() {
+        let dir = tempfile::tempdir().unwrap();
+        let reg = TopicRegistry::open(dir.path()).unwrap();
+        let first: Vec<i64> = (0..3).map(|_| reg.allocate_producer_id().unwrap()).collect();
+        assert_eq!(first, vec![0, 1, 2]);
+        drop(reg);
+        let reg = TopicRegistry::open(dir.path()).unwrap();
+        let next = reg.allocate_producer_id().unwrap();
+        assert!(next > 2, "reused producer id {next}");
+    }
+
+    #[test]
+    fn corrupt_metadata_is_an_error_not_a_silent_reset() {
+        let dir = tempfile::tempdir().unwrap();
+        TopicRegistry::open(dir.path()).unwrap();
+        std::fs::write(dir.path().join(META_DIR).join(META_FILE), b"{not json").unwrap();
+        assert!(TopicRegistry::open(dir.path()).is_err());
+    }
+}

@@ -1,1 +1,31 @@
-//! Rill wire protocol.
+//! Rill's Kafka wire protocol: bytes in, bytes out, no I/O.
+//!
+//! # Map
+//! - [`frame`]: size-prefixed framing, "need more bytes" as `Ok(None)`, named maximum.
+//! - [`request`]: header v0-v2 + body decode, checked against the registry first.
+//! - [`response`]: size prefix + response header v0/v1 (ApiVersions always v0) + body.
+//! - [`api_registry`]: the one table of advertised APIs and version ranges; ApiVersions answers.
+//! - [`error_code`]: Kafka error codes as a typed enum.
+//! - [`length_guard`]: wire lengths checked against the frame before anything is allocated.
+//!
+//! # Why `kafka-protocol` 0.18
+//! Message types come from the `kafka-protocol` crate, generated from Kafka 4.1's JSON message
+//! specs: maintained, covers every API, keeps `records` as raw `Bytes` (zero-copy). Kafka 4
+//! dropped some old versions (Produce < 3, Fetch < 4, ListOffsets 0, OffsetCommit < 2, ...).
+//! Checked against the clients in `shared/protocol-notes.md`: none of them *sends* a dropped
+//! version once it has our ApiVersions answer; librdkafka 2.0.2 only *checks* that some
+//! old versions overlap the advertised ranges (OffsetCommit 1-2 overlaps at 2, Produce 0 is
+//! advertised-only, as Kafka 4 does since KAFKA-18659). So 0.18 decodes everything the clients
+//! send, and an older crate would only add versions nobody uses. See [`api_registry`].
+//!
+//! `kafka_protocol` is re-exported so the server uses exactly this version.
+
+pub mod api_registry;
+pub mod error_code;
+pub mod frame;
+pub mod length_guard;
+pub mod request;
+pub mod response;
+
+pub use error_code::ErrorCode;
+pub use kafka_protocol;

@@ -1,0 +1,224 @@
+//! The ONE table of APIs Rill knows and the version ranges it advertises in ApiVersions.
+//!
+//! Every range was chosen against what real clients send (`shared/protocol-notes.md`) and what
+//! the `kafka_protocol` 0.18 codec decodes (Kafka 4.x specs):
+//!
+//! | API (key)                | advertised | why the edges                                                      |
+//! |--------------------------|-----------:|--------------------------------------------------------------------|
+//! | Produce (0)              |   0..=11   | min 0 keeps librdkafka's compression on (KAFKA-18659); v0-2 are *advertised only* and rejected as UnsupportedVersion, as Kafka 4 does; v3 = MsgVer2 check; v13 needs topic ids |
+//! | Fetch (1)                |   4..=12   | v4 = librdkafka MsgVer2 check; v13+ names topics by id (trap 6)    |
+//! | ListOffsets (2)          |   1..=7    | v1 = librdkafka offsets-for-times check                            |
+//! | Metadata (3)             |   0..=12   | every client                                                       |
+//! | OffsetCommit (8)         |   2..=9    | overlaps librdkafka's 1-2 check at 2; aiokafka 2-3                 |
+//! | OffsetFetch (9)          |   1..=9    | v1 = librdkafka check and aiokafka/kafkajs minimum                 |
+//! | FindCoordinator (10)     |   0..=4    | v0 = librdkafka group/LZ4 checks                                   |
+//! | JoinGroup (11)           |   0..=7    | v0 = librdkafka check; v8+ only adds `reason`/KIP-848 bits         |
+//! | Heartbeat (12)           |   0..=4    | v0 = librdkafka check                                              |
+//! | LeaveGroup (13)          |   0..=5    | v0 = librdkafka check; v3+ batch leave                             |
+//! | SyncGroup (14)           |   0..=5    | v0 = librdkafka check                                              |
+//! | DescribeGroups (15)      |   0..=5    |                                                                    |
+//! | ListGroups (16)          |   0..=4    |                                                                    |
+//! | ApiVersions (18)         |   0..=4    | aiokafka speaks only v0; kafka-python tries v4 first              |
+//! | CreateTopics (19)        |   2..=7    | codec minimum 2                                                    |
+//! | DeleteTopics (20)        |   1..=6    | codec minimum 1                                                    |
+//! | InitProducerId (22)      |   0..=4    | v0 = librdkafka idempotence check and aiokafka's only version      |
+//! | OffsetForLeaderEpoch (23)|   2..=4    | codec minimum 2 (librdkafka 2.0.2 sends v2)                        |
+//! | DescribeConfigs (32)     |   1..=4    | codec minimum 1                                                    |
+//! | CreatePartitions (37)    |   0..=3    |                                                                    |
+//! | DeleteGroups (42)        |   0..=2    |                                                                    |
+//! | OffsetDelete (47)        |   0..=0    |                                                                    |
+//! | DescribeCluster (60)     |   0..=1    | v2 only adds fenced-broker listing                                 |
+//!
+//! The server decides which of these it implements and answers ApiVersions with
+//! [`api_versions_response_for`], passing that set; the ranges stay here.
+
+use crate::kafka_protocol::messages::api_versions_response::{ApiVersion, ApiVersionsResponse};
+use crate::kafka_protocol::messages::ApiKey;
+use crate::ErrorCode;
+
+/// One API Rill knows: the range it advertises and the lowest version it can actually decode.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub struct ApiEntry {
+    /// The API.
+    pub api_key: ApiKey,
+    /// Lowest version advertised in ApiVersions (may be below `decodable_min`, see Produce).
+    pub advertised_min: i16,
+    /// Highest version advertised and decoded.
+    pub advertised_max: i16,
+    /// Lowest version the codec decodes; lower advertised versions answer UnsupportedVersion.
+    pub decodable_min: i16,
+}
+
+impl ApiEntry {
+    const fn new(api_key: ApiKey, min: i16, max: i16) -> Self {
+        ApiEntry {
+            api_key,
+            advertised_min: min,
+            advertised_max: max,
+            decodable_min: min,
+        }
+    }
+
+    /// Whether `version` is advertised AND decodable.
+    pub const fn decodes(&self, version: i16) -> bool {
+        version >= self.decodable_min && version <= self.advertised_max
+    }
+}
+
+/// The registry. Sorted by api key (ApiVersions lists keys in this order).
+pub const ENTRIES: &[ApiEntry] = &[
+    // Produce v0-2: advertised so librdkafka keeps compression (KAFKA-18659), never decoded.
+    ApiEntry {
+        api_key: ApiKey::Produce,
+        advertised_min: 0,
+        advertised_max: 11,
+        decodable_min: 3,
+    },
+    ApiEntry::new(ApiKey::Fetch, 4, 12),
+    ApiEntry::new(ApiKey::ListOffsets, 1, 7),
+    ApiEntry::new(ApiKey::Metadata, 0, 12),
+    ApiEntry::new(ApiKey::OffsetCommit, 2, 9),
+    ApiEntry::new(ApiKey::OffsetFetch, 1, 9),
+    ApiEntry::new(ApiKey::FindCoordinator, 0, 4),
+    ApiEntry::new(ApiKey::JoinGroup, 0, 7),
+    ApiEntry::new(ApiKey::Heartbeat, 0, 4),
+    ApiEntry::new(ApiKey::LeaveGroup, 0, 5),
+    ApiEntry::new(ApiKey::SyncGroup, 0, 5),
+    ApiEntry::new(ApiKey::DescribeGroups, 0, 5),
+    ApiEntry::new(ApiKey::ListGroups, 0, 4),
+    ApiEntry::new(ApiKey::ApiVersions, 0, 4),
+    ApiEntry::new(ApiKey::CreateTopics, 2, 7),
+    ApiEntry::new(ApiKey::DeleteTopics, 1, 6),
+    ApiEntry::new(ApiKey::InitProducerId, 0, 4),
+    ApiEntry::new(ApiKey::OffsetForLeaderEpoch, 2, 4),
+    ApiEntry::new(ApiKey::DescribeConfigs, 1, 4),
+    ApiEntry::new(ApiKey::CreatePartitions, 0, 3),
+    ApiEntry::new(ApiKey::DeleteGroups, 0, 2),
+    ApiEntry::new(ApiKey::OffsetDelete, 0, 0),
+    ApiEntry::new(ApiKey::DescribeCluster, 0, 1),
+];
+
+/// All registry entries (for listing, docs and tests).
+pub fn entries() -> &'static [ApiEntry] {
+    ENTRIES
+}
+
+/// The registry entry for `api_key`, if Rill knows the API.
+pub fn entry(api_key: ApiKey) -> Option<&'static ApiEntry> {
+    ENTRIES.iter().find(|e| e.api_key == api_key)
+}
+
+/// The advertised `(min, max)` version range of `api_key`, if Rill knows the API.
+pub fn supported_range(api_key: ApiKey) -> Option<(i16, i16)> {
+    entry(api_key).map(|e| (e.advertised_min, e.advertised_max))
+}
+
+/// An ApiVersions response listing every registry entry.
+///
+/// `version` is the version the response will be encoded at (fields absent below it are left
+/// at defaults); for an unsupported request version pass 0 and `ErrorCode::UnsupportedVersion`.
+pub fn api_versions_response(version: i16, error: ErrorCode) -> ApiVersionsResponse {
+    api_versions_response_for(version, error, |_| true)
+}
+
+/// An ApiVersions response listing only the entries for which `implemented` returns true.
+pub fn api_versions_response_for(
+    version: i16,
+    error: ErrorCode,
+    implemented: impl Fn(ApiKey) -> bool,
+) -> ApiVersionsResponse {
+    assert!(
+        version >= 0,
+        "ApiVersions response version must be non-negative"
+    );
+    let api_keys = ENTRIES
+        .iter()
+        .filter(|e| implemented(e.api_key))
+        .map(|e| {
+            ApiVersion::default()
+                .with_api_key(e.api_key as i16)
+                .with_min_version(e.advertised_min)
+                .with_max_version(e.advertised_max)
+        })
+        .collect();
+    ApiVersionsResponse::default()
+        .with_error_code(error.code())
+        .with_api_keys(api_keys)
+        .with_throttle_time_ms(0)
+        // -1: no finalized features (what a single-node broker without KRaft features says).
+        .with_finalized_features_epoch(-1)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn entries_sorted_unique_and_within_codec() {
+        for pair in ENTRIES.windows(2) {
+            assert!((pair[0].api_key as i16) < (pair[1].api_key as i16));
+        }
+        for e in ENTRIES {
+            let codec = e.api_key.valid_versions();
+            assert!(e.advertised_min <= e.decodable_min, "{:?}", e.api_key);
+            assert!(e.decodable_min <= e.advertised_max, "{:?}", e.api_key);
+            assert!(
+                e.decodable_min >= codec.min,
+                "{:?} below codec {codec}",
+                e.api_key
+            );
+            assert!(
+                e.advertised_max <= codec.max,
+                "{:?} above codec {codec}",
+                e.api_key
+            );
+        }
+    }
+
+    /// librdkafka 2.0.2 enables features only if these exact versions overlap our ranges.
+    #[test]
+    fn librdkafka_feature_checks_pass() {
+        let needs = [
+            (ApiKey::Produce, 0, 0), // compression codec check (KAFKA-18659)
+            (ApiKey::Produce, 3, 3),
+            (ApiKey::Fetch, 4, 4),
+            (ApiKey::Produce, 7, 7), // ZSTD
+            (ApiKey::Fetch, 10, 10),
+            (ApiKey::ListOffsets, 1, 1),
+            (ApiKey::InitProducerId, 0, 0),
+            (ApiKey::FindCoordinator, 0, 0),
+            (ApiKey::OffsetCommit, 1, 2),
+            (ApiKey::OffsetFetch, 1, 1),
+            (ApiKey::JoinGroup, 0, 0),
+            (ApiKey::SyncGroup, 0, 0),
+            (ApiKey::Heartbeat, 0, 0),
+            (ApiKey::LeaveGroup, 0, 0),
+            (ApiKey::ApiVersions, 0, 0),
+        ];
+        for (key, min, max) in needs {
+            let (lo, hi) = supported_range(key).expect("registered");
+            assert!(min <= hi && lo <= max, "{key:?} {min}..{max} vs {lo}..{hi}");
+        }
+    }
+
+    #[test]
+    fn fetch_capped_below_topic_ids_and_aiokafka_versions_decodable() {
+        assert_eq!(supported_range(ApiKey::Fetch).map(|r| r.1), Some(12));
+        assert!(entry(ApiKey::ApiVersions).is_some_and(|e| e.decodes(0)));
+        assert!(entry(ApiKey::InitProducerId).is_some_and(|e| e.decodes(0)));
+        assert!(!entry(ApiKey::Produce).is_some_and(|e| e.decodes(2)));
+        assert!(entry(ApiKey::Produce).is_some_and(|e| e.decodes(3)));
+    }
+
+    #[test]
+    fn response_lists_filtered_entries() {
+        let all = api_versions_response(3, ErrorCode::None);
+        assert_eq!(all.api_keys.len(), ENTRIES.len());
+        let some = api_versions_response_for(0, ErrorCode::UnsupportedVersion, |k| {
+            k == ApiKey::ApiVersions || k == ApiKey::Metadata
+        });
+        assert_eq!(some.error_code, 35);
+        assert_eq!(some.api_keys.len(), 2);
+        assert_eq!(some.api_keys[1].api_key, ApiKey::ApiVersions as i16);
+    }
+}

@@ -1,19 +1,372 @@
 //! Checks every length read off the wire against the frame before the codec allocates for it.
 //!
-//! (Placeholder in this commit: accepts everything; the schema-driven walker lands next.)
+//! Why: `kafka_protocol` 0.18 decodes an array by `Vec::with_capacity(count)` with the count
+//! straight off the wire, so 8 bytes claiming 2^31 topics make the allocator abort the process
+//! (upstream PRs #152/#161/#200 are still open). This module walks the request body once,
+//! driven by Kafka's own JSON spec of that API ([`crate::schema`]), without allocating, and
+//! rejects any string, bytes, array or tag section that cannot fit in the bytes that remain,
+//! and any array longer than [`ARRAY_ELEMENTS_MAX`]. Only then does the codec run.
+//!
+//! Cost: one pass over the non-record bytes; record payloads are skipped by length.
 
 use crate::kafka_protocol::messages::ApiKey;
+use crate::schema::{request_spec, Field, FieldType, MessageSpec};
+
+/// Most elements any single array in a request may hold. A Fetch of every partition of a
+/// large cluster is ~10^5; a million leaves room and caps what one array may make us allocate.
+pub const ARRAY_ELEMENTS_MAX: usize = 1 << 20;
+
+/// Deepest struct nesting walked (the deepest spec nests 4 levels).
+const NESTING_MAX: usize = 16;
 
 /// A length prefix in the body that cannot fit in the bytes that follow it.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{0}")]
-pub struct LengthError(pub String);
+#[error("{field}: {reason} at byte {at}")]
+pub struct LengthError {
+    /// Spec name of the field being read.
+    pub field: String,
+    /// What was wrong.
+    pub reason: String,
+    /// Offset in the body where it was detected.
+    pub at: usize,
+}
 
 /// Walks the body of `api_key` v`version` and checks each length prefix against the frame.
-pub fn check_request_body(
-    _api_key: ApiKey,
-    _version: i16,
-    _body: &[u8],
-) -> Result<(), LengthError> {
-    Ok(())
+///
+/// APIs without a pinned spec pass unchecked (the registry only holds APIs that have one).
+pub fn check_request_body(api_key: ApiKey, version: i16, body: &[u8]) -> Result<(), LengthError> {
+    let Some(spec) = request_spec(api_key) else {
+        return Ok(());
+    };
+    check_message(spec, version, body)
+}
+
+/// Walks `body` as message `spec` at `version`.
+pub fn check_message(spec: &MessageSpec, version: i16, body: &[u8]) -> Result<(), LengthError> {
+    walked_bytes(spec, version, body).map(|_| ())
+}
+
+/// Walks `body` as message `spec` at `version` and returns how many bytes the message spans
+/// (trailing bytes are tolerated, as Kafka does; tests use this to compare with the codec).
+pub fn walked_bytes(spec: &MessageSpec, version: i16, body: &[u8]) -> Result<usize, LengthError> {
+    let mut walker = Walker {
+        buf: body,
+        pos: 0,
+        version,
+        depth: 0,
+    };
+    let flexible = spec.flexible_versions.contains(version);
+    walker.fields(&spec.fields, flexible)?;
+    assert!(walker.pos <= body.len());
+    Ok(walker.pos)
+}
+
+struct Walker<'a> {
+    buf: &'a [u8],
+    pos: usize,
+    version: i16,
+    depth: usize,
+}
+
+impl Walker<'_> {
+    fn remaining(&self) -> usize {
+        self.buf.len() - self.pos
+    }
+
+    fn fail<T>(&self, field: &Field, reason: impl Into<String>) -> Result<T, LengthError> {
+        Err(LengthError {
+            field: field.name.clone(),
+            reason: reason.into(),
+            at: self.pos,
+        })
+    }
+
+    fn fields(&mut self, fields: &[Field], flexible: bool) -> Result<(), LengthError> {
+        self.depth += 1;
+        assert!(
+            self.depth <= NESTING_MAX,
+            "spec nesting deeper than {NESTING_MAX}"
+        );
+        let version = self.version;
+        for field in fields.iter().filter(|f| f.versions.contains(version)) {
+            if flexible && field.tagged_versions.contains(self.version) {
+                continue; // lives in the tag section below
+            }
+            self.value(field, &field.ty, flexible)?;
+        }
+        if flexible {
+            self.tag_section(fields)?;
+        }
+        self.depth -= 1;
+        Ok(())
+    }
+
+    fn value(&mut self, field: &Field, ty: &FieldType, flexible: bool) -> Result<(), LengthError> {
+        let compact = flexible
+            && field
+                .flexible_versions
+                .is_none_or(|v| v.contains(self.version));
+        match ty {
+            FieldType::Fixed(n) => self.skip(field, *n),
+            FieldType::String => {
+                let len = if compact {
+                    self.compact_len(field)?
+                } else {
+                    self.i16_len(field)?
+                };
+                self.skip(field, len)
+            }
+            FieldType::Bytes => {
+                let len = if compact {
+                    self.compact_len(field)?
+                } else {
+                    self.i32_len(field)?
+                };
+                self.skip(field, len)
+            }
+            FieldType::Array(inner) => {
+                let count = if compact {
+                    self.compact_len(field)?
+                } else {
+                    self.i32_len(field)?
+                };
+                self.elements(field, inner, count, flexible)
+            }
+            FieldType::Struct(fields) => self.fields(fields, flexible),
+        }
+    }
+
+    fn elements(
+        &mut self,
+        field: &Field,
+        inner: &FieldType,
+        count: usize,
+        flexible: bool,
+    ) -> Result<(), LengthError> {
+        if count > ARRAY_ELEMENTS_MAX {
+            return self.fail(
+                field,
+                format!("array of {count} exceeds {ARRAY_ELEMENTS_MAX}"),
+            );
+        }
+        if count > self.remaining() {
+            return self.fail(
+                field,
+                format!("array of {count} in {} bytes", self.remaining()),
+            );
+        }
+        for _ in 0..count {
+            self.value(field, inner, flexible)?;
+        }
+        Ok(())
+    }
+
+    /// Tag section: count, then (tag, size, bytes); known tags are walked inside their bytes.
+    fn tag_section(&mut self, fields: &[Field]) -> Result<(), LengthError> {
+        let section = section_field();
+        let count = self.uvarint(&section)?;
+        if count as usize > self.remaining() {
+            return self.fail(
+                &section,
+                format!("{count} tags in {} bytes", self.remaining()),
+            );
+        }
+        for _ in 0..count {
+            let tag = self.uvarint(&section)?;
+            let size = self.uvarint(&section)? as usize;
+            let end = self.pos + size;
+            if size > self.remaining() {
+                return self.fail(&section, format!("tag {tag} of {size} bytes"));
+            }
+            if let Some(field) = self.tagged_field(fields, tag) {
+                let mut inner = Walker {
+                    buf: &self.buf[..end],
+                    ..*self
+                };
+                inner.value(field, &field.ty, true)?;
+            }
+            self.pos = end;
+        }
+        Ok(())
+    }
+
+    fn tagged_field<'f>(&self, fields: &'f [Field], tag: u32) -> Option<&'f Field> {
+        fields
+            .iter()
+            .find(|f| f.tag == Some(tag) && f.tagged_versions.contains(self.version))
+    }
+
+    fn skip(&mut self, field: &Field, n: usize) -> Result<(), LengthError> {
+        if n > self.remaining() {
+            return self.fail(
+                field,
+                format!("{n} bytes needed, {} left", self.remaining()),
+            );
+        }
+        self.pos += n;
+        Ok(())
+    }
+
+    fn take<const N: usize>(&mut self, field: &Field) -> Result<[u8; N], LengthError> {
+        let Some(bytes) = self.buf[self.pos..].first_chunk::<N>() else {
+            return self.fail(field, "truncated length");
+        };
+        self.pos += N;
+        Ok(*bytes)
+    }
+
+    /// INT16 length; -1 (null) is zero bytes; other negatives are malformed.
+    fn i16_len(&mut self, field: &Field) -> Result<usize, LengthError> {
+        let len = i16::from_be_bytes(self.take::<2>(field)?);
+        self.signed_len(field, i32::from(len))
+    }
+
+    /// INT32 length or count; -1 (null) is zero; other negatives are malformed.
+    fn i32_len(&mut self, field: &Field) -> Result<usize, LengthError> {
+        let len = i32::from_be_bytes(self.take::<4>(field)?);
+        self.signed_len(field, len)
+    }
+
+    fn signed_len(&self, field: &Field, len: i32) -> Result<usize, LengthError> {
+        match len {
+            -1 => Ok(0),
+            n if n < -1 => self.fail(field, format!("negative length {n}")),
+            n => Ok(n as usize),
+        }
+    }
+
+    /// Compact length: unsigned varint N+1, 0 = null.
+    fn compact_len(&mut self, field: &Field) -> Result<usize, LengthError> {
+        Ok((self.uvarint(field)? as usize).saturating_sub(1))
+    }
+
+    /// Unsigned varint of at most 5 bytes (a u32).
+    fn uvarint(&mut self, field: &Field) -> Result<u32, LengthError> {
+        let mut value: u32 = 0;
+        for i in 0..5 {
+            let [byte] = self.take::<1>(field)?;
+            value |= u32::from(byte & 0x7f) << (7 * i);
+            if byte & 0x80 == 0 {
+                return Ok(value);
+            }
+        }
+        self.fail(field, "varint longer than 5 bytes")
+    }
+}
+
+/// A stand-in field naming the tag section in errors.
+fn section_field() -> Field {
+    Field {
+        name: "tagged fields".to_owned(),
+        ty: FieldType::Fixed(0),
+        versions: crate::schema::Versions::NONE,
+        tagged_versions: crate::schema::Versions::NONE,
+        tag: None,
+        flexible_versions: None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::api_registry::ENTRIES;
+    use crate::kafka_protocol::messages::RequestKind;
+    use bytes::BytesMut;
+
+    fn default_request(api_key: ApiKey) -> RequestKind {
+        use crate::kafka_protocol::messages::*;
+        match api_key {
+            ApiKey::Produce => RequestKind::Produce(ProduceRequest::default()),
+            ApiKey::Fetch => RequestKind::Fetch(FetchRequest::default()),
+            ApiKey::ListOffsets => RequestKind::ListOffsets(ListOffsetsRequest::default()),
+            ApiKey::Metadata => RequestKind::Metadata(MetadataRequest::default()),
+            ApiKey::OffsetCommit => RequestKind::OffsetCommit(OffsetCommitRequest::default()),
+            ApiKey::OffsetFetch => RequestKind::OffsetFetch(OffsetFetchRequest::default()),
+            ApiKey::FindCoordinator => {
+                RequestKind::FindCoordinator(FindCoordinatorRequest::default())
+            }
+            ApiKey::JoinGroup => RequestKind::JoinGroup(JoinGroupRequest::default()),
+            ApiKey::Heartbeat => RequestKind::Heartbeat(HeartbeatRequest::default()),
+            ApiKey::LeaveGroup => RequestKind::LeaveGroup(LeaveGroupRequest::default()),
+            ApiKey::SyncGroup => RequestKind::SyncGroup(SyncGroupRequest::default()),
+            ApiKey::DescribeGroups => RequestKind::DescribeGroups(DescribeGroupsRequest::default()),
+            ApiKey::ListGroups => RequestKind::ListGroups(ListGroupsRequest::default()),
+            ApiKey::ApiVersions => RequestKind::ApiVersions(ApiVersionsRequest::default()),
+            ApiKey::CreateTopics => RequestKind::CreateTopics(CreateTopicsRequest::default()),
+            ApiKey::DeleteTopics => RequestKind::DeleteTopics(DeleteTopicsRequest::default()),
+            ApiKey::InitProducerId => RequestKind::InitProducerId(InitProducerIdRequest::default()),
+            ApiKey::OffsetForLeaderEpoch => {
+                RequestKind::OffsetForLeaderEpoch(OffsetForLeaderEpochRequest::default())
+            }
+            ApiKey::DescribeConfigs => {
+                RequestKind::DescribeConfigs(DescribeConfigsRequest::default())
+            }
+            ApiKey::CreatePartitions => {
+                RequestKind::CreatePartitions(CreatePartitionsRequest::default())
+            }
+            ApiKey::DeleteGroups => RequestKind::DeleteGroups(DeleteGroupsRequest::default()),
+            ApiKey::OffsetDelete => RequestKind::OffsetDelete(OffsetDeleteRequest::default()),
+            ApiKey::DescribeCluster => {
+                RequestKind::DescribeCluster(DescribeClusterRequest::default())
+            }
+            other => panic!("no default for {other:?}"),
+        }
+    }
+
+    /// The walker and the codec agree on the span of every registry API at every version.
+    #[test]
+    fn walker_spans_exactly_what_codec_encodes() {
+        for e in ENTRIES {
+            let spec = request_spec(e.api_key).unwrap();
+            for version in e.decodable_min..=e.advertised_max {
+                let mut out = BytesMut::new();
+                default_request(e.api_key)
+                    .encode(&mut out, version)
+                    .unwrap();
+                let walked = walked_bytes(spec, version, &out);
+                assert_eq!(walked, Ok(out.len()), "{:?} v{version}", e.api_key);
+            }
+        }
+    }
+
+    #[test]
+    fn metadata_v1_huge_topic_count_is_rejected() {
+        let err = check_request_body(ApiKey::Metadata, 1, &[0x3b, 0x9a, 0xca, 0x00]).unwrap_err();
+        assert_eq!(err.field, "Topics");
+        assert!(err.reason.contains("exceeds"), "{err}");
+    }
+
+    #[test]
+    fn count_larger_than_remaining_is_rejected() {
+        let err = check_request_body(ApiKey::Metadata, 1, &[0, 0, 0, 3, 0, 0]).unwrap_err();
+        assert!(err.reason.contains("array of 3 in 2 bytes"), "{err}");
+    }
+
+    #[test]
+    fn compact_array_count_checked() {
+        // Metadata v9: compact topics array, varint 0xff 0xff 0xff 0x0f = huge.
+        let err = check_request_body(ApiKey::Metadata, 9, &[0xff, 0xff, 0xff, 0x0f]).unwrap_err();
+        assert_eq!(err.field, "Topics");
+    }
+
+    #[test]
+    fn string_longer_than_frame_rejected_and_null_accepted() {
+        // Metadata v1 with one topic whose name claims 300 bytes.
+        let err = check_request_body(ApiKey::Metadata, 1, &[0, 0, 0, 1, 1, 44]).unwrap_err();
+        assert_eq!(err.field, "Name");
+        assert!(check_request_body(ApiKey::Metadata, 1, &[0xff, 0xff, 0xff, 0xff]).is_ok());
+    }
+
+    #[test]
+    fn overlong_varint_and_tag_section_rejected() {
+        let err = check_request_body(
+            ApiKey::ApiVersions,
+            3,
+            &[0x80, 0x80, 0x80, 0x80, 0x80, 0x01],
+        );
+        assert!(err.is_err());
+        // v3: empty name, empty version, then 1 tag of 9 bytes with nothing behind it.
+        let err = check_request_body(ApiKey::ApiVersions, 3, &[1, 1, 1, 0, 9]).unwrap_err();
+        assert_eq!(err.field, "tagged fields");
+    }
 }

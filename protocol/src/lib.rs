@@ -26,6 +26,7 @@ pub mod frame;
 pub mod length_guard;
 pub mod request;
 pub mod response;
+pub mod schema;
 
 pub use error_code::ErrorCode;
 pub use kafka_protocol;

@@ -17,7 +17,7 @@
 //!     00000000000000000000.timeindex  [i64 max timestamp BE][u32 relative offset BE] per entry
 //!     00000000000000001234.log ...    next segment, named by its base offset (20 digits)
 //!     producer.snapshot               idempotent-producer state as of an offset (CRC-32C protected)
-//!     clean-shutdown                  present only between a clean close and the next open
+//!     log-start-offset                checkpoint of the log start after DeleteRecords
 //! ```
 //! Invariants: segments are contiguous (each base offset is the previous segment's next offset);
 //! after a clean shutdown each `.log` is exactly its whole batches; indexes carry no checksum and
@@ -26,11 +26,18 @@
 //! Positions: `log_start_offset <= high_watermark <= log_end_offset`, `durable_offset <= log_end_offset`.
 
 pub mod batch;
+pub mod batch_cache;
 pub mod config;
 pub mod error;
 pub mod io;
 pub mod log_manager;
 pub mod partition_log;
+pub mod positions;
+pub mod producer_state;
+mod recovery;
+mod retention;
+pub mod segment;
+mod small_file;
 pub mod types;
 
 pub use config::{FlushPolicy, LogConfig};

@@ -1,12 +1,38 @@
-//! [`PartitionLog`]: the log of one partition.
+//! [`PartitionLog`]: the durable, segmented log of one partition (append, flush, read).
+//!
+//! Segments are kept in a `Vec` sorted by base offset; the last one is the *active* segment,
+//! the only one written. Opening and recovery live in `recovery.rs`, retention and
+//! DeleteRecords in `retention.rs`.
+//!
+//! Failure model: any write or sync error leaves the in-memory state ahead of the disk, so the
+//! log marks itself failed and refuses every operation with [`EngineError::Failed`] until it is
+//! reopened (recovery then finds the truth on disk). Read errors fail only that read.
 
-use crate::config::LogConfig;
+use crate::batch::{self, BatchMeta};
+use crate::batch_cache::BatchCache;
+use crate::config::{FlushPolicy, LogConfig};
 use crate::error::EngineError;
-use crate::io::{Clock, Storage};
+use crate::io::{BlockFile, Clock, OpenMode, Storage};
+use crate::positions::Positions;
+use crate::producer_state::ProducerState;
+use crate::segment::appender::Appender;
+use crate::segment::cursor::BatchCursor;
+use crate::segment::file_name::{segment_file_name, FileKind};
+use crate::segment::Segment;
+use crate::small_file;
 use crate::types::{Offset, TimestampMs};
 use bytes::{Bytes, BytesMut};
 use std::path::PathBuf;
 use std::rc::Rc;
+
+/// File holding the idempotent-producer snapshot.
+pub const PRODUCER_SNAPSHOT_FILE: &str = "producer.snapshot";
+/// File holding the log start offset after DeleteRecords.
+pub const LOG_START_FILE: &str = "log-start-offset";
+/// Preallocation step of the active `.log` (capped by `segment_bytes_max`).
+pub const PREALLOC_BYTES: u64 = 16 << 20;
+/// Largest read-ahead of a disk read.
+const READ_AHEAD_BYTES_MAX: usize = 8 << 20;
 
 /// What an append did.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -39,101 +65,457 @@ impl ReadBatches {
     }
 }
 
-/// The durable, segmented log of one partition.
+/// The durable, segmented log of one partition. Owned by one core; futures are `!Send`.
 pub struct PartitionLog<S: Storage> {
-    storage: Rc<S>,
-    dir: PathBuf,
-    config: LogConfig,
-    clock: Rc<dyn Clock>,
+    pub(crate) storage: Rc<S>,
+    pub(crate) dir: PathBuf,
+    pub(crate) config: LogConfig,
+    pub(crate) clock: Rc<dyn Clock>,
+    pub(crate) segments: Vec<Segment<S::File>>,
+    pub(crate) positions: Positions,
+    pub(crate) cache: BatchCache,
+    pub(crate) producers: ProducerState,
+    pub(crate) unflushed_messages: u64,
+    pub(crate) last_flush_ms: TimestampMs,
+    pub(crate) failed: bool,
 }
 
 impl<S: Storage> PartitionLog<S> {
-    /// Opens or creates the log in `dir`, recovering it if it was not closed cleanly.
-    pub async fn open(
-        storage: Rc<S>,
-        dir: PathBuf,
-        config: LogConfig,
-        clock: Rc<dyn Clock>,
-    ) -> Result<Self, EngineError> {
-        let _ = (&storage, &dir, &config, &clock);
-        todo!()
-    }
-
-    /// Appends one v2 record batch, assigning offsets by rewriting its baseOffset.
+    /// Appends one v2 record batch, assigning offsets by rewriting its baseOffset only.
+    /// The bytes are buffered; call [`Self::flush`] to make them durable (group commit).
     pub async fn append(
         &mut self,
-        batch: BytesMut,
+        mut batch: BytesMut,
         now: TimestampMs,
     ) -> Result<AppendInfo, EngineError> {
-        let _ = (batch, now);
-        todo!()
+        self.check_usable()?;
+        let sent = batch::validate_for_append(&batch, self.config.message_bytes_max)?;
+        self.producers.check(&sent)?;
+        self.maybe_roll(batch.len(), now).await?;
+        let base = self.positions.log_end();
+        batch::set_base_offset(&mut batch, base);
+        let delta = sent.last_offset.0 - sent.base_offset.0;
+        let meta = BatchMeta {
+            base_offset: base,
+            last_offset: base.plus(delta),
+            ..sent
+        };
+        let bytes = batch.freeze();
+        if let Err(e) = self.write_to_active(&meta, &bytes, now).await {
+            self.failed = true;
+            return Err(e);
+        }
+        self.producers.record(&meta);
+        self.cache.push(meta.base_offset, meta.last_offset, bytes);
+        self.positions.appended(meta.last_offset.plus(1));
+        self.unflushed_messages += (delta + 1) as u64;
+        let log_start_offset = self.positions.log_start();
+        Ok(AppendInfo {
+            base_offset: meta.base_offset,
+            last_offset: meta.last_offset,
+            log_append_time: TimestampMs::NONE,
+            log_start_offset,
+        })
     }
 
-    /// Writes everything appended so far and fdatasyncs it; returns the durable offset.
+    /// Puts a batch into the active segment's buffer, writing full blocks out when it is large.
+    async fn write_to_active(
+        &mut self,
+        meta: &BatchMeta,
+        bytes: &[u8],
+        now: TimestampMs,
+    ) -> Result<(), EngineError> {
+        let interval = self.config.index_interval_bytes;
+        let active = self.active_mut();
+        active.note_batch(meta, interval);
+        active.first_append_ms.get_or_insert(now);
+        let appender = active
+            .appender
+            .as_mut()
+            .expect("active segment has an appender");
+        appender.push(bytes);
+        assert_eq!(
+            appender.end(),
+            active.size_bytes,
+            "appender and segment agree on the end"
+        );
+        if appender.over_write_limit() {
+            let file = active.file.as_ref().expect("active segment is open");
+            appender
+                .write_full_blocks(file)
+                .await
+                .map_err(EngineError::from_io)?;
+        }
+        Ok(())
+    }
+
+    /// Rolls to a new segment if this batch would overflow the active one or it is too old.
+    async fn maybe_roll(
+        &mut self,
+        batch_bytes: usize,
+        now: TimestampMs,
+    ) -> Result<(), EngineError> {
+        let active = self.active();
+        if active.is_empty() {
+            return Ok(());
+        }
+        let by_size = active.size_bytes + batch_bytes as u64 > self.config.segment_bytes_max;
+        let age_ms = active
+            .first_append_ms
+            .map_or(0, |t| now.0.saturating_sub(t.0));
+        let by_age = self
+            .config
+            .segment_ms_max
+            .is_some_and(|max| age_ms >= max as i64);
+        let by_offsets = self.positions.log_end().0 - active.base.0 > i64::from(i32::MAX);
+        if by_size || by_age || by_offsets {
+            let rolled = self.roll().await;
+            self.failed |= rolled.is_err();
+            rolled?;
+        }
+        Ok(())
+    }
+
+    /// Seals the active segment (flushed, trimmed, indexes written) and starts a new one.
+    pub(crate) async fn roll(&mut self) -> Result<(), EngineError> {
+        self.flush_inner().await?;
+        self.seal_active().await?;
+        let next = self.positions.log_end();
+        self.write_producer_snapshot(next).await?;
+        let segment = self.create_segment(next).await?;
+        self.segments.push(segment);
+        tracing::debug!(dir = %self.dir.display(), base = next.0, "rolled segment");
+        Ok(())
+    }
+
+    /// Trims the active `.log` to its batches, writes its indexes, and closes it.
+    async fn seal_active(&mut self) -> Result<(), EngineError> {
+        let active = self.segments.last_mut().expect("at least one segment");
+        active.seal_time_index();
+        active.appender = None;
+        let file = active.file.take().expect("active segment is open");
+        file.truncate(active.size_bytes).await?;
+        file.sync().await?;
+        file.close().await?;
+        let (index, time_index, base) = (
+            active.index.encode(),
+            active.time_index.encode(),
+            active.base,
+        );
+        self.write_indexes(base, &index, &time_index).await
+    }
+
+    /// Writes the `.index` and `.timeindex` of the segment at `base`.
+    pub(crate) async fn write_indexes(
+        &self,
+        base: Offset,
+        index: &[u8],
+        time_index: &[u8],
+    ) -> Result<(), EngineError> {
+        let storage = &*self.storage;
+        small_file::write_atomic(
+            storage,
+            &self.dir,
+            &segment_file_name(base, FileKind::Index),
+            index,
+        )
+        .await?;
+        small_file::write_atomic(
+            storage,
+            &self.dir,
+            &segment_file_name(base, FileKind::TimeIndex),
+            time_index,
+        )
+        .await?;
+        Ok(())
+    }
+
+    /// Persists the producer state as of `offset`.
+    pub(crate) async fn write_producer_snapshot(&self, offset: Offset) -> Result<(), EngineError> {
+        let bytes = self.producers.encode(offset);
+        small_file::write_atomic(&*self.storage, &self.dir, PRODUCER_SNAPSHOT_FILE, &bytes).await?;
+        Ok(())
+    }
+
+    /// Creates an empty active segment at `base` (replacing any stale files of that name).
+    pub(crate) async fn create_segment(
+        &self,
+        base: Offset,
+    ) -> Result<Segment<S::File>, EngineError> {
+        for kind in [FileKind::Index, FileKind::TimeIndex] {
+            let path = self.dir.join(segment_file_name(base, kind));
+            if self.storage.exists(&path).await? {
+                self.storage.remove_file(&path).await?;
+            }
+        }
+        let path = self.dir.join(segment_file_name(base, FileKind::Log));
+        let file = self.storage.open(&path, OpenMode::CreateReadWrite).await?;
+        file.truncate(0).await?;
+        let mut segment = Segment::new(base);
+        segment.appender = Some(Appender::new(
+            0,
+            &[],
+            0,
+            self.prealloc_bytes(),
+            self.config.segment_bytes_max,
+        ));
+        segment.file = Some(file);
+        Ok(segment)
+    }
+
+    /// Preallocation step for this log's segments.
+    pub(crate) fn prealloc_bytes(&self) -> u64 {
+        PREALLOC_BYTES.min(crate::io::align_up(self.config.segment_bytes_max))
+    }
+
+    /// Writes everything appended so far and fdatasyncs it once; returns the durable offset.
     pub async fn flush(&mut self) -> Result<Offset, EngineError> {
-        todo!()
+        self.check_usable()?;
+        self.flush_inner().await
+    }
+
+    pub(crate) async fn flush_inner(&mut self) -> Result<Offset, EngineError> {
+        if self.positions.durable() == self.positions.log_end() {
+            return Ok(self.positions.durable());
+        }
+        let active = self.segments.last_mut().expect("at least one segment");
+        let file = active.file.as_ref().expect("active segment is open");
+        let appender = active
+            .appender
+            .as_mut()
+            .expect("active segment has an appender");
+        if let Err(e) = appender.flush(file).await {
+            self.failed = true;
+            return Err(EngineError::from_io(e));
+        }
+        self.positions.flushed();
+        self.unflushed_messages = 0;
+        self.last_flush_ms = self.clock.now();
+        Ok(self.positions.durable())
     }
 
     /// Whether the flush policy says a flush is owed at `now`.
     pub fn flush_due(&self, now: TimestampMs) -> bool {
-        let _ = now;
-        todo!()
+        if self.positions.durable() == self.positions.log_end() {
+            return false;
+        }
+        match self.config.flush {
+            FlushPolicy::EveryAppend => true,
+            FlushPolicy::Interval { messages, ms } => {
+                let by_count = messages.is_some_and(|m| self.unflushed_messages >= m);
+                let by_time =
+                    ms.is_some_and(|ms| now.0.saturating_sub(self.last_flush_ms.0) >= ms as i64);
+                by_count || by_time
+            }
+        }
     }
 
     /// First offset still in the log.
     pub fn log_start_offset(&self) -> Offset {
-        todo!()
+        self.positions.log_start()
     }
 
     /// Next offset to be assigned.
     pub fn log_end_offset(&self) -> Offset {
-        todo!()
+        self.positions.log_end()
     }
 
-    /// Everything below this offset survives a crash.
+    /// Every offset below this survives a crash.
     pub fn durable_offset(&self) -> Offset {
-        todo!()
+        self.positions.durable()
     }
 
     /// Consumers may read below this offset.
     pub fn high_watermark(&self) -> Offset {
-        todo!()
+        self.positions.high_watermark()
+    }
+
+    /// Number of segments (sealed + active).
+    pub fn segment_count(&self) -> usize {
+        self.segments.len()
+    }
+
+    /// The partition directory.
+    pub fn dir(&self) -> &std::path::Path {
+        &self.dir
     }
 
     /// Whole batches from the one containing `from`, below the high watermark, up to `max_bytes`
-    /// (but at least one batch if any).
+    /// but at least one whole batch if any (KIP-74). Tail reads come from the batch cache.
     pub async fn read(
         &mut self,
         from: Offset,
         max_bytes: usize,
     ) -> Result<ReadBatches, EngineError> {
-        let _ = (from, max_bytes);
-        todo!()
+        self.check_usable()?;
+        self.check_in_range(from)?;
+        let hw = self.positions.high_watermark();
+        let chunks = if from >= hw {
+            Vec::new()
+        } else if self.cache.covers(from) {
+            self.cache.read(from, hw, max_bytes)
+        } else {
+            self.read_from_segment(from, hw, max_bytes).await?
+        };
+        debug_assert!(chunks
+            .windows(2)
+            .all(|w| batch::validate_prefix(&w[0]).unwrap().last_offset
+                < batch::validate_prefix(&w[1]).unwrap().base_offset));
+        Ok(ReadBatches {
+            chunks,
+            high_watermark: hw,
+            log_start_offset: self.positions.log_start(),
+        })
     }
 
-    /// First batch whose max timestamp is >= `ts`: its base offset and max timestamp.
+    fn check_in_range(&self, from: Offset) -> Result<(), EngineError> {
+        let (log_start, log_end) = (self.positions.log_start(), self.positions.log_end());
+        if from < log_start || from > log_end {
+            return Err(EngineError::OffsetOutOfRange {
+                requested: from,
+                log_start,
+                log_end,
+            });
+        }
+        Ok(())
+    }
+
+    /// Reads from the segment holding `from`: sparse index, then a short forward scan.
+    async fn read_from_segment(
+        &mut self,
+        from: Offset,
+        hw: Offset,
+        max_bytes: usize,
+    ) -> Result<Vec<Bytes>, EngineError> {
+        let i = self.segment_index_for(from);
+        self.ensure_open(i).await?;
+        let segment = &self.segments[i];
+        let start = segment.index.lookup(from.relative_to(segment.base));
+        let read_ahead = max_bytes
+            .saturating_add(self.config.index_interval_bytes as usize)
+            .clamp(64 << 10, READ_AHEAD_BYTES_MAX);
+        let (pos, expected) = start.map_or((0, segment.base), |(rel, pos)| {
+            (u64::from(pos.0), rel.absolute(segment.base))
+        });
+        let cursor = BatchCursor::new(segment, pos, expected, read_ahead);
+        match collect_batches(cursor, from, hw, max_bytes).await {
+            Err(EngineError::CorruptBatch(why)) if pos != 0 => {
+                tracing::warn!(dir = %self.dir.display(), %why, "index entry did not verify; scanning the segment");
+                collect_batches(
+                    BatchCursor::new(segment, 0, segment.base, read_ahead),
+                    from,
+                    hw,
+                    max_bytes,
+                )
+                .await
+            }
+            other => other,
+        }
+    }
+
+    /// Index of the segment whose range holds `offset` (binary search on base offsets).
+    pub(crate) fn segment_index_for(&self, offset: Offset) -> usize {
+        let n = self.segments.partition_point(|s| s.base <= offset);
+        assert!(n > 0, "offset {offset} below the first segment");
+        n - 1
+    }
+
+    /// Opens a sealed segment's `.log` read-only on first use.
+    pub(crate) async fn ensure_open(&mut self, i: usize) -> Result<(), EngineError> {
+        if self.segments[i].file.is_none() {
+            let path = self
+                .dir
+                .join(segment_file_name(self.segments[i].base, FileKind::Log));
+            self.segments[i].file = Some(self.storage.open(&path, OpenMode::Read).await?);
+        }
+        Ok(())
+    }
+
+    /// First batch whose max timestamp is >= `ts` (ListOffsets by time): its base offset (at
+    /// least the log start) and max timestamp. `None` if no visible batch is that new.
     pub async fn offset_for_timestamp(
         &mut self,
         ts: TimestampMs,
     ) -> Result<Option<(Offset, TimestampMs)>, EngineError> {
-        let _ = ts;
-        todo!()
+        self.check_usable()?;
+        let Some(i) = self
+            .segments
+            .iter()
+            .position(|s| s.max_timestamp != TimestampMs::NONE && s.max_timestamp >= ts)
+        else {
+            return Ok(None);
+        };
+        self.ensure_open(i).await?;
+        let segment = &self.segments[i];
+        let rel = segment.time_index.last_older_than(ts).map(|(_, rel)| rel);
+        let start = rel.and_then(|rel| segment.index.lookup(rel));
+        let (pos, expected) = start.map_or((0, segment.base), |(rel, pos)| {
+            (u64::from(pos.0), rel.absolute(segment.base))
+        });
+        let mut cursor = BatchCursor::new(segment, pos, expected, 64 << 10);
+        let (hw, log_start) = (self.positions.high_watermark(), self.positions.log_start());
+        while let Some((meta, _)) = cursor.next().await? {
+            if meta.base_offset >= hw {
+                return Ok(None);
+            }
+            if meta.max_timestamp >= ts && meta.last_offset >= log_start {
+                return Ok(Some((meta.base_offset.max(log_start), meta.max_timestamp)));
+            }
+        }
+        Ok(None)
     }
 
-    /// Deletes sealed segments past `retention_ms` / `retention_bytes`.
-    pub async fn apply_retention(&mut self, now: TimestampMs) -> Result<(), EngineError> {
-        let _ = now;
-        todo!()
+    /// Flushes, trims preallocation so each `.log` is exactly its whole batches, writes the
+    /// active segment's indexes and the producer snapshot, and closes every file.
+    pub async fn close(mut self) -> Result<(), EngineError> {
+        self.check_usable()?;
+        self.flush_inner().await?;
+        let log_end = self.positions.log_end();
+        self.seal_active().await?;
+        self.write_producer_snapshot(log_end).await?;
+        for segment in &mut self.segments {
+            if let Some(file) = segment.file.take() {
+                file.close().await?;
+            }
+        }
+        Ok(())
     }
 
-    /// Moves the log start to `offset` (DeleteRecords); returns the new log start.
-    pub async fn delete_records_before(&mut self, offset: Offset) -> Result<Offset, EngineError> {
-        let _ = offset;
-        todo!()
+    pub(crate) fn check_usable(&self) -> Result<(), EngineError> {
+        if self.failed {
+            return Err(EngineError::Failed);
+        }
+        Ok(())
     }
 
-    /// Flushes, trims preallocation so each `.log` is exactly its batches, and closes.
-    pub async fn close(self) -> Result<(), EngineError> {
-        todo!()
+    pub(crate) fn active(&self) -> &Segment<S::File> {
+        self.segments.last().expect("at least one segment")
     }
+
+    fn active_mut(&mut self) -> &mut Segment<S::File> {
+        self.segments.last_mut().expect("at least one segment")
+    }
+}
+
+/// Takes whole batches from `cursor`: skips those ending before `from`, stops at `hw`, at
+/// `max_bytes` (after at least one batch) or at the end of the segment.
+async fn collect_batches<F: BlockFile>(
+    mut cursor: BatchCursor<'_, F>,
+    from: Offset,
+    hw: Offset,
+    max_bytes: usize,
+) -> Result<Vec<Bytes>, EngineError> {
+    let mut out = Vec::new();
+    let mut total = 0usize;
+    while let Some((meta, bytes)) = cursor.next().await? {
+        if meta.last_offset < from {
+            continue;
+        }
+        if meta.base_offset >= hw || (!out.is_empty() && total + bytes.len() > max_bytes) {
+            break;
+        }
+        total += bytes.len();
+        out.push(bytes);
+    }
+    Ok(out)
 }

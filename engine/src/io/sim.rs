@@ -66,7 +66,9 @@ impl SimStorage {
             generation: 0,
             io_errors_injected: 0,
         };
-        SimStorage { disk: Rc::new(RefCell::new(disk)) }
+        SimStorage {
+            disk: Rc::new(RefCell::new(disk)),
+        }
     }
 
     /// Changes the fault probabilities (e.g. off while recovering).
@@ -82,7 +84,9 @@ impl SimStorage {
     /// Power loss: pending writes are dropped, kept or torn at random; open handles die.
     pub fn crash(&self) {
         let mut disk = self.disk.borrow_mut();
-        let Disk { rng, files, faults, .. } = &mut *disk;
+        let Disk {
+            rng, files, faults, ..
+        } = &mut *disk;
         for data in files.values_mut() {
             crash_file(rng, faults, data);
         }
@@ -91,7 +95,11 @@ impl SimStorage {
 
     /// The current bytes of a file (for tests).
     pub fn file_bytes(&self, path: &Path) -> Option<Vec<u8>> {
-        self.disk.borrow().files.get(path).map(|f| f.current.clone())
+        self.disk
+            .borrow()
+            .files
+            .get(path)
+            .map(|f| f.current.clone())
     }
 
     /// Overwrites bytes of a file durably (for tests that corrupt files on purpose).
@@ -130,12 +138,15 @@ fn crash_file(rng: &mut fastrand::Rng, faults: &FaultConfig, data: &mut FileData
         };
         let torn = keep < avail;
         let new = &data.current[pos..pos + keep];
-        let changed: Vec<usize> = (0..keep).filter(|&i| survived.get(pos + i) != Some(&new[i])).collect();
+        let changed: Vec<usize> = (0..keep)
+            .filter(|&i| survived.get(pos + i) != Some(&new[i]))
+            .collect();
         if survived.len() < pos + keep {
             survived.resize(pos + keep, 0);
         }
         survived[pos..pos + keep].copy_from_slice(new);
-        let flip = torn && !changed.is_empty() && rng.u32(0..1_000_000) < faults.bit_flip_per_million;
+        let flip =
+            torn && !changed.is_empty() && rng.u32(0..1_000_000) < faults.bit_flip_per_million;
         if flip {
             let at = pos + changed[rng.usize(0..changed.len())];
             survived[at] ^= 1 << rng.u8(0..8);
@@ -147,7 +158,10 @@ fn crash_file(rng: &mut fastrand::Rng, faults: &FaultConfig, data: &mut FileData
 }
 
 fn not_found(path: &Path) -> io::Error {
-    io::Error::new(io::ErrorKind::NotFound, format!("{} not found", path.display()))
+    io::Error::new(
+        io::ErrorKind::NotFound,
+        format!("{} not found", path.display()),
+    )
 }
 
 impl Storage for SimStorage {
@@ -163,7 +177,12 @@ impl Storage for SimStorage {
             disk.files.insert(path.to_path_buf(), FileData::default());
         }
         let generation = disk.generation;
-        Ok(SimFile { storage: self.clone(), path: path.to_path_buf(), generation, writable: mode != OpenMode::Read })
+        Ok(SimFile {
+            storage: self.clone(),
+            path: path.to_path_buf(),
+            generation,
+            writable: mode != OpenMode::Read,
+        })
     }
 
     async fn create_dir_all(&self, path: &Path) -> io::Result<()> {
@@ -180,7 +199,10 @@ impl Storage for SimStorage {
             return Err(not_found(path));
         }
         let in_dir = disk.files.keys().filter(|p| p.parent() == Some(path));
-        Ok(in_dir.filter_map(|p| p.file_name()).map(|n| n.to_string_lossy().into_owned()).collect())
+        Ok(in_dir
+            .filter_map(|p| p.file_name())
+            .map(|n| n.to_string_lossy().into_owned())
+            .collect())
     }
 
     async fn exists(&self, path: &Path) -> io::Result<bool> {
@@ -224,7 +246,10 @@ impl SimFile {
         if disk.generation != self.generation {
             return Err(io::Error::other("handle from before a crash"));
         }
-        let data = disk.files.get_mut(&self.path).ok_or_else(|| not_found(&self.path))?;
+        let data = disk
+            .files
+            .get_mut(&self.path)
+            .ok_or_else(|| not_found(&self.path))?;
         Ok(f(data))
     }
 
@@ -249,7 +274,11 @@ impl BlockFile for SimFile {
 
     async fn write_at(&self, pos: u64, data: &[u8]) -> io::Result<()> {
         assert!(pos % BLOCK_BYTES == 0, "unaligned write at {pos}");
-        assert!(data.len() as u64 % BLOCK_BYTES == 0, "unaligned write length {}", data.len());
+        assert!(
+            data.len() as u64 % BLOCK_BYTES == 0,
+            "unaligned write length {}",
+            data.len()
+        );
         self.check_writable()?;
         self.storage.inject_eio()?;
         self.with_data(|d| {
@@ -328,7 +357,9 @@ pub struct ManualClock {
 impl ManualClock {
     /// A clock reading `now_ms`.
     pub fn new(now_ms: i64) -> Self {
-        ManualClock { now_ms: std::cell::Cell::new(now_ms) }
+        ManualClock {
+            now_ms: std::cell::Cell::new(now_ms),
+        }
     }
 
     /// Moves the clock forward.
@@ -369,9 +400,17 @@ mod tests {
 
     #[test]
     fn eio_is_injected_by_seed() {
-        let s = SimStorage::new(7, FaultConfig { io_error_per_million: 500_000, bit_flip_per_million: 0 });
+        let s = SimStorage::new(
+            7,
+            FaultConfig {
+                io_error_per_million: 500_000,
+                bit_flip_per_million: 0,
+            },
+        );
         let f = file(&s, "b");
-        let errors = (0..100).filter(|_| block_on(f.write_at(0, &[0u8; 4096])).is_err()).count();
+        let errors = (0..100)
+            .filter(|_| block_on(f.write_at(0, &[0u8; 4096])).is_err())
+            .count();
         assert!(errors > 10 && errors < 90);
         assert_eq!(s.io_errors_injected() as usize, errors);
     }

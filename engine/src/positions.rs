@@ -1,0 +1,134 @@
+//! [`Positions`]: the named offsets of a partition log and the order they always keep.
+//!
+//! ```text
+//!  log_start_offset <= high_watermark <= log_end_offset
+//!                      durable_offset <= log_end_offset
+//! ```
+//! All are "next offset" positions (exclusive ends), except `log_start_offset`, the first offset
+//! still readable. `durable_offset`: every offset below it survives a crash (fdatasync'ed).
+//! `high_watermark`: consumers may read below it; equal to `durable_offset` under
+//! `FlushPolicy::EveryAppend` (consumers never see what a crash could take back), equal to
+//! `log_end_offset` under an interval policy. Never "committed": Kafka means something else by it.
+
+use crate::types::Offset;
+
+/// The positions of one partition log.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub struct Positions {
+    log_start: Offset,
+    high_watermark: Offset,
+    durable: Offset,
+    log_end: Offset,
+    /// Whether the high watermark follows the durable offset (EveryAppend) or the log end.
+    hw_follows_durable: bool,
+}
+
+impl Positions {
+    /// Positions of a freshly opened log: everything recovered is durable and visible.
+    pub fn recovered(log_start: Offset, log_end: Offset, hw_follows_durable: bool) -> Self {
+        let p = Positions {
+            log_start,
+            high_watermark: log_end,
+            durable: log_end,
+            log_end,
+            hw_follows_durable,
+        };
+        p.check();
+        p
+    }
+
+    /// Asserts the order of the positions.
+    pub fn check(&self) {
+        assert!(
+            self.log_start <= self.high_watermark,
+            "log start above high watermark: {self:?}"
+        );
+        assert!(
+            self.high_watermark <= self.log_end,
+            "high watermark above log end: {self:?}"
+        );
+        assert!(
+            self.durable <= self.log_end,
+            "durable above log end: {self:?}"
+        );
+        assert!(self.log_start.0 >= 0);
+    }
+
+    /// First offset still in the log.
+    pub fn log_start(&self) -> Offset {
+        self.log_start
+    }
+
+    /// Consumers may read below this.
+    pub fn high_watermark(&self) -> Offset {
+        self.high_watermark
+    }
+
+    /// Everything below this is fdatasync'ed.
+    pub fn durable(&self) -> Offset {
+        self.durable
+    }
+
+    /// The next offset to assign.
+    pub fn log_end(&self) -> Offset {
+        self.log_end
+    }
+
+    /// Batches up to `new_end` were appended.
+    pub fn appended(&mut self, new_end: Offset) {
+        assert!(new_end > self.log_end, "log end only grows");
+        self.log_end = new_end;
+        if !self.hw_follows_durable {
+            self.high_watermark = new_end;
+        }
+        self.check();
+    }
+
+    /// Everything appended so far is durable.
+    pub fn flushed(&mut self) {
+        assert!(self.durable <= self.log_end);
+        self.durable = self.log_end;
+        if self.hw_follows_durable {
+            self.high_watermark = self.durable;
+        }
+        self.check();
+    }
+
+    /// The log start moves forward (retention, DeleteRecords); never past the high watermark.
+    pub fn advance_log_start(&mut self, new_start: Offset) {
+        assert!(new_start >= self.log_start, "log start only moves forward");
+        self.log_start = new_start;
+        self.check();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_append_hw_follows_durable() {
+        let mut p = Positions::recovered(Offset(0), Offset(10), true);
+        p.appended(Offset(15));
+        assert_eq!(
+            (p.high_watermark(), p.durable(), p.log_end()),
+            (Offset(10), Offset(10), Offset(15))
+        );
+        p.flushed();
+        assert_eq!(p.high_watermark(), Offset(15));
+    }
+
+    #[test]
+    fn interval_hw_follows_log_end() {
+        let mut p = Positions::recovered(Offset(0), Offset(0), false);
+        p.appended(Offset(3));
+        assert_eq!((p.high_watermark(), p.durable()), (Offset(3), Offset(0)));
+    }
+
+    #[test]
+    #[should_panic(expected = "log start above high watermark")]
+    fn log_start_past_hw_is_a_bug() {
+        let mut p = Positions::recovered(Offset(0), Offset(5), true);
+        p.advance_log_start(Offset(6));
+    }
+}

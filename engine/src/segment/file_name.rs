@@ -1,0 +1,70 @@
+//! Segment file names: the base offset in 20 zero-padded digits plus an extension, as Kafka names them.
+
+use crate::types::Offset;
+
+/// The kinds of file a segment has.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum FileKind {
+    /// `.log`: the record batches.
+    Log,
+    /// `.index`: sparse offset index.
+    Index,
+    /// `.timeindex`: sparse time index.
+    TimeIndex,
+}
+
+impl FileKind {
+    /// The file extension without the dot.
+    pub fn extension(self) -> &'static str {
+        match self {
+            FileKind::Log => "log",
+            FileKind::Index => "index",
+            FileKind::TimeIndex => "timeindex",
+        }
+    }
+}
+
+/// `00000000000000001234.log` for base 1234.
+pub fn segment_file_name(base: Offset, kind: FileKind) -> String {
+    assert!(base.0 >= 0);
+    format!("{:020}.{}", base.0, kind.extension())
+}
+
+/// Parses a segment file name back into its base offset and kind.
+pub fn parse_segment_file_name(name: &str) -> Option<(Offset, FileKind)> {
+    let (digits, ext) = name.split_once('.')?;
+    if digits.len() != 20 || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    let kind = [FileKind::Log, FileKind::Index, FileKind::TimeIndex]
+        .into_iter()
+        .find(|k| k.extension() == ext)?;
+    let base: i64 = digits.parse().ok()?;
+    Some((Offset(base), kind))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_round_trip() {
+        let name = segment_file_name(Offset(1234), FileKind::TimeIndex);
+        assert_eq!(name, "00000000000000001234.timeindex");
+        assert_eq!(
+            parse_segment_file_name(&name),
+            Some((Offset(1234), FileKind::TimeIndex))
+        );
+        assert_eq!(
+            parse_segment_file_name("00000000000000001234.log.deleted"),
+            None
+        );
+        assert_eq!(parse_segment_file_name("1234.log"), None);
+        assert_eq!(parse_segment_file_name("producer.snapshot"), None);
+        let max = segment_file_name(Offset(i64::MAX), FileKind::Log);
+        assert_eq!(
+            parse_segment_file_name(&max),
+            Some((Offset(i64::MAX), FileKind::Log))
+        );
+    }
+}

@@ -38,6 +38,9 @@ mod recovery;
 mod retention;
 pub mod segment;
 mod small_file;
+
+#[cfg(test)]
+mod log_tests;
 pub mod types;
 
 pub use config::{FlushPolicy, LogConfig};

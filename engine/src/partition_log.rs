@@ -438,13 +438,22 @@ impl<S: Storage> PartitionLog<S> {
         ts: TimestampMs,
     ) -> Result<Option<(Offset, TimestampMs)>, EngineError> {
         self.check_usable()?;
-        let Some(i) = self
-            .segments
-            .iter()
-            .position(|s| s.max_timestamp != TimestampMs::NONE && s.max_timestamp >= ts)
-        else {
-            return Ok(None);
-        };
+        for i in 0..self.segments.len() {
+            let max = self.segments[i].max_timestamp;
+            if max == TimestampMs::NONE || max < ts {
+                continue;
+            }
+            match self.find_timestamp_in(i, ts).await? {
+                Found::Batch(offset, max_ts) => return Ok(Some((offset, max_ts))),
+                Found::PastHighWatermark => return Ok(None),
+                Found::NotHere => {}
+            }
+        }
+        Ok(None)
+    }
+
+    /// Scans segment `i` from its time index entry for the first visible batch with max timestamp >= `ts`.
+    async fn find_timestamp_in(&mut self, i: usize, ts: TimestampMs) -> Result<Found, EngineError> {
         self.ensure_open(i).await?;
         let segment = &self.segments[i];
         let rel = segment.time_index.last_older_than(ts).map(|(_, rel)| rel);
@@ -456,13 +465,16 @@ impl<S: Storage> PartitionLog<S> {
         let (hw, log_start) = (self.positions.high_watermark(), self.positions.log_start());
         while let Some((meta, _)) = cursor.next().await? {
             if meta.base_offset >= hw {
-                return Ok(None);
+                return Ok(Found::PastHighWatermark);
             }
             if meta.max_timestamp >= ts && meta.last_offset >= log_start {
-                return Ok(Some((meta.base_offset.max(log_start), meta.max_timestamp)));
+                return Ok(Found::Batch(
+                    meta.base_offset.max(log_start),
+                    meta.max_timestamp,
+                ));
             }
         }
-        Ok(None)
+        Ok(Found::NotHere)
     }
 
     /// Flushes, trims preallocation so each `.log` is exactly its whole batches, writes the
@@ -495,6 +507,13 @@ impl<S: Storage> PartitionLog<S> {
     fn active_mut(&mut self) -> &mut Segment<S::File> {
         self.segments.last_mut().expect("at least one segment")
     }
+}
+
+/// Outcome of a timestamp search in one segment.
+enum Found {
+    Batch(Offset, TimestampMs),
+    PastHighWatermark,
+    NotHere,
 }
 
 /// Takes whole batches from `cursor`: skips those ending before `from`, stops at `hw`, at

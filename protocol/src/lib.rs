@@ -24,9 +24,11 @@ pub mod api_registry;
 pub mod error_code;
 pub mod frame;
 pub mod length_guard;
+pub mod record;
 pub mod request;
 pub mod response;
 pub mod schema;
 
 pub use error_code::ErrorCode;
 pub use kafka_protocol;
+pub use record::{BatchError, RecordBatchView};

@@ -103,3 +103,28 @@ def test_aiokafka_end_and_timestamp(broker, topic_name):
     assert [r.value for r in got] == [b"t3", b"t4"]
     got, info = run(_read(broker.bootstrap, topic_name, 0, 0, start="end"))
     assert info["end"] == 5 and got == []
+
+
+def test_aiokafka_admin_create_list_delete(broker, topic_name):
+    from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+
+    async def go():
+        a = AIOKafkaAdminClient(bootstrap_servers=broker.bootstrap, request_timeout_ms=30000)
+        await a.start()
+        try:
+            resp = await a.create_topics([NewTopic(topic_name, num_partitions=2,
+                                                   replication_factor=1)])
+            errors = [t[1] for t in resp.topic_errors]
+            assert errors == [0], resp
+            listed = await a.list_topics()
+            await a.delete_topics([topic_name])
+            return listed
+        finally:
+            await a.close()
+
+    assert topic_name in run(go())
+    deadline = time.monotonic() + 15
+    from clients import admin
+    while topic_name in admin(broker.bootstrap).list_topics(timeout=10).topics:
+        assert time.monotonic() < deadline, "topic still listed after delete"
+        time.sleep(0.1)

@@ -193,3 +193,15 @@ def test_garbage_flood_then_pipelined_requests_elsewhere(broker):
             c.send(b"".join(kw.request(kw.API_VERSIONS, 0, corr, b"") for corr in range(20)))
             corrs = [answer_or_close(c)[0] for _ in range(20)]
         assert corrs == list(range(20)), "responses must come back in request order"
+
+
+def test_acks0_produce_gets_no_response(broker, topic_name):
+    """acks=0: no response at all, so the next response on the connection is the next request's."""
+    create_topic(broker.bootstrap, topic_name, partitions=1)
+    with conn(broker) as c:
+        body = kw.produce_v3_body({topic_name: {0: kw.record_batch([b"fire", b"forget"])}}, acks=0)
+        c.send(kw.request(kw.API_PRODUCE, 3, 100, body) + kw.request(kw.API_VERSIONS, 0, 101, b""))
+        resp = answer_or_close(c)
+        assert resp is not None and resp[0] == 101
+    got = consume_partition(broker.bootstrap, topic_name, 0, 0, 2)
+    assert [m.value() for m in got] == [b"fire", b"forget"]

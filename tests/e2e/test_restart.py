@@ -5,8 +5,9 @@ from __future__ import annotations
 import asyncio
 import time
 
-from aiokafka import AIOKafkaProducer
-from kafka import KafkaProducer
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+from aiokafka import TopicPartition as AioTopicPartition
+from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 
 from clients import admin, consume_partition, create_topic, kafkajs, kcat, offset_for_time, \
     producer, produce_all, wait_for_topic, watermarks
@@ -69,6 +70,37 @@ def _check_all(b, topic: str, expected: dict[int, list[bytes]]) -> None:
     js = kafkajs(b.bootstrap, "fetch", {"topic": topic, "partition": 1, "offset": 0,
                                         "count": len(expected[1])})
     assert [m["value"].encode() for m in js] == expected[1]
+    if 2 in expected:                        # kafka-python reads back what it wrote
+        kc = KafkaConsumer(bootstrap_servers=b.bootstrap, group_id=None, enable_auto_commit=False)
+        try:
+            tp = TopicPartition(topic, 2)
+            kc.assign([tp])
+            kc.seek_to_beginning(tp)
+            got: list = []
+            deadline = time.monotonic() + 30
+            while len(got) < len(expected[2]) and time.monotonic() < deadline:
+                for records in kc.poll(timeout_ms=500).values():
+                    got.extend(r.value for r in records)
+            assert got == expected[2]
+        finally:
+            kc.close()
+    if 3 in expected:                        # aiokafka reads back what it wrote
+        async def aio_read():
+            ac = AIOKafkaConsumer(bootstrap_servers=b.bootstrap, group_id=None,
+                                  enable_auto_commit=False)
+            await ac.start()
+            try:
+                atp = AioTopicPartition(topic, 3)
+                ac.assign([atp])
+                await ac.seek_to_beginning(atp)
+                got: list = []
+                while len(got) < len(expected[3]):
+                    batch = await ac.getmany(atp, timeout_ms=500)
+                    got.extend(r.value for r in batch.get(atp, []))
+                return got
+            finally:
+                await ac.stop()
+        assert asyncio.run(asyncio.wait_for(aio_read(), 30)) == expected[3]
 
 
 def test_graceful_restart_keeps_topics_data_and_offsets(broker_factory, topic_name):

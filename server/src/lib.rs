@@ -9,3 +9,6 @@ pub mod cli;
 pub mod config;
 pub mod routing;
 pub mod topics;
+pub mod partition;
+pub mod topic_config;
+pub mod handler;

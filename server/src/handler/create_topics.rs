@@ -1,0 +1,142 @@
+//! CreateTopics (19): durable topics with validated configs; `validate_only` checks and stops.
+
+use std::collections::BTreeMap;
+
+use rill_protocol::kafka_protocol::messages::create_topics_request::CreatableTopic;
+use rill_protocol::kafka_protocol::messages::create_topics_response::{
+    CreatableTopicConfigs, CreatableTopicResult,
+};
+use rill_protocol::kafka_protocol::messages::{CreateTopicsRequest, CreateTopicsResponse};
+use rill_protocol::ErrorCode;
+
+use super::{str_bytes, Broker};
+use crate::topic_config::{describe, log_config};
+use crate::topics::{validate_topic_name, TopicError};
+
+/// Answer CreateTopics.
+pub fn handle<B: Broker>(broker: &B, version: i16, request: &CreateTopicsRequest) -> CreateTopicsResponse {
+    let topics = request
+        .topics
+        .iter()
+        .map(|topic| create_one(broker, version, topic, request.validate_only))
+        .collect();
+    CreateTopicsResponse::default().with_topics(topics)
+}
+
+fn create_one<B: Broker>(broker: &B, version: i16, topic: &CreatableTopic, validate_only: bool) -> CreatableTopicResult {
+    let name = topic.name.0.as_str();
+    let result = CreatableTopicResult::default().with_name(topic.name.clone());
+    let fail = |code: ErrorCode, message: String| {
+        tracing::debug!(topic = name, message, "CreateTopics refused");
+        result.clone().with_error_code(code.code()).with_error_message(Some(str_bytes(&message)))
+    };
+    let partitions = match (topic.num_partitions, topic.assignments.len()) {
+        (-1, 0) => broker.config().default_partitions,
+        (-1, n) => n as i32,
+        (n, _) => n,
+    };
+    if topic.replication_factor != -1 && topic.replication_factor != 1 {
+        let message = format!("replication factor {} > 1 on a single node", topic.replication_factor);
+        return fail(ErrorCode::InvalidReplicationFactor, message);
+    }
+    let configs: BTreeMap<String, String> = topic
+        .configs
+        .iter()
+        .filter_map(|c| Some((c.name.as_str().to_string(), c.value.as_ref()?.as_str().to_string())))
+        .collect();
+    if let Err(message) = log_config(&broker.config().log, &configs) {
+        return fail(ErrorCode::InvalidConfig, message);
+    }
+    if let Err(e) = validate_topic_name(name) {
+        return fail(ErrorCode::InvalidTopicException, e.to_string());
+    }
+    let created = if validate_only {
+        match broker.topics().get(name) {
+            Some(_) => Err(TopicError::AlreadyExists(name.to_string())),
+            None if !(1..=crate::topics::PARTITIONS_PER_TOPIC_MAX).contains(&partitions) => {
+                Err(TopicError::InvalidPartitions(partitions.to_string()))
+            }
+            None => Ok(None),
+        }
+    } else {
+        broker.topics().create(name, partitions, configs.clone()).map(Some)
+    };
+    match created {
+        Ok(meta) => {
+            if let Some(meta) = &meta {
+                tracing::info!(topic = name, partitions, "created topic");
+                let _ = meta;
+            }
+            let rows = describe(&broker.config().log, &configs)
+                .into_iter()
+                .map(|row| {
+                    CreatableTopicConfigs::default()
+                        .with_name(str_bytes(row.name))
+                        .with_value(Some(str_bytes(&row.value)))
+                        .with_config_source(if row.is_topic_override { 1 } else { 5 })
+                })
+                .collect();
+            let result = result
+                .with_topic_id(meta.map_or(uuid::Uuid::nil(), |m| m.id))
+                .with_num_partitions(partitions)
+                .with_replication_factor(1);
+            if version >= 5 {
+                result.with_configs(Some(rows))
+            } else {
+                result
+            }
+        }
+        Err(e) => {
+            let code = super::error_code(e.kafka_error_code());
+            fail(code, e.to_string())
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::handler::fake::FakeBroker;
+    use crate::handler::topic_name;
+    use rill_protocol::kafka_protocol::messages::create_topics_request::CreatableTopicConfig;
+
+    fn topic(name: &str, partitions: i32, configs: &[(&str, &str)]) -> CreatableTopic {
+        CreatableTopic::default()
+            .with_name(topic_name(name))
+            .with_num_partitions(partitions)
+            .with_replication_factor(-1)
+            .with_configs(
+                configs
+                    .iter()
+                    .map(|(k, v)| CreatableTopicConfig::default().with_name(str_bytes(k)).with_value(Some(str_bytes(v))))
+                    .collect(),
+            )
+    }
+
+    #[test]
+    fn creates_validates_and_refuses() {
+        let broker = FakeBroker::new();
+        let req = CreateTopicsRequest::default().with_topics(vec![
+            topic("a", 3, &[("retention.ms", "1000")]),
+            topic("a", 3, &[]),
+            topic("b", 0, &[]),
+            topic("c", 1, &[("cleanup.policy", "compact")]),
+            topic("bad/name", 1, &[]),
+            topic("d", -1, &[]),
+        ]);
+        let r = handle(&broker, 7, &req);
+        let codes: Vec<i16> = r.topics.iter().map(|t| t.error_code).collect();
+        assert_eq!(codes, vec![0, 36, 37, 40, 17, 0]);
+        assert_eq!(broker.topics().get("a").unwrap().partitions, 3);
+        assert_eq!(broker.topics().get("d").unwrap().partitions, 1);
+        assert_eq!(r.topics[0].topic_id, broker.topics().get("a").unwrap().id);
+    }
+
+    #[test]
+    fn validate_only_creates_nothing() {
+        let broker = FakeBroker::new();
+        let req = CreateTopicsRequest::default().with_validate_only(true).with_topics(vec![topic("v", 2, &[])]);
+        assert_eq!(handle(&broker, 7, &req).topics[0].error_code, 0);
+        assert!(broker.topics().get("v").is_none());
+    }
+}

@@ -1,0 +1,77 @@
+//! DeleteTopics (20): remove the topic from durable metadata first (so nothing reopens it), then
+//! close and delete each partition's directory on its owning shard.
+
+use futures::future::join_all;
+use rill_protocol::kafka_protocol::messages::delete_topics_response::DeletableTopicResult;
+use rill_protocol::kafka_protocol::messages::{DeleteTopicsRequest, DeleteTopicsResponse};
+use rill_protocol::ErrorCode;
+use uuid::Uuid;
+
+use super::{error_code, str_bytes, topic_name, Broker};
+use crate::partition::ops::PartitionOp;
+
+/// Answer DeleteTopics (names in v0-5, names or ids in v6+).
+pub async fn handle<B: Broker>(broker: &B, request: &DeleteTopicsRequest) -> DeleteTopicsResponse {
+    let mut targets: Vec<(Option<String>, Uuid)> = request
+        .topic_names
+        .iter()
+        .map(|n| (Some(n.0.as_str().to_string()), Uuid::nil()))
+        .collect();
+    targets.extend(
+        request
+            .topics
+            .iter()
+            .map(|t| (t.name.as_ref().map(|n| n.0.as_str().to_string()), t.topic_id)),
+    );
+    let results = targets.into_iter().map(|(name, id)| delete_one(broker, name, id));
+    DeleteTopicsResponse::default().with_responses(join_all(results).await)
+}
+
+async fn delete_one<B: Broker>(broker: &B, name: Option<String>, id: Uuid) -> DeletableTopicResult {
+    let name = match name {
+        Some(name) => Some(name),
+        None => broker.topics().by_id(id).map(|(name, _)| name),
+    };
+    let Some(name) = name else {
+        return DeletableTopicResult::default()
+            .with_topic_id(id)
+            .with_error_code(ErrorCode::UnknownTopicId.code());
+    };
+    let result = DeletableTopicResult::default().with_name(Some(topic_name(&name)));
+    let meta = match broker.topics().delete(&name) {
+        Ok(meta) => meta,
+        Err(e) => {
+            return result
+                .with_topic_id(id)
+                .with_error_code(error_code(e.kafka_error_code()).code())
+                .with_error_message(Some(str_bytes(&e.to_string())))
+        }
+    };
+    let deletes = (0..meta.partitions).map(|p| broker.partition(&name, p, PartitionOp::Delete));
+    let failed = join_all(deletes).await.into_iter().find(|r| r.error_code() != 0);
+    if let Some(reply) = failed {
+        tracing::error!(topic = name, code = reply.error_code(), "partition delete failed");
+    }
+    tracing::info!(topic = name, "deleted topic");
+    result.with_topic_id(meta.id)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::handler::fake::{batch, FakeBroker};
+    use futures::executor::block_on;
+
+    #[test]
+    fn deletes_metadata_and_partitions() {
+        let broker = FakeBroker::new();
+        broker.topics().create("t", 2, Default::default()).unwrap();
+        broker.append("t", 1, batch(1));
+        let req = DeleteTopicsRequest::default().with_topic_names(vec![topic_name("t"), topic_name("nope")]);
+        let r = block_on(handle(&broker, &req));
+        assert_eq!(r.responses[0].error_code, 0);
+        assert_eq!(r.responses[1].error_code, 3);
+        assert!(broker.topics().get("t").is_none());
+        assert_eq!(broker.log_end("t", 1), 0);
+    }
+}

@@ -1,0 +1,171 @@
+//! An in-memory [`Broker`] for handler unit tests: real topic registry (in a temp dir), partitions
+//! as vectors of batches, a timer that returns at once. No runtime, no sockets.
+
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::{Bytes, BytesMut};
+use rill_protocol::kafka_protocol::records::{
+    Compression, Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
+};
+
+use super::Broker;
+use crate::config::BrokerConfig;
+use crate::partition::ops::{PartitionOp, PartitionReply, Positions};
+use crate::topics::TopicRegistry;
+
+/// Offsets of header fields in a v2 batch (see protocol-notes).
+const LAST_OFFSET_DELTA_AT: usize = 23;
+const MAX_TIMESTAMP_AT: usize = 35;
+
+/// A valid v2 record batch of `records` records (timestamps 1000, 1001, ...).
+pub fn batch(records: usize) -> Bytes {
+    let records: Vec<Record> = (0..records)
+        .map(|i| Record {
+            transactional: false,
+            control: false,
+            delete_horizon: false,
+            partition_leader_epoch: -1,
+            producer_id: -1,
+            producer_epoch: -1,
+            timestamp_type: TimestampType::Creation,
+            offset: i as i64,
+            sequence: i as i32, // offset - sequence must be constant within one batch
+            timestamp: 1000 + i as i64,
+            key: None,
+            value: Some(Bytes::from(format!("value-{i}"))),
+            headers: Default::default(),
+        })
+        .collect();
+    let mut buf = BytesMut::new();
+    let options = RecordEncodeOptions { version: 2, compression: Compression::None };
+    RecordBatchEncoder::encode(&mut buf, &records, &options).expect("encode batch");
+    buf.freeze()
+}
+
+/// In-memory broker.
+pub struct FakeBroker {
+    config: BrokerConfig,
+    topics: Arc<TopicRegistry>,
+    _dir: tempfile::TempDir,
+    logs: RefCell<HashMap<(String, i32), Vec<(i64, Bytes)>>>,
+}
+
+impl FakeBroker {
+    /// Defaults, empty registry.
+    pub fn new() -> Self {
+        Self::with_config(|_| {})
+    }
+
+    /// Defaults adjusted by `edit`.
+    pub fn with_config(edit: impl FnOnce(&mut BrokerConfig)) -> Self {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let mut config = BrokerConfig::defaults();
+        edit(&mut config);
+        Self {
+            config,
+            topics: Arc::new(TopicRegistry::open(dir.path()).expect("registry")),
+            _dir: dir,
+            logs: RefCell::new(HashMap::new()),
+        }
+    }
+
+    /// Append directly (test setup).
+    pub fn append(&self, topic: &str, partition: i32, batch: Bytes) -> i64 {
+        let mut logs = self.logs.borrow_mut();
+        let log = logs.entry((topic.to_string(), partition)).or_default();
+        let base = log.last().map_or(0, |(b, batch)| b + 1 + last_delta(batch));
+        let mut owned = BytesMut::from(&batch[..]);
+        owned[..8].copy_from_slice(&base.to_be_bytes());
+        log.push((base, owned.freeze()));
+        base
+    }
+
+    /// Next offset of a partition.
+    pub fn log_end(&self, topic: &str, partition: i32) -> i64 {
+        let logs = self.logs.borrow();
+        logs.get(&(topic.to_string(), partition))
+            .and_then(|l| l.last())
+            .map_or(0, |(b, batch)| b + 1 + last_delta(batch))
+    }
+
+    fn positions(&self, topic: &str, partition: i32) -> Positions {
+        let end = self.log_end(topic, partition);
+        Positions { log_start_offset: 0, high_watermark: end, log_end_offset: end }
+    }
+}
+
+fn last_delta(batch: &[u8]) -> i64 {
+    let at = LAST_OFFSET_DELTA_AT;
+    i64::from(i32::from_be_bytes(batch[at..at + 4].try_into().unwrap()))
+}
+
+fn max_timestamp(batch: &[u8]) -> i64 {
+    let at = MAX_TIMESTAMP_AT;
+    i64::from_be_bytes(batch[at..at + 8].try_into().unwrap())
+}
+
+impl Broker for FakeBroker {
+    fn config(&self) -> &BrokerConfig {
+        &self.config
+    }
+
+    fn topics(&self) -> &Arc<TopicRegistry> {
+        &self.topics
+    }
+
+    async fn partition(&self, topic: &str, partition: i32, op: PartitionOp) -> PartitionReply {
+        let positions = self.positions(topic, partition);
+        match op {
+            PartitionOp::Append { batches, .. } => {
+                let mut first = None;
+                for b in batches {
+                    let base = self.append(topic, partition, b.freeze());
+                    first.get_or_insert(base);
+                }
+                PartitionReply::Appended {
+                    base_offset: first.unwrap(),
+                    log_append_time_ms: -1,
+                    log_start_offset: 0,
+                }
+            }
+            PartitionOp::Read { from, .. } => {
+                if from < 0 || from > positions.log_end_offset {
+                    return PartitionReply::Error(1);
+                }
+                let logs = self.logs.borrow();
+                let chunks = logs
+                    .get(&(topic.to_string(), partition))
+                    .map(|l| {
+                        l.iter()
+                            .filter(|(b, batch)| b + last_delta(batch) >= from)
+                            .map(|(_, batch)| batch.clone())
+                            .collect()
+                    })
+                    .unwrap_or_default();
+                PartitionReply::Read { positions, chunks }
+            }
+            PartitionOp::Offsets => PartitionReply::Offsets(positions),
+            PartitionOp::OffsetForTimestamp { timestamp_ms } => {
+                let logs = self.logs.borrow();
+                let found = logs.get(&(topic.to_string(), partition)).and_then(|l| {
+                    l.iter()
+                        .find(|(_, batch)| max_timestamp(batch) >= timestamp_ms)
+                        .map(|(b, batch)| (*b, max_timestamp(batch)))
+                });
+                PartitionReply::OffsetForTimestamp(found, positions)
+            }
+            PartitionOp::WaitForData { .. } => PartitionReply::Waited,
+            PartitionOp::Delete => {
+                self.logs.borrow_mut().remove(&(topic.to_string(), partition));
+                PartitionReply::Deleted
+            }
+        }
+    }
+
+    async fn sleep(&self, duration: Duration) {
+        std::thread::sleep(duration.min(Duration::from_millis(5)));
+    }
+}

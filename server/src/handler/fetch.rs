@@ -1,0 +1,258 @@
+//! Fetch (1): read many partitions at once on their owning shards; long-poll until `min_bytes`
+//! are available or `max_wait_ms` passes, woken by appends.
+//!
+//! One node and no transactions: `last_stable_offset` is the high watermark under both
+//! isolation levels and the aborted-transactions list is empty (protocol-notes trap 11).
+//! Fetch sessions are not kept: `session_id` 0 tells clients to send full requests.
+//!
+//! Byte budgets (KIP-74): each partition reads up to its `partition_max_bytes`; the response
+//! keeps partitions in request order while the total stays within `max_bytes`, but the first
+//! partition with data is always included whole so a large batch can never stall a consumer.
+
+use std::time::{Duration, Instant};
+
+use bytes::{Bytes, BytesMut};
+use futures::future::{join_all, select, select_all, Either};
+use rill_protocol::kafka_protocol::messages::fetch_response::{
+    FetchableTopicResponse, PartitionData,
+};
+use rill_protocol::kafka_protocol::messages::{FetchRequest, FetchResponse};
+use rill_protocol::ErrorCode;
+use uuid::Uuid;
+
+use super::{error_code, Broker};
+use crate::partition::ops::{PartitionOp, PartitionReply, Positions};
+
+/// Upper bound on how long one fetch may park (clients send ~500 ms; a lying value is capped).
+pub const FETCH_WAIT_MS_MAX: u64 = 30_000;
+
+/// One requested partition, resolved.
+#[derive(Debug, Clone)]
+struct Want {
+    topic: String,
+    topic_id: Uuid,
+    partition: i32,
+    fetch_offset: i64,
+    max_bytes: usize,
+    /// Set when the topic is unknown: answered without touching a shard.
+    error: Option<ErrorCode>,
+}
+
+/// One partition's outcome.
+struct Got {
+    error: i16,
+    positions: Positions,
+    chunks: Vec<Bytes>,
+}
+
+/// Answer Fetch.
+pub async fn handle<B: Broker>(broker: &B, version: i16, request: &FetchRequest) -> FetchResponse {
+    let wants = resolve(broker, version, request);
+    let wait = Duration::from_millis((request.max_wait_ms.max(0) as u64).min(FETCH_WAIT_MS_MAX));
+    let min_bytes = request.min_bytes.max(0) as usize;
+    let deadline = Instant::now() + wait;
+    let mut gots = read_all(broker, &wants).await;
+    loop {
+        let total: usize = gots.iter().map(|g| bytes_of(&g.chunks)).sum();
+        let any_error = gots.iter().any(|g| g.error != 0);
+        let now = Instant::now();
+        if total >= min_bytes.max(1) || any_error || now >= deadline || wants.is_empty() {
+            break;
+        }
+        wait_for_any(broker, &wants, &gots, deadline - now).await;
+        gots = read_all(broker, &wants).await;
+    }
+    let budget = if request.max_bytes > 0 { request.max_bytes as usize } else { usize::MAX };
+    response(wants, gots, budget)
+}
+
+fn resolve<B: Broker>(broker: &B, version: i16, request: &FetchRequest) -> Vec<Want> {
+    let mut wants = Vec::new();
+    for topic in &request.topics {
+        let by_id = version >= 13;
+        let found = if by_id {
+            broker.topics().by_id(topic.topic_id)
+        } else {
+            let name = topic.topic.0.as_str();
+            broker.topics().get(name).map(|m| (name.to_string(), m))
+        };
+        let (name, error) = match &found {
+            Some((name, _)) => (name.clone(), None),
+            None if by_id => (String::new(), Some(ErrorCode::UnknownTopicId)),
+            None => (topic.topic.0.as_str().to_string(), Some(ErrorCode::UnknownTopicOrPartition)),
+        };
+        for p in &topic.partitions {
+            let in_range = found.as_ref().is_some_and(|(_, m)| p.partition >= 0 && p.partition < m.partitions);
+            wants.push(Want {
+                topic: name.clone(),
+                topic_id: found.as_ref().map_or(topic.topic_id, |(_, m)| m.id),
+                partition: p.partition,
+                fetch_offset: p.fetch_offset,
+                max_bytes: p.partition_max_bytes.max(0) as usize,
+                error: error.or((!in_range).then_some(ErrorCode::UnknownTopicOrPartition)),
+            });
+        }
+    }
+    wants
+}
+
+async fn read_all<B: Broker>(broker: &B, wants: &[Want]) -> Vec<Got> {
+    join_all(wants.iter().map(|w| read_one(broker, w))).await
+}
+
+async fn read_one<B: Broker>(broker: &B, want: &Want) -> Got {
+    if let Some(code) = want.error {
+        return Got { error: code.code(), positions: unknown_positions(), chunks: Vec::new() };
+    }
+    let op = PartitionOp::Read { from: want.fetch_offset, max_bytes: want.max_bytes };
+    match broker.partition(&want.topic, want.partition, op).await {
+        PartitionReply::Read { positions, chunks } => Got { error: 0, positions, chunks },
+        other => {
+            // OFFSET_OUT_OF_RANGE still reports positions so the client can reset; fetch them.
+            let positions = match broker.partition(&want.topic, want.partition, PartitionOp::Offsets).await {
+                PartitionReply::Offsets(p) => p,
+                _ => unknown_positions(),
+            };
+            Got { error: error_code(other.error_code()).code(), positions, chunks: Vec::new() }
+        }
+    }
+}
+
+fn unknown_positions() -> Positions {
+    Positions { log_start_offset: -1, high_watermark: -1, log_end_offset: -1 }
+}
+
+fn bytes_of(chunks: &[Bytes]) -> usize {
+    chunks.iter().map(Bytes::len).sum()
+}
+
+/// Park until any partition's high watermark passes its fetch position, or `wait` elapses.
+async fn wait_for_any<B: Broker>(broker: &B, wants: &[Want], gots: &[Got], wait: Duration) {
+    let wait_ms = wait.as_millis() as u64;
+    let waits: Vec<_> = wants
+        .iter()
+        .zip(gots)
+        .filter(|(w, g)| w.error.is_none() && g.error == 0)
+        .map(|(w, _)| {
+            // Data is there once the high watermark passes the consumer's position.
+            let from = w.fetch_offset;
+            Box::pin(broker.partition(&w.topic, w.partition, PartitionOp::WaitForData { from, wait_ms }))
+        })
+        .collect();
+    if waits.is_empty() {
+        broker.sleep(wait).await;
+        return;
+    }
+    let timer = broker.sleep(wait);
+    futures::pin_mut!(timer);
+    match select(select_all(waits), timer).await {
+        Either::Left(_) | Either::Right(_) => {}
+    }
+}
+
+fn response(wants: Vec<Want>, gots: Vec<Got>, budget: usize) -> FetchResponse {
+    let mut topics: Vec<FetchableTopicResponse> = Vec::new();
+    let mut used = 0usize;
+    let mut first_data_sent = false;
+    for (want, got) in wants.into_iter().zip(gots) {
+        let mut size = bytes_of(&got.chunks);
+        let mut chunks = got.chunks;
+        if first_data_sent && used + size > budget {
+            chunks.clear();
+            size = 0;
+        }
+        first_data_sent |= size > 0;
+        used += size;
+        let partition = partition_data(want.partition, got.error, got.positions, chunks);
+        match topics.last_mut() {
+            Some(last) if last.topic.0.as_str() == want.topic && last.topic_id == want.topic_id => {
+                last.partitions.push(partition)
+            }
+            _ => topics.push(
+                FetchableTopicResponse::default()
+                    .with_topic(super::topic_name(&want.topic))
+                    .with_topic_id(want.topic_id)
+                    .with_partitions(vec![partition]),
+            ),
+        }
+    }
+    FetchResponse::default().with_session_id(0).with_responses(topics)
+}
+
+fn partition_data(index: i32, error: i16, positions: Positions, chunks: Vec<Bytes>) -> PartitionData {
+    let records = match chunks.len() {
+        0 => Bytes::new(),
+        1 => chunks.into_iter().next().expect("one chunk"),
+        _ => {
+            let mut all = BytesMut::with_capacity(bytes_of(&chunks));
+            chunks.iter().for_each(|c| all.extend_from_slice(c));
+            all.freeze()
+        }
+    };
+    PartitionData::default()
+        .with_partition_index(index)
+        .with_error_code(error)
+        .with_high_watermark(positions.high_watermark)
+        .with_last_stable_offset(positions.high_watermark)
+        .with_log_start_offset(positions.log_start_offset)
+        .with_aborted_transactions(Some(Vec::new()))
+        .with_preferred_read_replica(rill_protocol::kafka_protocol::messages::BrokerId(-1))
+        .with_records(Some(records))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::handler::fake::{batch, FakeBroker};
+    use futures::executor::block_on;
+    use rill_protocol::kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
+
+    fn request(topic: &str, partitions: &[(i32, i64)], max_wait_ms: i32, min_bytes: i32) -> FetchRequest {
+        let parts = partitions
+            .iter()
+            .map(|&(p, o)| FetchPartition::default().with_partition(p).with_fetch_offset(o).with_partition_max_bytes(1 << 20))
+            .collect();
+        FetchRequest::default()
+            .with_max_wait_ms(max_wait_ms)
+            .with_min_bytes(min_bytes)
+            .with_max_bytes(50 << 20)
+            .with_isolation_level(1)
+            .with_topics(vec![FetchTopic::default().with_topic(super::super::topic_name(topic)).with_partitions(parts)])
+    }
+
+    #[test]
+    fn reads_back_appended_batches_with_lso_equal_to_hw() {
+        let broker = FakeBroker::new();
+        broker.topics().create("t", 2, Default::default()).unwrap();
+        broker.append("t", 0, batch(3));
+        broker.append("t", 0, batch(2));
+        let r = block_on(handle(&broker, 12, &request("t", &[(0, 0), (1, 0)], 0, 1)));
+        let p0 = &r.responses[0].partitions[0];
+        assert_eq!(p0.error_code, 0);
+        assert_eq!(p0.high_watermark, 5);
+        assert_eq!(p0.last_stable_offset, 5);
+        assert_eq!(p0.aborted_transactions.as_ref().map(Vec::len), Some(0));
+        assert_eq!(p0.records.as_ref().unwrap().len(), batch(3).len() + batch(2).len());
+        let p1 = &r.responses[0].partitions[1];
+        assert_eq!((p1.error_code, p1.high_watermark), (0, 0));
+        assert!(p1.records.as_ref().unwrap().is_empty());
+    }
+
+    #[test]
+    fn long_poll_times_out_empty_through_the_injected_timer() {
+        let broker = FakeBroker::new();
+        broker.topics().create("t", 1, Default::default()).unwrap();
+        let r = block_on(handle(&broker, 12, &request("t", &[(0, 0)], 100, 1)));
+        assert!(r.responses[0].partitions[0].records.as_ref().unwrap().is_empty());
+    }
+
+    #[test]
+    fn unknown_topic_and_out_of_range() {
+        let broker = FakeBroker::new();
+        broker.topics().create("t", 1, Default::default()).unwrap();
+        let r = block_on(handle(&broker, 12, &request("nope", &[(0, 0)], 0, 1)));
+        assert_eq!(r.responses[0].partitions[0].error_code, 3);
+        let r = block_on(handle(&broker, 12, &request("t", &[(0, 99)], 0, 1)));
+        assert_eq!(r.responses[0].partitions[0].error_code, 1);
+    }
+}

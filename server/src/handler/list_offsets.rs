@@ -1,0 +1,102 @@
+//! ListOffsets (2): earliest (-2), latest (-1), by timestamp (>= 0), max timestamp (-3, not
+//! tracked: answered "not found").
+//!
+//! "Latest" is the high watermark under both isolation levels (no transactions: the last stable
+//! offset equals it).
+
+use futures::future::join_all;
+use rill_protocol::kafka_protocol::messages::list_offsets_response::{
+    ListOffsetsPartitionResponse, ListOffsetsTopicResponse,
+};
+use rill_protocol::kafka_protocol::messages::{ListOffsetsRequest, ListOffsetsResponse};
+use rill_protocol::ErrorCode;
+
+use super::{error_code, topic_name, Broker, LEADER_EPOCH};
+use crate::partition::ops::{PartitionOp, PartitionReply};
+
+/// Kafka's special timestamps.
+const EARLIEST: i64 = -2;
+const LATEST: i64 = -1;
+
+/// Answer ListOffsets.
+pub async fn handle<B: Broker>(broker: &B, request: &ListOffsetsRequest) -> ListOffsetsResponse {
+    let topics = request.topics.iter().map(|topic| async move {
+        let name = topic.name.0.as_str();
+        let meta = broker.topics().get(name);
+        let partitions = topic.partitions.iter().map(|p| {
+            let meta = meta.clone();
+            async move {
+                let base = ListOffsetsPartitionResponse::default().with_partition_index(p.partition_index);
+                let known = meta.is_some_and(|m| p.partition_index >= 0 && p.partition_index < m.partitions);
+                if !known {
+                    return not_found(base).with_error_code(ErrorCode::UnknownTopicOrPartition.code());
+                }
+                lookup(broker, name, p.partition_index, p.timestamp, base).await
+            }
+        });
+        ListOffsetsTopicResponse::default()
+            .with_name(topic_name(name))
+            .with_partitions(join_all(partitions).await)
+    });
+    ListOffsetsResponse::default().with_topics(join_all(topics).await)
+}
+
+async fn lookup<B: Broker>(
+    broker: &B,
+    topic: &str,
+    partition: i32,
+    timestamp: i64,
+    base: ListOffsetsPartitionResponse,
+) -> ListOffsetsPartitionResponse {
+    let op = if timestamp >= 0 {
+        PartitionOp::OffsetForTimestamp { timestamp_ms: timestamp }
+    } else {
+        PartitionOp::Offsets
+    };
+    match (broker.partition(topic, partition, op).await, timestamp) {
+        (PartitionReply::Offsets(p), EARLIEST) => found(base, p.log_start_offset, -1),
+        (PartitionReply::Offsets(p), LATEST) => found(base, p.high_watermark, -1),
+        (PartitionReply::Offsets(_), _) => not_found(base),
+        (PartitionReply::OffsetForTimestamp(Some((offset, ts)), _), _) => found(base, offset, ts),
+        (PartitionReply::OffsetForTimestamp(None, _), _) => not_found(base),
+        (other, _) => not_found(base).with_error_code(error_code(other.error_code()).code()),
+    }
+}
+
+fn found(base: ListOffsetsPartitionResponse, offset: i64, timestamp: i64) -> ListOffsetsPartitionResponse {
+    base.with_offset(offset).with_timestamp(timestamp).with_leader_epoch(LEADER_EPOCH)
+}
+
+fn not_found(base: ListOffsetsPartitionResponse) -> ListOffsetsPartitionResponse {
+    base.with_offset(-1).with_timestamp(-1).with_leader_epoch(-1)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::handler::fake::{batch, FakeBroker};
+    use futures::executor::block_on;
+    use rill_protocol::kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
+
+    fn ask(broker: &FakeBroker, topic: &str, partition: i32, ts: i64) -> (i16, i64) {
+        let req = ListOffsetsRequest::default().with_topics(vec![ListOffsetsTopic::default()
+            .with_name(topic_name(topic))
+            .with_partitions(vec![ListOffsetsPartition::default().with_partition_index(partition).with_timestamp(ts)])]);
+        let r = block_on(handle(broker, &req));
+        let p = &r.topics[0].partitions[0];
+        (p.error_code, p.offset)
+    }
+
+    #[test]
+    fn earliest_latest_and_by_time() {
+        let broker = FakeBroker::new();
+        broker.topics().create("t", 1, Default::default()).unwrap();
+        broker.append("t", 0, batch(4));
+        assert_eq!(ask(&broker, "t", 0, -2), (0, 0));
+        assert_eq!(ask(&broker, "t", 0, -1), (0, 4));
+        assert_eq!(ask(&broker, "t", 0, 0), (0, 0));
+        assert_eq!(ask(&broker, "t", 0, i64::MAX), (0, -1));
+        assert_eq!(ask(&broker, "t", 1, -1).0, 3);
+        assert_eq!(ask(&broker, "nope", 0, -1).0, 3);
+    }
+}

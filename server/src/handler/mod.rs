@@ -1,0 +1,93 @@
+//! One Kafka API per file: decode (done by rill-protocol) → plan → partitions → response.
+//!
+//! Handlers see the broker only through [`Broker`], so unit tests drive them with an in-memory
+//! fake and no runtime; the real implementation is [`crate::shard::Shard`], which routes each
+//! partition operation to its owning shard.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use rill_protocol::kafka_protocol::messages::TopicName;
+use rill_protocol::kafka_protocol::protocol::StrBytes;
+use rill_protocol::ErrorCode;
+
+use crate::config::BrokerConfig;
+use crate::partition::ops::{PartitionOp, PartitionReply};
+use crate::topics::{TopicError, TopicMeta, TopicRegistry};
+
+pub mod api_versions;
+pub mod create_partitions;
+pub mod create_topics;
+pub mod delete_topics;
+pub mod describe_cluster;
+pub mod describe_configs;
+pub mod fetch;
+pub mod init_producer_id;
+pub mod list_offsets;
+pub mod metadata;
+pub mod offset_for_leader_epoch;
+pub mod produce;
+
+#[cfg(test)]
+pub mod fake;
+
+/// What a handler may ask of the broker.
+#[allow(async_fn_in_trait)] // !Send futures are intended: thread-per-core.
+pub trait Broker {
+    /// Resolved broker configuration.
+    fn config(&self) -> &BrokerConfig;
+    /// Durable topic metadata.
+    fn topics(&self) -> &Arc<TopicRegistry>;
+    /// Run `op` on the shard that owns the partition and return its answer.
+    async fn partition(&self, topic: &str, partition: i32, op: PartitionOp) -> PartitionReply;
+    /// The runtime's timer (long polls).
+    async fn sleep(&self, duration: Duration);
+}
+
+/// The leader epoch Rill reports for every partition: one node, never a leader change. A real
+/// (non-negative) epoch makes clients validate positions with OffsetForLeaderEpoch, which
+/// [`offset_for_leader_epoch`] answers (protocol-notes trap 7).
+pub const LEADER_EPOCH: i32 = 0;
+
+/// A topic, creating it first when auto-creation is on (Metadata, Produce).
+pub fn topic_or_auto_create<B: Broker>(
+    broker: &B,
+    name: &str,
+    allow_auto_create: bool,
+) -> Result<Arc<TopicMeta>, ErrorCode> {
+    if let Some(meta) = broker.topics().get(name) {
+        return Ok(meta);
+    }
+    crate::topics::validate_topic_name(name).map_err(|_| ErrorCode::InvalidTopicException)?;
+    if !(allow_auto_create && broker.config().auto_create_topics) {
+        return Err(ErrorCode::UnknownTopicOrPartition);
+    }
+    let partitions = broker.config().default_partitions;
+    match broker.topics().create(name, partitions, Default::default()) {
+        Ok(meta) => {
+            tracing::info!(topic = name, partitions, "auto-created topic");
+            Ok(meta)
+        }
+        // Another shard created it between our lookup and our create.
+        Err(TopicError::AlreadyExists(_)) => broker
+            .topics()
+            .get(name)
+            .ok_or(ErrorCode::UnknownTopicOrPartition),
+        Err(e) => Err(error_code(e.kafka_error_code())),
+    }
+}
+
+/// A known Kafka code as the typed enum (unknown codes become UNKNOWN_SERVER_ERROR).
+pub fn error_code(code: i16) -> ErrorCode {
+    ErrorCode::try_from(code).unwrap_or(ErrorCode::UnknownServerError)
+}
+
+/// `TopicName` from a `&str` (one small copy: names are short).
+pub fn topic_name(name: &str) -> TopicName {
+    TopicName(StrBytes::from_string(name.to_string()))
+}
+
+/// `StrBytes` from a `&str`.
+pub fn str_bytes(s: &str) -> StrBytes {
+    StrBytes::from_string(s.to_string())
+}

@@ -1,0 +1,46 @@
+//! OffsetForLeaderEpoch (23): clients validate their position after a Metadata leader epoch.
+//!
+//! One node, one epoch ([`LEADER_EPOCH`]) for the life of the partition: the end offset of
+//! that epoch is the log end offset. A later epoch than ours is unknown (-1/-1, as Kafka answers).
+
+use futures::future::join_all;
+use rill_protocol::kafka_protocol::messages::offset_for_leader_epoch_response::{
+    EpochEndOffset, OffsetForLeaderTopicResult,
+};
+use rill_protocol::kafka_protocol::messages::{OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse};
+use rill_protocol::ErrorCode;
+
+use super::{error_code, topic_name, Broker, LEADER_EPOCH};
+use crate::partition::ops::{PartitionOp, PartitionReply};
+
+/// Answer OffsetForLeaderEpoch.
+pub async fn handle<B: Broker>(broker: &B, request: &OffsetForLeaderEpochRequest) -> OffsetForLeaderEpochResponse {
+    let topics = request.topics.iter().map(|topic| async move {
+        let name = topic.topic.0.as_str();
+        let meta = broker.topics().get(name);
+        let partitions = topic.partitions.iter().map(|p| {
+            let meta = meta.clone();
+            async move {
+                let base = EpochEndOffset::default().with_partition(p.partition).with_leader_epoch(-1).with_end_offset(-1);
+                let known = meta.is_some_and(|m| p.partition >= 0 && p.partition < m.partitions);
+                if !known {
+                    return base.with_error_code(ErrorCode::UnknownTopicOrPartition.code());
+                }
+                if p.current_leader_epoch > LEADER_EPOCH {
+                    return base.with_error_code(ErrorCode::UnknownLeaderEpoch.code());
+                }
+                if p.leader_epoch > LEADER_EPOCH {
+                    return base;
+                }
+                match broker.partition(name, p.partition, PartitionOp::Offsets).await {
+                    PartitionReply::Offsets(pos) => base.with_leader_epoch(LEADER_EPOCH).with_end_offset(pos.log_end_offset),
+                    other => base.with_error_code(error_code(other.error_code()).code()),
+                }
+            }
+        });
+        OffsetForLeaderTopicResult::default()
+            .with_topic(topic_name(name))
+            .with_partitions(join_all(partitions).await)
+    });
+    OffsetForLeaderEpochResponse::default().with_topics(join_all(topics).await)
+}

@@ -1,0 +1,202 @@
+//! Produce (0): validate each partition's record batches in place, append them on the owning
+//! shards (all partitions in flight at once), answer per partition.
+//!
+//! Plan per partition, before any I/O:
+//! | check                                   | error                        |
+//! |-----------------------------------------|------------------------------|
+//! | acks not in {0, 1, -1}                  | INVALID_REQUIRED_ACKS (21)   |
+//! | topic name illegal                      | INVALID_TOPIC_EXCEPTION (17) |
+//! | topic unknown (auto-create off)         | UNKNOWN_TOPIC_OR_PARTITION   |
+//! | partition index out of range            | UNKNOWN_TOPIC_OR_PARTITION   |
+//! | no records                              | INVALID_RECORD (87)          |
+//! | batch length/magic/CRC wrong            | CORRUPT_MESSAGE (2) etc.     |
+//! | batch larger than max.message.bytes     | MESSAGE_TOO_LARGE (10)       |
+//!
+//! acks=0 requests still append but get no response (protocol-notes trap 8).
+
+use bytes::{Bytes, BytesMut};
+use futures::future::join_all;
+use rill_protocol::kafka_protocol::messages::produce_request::PartitionProduceData;
+use rill_protocol::kafka_protocol::messages::produce_response::{
+    PartitionProduceResponse, TopicProduceResponse,
+};
+use rill_protocol::kafka_protocol::messages::{ProduceRequest, ProduceResponse};
+use rill_protocol::record::batches;
+use rill_protocol::ErrorCode;
+
+use super::{error_code, topic_or_auto_create, Broker};
+use crate::partition::ops::{Acks, PartitionOp, PartitionReply};
+use crate::topic_config::log_config;
+
+/// One partition's plan: the batches to append, or the error to answer.
+type Planned = Result<Vec<BytesMut>, ErrorCode>;
+
+/// Answer Produce; `None` for acks=0 (no response at all).
+pub async fn handle<B: Broker>(broker: &B, request: ProduceRequest) -> Option<ProduceResponse> {
+    let acks = Acks::from_wire(request.acks);
+    let mut plans = Vec::new();
+    for topic in request.topic_data {
+        let name = topic.name.0.as_str().to_string();
+        let meta = topic_or_auto_create(broker, &name, true);
+        let message_bytes_max = meta.as_ref().ok().map(|m| {
+            log_config(&broker.config().log, &m.configs)
+                .map_or(broker.config().log.message_bytes_max, |c| c.message_bytes_max)
+        });
+        for partition in topic.partition_data {
+            let index = partition.index;
+            let plan = match (&meta, acks, message_bytes_max) {
+                (_, None, _) => Err(ErrorCode::InvalidRequiredAcks),
+                (Err(code), _, _) => Err(*code),
+                (Ok(m), _, _) if index < 0 || index >= m.partitions => {
+                    Err(ErrorCode::UnknownTopicOrPartition)
+                }
+                (Ok(_), _, Some(max)) => plan_partition(partition, max as usize),
+                (Ok(_), _, None) => unreachable!("known topics have a size limit"),
+            };
+            plans.push((name.clone(), index, plan));
+        }
+    }
+    let acks = acks.unwrap_or(Acks::All);
+    let appends = plans.into_iter().map(|(topic, index, plan)| async move {
+        let result = match plan {
+            Ok(batches) => {
+                let op = PartitionOp::Append { batches, acks };
+                broker.partition(&topic, index, op).await
+            }
+            Err(code) => PartitionReply::Error(code.code()),
+        };
+        (topic, index, result)
+    });
+    let results = join_all(appends).await;
+    if acks == Acks::None {
+        return None;
+    }
+    Some(response(results))
+}
+
+/// Split and validate one partition's records; copy them into owned buffers for the owner shard.
+fn plan_partition(partition: PartitionProduceData, message_bytes_max: usize) -> Planned {
+    let records: Bytes = match partition.records {
+        Some(records) if !records.is_empty() => records,
+        _ => return Err(ErrorCode::InvalidRecord),
+    };
+    let mut out = Vec::new();
+    for batch in batches(records) {
+        let batch = batch.map_err(|e| {
+            tracing::debug!(error = %e, "refusing record batch");
+            e.error_code()
+        })?;
+        let bytes = batch.as_bytes();
+        if bytes.len() > message_bytes_max {
+            return Err(ErrorCode::MessageTooLarge);
+        }
+        out.push(BytesMut::from(bytes));
+    }
+    assert!(!out.is_empty());
+    Ok(out)
+}
+
+fn response(results: Vec<(String, i32, PartitionReply)>) -> ProduceResponse {
+    let mut topics: Vec<TopicProduceResponse> = Vec::new();
+    for (topic, index, reply) in results {
+        let partition = partition_response(index, reply);
+        match topics.last_mut() {
+            Some(last) if last.name.0.as_str() == topic => last.partition_responses.push(partition),
+            _ => topics.push(
+                TopicProduceResponse::default()
+                    .with_name(super::topic_name(&topic))
+                    .with_partition_responses(vec![partition]),
+            ),
+        }
+    }
+    ProduceResponse::default().with_responses(topics)
+}
+
+fn partition_response(index: i32, reply: PartitionReply) -> PartitionProduceResponse {
+    let base = PartitionProduceResponse::default().with_index(index);
+    match reply {
+        PartitionReply::Appended {
+            base_offset,
+            log_append_time_ms,
+            log_start_offset,
+        } => base
+            .with_base_offset(base_offset)
+            .with_log_append_time_ms(log_append_time_ms)
+            .with_log_start_offset(log_start_offset),
+        other => base
+            .with_error_code(error_code(other.error_code()).code())
+            .with_base_offset(-1)
+            .with_log_append_time_ms(-1)
+            .with_log_start_offset(-1),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::handler::fake::{batch, FakeBroker};
+    use futures::executor::block_on;
+    use rill_protocol::kafka_protocol::messages::produce_request::TopicProduceData;
+
+    fn request(topic: &str, partition: i32, records: Option<Bytes>, acks: i16) -> ProduceRequest {
+        let data = PartitionProduceData::default().with_index(partition).with_records(records);
+        ProduceRequest::default().with_acks(acks).with_topic_data(vec![TopicProduceData::default()
+            .with_name(super::super::topic_name(topic))
+            .with_partition_data(vec![data])])
+    }
+
+    fn error_of(r: &ProduceResponse) -> i16 {
+        r.responses[0].partition_responses[0].error_code
+    }
+
+    #[test]
+    fn appends_and_assigns_offsets() {
+        let broker = FakeBroker::new();
+        let r = block_on(handle(&broker, request("t", 0, Some(batch(3)), -1))).unwrap();
+        assert_eq!(error_of(&r), 0);
+        assert_eq!(r.responses[0].partition_responses[0].base_offset, 0);
+        let r = block_on(handle(&broker, request("t", 0, Some(batch(2)), 1))).unwrap();
+        assert_eq!(r.responses[0].partition_responses[0].base_offset, 3);
+    }
+
+    #[test]
+    fn acks_zero_gets_no_response_but_appends() {
+        let broker = FakeBroker::new();
+        assert!(block_on(handle(&broker, request("t", 0, Some(batch(1)), 0))).is_none());
+        assert_eq!(broker.log_end("t", 0), 1);
+    }
+
+    #[test]
+    fn corrupt_crc_is_corrupt_message() {
+        let broker = FakeBroker::new();
+        let mut bad = BytesMut::from(&batch(1)[..]);
+        let last = bad.len() - 1;
+        bad[last] ^= 0xff;
+        let r = block_on(handle(&broker, request("t", 0, Some(bad.freeze()), 1))).unwrap();
+        assert_eq!(error_of(&r), 2);
+        assert_eq!(broker.log_end("t", 0), 0);
+    }
+
+    #[test]
+    fn refusals_map_to_kafka_codes() {
+        let broker = FakeBroker::new();
+        let cases = [
+            (request("t", 0, Some(batch(1)), 5), 21),
+            (request("bad name", 0, Some(batch(1)), 1), 17),
+            (request("t", 7, Some(batch(1)), 1), 3),
+            (request("t", 0, None, 1), 87),
+            (request("t", 0, Some(Bytes::from_static(b"short")), 1), 2),
+        ];
+        for (req, code) in cases {
+            let r = block_on(handle(&broker, req)).unwrap();
+            assert_eq!(error_of(&r), code);
+        }
+    }
+
+    #[test]
+    fn oversized_batch_is_message_too_large() {
+        let broker = FakeBroker::with_config(|c| c.log.message_bytes_max = 100);
+        let r = block_on(handle(&broker, request("t", 0, Some(batch(20)), 1))).unwrap();
+        assert_eq!(error_of(&r), 10);
+    }
+}

@@ -1,0 +1,354 @@
+//! The partition actor: the one task on the owning shard that touches a partition's log.
+//!
+//! It drains its mailbox in groups: every queued append is written, then the log is flushed
+//! once for the whole group (group commit, one fdatasync), then acks=all producers are answered
+//! and the new high watermark is published to waiting fetches. acks=0/1 are answered right after
+//! their append. Reads, offset lookups and deletes go through the same mailbox, so nothing else
+//! ever needs to borrow the log — no `RefCell` held across an `.await`.
+
+use std::cell::Cell;
+use std::rc::Rc;
+use std::time::Duration;
+
+use bytes::BytesMut;
+use futures::channel::{mpsc, oneshot};
+use futures::future::{select, Either};
+use futures::StreamExt;
+use rill_engine::io::{Clock, Storage};
+use rill_engine::{EngineError, FlushPolicy, LogConfig, LogManager, Offset, PartitionLog};
+
+use super::ops::{Acks, PartitionOp, PartitionReply, Positions};
+use super::watch::PartitionWatch;
+
+/// Most mailbox messages handled as one group (bounds the latency of the first in the group).
+pub const GROUP_OPS_MAX: usize = 256;
+
+/// KAFKA_STORAGE_ERROR: the log failed to open, write or sync.
+const KAFKA_STORAGE_ERROR: i16 = 56;
+
+/// One mailbox message.
+#[derive(Debug)]
+pub struct ActorMsg {
+    /// What to do.
+    pub op: PartitionOp,
+    /// Where the answer goes.
+    pub reply: oneshot::Sender<PartitionReply>,
+}
+
+/// Shard-side handle to a running actor.
+#[derive(Debug)]
+pub struct PartitionHandle {
+    /// The mailbox (bounded: a full mailbox makes senders wait — back-pressure).
+    pub mailbox: mpsc::Sender<ActorMsg>,
+    /// Published high watermark and parked fetches.
+    pub watch: Rc<PartitionWatch>,
+    /// Set when the actor stopped (open failed, deleted, closed): the table must not reuse it.
+    pub stopped: Rc<Cell<bool>>,
+}
+
+/// Everything an actor needs to open and run its log.
+pub struct ActorSetup<S: Storage> {
+    /// Opens and deletes partition directories.
+    pub log_manager: Rc<LogManager<S>>,
+    /// Topic name.
+    pub topic: String,
+    /// Partition index.
+    pub partition: i32,
+    /// Effective log config (broker defaults + topic overrides).
+    pub config: LogConfig,
+    /// Injected wall clock.
+    pub clock: Rc<dyn Clock>,
+    /// How often retention runs.
+    pub retention_check_interval_ms: u64,
+}
+
+/// Spawnable body of the actor: open the log, serve the mailbox until it closes, close the log.
+pub async fn run_actor<S: Storage + 'static>(
+    setup: ActorSetup<S>,
+    mut mailbox: mpsc::Receiver<ActorMsg>,
+    watch: Rc<PartitionWatch>,
+    stopped: Rc<Cell<bool>>,
+) {
+    let (topic, partition) = (setup.topic.clone(), setup.partition);
+    let opened = setup
+        .log_manager
+        .open_partition(&topic, partition, setup.config.clone(), setup.clock.clone())
+        .await;
+    let log = match opened {
+        Ok(log) => log,
+        Err(e) => {
+            tracing::error!(topic, partition, error = %e, "cannot open partition log");
+            stopped.set(true);
+            watch.close();
+            fail_all(&mut mailbox, e.kafka_error_code());
+            return;
+        }
+    };
+    tracing::debug!(topic, partition, "partition log open");
+    let mut actor = Actor {
+        log: Some(log),
+        setup,
+        watch,
+        last_retention_ms: 0,
+    };
+    actor.publish();
+    let delete_reply = actor.serve(&mut mailbox).await;
+    stopped.set(true);
+    actor.watch.close();
+    mailbox.close();
+    fail_all(&mut mailbox, 3);
+    actor.shut_down(delete_reply).await;
+}
+
+/// Answer every queued message with `code` (the actor is going away).
+fn fail_all(mailbox: &mut mpsc::Receiver<ActorMsg>, code: i16) {
+    mailbox.close();
+    while let Ok(msg) = mailbox.try_recv() {
+        let _ = msg.reply.send(PartitionReply::Error(code));
+    }
+}
+
+struct Actor<S: Storage> {
+    /// `Some` while open; taken by `close`.
+    log: Option<PartitionLog<S>>,
+    setup: ActorSetup<S>,
+    watch: Rc<PartitionWatch>,
+    last_retention_ms: i64,
+}
+
+enum Next {
+    Msg(ActorMsg),
+    Tick,
+    Closed,
+}
+
+impl<S: Storage + 'static> Actor<S> {
+    fn log(&mut self) -> &mut PartitionLog<S> {
+        self.log.as_mut().expect("log is open while the actor serves")
+    }
+
+    fn positions(&mut self) -> Positions {
+        let log = self.log();
+        let positions = Positions {
+            log_start_offset: log.log_start_offset().0,
+            high_watermark: log.high_watermark().0,
+            log_end_offset: log.log_end_offset().0,
+        };
+        assert!(positions.log_start_offset <= positions.high_watermark);
+        assert!(positions.high_watermark <= positions.log_end_offset);
+        positions
+    }
+
+    fn publish(&mut self) {
+        let hw = self.log().high_watermark().0;
+        self.watch.publish(hw);
+    }
+
+    /// Serve until the mailbox closes or a Delete arrives (whose reply is returned).
+    async fn serve(
+        &mut self,
+        mailbox: &mut mpsc::Receiver<ActorMsg>,
+    ) -> Option<oneshot::Sender<PartitionReply>> {
+        loop {
+            let first = match self.next(mailbox).await {
+                Next::Msg(msg) => msg,
+                Next::Tick => {
+                    self.maintenance().await;
+                    continue;
+                }
+                Next::Closed => return None,
+            };
+            let mut group = Vec::with_capacity(8);
+            group.push(first);
+            while group.len() < GROUP_OPS_MAX {
+                match mailbox.try_recv() {
+                    Ok(msg) => group.push(msg),
+                    _ => break,
+                }
+            }
+            if let Some(delete_reply) = self.serve_group(group).await {
+                return Some(delete_reply);
+            }
+        }
+    }
+
+    /// The next message, or a tick when the flush interval or retention check is due.
+    async fn next(&mut self, mailbox: &mut mpsc::Receiver<ActorMsg>) -> Next {
+        let tick = Duration::from_millis(self.tick_ms());
+        let sleep = glommio::timer::sleep(tick);
+        futures::pin_mut!(sleep);
+        match select(mailbox.next(), sleep).await {
+            Either::Left((Some(msg), _)) => Next::Msg(msg),
+            Either::Left((None, _)) => Next::Closed,
+            Either::Right(_) => Next::Tick,
+        }
+    }
+
+    fn tick_ms(&self) -> u64 {
+        let flush_ms = match self.setup.config.flush {
+            FlushPolicy::Interval { ms: Some(ms), .. } => ms,
+            _ => u64::MAX,
+        };
+        flush_ms
+            .min(self.setup.retention_check_interval_ms)
+            .clamp(1, 60_000)
+    }
+
+    /// Time-driven work: a flush the interval policy owes, retention.
+    async fn maintenance(&mut self) {
+        let now = self.setup.clock.now();
+        if self.log().flush_due(now) {
+            if let Err(e) = self.log().flush().await {
+                tracing::error!(topic = self.setup.topic, error = %e, "periodic flush failed");
+            }
+            self.publish();
+        }
+        let interval_ms = self.setup.retention_check_interval_ms as i64;
+        if now.0 - self.last_retention_ms >= interval_ms {
+            self.last_retention_ms = now.0;
+            if let Err(e) = self.log().apply_retention(now).await {
+                tracing::error!(topic = self.setup.topic, error = %e, "retention failed");
+            }
+        }
+    }
+
+    /// Handle one group; returns the Delete reply if the group asked to delete the partition.
+    async fn serve_group(
+        &mut self,
+        group: Vec<ActorMsg>,
+    ) -> Option<oneshot::Sender<PartitionReply>> {
+        let mut durable_waiters = Vec::new();
+        let mut appended = false;
+        let mut delete_reply = None;
+        for msg in group {
+            if delete_reply.is_some() {
+                let _ = msg.reply.send(PartitionReply::Error(3));
+                continue;
+            }
+            match msg.op {
+                PartitionOp::Append { batches, acks } => {
+                    appended = true;
+                    let reply = self.append(batches).await;
+                    let wait_for_flush = acks == Acks::All
+                        && reply.error_code() == 0
+                        && self.setup.config.flush == FlushPolicy::EveryAppend;
+                    if wait_for_flush {
+                        durable_waiters.push((msg.reply, reply));
+                    } else {
+                        let _ = msg.reply.send(reply);
+                    }
+                }
+                PartitionOp::Delete => delete_reply = Some(msg.reply),
+                op => {
+                    let reply = self.serve_other(op).await;
+                    let _ = msg.reply.send(reply);
+                }
+            }
+        }
+        if appended {
+            self.flush_group(durable_waiters).await;
+        }
+        delete_reply
+    }
+
+    /// Flush once for the group if anyone waits for durability or the policy says so, then
+    /// answer the acks=all waiters and publish the new high watermark.
+    async fn flush_group(&mut self, waiters: Vec<(oneshot::Sender<PartitionReply>, PartitionReply)>) {
+        let now = self.setup.clock.now();
+        let must_flush = !waiters.is_empty()
+            || self.setup.config.flush == FlushPolicy::EveryAppend
+            || self.log().flush_due(now);
+        let flushed = if must_flush {
+            self.log().flush().await.map(|_| ())
+        } else {
+            Ok(())
+        };
+        let error = flushed.as_ref().err().map(EngineError::kafka_error_code);
+        if let Err(e) = &flushed {
+            tracing::error!(topic = self.setup.topic, partition = self.setup.partition, error = %e, "flush failed");
+        }
+        for (reply_to, reply) in waiters {
+            let reply = match error {
+                Some(code) => PartitionReply::Error(code),
+                None => reply,
+            };
+            let _ = reply_to.send(reply);
+        }
+        self.publish();
+    }
+
+    async fn append(&mut self, batches: Vec<BytesMut>) -> PartitionReply {
+        assert!(!batches.is_empty());
+        let now = self.setup.clock.now();
+        let mut first = None;
+        for batch in batches {
+            let info = match self.log().append(batch, now).await {
+                Ok(info) => (info.base_offset, info.log_append_time, info.log_start_offset),
+                // An idempotent retry of a batch we hold: success, with the original offsets.
+                Err(EngineError::DuplicateSequence { base_offset, .. }) => {
+                    let start = self.log().log_start_offset();
+                    (base_offset, rill_engine::TimestampMs::NONE, start)
+                }
+                Err(e) => {
+                    tracing::debug!(topic = self.setup.topic, error = %e, "append refused");
+                    return PartitionReply::Error(e.kafka_error_code());
+                }
+            };
+            first.get_or_insert(info);
+        }
+        let (base, append_time, start) = first.expect("at least one batch");
+        PartitionReply::Appended {
+            base_offset: base.0,
+            log_append_time_ms: append_time.0,
+            log_start_offset: start.0,
+        }
+    }
+
+    async fn serve_other(&mut self, op: PartitionOp) -> PartitionReply {
+        match op {
+            PartitionOp::Read { from, max_bytes } => match self.log().read(Offset(from), max_bytes).await {
+                Ok(read) => PartitionReply::Read {
+                    positions: self.positions(),
+                    chunks: read.chunks,
+                },
+                Err(e) => PartitionReply::Error(e.kafka_error_code()),
+            },
+            PartitionOp::Offsets => PartitionReply::Offsets(self.positions()),
+            PartitionOp::OffsetForTimestamp { timestamp_ms } => {
+                let ts = rill_engine::TimestampMs(timestamp_ms);
+                match self.log().offset_for_timestamp(ts).await {
+                    Ok(found) => PartitionReply::OffsetForTimestamp(
+                        found.map(|(o, t)| (o.0, t.0)),
+                        self.positions(),
+                    ),
+                    Err(e) => PartitionReply::Error(e.kafka_error_code()),
+                }
+            }
+            // Answered by the table from the watch; never queued here.
+            PartitionOp::WaitForData { .. } => PartitionReply::Waited,
+            PartitionOp::Append { .. } | PartitionOp::Delete => unreachable!("handled by serve_group"),
+        }
+    }
+
+    /// Close the log cleanly; delete its directory if asked.
+    async fn shut_down(mut self, delete_reply: Option<oneshot::Sender<PartitionReply>>) {
+        let (topic, partition) = (self.setup.topic.clone(), self.setup.partition);
+        if let Some(log) = self.log.take() {
+            if let Err(e) = log.close().await {
+                tracing::error!(topic, partition, error = %e, "closing partition log failed");
+            }
+        }
+        if let Some(reply) = delete_reply {
+            let result = self.setup.log_manager.delete_partition(&topic, partition).await;
+            let answer = match result {
+                Ok(()) => PartitionReply::Deleted,
+                Err(e) => {
+                    tracing::error!(topic, partition, error = %e, "deleting partition failed");
+                    PartitionReply::Error(KAFKA_STORAGE_ERROR)
+                }
+            };
+            let _ = reply.send(answer);
+        }
+        tracing::debug!(topic, partition, "partition log closed");
+    }
+}

@@ -1,0 +1,137 @@
+//! A partition's published high watermark and the fetches waiting for it to move (long poll).
+//!
+//! The partition actor publishes after each group of appends (once the data is visible); waiting
+//! fetches on the same shard are woken at once. The watch is shard-local (`Rc`, `Cell`): other
+//! shards wait through a `WaitForData` message that ends up here.
+
+use std::cell::{Cell, RefCell};
+use std::time::Duration;
+
+use futures::channel::oneshot;
+use futures::future::{select, Either};
+
+/// Published positions and waiters of one partition.
+#[derive(Debug)]
+pub struct PartitionWatch {
+    high_watermark: Cell<i64>,
+    closed: Cell<bool>,
+    waiters: RefCell<Vec<oneshot::Sender<()>>>,
+}
+
+/// Upper bound on fetches parked on one partition; beyond it a waiter returns at once (the
+/// fetch then answers with what it has, which is always correct, just earlier).
+pub const WAITERS_MAX: usize = 4096;
+
+/// The high watermark before the log has been opened.
+pub const HIGH_WATERMARK_UNKNOWN: i64 = -1;
+
+impl Default for PartitionWatch {
+    fn default() -> Self {
+        Self {
+            high_watermark: Cell::new(HIGH_WATERMARK_UNKNOWN),
+            closed: Cell::new(false),
+            waiters: RefCell::new(Vec::new()),
+        }
+    }
+}
+
+impl PartitionWatch {
+    /// The last published high watermark (or [`HIGH_WATERMARK_UNKNOWN`]).
+    pub fn high_watermark(&self) -> i64 {
+        self.high_watermark.get()
+    }
+
+    /// Publish a new high watermark; wakes every waiter if it moved.
+    pub fn publish(&self, high_watermark: i64) {
+        let old = self.high_watermark.replace(high_watermark);
+        if high_watermark != old {
+            self.wake_all();
+        }
+    }
+
+    /// The partition is gone (closed or deleted): wake everyone, never park again.
+    pub fn close(&self) {
+        self.closed.set(true);
+        self.wake_all();
+    }
+
+    fn wake_all(&self) {
+        let waiters = std::mem::take(&mut *self.waiters.borrow_mut());
+        for waiter in waiters {
+            let _ = waiter.send(());
+        }
+    }
+
+    /// Wait until the high watermark passes `from`, the partition closes, or `wait` elapses.
+    /// `sleep` is the runtime's timer (injected so this is testable without glommio).
+    pub async fn wait_for_data<F: std::future::Future<Output = ()>>(
+        &self,
+        from: i64,
+        sleep: impl FnOnce(Duration) -> F,
+        wait: Duration,
+    ) {
+        let hw = self.high_watermark.get();
+        if self.closed.get() || (hw != HIGH_WATERMARK_UNKNOWN && hw > from) {
+            return;
+        }
+        let receiver = {
+            let mut waiters = self.waiters.borrow_mut();
+            waiters.retain(|w| !w.is_canceled());
+            if waiters.len() >= WAITERS_MAX {
+                return;
+            }
+            let (sender, receiver) = oneshot::channel();
+            waiters.push(sender);
+            receiver
+        };
+        let timer = sleep(wait);
+        futures::pin_mut!(timer);
+        match select(receiver, timer).await {
+            Either::Left(_) | Either::Right(_) => {}
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use futures::executor::block_on;
+    use futures::future::{pending, ready};
+
+    #[test]
+    fn returns_at_once_when_data_is_already_there() {
+        let w = PartitionWatch::default();
+        w.publish(5);
+        block_on(w.wait_for_data(4, |_| pending::<()>(), Duration::from_secs(60)));
+    }
+
+    #[test]
+    fn times_out_when_nothing_arrives() {
+        let w = PartitionWatch::default();
+        w.publish(5);
+        block_on(w.wait_for_data(5, |_| ready(()), Duration::from_millis(1)));
+    }
+
+    #[test]
+    fn publish_wakes_a_parked_waiter() {
+        let w = PartitionWatch::default();
+        w.publish(5);
+        let mut pool = futures::executor::LocalPool::new();
+        let done = std::rc::Rc::new(Cell::new(false));
+        let (w, d) = (std::rc::Rc::new(w), done.clone());
+        let w2 = w.clone();
+        use futures::task::LocalSpawnExt;
+        pool.spawner()
+            .spawn_local(async move {
+                w2.wait_for_data(5, |_| pending::<()>(), Duration::from_secs(60))
+                    .await;
+                d.set(true);
+            })
+            .unwrap();
+        pool.run_until_stalled();
+        assert!(!done.get());
+        w.publish(6);
+        pool.run_until_stalled();
+        assert!(done.get());
+    }
+}

@@ -41,6 +41,8 @@ mod small_file;
 
 #[cfg(test)]
 mod log_tests;
+#[cfg(test)]
+mod op_fuzz;
 pub mod types;
 
 pub use config::{FlushPolicy, LogConfig};

@@ -68,6 +68,11 @@ impl<S: Storage> PartitionLog<S> {
             .unwrap_or(Offset(0))
             .max(log.segments[0].base)
             .min(log_end);
+        if checkpoint.is_some_and(|cp| cp > log_end) {
+            // DeleteRecords past what survived (interval flush policy): the start follows the end.
+            let bytes = small_file::encode_log_start(log_start.0);
+            small_file::write_atomic(&*log.storage, &log.dir, LOG_START_FILE, &bytes).await?;
+        }
         log.positions = Positions::recovered(log_start, log_end, hw_follows_durable);
         log.recover_producers().await?;
         tracing::debug!(dir = %log.dir.display(), log_start = log_start.0, log_end = log_end.0, segments = log.segments.len(), "opened partition log");

@@ -148,7 +148,7 @@ impl<S: Storage> PartitionLog<S> {
     ) -> Result<Segment<S::File>, EngineError> {
         let path = self.dir.join(segment_file_name(base, FileKind::Log));
         let file = self.storage.open(&path, OpenMode::Read).await?;
-        let size = file.len().await?;
+        let size = file.size_bytes().await?;
         let (index, time_index) = self
             .read_indexes(base, size, (next_base.0 - base.0) as u64)
             .await?;
@@ -211,7 +211,7 @@ impl<S: Storage> PartitionLog<S> {
     async fn recover_active(&self, base: Offset) -> Result<Segment<S::File>, EngineError> {
         let path = self.dir.join(segment_file_name(base, FileKind::Log));
         let file = self.storage.open(&path, OpenMode::ReadWrite).await?;
-        let file_bytes = file.len().await?;
+        let file_bytes = file.size_bytes().await?;
         let (index, time_index) = self
             .read_indexes(base, file_bytes, u64::from(u32::MAX) + 1)
             .await?;

@@ -36,7 +36,7 @@ pub async fn read_whole<S: Storage>(storage: &S, path: &Path) -> io::Result<Opti
         return Ok(None);
     }
     let file = storage.open(path, OpenMode::Read).await?;
-    let len = file.len().await? as usize;
+    let len = file.size_bytes().await? as usize;
     let bytes = if len == 0 {
         Bytes::new()
     } else {

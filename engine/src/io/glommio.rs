@@ -130,7 +130,7 @@ pub struct GlommioFile {
 
 impl BlockFile for GlommioFile {
     async fn read_at(&self, pos: u64, len: usize) -> io::Result<Bytes> {
-        assert!(pos % BLOCK_BYTES == 0);
+        assert!(pos.is_multiple_of(BLOCK_BYTES));
         let aligned_len = super::align_up(len as u64) as usize;
         let result = self
             .file
@@ -143,8 +143,8 @@ impl BlockFile for GlommioFile {
     }
 
     async fn write_at(&self, pos: u64, data: &[u8]) -> io::Result<()> {
-        assert!(pos % BLOCK_BYTES == 0);
-        assert!(data.len() as u64 % BLOCK_BYTES == 0);
+        assert!(pos.is_multiple_of(BLOCK_BYTES));
+        assert!((data.len() as u64).is_multiple_of(BLOCK_BYTES));
         let mut buf = self.file.alloc_dma_buffer(data.len());
         buf.as_bytes_mut().copy_from_slice(data);
         let written = self.file.write_at(buf, pos).await.map_err(to_io)?;
@@ -169,7 +169,7 @@ impl BlockFile for GlommioFile {
         self.file.truncate(len).await.map_err(to_io)
     }
 
-    async fn len(&self) -> io::Result<u64> {
+    async fn size_bytes(&self) -> io::Result<u64> {
         self.file.file_size().await.map_err(to_io)
     }
 

@@ -59,7 +59,7 @@ pub trait BlockFile {
     /// Sets the file length to exactly `len`.
     async fn truncate(&self, len: u64) -> io::Result<()>;
     /// The current file length.
-    async fn len(&self) -> io::Result<u64>;
+    async fn size_bytes(&self) -> io::Result<u64>;
     /// Closes the file.
     async fn close(self) -> io::Result<()>;
 }

@@ -8,6 +8,7 @@
 //! - **crash** ([`SimStorage::crash`]): every pending write is independently dropped, kept, or
 //!   torn at a random byte; a torn write may also carry a flipped bit in the bytes it changed;
 //!   every open handle dies.
+//!
 //! The simulator asserts the [`BlockFile`] alignment contract, so engine bugs panic here.
 
 use super::{BlockFile, OpenMode, Storage, BLOCK_BYTES};
@@ -263,7 +264,7 @@ impl SimFile {
 
 impl BlockFile for SimFile {
     async fn read_at(&self, pos: u64, len: usize) -> io::Result<Bytes> {
-        assert!(pos % BLOCK_BYTES == 0, "unaligned read at {pos}");
+        assert!(pos.is_multiple_of(BLOCK_BYTES), "unaligned read at {pos}");
         self.storage.inject_eio()?;
         self.with_data(|d| {
             let start = (pos as usize).min(d.current.len());
@@ -273,9 +274,9 @@ impl BlockFile for SimFile {
     }
 
     async fn write_at(&self, pos: u64, data: &[u8]) -> io::Result<()> {
-        assert!(pos % BLOCK_BYTES == 0, "unaligned write at {pos}");
+        assert!(pos.is_multiple_of(BLOCK_BYTES), "unaligned write at {pos}");
         assert!(
-            data.len() as u64 % BLOCK_BYTES == 0,
+            (data.len() as u64).is_multiple_of(BLOCK_BYTES),
             "unaligned write length {}",
             data.len()
         );
@@ -326,7 +327,7 @@ impl BlockFile for SimFile {
         })
     }
 
-    async fn len(&self) -> io::Result<u64> {
+    async fn size_bytes(&self) -> io::Result<u64> {
         self.with_data(|d| d.current.len() as u64)
     }
 

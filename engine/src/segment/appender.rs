@@ -43,7 +43,7 @@ impl Appender {
     ) -> Self {
         let tail_start = align_down(end);
         assert_eq!(tail_block.len() as u64, end - tail_start);
-        assert!(prealloc_bytes % crate::io::BLOCK_BYTES == 0);
+        assert!(prealloc_bytes.is_multiple_of(crate::io::BLOCK_BYTES));
         let mut buf = Vec::with_capacity(64 * 1024);
         buf.extend_from_slice(tail_block);
         let allocated_bytes_max = align_up(segment_bytes_max);

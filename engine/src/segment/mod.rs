@@ -113,19 +113,19 @@ impl<F: BlockFile> Segment<F> {
         }
         let mem_start = self.appender.as_ref().map_or(u64::MAX, |a| a.tail_start());
         if pos >= mem_start {
-            return Ok(self.from_memory(pos, end));
+            return Ok(self.read_memory(pos, end));
         }
-        let disk = self.from_disk(pos, end.min(mem_start)).await?;
+        let disk = self.read_disk(pos, end.min(mem_start)).await?;
         if end <= mem_start {
             return Ok(disk);
         }
         let mut joined = BytesMut::with_capacity((end - pos) as usize);
         joined.extend_from_slice(&disk);
-        joined.extend_from_slice(&self.from_memory(mem_start, end));
+        joined.extend_from_slice(&self.read_memory(mem_start, end));
         Ok(joined.freeze())
     }
 
-    fn from_memory(&self, pos: u64, end: u64) -> Bytes {
+    fn read_memory(&self, pos: u64, end: u64) -> Bytes {
         let appender = self
             .appender
             .as_ref()
@@ -136,7 +136,7 @@ impl<F: BlockFile> Segment<F> {
     }
 
     /// Aligned O_DIRECT read covering `[pos, end)`, sliced to it (no copy of the slice).
-    async fn from_disk(&self, pos: u64, end: u64) -> io::Result<Bytes> {
+    async fn read_disk(&self, pos: u64, end: u64) -> io::Result<Bytes> {
         let file = self
             .file
             .as_ref()

@@ -71,7 +71,7 @@ impl OffsetIndex {
 
     /// Parses file bytes; `None` if they are not a well-formed index for a log of `log_bytes`.
     pub fn decode(bytes: &[u8], log_bytes: u64) -> Option<OffsetIndex> {
-        if bytes.len() % ENTRY_BYTES != 0 {
+        if !bytes.len().is_multiple_of(ENTRY_BYTES) {
             return None;
         }
         let mut index = OffsetIndex::default();

@@ -68,7 +68,7 @@ impl TimeIndex {
 
     /// Parses file bytes; `None` if malformed or referencing offsets at/after `rel_end`.
     pub fn decode(bytes: &[u8], rel_end: u64) -> Option<TimeIndex> {
-        if bytes.len() % ENTRY_BYTES != 0 {
+        if !bytes.len().is_multiple_of(ENTRY_BYTES) {
             return None;
         }
         let mut index = TimeIndex::default();

@@ -1,14 +1,24 @@
 //! rill-server: the `rill` broker — glommio executors, one per core, each owning a share of the
 //! partitions, answering Kafka clients.
 //!
-//! Map:
+//! Map (a request's path, top to bottom):
 //! - [`cli`], [`config`]: flags and Kafka-style properties, resolved into [`config::BrokerConfig`].
-//! - [`topics`]: durable topic metadata (names, partition counts, configs, ids, producer ids).
+//! - [`shard`]: executors per core, the channel mesh between them, startup and shutdown.
+//! - [`net`]: accept loop; per-connection pipeline (frames in, responses out in request order).
+//! - [`dispatch`]: frame body → handler → response frame (or silence, or close).
+//! - [`handler`]: one Kafka API per file, written against the [`handler::Broker`] trait.
 //! - [`routing`]: which shard owns a partition.
+//! - [`partition`]: the per-partition actor that alone touches a log (group commit, long poll).
+//! - [`topics`], [`topic_config`]: durable topic metadata and per-topic log configs.
+//! - [`shutdown`]: SIGTERM/SIGINT → every shard stops accepting, drains, closes its logs.
 pub mod cli;
 pub mod config;
-pub mod routing;
-pub mod topics;
-pub mod partition;
-pub mod topic_config;
+pub mod dispatch;
 pub mod handler;
+pub mod net;
+pub mod partition;
+pub mod routing;
+pub mod shard;
+pub mod shutdown;
+pub mod topic_config;
+pub mod topics;

@@ -63,9 +63,8 @@ fn create_one<B: Broker>(broker: &B, version: i16, topic: &CreatableTopic, valid
     };
     match created {
         Ok(meta) => {
-            if let Some(meta) = &meta {
+            if meta.is_some() {
                 tracing::info!(topic = name, partitions, "created topic");
-                let _ = meta;
             }
             let rows = describe(&broker.config().log, &configs)
                 .into_iter()
@@ -76,12 +75,16 @@ fn create_one<B: Broker>(broker: &B, version: i16, topic: &CreatableTopic, valid
                         .with_config_source(if row.is_topic_override { 1 } else { 5 })
                 })
                 .collect();
-            let result = result
-                .with_topic_id(meta.map_or(uuid::Uuid::nil(), |m| m.id))
-                .with_num_partitions(partitions)
-                .with_replication_factor(1);
+            let result = if version >= 7 {
+                result.with_topic_id(meta.map_or(uuid::Uuid::nil(), |m| m.id))
+            } else {
+                result
+            };
             if version >= 5 {
-                result.with_configs(Some(rows))
+                result
+                    .with_num_partitions(partitions)
+                    .with_replication_factor(1)
+                    .with_configs(Some(rows))
             } else {
                 result
             }

@@ -11,7 +11,11 @@ use super::{error_code, str_bytes, topic_name, Broker};
 use crate::partition::ops::PartitionOp;
 
 /// Answer DeleteTopics (names in v0-5, names or ids in v6+).
-pub async fn handle<B: Broker>(broker: &B, request: &DeleteTopicsRequest) -> DeleteTopicsResponse {
+pub async fn handle<B: Broker>(
+    broker: &B,
+    version: i16,
+    request: &DeleteTopicsRequest,
+) -> DeleteTopicsResponse {
     let mut targets: Vec<(Option<String>, Uuid)> = request
         .topic_names
         .iter()
@@ -24,7 +28,16 @@ pub async fn handle<B: Broker>(broker: &B, request: &DeleteTopicsRequest) -> Del
             .map(|t| (t.name.as_ref().map(|n| n.0.as_str().to_string()), t.topic_id)),
     );
     let results = targets.into_iter().map(|(name, id)| delete_one(broker, name, id));
-    DeleteTopicsResponse::default().with_responses(join_all(results).await)
+    let mut results = join_all(results).await;
+    for r in &mut results {
+        if version < 6 {
+            r.topic_id = Uuid::nil(); // not in the schema before v6
+        }
+        if version < 5 {
+            r.error_message = None;
+        }
+    }
+    DeleteTopicsResponse::default().with_responses(results)
 }
 
 async fn delete_one<B: Broker>(broker: &B, name: Option<String>, id: Uuid) -> DeletableTopicResult {
@@ -68,7 +81,7 @@ mod tests {
         broker.topics().create("t", 2, Default::default()).unwrap();
         broker.append("t", 1, batch(1));
         let req = DeleteTopicsRequest::default().with_topic_names(vec![topic_name("t"), topic_name("nope")]);
-        let r = block_on(handle(&broker, &req));
+        let r = block_on(handle(&broker, 6, &req));
         assert_eq!(r.responses[0].error_code, 0);
         assert_eq!(r.responses[1].error_code, 3);
         assert!(broker.topics().get("t").is_none());

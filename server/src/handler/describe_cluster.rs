@@ -15,6 +15,5 @@ pub fn handle<B: Broker>(broker: &B, _request: &DescribeClusterRequest) -> Descr
     DescribeClusterResponse::default()
         .with_cluster_id(str_bytes(&broker.topics().cluster_id()))
         .with_controller_id(BrokerId(config.node_id))
-        .with_endpoint_type(1)
         .with_brokers(vec![node])
 }

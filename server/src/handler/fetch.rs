@@ -63,7 +63,7 @@ pub async fn handle<B: Broker>(broker: &B, version: i16, request: &FetchRequest)
         gots = read_all(broker, &wants).await;
     }
     let budget = if request.max_bytes > 0 { request.max_bytes as usize } else { usize::MAX };
-    response(wants, gots, budget)
+    response(version, wants, gots, budget)
 }
 
 fn resolve<B: Broker>(broker: &B, version: i16, request: &FetchRequest) -> Vec<Want> {
@@ -150,7 +150,7 @@ async fn wait_for_any<B: Broker>(broker: &B, wants: &[Want], gots: &[Got], wait:
     }
 }
 
-fn response(wants: Vec<Want>, gots: Vec<Got>, budget: usize) -> FetchResponse {
+fn response(version: i16, wants: Vec<Want>, gots: Vec<Got>, budget: usize) -> FetchResponse {
     let mut topics: Vec<FetchableTopicResponse> = Vec::new();
     let mut used = 0usize;
     let mut first_data_sent = false;
@@ -163,15 +163,20 @@ fn response(wants: Vec<Want>, gots: Vec<Got>, budget: usize) -> FetchResponse {
         }
         first_data_sent |= size > 0;
         used += size;
-        let partition = partition_data(want.partition, got.error, got.positions, chunks);
+        let mut partition = partition_data(want.partition, got.error, got.positions, chunks);
+        if version < 5 {
+            partition.log_start_offset = -1; // not in the schema before v5
+        }
+        // Topic ids exist on the wire from v13; below it the field must stay nil.
+        let topic_id = if version >= 13 { want.topic_id } else { Uuid::nil() };
         match topics.last_mut() {
-            Some(last) if last.topic.0.as_str() == want.topic && last.topic_id == want.topic_id => {
+            Some(last) if last.topic.0.as_str() == want.topic && last.topic_id == topic_id => {
                 last.partitions.push(partition)
             }
             _ => topics.push(
                 FetchableTopicResponse::default()
                     .with_topic(super::topic_name(&want.topic))
-                    .with_topic_id(want.topic_id)
+                    .with_topic_id(topic_id)
                     .with_partitions(vec![partition]),
             ),
         }

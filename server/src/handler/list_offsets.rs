@@ -19,7 +19,11 @@ const EARLIEST: i64 = -2;
 const LATEST: i64 = -1;
 
 /// Answer ListOffsets.
-pub async fn handle<B: Broker>(broker: &B, request: &ListOffsetsRequest) -> ListOffsetsResponse {
+pub async fn handle<B: Broker>(
+    broker: &B,
+    version: i16,
+    request: &ListOffsetsRequest,
+) -> ListOffsetsResponse {
     let topics = request.topics.iter().map(|topic| async move {
         let name = topic.name.0.as_str();
         let meta = broker.topics().get(name);
@@ -31,7 +35,11 @@ pub async fn handle<B: Broker>(broker: &B, request: &ListOffsetsRequest) -> List
                 if !known {
                     return not_found(base).with_error_code(ErrorCode::UnknownTopicOrPartition.code());
                 }
-                lookup(broker, name, p.partition_index, p.timestamp, base).await
+                let mut answer = lookup(broker, name, p.partition_index, p.timestamp, base).await;
+                if version < 4 {
+                    answer.leader_epoch = -1; // not in the schema before v4
+                }
+                answer
             }
         });
         ListOffsetsTopicResponse::default()
@@ -82,7 +90,7 @@ mod tests {
         let req = ListOffsetsRequest::default().with_topics(vec![ListOffsetsTopic::default()
             .with_name(topic_name(topic))
             .with_partitions(vec![ListOffsetsPartition::default().with_partition_index(partition).with_timestamp(ts)])]);
-        let r = block_on(handle(broker, &req));
+        let r = block_on(handle(broker, 7, &req));
         let p = &r.topics[0].partitions[0];
         (p.error_code, p.offset)
     }

@@ -34,7 +34,7 @@ pub fn handle<B: Broker>(broker: &B, version: i16, request: &MetadataRequest) ->
             .topics()
             .list()
             .into_iter()
-            .map(|(name, meta)| topic_entry(&name, Ok(meta), node))
+            .map(|(name, meta)| topic_entry(version, &name, Ok(meta), node))
             .collect()
     } else {
         // v4+ carries the flag; older clients always allowed auto-creation.
@@ -45,10 +45,10 @@ pub fn handle<B: Broker>(broker: &B, version: i16, request: &MetadataRequest) ->
             .map(|t| match &t.name {
                 Some(name) => {
                     let meta = topic_or_auto_create(broker, name.as_str(), allow);
-                    topic_entry(name.as_str(), meta, node)
+                    topic_entry(version, name.as_str(), meta, node)
                 }
                 None => match broker.topics().by_id(t.topic_id) {
-                    Some((name, meta)) => topic_entry(&name, Ok(meta), node),
+                    Some((name, meta)) => topic_entry(version, &name, Ok(meta), node),
                     None => MetadataResponseTopic::default()
                         .with_topic_id(t.topic_id)
                         .with_error_code(ErrorCode::UnknownTopicId.code()),
@@ -56,14 +56,21 @@ pub fn handle<B: Broker>(broker: &B, version: i16, request: &MetadataRequest) ->
             })
             .collect()
     };
-    MetadataResponse::default()
+    // Fields a version lacks must stay at their defaults or the codec refuses to encode.
+    let mut response = MetadataResponse::default()
         .with_brokers(vec![broker_entry])
-        .with_cluster_id(Some(StrBytes::from_string(broker.topics().cluster_id())))
-        .with_controller_id(node)
-        .with_topics(topics)
+        .with_topics(topics);
+    if version >= 1 {
+        response.controller_id = node;
+    }
+    if version >= 2 {
+        response.cluster_id = Some(StrBytes::from_string(broker.topics().cluster_id()));
+    }
+    response
 }
 
 fn topic_entry(
+    version: i16,
     name: &str,
     meta: Result<Arc<TopicMeta>, ErrorCode>,
     node: BrokerId,
@@ -78,12 +85,17 @@ fn topic_entry(
             MetadataResponsePartition::default()
                 .with_partition_index(index)
                 .with_leader_id(node)
-                .with_leader_epoch(LEADER_EPOCH)
+                .with_leader_epoch(if version >= 7 { LEADER_EPOCH } else { -1 })
                 .with_replica_nodes(vec![node])
                 .with_isr_nodes(vec![node])
         })
         .collect();
-    entry.with_topic_id(meta.id).with_partitions(partitions)
+    let entry = entry.with_partitions(partitions);
+    if version >= 10 {
+        entry.with_topic_id(meta.id)
+    } else {
+        entry
+    }
 }
 
 #[cfg(test)]
@@ -105,12 +117,12 @@ mod tests {
     #[test]
     fn auto_creates_with_default_partitions_and_stable_id() {
         let broker = FakeBroker::new();
-        let r = handle(&broker, 9, &request(&["new-topic"], true));
+        let r = handle(&broker, 12, &request(&["new-topic"], true));
         let t = &r.topics[0];
         assert_eq!(t.error_code, 0);
         assert_eq!(t.partitions.len(), 1);
         assert!(!t.topic_id.is_nil());
-        let again = handle(&broker, 9, &request(&["new-topic"], true));
+        let again = handle(&broker, 12, &request(&["new-topic"], true));
         assert_eq!(again.topics[0].topic_id, t.topic_id);
         assert_eq!(r.brokers[0].port, 9092);
     }

@@ -32,7 +32,11 @@ use crate::topic_config::log_config;
 type Planned = Result<Vec<BytesMut>, ErrorCode>;
 
 /// Answer Produce; `None` for acks=0 (no response at all).
-pub async fn handle<B: Broker>(broker: &B, request: ProduceRequest) -> Option<ProduceResponse> {
+pub async fn handle<B: Broker>(
+    broker: &B,
+    version: i16,
+    request: ProduceRequest,
+) -> Option<ProduceResponse> {
     let acks = Acks::from_wire(request.acks);
     let mut plans = Vec::new();
     for topic in request.topic_data {
@@ -71,7 +75,7 @@ pub async fn handle<B: Broker>(broker: &B, request: ProduceRequest) -> Option<Pr
     if acks == Acks::None {
         return None;
     }
-    Some(response(results))
+    Some(response(version, results))
 }
 
 /// Split and validate one partition's records; copy them into owned buffers for the owner shard.
@@ -96,10 +100,13 @@ fn plan_partition(partition: PartitionProduceData, message_bytes_max: usize) -> 
     Ok(out)
 }
 
-fn response(results: Vec<(String, i32, PartitionReply)>) -> ProduceResponse {
+fn response(version: i16, results: Vec<(String, i32, PartitionReply)>) -> ProduceResponse {
     let mut topics: Vec<TopicProduceResponse> = Vec::new();
     for (topic, index, reply) in results {
-        let partition = partition_response(index, reply);
+        let mut partition = partition_response(index, reply);
+        if version < 5 {
+            partition.log_start_offset = -1; // not in the schema before v5
+        }
         match topics.last_mut() {
             Some(last) if last.name.0.as_str() == topic => last.partition_responses.push(partition),
             _ => topics.push(
@@ -152,17 +159,17 @@ mod tests {
     #[test]
     fn appends_and_assigns_offsets() {
         let broker = FakeBroker::new();
-        let r = block_on(handle(&broker, request("t", 0, Some(batch(3)), -1))).unwrap();
+        let r = block_on(handle(&broker, 9, request("t", 0, Some(batch(3)), -1))).unwrap();
         assert_eq!(error_of(&r), 0);
         assert_eq!(r.responses[0].partition_responses[0].base_offset, 0);
-        let r = block_on(handle(&broker, request("t", 0, Some(batch(2)), 1))).unwrap();
+        let r = block_on(handle(&broker, 9, request("t", 0, Some(batch(2)), 1))).unwrap();
         assert_eq!(r.responses[0].partition_responses[0].base_offset, 3);
     }
 
     #[test]
     fn acks_zero_gets_no_response_but_appends() {
         let broker = FakeBroker::new();
-        assert!(block_on(handle(&broker, request("t", 0, Some(batch(1)), 0))).is_none());
+        assert!(block_on(handle(&broker, 9, request("t", 0, Some(batch(1)), 0))).is_none());
         assert_eq!(broker.log_end("t", 0), 1);
     }
 
@@ -172,7 +179,7 @@ mod tests {
         let mut bad = BytesMut::from(&batch(1)[..]);
         let last = bad.len() - 1;
         bad[last] ^= 0xff;
-        let r = block_on(handle(&broker, request("t", 0, Some(bad.freeze()), 1))).unwrap();
+        let r = block_on(handle(&broker, 9, request("t", 0, Some(bad.freeze()), 1))).unwrap();
         assert_eq!(error_of(&r), 2);
         assert_eq!(broker.log_end("t", 0), 0);
     }
@@ -188,7 +195,7 @@ mod tests {
             (request("t", 0, Some(Bytes::from_static(b"short")), 1), 2),
         ];
         for (req, code) in cases {
-            let r = block_on(handle(&broker, req)).unwrap();
+            let r = block_on(handle(&broker, 9, req)).unwrap();
             assert_eq!(error_of(&r), code);
         }
     }
@@ -196,7 +203,7 @@ mod tests {
     #[test]
     fn oversized_batch_is_message_too_large() {
         let broker = FakeBroker::with_config(|c| c.log.message_bytes_max = 100);
-        let r = block_on(handle(&broker, request("t", 0, Some(batch(20)), 1))).unwrap();
+        let r = block_on(handle(&broker, 9, request("t", 0, Some(batch(20)), 1))).unwrap();
         assert_eq!(error_of(&r), 10);
     }
 }

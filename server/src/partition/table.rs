@@ -33,6 +33,8 @@ pub struct PartitionTable<S: Storage> {
     clock: Rc<dyn Clock>,
     partitions: RefCell<HashMap<(String, i32), Rc<PartitionHandle>>>,
     actors: RefCell<Vec<glommio::task::JoinHandle<()>>>,
+    /// Set by `close_all`: a late request must not reopen a log during shutdown.
+    closed: std::cell::Cell<bool>,
 }
 
 impl<S: Storage + 'static> PartitionTable<S> {
@@ -50,11 +52,15 @@ impl<S: Storage + 'static> PartitionTable<S> {
             clock,
             partitions: RefCell::new(HashMap::new()),
             actors: RefCell::new(Vec::new()),
+            closed: std::cell::Cell::new(false),
         }
     }
 
     /// The running actor of a partition, starting it if the partition exists but is not open.
     fn handle(&self, topic: &str, partition: i32) -> Result<Rc<PartitionHandle>, i16> {
+        if self.closed.get() {
+            return Err(KAFKA_STORAGE_ERROR);
+        }
         let key = (topic.to_string(), partition);
         if let Some(handle) = self.partitions.borrow().get(&key) {
             if !handle.stopped.get() {
@@ -142,6 +148,7 @@ impl<S: Storage + 'static> PartitionTable<S> {
     /// Close every log cleanly (shutdown): close the mailboxes, then wait for each actor to
     /// finish its queued work, flush and close.
     pub async fn close_all(&self) {
+        self.closed.set(true);
         let handles: Vec<_> = self.partitions.borrow_mut().drain().collect();
         for (_, handle) in handles {
             handle.mailbox.clone().close_channel();

@@ -1,0 +1,232 @@
+//! One request frame in, one response frame out (or none, or "close the connection").
+//!
+//! | decode outcome                         | what the client gets                         |
+//! |----------------------------------------|----------------------------------------------|
+//! | ApiVersions at an unsupported version  | error 35 with a v0 body (trap 2)             |
+//! | unknown api key / unsupported version  | connection closed (as Kafka does)            |
+//! | malformed header or body               | connection closed                            |
+//! | API not implemented by this broker     | connection closed                            |
+//! | Produce with acks=0                    | no response (trap 8)                         |
+
+use bytes::{Bytes, BytesMut};
+use rill_protocol::kafka_protocol::messages::{ApiKey, RequestKind, ResponseKind};
+use rill_protocol::request::decode_request;
+use rill_protocol::response::encode_response;
+
+use crate::handler::{self, api_versions, Broker};
+
+/// What the connection does with a request's outcome.
+#[derive(Debug)]
+pub enum Outcome {
+    /// Write this whole response frame.
+    Respond(BytesMut),
+    /// Write nothing (acks=0).
+    Silent,
+    /// Close the connection (after earlier responses are written).
+    Close,
+}
+
+/// Decode, handle and encode one request frame body (the bytes after the size prefix).
+pub async fn dispatch<B: Broker>(broker: &B, frame_body: Bytes) -> Outcome {
+    let request = match decode_request(frame_body) {
+        Ok(request) => request,
+        Err(e) if e.needs_api_versions_fallback() => {
+            let body = ResponseKind::ApiVersions(api_versions::unsupported_version_response());
+            let correlation_id = e.correlation_id().unwrap_or(0);
+            return encode(correlation_id, ApiKey::ApiVersions, 0, &body);
+        }
+        Err(e) => {
+            tracing::debug!(error = %e, "closing connection: undecodable request");
+            return Outcome::Close;
+        }
+    };
+    let (api_key, version, correlation_id) =
+        (request.api_key, request.api_version, request.correlation_id);
+    if !api_versions::implemented(api_key) {
+        tracing::debug!(?api_key, "closing connection: API not implemented");
+        return Outcome::Close;
+    }
+    let Some(body) = handle(broker, version, request.body).await else {
+        return Outcome::Silent;
+    };
+    encode(correlation_id, api_key, version, &body)
+}
+
+async fn handle<B: Broker>(broker: &B, version: i16, body: RequestKind) -> Option<ResponseKind> {
+    use handler::*;
+    let response = match body {
+        RequestKind::ApiVersions(_) => ResponseKind::ApiVersions(api_versions::handle(version)),
+        RequestKind::Metadata(r) => ResponseKind::Metadata(metadata::handle(broker, version, &r)),
+        RequestKind::Produce(r) => ResponseKind::Produce(produce::handle(broker, version, r).await?),
+        RequestKind::Fetch(r) => ResponseKind::Fetch(fetch::handle(broker, version, &r).await),
+        RequestKind::ListOffsets(r) => ResponseKind::ListOffsets(list_offsets::handle(broker, version, &r).await),
+        RequestKind::CreateTopics(r) => {
+            ResponseKind::CreateTopics(create_topics::handle(broker, version, &r))
+        }
+        RequestKind::DeleteTopics(r) => {
+            ResponseKind::DeleteTopics(delete_topics::handle(broker, version, &r).await)
+        }
+        RequestKind::CreatePartitions(r) => {
+            ResponseKind::CreatePartitions(create_partitions::handle(broker, &r))
+        }
+        RequestKind::DescribeConfigs(r) => {
+            ResponseKind::DescribeConfigs(describe_configs::handle(broker, &r))
+        }
+        RequestKind::DescribeCluster(r) => {
+            ResponseKind::DescribeCluster(describe_cluster::handle(broker, &r))
+        }
+        RequestKind::OffsetForLeaderEpoch(r) => {
+            ResponseKind::OffsetForLeaderEpoch(offset_for_leader_epoch::handle(broker, &r).await)
+        }
+        RequestKind::InitProducerId(r) => {
+            ResponseKind::InitProducerId(init_producer_id::handle(broker, &r))
+        }
+        other => unreachable!("implemented() admitted an unhandled request {other:?}"),
+    };
+    Some(response)
+}
+
+fn encode(correlation_id: i32, api_key: ApiKey, version: i16, body: &ResponseKind) -> Outcome {
+    let mut out = BytesMut::new();
+    match encode_response(&mut out, correlation_id, api_key, version, body) {
+        Ok(()) => Outcome::Respond(out),
+        Err(e) => {
+            tracing::error!(error = %e, "cannot encode response; closing connection");
+            Outcome::Close
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::handler::fake::FakeBroker;
+    use bytes::BufMut;
+    use futures::executor::block_on;
+
+    fn frame(api_key: i16, version: i16, correlation_id: i32, rest: &[u8]) -> Bytes {
+        let mut b = BytesMut::new();
+        b.put_i16(api_key);
+        b.put_i16(version);
+        b.put_i32(correlation_id);
+        b.put_slice(rest);
+        b.freeze()
+    }
+
+    #[test]
+    fn api_versions_at_unsupported_version_gets_error_35_v0() {
+        let broker = FakeBroker::new();
+        let out = block_on(dispatch(&broker, frame(18, 99, 7, &[0, 0])));
+        let Outcome::Respond(bytes) = out else { panic!("expected a response, got {out:?}") };
+        assert_eq!(&bytes[4..8], &7i32.to_be_bytes());
+        assert_eq!(&bytes[8..10], &35i16.to_be_bytes());
+    }
+
+    #[test]
+    fn garbage_and_unknown_keys_close() {
+        let broker = FakeBroker::new();
+        for body in [frame(999, 0, 1, &[]), frame(3, 9, 1, &[0xff; 3]), Bytes::from_static(b"ab")] {
+            assert!(matches!(block_on(dispatch(&broker, body)), Outcome::Close));
+        }
+    }
+}
+
+/// Every handler's response must encode at every version the registry advertises: the codec
+/// refuses a field set on a version that lacks it, which would close a client's connection.
+#[cfg(test)]
+mod every_version_encodes {
+    use super::*;
+    use crate::handler::fake::{batch, FakeBroker};
+    use crate::handler::topic_name;
+    use futures::executor::block_on;
+    use rill_protocol::api_registry::entry;
+    use rill_protocol::kafka_protocol::messages::*;
+
+    fn versions(api_key: ApiKey) -> std::ops::RangeInclusive<i16> {
+        let e = entry(api_key).expect("registered");
+        e.decodable_min..=e.advertised_max
+    }
+
+    fn assert_encodes(api_key: ApiKey, make: impl Fn(&FakeBroker, i16) -> ResponseKind) {
+        let broker = FakeBroker::new();
+        broker.topics().create("t", 2, Default::default()).unwrap();
+        broker.append("t", 0, batch(2));
+        for v in versions(api_key) {
+            let body = make(&broker, v);
+            let mut out = BytesMut::new();
+            if let Err(e) = encode_response(&mut out, 1, api_key, v, &body) {
+                panic!("{api_key:?} v{v}: {e}");
+            }
+        }
+    }
+
+    #[test]
+    fn metadata_produce_fetch_list_offsets() {
+        assert_encodes(ApiKey::Metadata, |b, v| {
+            let t = metadata_request::MetadataRequestTopic::default().with_name(Some(topic_name("t")));
+            let req = MetadataRequest::default().with_topics(Some(vec![t]));
+            ResponseKind::Metadata(handler::metadata::handle(b, v, &req))
+        });
+        assert_encodes(ApiKey::Produce, |b, v| {
+            let p = produce_request::PartitionProduceData::default().with_records(Some(batch(1)));
+            let t = produce_request::TopicProduceData::default().with_name(topic_name("t")).with_partition_data(vec![p]);
+            let req = ProduceRequest::default().with_acks(1).with_topic_data(vec![t]);
+            ResponseKind::Produce(block_on(handler::produce::handle(b, v, req)).unwrap())
+        });
+        assert_encodes(ApiKey::Fetch, |b, v| {
+            let p = fetch_request::FetchPartition::default().with_partition_max_bytes(1 << 20);
+            let t = fetch_request::FetchTopic::default().with_topic(topic_name("t")).with_partitions(vec![p]);
+            let req = FetchRequest::default().with_max_bytes(1 << 20).with_topics(vec![t]);
+            ResponseKind::Fetch(block_on(handler::fetch::handle(b, v, &req)))
+        });
+        assert_encodes(ApiKey::ListOffsets, |b, v| {
+            let p = list_offsets_request::ListOffsetsPartition::default().with_timestamp(-1);
+            let t = list_offsets_request::ListOffsetsTopic::default().with_name(topic_name("t")).with_partitions(vec![p]);
+            let req = ListOffsetsRequest::default().with_topics(vec![t]);
+            ResponseKind::ListOffsets(block_on(handler::list_offsets::handle(b, v, &req)))
+        });
+    }
+
+    #[test]
+    fn admin_apis() {
+        assert_encodes(ApiKey::CreateTopics, |b, v| {
+            let t = create_topics_request::CreatableTopic::default()
+                .with_name(topic_name(&format!("new-{v}")))
+                .with_num_partitions(1)
+                .with_replication_factor(1);
+            let req = CreateTopicsRequest::default().with_topics(vec![t]);
+            ResponseKind::CreateTopics(handler::create_topics::handle(b, v, &req))
+        });
+        assert_encodes(ApiKey::DeleteTopics, |b, v| {
+            let req = DeleteTopicsRequest::default().with_topic_names(vec![topic_name("absent")]);
+            ResponseKind::DeleteTopics(block_on(handler::delete_topics::handle(b, v, &req)))
+        });
+        assert_encodes(ApiKey::CreatePartitions, |b, _| {
+            let t = create_partitions_request::CreatePartitionsTopic::default().with_name(topic_name("t")).with_count(1);
+            let req = CreatePartitionsRequest::default().with_topics(vec![t]);
+            ResponseKind::CreatePartitions(handler::create_partitions::handle(b, &req))
+        });
+        assert_encodes(ApiKey::DescribeConfigs, |b, _| {
+            let r = describe_configs_request::DescribeConfigsResource::default()
+                .with_resource_type(2)
+                .with_resource_name(handler::str_bytes("t"));
+            let req = DescribeConfigsRequest::default().with_resources(vec![r]);
+            ResponseKind::DescribeConfigs(handler::describe_configs::handle(b, &req))
+        });
+        assert_encodes(ApiKey::DescribeCluster, |b, _| {
+            ResponseKind::DescribeCluster(handler::describe_cluster::handle(b, &DescribeClusterRequest::default()))
+        });
+        assert_encodes(ApiKey::OffsetForLeaderEpoch, |b, v| {
+            let p = offset_for_leader_epoch_request::OffsetForLeaderPartition::default();
+            let t = offset_for_leader_epoch_request::OffsetForLeaderTopic::default().with_topic(topic_name("t")).with_partitions(vec![p]);
+            let req = OffsetForLeaderEpochRequest::default().with_topics(vec![t]);
+            let _ = v;
+            ResponseKind::OffsetForLeaderEpoch(block_on(handler::offset_for_leader_epoch::handle(b, &req)))
+        });
+        assert_encodes(ApiKey::InitProducerId, |b, _| {
+            let req = InitProducerIdRequest::default().with_transactional_id(None).with_producer_id(ProducerId(-1));
+            ResponseKind::InitProducerId(handler::init_producer_id::handle(b, &req))
+        });
+        assert_encodes(ApiKey::ApiVersions, |_, v| ResponseKind::ApiVersions(handler::api_versions::handle(v)));
+    }
+}

@@ -1,0 +1,3 @@
+//! Sockets: the per-shard accept loop and the per-connection request/response pipeline.
+pub mod connection;
+pub mod listener;

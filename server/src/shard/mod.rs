@@ -1,0 +1,76 @@
+//! A shard: one glommio executor pinned to one core, owning the partitions that
+//! [`crate::routing::owner_shard`] assigns it, accepting its own connections on the shared port.
+//!
+//! Requests for partitions owned elsewhere cross cores over the channel mesh ([`mesh`]); each
+//! carries a oneshot sender, so many are in flight at once and the answer wakes the asking task
+//! directly on its own core.
+
+use std::rc::Rc;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::channel::oneshot;
+use glommio::channels::channel_mesh::Senders;
+use rill_engine::io::Storage;
+
+use crate::config::BrokerConfig;
+use crate::handler::Broker;
+use crate::partition::ops::{PartitionOp, PartitionReply, ShardMsg};
+use crate::partition::table::PartitionTable;
+use crate::routing::owner_shard;
+use crate::topics::TopicRegistry;
+
+pub mod mesh;
+pub mod runtime;
+
+/// KAFKA_STORAGE_ERROR: the owner shard is gone (shutting down).
+const OWNER_UNAVAILABLE: i16 = 56;
+
+/// One shard's view of the broker (implements [`Broker`] for the handlers).
+pub struct Shard<S: Storage> {
+    /// This shard's index in `0..shards` (its channel-mesh peer id).
+    pub id: usize,
+    /// Total shards.
+    pub shards: usize,
+    /// Resolved configuration.
+    pub config: Arc<BrokerConfig>,
+    /// Durable topic metadata (process-wide).
+    pub registry: Arc<TopicRegistry>,
+    /// The partitions this shard owns.
+    pub table: Rc<PartitionTable<S>>,
+    /// Senders to every other shard (`None` with one shard).
+    pub mesh: Option<Senders<ShardMsg>>,
+}
+
+impl<S: Storage + 'static> Broker for Shard<S> {
+    fn config(&self) -> &BrokerConfig {
+        &self.config
+    }
+
+    fn topics(&self) -> &Arc<TopicRegistry> {
+        &self.registry
+    }
+
+    async fn partition(&self, topic: &str, partition: i32, op: PartitionOp) -> PartitionReply {
+        if partition < 0 {
+            return PartitionReply::Error(3);
+        }
+        let owner = owner_shard(topic, partition, self.shards);
+        if owner == self.id {
+            return self.table.call(topic, partition, op).await;
+        }
+        let Some(mesh) = &self.mesh else {
+            unreachable!("a single shard owns every partition")
+        };
+        let (reply, answer) = oneshot::channel();
+        let msg = ShardMsg { topic: topic.to_string(), partition, op, reply };
+        if mesh.send_to(owner, msg).await.is_err() {
+            return PartitionReply::Error(OWNER_UNAVAILABLE);
+        }
+        answer.await.unwrap_or(PartitionReply::Error(OWNER_UNAVAILABLE))
+    }
+
+    async fn sleep(&self, duration: Duration) {
+        glommio::timer::sleep(duration).await;
+    }
+}

@@ -10,7 +10,11 @@ use clap::Parser;
 /// `rill [--listen HOST:PORT] [--advertise HOST:PORT] [--data-dir DIR] [--shards N]
 /// [--default-partitions N] [--auto-create-topics true|false] [--config FILE]`
 #[derive(Debug, Clone, Parser)]
-#[command(name = "rill", version, about = "Rill: a thread-per-core Kafka-compatible broker")]
+#[command(
+    name = "rill",
+    version,
+    about = "Rill: a thread-per-core Kafka-compatible broker"
+)]
 pub struct Cli {
     /// Address to listen on [default: 127.0.0.1:9092].
     #[arg(long, value_name = "HOST:PORT")]

@@ -21,7 +21,11 @@ pub enum ConfigError {
     File { path: PathBuf, reason: String },
     /// A known key carries a value that does not parse or is out of range.
     #[error("bad value {value:?} for {key}: {reason}")]
-    BadValue { key: String, value: String, reason: String },
+    BadValue {
+        key: String,
+        value: String,
+        reason: String,
+    },
 }
 
 /// Log settings that every topic inherits unless its own config overrides them (Kafka's `log.*`
@@ -190,7 +194,8 @@ impl BrokerConfig {
             self.shards = parse_shards("--shards", &shards.to_string())?;
         }
         if let Some(partitions) = cli.default_partitions {
-            self.default_partitions = parse_positive_i32("--default-partitions", &partitions.to_string())?;
+            self.default_partitions =
+                parse_positive_i32("--default-partitions", &partitions.to_string())?;
         }
         if let Some(auto) = cli.auto_create_topics {
             self.auto_create_topics = auto;
@@ -226,7 +231,9 @@ impl LogDefaults {
             "log.retention.minutes" => {
                 self.retention_ms = parse_optional_ms(key, v)?.map(|m| m * 60_000)
             }
-            "log.retention.hours" => self.retention_ms = parse_optional_ms(key, v)?.map(hours_to_ms),
+            "log.retention.hours" => {
+                self.retention_ms = parse_optional_ms(key, v)?.map(hours_to_ms)
+            }
             "log.retention.bytes" => self.retention_bytes = parse_optional_ms(key, v)?,
             "log.flush.interval.messages" => {
                 self.flush_interval_messages = parse_flush_setting(key, v)?
@@ -261,12 +268,11 @@ pub fn read_properties_file(path: &Path) -> Result<BTreeMap<String, String>, Con
         path: path.to_path_buf(),
         reason: e.to_string(),
     })?;
-    let map = java_properties::read(std::io::BufReader::new(file)).map_err(|e| {
-        ConfigError::File {
+    let map =
+        java_properties::read(std::io::BufReader::new(file)).map_err(|e| ConfigError::File {
             path: path.to_path_buf(),
             reason: e.to_string(),
-        }
-    })?;
+        })?;
     Ok(map.into_iter().collect())
 }
 
@@ -351,7 +357,9 @@ fn strip_scheme(v: &str) -> &str {
 }
 
 fn parse_listen(key: &str, v: &str) -> Result<SocketAddr, ConfigError> {
-    let mut addresses = v.to_socket_addrs().map_err(|e| bad(key, v, e.to_string()))?;
+    let mut addresses = v
+        .to_socket_addrs()
+        .map_err(|e| bad(key, v, e.to_string()))?;
     addresses
         .next()
         .ok_or_else(|| bad(key, v, "resolves to no address"))
@@ -361,11 +369,16 @@ fn split_host_port(key: &str, v: &str) -> Result<(String, u16), ConfigError> {
     let (host, port) = v
         .rsplit_once(':')
         .ok_or_else(|| bad(key, v, "expected HOST:PORT"))?;
-    let port = port.parse::<u16>().map_err(|e| bad(key, v, e.to_string()))?;
+    let port = port
+        .parse::<u16>()
+        .map_err(|e| bad(key, v, e.to_string()))?;
     if host.is_empty() {
         return Err(bad(key, v, "empty host"));
     }
-    Ok((host.trim_matches(|c| c == '[' || c == ']').to_string(), port))
+    Ok((
+        host.trim_matches(|c| c == '[' || c == ']').to_string(),
+        port,
+    ))
 }
 
 #[cfg(test)]
@@ -381,7 +394,10 @@ mod tests {
     fn defaults_match_issue_4() {
         let c = BrokerConfig::resolve(&cli(&[])).unwrap();
         assert_eq!(c.listen, "127.0.0.1:9092".parse().unwrap());
-        assert_eq!((c.advertise_host.as_str(), c.advertise_port), ("127.0.0.1", 9092));
+        assert_eq!(
+            (c.advertise_host.as_str(), c.advertise_port),
+            ("127.0.0.1", 9092)
+        );
         assert_eq!(c.data_dir, PathBuf::from("./rill-data"));
         assert_eq!(c.shards, available_cores());
         assert_eq!(c.default_partitions, 1);
@@ -400,7 +416,10 @@ mod tests {
             "localhost:29092",
         ]))
         .unwrap();
-        assert_eq!((c.advertise_host.as_str(), c.advertise_port), ("localhost", 29092));
+        assert_eq!(
+            (c.advertise_host.as_str(), c.advertise_port),
+            ("localhost", 29092)
+        );
     }
 
     #[test]
@@ -457,6 +476,8 @@ mod tests {
 
     #[test]
     fn missing_config_file_is_an_error() {
-        assert!(BrokerConfig::resolve(&cli(&["--config", "/nonexistent/rill.properties"])).is_err());
+        assert!(
+            BrokerConfig::resolve(&cli(&["--config", "/nonexistent/rill.properties"])).is_err()
+        );
     }
 }

@@ -57,9 +57,13 @@ async fn handle<B: Broker>(broker: &B, version: i16, body: RequestKind) -> Optio
     let response = match body {
         RequestKind::ApiVersions(_) => ResponseKind::ApiVersions(api_versions::handle(version)),
         RequestKind::Metadata(r) => ResponseKind::Metadata(metadata::handle(broker, version, &r)),
-        RequestKind::Produce(r) => ResponseKind::Produce(produce::handle(broker, version, r).await?),
+        RequestKind::Produce(r) => {
+            ResponseKind::Produce(produce::handle(broker, version, r).await?)
+        }
         RequestKind::Fetch(r) => ResponseKind::Fetch(fetch::handle(broker, version, &r).await),
-        RequestKind::ListOffsets(r) => ResponseKind::ListOffsets(list_offsets::handle(broker, version, &r).await),
+        RequestKind::ListOffsets(r) => {
+            ResponseKind::ListOffsets(list_offsets::handle(broker, version, &r).await)
+        }
         RequestKind::CreateTopics(r) => {
             ResponseKind::CreateTopics(create_topics::handle(broker, version, &r))
         }
@@ -117,7 +121,9 @@ mod tests {
     fn api_versions_at_unsupported_version_gets_error_35_v0() {
         let broker = FakeBroker::new();
         let out = block_on(dispatch(&broker, frame(18, 99, 7, &[0, 0])));
-        let Outcome::Respond(bytes) = out else { panic!("expected a response, got {out:?}") };
+        let Outcome::Respond(bytes) = out else {
+            panic!("expected a response, got {out:?}")
+        };
         assert_eq!(&bytes[4..8], &7i32.to_be_bytes());
         assert_eq!(&bytes[8..10], &35i16.to_be_bytes());
     }
@@ -125,7 +131,11 @@ mod tests {
     #[test]
     fn garbage_and_unknown_keys_close() {
         let broker = FakeBroker::new();
-        for body in [frame(999, 0, 1, &[]), frame(3, 9, 1, &[0xff; 3]), Bytes::from_static(b"ab")] {
+        for body in [
+            frame(999, 0, 1, &[]),
+            frame(3, 9, 1, &[0xff; 3]),
+            Bytes::from_static(b"ab"),
+        ] {
             assert!(matches!(block_on(dispatch(&broker, body)), Outcome::Close));
         }
     }
@@ -163,25 +173,36 @@ mod every_version_encodes {
     #[test]
     fn metadata_produce_fetch_list_offsets() {
         assert_encodes(ApiKey::Metadata, |b, v| {
-            let t = metadata_request::MetadataRequestTopic::default().with_name(Some(topic_name("t")));
+            let t =
+                metadata_request::MetadataRequestTopic::default().with_name(Some(topic_name("t")));
             let req = MetadataRequest::default().with_topics(Some(vec![t]));
             ResponseKind::Metadata(handler::metadata::handle(b, v, &req))
         });
         assert_encodes(ApiKey::Produce, |b, v| {
             let p = produce_request::PartitionProduceData::default().with_records(Some(batch(1)));
-            let t = produce_request::TopicProduceData::default().with_name(topic_name("t")).with_partition_data(vec![p]);
-            let req = ProduceRequest::default().with_acks(1).with_topic_data(vec![t]);
+            let t = produce_request::TopicProduceData::default()
+                .with_name(topic_name("t"))
+                .with_partition_data(vec![p]);
+            let req = ProduceRequest::default()
+                .with_acks(1)
+                .with_topic_data(vec![t]);
             ResponseKind::Produce(block_on(handler::produce::handle(b, v, req)).unwrap())
         });
         assert_encodes(ApiKey::Fetch, |b, v| {
             let p = fetch_request::FetchPartition::default().with_partition_max_bytes(1 << 20);
-            let t = fetch_request::FetchTopic::default().with_topic(topic_name("t")).with_partitions(vec![p]);
-            let req = FetchRequest::default().with_max_bytes(1 << 20).with_topics(vec![t]);
+            let t = fetch_request::FetchTopic::default()
+                .with_topic(topic_name("t"))
+                .with_partitions(vec![p]);
+            let req = FetchRequest::default()
+                .with_max_bytes(1 << 20)
+                .with_topics(vec![t]);
             ResponseKind::Fetch(block_on(handler::fetch::handle(b, v, &req)))
         });
         assert_encodes(ApiKey::ListOffsets, |b, v| {
             let p = list_offsets_request::ListOffsetsPartition::default().with_timestamp(-1);
-            let t = list_offsets_request::ListOffsetsTopic::default().with_name(topic_name("t")).with_partitions(vec![p]);
+            let t = list_offsets_request::ListOffsetsTopic::default()
+                .with_name(topic_name("t"))
+                .with_partitions(vec![p]);
             let req = ListOffsetsRequest::default().with_topics(vec![t]);
             ResponseKind::ListOffsets(block_on(handler::list_offsets::handle(b, v, &req)))
         });
@@ -202,7 +223,9 @@ mod every_version_encodes {
             ResponseKind::DeleteTopics(block_on(handler::delete_topics::handle(b, v, &req)))
         });
         assert_encodes(ApiKey::CreatePartitions, |b, _| {
-            let t = create_partitions_request::CreatePartitionsTopic::default().with_name(topic_name("t")).with_count(1);
+            let t = create_partitions_request::CreatePartitionsTopic::default()
+                .with_name(topic_name("t"))
+                .with_count(1);
             let req = CreatePartitionsRequest::default().with_topics(vec![t]);
             ResponseKind::CreatePartitions(handler::create_partitions::handle(b, &req))
         });
@@ -214,19 +237,30 @@ mod every_version_encodes {
             ResponseKind::DescribeConfigs(handler::describe_configs::handle(b, &req))
         });
         assert_encodes(ApiKey::DescribeCluster, |b, _| {
-            ResponseKind::DescribeCluster(handler::describe_cluster::handle(b, &DescribeClusterRequest::default()))
+            ResponseKind::DescribeCluster(handler::describe_cluster::handle(
+                b,
+                &DescribeClusterRequest::default(),
+            ))
         });
         assert_encodes(ApiKey::OffsetForLeaderEpoch, |b, v| {
             let p = offset_for_leader_epoch_request::OffsetForLeaderPartition::default();
-            let t = offset_for_leader_epoch_request::OffsetForLeaderTopic::default().with_topic(topic_name("t")).with_partitions(vec![p]);
+            let t = offset_for_leader_epoch_request::OffsetForLeaderTopic::default()
+                .with_topic(topic_name("t"))
+                .with_partitions(vec![p]);
             let req = OffsetForLeaderEpochRequest::default().with_topics(vec![t]);
             let _ = v;
-            ResponseKind::OffsetForLeaderEpoch(block_on(handler::offset_for_leader_epoch::handle(b, &req)))
+            ResponseKind::OffsetForLeaderEpoch(block_on(handler::offset_for_leader_epoch::handle(
+                b, &req,
+            )))
         });
         assert_encodes(ApiKey::InitProducerId, |b, _| {
-            let req = InitProducerIdRequest::default().with_transactional_id(None).with_producer_id(ProducerId(-1));
+            let req = InitProducerIdRequest::default()
+                .with_transactional_id(None)
+                .with_producer_id(ProducerId(-1));
             ResponseKind::InitProducerId(handler::init_producer_id::handle(b, &req))
         });
-        assert_encodes(ApiKey::ApiVersions, |_, v| ResponseKind::ApiVersions(handler::api_versions::handle(v)));
+        assert_encodes(ApiKey::ApiVersions, |_, v| {
+            ResponseKind::ApiVersions(handler::api_versions::handle(v))
+        });
     }
 }

@@ -20,7 +20,8 @@ fn main() -> anyhow::Result<()> {
         auto_create_topics = config.auto_create_topics,
         "starting rill"
     );
-    let stop = rill_server::shutdown::install_signal_handlers().context("installing signal handlers")?;
+    let stop =
+        rill_server::shutdown::install_signal_handlers().context("installing signal handlers")?;
     rill_server::shard::runtime::run(config, stop)?;
     tracing::info!("rill stopped cleanly");
     Ok(())

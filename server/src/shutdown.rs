@@ -58,7 +58,10 @@ pub fn install_signal_handlers() -> std::io::Result<Arc<AtomicBool>> {
                     tracing::warn!(signal, "second signal: exiting without a clean shutdown");
                     std::process::exit(130);
                 }
-                tracing::info!(signal, "shutting down: finishing in-flight requests, closing logs");
+                tracing::info!(
+                    signal,
+                    "shutting down: finishing in-flight requests, closing logs"
+                );
             }
         })?;
     Ok(flag)

@@ -73,10 +73,14 @@ pub fn log_config(
             "max.message.bytes" => config.message_bytes_max = positive(name, v)?,
             "index.interval.bytes" => config.index_interval_bytes = positive(name, v)?,
             "cleanup.policy" if v == "delete" => {}
-            "cleanup.policy" => return Err(format!("cleanup.policy={v:?}: only delete is supported")),
+            "cleanup.policy" => {
+                return Err(format!("cleanup.policy={v:?}: only delete is supported"))
+            }
             "message.timestamp.type" if v == "CreateTime" => {}
             "message.timestamp.type" => {
-                return Err(format!("message.timestamp.type={v:?}: only CreateTime is supported"))
+                return Err(format!(
+                    "message.timestamp.type={v:?}: only CreateTime is supported"
+                ))
             }
             other => return Err(format!("unknown topic config {other:?}")),
         }
@@ -93,8 +97,13 @@ fn flush_policy(messages: Option<u64>, ms: Option<u64>) -> FlushPolicy {
     }
 }
 
-fn positive<T: std::str::FromStr + PartialOrd + From<u8>>(name: &str, v: &str) -> Result<T, String> {
-    let n = v.parse::<T>().map_err(|_| format!("{name}={v:?} is not a number"))?;
+fn positive<T: std::str::FromStr + PartialOrd + From<u8>>(
+    name: &str,
+    v: &str,
+) -> Result<T, String> {
+    let n = v
+        .parse::<T>()
+        .map_err(|_| format!("{name}={v:?} is not a number"))?;
     if n < T::from(1) {
         return Err(format!("{name}={v:?} must be at least 1"));
     }
@@ -138,8 +147,16 @@ pub fn describe(defaults: &LogDefaults, topic: &BTreeMap<String, String>) -> Vec
                 _ => unreachable!("every name in TOPIC_CONFIG_NAMES has a default"),
             };
             match topic.get(name) {
-                Some(value) => ConfigEntry { name, value: value.clone(), is_topic_override: true },
-                None => ConfigEntry { name, value: default, is_topic_override: false },
+                Some(value) => ConfigEntry {
+                    name,
+                    value: value.clone(),
+                    is_topic_override: true,
+                },
+                None => ConfigEntry {
+                    name,
+                    value: default,
+                    is_topic_override: false,
+                },
             }
         })
         .collect()
@@ -150,7 +167,10 @@ mod tests {
     use super::*;
 
     fn map(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
-        pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
     }
 
     #[test]
@@ -164,12 +184,22 @@ mod tests {
     fn topic_overrides_win() {
         let c = log_config(
             &LogDefaults::default(),
-            &map(&[("retention.ms", "-1"), ("segment.bytes", "4096"), ("flush.ms", "100")]),
+            &map(&[
+                ("retention.ms", "-1"),
+                ("segment.bytes", "4096"),
+                ("flush.ms", "100"),
+            ]),
         )
         .unwrap();
         assert_eq!(c.retention_ms, None);
         assert_eq!(c.segment_bytes_max, 4096);
-        assert_eq!(c.flush, FlushPolicy::Interval { messages: None, ms: Some(100) });
+        assert_eq!(
+            c.flush,
+            FlushPolicy::Interval {
+                messages: None,
+                ms: Some(100)
+            }
+        );
     }
 
     #[test]
@@ -181,7 +211,10 @@ mod tests {
             ("cleanup.policy", "compact"),
             ("no.such.config", "1"),
         ] {
-            assert!(log_config(&LogDefaults::default(), &map(&[(k, v)])).is_err(), "{k}={v}");
+            assert!(
+                log_config(&LogDefaults::default(), &map(&[(k, v)])).is_err(),
+                "{k}={v}"
+            );
         }
     }
 

@@ -371,7 +371,9 @@ mod tests {
     fn producer_ids_are_never_reused_across_restart() {
         let dir = tempfile::tempdir().unwrap();
         let reg = TopicRegistry::open(dir.path()).unwrap();
-        let first: Vec<i64> = (0..3).map(|_| reg.allocate_producer_id().unwrap()).collect();
+        let first: Vec<i64> = (0..3)
+            .map(|_| reg.allocate_producer_id().unwrap())
+            .collect();
         assert_eq!(first, vec![0, 1, 2]);
         drop(reg);
         let reg = TopicRegistry::open(dir.path()).unwrap();

@@ -50,10 +50,16 @@ mod tests {
             (v.min_version, v.max_version)
         };
         let (min, max) = range(ApiKey::Produce);
-        assert!(min <= 3 && max >= 7, "Produce v3..7 needed for record batches v2");
+        assert!(
+            min <= 3 && max >= 7,
+            "Produce v3..7 needed for record batches v2"
+        );
         let (min, max) = range(ApiKey::Fetch);
         assert!(min <= 4 && max >= 11);
-        assert!(r.api_keys.iter().all(|v| implemented(ApiKey::try_from(v.api_key).unwrap())));
+        assert!(r
+            .api_keys
+            .iter()
+            .all(|v| implemented(ApiKey::try_from(v.api_key).unwrap())));
     }
 
     #[test]

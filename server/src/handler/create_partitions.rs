@@ -7,7 +7,10 @@ use rill_protocol::ErrorCode;
 use super::{error_code, str_bytes, Broker};
 
 /// Answer CreatePartitions.
-pub fn handle<B: Broker>(broker: &B, request: &CreatePartitionsRequest) -> CreatePartitionsResponse {
+pub fn handle<B: Broker>(
+    broker: &B,
+    request: &CreatePartitionsRequest,
+) -> CreatePartitionsResponse {
     let results = request
         .topics
         .iter()
@@ -15,10 +18,16 @@ pub fn handle<B: Broker>(broker: &B, request: &CreatePartitionsRequest) -> Creat
             let name = topic.name.0.as_str();
             let result = CreatePartitionsTopicResult::default().with_name(topic.name.clone());
             let outcome = match broker.topics().get(name) {
-                None => Err((ErrorCode::UnknownTopicOrPartition, format!("unknown topic {name}"))),
+                None => Err((
+                    ErrorCode::UnknownTopicOrPartition,
+                    format!("unknown topic {name}"),
+                )),
                 Some(meta) if topic.count <= meta.partitions => Err((
                     ErrorCode::InvalidPartitions,
-                    format!("topic has {} partitions; {} is not more", meta.partitions, topic.count),
+                    format!(
+                        "topic has {} partitions; {} is not more",
+                        meta.partitions, topic.count
+                    ),
                 )),
                 Some(_) if request.validate_only => Ok(()),
                 Some(_) => broker
@@ -50,8 +59,9 @@ mod tests {
         let broker = FakeBroker::new();
         broker.topics().create("t", 1, Default::default()).unwrap();
         let req = |n| {
-            CreatePartitionsRequest::default()
-                .with_topics(vec![CreatePartitionsTopic::default().with_name(topic_name("t")).with_count(n)])
+            CreatePartitionsRequest::default().with_topics(vec![CreatePartitionsTopic::default()
+                .with_name(topic_name("t"))
+                .with_count(n)])
         };
         assert_eq!(handle(&broker, &req(3)).results[0].error_code, 0);
         assert_eq!(broker.topics().get("t").unwrap().partitions, 3);

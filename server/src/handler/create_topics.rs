@@ -14,7 +14,11 @@ use crate::topic_config::{describe, log_config};
 use crate::topics::{validate_topic_name, TopicError};
 
 /// Answer CreateTopics.
-pub fn handle<B: Broker>(broker: &B, version: i16, request: &CreateTopicsRequest) -> CreateTopicsResponse {
+pub fn handle<B: Broker>(
+    broker: &B,
+    version: i16,
+    request: &CreateTopicsRequest,
+) -> CreateTopicsResponse {
     let topics = request
         .topics
         .iter()
@@ -23,12 +27,20 @@ pub fn handle<B: Broker>(broker: &B, version: i16, request: &CreateTopicsRequest
     CreateTopicsResponse::default().with_topics(topics)
 }
 
-fn create_one<B: Broker>(broker: &B, version: i16, topic: &CreatableTopic, validate_only: bool) -> CreatableTopicResult {
+fn create_one<B: Broker>(
+    broker: &B,
+    version: i16,
+    topic: &CreatableTopic,
+    validate_only: bool,
+) -> CreatableTopicResult {
     let name = topic.name.0.as_str();
     let result = CreatableTopicResult::default().with_name(topic.name.clone());
     let fail = |code: ErrorCode, message: String| {
         tracing::debug!(topic = name, message, "CreateTopics refused");
-        result.clone().with_error_code(code.code()).with_error_message(Some(str_bytes(&message)))
+        result
+            .clone()
+            .with_error_code(code.code())
+            .with_error_message(Some(str_bytes(&message)))
     };
     let partitions = match (topic.num_partitions, topic.assignments.len()) {
         (-1, 0) => broker.config().default_partitions,
@@ -36,13 +48,21 @@ fn create_one<B: Broker>(broker: &B, version: i16, topic: &CreatableTopic, valid
         (n, _) => n,
     };
     if topic.replication_factor != -1 && topic.replication_factor != 1 {
-        let message = format!("replication factor {} > 1 on a single node", topic.replication_factor);
+        let message = format!(
+            "replication factor {} > 1 on a single node",
+            topic.replication_factor
+        );
         return fail(ErrorCode::InvalidReplicationFactor, message);
     }
     let configs: BTreeMap<String, String> = topic
         .configs
         .iter()
-        .filter_map(|c| Some((c.name.as_str().to_string(), c.value.as_ref()?.as_str().to_string())))
+        .filter_map(|c| {
+            Some((
+                c.name.as_str().to_string(),
+                c.value.as_ref()?.as_str().to_string(),
+            ))
+        })
         .collect();
     if let Err(message) = log_config(&broker.config().log, &configs) {
         return fail(ErrorCode::InvalidConfig, message);
@@ -59,7 +79,10 @@ fn create_one<B: Broker>(broker: &B, version: i16, topic: &CreatableTopic, valid
             None => Ok(None),
         }
     } else {
-        broker.topics().create(name, partitions, configs.clone()).map(Some)
+        broker
+            .topics()
+            .create(name, partitions, configs.clone())
+            .map(Some)
     };
     match created {
         Ok(meta) => {
@@ -111,7 +134,11 @@ mod tests {
             .with_configs(
                 configs
                     .iter()
-                    .map(|(k, v)| CreatableTopicConfig::default().with_name(str_bytes(k)).with_value(Some(str_bytes(v))))
+                    .map(|(k, v)| {
+                        CreatableTopicConfig::default()
+                            .with_name(str_bytes(k))
+                            .with_value(Some(str_bytes(v)))
+                    })
                     .collect(),
             )
     }
@@ -138,7 +165,9 @@ mod tests {
     #[test]
     fn validate_only_creates_nothing() {
         let broker = FakeBroker::new();
-        let req = CreateTopicsRequest::default().with_validate_only(true).with_topics(vec![topic("v", 2, &[])]);
+        let req = CreateTopicsRequest::default()
+            .with_validate_only(true)
+            .with_topics(vec![topic("v", 2, &[])]);
         assert_eq!(handle(&broker, 7, &req).topics[0].error_code, 0);
         assert!(broker.topics().get("v").is_none());
     }

@@ -21,13 +21,15 @@ pub async fn handle<B: Broker>(
         .iter()
         .map(|n| (Some(n.0.as_str().to_string()), Uuid::nil()))
         .collect();
-    targets.extend(
-        request
-            .topics
-            .iter()
-            .map(|t| (t.name.as_ref().map(|n| n.0.as_str().to_string()), t.topic_id)),
-    );
-    let results = targets.into_iter().map(|(name, id)| delete_one(broker, name, id));
+    targets.extend(request.topics.iter().map(|t| {
+        (
+            t.name.as_ref().map(|n| n.0.as_str().to_string()),
+            t.topic_id,
+        )
+    }));
+    let results = targets
+        .into_iter()
+        .map(|(name, id)| delete_one(broker, name, id));
     let mut results = join_all(results).await;
     for r in &mut results {
         if version < 6 {
@@ -61,9 +63,16 @@ async fn delete_one<B: Broker>(broker: &B, name: Option<String>, id: Uuid) -> De
         }
     };
     let deletes = (0..meta.partitions).map(|p| broker.partition(&name, p, PartitionOp::Delete));
-    let failed = join_all(deletes).await.into_iter().find(|r| r.error_code() != 0);
+    let failed = join_all(deletes)
+        .await
+        .into_iter()
+        .find(|r| r.error_code() != 0);
     if let Some(reply) = failed {
-        tracing::error!(topic = name, code = reply.error_code(), "partition delete failed");
+        tracing::error!(
+            topic = name,
+            code = reply.error_code(),
+            "partition delete failed"
+        );
     }
     tracing::info!(topic = name, "deleted topic");
     result.with_topic_id(meta.id)
@@ -80,7 +89,8 @@ mod tests {
         let broker = FakeBroker::new();
         broker.topics().create("t", 2, Default::default()).unwrap();
         broker.append("t", 1, batch(1));
-        let req = DeleteTopicsRequest::default().with_topic_names(vec![topic_name("t"), topic_name("nope")]);
+        let req = DeleteTopicsRequest::default()
+            .with_topic_names(vec![topic_name("t"), topic_name("nope")]);
         let r = block_on(handle(&broker, 6, &req));
         assert_eq!(r.responses[0].error_code, 0);
         assert_eq!(r.responses[1].error_code, 3);

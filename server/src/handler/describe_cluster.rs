@@ -1,7 +1,9 @@
 //! DescribeCluster (60): this one node, its advertised address and the cluster id.
 
 use rill_protocol::kafka_protocol::messages::describe_cluster_response::DescribeClusterBroker;
-use rill_protocol::kafka_protocol::messages::{BrokerId, DescribeClusterRequest, DescribeClusterResponse};
+use rill_protocol::kafka_protocol::messages::{
+    BrokerId, DescribeClusterRequest, DescribeClusterResponse,
+};
 
 use super::{str_bytes, Broker};
 

@@ -33,7 +33,11 @@ pub fn handle<B: Broker>(broker: &B, request: &DescribeConfigsRequest) -> Descri
                     Some(meta) => describe(&broker.config().log, &meta.configs)
                         .into_iter()
                         .map(|r| {
-                            let source = if r.is_topic_override { SOURCE_TOPIC_OVERRIDE } else { SOURCE_DEFAULT };
+                            let source = if r.is_topic_override {
+                                SOURCE_TOPIC_OVERRIDE
+                            } else {
+                                SOURCE_DEFAULT
+                            };
                             (r.name.to_string(), r.value, source)
                         })
                         .collect(),
@@ -43,7 +47,10 @@ pub fn handle<B: Broker>(broker: &B, request: &DescribeConfigsRequest) -> Descri
                 _ => return base.with_error_code(ErrorCode::InvalidRequest.code()),
             };
             // null lists every key; an empty list too (more useful than listing none).
-            let wanted = resource.configuration_keys.as_ref().filter(|keys| !keys.is_empty());
+            let wanted = resource
+                .configuration_keys
+                .as_ref()
+                .filter(|keys| !keys.is_empty());
             let configs = rows
                 .into_iter()
                 .filter(|(n, _, _)| wanted.is_none_or(|keys| keys.iter().any(|k| k.as_str() == n)))
@@ -67,7 +74,10 @@ fn broker_rows<B: Broker>(broker: &B) -> Vec<(String, String, i8)> {
     [
         ("broker.id", c.node_id.to_string()),
         ("num.partitions", c.default_partitions.to_string()),
-        ("auto.create.topics.enable", c.auto_create_topics.to_string()),
+        (
+            "auto.create.topics.enable",
+            c.auto_create_topics.to_string(),
+        ),
         ("log.segment.bytes", c.log.segment_bytes_max.to_string()),
         ("log.retention.ms", opt(c.log.retention_ms)),
         ("log.retention.bytes", opt(c.log.retention_bytes)),
@@ -82,8 +92,8 @@ fn broker_rows<B: Broker>(broker: &B) -> Vec<(String, String, i8)> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use rill_protocol::kafka_protocol::messages::describe_configs_request::DescribeConfigsResource;
     use crate::handler::fake::FakeBroker;
+    use rill_protocol::kafka_protocol::messages::describe_configs_request::DescribeConfigsResource;
 
     #[test]
     fn topic_configs_show_overrides_and_defaults() {
@@ -91,13 +101,23 @@ mod tests {
         let configs = [("retention.ms".to_string(), "42".to_string())].into();
         broker.topics().create("t", 1, configs).unwrap();
         let req = DescribeConfigsRequest::default().with_resources(vec![
-            DescribeConfigsResource::default().with_resource_type(2).with_resource_name(str_bytes("t")),
-            DescribeConfigsResource::default().with_resource_type(2).with_resource_name(str_bytes("nope")),
-            DescribeConfigsResource::default().with_resource_type(4).with_resource_name(str_bytes("0")),
+            DescribeConfigsResource::default()
+                .with_resource_type(2)
+                .with_resource_name(str_bytes("t")),
+            DescribeConfigsResource::default()
+                .with_resource_type(2)
+                .with_resource_name(str_bytes("nope")),
+            DescribeConfigsResource::default()
+                .with_resource_type(4)
+                .with_resource_name(str_bytes("0")),
         ]);
         let r = handle(&broker, &req);
         let t = &r.results[0];
-        let retention = t.configs.iter().find(|c| c.name.as_str() == "retention.ms").unwrap();
+        let retention = t
+            .configs
+            .iter()
+            .find(|c| c.name.as_str() == "retention.ms")
+            .unwrap();
         assert_eq!(retention.value.as_ref().unwrap().as_str(), "42");
         assert_eq!(retention.config_source, 1);
         assert_eq!(r.results[1].error_code, 3);

@@ -40,7 +40,10 @@ pub fn batch(records: usize) -> Bytes {
         })
         .collect();
     let mut buf = BytesMut::new();
-    let options = RecordEncodeOptions { version: 2, compression: Compression::None };
+    let options = RecordEncodeOptions {
+        version: 2,
+        compression: Compression::None,
+    };
     RecordBatchEncoder::encode(&mut buf, &records, &options).expect("encode batch");
     buf.freeze()
 }
@@ -93,7 +96,11 @@ impl FakeBroker {
 
     fn positions(&self, topic: &str, partition: i32) -> Positions {
         let end = self.log_end(topic, partition);
-        Positions { log_start_offset: 0, high_watermark: end, log_end_offset: end }
+        Positions {
+            log_start_offset: 0,
+            high_watermark: end,
+            log_end_offset: end,
+        }
     }
 }
 
@@ -159,7 +166,9 @@ impl Broker for FakeBroker {
             }
             PartitionOp::WaitForData { .. } => PartitionReply::Waited,
             PartitionOp::Delete => {
-                self.logs.borrow_mut().remove(&(topic.to_string(), partition));
+                self.logs
+                    .borrow_mut()
+                    .remove(&(topic.to_string(), partition));
                 PartitionReply::Deleted
             }
         }

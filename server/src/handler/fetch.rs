@@ -62,7 +62,11 @@ pub async fn handle<B: Broker>(broker: &B, version: i16, request: &FetchRequest)
         wait_for_any(broker, &wants, &gots, deadline - now).await;
         gots = read_all(broker, &wants).await;
     }
-    let budget = if request.max_bytes > 0 { request.max_bytes as usize } else { usize::MAX };
+    let budget = if request.max_bytes > 0 {
+        request.max_bytes as usize
+    } else {
+        usize::MAX
+    };
     response(version, wants, gots, budget)
 }
 
@@ -79,10 +83,15 @@ fn resolve<B: Broker>(broker: &B, version: i16, request: &FetchRequest) -> Vec<W
         let (name, error) = match &found {
             Some((name, _)) => (name.clone(), None),
             None if by_id => (String::new(), Some(ErrorCode::UnknownTopicId)),
-            None => (topic.topic.0.as_str().to_string(), Some(ErrorCode::UnknownTopicOrPartition)),
+            None => (
+                topic.topic.0.as_str().to_string(),
+                Some(ErrorCode::UnknownTopicOrPartition),
+            ),
         };
         for p in &topic.partitions {
-            let in_range = found.as_ref().is_some_and(|(_, m)| p.partition >= 0 && p.partition < m.partitions);
+            let in_range = found
+                .as_ref()
+                .is_some_and(|(_, m)| p.partition >= 0 && p.partition < m.partitions);
             wants.push(Want {
                 topic: name.clone(),
                 topic_id: found.as_ref().map_or(topic.topic_id, |(_, m)| m.id),
@@ -102,24 +111,46 @@ async fn read_all<B: Broker>(broker: &B, wants: &[Want]) -> Vec<Got> {
 
 async fn read_one<B: Broker>(broker: &B, want: &Want) -> Got {
     if let Some(code) = want.error {
-        return Got { error: code.code(), positions: unknown_positions(), chunks: Vec::new() };
+        return Got {
+            error: code.code(),
+            positions: unknown_positions(),
+            chunks: Vec::new(),
+        };
     }
-    let op = PartitionOp::Read { from: want.fetch_offset, max_bytes: want.max_bytes };
+    let op = PartitionOp::Read {
+        from: want.fetch_offset,
+        max_bytes: want.max_bytes,
+    };
     match broker.partition(&want.topic, want.partition, op).await {
-        PartitionReply::Read { positions, chunks } => Got { error: 0, positions, chunks },
+        PartitionReply::Read { positions, chunks } => Got {
+            error: 0,
+            positions,
+            chunks,
+        },
         other => {
             // OFFSET_OUT_OF_RANGE still reports positions so the client can reset; fetch them.
-            let positions = match broker.partition(&want.topic, want.partition, PartitionOp::Offsets).await {
+            let positions = match broker
+                .partition(&want.topic, want.partition, PartitionOp::Offsets)
+                .await
+            {
                 PartitionReply::Offsets(p) => p,
                 _ => unknown_positions(),
             };
-            Got { error: error_code(other.error_code()).code(), positions, chunks: Vec::new() }
+            Got {
+                error: error_code(other.error_code()).code(),
+                positions,
+                chunks: Vec::new(),
+            }
         }
     }
 }
 
 fn unknown_positions() -> Positions {
-    Positions { log_start_offset: -1, high_watermark: -1, log_end_offset: -1 }
+    Positions {
+        log_start_offset: -1,
+        high_watermark: -1,
+        log_end_offset: -1,
+    }
 }
 
 fn bytes_of(chunks: &[Bytes]) -> usize {
@@ -136,7 +167,11 @@ async fn wait_for_any<B: Broker>(broker: &B, wants: &[Want], gots: &[Got], wait:
         .map(|(w, _)| {
             // Data is there once the high watermark passes the consumer's position.
             let from = w.fetch_offset;
-            Box::pin(broker.partition(&w.topic, w.partition, PartitionOp::WaitForData { from, wait_ms }))
+            Box::pin(broker.partition(
+                &w.topic,
+                w.partition,
+                PartitionOp::WaitForData { from, wait_ms },
+            ))
         })
         .collect();
     if waits.is_empty() {
@@ -168,7 +203,11 @@ fn response(version: i16, wants: Vec<Want>, gots: Vec<Got>, budget: usize) -> Fe
             partition.log_start_offset = -1; // not in the schema before v5
         }
         // Topic ids exist on the wire from v13; below it the field must stay nil.
-        let topic_id = if version >= 13 { want.topic_id } else { Uuid::nil() };
+        let topic_id = if version >= 13 {
+            want.topic_id
+        } else {
+            Uuid::nil()
+        };
         match topics.last_mut() {
             Some(last) if last.topic.0.as_str() == want.topic && last.topic_id == topic_id => {
                 last.partitions.push(partition)
@@ -181,10 +220,17 @@ fn response(version: i16, wants: Vec<Want>, gots: Vec<Got>, budget: usize) -> Fe
             ),
         }
     }
-    FetchResponse::default().with_session_id(0).with_responses(topics)
+    FetchResponse::default()
+        .with_session_id(0)
+        .with_responses(topics)
 }
 
-fn partition_data(index: i32, error: i16, positions: Positions, chunks: Vec<Bytes>) -> PartitionData {
+fn partition_data(
+    index: i32,
+    error: i16,
+    positions: Positions,
+    chunks: Vec<Bytes>,
+) -> PartitionData {
     let records = match chunks.len() {
         0 => Bytes::new(),
         1 => chunks.into_iter().next().expect("one chunk"),
@@ -212,17 +258,29 @@ mod tests {
     use futures::executor::block_on;
     use rill_protocol::kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
 
-    fn request(topic: &str, partitions: &[(i32, i64)], max_wait_ms: i32, min_bytes: i32) -> FetchRequest {
+    fn request(
+        topic: &str,
+        partitions: &[(i32, i64)],
+        max_wait_ms: i32,
+        min_bytes: i32,
+    ) -> FetchRequest {
         let parts = partitions
             .iter()
-            .map(|&(p, o)| FetchPartition::default().with_partition(p).with_fetch_offset(o).with_partition_max_bytes(1 << 20))
+            .map(|&(p, o)| {
+                FetchPartition::default()
+                    .with_partition(p)
+                    .with_fetch_offset(o)
+                    .with_partition_max_bytes(1 << 20)
+            })
             .collect();
         FetchRequest::default()
             .with_max_wait_ms(max_wait_ms)
             .with_min_bytes(min_bytes)
             .with_max_bytes(50 << 20)
             .with_isolation_level(1)
-            .with_topics(vec![FetchTopic::default().with_topic(super::super::topic_name(topic)).with_partitions(parts)])
+            .with_topics(vec![FetchTopic::default()
+                .with_topic(super::super::topic_name(topic))
+                .with_partitions(parts)])
     }
 
     #[test]
@@ -237,7 +295,10 @@ mod tests {
         assert_eq!(p0.high_watermark, 5);
         assert_eq!(p0.last_stable_offset, 5);
         assert_eq!(p0.aborted_transactions.as_ref().map(Vec::len), Some(0));
-        assert_eq!(p0.records.as_ref().unwrap().len(), batch(3).len() + batch(2).len());
+        assert_eq!(
+            p0.records.as_ref().unwrap().len(),
+            batch(3).len() + batch(2).len()
+        );
         let p1 = &r.responses[0].partitions[1];
         assert_eq!((p1.error_code, p1.high_watermark), (0, 0));
         assert!(p1.records.as_ref().unwrap().is_empty());
@@ -248,7 +309,11 @@ mod tests {
         let broker = FakeBroker::new();
         broker.topics().create("t", 1, Default::default()).unwrap();
         let r = block_on(handle(&broker, 12, &request("t", &[(0, 0)], 100, 1)));
-        assert!(r.responses[0].partitions[0].records.as_ref().unwrap().is_empty());
+        assert!(r.responses[0].partitions[0]
+            .records
+            .as_ref()
+            .unwrap()
+            .is_empty());
     }
 
     #[test]

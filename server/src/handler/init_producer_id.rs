@@ -5,7 +5,9 @@
 //!   at the epoch's maximum a fresh id instead (Kafka does the same).
 //! - a `transactional_id`: transactions are a later issue; answered with a clear error.
 
-use rill_protocol::kafka_protocol::messages::{InitProducerIdRequest, InitProducerIdResponse, ProducerId};
+use rill_protocol::kafka_protocol::messages::{
+    InitProducerIdRequest, InitProducerIdResponse, ProducerId,
+};
 use rill_protocol::ErrorCode;
 
 use super::Broker;
@@ -27,7 +29,9 @@ pub fn handle<B: Broker>(broker: &B, request: &InitProducerIdRequest) -> InitPro
             .with_producer_epoch(request.producer_epoch + 1);
     }
     match broker.topics().allocate_producer_id() {
-        Ok(id) => response.with_producer_id(ProducerId(id)).with_producer_epoch(0),
+        Ok(id) => response
+            .with_producer_id(ProducerId(id))
+            .with_producer_epoch(0),
         Err(e) => {
             tracing::error!(error = %e, "cannot allocate a producer id");
             response
@@ -58,9 +62,14 @@ mod tests {
         assert_ne!(a.producer_id, b.producer_id);
         let bumped = handle(
             &broker,
-            &fresh().with_producer_id(a.producer_id).with_producer_epoch(0),
+            &fresh()
+                .with_producer_id(a.producer_id)
+                .with_producer_epoch(0),
         );
-        assert_eq!((bumped.producer_id, bumped.producer_epoch), (a.producer_id, 1));
+        assert_eq!(
+            (bumped.producer_id, bumped.producer_epoch),
+            (a.producer_id, 1)
+        );
     }
 
     #[test]

@@ -30,10 +30,13 @@ pub async fn handle<B: Broker>(
         let partitions = topic.partitions.iter().map(|p| {
             let meta = meta.clone();
             async move {
-                let base = ListOffsetsPartitionResponse::default().with_partition_index(p.partition_index);
-                let known = meta.is_some_and(|m| p.partition_index >= 0 && p.partition_index < m.partitions);
+                let base =
+                    ListOffsetsPartitionResponse::default().with_partition_index(p.partition_index);
+                let known = meta
+                    .is_some_and(|m| p.partition_index >= 0 && p.partition_index < m.partitions);
                 if !known {
-                    return not_found(base).with_error_code(ErrorCode::UnknownTopicOrPartition.code());
+                    return not_found(base)
+                        .with_error_code(ErrorCode::UnknownTopicOrPartition.code());
                 }
                 let mut answer = lookup(broker, name, p.partition_index, p.timestamp, base).await;
                 if version < 4 {
@@ -57,7 +60,9 @@ async fn lookup<B: Broker>(
     base: ListOffsetsPartitionResponse,
 ) -> ListOffsetsPartitionResponse {
     let op = if timestamp >= 0 {
-        PartitionOp::OffsetForTimestamp { timestamp_ms: timestamp }
+        PartitionOp::OffsetForTimestamp {
+            timestamp_ms: timestamp,
+        }
     } else {
         PartitionOp::Offsets
     };
@@ -71,12 +76,20 @@ async fn lookup<B: Broker>(
     }
 }
 
-fn found(base: ListOffsetsPartitionResponse, offset: i64, timestamp: i64) -> ListOffsetsPartitionResponse {
-    base.with_offset(offset).with_timestamp(timestamp).with_leader_epoch(LEADER_EPOCH)
+fn found(
+    base: ListOffsetsPartitionResponse,
+    offset: i64,
+    timestamp: i64,
+) -> ListOffsetsPartitionResponse {
+    base.with_offset(offset)
+        .with_timestamp(timestamp)
+        .with_leader_epoch(LEADER_EPOCH)
 }
 
 fn not_found(base: ListOffsetsPartitionResponse) -> ListOffsetsPartitionResponse {
-    base.with_offset(-1).with_timestamp(-1).with_leader_epoch(-1)
+    base.with_offset(-1)
+        .with_timestamp(-1)
+        .with_leader_epoch(-1)
 }
 
 #[cfg(test)]
@@ -84,12 +97,16 @@ mod tests {
     use super::*;
     use crate::handler::fake::{batch, FakeBroker};
     use futures::executor::block_on;
-    use rill_protocol::kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
+    use rill_protocol::kafka_protocol::messages::list_offsets_request::{
+        ListOffsetsPartition, ListOffsetsTopic,
+    };
 
     fn ask(broker: &FakeBroker, topic: &str, partition: i32, ts: i64) -> (i16, i64) {
         let req = ListOffsetsRequest::default().with_topics(vec![ListOffsetsTopic::default()
             .with_name(topic_name(topic))
-            .with_partitions(vec![ListOffsetsPartition::default().with_partition_index(partition).with_timestamp(ts)])]);
+            .with_partitions(vec![ListOffsetsPartition::default()
+                .with_partition_index(partition)
+                .with_timestamp(ts)])]);
         let r = block_on(handle(broker, 7, &req));
         let p = &r.topics[0].partitions[0];
         (p.error_code, p.offset)

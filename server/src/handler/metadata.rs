@@ -145,9 +145,17 @@ mod tests {
         let all = handle(&broker, 9, &MetadataRequest::default().with_topics(None));
         assert_eq!(all.topics.len(), 1);
         assert_eq!(all.topics[0].partitions.len(), 2);
-        let none = handle(&broker, 9, &MetadataRequest::default().with_topics(Some(vec![])));
+        let none = handle(
+            &broker,
+            9,
+            &MetadataRequest::default().with_topics(Some(vec![])),
+        );
         assert!(none.topics.is_empty());
-        let v0_all = handle(&broker, 0, &MetadataRequest::default().with_topics(Some(vec![])));
+        let v0_all = handle(
+            &broker,
+            0,
+            &MetadataRequest::default().with_topics(Some(vec![])),
+        );
         assert_eq!(v0_all.topics.len(), 1);
     }
 }

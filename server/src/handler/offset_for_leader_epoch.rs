@@ -7,21 +7,29 @@ use futures::future::join_all;
 use rill_protocol::kafka_protocol::messages::offset_for_leader_epoch_response::{
     EpochEndOffset, OffsetForLeaderTopicResult,
 };
-use rill_protocol::kafka_protocol::messages::{OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse};
+use rill_protocol::kafka_protocol::messages::{
+    OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse,
+};
 use rill_protocol::ErrorCode;
 
 use super::{error_code, topic_name, Broker, LEADER_EPOCH};
 use crate::partition::ops::{PartitionOp, PartitionReply};
 
 /// Answer OffsetForLeaderEpoch.
-pub async fn handle<B: Broker>(broker: &B, request: &OffsetForLeaderEpochRequest) -> OffsetForLeaderEpochResponse {
+pub async fn handle<B: Broker>(
+    broker: &B,
+    request: &OffsetForLeaderEpochRequest,
+) -> OffsetForLeaderEpochResponse {
     let topics = request.topics.iter().map(|topic| async move {
         let name = topic.topic.0.as_str();
         let meta = broker.topics().get(name);
         let partitions = topic.partitions.iter().map(|p| {
             let meta = meta.clone();
             async move {
-                let base = EpochEndOffset::default().with_partition(p.partition).with_leader_epoch(-1).with_end_offset(-1);
+                let base = EpochEndOffset::default()
+                    .with_partition(p.partition)
+                    .with_leader_epoch(-1)
+                    .with_end_offset(-1);
                 let known = meta.is_some_and(|m| p.partition >= 0 && p.partition < m.partitions);
                 if !known {
                     return base.with_error_code(ErrorCode::UnknownTopicOrPartition.code());
@@ -32,8 +40,13 @@ pub async fn handle<B: Broker>(broker: &B, request: &OffsetForLeaderEpochRequest
                 if p.leader_epoch > LEADER_EPOCH {
                     return base;
                 }
-                match broker.partition(name, p.partition, PartitionOp::Offsets).await {
-                    PartitionReply::Offsets(pos) => base.with_leader_epoch(LEADER_EPOCH).with_end_offset(pos.log_end_offset),
+                match broker
+                    .partition(name, p.partition, PartitionOp::Offsets)
+                    .await
+                {
+                    PartitionReply::Offsets(pos) => base
+                        .with_leader_epoch(LEADER_EPOCH)
+                        .with_end_offset(pos.log_end_offset),
                     other => base.with_error_code(error_code(other.error_code()).code()),
                 }
             }

@@ -44,7 +44,9 @@ pub async fn handle<B: Broker>(
         let meta = topic_or_auto_create(broker, &name, true);
         let message_bytes_max = meta.as_ref().ok().map(|m| {
             log_config(&broker.config().log, &m.configs)
-                .map_or(broker.config().log.message_bytes_max, |c| c.message_bytes_max)
+                .map_or(broker.config().log.message_bytes_max, |c| {
+                    c.message_bytes_max
+                })
         });
         for partition in topic.partition_data {
             let index = partition.index;
@@ -146,10 +148,14 @@ mod tests {
     use rill_protocol::kafka_protocol::messages::produce_request::TopicProduceData;
 
     fn request(topic: &str, partition: i32, records: Option<Bytes>, acks: i16) -> ProduceRequest {
-        let data = PartitionProduceData::default().with_index(partition).with_records(records);
-        ProduceRequest::default().with_acks(acks).with_topic_data(vec![TopicProduceData::default()
-            .with_name(super::super::topic_name(topic))
-            .with_partition_data(vec![data])])
+        let data = PartitionProduceData::default()
+            .with_index(partition)
+            .with_records(records);
+        ProduceRequest::default()
+            .with_acks(acks)
+            .with_topic_data(vec![TopicProduceData::default()
+                .with_name(super::super::topic_name(topic))
+                .with_partition_data(vec![data])])
     }
 
     fn error_of(r: &ProduceResponse) -> i16 {

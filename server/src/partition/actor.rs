@@ -124,7 +124,9 @@ enum Next {
 
 impl<S: Storage + 'static> Actor<S> {
     fn log(&mut self) -> &mut PartitionLog<S> {
-        self.log.as_mut().expect("log is open while the actor serves")
+        self.log
+            .as_mut()
+            .expect("log is open while the actor serves")
     }
 
     fn positions(&mut self) -> Positions {
@@ -253,7 +255,10 @@ impl<S: Storage + 'static> Actor<S> {
 
     /// Flush once for the group if anyone waits for durability or the policy says so, then
     /// answer the acks=all waiters and publish the new high watermark.
-    async fn flush_group(&mut self, waiters: Vec<(oneshot::Sender<PartitionReply>, PartitionReply)>) {
+    async fn flush_group(
+        &mut self,
+        waiters: Vec<(oneshot::Sender<PartitionReply>, PartitionReply)>,
+    ) {
         let now = self.setup.clock.now();
         let must_flush = !waiters.is_empty()
             || self.setup.config.flush == FlushPolicy::EveryAppend
@@ -283,7 +288,11 @@ impl<S: Storage + 'static> Actor<S> {
         let mut first = None;
         for batch in batches {
             let info = match self.log().append(batch, now).await {
-                Ok(info) => (info.base_offset, info.log_append_time, info.log_start_offset),
+                Ok(info) => (
+                    info.base_offset,
+                    info.log_append_time,
+                    info.log_start_offset,
+                ),
                 // An idempotent retry of a batch we hold: success, with the original offsets.
                 Err(EngineError::DuplicateSequence { base_offset, .. }) => {
                     let start = self.log().log_start_offset();
@@ -306,13 +315,15 @@ impl<S: Storage + 'static> Actor<S> {
 
     async fn serve_other(&mut self, op: PartitionOp) -> PartitionReply {
         match op {
-            PartitionOp::Read { from, max_bytes } => match self.log().read(Offset(from), max_bytes).await {
-                Ok(read) => PartitionReply::Read {
-                    positions: self.positions(),
-                    chunks: read.chunks,
-                },
-                Err(e) => PartitionReply::Error(e.kafka_error_code()),
-            },
+            PartitionOp::Read { from, max_bytes } => {
+                match self.log().read(Offset(from), max_bytes).await {
+                    Ok(read) => PartitionReply::Read {
+                        positions: self.positions(),
+                        chunks: read.chunks,
+                    },
+                    Err(e) => PartitionReply::Error(e.kafka_error_code()),
+                }
+            }
             PartitionOp::Offsets => PartitionReply::Offsets(self.positions()),
             PartitionOp::OffsetForTimestamp { timestamp_ms } => {
                 let ts = rill_engine::TimestampMs(timestamp_ms);
@@ -326,7 +337,9 @@ impl<S: Storage + 'static> Actor<S> {
             }
             // Answered by the table from the watch; never queued here.
             PartitionOp::WaitForData { .. } => PartitionReply::Waited,
-            PartitionOp::Append { .. } | PartitionOp::Delete => unreachable!("handled by serve_group"),
+            PartitionOp::Append { .. } | PartitionOp::Delete => {
+                unreachable!("handled by serve_group")
+            }
         }
     }
 
@@ -339,7 +352,11 @@ impl<S: Storage + 'static> Actor<S> {
             }
         }
         if let Some(reply) = delete_reply {
-            let result = self.setup.log_manager.delete_partition(&topic, partition).await;
+            let result = self
+                .setup
+                .log_manager
+                .delete_partition(&topic, partition)
+                .await;
             let answer = match result {
                 Ok(()) => PartitionReply::Deleted,
                 Err(e) => {

@@ -89,7 +89,12 @@ impl<S: Storage + 'static> PartitionTable<S> {
             clock: self.clock.clone(),
             retention_check_interval_ms: self.config.log.retention_check_interval_ms,
         };
-        let task = run_actor(setup, receiver, handle.watch.clone(), handle.stopped.clone());
+        let task = run_actor(
+            setup,
+            receiver,
+            handle.watch.clone(),
+            handle.stopped.clone(),
+        );
         let join = glommio::spawn_local(task).detach();
         self.actors.borrow_mut().push(join);
         self.partitions.borrow_mut().insert(key, handle.clone());

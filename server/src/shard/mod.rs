@@ -63,11 +63,18 @@ impl<S: Storage + 'static> Broker for Shard<S> {
             unreachable!("a single shard owns every partition")
         };
         let (reply, answer) = oneshot::channel();
-        let msg = ShardMsg { topic: topic.to_string(), partition, op, reply };
+        let msg = ShardMsg {
+            topic: topic.to_string(),
+            partition,
+            op,
+            reply,
+        };
         if mesh.send_to(owner, msg).await.is_err() {
             return PartitionReply::Error(OWNER_UNAVAILABLE);
         }
-        answer.await.unwrap_or(PartitionReply::Error(OWNER_UNAVAILABLE))
+        answer
+            .await
+            .unwrap_or(PartitionReply::Error(OWNER_UNAVAILABLE))
     }
 
     async fn sleep(&self, duration: Duration) {

@@ -50,7 +50,11 @@ pub fn run(mut config: BrokerConfig, stop: Arc<AtomicBool>) -> anyhow::Result<()
     let pin = config.shards <= available_cores();
     let mut executors = Vec::with_capacity(config.shards);
     for index in 0..config.shards {
-        let placement = if pin { Placement::Fixed(index) } else { Placement::Unbound };
+        let placement = if pin {
+            Placement::Fixed(index)
+        } else {
+            Placement::Unbound
+        };
         let (config, registry, mesh, stop) =
             (config.clone(), registry.clone(), mesh.clone(), stop.clone());
         let executor = LocalExecutorBuilder::new(placement)
@@ -93,15 +97,26 @@ async fn shard_main(
 ) -> anyhow::Result<()> {
     let (senders, receivers) = match mesh {
         Some(mesh) => {
-            let (s, r) = mesh.join().await.map_err(|_| anyhow::anyhow!("channel mesh join failed"))?;
+            let (s, r) = mesh
+                .join()
+                .await
+                .map_err(|_| anyhow::anyhow!("channel mesh join failed"))?;
             (Some(s), Some(r))
         }
         None => (None, None),
     };
     let id = senders.as_ref().map_or(0, |s| s.peer_id());
-    let log_manager = Rc::new(LogManager::new(GlommioStorage::new(), config.data_dir.clone()));
+    let log_manager = Rc::new(LogManager::new(
+        GlommioStorage::new(),
+        config.data_dir.clone(),
+    ));
     let clock: Rc<dyn Clock> = Rc::new(SystemClock);
-    let table = Rc::new(PartitionTable::new(log_manager, registry.clone(), config.clone(), clock));
+    let table = Rc::new(PartitionTable::new(
+        log_manager,
+        registry.clone(),
+        config.clone(),
+        clock,
+    ));
     if let Some(mut receivers) = receivers {
         let permits = Rc::new(Semaphore::new(REMOTE_REQUESTS_MAX));
         for (_, stream) in receivers.streams() {
@@ -110,12 +125,21 @@ async fn shard_main(
     }
     let shards = config.shards;
     table.open_owned(|topic, partition| owner_shard(topic, partition, shards) == id);
-    let shard = Rc::new(Shard { id, shards, config: config.clone(), registry, table, mesh: senders });
+    let shard = Rc::new(Shard {
+        id,
+        shards,
+        config: config.clone(),
+        registry,
+        table,
+        mesh: senders,
+    });
     let shutdown = Rc::new(ShutdownSignal::default());
     glommio::spawn_local(watch_stop_flag(stop, shutdown.clone())).detach();
     let listener = TcpListener::bind(config.listen)
         .map_err(|e| anyhow::anyhow!("shard {id}: binding {}: {e}", config.listen))?;
-    let local = listener.local_addr().map_err(|e| anyhow::anyhow!("local address: {e}"))?;
+    let local = listener
+        .local_addr()
+        .map_err(|e| anyhow::anyhow!("local address: {e}"))?;
     tracing::info!(shard = id, "listening on {local}");
     accept_loop(listener, shard.clone(), shutdown).await;
     shard.table.close_all().await;

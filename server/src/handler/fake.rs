@@ -48,12 +48,21 @@ pub fn batch(records: usize) -> Bytes {
     buf.freeze()
 }
 
+/// Each partition's batches with their base offsets.
+type Logs = HashMap<(String, i32), Vec<(i64, Bytes)>>;
+
 /// In-memory broker.
 pub struct FakeBroker {
     config: BrokerConfig,
     topics: Arc<TopicRegistry>,
     _dir: tempfile::TempDir,
-    logs: RefCell<HashMap<(String, i32), Vec<(i64, Bytes)>>>,
+    logs: RefCell<Logs>,
+}
+
+impl Default for FakeBroker {
+    fn default() -> Self {
+        Self::new()
+    }
 }
 
 impl FakeBroker {

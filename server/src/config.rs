@@ -100,6 +100,9 @@ pub struct BrokerConfig {
     pub partition_queue_max: usize,
     /// `rill.shard.channel.capacity`: slots per cross-shard channel.
     pub shard_channel_capacity: usize,
+    /// `rill.shard.inflight.bytes.max`: request bytes a shard holds unanswered, over all its
+    /// connections; never below `request_bytes_max` (one largest request must fit).
+    pub shard_inflight_bytes_max: usize,
     /// Log settings topics inherit.
     pub log: LogDefaults,
 }
@@ -121,6 +124,7 @@ impl BrokerConfig {
             io_memory_bytes: 2 << 20,
             partition_queue_max: 1024,
             shard_channel_capacity: 1024,
+            shard_inflight_bytes_max: 256 * 1024 * 1024,
             log: LogDefaults::default(),
         }
     }
@@ -178,6 +182,9 @@ impl BrokerConfig {
             "rill.shard.channel.capacity" => {
                 self.shard_channel_capacity = parse_at_least_one(key, v)?
             }
+            "rill.shard.inflight.bytes.max" => {
+                self.shard_inflight_bytes_max = parse_at_least_one(key, v)?
+            }
             _ => return self.log.apply_property(key, v),
         }
         Ok(Applied::Yes)
@@ -203,6 +210,8 @@ impl BrokerConfig {
         if let Some(bytes) = cli.io_memory_bytes {
             self.io_memory_bytes = bytes;
         }
+        // One request of the largest allowed size must always fit in the shard's budget.
+        self.shard_inflight_bytes_max = self.shard_inflight_bytes_max.max(self.request_bytes_max);
         // advertise defaults to listen, so it is resolved after the listen address is final.
         self.advertise_host = self.listen.ip().to_string();
         self.advertise_port = self.listen.port();

@@ -68,8 +68,15 @@ async fn read_requests<S: Storage + 'static>(
                 Ok(Some(n)) => {
                     let frame = buf.split_to(n).freeze();
                     let body = frame.slice(SIZE_PREFIX_BYTES..);
+                    // Frames are at most request_bytes_max, which the budget always exceeds.
+                    let permit = shard.inflight_bytes.acquire_static_permit(n as u64).await;
+                    let Ok(permit) = permit else { return };
                     let shard = shard.clone();
-                    let task = glommio::spawn_local(async move { dispatch(&*shard, body).await });
+                    let task = glommio::spawn_local(async move {
+                        let outcome = dispatch(&*shard, body).await;
+                        drop(permit);
+                        outcome
+                    });
                     if queue.send(task.detach()).await.is_err() {
                         return;
                     }

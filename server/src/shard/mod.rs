@@ -40,6 +40,9 @@ pub struct Shard<S: Storage> {
     pub table: Rc<PartitionTable<S>>,
     /// Senders to every other shard (`None` with one shard).
     pub mesh: Option<Senders<ShardMsg>>,
+    /// Request bytes read but not yet answered, across this shard's connections, in permits of
+    /// one byte: when exhausted, connections stop reading (back-pressure, bounded memory).
+    pub inflight_bytes: Rc<glommio::sync::Semaphore>,
 }
 
 impl<S: Storage + 'static> Broker for Shard<S> {

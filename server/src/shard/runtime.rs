@@ -125,6 +125,7 @@ async fn shard_main(
     }
     let shards = config.shards;
     table.open_owned(|topic, partition| owner_shard(topic, partition, shards) == id);
+    let inflight_bytes = Rc::new(Semaphore::new(config.shard_inflight_bytes_max as u64));
     let shard = Rc::new(Shard {
         id,
         shards,
@@ -132,6 +133,7 @@ async fn shard_main(
         registry,
         table,
         mesh: senders,
+        inflight_bytes,
     });
     let shutdown = Rc::new(ShutdownSignal::default());
     glommio::spawn_local(watch_stop_flag(stop, shutdown.clone())).detach();

@@ -328,10 +328,17 @@ impl<S: Storage + 'static> Actor<S> {
             PartitionOp::OffsetForTimestamp { timestamp_ms } => {
                 let ts = rill_engine::TimestampMs(timestamp_ms);
                 match self.log().offset_for_timestamp(ts).await {
-                    Ok(found) => PartitionReply::OffsetForTimestamp(
-                        found.map(|(o, t)| (o.0, t.0)),
-                        self.positions(),
-                    ),
+                    Ok(found) => {
+                        let found = match found {
+                            Some((offset, batch_ts)) => Some(
+                                self.refine_to_record(offset, timestamp_ms)
+                                    .await
+                                    .unwrap_or((offset.0, batch_ts.0)),
+                            ),
+                            None => None,
+                        };
+                        PartitionReply::OffsetForTimestamp(found, self.positions())
+                    }
                     Err(e) => PartitionReply::Error(e.kafka_error_code()),
                 }
             }
@@ -341,6 +348,19 @@ impl<S: Storage + 'static> Actor<S> {
                 unreachable!("handled by serve_group")
             }
         }
+    }
+
+    /// The exact record at or after `timestamp_ms` inside the batch holding `offset`.
+    async fn refine_to_record(&mut self, offset: Offset, timestamp_ms: i64) -> Option<(i64, i64)> {
+        let read = self.log().read(offset, 1).await.ok()?;
+        // A chunk may hold several batches back to back; look at each in offset order.
+        read.chunks
+            .iter()
+            .flat_map(|chunk| rill_protocol::record::batches(chunk.clone()))
+            .map_while(Result::ok)
+            .find_map(|view| {
+                super::timestamp_lookup::first_record_at_or_after(view.as_bytes(), timestamp_ms)
+            })
     }
 
     /// Close the log cleanly; delete its directory if asked.

@@ -3,4 +3,5 @@
 pub mod actor;
 pub mod ops;
 pub mod table;
+pub mod timestamp_lookup;
 pub mod watch;

@@ -1,0 +1,61 @@
+//! ListOffsets by timestamp resolves to the exact record, as Kafka does: the engine's time index
+//! finds the first *batch* whose max timestamp reaches the target; this looks inside that batch
+//! (decompressing a copy if needed — a read-path lookup, never the append path) for the first
+//! *record* whose timestamp does.
+
+use rill_protocol::record::{RecordBatchView, RecordIter, TimestampType};
+
+/// Cap on a batch decompressed for a timestamp lookup (bounded memory on hostile batches).
+pub const DECOMPRESSED_BYTES_MAX: usize = 64 << 20;
+
+/// The first record in `batch` with timestamp >= `target_ms`: `(offset, timestamp)`.
+/// `None` when the batch cannot be parsed or no record qualifies (callers fall back to the
+/// batch-level answer).
+pub fn first_record_at_or_after(batch: &[u8], target_ms: i64) -> Option<(i64, i64)> {
+    let view = RecordBatchView::new(batch).ok()?;
+    if view.attributes().timestamp_type() == TimestampType::LogAppendTime {
+        // Every record of a LogAppendTime batch carries the batch's max timestamp.
+        let ts = view.max_timestamp();
+        return (ts >= target_ms).then_some((view.base_offset(), ts));
+    }
+    let decompressed;
+    let records = match view.records() {
+        Ok(_) => view.records_bytes(),
+        Err(_) => {
+            decompressed = view.decompressed_records(DECOMPRESSED_BYTES_MAX).ok()?;
+            &decompressed[..]
+        }
+    };
+    for record in RecordIter::new(records, view.record_count()) {
+        let record = record.ok()?;
+        let ts = view.base_timestamp().saturating_add(record.timestamp_delta);
+        if ts >= target_ms {
+            return Some((view.base_offset() + i64::from(record.offset_delta), ts));
+        }
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::handler::fake::batch;
+
+    #[test]
+    fn finds_the_record_inside_the_batch() {
+        // fake::batch timestamps are 1000, 1001, ...; base offset 0.
+        let b = batch(10);
+        assert_eq!(first_record_at_or_after(&b, 0), Some((0, 1000)));
+        assert_eq!(first_record_at_or_after(&b, 1004), Some((4, 1004)));
+        assert_eq!(first_record_at_or_after(&b, 1009), Some((9, 1009)));
+        assert_eq!(first_record_at_or_after(&b, 1010), None);
+    }
+
+    #[test]
+    fn garbage_is_none_not_a_panic() {
+        assert_eq!(first_record_at_or_after(b"nope", 0), None);
+        let mut b = batch(3).to_vec();
+        b.truncate(70);
+        assert_eq!(first_record_at_or_after(&b, 0), None);
+    }
+}

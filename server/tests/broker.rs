@@ -358,3 +358,77 @@ fn bad_input_gets_kafka_answers_or_a_closed_connection() {
     assert_eq!(ok.responses[0].partition_responses[0].error_code, 0);
     broker.stop();
 }
+
+impl Client {
+    /// Send a request without reading its response (pipelining).
+    fn send<Req: Encodable>(&mut self, key: ApiKey, version: i16, request: &Req) -> i32 {
+        self.correlation_id += 1;
+        let header = RequestHeader::default()
+            .with_request_api_key(key as i16)
+            .with_request_api_version(version)
+            .with_correlation_id(self.correlation_id)
+            .with_client_id(Some(StrBytes::from_static_str("rill-it")));
+        let mut body = BytesMut::new();
+        header
+            .encode(&mut body, key.request_header_version(version))
+            .unwrap();
+        request.encode(&mut body, version).unwrap();
+        self.send_frame(&body);
+        self.correlation_id
+    }
+}
+
+#[test]
+fn pipelined_responses_come_back_in_order_and_acks_zero_is_silent() {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = Broker::start(dir.path(), free_port());
+    let mut client = broker.connect();
+    api_versions_and_metadata(&mut client);
+
+    // A stalled client (half a frame, then nothing) must not hold up anyone else.
+    let mut stalled = broker.connect();
+    stalled.stream.write_all(&[0, 0, 0, 100, 0, 3]).unwrap();
+
+    // acks=0 produce, then pipelined Metadata / Produce acks=1 / Fetch: the first response on
+    // the wire answers the request after the acks=0 one, and all come back in request order.
+    let data = produce_request::PartitionProduceData::default()
+        .with_index(2)
+        .with_records(Some(batch(&values_for(2))));
+    let topic = produce_request::TopicProduceData::default()
+        .with_name(name(TOPIC))
+        .with_partition_data(vec![data]);
+    client.send(
+        ApiKey::Produce,
+        9,
+        &ProduceRequest::default()
+            .with_acks(0)
+            .with_topic_data(vec![topic.clone()]),
+    );
+    let mut expected = Vec::new();
+    for i in 0..30 {
+        let id = match i % 3 {
+            0 => client.send(
+                ApiKey::Metadata,
+                12,
+                &MetadataRequest::default().with_topics(None),
+            ),
+            1 => client.send(
+                ApiKey::Produce,
+                9,
+                &ProduceRequest::default()
+                    .with_acks(1)
+                    .with_topic_data(vec![topic.clone()]),
+            ),
+            _ => client.send(ApiKey::ApiVersions, 3, &ApiVersionsRequest::default()),
+        };
+        expected.push(id);
+    }
+    for id in expected {
+        let mut frame = client.read_frame().expect("pipelined response");
+        assert_eq!(frame.get_i32(), id, "responses out of request order");
+    }
+    // 1 acks=0 batch + 10 acks=1 batches of 5 records each.
+    assert_eq!(list_latest(&mut client, 2), 55);
+    drop(stalled);
+    broker.stop();
+}

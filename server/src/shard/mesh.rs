@@ -9,7 +9,9 @@ use glommio::channels::shared_channel::ConnectedReceiver;
 use glommio::sync::Semaphore;
 use rill_engine::io::Storage;
 
-use crate::partition::ops::ShardMsg;
+use futures::future::{select, Either};
+
+use crate::partition::ops::{PartitionOp, ShardMsg};
 use crate::partition::table::PartitionTable;
 
 /// Cross-shard requests one shard serves concurrently.
@@ -27,10 +29,36 @@ pub async fn serve_peer<S: Storage + 'static>(
         };
         let table = table.clone();
         glommio::spawn_local(async move {
-            let reply = table.call(&msg.topic, msg.partition, msg.op).await;
-            let _ = msg.reply.send(reply);
+            serve_one(&table, msg).await;
             drop(permit);
         })
         .detach();
+    }
+}
+
+/// Serve one request. A long-poll wait is abandoned as soon as its asker stops listening (the
+/// fetch completed through another partition), so parked waits do not pile up; other operations
+/// always run to completion once received.
+async fn serve_one<S: Storage + 'static>(table: &PartitionTable<S>, msg: ShardMsg) {
+    let ShardMsg {
+        topic,
+        partition,
+        op,
+        mut reply,
+    } = msg;
+    let is_wait = matches!(op, PartitionOp::WaitForData { .. });
+    let call = table.call(&topic, partition, op);
+    let answer = if is_wait {
+        let cancelled = reply.cancellation();
+        futures::pin_mut!(call, cancelled);
+        match select(call, cancelled).await {
+            Either::Left((answer, _)) => Some(answer),
+            Either::Right(_) => None,
+        }
+    } else {
+        Some(call.await)
+    };
+    if let Some(answer) = answer {
+        let _ = reply.send(answer);
     }
 }

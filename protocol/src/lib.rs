@@ -22,6 +22,7 @@
 
 pub mod api_registry;
 pub mod error_code;
+pub mod fetch_encoder;
 pub mod frame;
 pub mod length_guard;
 pub mod record;

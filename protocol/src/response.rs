@@ -119,6 +119,22 @@ mod tests {
         assert_eq!(decoded, body);
     }
 
+    /// Trap 4: librdkafka < 2.2 mis-skips non-empty tag sections (seen for real with tansu).
+    #[test]
+    fn api_versions_v3_tag_sections_are_all_empty() {
+        let body = ResponseKind::ApiVersions(api_versions_response(3, ErrorCode::None));
+        let mut out = BytesMut::new();
+        encode_response(&mut out, 1, ApiKey::ApiVersions, 3, &body).unwrap();
+        let entries = crate::api_registry::ENTRIES.len();
+        // size, correlation id, error, varint count, entries (key, min, max, tags), throttle, tags
+        assert!(entries < 127, "count fits one varint byte");
+        assert_eq!(out.len(), 4 + 4 + 2 + 1 + entries * 7 + 4 + 1);
+        assert_eq!(out[out.len() - 1], 0, "empty top-level tag section");
+        for entry in out[11..11 + entries * 7].chunks(7) {
+            assert_eq!(entry[6], 0, "empty per-entry tag section");
+        }
+    }
+
     #[test]
     fn unsupported_version_fallback_is_v0_with_error_35() {
         let body =

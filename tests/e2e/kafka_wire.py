@@ -13,6 +13,7 @@ import time
 API_PRODUCE = 0
 API_METADATA = 3
 API_VERSIONS = 18
+API_INIT_PRODUCER_ID = 22
 
 ERR_NONE = 0
 ERR_CORRUPT_MESSAGE = 2
@@ -22,6 +23,8 @@ ERR_INVALID_TOPIC_EXCEPTION = 17
 ERR_RECORD_LIST_TOO_LARGE = 18
 ERR_UNSUPPORTED_VERSION = 35
 ERR_INVALID_REQUEST = 42
+ERR_OUT_OF_ORDER_SEQUENCE_NUMBER = 45
+ERR_DUPLICATE_SEQUENCE_NUMBER = 46
 ERR_INVALID_RECORD = 87
 
 
@@ -87,11 +90,16 @@ def record(value: bytes, offset_delta: int, key: bytes | None = None) -> bytes:
     return zigzag_varint(len(body)) + body
 
 
-def record_batch(values: list[bytes], timestamp_ms: int | None = None) -> bytes:
-    """An uncompressed record batch v2 with a correct CRC, baseOffset 0, no producer id."""
+def record_batch(values: list[bytes], timestamp_ms: int | None = None, producer_id: int = -1,
+                 producer_epoch: int = -1, base_sequence: int = -1) -> bytes:
+    """An uncompressed record batch v2 with a correct CRC and baseOffset 0.
+
+    With producer_id >= 0 it is an idempotent batch (producer id/epoch and first sequence).
+    """
     ts = int(time.time() * 1000) if timestamp_ms is None else timestamp_ms
     records = b"".join(record(v, i) for i, v in enumerate(values))
-    after_crc = struct.pack(">hiqqqhii", 0, len(values) - 1, ts, ts, -1, -1, -1, len(values))
+    after_crc = struct.pack(">hiqqqhii", 0, len(values) - 1, ts, ts, producer_id, producer_epoch,
+                            base_sequence, len(values))
     after_crc += records
     crc = crc32c(after_crc)
     after_len = struct.pack(">ibI", 0, 2, crc) + after_crc   # leader epoch, magic, crc
@@ -166,14 +174,30 @@ def parse_api_versions_v0(body: bytes) -> tuple[int, dict[int, tuple[int, int]]]
 
 def parse_produce_v3(body: bytes) -> dict[tuple[str, int], int]:
     """{(topic, partition): error_code} from a Produce v3 response body."""
+    return {k: v[0] for k, v in parse_produce_v3_offsets(body).items()}
+
+
+def parse_produce_v3_offsets(body: bytes) -> dict[tuple[str, int], tuple[int, int]]:
+    """{(topic, partition): (error_code, base_offset)} from a Produce v3 response body."""
     r = Reader(body)
     out = {}
     for _ in range(r.take(">i")):
         topic = r.string()
         for _ in range(r.take(">i")):
-            idx, err, _base, _append_time = r.take(">ihqq")
-            out[(topic, idx)] = err
+            idx, err, base, _append_time = r.take(">ihqq")
+            out[(topic, idx)] = (err, base)
     return out
+
+
+def init_producer_id_v0_body() -> bytes:
+    """InitProducerId v0 for an idempotent (non-transactional) producer."""
+    return kstring(None) + struct.pack(">i", 60000)
+
+
+def parse_init_producer_id_v0(body: bytes) -> tuple[int, int, int]:
+    """(error_code, producer_id, producer_epoch)."""
+    _throttle, err, pid, epoch = Reader(body).take(">ihqh")
+    return err, pid, epoch
 
 
 def parse_metadata_v1_topic_errors(body: bytes) -> dict[str, int]:

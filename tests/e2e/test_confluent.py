@@ -138,3 +138,76 @@ def test_large_message_near_limit(broker, topic_name):
     got = consume_partition(broker.bootstrap, topic_name, 0, 0, 1,
                             **{"fetch.max.bytes": 10_000_000})
     assert got[0].value() == value
+
+
+def test_one_consumer_many_partitions_across_shards(broker, topic_name):
+    """Partitions live on different shards; one producer and one consumer span all of them."""
+    create_topic(broker.bootstrap, topic_name, partitions=6)
+    p = producer(broker.bootstrap, acks="all", **{"linger.ms": 20})
+    reports = []
+
+    def on_delivery(err, msg):
+        reports.append((err, msg.partition()))
+
+    for i in range(600):
+        p.produce(topic_name, value=b"s%d" % i, partition=i % 6, on_delivery=on_delivery)
+    assert p.flush(30) == 0
+    assert all(err is None for err, _ in reports)
+    c = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "rill-e2e-unused",
+                  "enable.auto.commit": False})
+    try:
+        c.assign([TopicPartition(topic_name, part, 0) for part in range(6)])
+        seen: dict[int, list[bytes]] = {part: [] for part in range(6)}
+        deadline = time.monotonic() + 30
+        while sum(map(len, seen.values())) < 600 and time.monotonic() < deadline:
+            m = c.poll(0.5)
+            if m is not None and not m.error():
+                seen[m.partition()].append(m.value())
+        for part in range(6):
+            assert seen[part] == [b"s%d" % i for i in range(part, 600, 6)], f"partition {part}"
+    finally:
+        c.close()
+
+
+def test_fetch_smaller_than_a_batch_still_progresses(broker, topic_name):
+    """KIP-74: a fetch returns at least one whole batch even if it exceeds the fetch size."""
+    create_topic(broker.bootstrap, topic_name, partitions=1)
+    value = b"z" * 20_000
+    p = producer(broker.bootstrap, acks="all", **{"compression.codec": "none"})
+    for i in range(5):                       # one batch per message
+        produce_all(p, topic_name, [(None, value + b"%d" % i)])
+    got = consume_partition(broker.bootstrap, topic_name, 0, 0, 5,
+                            **{"fetch.max.bytes": 1024, "max.partition.fetch.bytes": 1024,
+                               "message.max.bytes": 1000, "receive.message.max.bytes": 1_000_000})
+    assert [m.value() for m in got] == [value + b"%d" % i for i in range(5)]
+
+
+def test_out_of_range_offset_resets_to_earliest(broker, topic_name):
+    create_topic(broker.bootstrap, topic_name, partitions=1)
+    produce_all(producer(broker.bootstrap, acks="all"), topic_name,
+                [(None, b"o%d" % i) for i in range(10)])
+    got = consume_partition(broker.bootstrap, topic_name, 0, 1000, 10,
+                            **{"auto.offset.reset": "earliest"})
+    assert [m.offset() for m in got] == list(range(10))
+
+
+def test_deleted_topic_recreated_is_empty(broker, topic_name):
+    from clients import admin
+    create_topic(broker.bootstrap, topic_name, partitions=2)
+    produce_all(producer(broker.bootstrap, acks="all"), topic_name,
+                [(None, b"old%d" % i) for i in range(10)], partition=1)
+    a = admin(broker.bootstrap)
+    a.delete_topics([topic_name], operation_timeout=10)[topic_name].result(timeout=30)
+    deadline = time.monotonic() + 15
+    while True:
+        try:
+            create_topic(broker.bootstrap, topic_name, partitions=2)
+            break
+        except Exception:                    # deletion may still be completing
+            assert time.monotonic() < deadline
+            time.sleep(0.2)
+    assert watermarks(broker.bootstrap, topic_name, 1) == (0, 0), "old data came back"
+    reports = produce_all(producer(broker.bootstrap, acks="all"), topic_name, [(None, b"new")],
+                          partition=1)
+    assert reports[0][2] == 0
+    assert consume_partition(broker.bootstrap, topic_name, 1, 0, 1)[0].value() == b"new"

@@ -59,8 +59,8 @@ def external_broker() -> str | None:
 class Broker:
     """One `rill` process: a fixed port and data directory that survive restarts."""
 
-    def __init__(self, data_dir: Path, log_path: Path, *, partitions_default: int = 1,
-                 auto_create_topics: bool = True, shards: int | None = None,
+    def __init__(self, data_dir: Path, log_path: Path, *, partitions_default: int | None = 1,
+                 auto_create_topics: bool | None = True, shards: int | None = None,
                  config_path: Path | None = None):
         self.host = "127.0.0.1"
         self.port = free_port()
@@ -83,9 +83,12 @@ class Broker:
         cmd = [str(rill_binary()),
                "--listen", self.bootstrap,
                "--data-dir", str(self.data_dir),
-               "--shards", str(self.shards),
-               "--default-partitions", str(self.partitions_default),
-               "--auto-create-topics", "true" if self.auto_create_topics else "false"]
+               "--shards", str(self.shards)]
+        # None leaves a setting to the config file (or the broker's default).
+        if self.partitions_default is not None:
+            cmd += ["--default-partitions", str(self.partitions_default)]
+        if self.auto_create_topics is not None:
+            cmd += ["--auto-create-topics", "true" if self.auto_create_topics else "false"]
         if self.config_path is not None:
             cmd += ["--config", str(self.config_path)]
         return cmd
@@ -100,6 +103,7 @@ class Broker:
         env = dict(os.environ)
         env.setdefault("RUST_LOG", "info")
         env.setdefault("RUST_BACKTRACE", "1")
+        env.setdefault("NO_COLOR", "1")
         log = open(self.log_path, "ab")
         self.starts += 1
         log.write(f"\n===== start #{self.starts}: {' '.join(self.command())}\n".encode())

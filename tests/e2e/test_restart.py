@@ -169,3 +169,15 @@ def test_kcat_reads_everything_after_restart(broker_factory, topic_name):
     b.restart(graceful=True)
     out = kcat(b.bootstrap, "-C", "-t", topic_name, "-p", "0", "-o", "beginning", "-e").stdout
     assert out.decode().splitlines() == lines
+
+
+def test_sigint_stops_cleanly_and_keeps_data(broker_factory, topic_name):
+    import signal
+    b = broker_factory()
+    produce_all(producer(b.bootstrap, acks="all"), topic_name, [(None, b"int-%d" % i)
+                                                               for i in range(10)])
+    b.proc.send_signal(signal.SIGINT)
+    assert b.proc.wait(timeout=20) == 0, b.log_tail()
+    b.start()
+    got = consume_partition(b.bootstrap, topic_name, 0, 0, 10)
+    assert [m.value() for m in got] == [b"int-%d" % i for i in range(10)]

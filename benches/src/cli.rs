@@ -1,0 +1,226 @@
+//! The command line: one argument struct per subcommand, parsed by clap.
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+/// `rill-bench`: load, latency and comparison tool for Kafka-compatible brokers.
+#[derive(Debug, Parser)]
+#[command(name = "rill-bench", version, about)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// The subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Open-loop latency at a fixed rate: produce→ack and produce→consume percentiles.
+    Latency(LatencyArgs),
+    /// Produce then consume as fast as possible: msg/s, MB/s, broker CPU s/GB.
+    Throughput(ThroughputArgs),
+    /// Rill vs a peer broker (tansu) vs this machine's limits, alternating, one run.
+    Compare(CompareArgs),
+    /// This machine's limits: sequential O_DIRECT write (dd) and loopback TCP bandwidth.
+    Machine(MachineArgs),
+    /// `perf script` output → flame graph SVG and the top self costs.
+    Flamegraph(FlamegraphArgs),
+}
+
+/// Kafka's `acks` producer setting.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, serde::Serialize)]
+pub enum Acks {
+    /// No acknowledgement: "delivered" once written to the socket.
+    #[value(name = "0")]
+    #[serde(rename = "0")]
+    None,
+    /// The leader appended it.
+    #[value(name = "1")]
+    #[serde(rename = "1")]
+    Leader,
+    /// Durable per the broker's flush policy (Rill: after fdatasync).
+    #[value(name = "all", alias = "-1")]
+    #[serde(rename = "all")]
+    All,
+}
+
+impl Acks {
+    /// The librdkafka `acks` property value.
+    pub fn as_config(self) -> &'static str {
+        match self {
+            Acks::None => "0",
+            Acks::Leader => "1",
+            Acks::All => "all",
+        }
+    }
+}
+
+/// librdkafka's `compression.codec` values.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Compression {
+    None,
+    Gzip,
+    Snappy,
+    Lz4,
+    Zstd,
+}
+
+impl Compression {
+    /// The librdkafka `compression.codec` property value.
+    pub fn as_config(self) -> &'static str {
+        match self {
+            Compression::None => "none",
+            Compression::Gzip => "gzip",
+            Compression::Snappy => "snappy",
+            Compression::Lz4 => "lz4",
+            Compression::Zstd => "zstd",
+        }
+    }
+}
+
+/// Where and what to send: shared by latency and throughput.
+#[derive(Debug, Clone, Args)]
+pub struct Target {
+    /// Bootstrap broker(s), HOST:PORT[,HOST:PORT].
+    #[arg(long, default_value = "127.0.0.1:9092")]
+    pub brokers: String,
+    /// Topic; created through the admin API if it does not exist.
+    #[arg(long)]
+    pub topic: String,
+    /// Partitions for a topic this tool creates (and the partitions it spreads load across).
+    #[arg(long, default_value_t = 1)]
+    pub partitions: i32,
+    /// Message value size in bytes (at least 16: the first 16 carry the send stamp).
+    #[arg(long, default_value_t = 1024)]
+    pub size: usize,
+    /// Producer acks: 0, 1 or all.
+    #[arg(long, value_enum, default_value = "all")]
+    pub acks: Acks,
+}
+
+/// `rill-bench latency`.
+#[derive(Debug, Clone, Args)]
+pub struct LatencyArgs {
+    #[command(flatten)]
+    pub target: Target,
+    /// Messages per second, open loop (the schedule never waits for the broker).
+    #[arg(long, default_value_t = 1000)]
+    pub rate: u64,
+    /// How long to send, in seconds.
+    #[arg(long, default_value_t = 10.0)]
+    pub seconds: f64,
+    /// Leading seconds whose samples are dropped (connection and cache warm-up).
+    #[arg(long, default_value_t = 1.0)]
+    pub warmup_seconds: f64,
+    /// Producer linger (queue.buffering.max.ms); 0 sends each message at once.
+    #[arg(long, default_value_t = 0)]
+    pub linger_ms: u32,
+    /// How long to wait for stragglers (acks and consumed copies) after the last send.
+    #[arg(long, default_value_t = 15.0)]
+    pub drain_seconds: f64,
+    /// Write the produce→ack percentile distribution here (HdrHistogram text format, ms);
+    /// produce→consume goes beside it with `.e2e` before the extension.
+    #[arg(long)]
+    pub hgrm: Option<PathBuf>,
+    /// Write a percentile chart (SVG) of this run here.
+    #[arg(long)]
+    pub svg: Option<PathBuf>,
+}
+
+/// `rill-bench throughput`.
+#[derive(Debug, Clone, Args)]
+pub struct ThroughputArgs {
+    #[command(flatten)]
+    pub target: Target,
+    /// Produce phase length in seconds (the consume phase reads back what was produced).
+    #[arg(long, default_value_t = 10.0)]
+    pub seconds: f64,
+    /// Compression codec.
+    #[arg(long, value_enum, default_value = "none")]
+    pub compression: Compression,
+    /// Producer linger in ms (batching).
+    #[arg(long, default_value_t = 5)]
+    pub linger_ms: u32,
+    /// Producer batch.size in bytes.
+    #[arg(long, default_value_t = 1_000_000)]
+    pub batch_bytes: u32,
+    /// PID of a local broker: its CPU time (from /proc) is reported per GB moved.
+    #[arg(long)]
+    pub broker_pid: Option<u32>,
+    /// Only produce.
+    #[arg(long)]
+    pub skip_consume: bool,
+}
+
+/// `rill-bench compare`.
+#[derive(Debug, Clone, Args)]
+pub struct CompareArgs {
+    /// The `rill` binary (built --release); missing or failing → Rill rows marked pending.
+    #[arg(long)]
+    pub rill_bin: Option<PathBuf>,
+    /// The tansu binary (peer broker, memory:// storage).
+    #[arg(long)]
+    pub tansu_bin: Option<PathBuf>,
+    /// Output directory: results.json, summary.md, charts, .hgrm files, broker logs.
+    #[arg(long, default_value = "bench-results")]
+    pub out: PathBuf,
+    /// Rill's `--shards`.
+    #[arg(long, default_value_t = 1)]
+    pub shards: u32,
+    /// Message size in bytes.
+    #[arg(long, default_value_t = 1024)]
+    pub size: usize,
+    /// Partitions per topic.
+    #[arg(long, default_value_t = 1)]
+    pub partitions: i32,
+    /// Throughput produce phase, seconds.
+    #[arg(long, default_value_t = 8.0)]
+    pub throughput_seconds: f64,
+    /// Latency run length, seconds.
+    #[arg(long, default_value_t = 15.0)]
+    pub latency_seconds: f64,
+    /// Latency run rate, msg/s.
+    #[arg(long, default_value_t = 1000)]
+    pub rate: u64,
+    /// Rounds; each round runs every workload on each broker, alternating.
+    #[arg(long, default_value_t = 2)]
+    pub rounds: u32,
+    /// MiB written by the dd O_DIRECT measurement.
+    #[arg(long, default_value_t = 1024)]
+    pub dd_mib: u64,
+}
+
+/// `rill-bench machine`.
+#[derive(Debug, Clone, Args)]
+pub struct MachineArgs {
+    /// Directory on the disk to measure (a scratch file is written and removed).
+    #[arg(long, default_value = ".")]
+    pub dir: PathBuf,
+    /// MiB written by dd.
+    #[arg(long, default_value_t = 1024)]
+    pub dd_mib: u64,
+    /// Seconds of loopback TCP blast.
+    #[arg(long, default_value_t = 3.0)]
+    pub tcp_seconds: f64,
+}
+
+/// `rill-bench flamegraph`.
+#[derive(Debug, Clone, Args)]
+pub struct FlamegraphArgs {
+    /// Text from `perf script`.
+    #[arg(long)]
+    pub perf_script: PathBuf,
+    /// The flame graph SVG to write.
+    #[arg(long)]
+    pub out: PathBuf,
+    /// Also write the folded stacks here.
+    #[arg(long)]
+    pub folded: Option<PathBuf>,
+    /// Chart title.
+    #[arg(long, default_value = "rill")]
+    pub title: String,
+    /// How many top self-cost functions to print.
+    #[arg(long, default_value_t = 10)]
+    pub top: usize,
+}

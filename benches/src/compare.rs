@@ -1,0 +1,425 @@
+//! `rill-bench compare`: the same workloads against Rill and the peer broker (tansu) in one run,
+//! alternating which goes first, each on a freshly started broker, plus this machine's limits
+//! measured in the same run. Prints a markdown ratio table (also `summary.md`), writes
+//! `results.json`, `.hgrm` files and one latency chart per latency workload.
+//!
+//! A broker that is missing or fails to start is reported as `pending`, the rest still runs.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use anyhow::Context;
+use hdrhistogram::Histogram;
+use serde::Serialize;
+
+use crate::broker::{Broker, BrokerKind, BrokerSpec};
+use crate::cli::{Acks, CompareArgs, Compression, LatencyArgs, Target, ThroughputArgs};
+use crate::machine::{self, MachineLimits};
+use crate::report::{self, Percentiles};
+use crate::throughput::ThroughputResult;
+
+/// Seconds of loopback TCP blast for the machine limit.
+const TCP_BLAST_SECONDS: f64 = 3.0;
+
+/// One workload of the comparison.
+#[derive(Debug, Clone, Copy)]
+enum Workload {
+    Throughput(Acks),
+    Latency(Acks),
+}
+
+impl Workload {
+    fn name(self) -> String {
+        match self {
+            Workload::Throughput(acks) => format!("throughput-acks-{}", acks.as_config()),
+            Workload::Latency(acks) => format!("latency-acks-{}", acks.as_config()),
+        }
+    }
+}
+
+const WORKLOADS: [Workload; 4] = [
+    Workload::Throughput(Acks::All),
+    Workload::Throughput(Acks::Leader),
+    Workload::Latency(Acks::All),
+    Workload::Latency(Acks::Leader),
+];
+
+/// Everything measured for one (workload, broker), merged over rounds.
+#[derive(Debug, Default, Clone)]
+struct Measured {
+    throughput: Vec<ThroughputResult>,
+    ack: Option<Histogram<u64>>,
+    e2e: Option<Histogram<u64>>,
+    failures: Vec<String>,
+}
+
+type Key = (String, BrokerKind);
+
+/// Runs the comparison; see the module doc.
+pub fn run(args: &CompareArgs) -> anyhow::Result<()> {
+    std::fs::create_dir_all(&args.out)
+        .with_context(|| format!("creating {}", args.out.display()))?;
+    let out = args.out.canonicalize()?;
+    eprintln!(
+        "== machine limits (dd O_DIRECT in {}, loopback TCP)",
+        out.display()
+    );
+    let limits = machine::measure(&out, args.dd_mib, TCP_BLAST_SECONDS)?;
+    eprintln!("{limits:?}");
+    let specs = broker_specs(args, &out);
+    let mut measured: BTreeMap<Key, Measured> = BTreeMap::new();
+    for round in 0..args.rounds {
+        for (index, workload) in WORKLOADS.iter().enumerate() {
+            let mut order: Vec<&BrokerSpec> = specs.iter().collect();
+            if (round as usize + index) % 2 == 1 {
+                order.reverse();
+            }
+            for spec in order {
+                let key = (workload.name(), spec.kind);
+                let entry = measured.entry(key).or_default();
+                run_one(args, spec, *workload, round, entry);
+            }
+        }
+    }
+    for kind in [BrokerKind::Rill, BrokerKind::Tansu] {
+        if !specs.iter().any(|s| s.kind == kind) {
+            eprintln!(
+                "{}: no binary given or found: its rows are pending",
+                kind.name()
+            );
+        }
+    }
+    write_outputs(args, &out, &limits, &measured)
+}
+
+/// The brokers that have a binary.
+fn broker_specs(args: &CompareArgs, out: &Path) -> Vec<BrokerSpec> {
+    let candidates = [
+        (BrokerKind::Rill, &args.rill_bin),
+        (BrokerKind::Tansu, &args.tansu_bin),
+    ];
+    candidates
+        .into_iter()
+        .filter_map(|(kind, binary)| {
+            let binary = binary.as_ref().filter(|b| b.exists())?;
+            Some(BrokerSpec {
+                kind,
+                binary: binary.clone(),
+                data_dir: out.join(format!("{}-data", kind.name())),
+                shards: args.shards,
+                log_path: out.join(format!("{}.log", kind.name())),
+            })
+        })
+        .collect()
+}
+
+/// Starts a fresh broker, runs one workload on it, stops it; failures are recorded, not fatal.
+fn run_one(
+    args: &CompareArgs,
+    spec: &BrokerSpec,
+    workload: Workload,
+    round: u32,
+    into: &mut Measured,
+) {
+    let label = format!("{} round {round} on {}", workload.name(), spec.kind.name());
+    eprintln!("== {label}");
+    let _ = std::fs::remove_dir_all(&spec.data_dir);
+    let result = Broker::start(spec).and_then(|broker| {
+        let topic = format!("bench-{}-r{round}", workload.name());
+        let target = Target {
+            brokers: broker.address.clone(),
+            topic,
+            partitions: args.partitions,
+            size: args.size,
+            acks: Acks::All,
+        };
+        match workload {
+            Workload::Throughput(acks) => run_throughput(args, target, acks, broker.pid(), into),
+            Workload::Latency(acks) => run_latency(args, target, acks, into),
+        }
+    });
+    let _ = std::fs::remove_dir_all(&spec.data_dir);
+    if let Err(error) = result {
+        eprintln!("   FAILED: {error:#}");
+        into.failures.push(format!("{label}: {error:#}"));
+    }
+}
+
+fn run_throughput(
+    args: &CompareArgs,
+    target: Target,
+    acks: Acks,
+    pid: u32,
+    into: &mut Measured,
+) -> anyhow::Result<()> {
+    let args = ThroughputArgs {
+        target: Target { acks, ..target },
+        seconds: args.throughput_seconds,
+        compression: Compression::None,
+        linger_ms: 5,
+        batch_bytes: 1_000_000,
+        broker_pid: Some(pid),
+        skip_consume: false,
+    };
+    let result = crate::throughput::run(&args)?;
+    crate::throughput::print(&result);
+    into.throughput.push(result);
+    Ok(())
+}
+
+fn run_latency(
+    args: &CompareArgs,
+    target: Target,
+    acks: Acks,
+    into: &mut Measured,
+) -> anyhow::Result<()> {
+    let args = LatencyArgs {
+        target: Target { acks, ..target },
+        rate: args.rate,
+        seconds: args.latency_seconds,
+        warmup_seconds: 1.0,
+        linger_ms: 0,
+        drain_seconds: 15.0,
+        hgrm: None,
+        svg: None,
+    };
+    let result = crate::latency::run(&args)?;
+    crate::latency::print(&args, &result)?;
+    merge(&mut into.ack, &result.ack)?;
+    merge(&mut into.e2e, &result.e2e)
+}
+
+fn merge(into: &mut Option<Histogram<u64>>, from: &Histogram<u64>) -> anyhow::Result<()> {
+    match into {
+        Some(histogram) => histogram.add(from).context("merging histograms"),
+        None => {
+            *into = Some(from.clone());
+            Ok(())
+        }
+    }
+}
+
+/// Mean of one throughput figure over rounds; `None` when nothing was measured.
+fn mean_of(
+    runs: &[ThroughputResult],
+    figure: impl Fn(&ThroughputResult) -> Option<f64>,
+) -> Option<f64> {
+    let values: Vec<f64> = runs.iter().filter_map(figure).collect();
+    (!values.is_empty()).then(|| values.iter().sum::<f64>() / values.len() as f64)
+}
+
+/// One row of the ratio table.
+#[derive(Debug, Serialize)]
+struct Row {
+    workload: String,
+    metric: String,
+    rill: Option<f64>,
+    tansu: Option<f64>,
+    /// Rill's figure against the machine limit that bounds it, as text ("42% of disk").
+    rill_vs_machine: String,
+}
+
+fn throughput_rows(
+    workload: &str,
+    rill: &[ThroughputResult],
+    tansu: &[ThroughputResult],
+    limits: &MachineLimits,
+) -> Vec<Row> {
+    type Figure = fn(&ThroughputResult) -> Option<f64>;
+    let figures: [(&str, Figure); 6] = [
+        ("produce MB/s", |r| Some(r.produce.mb_per_s)),
+        ("produce msg/s", |r| Some(r.produce.msgs_per_s)),
+        ("produce broker CPU s/GB", |r| r.produce.broker_cpu_s_per_gb),
+        ("consume MB/s", |r| r.consume.map(|c| c.mb_per_s)),
+        ("consume msg/s", |r| r.consume.map(|c| c.msgs_per_s)),
+        ("consume broker CPU s/GB", |r| {
+            r.consume.and_then(|c| c.broker_cpu_s_per_gb)
+        }),
+    ];
+    figures
+        .into_iter()
+        .map(|(metric, figure)| {
+            let rill_value = mean_of(rill, figure);
+            let vs_machine = match (metric, rill_value) {
+                ("produce MB/s", Some(v)) => format!(
+                    "{:.0}% of disk, {:.0}% of loopback",
+                    100.0 * v / limits.disk_direct_write_mb_s,
+                    100.0 * v / limits.loopback_tcp_mb_s
+                ),
+                ("consume MB/s", Some(v)) => {
+                    format!("{:.0}% of loopback", 100.0 * v / limits.loopback_tcp_mb_s)
+                }
+                _ => String::new(),
+            };
+            Row {
+                workload: workload.to_string(),
+                metric: metric.to_string(),
+                rill: rill_value,
+                tansu: mean_of(tansu, figure),
+                rill_vs_machine: vs_machine,
+            }
+        })
+        .collect()
+}
+
+fn latency_rows(
+    workload: &str,
+    rill: &Measured,
+    tansu: &Measured,
+    limits: &MachineLimits,
+) -> Vec<Row> {
+    let mut rows = Vec::new();
+    for (path, pick) in [("ack", 0usize), ("e2e", 1)] {
+        let of = |m: &Measured| {
+            let histogram = if pick == 0 { &m.ack } else { &m.e2e };
+            histogram.as_ref().map(Percentiles::of)
+        };
+        let (r, t) = (of(rill), of(tansu));
+        type Pick = fn(&Percentiles) -> u64;
+        let quantiles: [(&str, Pick); 5] = [
+            ("p50", |p| p.p50_us),
+            ("p99", |p| p.p99_us),
+            ("p99.9", |p| p.p999_us),
+            ("p99.99", |p| p.p9999_us),
+            ("max", |p| p.max_us),
+        ];
+        for (name, q) in quantiles {
+            let rill_value = r.as_ref().map(|p| q(p) as f64);
+            let vs_machine = match rill_value {
+                Some(v) if workload.ends_with("all") => format!(
+                    "{:.1}× a 4 KiB sync write",
+                    v / limits.disk_sync_write_4k_us
+                ),
+                _ => String::new(),
+            };
+            rows.push(Row {
+                workload: workload.to_string(),
+                metric: format!(
+                    "produce→{} {name} µs",
+                    if pick == 0 { "ack" } else { "consume" }
+                ),
+                rill: rill_value,
+                tansu: t.as_ref().map(|p| q(p) as f64),
+                rill_vs_machine: vs_machine,
+            });
+            let _ = path;
+        }
+    }
+    rows
+}
+
+fn all_rows(measured: &BTreeMap<Key, Measured>, limits: &MachineLimits) -> Vec<Row> {
+    let empty = Measured::default();
+    let get = |w: &str, k: BrokerKind| measured.get(&(w.to_string(), k)).unwrap_or(&empty);
+    let mut rows = Vec::new();
+    for workload in WORKLOADS {
+        let name = workload.name();
+        let (rill, tansu) = (get(&name, BrokerKind::Rill), get(&name, BrokerKind::Tansu));
+        match workload {
+            Workload::Throughput(_) => rows.extend(throughput_rows(
+                &name,
+                &rill.throughput,
+                &tansu.throughput,
+                limits,
+            )),
+            Workload::Latency(_) => rows.extend(latency_rows(&name, rill, tansu, limits)),
+        }
+    }
+    rows
+}
+
+fn cell(value: Option<f64>, pending: &str) -> String {
+    match value {
+        Some(v) if v.abs() >= 100.0 => format!("{v:.0}"),
+        Some(v) => format!("{v:.2}"),
+        None => pending.to_string(),
+    }
+}
+
+fn markdown(
+    args: &CompareArgs,
+    limits: &MachineLimits,
+    rows: &[Row],
+    failures: &[String],
+) -> String {
+    let mut text = format!(
+        "Machine limits (same run): sequential O_DIRECT write {:.0} MB/s; 4 KiB O_DIRECT+O_DSYNC write {:.0} µs; loopback TCP {:.0} MB/s.\n\
+         Workloads: {} B messages, {} partition(s), Rill --shards {}, throughput {} s per run (linger 5 ms, no compression), latency {} msg/s for {} s (first 1 s dropped), {} round(s), alternating.\n\n\
+         | workload | metric | rill | tansu | rill/tansu | rill vs machine |\n|---|---|---:|---:|---:|---|\n",
+        limits.disk_direct_write_mb_s, limits.disk_sync_write_4k_us, limits.loopback_tcp_mb_s,
+        args.size, args.partitions, args.shards, args.throughput_seconds, args.rate, args.latency_seconds, args.rounds
+    );
+    for row in rows {
+        let ratio = match (row.rill, row.tansu) {
+            (Some(r), Some(t)) if t != 0.0 => format!("{:.2}", r / t),
+            _ => "-".to_string(),
+        };
+        text += &format!(
+            "| {} | {} | {} | {} | {} | {} |\n",
+            row.workload,
+            row.metric,
+            cell(row.rill, "pending"),
+            cell(row.tansu, "n/a"),
+            ratio,
+            row.rill_vs_machine
+        );
+    }
+    for failure in failures {
+        text += &format!("\nFAILED: {failure}\n");
+    }
+    text
+}
+
+fn write_outputs(
+    args: &CompareArgs,
+    out: &Path,
+    limits: &MachineLimits,
+    measured: &BTreeMap<Key, Measured>,
+) -> anyhow::Result<()> {
+    let rows = all_rows(measured, limits);
+    let failures: Vec<String> = measured.values().flat_map(|m| m.failures.clone()).collect();
+    let summary = markdown(args, limits, &rows, &failures);
+    std::fs::write(out.join("summary.md"), &summary)?;
+    write_latency_files(out, measured)?;
+    let raw: BTreeMap<String, Vec<&ThroughputResult>> = measured
+        .iter()
+        .map(|((w, k), m)| (format!("{w}/{}", k.name()), m.throughput.iter().collect()))
+        .collect();
+    let json = serde_json::json!({ "machine": limits, "rows": rows, "throughput_runs": raw, "failures": failures });
+    std::fs::write(
+        out.join("results.json"),
+        serde_json::to_string_pretty(&json)?,
+    )?;
+    println!("{summary}");
+    println!("(written to {})", out.display());
+    Ok(())
+}
+
+/// Per broker `.hgrm` files and one chart per latency workload.
+fn write_latency_files(out: &Path, measured: &BTreeMap<Key, Measured>) -> anyhow::Result<()> {
+    for workload in WORKLOADS
+        .iter()
+        .filter(|w| matches!(w, Workload::Latency(_)))
+    {
+        let name = workload.name();
+        let mut series: Vec<(String, &Histogram<u64>)> = Vec::new();
+        for kind in [BrokerKind::Rill, BrokerKind::Tansu] {
+            let Some(m) = measured.get(&(name.clone(), kind)) else {
+                continue;
+            };
+            if let (Some(ack), Some(e2e)) = (&m.ack, &m.e2e) {
+                let hgrm: PathBuf = out.join(format!("{name}-{}.hgrm", kind.name()));
+                report::write_hgrm(&hgrm, ack)?;
+                report::write_hgrm(&report::sibling_path(&hgrm, "e2e"), e2e)?;
+                series.push((format!("{} produce→ack", kind.name()), ack));
+                series.push((format!("{} produce→consume", kind.name()), e2e));
+            }
+        }
+        if !series.is_empty() {
+            let named: Vec<(&str, &Histogram<u64>)> =
+                series.iter().map(|(n, h)| (n.as_str(), *h)).collect();
+            crate::chart::latency_chart(&out.join(format!("{name}.svg")), &name, &named)?;
+        }
+    }
+    Ok(())
+}

@@ -46,13 +46,19 @@ pub async fn dispatch<B: Broker>(broker: &B, frame_body: Bytes) -> Outcome {
         tracing::debug!(?api_key, "closing connection: API not implemented");
         return Outcome::Close;
     }
-    let Some(body) = handle(broker, version, request.body).await else {
+    let client_id = request.header.client_id.as_deref().unwrap_or("").to_string();
+    let Some(body) = handle(broker, version, &client_id, request.body).await else {
         return Outcome::Silent;
     };
     encode(correlation_id, api_key, version, &body)
 }
 
-async fn handle<B: Broker>(broker: &B, version: i16, body: RequestKind) -> Option<ResponseKind> {
+async fn handle<B: Broker>(
+    broker: &B,
+    version: i16,
+    client_id: &str,
+    body: RequestKind,
+) -> Option<ResponseKind> {
     use handler::*;
     let response = match body {
         RequestKind::ApiVersions(_) => ResponseKind::ApiVersions(api_versions::handle(version)),
@@ -85,9 +91,53 @@ async fn handle<B: Broker>(broker: &B, version: i16, body: RequestKind) -> Optio
         RequestKind::InitProducerId(r) => {
             ResponseKind::InitProducerId(init_producer_id::handle(broker, &r))
         }
-        other => unreachable!("implemented() admitted an unhandled request {other:?}"),
+        other => handle_group(broker, version, client_id, other).await,
     };
     Some(response)
+}
+
+/// Consumer-group APIs (issue 5).
+async fn handle_group<B: Broker>(
+    broker: &B,
+    version: i16,
+    client_id: &str,
+    body: RequestKind,
+) -> ResponseKind {
+    use handler::*;
+    match body {
+        RequestKind::FindCoordinator(r) => {
+            ResponseKind::FindCoordinator(find_coordinator::handle(broker, version, &r))
+        }
+        RequestKind::JoinGroup(r) => {
+            ResponseKind::JoinGroup(join_group::handle(broker, version, client_id, &r).await)
+        }
+        RequestKind::SyncGroup(r) => {
+            ResponseKind::SyncGroup(sync_group::handle(broker, version, &r).await)
+        }
+        RequestKind::Heartbeat(r) => ResponseKind::Heartbeat(heartbeat::handle(broker, &r).await),
+        RequestKind::LeaveGroup(r) => {
+            ResponseKind::LeaveGroup(leave_group::handle(broker, version, &r).await)
+        }
+        RequestKind::OffsetCommit(r) => {
+            ResponseKind::OffsetCommit(offset_commit::handle(broker, version, &r).await)
+        }
+        RequestKind::OffsetFetch(r) => {
+            ResponseKind::OffsetFetch(offset_fetch::handle(broker, version, &r).await)
+        }
+        RequestKind::OffsetDelete(r) => {
+            ResponseKind::OffsetDelete(offset_delete::handle(broker, &r).await)
+        }
+        RequestKind::ListGroups(r) => {
+            ResponseKind::ListGroups(list_groups::handle(broker, version, &r).await)
+        }
+        RequestKind::DescribeGroups(r) => {
+            ResponseKind::DescribeGroups(describe_groups::handle(broker, version, &r).await)
+        }
+        RequestKind::DeleteGroups(r) => {
+            ResponseKind::DeleteGroups(delete_groups::handle(broker, &r).await)
+        }
+        other => unreachable!("implemented() admitted an unhandled request {other:?}"),
+    }
 }
 
 fn encode(correlation_id: i32, api_key: ApiKey, version: i16, body: &ResponseKind) -> Outcome {

@@ -8,12 +8,15 @@
 //! - [`dispatch`]: frame body → handler → response frame (or silence, or close).
 //! - [`handler`]: one Kafka API per file, written against the [`handler::Broker`] trait.
 //! - [`routing`]: which shard owns a partition.
+//! - [`group`]: consumer-group coordinators (one per shard) and durable committed offsets.
 //! - [`partition`]: the per-partition actor that alone touches a log (group commit, long poll).
 //! - [`topics`], [`topic_config`]: durable topic metadata and per-topic log configs.
 //! - [`shutdown`]: SIGTERM/SIGINT → every shard stops accepting, drains, closes its logs.
 pub mod cli;
 pub mod config;
+pub mod data_dir_lock;
 pub mod dispatch;
+pub mod group;
 pub mod handler;
 pub mod net;
 pub mod partition;

@@ -24,6 +24,17 @@ pub fn implemented(api_key: ApiKey) -> bool {
             | ApiKey::DescribeConfigs
             | ApiKey::CreatePartitions
             | ApiKey::DescribeCluster
+            | ApiKey::FindCoordinator
+            | ApiKey::JoinGroup
+            | ApiKey::SyncGroup
+            | ApiKey::Heartbeat
+            | ApiKey::LeaveGroup
+            | ApiKey::OffsetCommit
+            | ApiKey::OffsetFetch
+            | ApiKey::OffsetDelete
+            | ApiKey::ListGroups
+            | ApiKey::DescribeGroups
+            | ApiKey::DeleteGroups
     )
 }
 

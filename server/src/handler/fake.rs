@@ -13,6 +13,10 @@ use rill_protocol::kafka_protocol::records::{
 
 use super::Broker;
 use crate::config::BrokerConfig;
+use crate::group::coordinator::GroupCoordinator;
+use crate::group::journal::MemJournal;
+use crate::group::ops::GroupListing;
+use crate::group::{GroupOp, GroupReply};
 use crate::partition::ops::{PartitionOp, PartitionReply, Positions};
 use crate::topics::TopicRegistry;
 
@@ -57,6 +61,8 @@ pub struct FakeBroker {
     topics: Arc<TopicRegistry>,
     _dir: tempfile::TempDir,
     logs: RefCell<Logs>,
+    /// Group coordinator over an in-memory journal (one shard owns every group).
+    pub groups: GroupCoordinator<MemJournal>,
 }
 
 impl Default for FakeBroker {
@@ -81,6 +87,11 @@ impl FakeBroker {
             topics: Arc::new(TopicRegistry::open(dir.path()).expect("registry")),
             _dir: dir,
             logs: RefCell::new(HashMap::new()),
+            groups: GroupCoordinator::new(
+                MemJournal::default(),
+                std::rc::Rc::new(rill_engine::io::SystemClock),
+                Vec::new(),
+            ),
         }
     }
 
@@ -185,5 +196,13 @@ impl Broker for FakeBroker {
 
     async fn sleep(&self, duration: Duration) {
         std::thread::sleep(duration.min(Duration::from_millis(5)));
+    }
+
+    async fn group(&self, group_id: &str, op: GroupOp) -> GroupReply {
+        self.groups.handle(group_id, op).await
+    }
+
+    async fn list_groups(&self) -> Vec<GroupListing> {
+        self.groups.list()
     }
 }

@@ -12,21 +12,34 @@ use rill_protocol::kafka_protocol::protocol::StrBytes;
 use rill_protocol::ErrorCode;
 
 use crate::config::BrokerConfig;
+use crate::group::ops::GroupListing;
+use crate::group::{GroupOp, GroupReply};
 use crate::partition::ops::{PartitionOp, PartitionReply};
 use crate::topics::{TopicError, TopicMeta, TopicRegistry};
 
 pub mod api_versions;
 pub mod create_partitions;
 pub mod create_topics;
+pub mod delete_groups;
 pub mod delete_topics;
 pub mod describe_cluster;
 pub mod describe_configs;
+pub mod describe_groups;
 pub mod fetch;
+pub mod find_coordinator;
+pub mod heartbeat;
 pub mod init_producer_id;
+pub mod join_group;
+pub mod leave_group;
+pub mod list_groups;
 pub mod list_offsets;
 pub mod metadata;
+pub mod offset_commit;
+pub mod offset_delete;
+pub mod offset_fetch;
 pub mod offset_for_leader_epoch;
 pub mod produce;
+pub mod sync_group;
 
 #[cfg(test)]
 pub mod fake;
@@ -42,6 +55,10 @@ pub trait Broker {
     async fn partition(&self, topic: &str, partition: i32, op: PartitionOp) -> PartitionReply;
     /// The runtime's timer (long polls).
     async fn sleep(&self, duration: Duration);
+    /// Run a consumer-group operation on the shard that coordinates `group_id`.
+    async fn group(&self, group_id: &str, op: GroupOp) -> GroupReply;
+    /// Every group on every shard (ListGroups).
+    async fn list_groups(&self) -> Vec<GroupListing>;
 }
 
 /// The leader epoch Rill reports for every partition: one node, never a leader change. A real

@@ -14,6 +14,9 @@ use glommio::channels::channel_mesh::Senders;
 use rill_engine::io::Storage;
 
 use crate::config::BrokerConfig;
+use crate::group::ops::GroupListing;
+use crate::group::router::{GroupRouter, ShardCoordinator};
+use crate::group::{GroupOp, GroupReply};
 use crate::handler::Broker;
 use crate::partition::ops::{PartitionOp, PartitionReply, ShardMsg};
 use crate::partition::table::PartitionTable;
@@ -43,6 +46,10 @@ pub struct Shard<S: Storage> {
     /// Request bytes read but not yet answered, across this shard's connections, in permits of
     /// one byte: when exhausted, connections stop reading (back-pressure, bounded memory).
     pub inflight_bytes: Rc<glommio::sync::Semaphore>,
+    /// The consumer groups this shard coordinates.
+    pub groups: Rc<ShardCoordinator>,
+    /// Routes group operations to their coordinating shard.
+    pub group_router: GroupRouter,
 }
 
 impl<S: Storage + 'static> Broker for Shard<S> {
@@ -82,5 +89,13 @@ impl<S: Storage + 'static> Broker for Shard<S> {
 
     async fn sleep(&self, duration: Duration) {
         glommio::timer::sleep(duration).await;
+    }
+
+    async fn group(&self, group_id: &str, op: GroupOp) -> GroupReply {
+        self.group_router.route(&self.groups, group_id, op).await
+    }
+
+    async fn list_groups(&self) -> Vec<GroupListing> {
+        self.group_router.list(&self.groups).await
     }
 }

@@ -32,6 +32,8 @@ const STOP_POLL: Duration = Duration::from_millis(50);
 pub fn run(mut config: BrokerConfig, stop: Arc<AtomicBool>) -> anyhow::Result<()> {
     std::fs::create_dir_all(&config.data_dir)
         .with_context(|| format!("creating data dir {}", config.data_dir.display()))?;
+    let _lock = crate::data_dir_lock::DataDirLock::acquire(&config.data_dir)
+        .context("locking the data dir")?;
     let registry = Arc::new(
         TopicRegistry::open(&config.data_dir)
             .with_context(|| format!("opening topic metadata in {}", config.data_dir.display()))?,
@@ -47,6 +49,7 @@ pub fn run(mut config: BrokerConfig, stop: Arc<AtomicBool>) -> anyhow::Result<()
     let config = Arc::new(config);
     let mesh = (config.shards > 1)
         .then(|| MeshBuilder::<ShardMsg, _>::full(config.shards, config.shard_channel_capacity));
+    let group_mesh = crate::group::router::group_mesh(&config);
     let pin = config.shards <= available_cores();
     let mut executors = Vec::with_capacity(config.shards);
     for index in 0..config.shards {
@@ -57,11 +60,12 @@ pub fn run(mut config: BrokerConfig, stop: Arc<AtomicBool>) -> anyhow::Result<()
         };
         let (config, registry, mesh, stop) =
             (config.clone(), registry.clone(), mesh.clone(), stop.clone());
+        let group_mesh = group_mesh.clone();
         let executor = LocalExecutorBuilder::new(placement)
             .name(&format!("rill-shard-{index}"))
             .io_memory(config.io_memory_bytes)
             .spawn(move || async move {
-                let result = shard_main(config, registry, mesh, stop.clone()).await;
+                let result = shard_main(config, registry, mesh, group_mesh, stop.clone()).await;
                 if result.is_err() {
                     // Take the other shards down too: a broker missing a shard is broken.
                     stop.store(true, Ordering::SeqCst);
@@ -93,6 +97,7 @@ async fn shard_main(
     config: Arc<BrokerConfig>,
     registry: Arc<TopicRegistry>,
     mesh: Option<MeshBuilder<ShardMsg, glommio::channels::channel_mesh::Full>>,
+    group_mesh: Option<crate::group::router::GroupMesh>,
     stop: Arc<AtomicBool>,
 ) -> anyhow::Result<()> {
     let (senders, receivers) = match mesh {
@@ -106,6 +111,7 @@ async fn shard_main(
         None => (None, None),
     };
     let id = senders.as_ref().map_or(0, |s| s.peer_id());
+    let (groups, group_router) = crate::group::router::start(&config, group_mesh).await?;
     let log_manager = Rc::new(LogManager::new(
         GlommioStorage::new(),
         config.data_dir.clone(),
@@ -134,6 +140,8 @@ async fn shard_main(
         table,
         mesh: senders,
         inflight_bytes,
+        groups,
+        group_router,
     });
     let shutdown = Rc::new(ShutdownSignal::default());
     glommio::spawn_local(watch_stop_flag(stop, shutdown.clone())).detach();
@@ -145,6 +153,7 @@ async fn shard_main(
     tracing::info!(shard = id, "listening on {local}");
     accept_loop(listener, shard.clone(), shutdown).await;
     shard.table.close_all().await;
+    shard.groups.journal().close().await;
     tracing::info!(shard = id, "shard stopped; partition logs closed");
     Ok(())
 }

@@ -1,0 +1,340 @@
+//! One shard's group coordinator: the groups whose offsets partition this shard owns, each
+//! driven by its [`Group`] state machine, committed offsets made durable through a [`Journal`].
+//!
+//! No `RefCell` borrow is held across an `.await`: the state machine answers through oneshots,
+//! which are awaited after the borrow ends; a commit is validated, written to the journal, then
+//! applied to the map (so OffsetFetch never returns what a crash could lose).
+
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::rc::Rc;
+
+use rill_engine::io::Clock;
+
+use super::journal::Journal;
+use super::offsets::{CommittedOffset, OffsetKey, OffsetRecord, METADATA_BYTES_MAX};
+use super::ops::{GroupDescription, GroupListing, GroupOp, GroupReply, MemberRef, TopicPartitions};
+use super::state::codes::*;
+use super::state::{Group, GroupState};
+
+/// How often [`GroupCoordinator::tick`] should run (session-expiry granularity).
+pub const TICK_MS: u64 = 100;
+
+/// The groups of one shard.
+pub struct GroupCoordinator<J: Journal> {
+    groups: RefCell<HashMap<String, Group>>,
+    journal: J,
+    clock: Rc<dyn Clock>,
+}
+
+impl<J: Journal> GroupCoordinator<J> {
+    /// A coordinator over `journal`, with groups rebuilt from `live` committed offsets.
+    pub fn new(
+        journal: J,
+        clock: Rc<dyn Clock>,
+        live: Vec<(OffsetKey, CommittedOffset)>,
+    ) -> Self {
+        let mut groups: HashMap<String, Group> = HashMap::new();
+        for (key, value) in live {
+            groups
+                .entry(key.group.clone())
+                .or_insert_with(|| Group::new(&key.group))
+                .offsets
+                .insert((key.topic, key.partition), value);
+        }
+        GroupCoordinator {
+            groups: RefCell::new(groups),
+            journal,
+            clock,
+        }
+    }
+
+    /// The journal (shutdown closes it).
+    pub fn journal(&self) -> &J {
+        &self.journal
+    }
+
+    fn now(&self) -> i64 {
+        self.clock.now().0
+    }
+
+    /// Run `op` on `group_id` (which this shard coordinates).
+    pub async fn handle(&self, group_id: &str, op: GroupOp) -> GroupReply {
+        if group_id.is_empty() && !matches!(op, GroupOp::List | GroupOp::Fetch(_)) {
+            return invalid_group_id(&op);
+        }
+        let now = self.now();
+        match op {
+            GroupOp::Join(args) => {
+                let rx = self.with_group(group_id, true, |g| g.join(args, now));
+                GroupReply::Join(rx.expect("created").await.unwrap_or_else(|_| {
+                    super::ops::JoinResult::error(UNKNOWN_MEMBER_ID, "")
+                }))
+            }
+            GroupOp::Sync(args) => {
+                let rx = self.with_group(group_id, false, |g| g.sync(args, now));
+                let result = match rx {
+                    Some(rx) => rx.await.ok(),
+                    None => None,
+                };
+                GroupReply::Sync(
+                    result.unwrap_or_else(|| super::ops::SyncResult::error(UNKNOWN_MEMBER_ID)),
+                )
+            }
+            GroupOp::Heartbeat(who) => GroupReply::Heartbeat(
+                self.with_group(group_id, false, |g| g.heartbeat(&who, now))
+                    .unwrap_or(UNKNOWN_MEMBER_ID),
+            ),
+            GroupOp::Leave(members) => {
+                let errors = self.with_group(group_id, false, |g| g.leave(&members, now));
+                let errors = errors.unwrap_or_else(|| vec![UNKNOWN_MEMBER_ID; members.len()]);
+                GroupReply::Leave(0, errors)
+            }
+            GroupOp::Commit(who, offsets) => self.commit(group_id, who, offsets, now).await,
+            GroupOp::Fetch(topics) => self.fetch(group_id, topics),
+            GroupOp::DeleteOffsets(topics) => self.delete_offsets(group_id, topics).await,
+            GroupOp::Describe => GroupReply::Describe(self.describe(group_id)),
+            GroupOp::Delete => GroupReply::Delete(self.delete_group(group_id).await),
+            GroupOp::List => GroupReply::List(self.list()),
+        }
+    }
+
+    /// Run `f` on the group (creating it if asked); `None` if it does not exist.
+    fn with_group<T>(&self, group_id: &str, create: bool, f: impl FnOnce(&mut Group) -> T) -> Option<T> {
+        let mut groups = self.groups.borrow_mut();
+        if create && !groups.contains_key(group_id) {
+            groups.insert(group_id.to_string(), Group::new(group_id));
+        }
+        groups.get_mut(group_id).map(f)
+    }
+
+    async fn commit(
+        &self,
+        group_id: &str,
+        who: MemberRef,
+        offsets: Vec<(String, i32, CommittedOffset)>,
+        now: i64,
+    ) -> GroupReply {
+        let simple = who.generation_id < 0 && who.member_id.is_empty();
+        let allowed = self
+            .with_group(group_id, simple, |g| g.validate_commit(&who, now))
+            .unwrap_or(Err(if who.generation_id < 0 {
+                UNKNOWN_MEMBER_ID
+            } else {
+                ILLEGAL_GENERATION
+            }));
+        if let Err(code) = allowed {
+            return GroupReply::Commit(vec![code; offsets.len()]);
+        }
+        let mut errors = Vec::with_capacity(offsets.len());
+        let mut records = Vec::new();
+        for (topic, partition, mut value) in offsets {
+            if value.metadata.as_ref().is_some_and(|m| m.len() > METADATA_BYTES_MAX) {
+                errors.push(OFFSET_METADATA_TOO_LARGE);
+                continue;
+            }
+            errors.push(0);
+            value.commit_time_ms = now;
+            records.push(OffsetRecord {
+                key: OffsetKey {
+                    group: group_id.to_string(),
+                    topic,
+                    partition,
+                },
+                value: Some(value),
+            });
+        }
+        if let Err(code) = self.journal.append(group_id, records.clone()).await {
+            return GroupReply::Commit(errors.iter().map(|e| if *e == 0 { code } else { *e }).collect());
+        }
+        self.apply(group_id, records);
+        GroupReply::Commit(errors)
+    }
+
+    /// Apply durable records to the in-memory groups.
+    fn apply(&self, group_id: &str, records: Vec<OffsetRecord>) {
+        let mut groups = self.groups.borrow_mut();
+        let group = groups
+            .entry(group_id.to_string())
+            .or_insert_with(|| Group::new(group_id));
+        for record in records {
+            let key = (record.key.topic, record.key.partition);
+            match record.value {
+                Some(value) => {
+                    group.offsets.insert(key, value);
+                }
+                None => {
+                    group.offsets.remove(&key);
+                }
+            }
+        }
+    }
+
+    fn fetch(&self, group_id: &str, topics: Option<Vec<TopicPartitions>>) -> GroupReply {
+        let groups = self.groups.borrow();
+        let group = groups.get(group_id);
+        let found = |t: &str, p: i32| group.and_then(|g| g.offsets.get(&(t.to_string(), p)).cloned());
+        let out = match topics {
+            Some(topics) => topics
+                .into_iter()
+                .flat_map(|(t, ps)| ps.into_iter().map(move |p| (t.clone(), p)))
+                .map(|(t, p)| {
+                    let v = found(&t, p);
+                    (t, p, v)
+                })
+                .collect(),
+            None => group
+                .map(|g| {
+                    g.offsets
+                        .iter()
+                        .map(|((t, p), v)| (t.clone(), *p, Some(v.clone())))
+                        .collect()
+                })
+                .unwrap_or_default(),
+        };
+        GroupReply::Fetch(0, out)
+    }
+
+    async fn delete_offsets(&self, group_id: &str, topics: Vec<TopicPartitions>) -> GroupReply {
+        let count: usize = topics.iter().map(|(_, ps)| ps.len()).sum();
+        let subscribed = {
+            let groups = self.groups.borrow();
+            match groups.get(group_id) {
+                None => return GroupReply::DeleteOffsets(GROUP_ID_NOT_FOUND, vec![0; count]),
+                Some(g) if g.state() == GroupState::Dead => {
+                    return GroupReply::DeleteOffsets(GROUP_ID_NOT_FOUND, vec![0; count])
+                }
+                Some(g) if !g.has_members() => Some(Vec::new()),
+                Some(g) => g.subscribed_topics(),
+            }
+        };
+        let Some(subscribed) = subscribed else {
+            // Members of an unknown protocol: Kafka refuses while the group is in use.
+            return GroupReply::DeleteOffsets(NON_EMPTY_GROUP, vec![0; count]);
+        };
+        let mut errors = Vec::with_capacity(count);
+        let mut records = Vec::new();
+        for (topic, partitions) in topics {
+            let in_use = subscribed.contains(&topic);
+            for partition in partitions {
+                if in_use {
+                    errors.push(GROUP_SUBSCRIBED_TO_TOPIC);
+                    continue;
+                }
+                errors.push(0);
+                records.push(OffsetRecord {
+                    key: OffsetKey {
+                        group: group_id.to_string(),
+                        topic: topic.clone(),
+                        partition,
+                    },
+                    value: None,
+                });
+            }
+        }
+        if let Err(code) = self.journal.append(group_id, records.clone()).await {
+            return GroupReply::DeleteOffsets(code, errors);
+        }
+        self.apply(group_id, records);
+        GroupReply::DeleteOffsets(0, errors)
+    }
+
+    fn describe(&self, group_id: &str) -> GroupDescription {
+        match self.groups.borrow().get(group_id) {
+            Some(g) => g.describe(),
+            None => GroupDescription {
+                error_code: 0,
+                state: GroupState::Dead.name().to_string(),
+                ..Default::default()
+            },
+        }
+    }
+
+    async fn delete_group(&self, group_id: &str) -> i16 {
+        let records = {
+            let groups = self.groups.borrow();
+            let Some(group) = groups.get(group_id) else {
+                return GROUP_ID_NOT_FOUND;
+            };
+            if group.state() == GroupState::Dead {
+                return GROUP_ID_NOT_FOUND;
+            }
+            if group.has_members() || group.state() != GroupState::Empty {
+                return NON_EMPTY_GROUP;
+            }
+            group
+                .offsets
+                .keys()
+                .map(|(topic, partition)| OffsetRecord {
+                    key: OffsetKey {
+                        group: group_id.to_string(),
+                        topic: topic.clone(),
+                        partition: *partition,
+                    },
+                    value: None,
+                })
+                .collect::<Vec<_>>()
+        };
+        if let Err(code) = self.journal.append(group_id, records).await {
+            return code;
+        }
+        let mut groups = self.groups.borrow_mut();
+        // A member may have joined while the tombstones were written: then keep the group.
+        if groups.get(group_id).is_some_and(|g| !g.has_members()) {
+            if let Some(mut g) = groups.remove(group_id) {
+                g.mark_dead();
+            }
+        }
+        0
+    }
+
+    /// Every group on this shard.
+    pub fn list(&self) -> Vec<GroupListing> {
+        let mut out: Vec<GroupListing> = self
+            .groups
+            .borrow()
+            .values()
+            .map(|g| GroupListing {
+                group_id: g.id.clone(),
+                protocol_type: g.protocol_type().to_string(),
+                state: g.state().name().to_string(),
+            })
+            .collect();
+        out.sort_by(|a, b| a.group_id.cmp(&b.group_id));
+        out
+    }
+
+    /// Expire sessions and rebalance deadlines (call every [`TICK_MS`]).
+    pub fn tick(&self) {
+        let now = self.now();
+        for group in self.groups.borrow_mut().values_mut() {
+            group.tick(now);
+        }
+    }
+}
+
+fn invalid_group_id(op: &GroupOp) -> GroupReply {
+    match op {
+        GroupOp::Join(args) => {
+            GroupReply::Join(super::ops::JoinResult::error(INVALID_GROUP_ID, &args.member_id))
+        }
+        GroupOp::Sync(_) => GroupReply::Sync(super::ops::SyncResult::error(INVALID_GROUP_ID)),
+        GroupOp::Heartbeat(_) => GroupReply::Heartbeat(INVALID_GROUP_ID),
+        GroupOp::Leave(m) => GroupReply::Leave(INVALID_GROUP_ID, vec![INVALID_GROUP_ID; m.len()]),
+        GroupOp::Commit(_, o) => GroupReply::Commit(vec![INVALID_GROUP_ID; o.len()]),
+        GroupOp::DeleteOffsets(t) => {
+            let n = t.iter().map(|(_, p)| p.len()).sum();
+            GroupReply::DeleteOffsets(INVALID_GROUP_ID, vec![0; n])
+        }
+        GroupOp::Describe => GroupReply::Describe(GroupDescription {
+            error_code: INVALID_GROUP_ID,
+            ..Default::default()
+        }),
+        GroupOp::Delete => GroupReply::Delete(INVALID_GROUP_ID),
+        GroupOp::Fetch(_) | GroupOp::List => unreachable!("allowed with an empty id"),
+    }
+}
+
+#[cfg(test)]
+#[path = "coordinator_tests.rs"]
+mod tests;

@@ -1,0 +1,76 @@
+//! Consumer groups (issue 5): the classic group protocol's coordinator and durable committed
+//! offsets.
+//!
+//! - [`state`]: one group's state machine (Empty → PreparingRebalance → CompletingRebalance →
+//!   Stable, Dead), pure and runtime-free: callers pass `now` and get answers through oneshots.
+//! - [`offsets`]: committed offsets and their record encoding in the internal offsets log.
+//! - [`journal`]: where commits become durable — an engine log per offsets partition with group
+//!   commit, replay on start and snapshot compaction; an in-memory journal for unit tests.
+//! - [`coordinator`]: one shard's groups, answering [`GroupOp`]s.
+//!
+//! Placement: a group lives in offsets partition `crc32c(group) % OFFSETS_PARTITIONS`, and that
+//! partition (its log and all of its groups) lives on shard `partition % shards`. The partition
+//! count is fixed so that a restart with another shard count still finds every group's offsets.
+
+pub mod coordinator;
+pub mod journal;
+pub mod offsets;
+pub mod ops;
+pub mod router;
+pub mod state;
+
+pub use ops::{GroupMsg, GroupOp, GroupReply};
+
+/// Partitions of the internal offsets log (fixed forever: group → partition must not change).
+pub const OFFSETS_PARTITIONS: i32 = 8;
+
+/// Name of the internal offsets log (its directory lives under [`OFFSETS_DIR`], never in the
+/// topic registry, so clients can neither see, produce to nor delete it).
+pub const OFFSETS_TOPIC: &str = "__consumer_offsets";
+
+/// Subdirectory of the data dir that holds the offsets log partitions.
+pub const OFFSETS_DIR: &str = "__rill_groups";
+
+/// The offsets partition that holds `group_id`'s offsets.
+pub fn offsets_partition(group_id: &str) -> i32 {
+    (crc32c::crc32c(group_id.as_bytes()) % OFFSETS_PARTITIONS as u32) as i32
+}
+
+/// The shard that coordinates `group_id`.
+pub fn coordinator_shard(group_id: &str, shards: usize) -> usize {
+    assert!(shards > 0);
+    offsets_partition(group_id) as usize % shards
+}
+
+/// The offsets partitions shard `shard` of `shards` owns.
+pub fn owned_offsets_partitions(shard: usize, shards: usize) -> Vec<i32> {
+    (0..OFFSETS_PARTITIONS)
+        .filter(|p| *p as usize % shards == shard)
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_partition_has_exactly_one_owner() {
+        for shards in 1..12 {
+            let mut all: Vec<i32> = (0..shards)
+                .flat_map(|s| owned_offsets_partitions(s, shards))
+                .collect();
+            all.sort_unstable();
+            assert_eq!(all, (0..OFFSETS_PARTITIONS).collect::<Vec<_>>());
+        }
+    }
+
+    #[test]
+    fn a_group_lives_where_its_partition_lives() {
+        for g in ["a", "orders", "grp-17", ""] {
+            let p = offsets_partition(g);
+            for shards in 1..5 {
+                assert!(owned_offsets_partitions(coordinator_shard(g, shards), shards).contains(&p));
+            }
+        }
+    }
+}

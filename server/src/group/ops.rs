@@ -1,0 +1,231 @@
+//! What a handler asks a group's coordinator, and its answers. All `Send`: a request that arrives
+//! on one shard for a group coordinated by another crosses cores in the group channel mesh.
+
+use bytes::Bytes;
+
+use super::offsets::CommittedOffset;
+
+/// JoinGroup, wire-independent.
+#[derive(Debug, Clone, Default)]
+pub struct JoinArgs {
+    /// "" for a member joining for the first time.
+    pub member_id: String,
+    /// `group.instance.id` (static membership).
+    pub group_instance_id: Option<String>,
+    /// The request header's client id (DescribeGroups shows it).
+    pub client_id: String,
+    /// Where the member connects from (DescribeGroups shows it).
+    pub client_host: String,
+    /// The member is removed when it sends no heartbeat for this long.
+    pub session_timeout_ms: i32,
+    /// How long a rebalance waits for this member to rejoin.
+    pub rebalance_timeout_ms: i32,
+    /// e.g. "consumer".
+    pub protocol_type: String,
+    /// (assignor name, metadata) in the member's order of preference.
+    pub protocols: Vec<(String, Bytes)>,
+    /// JoinGroup v4+: an unknown member first gets MEMBER_ID_REQUIRED with its new id.
+    pub require_known_member_id: bool,
+}
+
+/// One member as the leader sees it in its JoinGroup answer.
+#[derive(Debug, Clone, PartialEq)]
+pub struct JoinedMember {
+    /// Member id.
+    pub member_id: String,
+    /// Static instance id, if any.
+    pub group_instance_id: Option<String>,
+    /// The member's metadata for the selected protocol.
+    pub metadata: Bytes,
+}
+
+/// JoinGroup's answer.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct JoinResult {
+    /// Kafka error code.
+    pub error_code: i16,
+    /// The new generation.
+    pub generation_id: i32,
+    /// The group's protocol type.
+    pub protocol_type: Option<String>,
+    /// The selected assignor.
+    pub protocol_name: Option<String>,
+    /// The leader's member id.
+    pub leader: String,
+    /// The member's id (new members learn it here).
+    pub member_id: String,
+    /// Every member, for the leader only.
+    pub members: Vec<JoinedMember>,
+}
+
+impl JoinResult {
+    /// An error answer that still tells the member its id.
+    pub fn error(error_code: i16, member_id: &str) -> Self {
+        JoinResult {
+            error_code,
+            generation_id: -1,
+            member_id: member_id.to_string(),
+            ..Default::default()
+        }
+    }
+}
+
+/// SyncGroup, wire-independent.
+#[derive(Debug, Clone, Default)]
+pub struct SyncArgs {
+    /// Member id.
+    pub member_id: String,
+    /// Static instance id, if any.
+    pub group_instance_id: Option<String>,
+    /// Generation the member joined.
+    pub generation_id: i32,
+    /// v5: must match the group's.
+    pub protocol_type: Option<String>,
+    /// v5: must match the group's.
+    pub protocol_name: Option<String>,
+    /// The leader's assignment per member (empty for followers).
+    pub assignments: Vec<(String, Bytes)>,
+}
+
+/// SyncGroup's answer.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct SyncResult {
+    /// Kafka error code.
+    pub error_code: i16,
+    /// The group's protocol type.
+    pub protocol_type: Option<String>,
+    /// The selected assignor.
+    pub protocol_name: Option<String>,
+    /// This member's assignment.
+    pub assignment: Bytes,
+}
+
+impl SyncResult {
+    /// An error answer.
+    pub fn error(error_code: i16) -> Self {
+        SyncResult {
+            error_code,
+            ..Default::default()
+        }
+    }
+}
+
+/// Heartbeat (and the member identity other requests carry).
+#[derive(Debug, Clone, Default)]
+pub struct MemberRef {
+    /// Member id.
+    pub member_id: String,
+    /// Static instance id, if any.
+    pub group_instance_id: Option<String>,
+    /// Generation the member believes is current.
+    pub generation_id: i32,
+}
+
+/// Partitions of one topic.
+pub type TopicPartitions = (String, Vec<i32>);
+
+/// One group as DescribeGroups shows it.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct GroupDescription {
+    /// Kafka error code.
+    pub error_code: i16,
+    /// "Empty", "PreparingRebalance", "CompletingRebalance", "Stable" or "Dead".
+    pub state: String,
+    /// e.g. "consumer".
+    pub protocol_type: String,
+    /// The selected assignor when Stable.
+    pub protocol_data: String,
+    /// Members.
+    pub members: Vec<MemberDescription>,
+}
+
+/// One member as DescribeGroups shows it.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct MemberDescription {
+    /// Member id.
+    pub member_id: String,
+    /// Static instance id.
+    pub group_instance_id: Option<String>,
+    /// Client id from the JoinGroup request header.
+    pub client_id: String,
+    /// Client host.
+    pub client_host: String,
+    /// Metadata for the selected protocol (Stable only).
+    pub metadata: Bytes,
+    /// Current assignment (Stable only).
+    pub assignment: Bytes,
+}
+
+/// One group as ListGroups shows it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct GroupListing {
+    /// Group id.
+    pub group_id: String,
+    /// e.g. "consumer" ("" for offsets-only groups).
+    pub protocol_type: String,
+    /// State name.
+    pub state: String,
+}
+
+/// An operation on one group, run on its coordinator shard.
+#[derive(Debug)]
+pub enum GroupOp {
+    /// JoinGroup.
+    Join(JoinArgs),
+    /// SyncGroup.
+    Sync(SyncArgs),
+    /// Heartbeat.
+    Heartbeat(MemberRef),
+    /// LeaveGroup: (member id, instance id) pairs.
+    Leave(Vec<(String, Option<String>)>),
+    /// OffsetCommit: who commits, and (topic, partition, offset) triples.
+    Commit(MemberRef, Vec<(String, i32, CommittedOffset)>),
+    /// OffsetFetch: `None` = every committed partition.
+    Fetch(Option<Vec<TopicPartitions>>),
+    /// OffsetDelete.
+    DeleteOffsets(Vec<TopicPartitions>),
+    /// DescribeGroups (one group).
+    Describe,
+    /// DeleteGroups (one group).
+    Delete,
+    /// ListGroups: every group on the receiving shard (the group id is ignored).
+    List,
+}
+
+/// The answer to a [`GroupOp`] (same variant order).
+#[derive(Debug)]
+pub enum GroupReply {
+    /// JoinGroup.
+    Join(JoinResult),
+    /// SyncGroup.
+    Sync(SyncResult),
+    /// Heartbeat error code.
+    Heartbeat(i16),
+    /// LeaveGroup: top-level error, then one error per member in request order.
+    Leave(i16, Vec<i16>),
+    /// OffsetCommit: one error per partition in request order.
+    Commit(Vec<i16>),
+    /// OffsetFetch: group error, then (topic, partition, committed or None).
+    Fetch(i16, Vec<(String, i32, Option<CommittedOffset>)>),
+    /// OffsetDelete: group error, then one error per partition in request order.
+    DeleteOffsets(i16, Vec<i16>),
+    /// DescribeGroups.
+    Describe(GroupDescription),
+    /// DeleteGroups error code.
+    Delete(i16),
+    /// ListGroups.
+    List(Vec<GroupListing>),
+    /// The coordinator could not be reached (shard gone): this Kafka error for everything.
+    Unavailable(i16),
+}
+
+/// A group operation crossing cores.
+#[derive(Debug)]
+pub struct GroupMsg {
+    /// The group.
+    pub group_id: String,
+    /// What to do.
+    pub op: GroupOp,
+    /// Completed on the coordinator shard.
+    pub reply: futures::channel::oneshot::Sender<GroupReply>,
+}

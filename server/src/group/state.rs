@@ -1,0 +1,823 @@
+//! One consumer group's state machine (Kafka's classic group protocol), pure: no runtime, no
+//! I/O. Callers pass the time; answers that must wait (JoinGroup until the rebalance completes,
+//! a follower's SyncGroup until the leader's) are delivered through oneshot channels.
+//!
+//! ```text
+//! Empty ──join──▶ PreparingRebalance ──all joined / timeout──▶ CompletingRebalance
+//!   ▲                 ▲        ▲                                      │ leader's SyncGroup
+//!   └─ last member ───┘        └──── join / leave / session expiry ───┴──▶ Stable
+//! ```
+
+use std::collections::{BTreeMap, HashMap};
+
+use bytes::Bytes;
+use futures::channel::oneshot;
+
+use super::offsets::CommittedOffset;
+use super::ops::{
+    GroupDescription, JoinArgs, JoinResult, JoinedMember, MemberDescription, MemberRef, SyncArgs,
+    SyncResult,
+};
+
+/// Kafka error codes the group protocol answers with.
+pub mod codes {
+    /// COORDINATOR_NOT_AVAILABLE.
+    pub const COORDINATOR_NOT_AVAILABLE: i16 = 15;
+    /// ILLEGAL_GENERATION.
+    pub const ILLEGAL_GENERATION: i16 = 22;
+    /// INCONSISTENT_GROUP_PROTOCOL.
+    pub const INCONSISTENT_GROUP_PROTOCOL: i16 = 23;
+    /// INVALID_GROUP_ID.
+    pub const INVALID_GROUP_ID: i16 = 24;
+    /// UNKNOWN_MEMBER_ID.
+    pub const UNKNOWN_MEMBER_ID: i16 = 25;
+    /// INVALID_SESSION_TIMEOUT.
+    pub const INVALID_SESSION_TIMEOUT: i16 = 26;
+    /// REBALANCE_IN_PROGRESS.
+    pub const REBALANCE_IN_PROGRESS: i16 = 27;
+    /// OFFSET_METADATA_TOO_LARGE.
+    pub const OFFSET_METADATA_TOO_LARGE: i16 = 12;
+    /// UNKNOWN_TOPIC_OR_PARTITION.
+    pub const UNKNOWN_TOPIC_OR_PARTITION: i16 = 3;
+    /// NON_EMPTY_GROUP.
+    pub const NON_EMPTY_GROUP: i16 = 68;
+    /// GROUP_ID_NOT_FOUND.
+    pub const GROUP_ID_NOT_FOUND: i16 = 69;
+    /// MEMBER_ID_REQUIRED.
+    pub const MEMBER_ID_REQUIRED: i16 = 79;
+    /// FENCED_INSTANCE_ID.
+    pub const FENCED_INSTANCE_ID: i16 = 82;
+    /// GROUP_SUBSCRIBED_TO_TOPIC.
+    pub const GROUP_SUBSCRIBED_TO_TOPIC: i16 = 86;
+    /// KAFKA_STORAGE_ERROR.
+    pub const KAFKA_STORAGE_ERROR: i16 = 56;
+    /// INVALID_REQUEST.
+    pub const INVALID_REQUEST: i16 = 42;
+}
+use codes::*;
+
+/// Kafka's `group.min.session.timeout.ms` is 6000; Rill accepts shorter sessions (tests, fast
+/// failure detection on one node) down to this.
+pub const SESSION_TIMEOUT_MS_MIN: i32 = 1_000;
+/// Kafka's `group.max.session.timeout.ms` default.
+pub const SESSION_TIMEOUT_MS_MAX: i32 = 1_800_000;
+
+/// Where a group is in its lifecycle.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GroupState {
+    /// No members (perhaps committed offsets).
+    Empty,
+    /// Waiting for members to (re)join.
+    PreparingRebalance,
+    /// Joined; waiting for the leader's assignment.
+    CompletingRebalance,
+    /// Every member has its assignment.
+    Stable,
+    /// Deleted.
+    Dead,
+}
+
+impl GroupState {
+    /// Kafka's name for the state (DescribeGroups, ListGroups).
+    pub fn name(self) -> &'static str {
+        match self {
+            GroupState::Empty => "Empty",
+            GroupState::PreparingRebalance => "PreparingRebalance",
+            GroupState::CompletingRebalance => "CompletingRebalance",
+            GroupState::Stable => "Stable",
+            GroupState::Dead => "Dead",
+        }
+    }
+}
+
+/// One member.
+#[derive(Debug)]
+pub struct Member {
+    /// Member id.
+    pub id: String,
+    /// `group.instance.id`.
+    pub instance_id: Option<String>,
+    client_id: String,
+    client_host: String,
+    session_timeout_ms: i32,
+    rebalance_timeout_ms: i32,
+    /// (assignor, metadata) in preference order.
+    protocols: Vec<(String, Bytes)>,
+    assignment: Bytes,
+    last_heartbeat_ms: i64,
+    /// Order of first join: the earliest remaining member becomes leader.
+    join_seq: u64,
+    awaiting_join: Option<oneshot::Sender<JoinResult>>,
+    awaiting_sync: Option<oneshot::Sender<SyncResult>>,
+}
+
+impl Member {
+    fn metadata_for(&self, protocol: &str) -> Bytes {
+        self.protocols
+            .iter()
+            .find(|(name, _)| name == protocol)
+            .map(|(_, m)| m.clone())
+            .unwrap_or_default()
+    }
+
+    fn session_expired(&self, now_ms: i64) -> bool {
+        self.awaiting_join.is_none()
+            && self.awaiting_sync.is_none()
+            && now_ms > self.last_heartbeat_ms + i64::from(self.session_timeout_ms)
+    }
+}
+
+/// One group: membership, generation, and committed offsets.
+#[derive(Debug)]
+pub struct Group {
+    /// Group id.
+    pub id: String,
+    state: GroupState,
+    generation: i32,
+    protocol_type: Option<String>,
+    protocol_name: Option<String>,
+    leader: Option<String>,
+    members: BTreeMap<String, Member>,
+    /// Member ids handed out with MEMBER_ID_REQUIRED, with the time they expire.
+    pending: HashMap<String, i64>,
+    /// instance id → member id.
+    static_members: HashMap<String, String>,
+    /// PreparingRebalance: join completes by then; CompletingRebalance: the leader must sync.
+    deadline_ms: Option<i64>,
+    next_join_seq: u64,
+    /// Committed offsets by (topic, partition).
+    pub offsets: BTreeMap<(String, i32), CommittedOffset>,
+}
+
+/// A join answer sent now.
+fn answer<T>(tx: oneshot::Sender<T>, value: T) {
+    // The asker may have gone (connection closed): nothing to do then.
+    let _ = tx.send(value);
+}
+
+impl Group {
+    /// A new, empty group.
+    pub fn new(id: &str) -> Self {
+        Group {
+            id: id.to_string(),
+            state: GroupState::Empty,
+            generation: 0,
+            protocol_type: None,
+            protocol_name: None,
+            leader: None,
+            members: BTreeMap::new(),
+            pending: HashMap::new(),
+            static_members: HashMap::new(),
+            deadline_ms: None,
+            next_join_seq: 0,
+            offsets: BTreeMap::new(),
+        }
+    }
+
+    /// Current state.
+    pub fn state(&self) -> GroupState {
+        self.state
+    }
+
+    /// Current generation.
+    pub fn generation(&self) -> i32 {
+        self.generation
+    }
+
+    /// The group's protocol type ("" when it has none).
+    pub fn protocol_type(&self) -> &str {
+        self.protocol_type.as_deref().unwrap_or("")
+    }
+
+    /// Whether the group has live members.
+    pub fn has_members(&self) -> bool {
+        !self.members.is_empty()
+    }
+
+    /// Member ids (tests, descriptions).
+    pub fn member_ids(&self) -> Vec<String> {
+        self.members.keys().cloned().collect()
+    }
+
+    /// Mark deleted (DeleteGroups): nothing may use it any more.
+    pub fn mark_dead(&mut self) {
+        self.state = GroupState::Dead;
+    }
+
+    // ---------------------------------------------------------------- JoinGroup
+
+    /// Handle JoinGroup. The answer arrives when the rebalance completes (or at once).
+    pub fn join(&mut self, args: JoinArgs, now_ms: i64) -> oneshot::Receiver<JoinResult> {
+        let (tx, rx) = oneshot::channel();
+        if let Err(code) = self.validate_join(&args) {
+            answer(tx, JoinResult::error(code, &args.member_id));
+            return rx;
+        }
+        if args.member_id.is_empty() {
+            self.join_new(args, tx, now_ms);
+        } else {
+            self.join_known(args, tx, now_ms);
+        }
+        self.maybe_complete_join(now_ms);
+        rx
+    }
+
+    fn validate_join(&self, args: &JoinArgs) -> Result<(), i16> {
+        if self.state == GroupState::Dead {
+            return Err(COORDINATOR_NOT_AVAILABLE);
+        }
+        if !(SESSION_TIMEOUT_MS_MIN..=SESSION_TIMEOUT_MS_MAX).contains(&args.session_timeout_ms) {
+            return Err(INVALID_SESSION_TIMEOUT);
+        }
+        if args.protocol_type.is_empty() || args.protocols.is_empty() {
+            return Err(INCONSISTENT_GROUP_PROTOCOL);
+        }
+        let others: Vec<&Member> = self
+            .members
+            .values()
+            .filter(|m| m.id != args.member_id)
+            .collect();
+        if others.is_empty() {
+            return Ok(());
+        }
+        if self.protocol_type.as_deref() != Some(args.protocol_type.as_str()) {
+            return Err(INCONSISTENT_GROUP_PROTOCOL);
+        }
+        let common = args.protocols.iter().any(|(name, _)| {
+            others
+                .iter()
+                .all(|m| m.protocols.iter().any(|(n, _)| n == name))
+        });
+        if common {
+            Ok(())
+        } else {
+            Err(INCONSISTENT_GROUP_PROTOCOL)
+        }
+    }
+
+    fn new_member_id(&self, args: &JoinArgs) -> String {
+        let prefix = args
+            .group_instance_id
+            .as_deref()
+            .unwrap_or(args.client_id.as_str());
+        format!("{prefix}-{}", uuid::Uuid::new_v4())
+    }
+
+    fn join_new(&mut self, args: JoinArgs, tx: oneshot::Sender<JoinResult>, now_ms: i64) {
+        if let Some(instance) = &args.group_instance_id {
+            if let Some(old_id) = self.static_members.get(instance).cloned() {
+                self.replace_static_member(&old_id, args, tx, now_ms);
+                return;
+            }
+        }
+        let member_id = self.new_member_id(&args);
+        if args.require_known_member_id && args.group_instance_id.is_none() {
+            let expires = now_ms + i64::from(args.session_timeout_ms);
+            self.pending.insert(member_id.clone(), expires);
+            answer(tx, JoinResult::error(MEMBER_ID_REQUIRED, &member_id));
+            return;
+        }
+        self.add_member(member_id, args, tx, now_ms);
+    }
+
+    fn add_member(
+        &mut self,
+        member_id: String,
+        args: JoinArgs,
+        tx: oneshot::Sender<JoinResult>,
+        now_ms: i64,
+    ) {
+        self.pending.remove(&member_id);
+        if let Some(instance) = &args.group_instance_id {
+            self.static_members
+                .insert(instance.clone(), member_id.clone());
+        }
+        if self.members.is_empty() {
+            self.protocol_type = Some(args.protocol_type.clone());
+        }
+        let member = Member {
+            id: member_id.clone(),
+            instance_id: args.group_instance_id,
+            client_id: args.client_id,
+            client_host: args.client_host,
+            session_timeout_ms: args.session_timeout_ms,
+            rebalance_timeout_ms: args.rebalance_timeout_ms.max(args.session_timeout_ms),
+            protocols: args.protocols,
+            assignment: Bytes::new(),
+            last_heartbeat_ms: now_ms,
+            join_seq: self.next_join_seq,
+            awaiting_join: Some(tx),
+            awaiting_sync: None,
+        };
+        self.next_join_seq += 1;
+        self.members.insert(member_id, member);
+        if self.state != GroupState::PreparingRebalance {
+            self.prepare_rebalance(now_ms);
+        }
+    }
+
+    fn join_known(&mut self, args: JoinArgs, tx: oneshot::Sender<JoinResult>, now_ms: i64) {
+        if self.pending.contains_key(&args.member_id) {
+            let id = args.member_id.clone();
+            self.add_member(id, args, tx, now_ms);
+            return;
+        }
+        if let Err(code) = self.check_member(&args.member_id, args.group_instance_id.as_deref()) {
+            answer(tx, JoinResult::error(code, &args.member_id));
+            return;
+        }
+        let state = self.state;
+        let is_leader = self.leader.as_deref() == Some(args.member_id.as_str());
+        let member = self.members.get_mut(&args.member_id).expect("checked");
+        member.last_heartbeat_ms = now_ms;
+        let unchanged = member.protocols == args.protocols;
+        member.protocols = args.protocols;
+        member.session_timeout_ms = args.session_timeout_ms;
+        member.rebalance_timeout_ms = args.rebalance_timeout_ms.max(args.session_timeout_ms);
+        match state {
+            GroupState::PreparingRebalance => member.awaiting_join = Some(tx),
+            GroupState::CompletingRebalance | GroupState::Stable
+                if unchanged && !(state == GroupState::Stable && is_leader) =>
+            {
+                let result = self.join_result(&args.member_id, true);
+                answer(tx, result);
+            }
+            GroupState::CompletingRebalance | GroupState::Stable => {
+                member.awaiting_join = Some(tx);
+                self.prepare_rebalance(now_ms);
+            }
+            GroupState::Empty | GroupState::Dead => {
+                answer(tx, JoinResult::error(UNKNOWN_MEMBER_ID, &args.member_id))
+            }
+        }
+    }
+
+    /// A static member rejoined without its member id (restarted): it takes its old place under
+    /// a new id, and the old id is fenced.
+    fn replace_static_member(
+        &mut self,
+        old_id: &str,
+        args: JoinArgs,
+        tx: oneshot::Sender<JoinResult>,
+        now_ms: i64,
+    ) {
+        let new_id = self.new_member_id(&args);
+        let mut member = self.members.remove(old_id).expect("static map is consistent");
+        if let Some(old) = member.awaiting_join.take() {
+            answer(old, JoinResult::error(FENCED_INSTANCE_ID, old_id));
+        }
+        if let Some(old) = member.awaiting_sync.take() {
+            answer(old, SyncResult::error(FENCED_INSTANCE_ID));
+        }
+        let unchanged = member.protocols == args.protocols;
+        member.id = new_id.clone();
+        member.protocols = args.protocols;
+        member.client_id = args.client_id;
+        member.client_host = args.client_host;
+        member.session_timeout_ms = args.session_timeout_ms;
+        member.rebalance_timeout_ms = args.rebalance_timeout_ms.max(args.session_timeout_ms);
+        member.last_heartbeat_ms = now_ms;
+        if self.leader.as_deref() == Some(old_id) {
+            self.leader = Some(new_id.clone());
+        }
+        let instance = member.instance_id.clone().expect("static member");
+        self.static_members.insert(instance, new_id.clone());
+        let stable = self.state == GroupState::Stable;
+        if !(stable && unchanged) {
+            member.awaiting_join = Some(tx);
+            self.members.insert(new_id, member);
+            if self.state != GroupState::PreparingRebalance {
+                self.prepare_rebalance(now_ms);
+            }
+            return;
+        }
+        self.members.insert(new_id.clone(), member);
+        // Same subscription, stable group: keep the assignment, no rebalance. The leader gets
+        // no member list so that it does not compute a new assignment.
+        let result = self.join_result(&new_id, false);
+        answer(tx, result);
+    }
+
+    /// The member exists and its instance id (if any) still maps to it.
+    fn check_member(&self, member_id: &str, instance_id: Option<&str>) -> Result<(), i16> {
+        if let Some(instance) = instance_id {
+            match self.static_members.get(instance) {
+                Some(current) if current != member_id => return Err(FENCED_INSTANCE_ID),
+                None if self.members.contains_key(member_id) => return Err(FENCED_INSTANCE_ID),
+                _ => {}
+            }
+        }
+        if self.members.contains_key(member_id) {
+            Ok(())
+        } else {
+            Err(UNKNOWN_MEMBER_ID)
+        }
+    }
+
+    fn join_result(&self, member_id: &str, with_members_for_leader: bool) -> JoinResult {
+        let leader = self.leader.clone().unwrap_or_default();
+        let protocol = self.protocol_name.clone().unwrap_or_default();
+        let members = if with_members_for_leader && leader == member_id {
+            let mut all: Vec<&Member> = self.members.values().collect();
+            all.sort_by_key(|m| m.join_seq);
+            all.into_iter()
+                .map(|m| JoinedMember {
+                    member_id: m.id.clone(),
+                    group_instance_id: m.instance_id.clone(),
+                    metadata: m.metadata_for(&protocol),
+                })
+                .collect()
+        } else {
+            Vec::new()
+        };
+        JoinResult {
+            error_code: 0,
+            generation_id: self.generation,
+            protocol_type: self.protocol_type.clone(),
+            protocol_name: self.protocol_name.clone(),
+            leader,
+            member_id: member_id.to_string(),
+            members,
+        }
+    }
+
+    fn prepare_rebalance(&mut self, now_ms: i64) {
+        if self.state == GroupState::CompletingRebalance {
+            for member in self.members.values_mut() {
+                if let Some(tx) = member.awaiting_sync.take() {
+                    answer(tx, SyncResult::error(REBALANCE_IN_PROGRESS));
+                }
+            }
+        }
+        let timeout = self
+            .members
+            .values()
+            .map(|m| m.rebalance_timeout_ms)
+            .max()
+            .unwrap_or(0);
+        self.state = GroupState::PreparingRebalance;
+        self.deadline_ms = Some(now_ms + i64::from(timeout));
+    }
+
+    fn maybe_complete_join(&mut self, now_ms: i64) {
+        if self.state != GroupState::PreparingRebalance {
+            return;
+        }
+        let all_joined = self.pending.is_empty()
+            && self.members.values().all(|m| m.awaiting_join.is_some());
+        let timed_out = self.deadline_ms.is_some_and(|d| now_ms >= d);
+        if all_joined || timed_out {
+            self.complete_join(now_ms);
+        }
+    }
+
+    fn complete_join(&mut self, now_ms: i64) {
+        let missing: Vec<String> = self
+            .members
+            .values()
+            .filter(|m| m.awaiting_join.is_none())
+            .map(|m| m.id.clone())
+            .collect();
+        for id in missing {
+            self.drop_member(&id);
+        }
+        self.pending.clear();
+        self.generation += 1;
+        if self.members.is_empty() {
+            self.state = GroupState::Empty;
+            self.protocol_name = None;
+            self.protocol_type = None;
+            self.leader = None;
+            self.deadline_ms = None;
+            return;
+        }
+        self.protocol_name = Some(self.select_protocol());
+        if !self
+            .leader
+            .as_ref()
+            .is_some_and(|l| self.members.contains_key(l))
+        {
+            let first = self.members.values().min_by_key(|m| m.join_seq);
+            self.leader = first.map(|m| m.id.clone());
+        }
+        self.state = GroupState::CompletingRebalance;
+        let timeout = self.members.values().map(|m| m.rebalance_timeout_ms).max();
+        self.deadline_ms = Some(now_ms + i64::from(timeout.unwrap_or(0)));
+        let ids: Vec<String> = self.members.keys().cloned().collect();
+        for id in ids {
+            let result = self.join_result(&id, true);
+            let member = self.members.get_mut(&id).expect("listed");
+            member.assignment = Bytes::new();
+            member.last_heartbeat_ms = now_ms;
+            if let Some(tx) = member.awaiting_join.take() {
+                answer(tx, result);
+            }
+        }
+    }
+
+    /// The protocol every member supports that most members prefer.
+    fn select_protocol(&self) -> String {
+        let mut votes: Vec<(String, usize)> = Vec::new();
+        let first = self.members.values().next().expect("non-empty");
+        for (name, _) in &first.protocols {
+            if self
+                .members
+                .values()
+                .all(|m| m.protocols.iter().any(|(n, _)| n == name))
+            {
+                votes.push((name.clone(), 0));
+            }
+        }
+        for member in self.members.values() {
+            let choice = member
+                .protocols
+                .iter()
+                .find(|(n, _)| votes.iter().any(|(v, _)| v == n));
+            if let Some((name, _)) = choice {
+                if let Some(v) = votes.iter_mut().find(|(v, _)| v == name) {
+                    v.1 += 1;
+                }
+            }
+        }
+        // max_by_key keeps the last of equals; reverse so ties go to the earlier candidate.
+        votes
+            .into_iter()
+            .rev()
+            .max_by_key(|(_, n)| *n)
+            .map(|(name, _)| name)
+            .unwrap_or_default()
+    }
+
+    /// Remove a member without triggering anything (callers decide).
+    fn drop_member(&mut self, member_id: &str) -> Option<Member> {
+        let mut member = self.members.remove(member_id)?;
+        if let Some(instance) = &member.instance_id {
+            if self.static_members.get(instance).map(String::as_str) == Some(member_id) {
+                self.static_members.remove(instance);
+            }
+        }
+        if let Some(tx) = member.awaiting_join.take() {
+            answer(tx, JoinResult::error(UNKNOWN_MEMBER_ID, member_id));
+        }
+        if let Some(tx) = member.awaiting_sync.take() {
+            answer(tx, SyncResult::error(UNKNOWN_MEMBER_ID));
+        }
+        if self.leader.as_deref() == Some(member_id) {
+            self.leader = None;
+        }
+        Some(member)
+    }
+
+    /// Remove a member and rebalance the rest (LeaveGroup, session expiry).
+    fn remove_member(&mut self, member_id: &str, now_ms: i64) {
+        if self.drop_member(member_id).is_none() {
+            return;
+        }
+        match self.state {
+            GroupState::Stable | GroupState::CompletingRebalance => self.prepare_rebalance(now_ms),
+            GroupState::PreparingRebalance => self.maybe_complete_join(now_ms),
+            GroupState::Empty | GroupState::Dead => {}
+        }
+    }
+
+    // ---------------------------------------------------------------- SyncGroup
+
+    /// Handle SyncGroup. A follower's answer waits for the leader's assignment.
+    pub fn sync(&mut self, args: SyncArgs, now_ms: i64) -> oneshot::Receiver<SyncResult> {
+        let (tx, rx) = oneshot::channel();
+        match self.validate_sync(&args) {
+            Err(code) => answer(tx, SyncResult::error(code)),
+            Ok(()) => self.sync_valid(args, tx, now_ms),
+        }
+        rx
+    }
+
+    fn validate_sync(&self, args: &SyncArgs) -> Result<(), i16> {
+        if self.state == GroupState::Dead {
+            return Err(COORDINATOR_NOT_AVAILABLE);
+        }
+        self.check_member(&args.member_id, args.group_instance_id.as_deref())?;
+        if args.generation_id != self.generation {
+            return Err(ILLEGAL_GENERATION);
+        }
+        let mismatch = |given: &Option<String>, ours: &Option<String>| {
+            given.is_some() && ours.is_some() && given != ours
+        };
+        if mismatch(&args.protocol_type, &self.protocol_type)
+            || mismatch(&args.protocol_name, &self.protocol_name)
+        {
+            return Err(INCONSISTENT_GROUP_PROTOCOL);
+        }
+        match self.state {
+            GroupState::PreparingRebalance => Err(REBALANCE_IN_PROGRESS),
+            GroupState::Empty | GroupState::Dead => Err(UNKNOWN_MEMBER_ID),
+            _ => Ok(()),
+        }
+    }
+
+    fn sync_valid(&mut self, args: SyncArgs, tx: oneshot::Sender<SyncResult>, now_ms: i64) {
+        let member = self.members.get_mut(&args.member_id).expect("validated");
+        member.last_heartbeat_ms = now_ms;
+        if self.state == GroupState::Stable {
+            let result = self.sync_result(&args.member_id);
+            answer(tx, result);
+            return;
+        }
+        member.awaiting_sync = Some(tx);
+        if self.leader.as_deref() != Some(args.member_id.as_str()) {
+            return;
+        }
+        let mut assignments: HashMap<String, Bytes> = args.assignments.into_iter().collect();
+        for member in self.members.values_mut() {
+            member.assignment = assignments.remove(&member.id).unwrap_or_default();
+        }
+        self.state = GroupState::Stable;
+        self.deadline_ms = None;
+        let ids: Vec<String> = self.members.keys().cloned().collect();
+        for id in ids {
+            let result = self.sync_result(&id);
+            if let Some(tx) = self.members.get_mut(&id).and_then(|m| m.awaiting_sync.take()) {
+                answer(tx, result);
+            }
+        }
+    }
+
+    fn sync_result(&self, member_id: &str) -> SyncResult {
+        SyncResult {
+            error_code: 0,
+            protocol_type: self.protocol_type.clone(),
+            protocol_name: self.protocol_name.clone(),
+            assignment: self.members[member_id].assignment.clone(),
+        }
+    }
+
+    // ---------------------------------------------------------------- Heartbeat, LeaveGroup
+
+    /// Handle Heartbeat: keeps the session alive; REBALANCE_IN_PROGRESS asks the member to rejoin.
+    pub fn heartbeat(&mut self, args: &MemberRef, now_ms: i64) -> i16 {
+        match self.state {
+            GroupState::Dead => return COORDINATOR_NOT_AVAILABLE,
+            GroupState::Empty => return UNKNOWN_MEMBER_ID,
+            _ => {}
+        }
+        if let Err(code) = self.check_member(&args.member_id, args.group_instance_id.as_deref()) {
+            return code;
+        }
+        if args.generation_id != self.generation {
+            return ILLEGAL_GENERATION;
+        }
+        let member = self.members.get_mut(&args.member_id).expect("checked");
+        member.last_heartbeat_ms = now_ms;
+        match self.state {
+            GroupState::PreparingRebalance => REBALANCE_IN_PROGRESS,
+            _ => 0,
+        }
+    }
+
+    /// Handle LeaveGroup for each (member id, instance id); one error per member.
+    pub fn leave(&mut self, members: &[(String, Option<String>)], now_ms: i64) -> Vec<i16> {
+        members
+            .iter()
+            .map(|(member_id, instance)| self.leave_one(member_id, instance.as_deref(), now_ms))
+            .collect()
+    }
+
+    fn leave_one(&mut self, member_id: &str, instance: Option<&str>, now_ms: i64) -> i16 {
+        if self.state == GroupState::Dead {
+            return COORDINATOR_NOT_AVAILABLE;
+        }
+        let target = match instance {
+            Some(instance) => match self.static_members.get(instance) {
+                None => return UNKNOWN_MEMBER_ID,
+                Some(current) if !member_id.is_empty() && current != member_id => {
+                    return FENCED_INSTANCE_ID
+                }
+                Some(current) => current.clone(),
+            },
+            None => member_id.to_string(),
+        };
+        if self.pending.remove(&target).is_some() {
+            self.maybe_complete_join(now_ms);
+            return 0;
+        }
+        if !self.members.contains_key(&target) {
+            return UNKNOWN_MEMBER_ID;
+        }
+        self.remove_member(&target, now_ms);
+        0
+    }
+
+    // ---------------------------------------------------------------- time
+
+    /// Expire sessions, pending member ids and rebalance deadlines. Returns whether anything
+    /// changed (tests).
+    pub fn tick(&mut self, now_ms: i64) -> bool {
+        let before = (self.state, self.generation, self.members.len(), self.pending.len());
+        self.pending.retain(|_, expires| *expires > now_ms);
+        let expired: Vec<String> = self
+            .members
+            .values()
+            .filter(|m| m.session_expired(now_ms))
+            .map(|m| m.id.clone())
+            .collect();
+        for id in expired {
+            tracing::info!(group = self.id, member = id, "session expired; removing member");
+            self.remove_member(&id, now_ms);
+        }
+        let due = self.deadline_ms.is_some_and(|d| now_ms >= d);
+        match self.state {
+            GroupState::PreparingRebalance => self.maybe_complete_join(now_ms),
+            GroupState::CompletingRebalance if due => {
+                // The leader never sent its assignment: drop whoever did not sync, start over.
+                let idle: Vec<String> = self
+                    .members
+                    .values()
+                    .filter(|m| m.awaiting_sync.is_none())
+                    .map(|m| m.id.clone())
+                    .collect();
+                for id in idle {
+                    self.drop_member(&id);
+                }
+                self.prepare_rebalance(now_ms);
+                self.maybe_complete_join(now_ms);
+            }
+            _ => {}
+        }
+        before != (self.state, self.generation, self.members.len(), self.pending.len())
+    }
+
+    // ---------------------------------------------------------------- offsets and admin
+
+    /// May this (generation, member) commit offsets now? Simple commits (generation < 0, no
+    /// member id) are allowed only while the group has no members.
+    pub fn validate_commit(&mut self, who: &MemberRef, now_ms: i64) -> Result<(), i16> {
+        if self.state == GroupState::Dead {
+            return Err(COORDINATOR_NOT_AVAILABLE);
+        }
+        if who.generation_id < 0 && self.members.is_empty() {
+            return Ok(());
+        }
+        self.check_member(&who.member_id, who.group_instance_id.as_deref())?;
+        if self.state == GroupState::CompletingRebalance {
+            return Err(REBALANCE_IN_PROGRESS);
+        }
+        if who.generation_id != self.generation {
+            return Err(ILLEGAL_GENERATION);
+        }
+        if let Some(m) = self.members.get_mut(&who.member_id) {
+            m.last_heartbeat_ms = now_ms;
+        }
+        Ok(())
+    }
+
+    /// Topics the members subscribed to (consumer protocol), for OffsetDelete's check.
+    pub fn subscribed_topics(&self) -> Option<Vec<String>> {
+        use rill_protocol::kafka_protocol::messages::ConsumerProtocolSubscription;
+        use rill_protocol::kafka_protocol::protocol::Decodable;
+        if self.protocol_type.as_deref() != Some("consumer") {
+            return None;
+        }
+        let protocol = self.protocol_name.clone()?;
+        let mut topics = Vec::new();
+        for member in self.members.values() {
+            let mut meta = member.metadata_for(&protocol);
+            if meta.len() < 2 {
+                return None;
+            }
+            let version = i16::from_be_bytes([meta[0], meta[1]]);
+            let _ = bytes::Buf::get_i16(&mut meta);
+            let sub = ConsumerProtocolSubscription::decode(&mut meta, version.clamp(0, 3)).ok()?;
+            topics.extend(sub.topics.into_iter().map(|t| t.to_string()));
+        }
+        Some(topics)
+    }
+
+    /// DescribeGroups view.
+    pub fn describe(&self) -> GroupDescription {
+        let stable = self.state == GroupState::Stable;
+        let protocol = self.protocol_name.clone().unwrap_or_default();
+        let members = self
+            .members
+            .values()
+            .map(|m| MemberDescription {
+                member_id: m.id.clone(),
+                group_instance_id: m.instance_id.clone(),
+                client_id: m.client_id.clone(),
+                client_host: m.client_host.clone(),
+                metadata: if stable { m.metadata_for(&protocol) } else { Bytes::new() },
+                assignment: if stable { m.assignment.clone() } else { Bytes::new() },
+            })
+            .collect();
+        GroupDescription {
+            error_code: 0,
+            state: self.state.name().to_string(),
+            protocol_type: self.protocol_type().to_string(),
+            protocol_data: if stable { protocol } else { String::new() },
+            members,
+        }
+    }
+}
+
+#[cfg(test)]
+#[path = "state_tests.rs"]
+mod tests;

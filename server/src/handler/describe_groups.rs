@@ -1,0 +1,62 @@
+//! DescribeGroups (15): state, protocol and members of each asked group.
+
+use rill_protocol::kafka_protocol::messages::describe_groups_response::{
+    DescribedGroup, DescribedGroupMember,
+};
+use rill_protocol::kafka_protocol::messages::{DescribeGroupsRequest, DescribeGroupsResponse};
+
+use super::{str_bytes, Broker};
+use crate::group::ops::GroupDescription;
+use crate::group::{GroupOp, GroupReply};
+
+/// Kafka's "authorized operations not requested" marker.
+const OPERATIONS_UNKNOWN: i32 = i32::MIN;
+
+/// Answer DescribeGroups.
+pub async fn handle<B: Broker>(broker: &B, version: i16, req: &DescribeGroupsRequest) -> DescribeGroupsResponse {
+    let mut groups = Vec::with_capacity(req.groups.len());
+    for id in &req.groups {
+        let d = match broker.group(&id.0, GroupOp::Describe).await {
+            GroupReply::Describe(d) => d,
+            GroupReply::Unavailable(code) => GroupDescription {
+                error_code: code,
+                ..Default::default()
+            },
+            other => unreachable!("describe answered with {other:?}"),
+        };
+        groups.push(described(version, id.clone(), d));
+    }
+    DescribeGroupsResponse::default().with_groups(groups)
+}
+
+fn described(
+    version: i16,
+    id: rill_protocol::kafka_protocol::messages::GroupId,
+    d: GroupDescription,
+) -> DescribedGroup {
+    let members = d
+        .members
+        .into_iter()
+        .map(|m| {
+            DescribedGroupMember::default()
+                .with_member_id(str_bytes(&m.member_id))
+                .with_group_instance_id(if version >= 4 {
+                    m.group_instance_id.as_deref().map(str_bytes)
+                } else {
+                    None
+                })
+                .with_client_id(str_bytes(&m.client_id))
+                .with_client_host(str_bytes(&m.client_host))
+                .with_member_metadata(m.metadata)
+                .with_member_assignment(m.assignment)
+        })
+        .collect();
+    DescribedGroup::default()
+        .with_error_code(d.error_code)
+        .with_group_id(id)
+        .with_group_state(str_bytes(&d.state))
+        .with_protocol_type(str_bytes(&d.protocol_type))
+        .with_protocol_data(str_bytes(&d.protocol_data))
+        .with_members(members)
+        .with_authorized_operations(if version >= 3 { OPERATIONS_UNKNOWN } else { 0 })
+}

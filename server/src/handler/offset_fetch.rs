@@ -1,0 +1,91 @@
+//! OffsetFetch (9): a group's committed positions (all of them when `topics` is null);
+//! v8+ asks for several groups in one request, each answered by its own coordinator shard.
+
+use rill_protocol::kafka_protocol::messages::offset_fetch_response::{
+    OffsetFetchResponseGroup, OffsetFetchResponsePartition, OffsetFetchResponsePartitions,
+    OffsetFetchResponseTopic, OffsetFetchResponseTopics,
+};
+use rill_protocol::kafka_protocol::messages::{GroupId, OffsetFetchRequest, OffsetFetchResponse};
+
+use super::{str_bytes, topic_name, Broker};
+use crate::group::offsets::CommittedOffset;
+use crate::group::ops::TopicPartitions;
+use crate::group::{GroupOp, GroupReply};
+
+/// One group's answer: error, then (topic, partition, committed).
+type Fetched = (i16, Vec<(String, i32, Option<CommittedOffset>)>);
+
+/// Answer OffsetFetch.
+pub async fn handle<B: Broker>(broker: &B, version: i16, req: &OffsetFetchRequest) -> OffsetFetchResponse {
+    if version >= 8 {
+        let mut groups = Vec::with_capacity(req.groups.len());
+        for g in &req.groups {
+            let topics = g.topics.as_ref().map(|ts| {
+                ts.iter()
+                    .map(|t| (t.name.0.to_string(), t.partition_indexes.clone()))
+                    .collect()
+            });
+            let (error, found) = fetch(broker, &g.group_id.0, topics).await;
+            groups.push(group_v8(g.group_id.clone(), error, found));
+        }
+        return OffsetFetchResponse::default().with_groups(groups);
+    }
+    let topics = req.topics.as_ref().map(|ts| {
+        ts.iter()
+            .map(|t| (t.name.0.to_string(), t.partition_indexes.clone()))
+            .collect()
+    });
+    let (error, found) = fetch(broker, &req.group_id.0, topics).await;
+    let mut out: Vec<OffsetFetchResponseTopic> = Vec::new();
+    for (topic, partition, value) in found {
+        if out.last().is_none_or(|t| t.name.0.as_str() != topic) {
+            out.push(OffsetFetchResponseTopic::default().with_name(topic_name(&topic)));
+        }
+        let (offset, epoch, metadata) = fields(value);
+        let p = OffsetFetchResponsePartition::default()
+            .with_partition_index(partition)
+            .with_committed_offset(offset)
+            .with_committed_leader_epoch(if version >= 5 { epoch } else { -1 })
+            .with_metadata(Some(str_bytes(&metadata)));
+        out.last_mut().expect("pushed").partitions.push(p);
+    }
+    OffsetFetchResponse::default()
+        .with_topics(out)
+        .with_error_code(if version >= 2 { error } else { 0 })
+}
+
+async fn fetch<B: Broker>(broker: &B, group_id: &str, topics: Option<Vec<TopicPartitions>>) -> Fetched {
+    match broker.group(group_id, GroupOp::Fetch(topics)).await {
+        GroupReply::Fetch(error, found) => (error, found),
+        GroupReply::Unavailable(code) => (code, Vec::new()),
+        other => unreachable!("fetch answered with {other:?}"),
+    }
+}
+
+/// (offset, leader epoch, metadata) of a committed position; -1/-1/"" when none.
+fn fields(value: Option<CommittedOffset>) -> (i64, i32, String) {
+    match value {
+        Some(v) => (v.offset, v.leader_epoch, v.metadata.unwrap_or_default()),
+        None => (-1, -1, String::new()),
+    }
+}
+
+fn group_v8(group_id: GroupId, error: i16, found: Vec<(String, i32, Option<CommittedOffset>)>) -> OffsetFetchResponseGroup {
+    let mut topics: Vec<OffsetFetchResponseTopics> = Vec::new();
+    for (topic, partition, value) in found {
+        if topics.last().is_none_or(|t| t.name.0.as_str() != topic) {
+            topics.push(OffsetFetchResponseTopics::default().with_name(topic_name(&topic)));
+        }
+        let (offset, epoch, metadata) = fields(value);
+        let p = OffsetFetchResponsePartitions::default()
+            .with_partition_index(partition)
+            .with_committed_offset(offset)
+            .with_committed_leader_epoch(epoch)
+            .with_metadata(Some(str_bytes(&metadata)));
+        topics.last_mut().expect("pushed").partitions.push(p);
+    }
+    OffsetFetchResponseGroup::default()
+        .with_group_id(group_id)
+        .with_topics(topics)
+        .with_error_code(error)
+}

@@ -41,7 +41,8 @@ pub mod offset_for_leader_epoch;
 pub mod produce;
 pub mod sync_group;
 
-#[cfg(test)]
+/// The in-memory broker: handler unit tests, and the request-path fuzz targets (server/fuzz).
+#[cfg(any(test, feature = "fuzzing"))]
 pub mod fake;
 
 /// What a handler may ask of the broker.

@@ -9,6 +9,7 @@
 //! | Produce with acks=0                    | no response (trap 8)                         |
 
 use bytes::{Bytes, BytesMut};
+use rill_protocol::fetch_encoder::encode_fetch_response_vectored;
 use rill_protocol::kafka_protocol::messages::{ApiKey, RequestKind, ResponseKind};
 use rill_protocol::request::decode_request;
 use rill_protocol::response::encode_response;
@@ -20,6 +21,8 @@ use crate::handler::{self, api_versions, Broker};
 pub enum Outcome {
     /// Write this whole response frame.
     Respond(BytesMut),
+    /// Write these buffers in order: one frame whose record bytes were never copied (Fetch).
+    RespondParts(Vec<Bytes>),
     /// Write nothing (acks=0).
     Silent,
     /// Close the connection (after earlier responses are written).
@@ -46,7 +49,22 @@ pub async fn dispatch<B: Broker>(broker: &B, frame_body: Bytes) -> Outcome {
         tracing::debug!(?api_key, "closing connection: API not implemented");
         return Outcome::Close;
     }
-    let client_id = request.header.client_id.as_deref().unwrap_or("").to_string();
+    if let RequestKind::Fetch(fetch) = &request.body {
+        let (response, records) = handler::fetch::handle_parts(broker, version, fetch).await;
+        return match encode_fetch_response_vectored(correlation_id, version, response, &records) {
+            Ok(parts) => Outcome::RespondParts(parts),
+            Err(e) => {
+                tracing::error!(error = %e, "cannot encode fetch response; closing connection");
+                Outcome::Close
+            }
+        };
+    }
+    let client_id = request
+        .header
+        .client_id
+        .as_deref()
+        .unwrap_or("")
+        .to_string();
     let Some(body) = handle(broker, version, &client_id, request.body).await else {
         return Outcome::Silent;
     };

@@ -47,6 +47,24 @@ struct Got {
 
 /// Answer Fetch.
 pub async fn handle<B: Broker>(broker: &B, version: i16, request: &FetchRequest) -> FetchResponse {
+    let (mut response, records) = handle_parts(broker, version, request).await;
+    let partitions = response
+        .responses
+        .iter_mut()
+        .flat_map(|t| t.partitions.iter_mut());
+    for (partition, chunks) in partitions.zip(records) {
+        partition.records = Some(concat(chunks));
+    }
+    response
+}
+
+/// The response without record bytes, plus each partition's record chunks in response order:
+/// what the zero-copy encoder (`rill_protocol::fetch_encoder`) needs to send them uncopied.
+pub async fn handle_parts<B: Broker>(
+    broker: &B,
+    version: i16,
+    request: &FetchRequest,
+) -> (FetchResponse, Vec<Vec<Bytes>>) {
     let wants = resolve(broker, version, request);
     let wait = Duration::from_millis((request.max_wait_ms.max(0) as u64).min(FETCH_WAIT_MS_MAX));
     let min_bytes = request.min_bytes.max(0) as usize;
@@ -185,8 +203,14 @@ async fn wait_for_any<B: Broker>(broker: &B, wants: &[Want], gots: &[Got], wait:
     }
 }
 
-fn response(version: i16, wants: Vec<Want>, gots: Vec<Got>, budget: usize) -> FetchResponse {
+fn response(
+    version: i16,
+    wants: Vec<Want>,
+    gots: Vec<Got>,
+    budget: usize,
+) -> (FetchResponse, Vec<Vec<Bytes>>) {
     let mut topics: Vec<FetchableTopicResponse> = Vec::new();
+    let mut records = Vec::with_capacity(wants.len());
     let mut used = 0usize;
     let mut first_data_sent = false;
     for (want, got) in wants.into_iter().zip(gots) {
@@ -198,7 +222,8 @@ fn response(version: i16, wants: Vec<Want>, gots: Vec<Got>, budget: usize) -> Fe
         }
         first_data_sent |= size > 0;
         used += size;
-        let mut partition = partition_data(want.partition, got.error, got.positions, chunks);
+        let mut partition = partition_data(want.partition, got.error, got.positions);
+        records.push(chunks);
         if version < 5 {
             partition.log_start_offset = -1; // not in the schema before v5
         }
@@ -220,18 +245,15 @@ fn response(version: i16, wants: Vec<Want>, gots: Vec<Got>, budget: usize) -> Fe
             ),
         }
     }
-    FetchResponse::default()
+    let response = FetchResponse::default()
         .with_session_id(0)
-        .with_responses(topics)
+        .with_responses(topics);
+    (response, records)
 }
 
-fn partition_data(
-    index: i32,
-    error: i16,
-    positions: Positions,
-    chunks: Vec<Bytes>,
-) -> PartitionData {
-    let records = match chunks.len() {
+/// One buffer holding all chunks (copies only when there are several).
+fn concat(chunks: Vec<Bytes>) -> Bytes {
+    match chunks.len() {
         0 => Bytes::new(),
         1 => chunks.into_iter().next().expect("one chunk"),
         _ => {
@@ -239,7 +261,10 @@ fn partition_data(
             chunks.iter().for_each(|c| all.extend_from_slice(c));
             all.freeze()
         }
-    };
+    }
+}
+
+fn partition_data(index: i32, error: i16, positions: Positions) -> PartitionData {
     PartitionData::default()
         .with_partition_index(index)
         .with_error_code(error)
@@ -248,7 +273,7 @@ fn partition_data(
         .with_log_start_offset(positions.log_start_offset)
         .with_aborted_transactions(Some(Vec::new()))
         .with_preferred_read_replica(rill_protocol::kafka_protocol::messages::BrokerId(-1))
-        .with_records(Some(records))
+        .with_records(Some(Bytes::new()))
 }
 
 #[cfg(test)]

@@ -9,7 +9,7 @@
 
 use std::rc::Rc;
 
-use bytes::BytesMut;
+use bytes::{Bytes, BytesMut};
 use futures::future::{select, Either};
 use futures::io::{ReadHalf, WriteHalf};
 use futures::{AsyncReadExt, AsyncWriteExt};
@@ -88,8 +88,12 @@ async fn read_requests<S: Storage + 'static>(
                 }
             }
         };
+        // Grow the buffer at most by what has already arrived (doubling): `read_some` zero-fills
+        // what it reads into, so sizing it by the declared frame alone would let a lying size
+        // prefix pin up to READ_CHUNK_BYTES_MAX of resident memory per connection.
         let want = frame_bytes
             .saturating_sub(buf.len())
+            .min(buf.len())
             .clamp(READ_CHUNK_BYTES, READ_CHUNK_BYTES_MAX);
         let read = Box::pin(read_some(&mut reader, &mut buf, want));
         match select(read, &mut stop).await {
@@ -97,6 +101,30 @@ async fn read_requests<S: Storage + 'static>(
             Either::Left(_) | Either::Right(_) => return,
         }
     }
+}
+
+/// Parts smaller than this are gathered into one buffer before sending (few syscalls); larger
+/// ones (record chunks) go to the socket straight from the engine's buffers, uncopied. glommio's
+/// socket has no vectored send, so this is the zero-copy path.
+const GATHER_BYTES_MAX: usize = 16 * 1024;
+
+async fn write_parts(writer: &mut WriteHalf<TcpStream>, parts: Vec<Bytes>) -> std::io::Result<()> {
+    let mut gathered = BytesMut::new();
+    for part in parts {
+        if part.len() < GATHER_BYTES_MAX {
+            gathered.extend_from_slice(&part);
+            continue;
+        }
+        if !gathered.is_empty() {
+            writer.write_all(&gathered).await?;
+            gathered.clear();
+        }
+        writer.write_all(&part).await?;
+    }
+    if !gathered.is_empty() {
+        writer.write_all(&gathered).await?;
+    }
+    Ok(())
 }
 
 /// The size the buffered prefix announces (0 if not even 4 bytes are there yet).
@@ -131,6 +159,12 @@ async fn write_responses(
         match task.await {
             Some(Outcome::Respond(bytes)) => {
                 if let Err(e) = writer.write_all(&bytes).await {
+                    tracing::debug!(error = %e, "write failed; closing connection");
+                    break;
+                }
+            }
+            Some(Outcome::RespondParts(parts)) => {
+                if let Err(e) = write_parts(&mut writer, parts).await {
                     tracing::debug!(error = %e, "write failed; closing connection");
                     break;
                 }

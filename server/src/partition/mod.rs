@@ -5,3 +5,6 @@ pub mod ops;
 pub mod table;
 pub mod timestamp_lookup;
 pub mod watch;
+
+#[cfg(test)]
+mod table_tests;

@@ -1,24 +1,33 @@
-"""Group consumers of every client: expected to pass once consumer groups land (issue 5).
+"""Group consumers of every client (issue 5): kafkajs, confluent-kafka, kafka-python, aiokafka and
+kcat subscribe, consume a multi-partition topic and commit; the commit is then read back through
+OffsetFetch by another client (confluent-kafka's `committed()`).
 
-Skipped until then: the broker does not implement FindCoordinator/JoinGroup/SyncGroup/Heartbeat/
-OffsetCommit/OffsetFetch yet. Set RILL_E2E_GROUPS=1 to run them anyway (e.g. while building groups).
+(Was a skipped placeholder written before consumer groups existed; now it runs.)
 """
 
 from __future__ import annotations
 
-import os
 import time
 
-import pytest
+from confluent_kafka import Consumer, TopicPartition
 
 from clients import create_topic, kafkajs, producer, produce_all
 
-pytestmark = pytest.mark.skipif(
-    os.environ.get("RILL_E2E_GROUPS") != "1",
-    reason="consumer groups are issue 5 (not implemented yet); RILL_E2E_GROUPS=1 runs these")
+PARTITIONS = 3
+PER_PARTITION = 10
 
 
-def _seed(broker, topic, partitions=3, per_partition=10):
+def committed_total(bootstrap, group, topic, partitions=PARTITIONS) -> int:
+    """Sum of the group's committed offsets (OffsetFetch), -1 counted as 0."""
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": group})
+    try:
+        tps = c.committed([TopicPartition(topic, p) for p in range(partitions)], timeout=30)
+        return sum(max(tp.offset, 0) for tp in tps)
+    finally:
+        c.close()
+
+
+def _seed(broker, topic, partitions=PARTITIONS, per_partition=PER_PARTITION):
     create_topic(broker.bootstrap, topic, partitions=partitions)
     p = producer(broker.bootstrap, acks="all")
     for part in range(partitions):
@@ -32,13 +41,14 @@ def test_kafkajs_group_consumer(broker, topic_name):
     got = kafkajs(broker.bootstrap, "group-consume",
                   {"topic": topic_name, "groupId": f"g-{topic_name}", "count": len(expected)})
     assert {m["value"] for m in got} == expected
+    assert committed_total(broker.bootstrap, f"g-{topic_name}", topic_name) == len(expected)
 
 
 def test_confluent_group_consumer(broker, topic_name):
     from confluent_kafka import Consumer
     expected = _seed(broker, topic_name)
     c = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": f"g-{topic_name}",
-                  "auto.offset.reset": "earliest"})
+                  "auto.offset.reset": "earliest", "session.timeout.ms": 6000})
     try:
         c.subscribe([topic_name])
         seen = set()
@@ -51,19 +61,22 @@ def test_confluent_group_consumer(broker, topic_name):
         c.commit(asynchronous=False)
     finally:
         c.close()
+    assert committed_total(broker.bootstrap, f"g-{topic_name}", topic_name) == len(expected)
 
 
 def test_kafka_python_group_consumer(broker, topic_name):
     from kafka import KafkaConsumer
     expected = _seed(broker, topic_name)
     c = KafkaConsumer(topic_name, bootstrap_servers=broker.bootstrap, group_id=f"g-{topic_name}",
-                      auto_offset_reset="earliest", consumer_timeout_ms=30000)
+                      auto_offset_reset="earliest", consumer_timeout_ms=30000,
+                      session_timeout_ms=6000, heartbeat_interval_ms=1000)
     try:
         seen = {r.value.decode() for r, _ in zip(c, range(len(expected)))}
         assert seen == expected
         c.commit()
     finally:
         c.close()
+    assert committed_total(broker.bootstrap, f"g-{topic_name}", topic_name) == len(expected)
 
 
 def test_aiokafka_group_consumer(broker, topic_name):
@@ -73,7 +86,8 @@ def test_aiokafka_group_consumer(broker, topic_name):
 
     async def go():
         c = AIOKafkaConsumer(topic_name, bootstrap_servers=broker.bootstrap,
-                             group_id=f"g-{topic_name}", auto_offset_reset="earliest")
+                             group_id=f"g-{topic_name}", auto_offset_reset="earliest",
+                             session_timeout_ms=6000, heartbeat_interval_ms=1000)
         await c.start()
         try:
             seen = set()
@@ -86,11 +100,12 @@ def test_aiokafka_group_consumer(broker, topic_name):
             await c.stop()
 
     assert asyncio.run(asyncio.wait_for(go(), 60)) == expected
+    assert committed_total(broker.bootstrap, f"g-{topic_name}", topic_name) == len(expected)
 
 
 def test_kcat_balanced_consumer(broker, topic_name):
     from clients import kcat
     expected = _seed(broker, topic_name)
     out = kcat(broker.bootstrap, "-G", f"g-{topic_name}", "-X", "auto.offset.reset=earliest",
-               "-c", str(len(expected)), topic_name, timeout_s=60).stdout
+               "-q", "-f", "%s\\n", "-c", str(len(expected)), topic_name, timeout_s=60).stdout
     assert set(out.decode().split()) == expected

@@ -29,11 +29,7 @@ pub struct GroupCoordinator<J: Journal> {
 
 impl<J: Journal> GroupCoordinator<J> {
     /// A coordinator over `journal`, with groups rebuilt from `live` committed offsets.
-    pub fn new(
-        journal: J,
-        clock: Rc<dyn Clock>,
-        live: Vec<(OffsetKey, CommittedOffset)>,
-    ) -> Self {
+    pub fn new(journal: J, clock: Rc<dyn Clock>, live: Vec<(OffsetKey, CommittedOffset)>) -> Self {
         let mut groups: HashMap<String, Group> = HashMap::new();
         for (key, value) in live {
             groups
@@ -67,9 +63,11 @@ impl<J: Journal> GroupCoordinator<J> {
         match op {
             GroupOp::Join(args) => {
                 let rx = self.with_group(group_id, true, |g| g.join(args, now));
-                GroupReply::Join(rx.expect("created").await.unwrap_or_else(|_| {
-                    super::ops::JoinResult::error(UNKNOWN_MEMBER_ID, "")
-                }))
+                GroupReply::Join(
+                    rx.expect("created")
+                        .await
+                        .unwrap_or_else(|_| super::ops::JoinResult::error(UNKNOWN_MEMBER_ID, "")),
+                )
             }
             GroupOp::Sync(args) => {
                 let rx = self.with_group(group_id, false, |g| g.sync(args, now));
@@ -100,7 +98,12 @@ impl<J: Journal> GroupCoordinator<J> {
     }
 
     /// Run `f` on the group (creating it if asked); `None` if it does not exist.
-    fn with_group<T>(&self, group_id: &str, create: bool, f: impl FnOnce(&mut Group) -> T) -> Option<T> {
+    fn with_group<T>(
+        &self,
+        group_id: &str,
+        create: bool,
+        f: impl FnOnce(&mut Group) -> T,
+    ) -> Option<T> {
         let mut groups = self.groups.borrow_mut();
         if create && !groups.contains_key(group_id) {
             groups.insert(group_id.to_string(), Group::new(group_id));
@@ -129,7 +132,11 @@ impl<J: Journal> GroupCoordinator<J> {
         let mut errors = Vec::with_capacity(offsets.len());
         let mut records = Vec::new();
         for (topic, partition, mut value) in offsets {
-            if value.metadata.as_ref().is_some_and(|m| m.len() > METADATA_BYTES_MAX) {
+            if value
+                .metadata
+                .as_ref()
+                .is_some_and(|m| m.len() > METADATA_BYTES_MAX)
+            {
                 errors.push(OFFSET_METADATA_TOO_LARGE);
                 continue;
             }
@@ -145,7 +152,12 @@ impl<J: Journal> GroupCoordinator<J> {
             });
         }
         if let Err(code) = self.journal.append(group_id, records.clone()).await {
-            return GroupReply::Commit(errors.iter().map(|e| if *e == 0 { code } else { *e }).collect());
+            return GroupReply::Commit(
+                errors
+                    .iter()
+                    .map(|e| if *e == 0 { code } else { *e })
+                    .collect(),
+            );
         }
         self.apply(group_id, records);
         GroupReply::Commit(errors)
@@ -173,7 +185,8 @@ impl<J: Journal> GroupCoordinator<J> {
     fn fetch(&self, group_id: &str, topics: Option<Vec<TopicPartitions>>) -> GroupReply {
         let groups = self.groups.borrow();
         let group = groups.get(group_id);
-        let found = |t: &str, p: i32| group.and_then(|g| g.offsets.get(&(t.to_string(), p)).cloned());
+        let found =
+            |t: &str, p: i32| group.and_then(|g| g.offsets.get(&(t.to_string(), p)).cloned());
         let out = match topics {
             Some(topics) => topics
                 .into_iter()
@@ -315,9 +328,10 @@ impl<J: Journal> GroupCoordinator<J> {
 
 fn invalid_group_id(op: &GroupOp) -> GroupReply {
     match op {
-        GroupOp::Join(args) => {
-            GroupReply::Join(super::ops::JoinResult::error(INVALID_GROUP_ID, &args.member_id))
-        }
+        GroupOp::Join(args) => GroupReply::Join(super::ops::JoinResult::error(
+            INVALID_GROUP_ID,
+            &args.member_id,
+        )),
         GroupOp::Sync(_) => GroupReply::Sync(super::ops::SyncResult::error(INVALID_GROUP_ID)),
         GroupOp::Heartbeat(_) => GroupReply::Heartbeat(INVALID_GROUP_ID),
         GroupOp::Leave(m) => GroupReply::Leave(INVALID_GROUP_ID, vec![INVALID_GROUP_ID; m.len()]),

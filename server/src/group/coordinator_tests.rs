@@ -1,1 +1,198 @@
+//! The coordinator over an in-memory journal: commits, fetches, deletes, failures.
+
 use super::*;
+use crate::group::journal::MemJournal;
+use crate::group::ops::{JoinArgs, SyncArgs};
+use futures::executor::block_on;
+use rill_engine::io::sim::ManualClock;
+
+fn coordinator() -> GroupCoordinator<MemJournal> {
+    GroupCoordinator::new(
+        MemJournal::default(),
+        Rc::new(ManualClock::new(0)),
+        Vec::new(),
+    )
+}
+
+fn offset(offset: i64, metadata: Option<&str>) -> CommittedOffset {
+    CommittedOffset {
+        offset,
+        leader_epoch: 2,
+        metadata: metadata.map(str::to_string),
+        commit_time_ms: 0,
+    }
+}
+
+fn simple() -> MemberRef {
+    MemberRef {
+        member_id: String::new(),
+        group_instance_id: None,
+        generation_id: -1,
+    }
+}
+
+fn commit(
+    c: &GroupCoordinator<MemJournal>,
+    group: &str,
+    who: MemberRef,
+    p: i32,
+    o: i64,
+) -> Vec<i16> {
+    let op = GroupOp::Commit(who, vec![("t".into(), p, offset(o, Some("meta")))]);
+    match block_on(c.handle(group, op)) {
+        GroupReply::Commit(errors) => errors,
+        other => panic!("{other:?}"),
+    }
+}
+
+fn fetch(
+    c: &GroupCoordinator<MemJournal>,
+    group: &str,
+    topics: Option<Vec<TopicPartitions>>,
+) -> Vec<(String, i32, Option<CommittedOffset>)> {
+    match block_on(c.handle(group, GroupOp::Fetch(topics))) {
+        GroupReply::Fetch(0, found) => found,
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn standalone_commit_then_fetch_named_and_all() {
+    let c = coordinator();
+    assert_eq!(commit(&c, "g", simple(), 0, 42), vec![0]);
+    assert_eq!(commit(&c, "g", simple(), 1, 7), vec![0]);
+    let named = fetch(&c, "g", Some(vec![("t".into(), vec![0, 5])]));
+    assert_eq!(
+        named[0].2.as_ref().map(|v| (v.offset, v.leader_epoch)),
+        Some((42, 2))
+    );
+    assert_eq!(
+        named[0]
+            .2
+            .as_ref()
+            .and_then(|v| v.metadata.clone())
+            .as_deref(),
+        Some("meta")
+    );
+    assert_eq!(named[1].2, None, "never committed");
+    let all = fetch(&c, "g", None);
+    assert_eq!(
+        all.iter().map(|(_, p, _)| *p).collect::<Vec<_>>(),
+        vec![0, 1]
+    );
+    assert!(fetch(&c, "nobody", None).is_empty());
+    assert_eq!(
+        c.journal().records.borrow().len(),
+        2,
+        "each commit went through the journal"
+    );
+}
+
+#[test]
+fn a_failed_journal_write_is_an_error_and_not_visible() {
+    let c = coordinator();
+    c.journal().fail_with.set(Some(KAFKA_STORAGE_ERROR));
+    assert_eq!(commit(&c, "g", simple(), 0, 42), vec![KAFKA_STORAGE_ERROR]);
+    assert_eq!(fetch(&c, "g", Some(vec![("t".into(), vec![0])]))[0].2, None);
+}
+
+#[test]
+fn oversized_metadata_is_refused_per_partition() {
+    let c = coordinator();
+    let big = "x".repeat(METADATA_BYTES_MAX + 1);
+    let op = GroupOp::Commit(
+        simple(),
+        vec![
+            ("t".into(), 0, offset(1, Some(&big))),
+            ("t".into(), 1, offset(1, None)),
+        ],
+    );
+    match block_on(c.handle("g", op)) {
+        GroupReply::Commit(errors) => assert_eq!(errors, vec![OFFSET_METADATA_TOO_LARGE, 0]),
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn commits_from_unknown_generations_are_refused() {
+    let c = coordinator();
+    let stale = MemberRef {
+        member_id: "m".into(),
+        group_instance_id: None,
+        generation_id: 3,
+    };
+    assert_eq!(commit(&c, "absent", stale, 0, 1), vec![ILLEGAL_GENERATION]);
+}
+
+#[test]
+fn rebuilt_from_replayed_offsets() {
+    let live = vec![(
+        OffsetKey {
+            group: "g".into(),
+            topic: "t".into(),
+            partition: 3,
+        },
+        offset(9, None),
+    )];
+    let c = GroupCoordinator::new(MemJournal::default(), Rc::new(ManualClock::new(0)), live);
+    assert_eq!(fetch(&c, "g", None)[0].2.as_ref().unwrap().offset, 9);
+    assert_eq!(c.list()[0].state, "Empty");
+}
+
+#[test]
+fn delete_group_and_offsets() {
+    let c = coordinator();
+    assert_eq!(
+        block_on(c.handle("g", GroupOp::Delete)),
+        GroupReply::Delete(GROUP_ID_NOT_FOUND)
+    );
+    commit(&c, "g", simple(), 0, 1);
+    commit(&c, "g", simple(), 1, 1);
+    let del = block_on(c.handle("g", GroupOp::DeleteOffsets(vec![("t".into(), vec![0])])));
+    assert_eq!(del, GroupReply::DeleteOffsets(0, vec![0]));
+    assert_eq!(fetch(&c, "g", None).len(), 1);
+    assert_eq!(
+        block_on(c.handle("g", GroupOp::Delete)),
+        GroupReply::Delete(0)
+    );
+    assert!(c.list().is_empty());
+    let journal = c.journal().records.borrow();
+    assert!(
+        journal.iter().rev().take(2).all(|r| r.value.is_none()),
+        "tombstones written"
+    );
+}
+
+#[test]
+fn a_group_with_members_cannot_be_deleted_and_empty_ids_are_invalid() {
+    let c = coordinator();
+    let join = JoinArgs {
+        session_timeout_ms: 6_000,
+        rebalance_timeout_ms: 6_000,
+        protocol_type: "consumer".into(),
+        protocols: vec![("range".into(), bytes::Bytes::new())],
+        ..Default::default()
+    };
+    let GroupReply::Join(r) = block_on(c.handle("g", GroupOp::Join(join))) else {
+        panic!()
+    };
+    assert_eq!((r.error_code, r.generation_id), (0, 1));
+    let sync = SyncArgs {
+        member_id: r.member_id.clone(),
+        generation_id: 1,
+        ..Default::default()
+    };
+    let GroupReply::Sync(s) = block_on(c.handle("g", GroupOp::Sync(sync))) else {
+        panic!()
+    };
+    assert_eq!(s.error_code, 0);
+    assert_eq!(
+        block_on(c.handle("g", GroupOp::Delete)),
+        GroupReply::Delete(NON_EMPTY_GROUP)
+    );
+    assert_eq!(c.list()[0].state, "Stable");
+    assert_eq!(
+        block_on(c.handle("", GroupOp::Delete)),
+        GroupReply::Delete(INVALID_GROUP_ID)
+    );
+}

@@ -91,7 +91,12 @@ impl<S: Storage> OffsetsLog<S> {
         clock: Rc<dyn Clock>,
     ) -> Result<Self, rill_engine::EngineError> {
         let mut log = manager
-            .open_partition(OFFSETS_TOPIC, partition, offsets_log_config(), clock.clone())
+            .open_partition(
+                OFFSETS_TOPIC,
+                partition,
+                offsets_log_config(),
+                clock.clone(),
+            )
             .await?;
         let mut live = HashMap::new();
         let mut records = 0u64;
@@ -118,7 +123,12 @@ impl<S: Storage> OffsetsLog<S> {
             }
             from = next;
         }
-        tracing::info!(partition, records, live = live.len(), "offsets log replayed");
+        tracing::info!(
+            partition,
+            records,
+            live = live.len(),
+            "offsets log replayed"
+        );
         Ok(OffsetsLog {
             partition,
             log: Mutex::new(Some(log)),
@@ -224,6 +234,20 @@ impl<S: Storage> OffsetsLog<S> {
         Ok(())
     }
 
+    /// The log's start offset (moves forward when the journal compacts).
+    pub async fn log_start_offset(&self) -> Option<i64> {
+        self.log
+            .lock()
+            .await
+            .as_ref()
+            .map(|l| l.log_start_offset().0)
+    }
+
+    /// Records replayed at open or appended since the last snapshot.
+    pub fn records_since_snapshot(&self) -> u64 {
+        self.since_snapshot.get()
+    }
+
     /// Flush and close the log (shutdown).
     pub async fn close(&self) {
         let mut guard = self.log.lock().await;
@@ -289,7 +313,10 @@ impl<S: Storage> Journal for LogJournal<S> {
     async fn append(&self, group_id: &str, records: Vec<OffsetRecord>) -> Result<(), i16> {
         let Some(log) = self.logs.get(&offsets_partition(group_id)).cloned() else {
             // Routing sent a group here whose partition this shard does not own: a bug.
-            tracing::error!(group = group_id, "offsets partition not owned by this shard");
+            tracing::error!(
+                group = group_id,
+                "offsets partition not owned by this shard"
+            );
             return Err(super::state::codes::COORDINATOR_NOT_AVAILABLE);
         };
         log.append(records).await

@@ -50,6 +50,9 @@ pub fn owned_offsets_partitions(shard: usize, shards: usize) -> Vec<i32> {
 }
 
 #[cfg(test)]
+mod wire_tests;
+
+#[cfg(test)]
 mod tests {
     use super::*;
 
@@ -69,7 +72,9 @@ mod tests {
         for g in ["a", "orders", "grp-17", ""] {
             let p = offsets_partition(g);
             for shards in 1..5 {
-                assert!(owned_offsets_partitions(coordinator_shard(g, shards), shards).contains(&p));
+                assert!(
+                    owned_offsets_partitions(coordinator_shard(g, shards), shards).contains(&p)
+                );
             }
         }
     }

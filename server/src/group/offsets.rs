@@ -6,8 +6,7 @@
 
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 use rill_protocol::kafka_protocol::records::{
-    Compression, Record, RecordBatchDecoder, RecordBatchEncoder, RecordEncodeOptions,
-    TimestampType,
+    Compression, Record, RecordBatchDecoder, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
 };
 
 /// Kafka's `offset.metadata.max.bytes` default: longer metadata gets OFFSET_METADATA_TOO_LARGE.
@@ -162,7 +161,8 @@ pub fn encode_batch(records: &[OffsetRecord], timestamp_ms: i64) -> BytesMut {
             producer_epoch: -1,
             timestamp_type: TimestampType::Creation,
             offset: i as i64,
-            sequence: -1,
+            // offset - sequence must be constant for the encoder to keep one batch.
+            sequence: i as i32,
             timestamp: timestamp_ms,
             key: Some(encode_key(&r.key)),
             value: r.value.as_ref().map(encode_value),
@@ -181,7 +181,8 @@ pub fn encode_batch(records: &[OffsetRecord], timestamp_ms: i64) -> BytesMut {
 /// Every record in `chunk` (whole batches back to back), with its offset, in log order.
 pub fn decode_chunk(chunk: Bytes) -> Result<Vec<(i64, OffsetRecord)>, DecodeError> {
     let mut buf = chunk;
-    let sets = RecordBatchDecoder::decode_all(&mut buf).map_err(|e| DecodeError::Batch(e.to_string()))?;
+    let sets =
+        RecordBatchDecoder::decode_all(&mut buf).map_err(|e| DecodeError::Batch(e.to_string()))?;
     let mut out = Vec::new();
     for set in sets {
         for record in set.records {
@@ -215,12 +216,22 @@ mod tests {
 
     #[test]
     fn batch_round_trip_with_tombstones_and_null_metadata() {
-        let records = vec![rec("g", 0, Some(10)), rec("g", 1, Some(11)), rec("h", 0, None)];
+        let records = vec![
+            rec("g", 0, Some(10)),
+            rec("g", 1, Some(11)),
+            rec("h", 0, None),
+        ];
         let batch = encode_batch(&records, 5).freeze();
         let back = decode_chunk(batch).unwrap();
         assert_eq!(back.len(), 3);
-        assert_eq!(back.iter().map(|(o, _)| *o).collect::<Vec<_>>(), vec![0, 1, 2]);
-        assert_eq!(back.into_iter().map(|(_, r)| r).collect::<Vec<_>>(), records);
+        assert_eq!(
+            back.iter().map(|(o, _)| *o).collect::<Vec<_>>(),
+            vec![0, 1, 2]
+        );
+        assert_eq!(
+            back.into_iter().map(|(_, r)| r).collect::<Vec<_>>(),
+            records
+        );
     }
 
     #[test]

@@ -193,7 +193,7 @@ pub enum GroupOp {
 }
 
 /// The answer to a [`GroupOp`] (same variant order).
-#[derive(Debug)]
+#[derive(Debug, PartialEq)]
 pub enum GroupReply {
     /// JoinGroup.
     Join(JoinResult),

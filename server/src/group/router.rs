@@ -20,7 +20,9 @@ use super::coordinator::{GroupCoordinator, TICK_MS};
 use super::journal::LogJournal;
 use super::ops::GroupListing;
 use super::state::codes::COORDINATOR_NOT_AVAILABLE;
-use super::{coordinator_shard, owned_offsets_partitions, GroupMsg, GroupOp, GroupReply, OFFSETS_DIR};
+use super::{
+    coordinator_shard, owned_offsets_partitions, GroupMsg, GroupOp, GroupReply, OFFSETS_DIR,
+};
 use crate::config::BrokerConfig;
 
 /// The coordinator type a real shard runs.
@@ -102,7 +104,11 @@ async fn serve_peer(receiver: ConnectedReceiver<GroupMsg>, coordinator: Rc<Shard
     while let Some(msg) = receiver.recv().await {
         let coordinator = coordinator.clone();
         glommio::spawn_local(async move {
-            let GroupMsg { group_id, op, reply } = msg;
+            let GroupMsg {
+                group_id,
+                op,
+                reply,
+            } = msg;
             let answer = coordinator.handle(&group_id, op).await;
             let _ = reply.send(answer);
         })

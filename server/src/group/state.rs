@@ -362,7 +362,10 @@ impl Group {
         now_ms: i64,
     ) {
         let new_id = self.new_member_id(&args);
-        let mut member = self.members.remove(old_id).expect("static map is consistent");
+        let mut member = self
+            .members
+            .remove(old_id)
+            .expect("static map is consistent");
         if let Some(old) = member.awaiting_join.take() {
             answer(old, JoinResult::error(FENCED_INSTANCE_ID, old_id));
         }
@@ -463,8 +466,8 @@ impl Group {
         if self.state != GroupState::PreparingRebalance {
             return;
         }
-        let all_joined = self.pending.is_empty()
-            && self.members.values().all(|m| m.awaiting_join.is_some());
+        let all_joined =
+            self.pending.is_empty() && self.members.values().all(|m| m.awaiting_join.is_some());
         let timed_out = self.deadline_ms.is_some_and(|d| now_ms >= d);
         if all_joined || timed_out {
             self.complete_join(now_ms);
@@ -636,7 +639,11 @@ impl Group {
         let ids: Vec<String> = self.members.keys().cloned().collect();
         for id in ids {
             let result = self.sync_result(&id);
-            if let Some(tx) = self.members.get_mut(&id).and_then(|m| m.awaiting_sync.take()) {
+            if let Some(tx) = self
+                .members
+                .get_mut(&id)
+                .and_then(|m| m.awaiting_sync.take())
+            {
                 answer(tx, result);
             }
         }
@@ -712,7 +719,12 @@ impl Group {
     /// Expire sessions, pending member ids and rebalance deadlines. Returns whether anything
     /// changed (tests).
     pub fn tick(&mut self, now_ms: i64) -> bool {
-        let before = (self.state, self.generation, self.members.len(), self.pending.len());
+        let before = (
+            self.state,
+            self.generation,
+            self.members.len(),
+            self.pending.len(),
+        );
         self.pending.retain(|_, expires| *expires > now_ms);
         let expired: Vec<String> = self
             .members
@@ -721,7 +733,11 @@ impl Group {
             .map(|m| m.id.clone())
             .collect();
         for id in expired {
-            tracing::info!(group = self.id, member = id, "session expired; removing member");
+            tracing::info!(
+                group = self.id,
+                member = id,
+                "session expired; removing member"
+            );
             self.remove_member(&id, now_ms);
         }
         let due = self.deadline_ms.is_some_and(|d| now_ms >= d);
@@ -743,7 +759,13 @@ impl Group {
             }
             _ => {}
         }
-        before != (self.state, self.generation, self.members.len(), self.pending.len())
+        before
+            != (
+                self.state,
+                self.generation,
+                self.members.len(),
+                self.pending.len(),
+            )
     }
 
     // ---------------------------------------------------------------- offsets and admin
@@ -804,8 +826,16 @@ impl Group {
                 group_instance_id: m.instance_id.clone(),
                 client_id: m.client_id.clone(),
                 client_host: m.client_host.clone(),
-                metadata: if stable { m.metadata_for(&protocol) } else { Bytes::new() },
-                assignment: if stable { m.assignment.clone() } else { Bytes::new() },
+                metadata: if stable {
+                    m.metadata_for(&protocol)
+                } else {
+                    Bytes::new()
+                },
+                assignment: if stable {
+                    m.assignment.clone()
+                } else {
+                    Bytes::new()
+                },
             })
             .collect();
         GroupDescription {

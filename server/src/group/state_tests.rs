@@ -1,1 +1,321 @@
+//! The state machine driven by hand: time is a number, answers are polled from oneshots.
+
 use super::*;
+use futures::channel::oneshot::Receiver;
+
+fn args(member_id: &str, protocols: &[&str]) -> JoinArgs {
+    JoinArgs {
+        member_id: member_id.to_string(),
+        group_instance_id: None,
+        client_id: "c".into(),
+        client_host: "/127.0.0.1".into(),
+        session_timeout_ms: 6_000,
+        rebalance_timeout_ms: 10_000,
+        protocol_type: "consumer".into(),
+        protocols: protocols
+            .iter()
+            .map(|p| (p.to_string(), Bytes::from(format!("meta-{p}"))))
+            .collect(),
+        require_known_member_id: true,
+    }
+}
+
+fn ready<T>(rx: &mut Receiver<T>) -> Option<T> {
+    rx.try_recv().expect("sender kept or answered")
+}
+
+fn who(member_id: &str, generation_id: i32) -> MemberRef {
+    MemberRef {
+        member_id: member_id.into(),
+        group_instance_id: None,
+        generation_id,
+    }
+}
+
+fn sync_args(member_id: &str, generation_id: i32, assignments: &[(&str, &str)]) -> SyncArgs {
+    SyncArgs {
+        member_id: member_id.into(),
+        generation_id,
+        assignments: assignments
+            .iter()
+            .map(|(m, a)| (m.to_string(), Bytes::from(a.to_string())))
+            .collect(),
+        ..Default::default()
+    }
+}
+
+/// A first member through MEMBER_ID_REQUIRED, join and sync: returns its id (generation 1).
+fn first_member(g: &mut Group, now: i64) -> String {
+    let r = ready(&mut g.join(args("", &["range"]), now)).unwrap();
+    assert_eq!(r.error_code, MEMBER_ID_REQUIRED);
+    assert!(r.member_id.starts_with("c-"));
+    assert_eq!(
+        g.state(),
+        GroupState::Empty,
+        "a pending id is not a member yet"
+    );
+    let id = r.member_id;
+    let r = ready(&mut g.join(args(&id, &["range"]), now)).expect("sole member completes at once");
+    assert_eq!(
+        (r.error_code, r.generation_id, r.leader.as_str()),
+        (0, 1, id.as_str())
+    );
+    assert_eq!(r.members.len(), 1, "the leader sees every member");
+    assert_eq!(r.protocol_name.as_deref(), Some("range"));
+    assert_eq!(g.state(), GroupState::CompletingRebalance);
+    let s = ready(&mut g.sync(sync_args(&id, 1, &[(&id, "A")]), now)).unwrap();
+    assert_eq!((s.error_code, &s.assignment[..]), (0, &b"A"[..]));
+    assert_eq!(g.state(), GroupState::Stable);
+    id
+}
+
+#[test]
+fn join_requires_member_id_then_completes_and_syncs() {
+    let mut g = Group::new("g");
+    first_member(&mut g, 0);
+}
+
+#[test]
+fn second_member_rebalances_the_first_through_heartbeat() {
+    let mut g = Group::new("g");
+    let a = first_member(&mut g, 0);
+    let b = ready(&mut g.join(args("", &["range"]), 10))
+        .unwrap()
+        .member_id;
+    let mut b_join = g.join(args(&b, &["range"]), 10);
+    assert_eq!(g.state(), GroupState::PreparingRebalance);
+    assert!(
+        ready(&mut b_join).is_none(),
+        "waits for the first member to rejoin"
+    );
+    assert_eq!(g.heartbeat(&who(&a, 1), 20), REBALANCE_IN_PROGRESS);
+    let mut a_join = g.join(args(&a, &["range"]), 30);
+    let ra = ready(&mut a_join).unwrap();
+    let rb = ready(&mut b_join).unwrap();
+    assert_eq!((ra.generation_id, rb.generation_id), (2, 2));
+    assert_eq!(ra.leader, a, "the old leader stays leader");
+    assert_eq!((ra.members.len(), rb.members.len()), (2, 0));
+    // The follower's sync waits for the leader's.
+    let mut b_sync = g.sync(sync_args(&b, 2, &[]), 40);
+    assert!(ready(&mut b_sync).is_none());
+    let ra = ready(&mut g.sync(sync_args(&a, 2, &[(&a, "p0"), (&b, "p1")]), 50)).unwrap();
+    assert_eq!(&ra.assignment[..], b"p0");
+    assert_eq!(&ready(&mut b_sync).unwrap().assignment[..], b"p1");
+    assert_eq!(g.state(), GroupState::Stable);
+    assert_eq!(g.heartbeat(&who(&b, 2), 60), 0);
+}
+
+#[test]
+fn generation_and_membership_are_fenced() {
+    let mut g = Group::new("g");
+    let a = first_member(&mut g, 0);
+    assert_eq!(g.heartbeat(&who(&a, 0), 1), ILLEGAL_GENERATION);
+    assert_eq!(g.heartbeat(&who("nobody", 1), 1), UNKNOWN_MEMBER_ID);
+    let s = ready(&mut g.sync(sync_args(&a, 7, &[]), 1)).unwrap();
+    assert_eq!(s.error_code, ILLEGAL_GENERATION);
+    let r = ready(&mut g.join(args("ghost", &["range"]), 1)).unwrap();
+    assert_eq!(r.error_code, UNKNOWN_MEMBER_ID);
+    assert_eq!(g.validate_commit(&who(&a, 0), 1), Err(ILLEGAL_GENERATION));
+    assert_eq!(g.validate_commit(&who(&a, 1), 1), Ok(()));
+    assert_eq!(
+        g.validate_commit(&who("", -1), 1),
+        Err(UNKNOWN_MEMBER_ID),
+        "group has members"
+    );
+}
+
+#[test]
+fn simple_commits_need_an_empty_group() {
+    let mut g = Group::new("g");
+    assert_eq!(g.validate_commit(&who("", -1), 0), Ok(()));
+}
+
+#[test]
+fn a_silent_member_expires_after_its_session_timeout() {
+    let mut g = Group::new("g");
+    let a = first_member(&mut g, 0);
+    let b = ready(&mut g.join(args("", &["range"]), 0))
+        .unwrap()
+        .member_id;
+    let mut b_join = g.join(args(&b, &["range"]), 0);
+    let _ = g.join(args(&a, &["range"]), 0);
+    ready(&mut b_join).unwrap();
+    let _ = g.sync(sync_args(&b, 2, &[]), 0);
+    let _ = g.sync(sync_args(&a, 2, &[(&a, "x"), (&b, "y")]), 0);
+    assert_eq!(g.state(), GroupState::Stable);
+    // a keeps heartbeating; b goes silent (killed: no LeaveGroup).
+    for t in (1_000..=6_000).step_by(1_000) {
+        assert_eq!(g.heartbeat(&who(&a, 2), t), 0);
+        g.tick(t);
+    }
+    assert_eq!(
+        g.state(),
+        GroupState::Stable,
+        "not before the session timeout"
+    );
+    assert!(g.tick(6_001));
+    assert_eq!(g.member_ids(), vec![a.clone()]);
+    assert_eq!(g.heartbeat(&who(&a, 2), 6_100), REBALANCE_IN_PROGRESS);
+    let r = ready(&mut g.join(args(&a, &["range"]), 6_200)).unwrap();
+    assert_eq!((r.generation_id, r.members.len()), (3, 1));
+}
+
+#[test]
+fn a_member_that_does_not_rejoin_is_dropped_at_the_rebalance_timeout() {
+    let mut g = Group::new("g");
+    let a = first_member(&mut g, 0);
+    let b = ready(&mut g.join(args("", &["range"]), 0))
+        .unwrap()
+        .member_id;
+    let mut b_join = g.join(args(&b, &["range"]), 0);
+    // a never rejoins but keeps heartbeating (a stuck poll loop).
+    for t in (1_000..10_000).step_by(1_000) {
+        g.heartbeat(&who(&a, 1), t);
+        g.tick(t);
+        assert!(ready(&mut b_join).is_none());
+    }
+    g.tick(10_000);
+    let r = ready(&mut b_join).unwrap();
+    assert_eq!(
+        (r.error_code, r.generation_id, r.leader.as_str()),
+        (0, 2, b.as_str())
+    );
+    assert_eq!(g.member_ids(), vec![b]);
+    assert_eq!(g.heartbeat(&who(&a, 1), 10_001), UNKNOWN_MEMBER_ID);
+}
+
+#[test]
+fn leave_rebalances_and_the_last_leave_empties_the_group() {
+    let mut g = Group::new("g");
+    let a = first_member(&mut g, 0);
+    assert_eq!(
+        g.leave(&[(a.clone(), None), ("ghost".into(), None)], 1),
+        vec![0, UNKNOWN_MEMBER_ID]
+    );
+    assert_eq!(g.state(), GroupState::Empty);
+    assert_eq!(g.generation(), 2);
+    assert!(!g.has_members());
+}
+
+#[test]
+fn leaving_while_others_wait_completes_their_join() {
+    let mut g = Group::new("g");
+    let a = first_member(&mut g, 0);
+    let b = ready(&mut g.join(args("", &["range"]), 0))
+        .unwrap()
+        .member_id;
+    let mut b_join = g.join(args(&b, &["range"]), 0);
+    assert_eq!(g.leave(&[(a, None)], 1), vec![0]);
+    let r = ready(&mut b_join).unwrap();
+    assert_eq!(
+        (r.error_code, r.leader.as_str(), r.generation_id),
+        (0, b.as_str(), 2)
+    );
+}
+
+#[test]
+fn protocol_is_one_every_member_supports() {
+    let mut g = Group::new("g");
+    let mut x = args("", &["cooperative-sticky", "range"]);
+    x.require_known_member_id = false;
+    let mut y = args("", &["range", "roundrobin"]);
+    y.require_known_member_id = false;
+    let mut rx = g.join(x, 0);
+    let mut ry = g.join(y, 0);
+    // x completed alone first (generation 1); y's join started a new rebalance.
+    let first = ready(&mut rx).unwrap();
+    assert_eq!(first.protocol_name.as_deref(), Some("cooperative-sticky"));
+    let _ = g.join(
+        JoinArgs {
+            member_id: first.member_id.clone(),
+            ..args("", &["cooperative-sticky", "range"])
+        },
+        1,
+    );
+    let r = ready(&mut ry).unwrap();
+    assert_eq!(r.protocol_name.as_deref(), Some("range"));
+    let mut z = args("", &["sticky"]);
+    z.require_known_member_id = false;
+    let rz = ready(&mut g.join(z, 2)).unwrap();
+    assert_eq!(rz.error_code, INCONSISTENT_GROUP_PROTOCOL);
+    let mut bad = args("", &["range"]);
+    bad.session_timeout_ms = 10;
+    assert_eq!(
+        ready(&mut g.join(bad, 2)).unwrap().error_code,
+        INVALID_SESSION_TIMEOUT
+    );
+}
+
+#[test]
+fn static_member_rejoining_keeps_its_place_and_fences_the_old_id() {
+    let mut g = Group::new("g");
+    let mut s = args("", &["range"]);
+    s.group_instance_id = Some("inst-1".into());
+    let r = ready(&mut g.join(s.clone(), 0)).unwrap();
+    assert_eq!(
+        r.error_code, 0,
+        "static members need no MEMBER_ID_REQUIRED round"
+    );
+    let old = r.member_id;
+    assert!(old.starts_with("inst-1-"));
+    let _ = g.sync(sync_args(&old, 1, &[(&old, "mine")]), 0);
+    assert_eq!(g.state(), GroupState::Stable);
+    // Restarted: same instance id, no member id.
+    let r = ready(&mut g.join(s.clone(), 100)).unwrap();
+    assert_eq!(
+        (r.error_code, r.generation_id),
+        (0, 1),
+        "no rebalance for a stable group"
+    );
+    let new = r.member_id;
+    assert_ne!(new, old);
+    assert_eq!(r.leader, new);
+    let fenced = MemberRef {
+        group_instance_id: Some("inst-1".into()),
+        ..who(&old, 1)
+    };
+    assert_eq!(g.heartbeat(&fenced, 101), FENCED_INSTANCE_ID);
+    let mut sync = sync_args(&new, 1, &[]);
+    sync.group_instance_id = Some("inst-1".into());
+    assert_eq!(
+        &ready(&mut g.sync(sync, 102)).unwrap().assignment[..],
+        b"mine"
+    );
+    // Static leave by instance id (member id unknown to the caller).
+    assert_eq!(
+        g.leave(&[(String::new(), Some("inst-1".into()))], 103),
+        vec![0]
+    );
+    assert!(!g.has_members());
+}
+
+#[test]
+fn pending_member_ids_expire() {
+    let mut g = Group::new("g");
+    let a = first_member(&mut g, 0);
+    let _pending = ready(&mut g.join(args("", &["range"]), 0))
+        .unwrap()
+        .member_id;
+    assert_eq!(
+        g.heartbeat(&who(&a, 1), 1),
+        0,
+        "a pending id does not disturb the group"
+    );
+    g.tick(7_000);
+    let r = ready(&mut g.join(args(&_pending, &["range"]), 7_001)).unwrap();
+    assert_eq!(r.error_code, UNKNOWN_MEMBER_ID);
+}
+
+#[test]
+fn describe_shows_assignment_only_when_stable() {
+    let mut g = Group::new("g");
+    let a = first_member(&mut g, 0);
+    let d = g.describe();
+    assert_eq!(
+        (d.state.as_str(), d.protocol_data.as_str()),
+        ("Stable", "range")
+    );
+    assert_eq!(d.members[0].member_id, a);
+    assert_eq!(&d.members[0].assignment[..], b"A");
+    assert_eq!(&d.members[0].metadata[..], b"meta-range");
+}

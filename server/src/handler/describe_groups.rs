@@ -13,7 +13,11 @@ use crate::group::{GroupOp, GroupReply};
 const OPERATIONS_UNKNOWN: i32 = i32::MIN;
 
 /// Answer DescribeGroups.
-pub async fn handle<B: Broker>(broker: &B, version: i16, req: &DescribeGroupsRequest) -> DescribeGroupsResponse {
+pub async fn handle<B: Broker>(
+    broker: &B,
+    version: i16,
+    req: &DescribeGroupsRequest,
+) -> DescribeGroupsResponse {
     let mut groups = Vec::with_capacity(req.groups.len());
     for id in &req.groups {
         let d = match broker.group(&id.0, GroupOp::Describe).await {

@@ -2,7 +2,9 @@
 //! state then lives on one of its shards (requests reaching another shard are forwarded).
 
 use rill_protocol::kafka_protocol::messages::find_coordinator_response::Coordinator;
-use rill_protocol::kafka_protocol::messages::{BrokerId, FindCoordinatorRequest, FindCoordinatorResponse};
+use rill_protocol::kafka_protocol::messages::{
+    BrokerId, FindCoordinatorRequest, FindCoordinatorResponse,
+};
 use rill_protocol::kafka_protocol::protocol::StrBytes;
 
 use super::{str_bytes, Broker};
@@ -12,11 +14,23 @@ use crate::group::state::codes::INVALID_REQUEST;
 const KEY_TYPES: [i8; 2] = [0, 1];
 
 /// Answer FindCoordinator (v0-3: one key; v4+: a batch of keys).
-pub fn handle<B: Broker>(broker: &B, version: i16, req: &FindCoordinatorRequest) -> FindCoordinatorResponse {
+pub fn handle<B: Broker>(
+    broker: &B,
+    version: i16,
+    req: &FindCoordinatorRequest,
+) -> FindCoordinatorResponse {
     let config = broker.config();
-    let error = if KEY_TYPES.contains(&req.key_type) { 0 } else { INVALID_REQUEST };
+    let error = if KEY_TYPES.contains(&req.key_type) {
+        0
+    } else {
+        INVALID_REQUEST
+    };
     let (node_id, host, port) = if error == 0 {
-        (config.node_id, str_bytes(&config.advertise_host), i32::from(config.advertise_port))
+        (
+            config.node_id,
+            str_bytes(&config.advertise_host),
+            i32::from(config.advertise_port),
+        )
     } else {
         (-1, StrBytes::default(), -1)
     };

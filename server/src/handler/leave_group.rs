@@ -8,22 +8,38 @@ use super::Broker;
 use crate::group::{GroupOp, GroupReply};
 
 /// Answer LeaveGroup.
-pub async fn handle<B: Broker>(broker: &B, version: i16, req: &LeaveGroupRequest) -> LeaveGroupResponse {
+pub async fn handle<B: Broker>(
+    broker: &B,
+    version: i16,
+    req: &LeaveGroupRequest,
+) -> LeaveGroupResponse {
     let members: Vec<(String, Option<String>)> = if version >= 3 {
         req.members
             .iter()
-            .map(|m| (m.member_id.to_string(), m.group_instance_id.as_ref().map(|s| s.to_string())))
+            .map(|m| {
+                (
+                    m.member_id.to_string(),
+                    m.group_instance_id.as_ref().map(|s| s.to_string()),
+                )
+            })
             .collect()
     } else {
         vec![(req.member_id.to_string(), None)]
     };
-    let (top, errors) = match broker.group(&req.group_id.0, GroupOp::Leave(members.clone())).await {
+    let (top, errors) = match broker
+        .group(&req.group_id.0, GroupOp::Leave(members.clone()))
+        .await
+    {
         GroupReply::Leave(top, errors) => (top, errors),
         GroupReply::Unavailable(code) => (code, vec![code; members.len()]),
         other => unreachable!("leave answered with {other:?}"),
     };
     if version < 3 {
-        let code = if top != 0 { top } else { errors.first().copied().unwrap_or(0) };
+        let code = if top != 0 {
+            top
+        } else {
+            errors.first().copied().unwrap_or(0)
+        };
         return LeaveGroupResponse::default().with_error_code(code);
     }
     let members = req

@@ -6,12 +6,12 @@ use rill_protocol::kafka_protocol::messages::{GroupId, ListGroupsRequest, ListGr
 use super::{str_bytes, Broker};
 
 /// Answer ListGroups.
-pub async fn handle<B: Broker>(broker: &B, version: i16, req: &ListGroupsRequest) -> ListGroupsResponse {
-    let filter: Vec<String> = req
-        .states_filter
-        .iter()
-        .map(|s| s.to_lowercase())
-        .collect();
+pub async fn handle<B: Broker>(
+    broker: &B,
+    version: i16,
+    req: &ListGroupsRequest,
+) -> ListGroupsResponse {
+    let filter: Vec<String> = req.states_filter.iter().map(|s| s.to_lowercase()).collect();
     let groups = broker
         .list_groups()
         .await

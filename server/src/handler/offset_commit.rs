@@ -13,7 +13,11 @@ use crate::group::state::codes::UNKNOWN_TOPIC_OR_PARTITION;
 use crate::group::{GroupOp, GroupReply};
 
 /// Answer OffsetCommit: unknown partitions are refused here, the rest go to the coordinator.
-pub async fn handle<B: Broker>(broker: &B, version: i16, req: &OffsetCommitRequest) -> OffsetCommitResponse {
+pub async fn handle<B: Broker>(
+    broker: &B,
+    version: i16,
+    req: &OffsetCommitRequest,
+) -> OffsetCommitResponse {
     // Per request partition: Some(error) decided here, or None = sent to the coordinator.
     let mut decided: Vec<Option<i16>> = Vec::new();
     let mut offsets = Vec::new();
@@ -33,7 +37,11 @@ pub async fn handle<B: Broker>(broker: &B, version: i16, req: &OffsetCommitReque
                 p.partition_index,
                 CommittedOffset {
                     offset: p.committed_offset,
-                    leader_epoch: if version >= 6 { p.committed_leader_epoch } else { -1 },
+                    leader_epoch: if version >= 6 {
+                        p.committed_leader_epoch
+                    } else {
+                        -1
+                    },
                     metadata: p.committed_metadata.as_ref().map(|m| m.to_string()),
                     commit_time_ms: 0,
                 },
@@ -49,7 +57,10 @@ pub async fn handle<B: Broker>(broker: &B, version: i16, req: &OffsetCommitReque
     let errors = if sent == 0 {
         Vec::new()
     } else {
-        match broker.group(&req.group_id.0, GroupOp::Commit(who, offsets)).await {
+        match broker
+            .group(&req.group_id.0, GroupOp::Commit(who, offsets))
+            .await
+        {
             GroupReply::Commit(errors) => errors,
             GroupReply::Unavailable(code) => vec![code; sent],
             other => unreachable!("commit answered with {other:?}"),

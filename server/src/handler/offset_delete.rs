@@ -13,10 +13,18 @@ pub async fn handle<B: Broker>(broker: &B, req: &OffsetDeleteRequest) -> OffsetD
     let topics: Vec<(String, Vec<i32>)> = req
         .topics
         .iter()
-        .map(|t| (t.name.0.to_string(), t.partitions.iter().map(|p| p.partition_index).collect()))
+        .map(|t| {
+            (
+                t.name.0.to_string(),
+                t.partitions.iter().map(|p| p.partition_index).collect(),
+            )
+        })
         .collect();
     let count: usize = topics.iter().map(|(_, p)| p.len()).sum();
-    let (top, errors) = match broker.group(&req.group_id.0, GroupOp::DeleteOffsets(topics)).await {
+    let (top, errors) = match broker
+        .group(&req.group_id.0, GroupOp::DeleteOffsets(topics))
+        .await
+    {
         GroupReply::DeleteOffsets(top, errors) => (top, errors),
         GroupReply::Unavailable(code) => (code, vec![0; count]),
         other => unreachable!("offset delete answered with {other:?}"),

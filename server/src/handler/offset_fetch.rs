@@ -16,7 +16,11 @@ use crate::group::{GroupOp, GroupReply};
 type Fetched = (i16, Vec<(String, i32, Option<CommittedOffset>)>);
 
 /// Answer OffsetFetch.
-pub async fn handle<B: Broker>(broker: &B, version: i16, req: &OffsetFetchRequest) -> OffsetFetchResponse {
+pub async fn handle<B: Broker>(
+    broker: &B,
+    version: i16,
+    req: &OffsetFetchRequest,
+) -> OffsetFetchResponse {
     if version >= 8 {
         let mut groups = Vec::with_capacity(req.groups.len());
         for g in &req.groups {
@@ -54,7 +58,11 @@ pub async fn handle<B: Broker>(broker: &B, version: i16, req: &OffsetFetchReques
         .with_error_code(if version >= 2 { error } else { 0 })
 }
 
-async fn fetch<B: Broker>(broker: &B, group_id: &str, topics: Option<Vec<TopicPartitions>>) -> Fetched {
+async fn fetch<B: Broker>(
+    broker: &B,
+    group_id: &str,
+    topics: Option<Vec<TopicPartitions>>,
+) -> Fetched {
     match broker.group(group_id, GroupOp::Fetch(topics)).await {
         GroupReply::Fetch(error, found) => (error, found),
         GroupReply::Unavailable(code) => (code, Vec::new()),
@@ -70,7 +78,11 @@ fn fields(value: Option<CommittedOffset>) -> (i64, i32, String) {
     }
 }
 
-fn group_v8(group_id: GroupId, error: i16, found: Vec<(String, i32, Option<CommittedOffset>)>) -> OffsetFetchResponseGroup {
+fn group_v8(
+    group_id: GroupId,
+    error: i16,
+    found: Vec<(String, i32, Option<CommittedOffset>)>,
+) -> OffsetFetchResponseGroup {
     let mut topics: Vec<OffsetFetchResponseTopics> = Vec::new();
     for (topic, partition, value) in found {
         if topics.last().is_none_or(|t| t.name.0.as_str() != topic) {

@@ -7,7 +7,11 @@ use crate::group::ops::{SyncArgs, SyncResult};
 use crate::group::{GroupOp, GroupReply};
 
 /// Answer SyncGroup (followers wait for the leader's assignment).
-pub async fn handle<B: Broker>(broker: &B, version: i16, req: &SyncGroupRequest) -> SyncGroupResponse {
+pub async fn handle<B: Broker>(
+    broker: &B,
+    version: i16,
+    req: &SyncGroupRequest,
+) -> SyncGroupResponse {
     let args = SyncArgs {
         member_id: req.member_id.to_string(),
         group_instance_id: req.group_instance_id.as_ref().map(|s| s.to_string()),

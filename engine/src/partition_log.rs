@@ -493,6 +493,12 @@ impl<S: Storage> PartitionLog<S> {
         Ok(())
     }
 
+    /// True once a write or sync failed (e.g. ENOSPC): every operation is refused with
+    /// [`EngineError::Failed`] until the owner reopens the partition, so it can tell when to.
+    pub fn is_failed(&self) -> bool {
+        self.failed
+    }
+
     pub(crate) fn check_usable(&self) -> Result<(), EngineError> {
         if self.failed {
             return Err(EngineError::Failed);

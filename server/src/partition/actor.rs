@@ -26,6 +26,9 @@ pub const GROUP_OPS_MAX: usize = 256;
 /// KAFKA_STORAGE_ERROR: the log failed to open, write or sync.
 const KAFKA_STORAGE_ERROR: i16 = 56;
 
+/// Least time between attempts to reopen a failed log (a full disk fails each write again).
+const REOPEN_INTERVAL_MS: i64 = 500;
+
 /// One mailbox message.
 #[derive(Debug)]
 pub struct ActorMsg {
@@ -90,6 +93,7 @@ pub async fn run_actor<S: Storage + 'static>(
         setup,
         watch,
         last_retention_ms: 0,
+        last_reopen_ms: 0,
     };
     actor.publish();
     let delete_reply = actor.serve(&mut mailbox).await;
@@ -114,6 +118,8 @@ struct Actor<S: Storage> {
     setup: ActorSetup<S>,
     watch: Rc<PartitionWatch>,
     last_retention_ms: i64,
+    /// When a failed log was last reopened (see [`Actor::reopen_if_failed`]).
+    last_reopen_ms: i64,
 }
 
 enum Next {
@@ -152,7 +158,9 @@ impl<S: Storage + 'static> Actor<S> {
         mailbox: &mut mpsc::Receiver<ActorMsg>,
     ) -> Option<oneshot::Sender<PartitionReply>> {
         loop {
-            let first = match self.next(mailbox).await {
+            let next = self.next(mailbox).await;
+            self.reopen_if_failed().await;
+            let first = match next {
                 Next::Msg(msg) => msg,
                 Next::Tick => {
                     self.maintenance().await;
@@ -171,6 +179,42 @@ impl<S: Storage + 'static> Actor<S> {
             if let Some(delete_reply) = self.serve_group(group).await {
                 return Some(delete_reply);
             }
+        }
+    }
+
+    /// A log whose write or sync failed (a full disk, an I/O error) refuses everything, reads
+    /// included, until reopened. Reopen it — recovery keeps every durable batch and cuts what
+    /// never became durable — so reads resume at once and writes as soon as space returns,
+    /// without a broker restart. The failed instance is inert; it is dropped once the new one
+    /// is open (and kept, still failed, if reopening fails: the next attempt comes later).
+    async fn reopen_if_failed(&mut self) {
+        let now = self.setup.clock.now().0;
+        if !self.log().is_failed() || now - self.last_reopen_ms < REOPEN_INTERVAL_MS {
+            return;
+        }
+        self.last_reopen_ms = now;
+        let (topic, partition) = (self.setup.topic.clone(), self.setup.partition);
+        let opened = self
+            .setup
+            .log_manager
+            .open_partition(
+                &topic,
+                partition,
+                self.setup.config.clone(),
+                self.setup.clock.clone(),
+            )
+            .await;
+        match opened {
+            Ok(log) => {
+                drop(self.log.replace(log));
+                tracing::warn!(
+                    topic,
+                    partition,
+                    "reopened partition log after a write failure"
+                );
+                self.publish();
+            }
+            Err(e) => tracing::error!(topic, partition, error = %e, "reopening failed log failed"),
         }
     }
 

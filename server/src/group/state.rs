@@ -577,7 +577,11 @@ impl Group {
             return;
         }
         match self.state {
-            GroupState::Stable | GroupState::CompletingRebalance => self.prepare_rebalance(now_ms),
+            GroupState::Stable | GroupState::CompletingRebalance => {
+                self.prepare_rebalance(now_ms);
+                // With no members left the rebalance completes at once (to Empty).
+                self.maybe_complete_join(now_ms);
+            }
             GroupState::PreparingRebalance => self.maybe_complete_join(now_ms),
             GroupState::Empty | GroupState::Dead => {}
         }

@@ -9,7 +9,8 @@ use super::{str_bytes, Broker};
 use crate::group::ops::GroupDescription;
 use crate::group::{GroupOp, GroupReply};
 
-/// Kafka's "authorized operations not requested" marker.
+/// Kafka's "authorized operations not requested" marker (also the codec's default, so it is
+/// accepted at versions that lack the field).
 const OPERATIONS_UNKNOWN: i32 = i32::MIN;
 
 /// Answer DescribeGroups.
@@ -62,5 +63,5 @@ fn described(
         .with_protocol_type(str_bytes(&d.protocol_type))
         .with_protocol_data(str_bytes(&d.protocol_data))
         .with_members(members)
-        .with_authorized_operations(if version >= 3 { OPERATIONS_UNKNOWN } else { 0 })
+        .with_authorized_operations(OPERATIONS_UNKNOWN)
 }

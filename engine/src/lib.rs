@@ -45,6 +45,8 @@ mod log_tests;
 mod op_fuzz;
 pub mod types;
 
+/// The `bytes` crate the API speaks (`BytesMut` in, `Bytes` out), re-exported so callers match.
+pub use bytes;
 pub use config::{FlushPolicy, LogConfig};
 pub use error::EngineError;
 pub use log_manager::LogManager;

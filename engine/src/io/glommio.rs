@@ -177,3 +177,25 @@ impl BlockFile for GlommioFile {
         self.file.close().await.map_err(to_io)
     }
 }
+
+/// A single-thread glommio executor driven from the calling thread, for tests, benches and tools
+/// that need the real storage without owning a runtime setup of their own.
+pub struct LocalRuntime {
+    executor: glommio::LocalExecutor,
+}
+
+impl LocalRuntime {
+    /// An executor with `io_memory_bytes` of registered DMA memory (keep it small: the memlock
+    /// limit is per process).
+    pub fn new(io_memory_bytes: usize) -> io::Result<Self> {
+        let builder = glommio::LocalExecutorBuilder::new(glommio::Placement::Unbound)
+            .io_memory(io_memory_bytes);
+        let executor = builder.make().map_err(io::Error::from)?;
+        Ok(LocalRuntime { executor })
+    }
+
+    /// Runs `future` to completion on this thread.
+    pub fn block_on<T>(&self, future: impl std::future::Future<Output = T> + 'static) -> T {
+        self.executor.run(future)
+    }
+}

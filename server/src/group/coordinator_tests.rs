@@ -196,3 +196,47 @@ fn a_group_with_members_cannot_be_deleted_and_empty_ids_are_invalid() {
         GroupReply::Delete(INVALID_GROUP_ID)
     );
 }
+
+/// Consumer-protocol metadata subscribing to `topics` (i16 version, then the subscription).
+fn subscription(topics: &[&str]) -> bytes::Bytes {
+    use bytes::BufMut;
+    use rill_protocol::kafka_protocol::messages::ConsumerProtocolSubscription;
+    use rill_protocol::kafka_protocol::protocol::{Encodable, StrBytes};
+    let sub = ConsumerProtocolSubscription::default().with_topics(
+        topics
+            .iter()
+            .map(|t| StrBytes::from_string(t.to_string()))
+            .collect(),
+    );
+    let mut out = bytes::BytesMut::new();
+    out.put_i16(1);
+    sub.encode(&mut out, 1).unwrap();
+    out.freeze()
+}
+
+#[test]
+fn offsets_of_a_subscribed_topic_cannot_be_deleted() {
+    let c = coordinator();
+    commit(&c, "g", simple(), 0, 5);
+    let join = JoinArgs {
+        session_timeout_ms: 6_000,
+        rebalance_timeout_ms: 6_000,
+        protocol_type: "consumer".into(),
+        protocols: vec![("range".into(), subscription(&["t"]))],
+        ..Default::default()
+    };
+    let GroupReply::Join(r) = block_on(c.handle("g", GroupOp::Join(join))) else {
+        panic!()
+    };
+    assert_eq!(r.error_code, 0);
+    let op = GroupOp::DeleteOffsets(vec![("t".into(), vec![0]), ("other".into(), vec![0])]);
+    assert_eq!(
+        block_on(c.handle("g", op)),
+        GroupReply::DeleteOffsets(0, vec![GROUP_SUBSCRIBED_TO_TOPIC, 0])
+    );
+    assert_eq!(
+        fetch(&c, "g", None).len(),
+        1,
+        "the subscribed topic's offset stays"
+    );
+}

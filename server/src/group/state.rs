@@ -810,8 +810,8 @@ impl Group {
             if meta.len() < 2 {
                 return None;
             }
-            let version = i16::from_be_bytes([meta[0], meta[1]]);
-            let _ = bytes::Buf::get_i16(&mut meta);
+            // The consumer protocol's metadata: an i16 version, then the subscription.
+            let version = bytes::Buf::get_i16(&mut meta);
             let sub = ConsumerProtocolSubscription::decode(&mut meta, version.clamp(0, 3)).ok()?;
             topics.extend(sub.topics.into_iter().map(|t| t.to_string()));
         }

@@ -138,10 +138,10 @@ fn a_silent_member_expires_after_its_session_timeout() {
         .unwrap()
         .member_id;
     let mut b_join = g.join(args(&b, &["range"]), 0);
-    let _ = g.join(args(&a, &["range"]), 0);
+    drop(g.join(args(&a, &["range"]), 0));
     ready(&mut b_join).unwrap();
-    let _ = g.sync(sync_args(&b, 2, &[]), 0);
-    let _ = g.sync(sync_args(&a, 2, &[(&a, "x"), (&b, "y")]), 0);
+    drop(g.sync(sync_args(&b, 2, &[]), 0));
+    drop(g.sync(sync_args(&a, 2, &[(&a, "x"), (&b, "y")]), 0));
     assert_eq!(g.state(), GroupState::Stable);
     // a keeps heartbeating; b goes silent (killed: no LeaveGroup).
     for t in (1_000..=6_000).step_by(1_000) {
@@ -225,13 +225,13 @@ fn protocol_is_one_every_member_supports() {
     // x completed alone first (generation 1); y's join started a new rebalance.
     let first = ready(&mut rx).unwrap();
     assert_eq!(first.protocol_name.as_deref(), Some("cooperative-sticky"));
-    let _ = g.join(
+    drop(g.join(
         JoinArgs {
             member_id: first.member_id.clone(),
             ..args("", &["cooperative-sticky", "range"])
         },
         1,
-    );
+    ));
     let r = ready(&mut ry).unwrap();
     assert_eq!(r.protocol_name.as_deref(), Some("range"));
     let mut z = args("", &["sticky"]);
@@ -258,7 +258,7 @@ fn static_member_rejoining_keeps_its_place_and_fences_the_old_id() {
     );
     let old = r.member_id;
     assert!(old.starts_with("inst-1-"));
-    let _ = g.sync(sync_args(&old, 1, &[(&old, "mine")]), 0);
+    drop(g.sync(sync_args(&old, 1, &[(&old, "mine")]), 0));
     assert_eq!(g.state(), GroupState::Stable);
     // Restarted: same instance id, no member id.
     let r = ready(&mut g.join(s.clone(), 100)).unwrap();

@@ -320,9 +320,12 @@ impl<J: Journal> GroupCoordinator<J> {
     /// Expire sessions and rebalance deadlines (call every [`TICK_MS`]).
     pub fn tick(&self) {
         let now = self.now();
-        for group in self.groups.borrow_mut().values_mut() {
+        let mut groups = self.groups.borrow_mut();
+        for group in groups.values_mut() {
             group.tick(now);
         }
+        // Groups whose members all left and that never committed are forgotten (as Kafka does).
+        groups.retain(|_, g| !g.is_disposable());
     }
 }
 

@@ -240,3 +240,25 @@ fn offsets_of_a_subscribed_topic_cannot_be_deleted() {
         "the subscribed topic's offset stays"
     );
 }
+
+#[test]
+fn groups_left_with_nothing_are_forgotten_on_tick() {
+    let c = coordinator();
+    let join = JoinArgs {
+        session_timeout_ms: 6_000,
+        rebalance_timeout_ms: 6_000,
+        protocol_type: "consumer".into(),
+        protocols: vec![("range".into(), bytes::Bytes::new())],
+        ..Default::default()
+    };
+    let GroupReply::Join(r) = block_on(c.handle("g", GroupOp::Join(join))) else {
+        panic!()
+    };
+    commit(&c, "kept", simple(), 0, 1);
+    let leave = GroupOp::Leave(vec![(r.member_id, None)]);
+    assert_eq!(block_on(c.handle("g", leave)), GroupReply::Leave(0, vec![0]));
+    assert_eq!(c.list().len(), 2);
+    c.tick();
+    let left: Vec<String> = c.list().into_iter().map(|g| g.group_id).collect();
+    assert_eq!(left, vec!["kept".to_string()], "offsets keep a group");
+}

@@ -194,6 +194,14 @@ impl Group {
         !self.members.is_empty()
     }
 
+    /// Nothing left to keep: no members, no member ids handed out, no committed offsets.
+    pub fn is_disposable(&self) -> bool {
+        self.state == GroupState::Empty
+            && self.members.is_empty()
+            && self.pending.is_empty()
+            && self.offsets.is_empty()
+    }
+
     /// Member ids (tests, descriptions).
     pub fn member_ids(&self) -> Vec<String> {
         self.members.keys().cloned().collect()

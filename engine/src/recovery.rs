@@ -61,7 +61,8 @@ impl<S: Storage> PartitionLog<S> {
             failed: false,
         };
         let (bases, checkpoint) = log.clean_directory().await?;
-        log.load_segments(&bases, checkpoint.unwrap_or(Offset(0)))
+        let tail = log
+            .load_segments(&bases, checkpoint.unwrap_or(Offset(0)))
             .await?;
         let log_end = log.active().next_offset;
         let log_start = checkpoint
@@ -74,7 +75,7 @@ impl<S: Storage> PartitionLog<S> {
             small_file::write_atomic(&*log.storage, &log.dir, LOG_START_FILE, &bytes).await?;
         }
         log.positions = Positions::recovered(log_start, log_end, hw_follows_durable);
-        log.recover_producers().await?;
+        log.recover_producers(tail).await?;
         tracing::debug!(dir = %log.dir.display(), log_start = log_start.0, log_end = log_end.0, segments = log.segments.len(), "opened partition log");
         Ok(log)
     }
@@ -125,19 +126,22 @@ impl<S: Storage> PartitionLog<S> {
         &mut self,
         bases: &[Offset],
         checkpoint: Offset,
-    ) -> Result<(), EngineError> {
+    ) -> Result<ScannedTail, EngineError> {
         let Some((&active_base, sealed)) = bases.split_last() else {
             let segment = self.create_segment(checkpoint).await?;
             self.segments.push(segment);
-            return Ok(());
+            return Ok(ScannedTail {
+                from: checkpoint,
+                producer_batches: Vec::new(),
+            });
         };
         for (i, &base) in sealed.iter().enumerate() {
             let segment = self.load_sealed(base, bases[i + 1]).await?;
             self.segments.push(segment);
         }
-        let active = self.recover_active(active_base).await?;
+        let (active, tail) = self.recover_active(active_base).await?;
         self.segments.push(active);
-        Ok(())
+        Ok(tail)
     }
 
     /// A sealed segment: sizes from the file, indexes from disk or rebuilt. Its file stays closed.
@@ -167,7 +171,7 @@ impl<S: Storage> PartitionLog<S> {
         }
         tracing::warn!(dir = %self.dir.display(), base = base.0, "rebuilding indexes of a sealed segment");
         segment.file = Some(file);
-        let end = self.scan(&mut segment, 0, base, size).await?;
+        let (end, _) = self.scan(&mut segment, 0, base, size).await?;
         if end != size || segment.next_offset != next_base {
             return Err(EngineError::Layout(format!(
                 "sealed segment {base} does not verify: ends at {end} of {size} bytes, offset {}",
@@ -208,7 +212,10 @@ impl<S: Storage> PartitionLog<S> {
     }
 
     /// The active segment: resume from its last index entry, validate to the end, cut the rest.
-    async fn recover_active(&self, base: Offset) -> Result<Segment<S::File>, EngineError> {
+    async fn recover_active(
+        &self,
+        base: Offset,
+    ) -> Result<(Segment<S::File>, ScannedTail), EngineError> {
         let path = self.dir.join(segment_file_name(base, FileKind::Log));
         let file = self.storage.open(&path, OpenMode::ReadWrite).await?;
         let file_bytes = file.size_bytes().await?;
@@ -217,26 +224,40 @@ impl<S: Storage> PartitionLog<S> {
             .await?;
         let mut segment = Segment::new(base);
         segment.file = Some(file);
-        let end = match resume_point(&mut segment, index, time_index) {
-            Some((pos, expected)) => match self.scan(&mut segment, pos, expected, file_bytes).await
-            {
-                Ok(end) if segment.next_offset > expected => Ok(end),
-                Ok(_) | Err(EngineError::CorruptBatch(_)) => Err(()),
-                Err(e) => return Err(e),
-            },
-            None => Err(()),
+        let resumed = match resume_point(&mut segment, index, time_index) {
+            Some((pos, expected)) => {
+                match self.scan(&mut segment, pos, expected, file_bytes).await {
+                    Ok((end, batches)) if segment.next_offset > expected => Some((
+                        end,
+                        ScannedTail {
+                            from: expected,
+                            producer_batches: batches,
+                        },
+                    )),
+                    Ok(_) | Err(EngineError::CorruptBatch(_)) => None,
+                    Err(e) => return Err(e),
+                }
+            }
+            None => None,
         };
-        let end = match end {
-            Ok(end) => end,
-            Err(()) => {
+        let (end, tail) = match resumed {
+            Some(found) => found,
+            None => {
                 segment = Segment {
                     file: segment.file.take(),
                     ..Segment::new(base)
                 };
-                self.scan(&mut segment, 0, base, file_bytes).await?
+                let (end, batches) = self.scan(&mut segment, 0, base, file_bytes).await?;
+                (
+                    end,
+                    ScannedTail {
+                        from: base,
+                        producer_batches: batches,
+                    },
+                )
             }
         };
-        self.cut_and_resume(segment, end, file_bytes).await
+        Ok((self.cut_and_resume(segment, end, file_bytes).await?, tail))
     }
 
     /// Cuts the file at `end` (torn tail, preallocation) and attaches an appender.
@@ -276,42 +297,73 @@ impl<S: Storage> PartitionLog<S> {
         pos: u64,
         expected: Offset,
         file_bytes: u64,
-    ) -> Result<u64, EngineError> {
+    ) -> Result<(u64, Vec<BatchMeta>), EngineError> {
         assert_eq!(segment.size_bytes, pos);
         assert_eq!(segment.next_offset, expected);
+        let mut producer_batches = Vec::new();
         loop {
             let (metas, done) = scan_step(segment, file_bytes).await?;
             for meta in &metas {
                 segment.note_batch(meta, self.config.index_interval_bytes);
             }
+            producer_batches.extend(metas.into_iter().filter(|m| m.producer_id >= 0));
             if done {
-                return Ok(segment.size_bytes);
+                return Ok((segment.size_bytes, producer_batches));
             }
         }
     }
 
     /// Producer state from the snapshot, plus batches after it replayed from the log.
-    async fn recover_producers(&mut self) -> Result<(), EngineError> {
-        let bytes =
-            small_file::read_whole(&*self.storage, &self.dir.join(PRODUCER_SNAPSHOT_FILE)).await?;
+    /// Batches before the scanned tail are replayed by reading the log; the tail's producer
+    /// batches were collected by the recovery scan, so the common case reads nothing twice.
+    async fn recover_producers(&mut self, tail: ScannedTail) -> Result<(), EngineError> {
+        let path = self.dir.join(PRODUCER_SNAPSHOT_FILE);
+        let bytes = small_file::read_whole(&*self.storage, &path).await?;
         let (log_start, log_end) = (self.positions.log_start(), self.positions.log_end());
         let snapshot = bytes
             .and_then(|b| ProducerState::decode(&b))
             .filter(|(o, _)| *o >= log_start && *o <= log_end);
-        let mut from = snapshot.as_ref().map_or(log_start, |(o, _)| *o);
+        let from = snapshot.as_ref().map_or(log_start, |(o, _)| *o);
         self.producers = snapshot.map(|(_, s)| s).unwrap_or_default();
-        while from < log_end {
+        self.replay_producers(from, tail.from.min(log_end)).await?;
+        for meta in tail
+            .producer_batches
+            .iter()
+            .filter(|m| m.last_offset >= from)
+        {
+            self.producers.record(meta);
+        }
+        Ok(())
+    }
+
+    /// Records the producer batches with base offsets in `[from, until)` by reading the log.
+    async fn replay_producers(
+        &mut self,
+        mut from: Offset,
+        until: Offset,
+    ) -> Result<(), EngineError> {
+        while from < until {
             let read = self.read(from, 1 << 20).await?;
             let Some(last) = read.chunks.last() else {
                 break;
             };
             from = validate_prefix(last)?.last_offset.plus(1);
             for chunk in &read.chunks {
-                self.producers.record(&validate_prefix(chunk)?);
+                let meta = validate_prefix(chunk)?;
+                if meta.base_offset < until {
+                    self.producers.record(&meta);
+                }
             }
         }
         Ok(())
     }
+}
+
+/// What the recovery scan of the active segment saw: where it started and the idempotent
+/// producers' batches from there to the end.
+struct ScannedTail {
+    from: Offset,
+    producer_batches: Vec<BatchMeta>,
 }
 
 /// Trims loaded indexes to their last entry and sets the segment up to scan from it.

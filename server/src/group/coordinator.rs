@@ -317,6 +317,14 @@ impl<J: Journal> GroupCoordinator<J> {
         out
     }
 
+    /// Shutdown: answer every parked JoinGroup/SyncGroup now (COORDINATOR_NOT_AVAILABLE) so that
+    /// connections drain at once instead of waiting out a rebalance timeout.
+    pub fn release_waiters(&self) {
+        for group in self.groups.borrow_mut().values_mut() {
+            group.fail_waiters(COORDINATOR_NOT_AVAILABLE);
+        }
+    }
+
     /// Expire sessions and rebalance deadlines (call every [`TICK_MS`]).
     pub fn tick(&self) {
         let now = self.now();

@@ -726,6 +726,19 @@ impl Group {
         0
     }
 
+    /// Answer every parked JoinGroup/SyncGroup with `code` (the coordinator is going away; the
+    /// members find it again and rejoin).
+    pub fn fail_waiters(&mut self, code: i16) {
+        for member in self.members.values_mut() {
+            if let Some(tx) = member.awaiting_join.take() {
+                answer(tx, JoinResult::error(code, &member.id));
+            }
+            if let Some(tx) = member.awaiting_sync.take() {
+                answer(tx, SyncResult::error(code));
+            }
+        }
+    }
+
     // ---------------------------------------------------------------- time
 
     /// Expire sessions, pending member ids and rebalance deadlines. Returns whether anything

@@ -145,6 +145,12 @@ async fn shard_main(
     });
     let shutdown = Rc::new(ShutdownSignal::default());
     glommio::spawn_local(watch_stop_flag(stop, shutdown.clone())).detach();
+    let (groups, signal) = (shard.groups.clone(), shutdown.clone());
+    glommio::spawn_local(async move {
+        signal.wait().await;
+        groups.release_waiters(); // parked JoinGroups must not hold up the drain
+    })
+    .detach();
     let listener = TcpListener::bind(config.listen)
         .map_err(|e| anyhow::anyhow!("shard {id}: binding {}: {e}", config.listen))?;
     let local = listener

@@ -64,11 +64,10 @@ impl Broker {
 
     /// SIGTERM and wait for a clean exit.
     fn stop(mut self) {
-        let status = Command::new("kill")
-            .args(["-TERM", &self.child.id().to_string()])
-            .status()
-            .unwrap();
-        assert!(status.success());
+        let pid = libc::pid_t::try_from(self.child.id()).unwrap();
+        // SAFETY: kill(2) with a pid we spawned and still own (not yet reaped); no memory passed.
+        let rc = unsafe { libc::kill(pid, libc::SIGTERM) };
+        assert_eq!(rc, 0, "SIGTERM failed");
         let started = Instant::now();
         loop {
             if let Some(status) = self.child.try_wait().unwrap() {

@@ -256,7 +256,10 @@ fn groups_left_with_nothing_are_forgotten_on_tick() {
     };
     commit(&c, "kept", simple(), 0, 1);
     let leave = GroupOp::Leave(vec![(r.member_id, None)]);
-    assert_eq!(block_on(c.handle("g", leave)), GroupReply::Leave(0, vec![0]));
+    assert_eq!(
+        block_on(c.handle("g", leave)),
+        GroupReply::Leave(0, vec![0])
+    );
     assert_eq!(c.list().len(), 2);
     c.tick();
     let left: Vec<String> = c.list().into_iter().map(|g| g.group_id).collect();

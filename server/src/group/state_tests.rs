@@ -324,9 +324,14 @@ fn describe_shows_assignment_only_when_stable() {
 fn shutdown_releases_parked_joins() {
     let mut g = Group::new("g");
     let _a = first_member(&mut g, 0);
-    let b = ready(&mut g.join(args("", &["range"]), 0)).unwrap().member_id;
+    let b = ready(&mut g.join(args("", &["range"]), 0))
+        .unwrap()
+        .member_id;
     let mut b_join = g.join(args(&b, &["range"]), 0);
     assert!(ready(&mut b_join).is_none());
     g.fail_waiters(COORDINATOR_NOT_AVAILABLE);
-    assert_eq!(ready(&mut b_join).unwrap().error_code, COORDINATOR_NOT_AVAILABLE);
+    assert_eq!(
+        ready(&mut b_join).unwrap().error_code,
+        COORDINATOR_NOT_AVAILABLE
+    );
 }

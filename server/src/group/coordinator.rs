@@ -118,14 +118,11 @@ impl<J: Journal> GroupCoordinator<J> {
         offsets: Vec<(String, i32, CommittedOffset)>,
         now: i64,
     ) -> GroupReply {
-        let simple = who.generation_id < 0 && who.member_id.is_empty();
+        // A commit outside any generation (manual assignment) may create the group.
+        let simple = who.generation_id < 0;
         let allowed = self
             .with_group(group_id, simple, |g| g.validate_commit(&who, now))
-            .unwrap_or(Err(if who.generation_id < 0 {
-                UNKNOWN_MEMBER_ID
-            } else {
-                ILLEGAL_GENERATION
-            }));
+            .unwrap_or(Err(ILLEGAL_GENERATION));
         if let Err(code) = allowed {
             return GroupReply::Commit(vec![code; offsets.len()]);
         }

@@ -335,3 +335,31 @@ fn shutdown_releases_parked_joins() {
         COORDINATOR_NOT_AVAILABLE
     );
 }
+
+#[test]
+fn a_leader_that_never_syncs_is_dropped_at_the_rebalance_timeout() {
+    let mut g = Group::new("g");
+    let a = first_member(&mut g, 0);
+    let b = ready(&mut g.join(args("", &["range"]), 0))
+        .unwrap()
+        .member_id;
+    let mut b_join = g.join(args(&b, &["range"]), 0);
+    drop(g.join(args(&a, &["range"]), 0));
+    assert_eq!(ready(&mut b_join).unwrap().generation_id, 2);
+    // b (follower) waits for the assignment; a (leader) heartbeats but never sends it.
+    let mut b_sync = g.sync(sync_args(&b, 2, &[]), 1);
+    for t in [3_000, 6_000, 9_000] {
+        assert_eq!(g.heartbeat(&who(&a, 2), t), 0);
+        assert!(!g.tick(t));
+    }
+    assert!(!g.tick(9_999));
+    assert!(ready(&mut b_sync).is_none());
+    assert!(g.tick(10_001));
+    assert_eq!(
+        ready(&mut b_sync).unwrap().error_code,
+        REBALANCE_IN_PROGRESS
+    );
+    assert_eq!(g.member_ids(), vec![b.clone()]);
+    let r = ready(&mut g.join(args(&b, &["range"]), 10_002)).unwrap();
+    assert_eq!((r.generation_id, r.leader.as_str()), (3, b.as_str()));
+}

@@ -273,3 +273,52 @@ def test_admin_lists_describes_and_deletes_groups(broker, topic_name):
     admin.delete_consumer_groups([group], request_timeout=30)[group].result()
     listed = admin.list_consumer_groups(request_timeout=30).result()
     assert group not in {g.group_id for g in listed.valid}
+
+
+def test_two_kcat_members_split_a_topic(broker, topic_name, tmp_path):
+    """Debian's librdkafka 2.0.2 (kcat -G): two members share a topic, each message once."""
+    from confluent_kafka.admin import AdminClient
+    from clients import kcat_path
+    create_topic(broker.bootstrap, topic_name, partitions=4)
+    group = f"g-{topic_name}"
+    outs = [tmp_path / f"kcat{i}.out" for i in range(2)]
+    procs = []
+    for out in outs:
+        with open(out, "wb") as f:
+            procs.append(subprocess.Popen(
+                [kcat_path(), "-b", broker.bootstrap, "-G", group, "-X",
+                 "auto.offset.reset=earliest", "-X", f"session.timeout.ms={SESSION_MS}",
+                 "-q", "-u", "-f", "%s\\n", topic_name],
+                stdout=f, stderr=subprocess.DEVNULL))
+    try:
+        admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+
+        def both_assigned() -> bool:
+            d = admin.describe_consumer_groups([group], request_timeout=10)[group].result()
+            return (str(d.state).endswith("STABLE") and len(d.members) == 2
+                    and all(m.assignment.topic_partitions for m in d.members))
+
+        deadline = time.monotonic() + WAIT_S
+        while not both_assigned():
+            assert time.monotonic() < deadline, "two kcat members never became stable"
+            time.sleep(0.2)
+        expected = seed(broker.bootstrap, topic_name, 4, 10)
+        lines: list = []
+        while time.monotonic() < deadline:
+            lines = [out.read_text().split() for out in outs]
+            if sum(map(len, lines)) >= len(expected):
+                break
+            time.sleep(0.2)
+        time.sleep(0.5)  # duplicates would show up now
+        lines = [out.read_text().split() for out in outs]
+        everything = [v for member in lines for v in member]
+        assert sorted(everything) == sorted(expected), "every message exactly once"
+        assert all(lines), "both members consumed"
+    finally:
+        for p in procs:
+            p.terminate()
+        for p in procs:
+            try:
+                p.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                p.kill()

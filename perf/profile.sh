@@ -13,7 +13,8 @@
 #                                       cycles/instructions where supported)
 # Writes DIR/flamegraph.svg, DIR/perf-stat.txt, DIR/top-costs.txt (leaf functions by samples),
 # DIR/stacks.folded, DIR/load.txt, DIR/broker.log. --broker tansu profiles the peer instead
-# ($TANSU_BIN or tansu on PATH). PERF_CALL_GRAPH=fp uses frame pointers instead of DWARF unwinding.
+# ($TANSU_BIN or tansu on PATH). RILL_BIN=path profiles an already built rill (no cargo build).
+# PERF_CALL_GRAPH=fp uses frame pointers instead of DWARF unwinding.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -56,8 +57,9 @@ port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); pr
 address="127.0.0.1:$port"
 data_dir="$(mktemp -d "${TMPDIR:-/tmp}/rill-profile.XXXXXX")"
 if [[ "$broker" == rill ]]; then
-    cargo build --release -p rill-server --bin rill >&2
-    "$target_dir/release/rill" --listen "$address" --data-dir "$data_dir" --shards "$shards" >"$out/broker.log" 2>&1 &
+    rill_bin="${RILL_BIN:-$target_dir/release/rill}"
+    [[ -n "${RILL_BIN:-}" ]] || cargo build --release -p rill-server --bin rill >&2
+    "$rill_bin" --listen "$address" --data-dir "$data_dir" --shards "$shards" >"$out/broker.log" 2>&1 &
 else
     tansu="${TANSU_BIN:-$(command -v tansu)}"
     "$tansu" broker --listener-url "tcp://$address" --advertised-listener-url "tcp://$address" \

@@ -52,6 +52,7 @@ pub fn latency_chart(
     let mut chart = ChartBuilder::on(&root)
         .caption(title, ("sans-serif", 22))
         .margin(16)
+        .margin_right(48)
         .x_label_area_size(40)
         .y_label_area_size(70)
         .build_cartesian_2d(0.0..NINES_MAX, y_range.log_scale())
@@ -66,12 +67,12 @@ pub fn latency_chart(
         .draw()
         .map_err(plot_error)?;
     for (index, (name, curve)) in curves.into_iter().enumerate() {
-        let color = Palette99::pick(index).stroke_width(2);
+        let color = series_color(index);
         chart
-            .draw_series(LineSeries::new(curve, color))
+            .draw_series(LineSeries::new(curve, color.stroke_width(2)))
             .map_err(plot_error)?
             .label(name)
-            .legend(move |(x, y)| PathElement::new([(x, y), (x + 20, y)], Palette99::pick(index)));
+            .legend(move |(x, y)| PathElement::new([(x, y), (x + 20, y)], color.stroke_width(2)));
     }
     chart
         .configure_series_labels()
@@ -82,6 +83,21 @@ pub fn latency_chart(
         .map_err(plot_error)?;
     root.present().map_err(plot_error)?;
     Ok(())
+}
+
+/// Pairs of dark/light colours (tab10-like): a broker's ack and consume lines share a hue.
+fn series_color(index: usize) -> RGBColor {
+    const COLORS: [RGBColor; 8] = [
+        RGBColor(31, 119, 180),
+        RGBColor(120, 180, 230),
+        RGBColor(214, 39, 40),
+        RGBColor(250, 140, 140),
+        RGBColor(44, 160, 44),
+        RGBColor(150, 220, 140),
+        RGBColor(148, 103, 189),
+        RGBColor(200, 170, 230),
+    ];
+    COLORS[index % COLORS.len()]
 }
 
 fn plot_error<E: std::fmt::Debug>(error: E) -> anyhow::Error {

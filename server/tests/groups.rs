@@ -30,7 +30,9 @@ impl Broker {
             .spawn()
             .expect("start rill");
         let started = Instant::now();
-        while TcpStream::connect(("127.0.0.1", port)).is_err() {
+        // Ready = answers ApiVersions. A bare connect is not enough right after a kill -9: the
+        // dead process's io_uring-held listener can linger for a moment, accept, then reset.
+        while !answers_api_versions(port) {
             assert!(
                 started.elapsed() < Duration::from_secs(20),
                 "rill did not start"
@@ -62,6 +64,17 @@ impl Drop for Broker {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+fn answers_api_versions(port: u16) -> bool {
+    let Ok(mut stream) = TcpStream::connect(("127.0.0.1", port)) else {
+        return false;
+    };
+    let _ = stream.set_read_timeout(Some(Duration::from_secs(2)));
+    // ApiVersions v0, correlation id 1, null client id.
+    let request = [0, 0, 0, 10, 0, 18, 0, 0, 0, 0, 0, 1, 255, 255];
+    let mut size = [0u8; 4];
+    stream.write_all(&request).is_ok() && stream.read_exact(&mut size).is_ok()
 }
 
 fn free_port() -> u16 {

@@ -4,7 +4,7 @@
 # 1. Installs what the tests need, idempotently (a second run installs nothing):
 #    kcat from Debian; Python clients (tests/requirements.txt) into ./.venv; kafkajs (npm ci) in
 #    tests/clients/node.
-# 2. cargo build --workspace, cargo test --workspace --all-targets.
+# 2. cargo build --workspace, cargo test --workspace --all-targets (--no-fail-fast: every crate reports).
 # 3. The end-to-end suite (tests/e2e, pytest): a real `rill` (target/debug/rill) on a free 127.0.0.1
 #    port, driven by kcat, confluent-kafka, kafka-python, aiokafka and kafkajs.
 #
@@ -68,8 +68,8 @@ step "cargo build --workspace"
 cargo build --workspace
 
 if [ "${SKIP_CARGO_TEST:-0}" != 1 ]; then
-    step "cargo test --workspace --all-targets"
-    cargo test --workspace --all-targets || failed+=("cargo test")
+    step "cargo test --workspace --all-targets --no-fail-fast"
+    cargo test --workspace --all-targets --no-fail-fast || failed+=("cargo test")
 fi
 
 # --- 3. end-to-end tests with real clients ---------------------------------------------------------
@@ -86,6 +86,16 @@ if [ $rc = 5 ]; then
     echo "pytest collected no tests: that is a failure here"
 fi
 [ $rc = 0 ] || failed+=("e2e (pytest exit $rc)")
+
+# --- 4. fuzz targets, bounded (crash-safety work, issue 7: tests/fuzz.sh) --------------------------
+# cargo-fuzz on the request path (server/fuzz) and the decoders (protocol/fuzz), seeded from real
+# client captures. RILL_FUZZ_SECONDS per target (0 skips); skipped when pytest arguments were given.
+fuzz_seconds=${RILL_FUZZ_SECONDS:-20}
+if [ "$fuzz_seconds" != 0 ] && [ $# = 0 ]; then
+    step "fuzz targets, ${fuzz_seconds}s each (tests/fuzz.sh)"
+    RILL_FUZZ_SECONDS=$fuzz_seconds tests/fuzz.sh || failed+=("fuzz")
+fi
+# --- end of step 4 ---------------------------------------------------------------------------------
 
 step "summary ($(( $(date +%s) - started ))s)"
 if [ ${#failed[@]} -gt 0 ]; then

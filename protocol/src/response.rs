@@ -60,6 +60,28 @@ pub fn encode_response(
     patch_size_prefix(out, start)
 }
 
+/// Appends the answer to an ApiVersions request at a version Rill does not support (trap 2):
+/// error 35 (UNSUPPORTED_VERSION) with a v0 body listing the ranges, so the client retries
+/// with a version it now knows instead of falling back to pre-0.10 protocol.
+pub fn encode_api_versions_fallback(
+    out: &mut BytesMut,
+    correlation_id: i32,
+    implemented: impl Fn(ApiKey) -> bool,
+) -> Result<(), EncodeError> {
+    let body = crate::api_registry::api_versions_response_for(
+        0,
+        crate::ErrorCode::UnsupportedVersion,
+        implemented,
+    );
+    encode_response(
+        out,
+        correlation_id,
+        ApiKey::ApiVersions,
+        0,
+        &ResponseKind::ApiVersions(body),
+    )
+}
+
 /// Writes a response header: v0 = correlation id; v1 adds an EMPTY tag section (one 0 byte).
 ///
 /// Rill never writes response-header tags: librdkafka < 2.2 mis-skips non-empty ones (trap 4).
@@ -154,6 +176,17 @@ mod tests {
             6 * crate::api_registry::ENTRIES.len(),
             "v0 entries carry no tags"
         );
+    }
+
+    #[test]
+    fn fallback_helper_matches_manual_encoding() {
+        let mut manual = BytesMut::new();
+        let body =
+            ResponseKind::ApiVersions(api_versions_response(0, ErrorCode::UnsupportedVersion));
+        encode_response(&mut manual, 4, ApiKey::ApiVersions, 0, &body).unwrap();
+        let mut helper = BytesMut::new();
+        encode_api_versions_fallback(&mut helper, 4, |_| true).unwrap();
+        assert_eq!(helper, manual);
     }
 
     #[test]

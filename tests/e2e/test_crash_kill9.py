@@ -14,6 +14,11 @@ Consumer-group commits likewise: every synchronously acknowledged OffsetCommit i
 OffsetFetch returns after the kill (or a later commit that was in flight when the broker died).
 
 CI runs a few cycles; `RILL_KILL_CYCLES=100 ./test.sh -k kill9` runs more (DURABILITY.md).
+
+Known broker bug this harness found: about one restart in 250 hangs at start-up (the log stops
+after "starting rill": no shard logs, no listener, SIGTERM not honoured). A hung start is killed
+and retried, counted, and — after every durability check has passed — reported as an XFAIL with
+the count, so the durability verdict stays visible while the start-up bug is open.
 """
 
 from __future__ import annotations
@@ -31,6 +36,8 @@ from clients import create_topic, producer, watermarks
 CYCLES = int(os.environ.get("RILL_KILL_CYCLES", "3"))
 #: Partitions of the test topic: more than one so two shards and several logs are in play.
 PARTITIONS = 3
+#: Per-test pytest timeout: generous, and growing with the cycle count.
+TEST_TIMEOUT_S = 180 + 15 * CYCLES
 #: Client-side patience: a debug build restarting on 2 busy cores is slow, but nothing may hang.
 DELIVERY_TIMEOUT_S = 120.0
 
@@ -39,6 +46,32 @@ def _seed() -> int:
     seed = int(os.environ.get("RILL_KILL_SEED", str(random.SystemRandom().randrange(1 << 32))))
     print(f"kill -9 harness seed: RILL_KILL_SEED={seed} (cycles={CYCLES})")
     return seed
+
+
+#: Restarts that hung (see the module doc): the message of each.
+STARTUP_HANGS: list[str] = []
+
+
+def _restart_after_kill(b) -> None:
+    """Start the killed broker again; a start that hangs is killed, counted and retried."""
+    for _ in range(3):
+        try:
+            b.start()
+            return
+        except RuntimeError as e:
+            if "did not accept" not in str(e) or not b.alive():
+                raise
+            STARTUP_HANGS.append(str(e).splitlines()[0])
+            print(f"start-up hang #{len(STARTUP_HANGS)}: {STARTUP_HANGS[-1]}")
+            b.kill9()
+    raise AssertionError(f"rill hung at start-up 3 times in a row; log tail:\n{b.log_tail()}")
+
+
+def _xfail_if_startup_hung(hangs_before: int) -> None:
+    hangs = len(STARTUP_HANGS) - hangs_before
+    if hangs:
+        pytest.xfail(f"durability verified, but {hangs} restart(s) hung at start-up "
+                     f"(known broker bug, see module doc): {STARTUP_HANGS[-1]}")
 
 
 def _read_log(bootstrap: str, topic: str, partition: int) -> list[tuple[int, bytes]]:
@@ -114,7 +147,7 @@ def _produce_through_kills(b, topic: str, rng: random.Random, idempotent: bool) 
         acked_before = len(acks.acked)
         b.kill9()
         time.sleep(rng.uniform(0.0, 0.3))
-        b.start()
+        _restart_after_kill(b)
         print(f"cycle {cycle}: killed after {acked_before} acks, {seq} sent")
     produce_for(0.5)
     remaining = p.flush(DELIVERY_TIMEOUT_S)
@@ -149,10 +182,11 @@ def _verify(b, topic: str, acks: AckLog, idempotent: bool) -> int:
     return verified
 
 
-@pytest.mark.timeout(600)
+@pytest.mark.timeout(TEST_TIMEOUT_S)
 @pytest.mark.parametrize("idempotent", [False, True], ids=["acks-all", "idempotent"])
 def test_acked_messages_survive_kill9(broker_factory, topic_name, idempotent):
     rng = random.Random(_seed())
+    hangs_before = len(STARTUP_HANGS)
     b = broker_factory()
     create_topic(b.bootstrap, topic_name, partitions=PARTITIONS)
     acks = _produce_through_kills(b, topic_name, rng, idempotent)
@@ -160,6 +194,7 @@ def test_acked_messages_survive_kill9(broker_factory, topic_name, idempotent):
     print(f"verified {verified} acknowledged messages over {CYCLES} kill -9 cycles")
     assert verified == len(acks.acked) and verified > 0
     assert "panicked" not in b.log_text(), b.log_tail()
+    _xfail_if_startup_hung(hangs_before)
 
 
 def _commit(c: Consumer, topic: str, offsets: dict[int, int]) -> bool:
@@ -181,9 +216,10 @@ def _committed(bootstrap: str, group: str, topic: str) -> dict[int, int]:
         c.close()
 
 
-@pytest.mark.timeout(600)
+@pytest.mark.timeout(TEST_TIMEOUT_S)
 def test_committed_offsets_survive_kill9(broker_factory, topic_name):
     rng = random.Random(_seed())
+    hangs_before = len(STARTUP_HANGS)
     b = broker_factory()
     create_topic(b.bootstrap, topic_name, partitions=PARTITIONS)
     group = f"{topic_name}-group"
@@ -204,7 +240,7 @@ def test_committed_offsets_survive_kill9(broker_factory, topic_name):
                 commits_acked += 1
         b.kill9()
         c.close()
-        b.start()
+        _restart_after_kill(b)
         got = _committed(b.bootstrap, group, topic_name)
         for p in range(PARTITIONS):
             if p in acked:
@@ -215,3 +251,4 @@ def test_committed_offsets_survive_kill9(broker_factory, topic_name):
         print(f"cycle {cycle}: {commits_acked} commits acknowledged so far, committed={got}")
     assert commits_acked > 0, "no OffsetCommit was ever acknowledged"
     assert "panicked" not in b.log_text(), b.log_tail()
+    _xfail_if_startup_hung(hangs_before)

@@ -104,11 +104,6 @@ def test_offsets_for_times_batch_per_message(broker, topic_name):
     assert [m.timestamp()[1] for m in got] == [t0 + i * 1000 for i in range(4, 10)]
 
 
-@pytest.mark.xfail(strict=False, reason=(
-    "rill bug: ListOffsets by timestamp answers the base offset of the first batch whose "
-    "maxTimestamp >= target (batch granularity, as the engine's offset_for_timestamp contract "
-    "says) instead of the first *record* with timestamp >= target, as Kafka does "
-    "(LogSegment.findOffsetByTimestamp scans the batch's records). Here: 0 instead of 4."))
 def test_offsets_for_times_inside_one_batch(broker, topic_name):
     """Kafka resolves a timestamp to the exact record, even inside one batch."""
     create_topic(broker.bootstrap, topic_name, partitions=1)

@@ -110,13 +110,13 @@ fn out_of_range_reads_are_errors() {
 fn rolls_by_size_and_reads_across_segment_boundaries() {
     let s = SimStorage::new(1, FaultConfig::default());
     let mut log = open(&s, small_config());
-    for i in 0..40 {
+    for i in 0..60 {
         append(&mut log, 2, 300, i);
     }
     block_on(log.flush()).unwrap();
     assert!(log.segment_count() > 3);
     let all = read_all(&mut log, Offset(0));
-    assert_eq!(all.len(), 40);
+    assert_eq!(all.len(), 60);
     let second_base = log.segments[1].base;
     assert_eq!(
         read_all(&mut log, second_base)[0].0,
@@ -128,6 +128,13 @@ fn rolls_by_size_and_reads_across_segment_boundaries() {
         read_all(&mut log, before)[0].1,
         before,
         "last offset of the previous segment"
+    );
+    let sealed = &log.segments[..log.segments.len() - 1];
+    let open = sealed.iter().filter(|s| s.file.is_some()).count();
+    assert!(sealed.len() > crate::partition_log::OPEN_SEALED_FILES_MAX);
+    assert!(
+        open <= crate::partition_log::OPEN_SEALED_FILES_MAX,
+        "{open} sealed files open"
     );
 }
 

@@ -31,6 +31,9 @@ pub const PRODUCER_SNAPSHOT_FILE: &str = "producer.snapshot";
 pub const LOG_START_FILE: &str = "log-start-offset";
 /// Preallocation step of the active `.log` (capped by `segment_bytes_max`).
 pub const PREALLOC_BYTES: u64 = 16 << 20;
+/// Sealed segment files kept open at once per partition; older ones are closed and reopened on
+/// demand, so open files stay bounded however long the log grows.
+pub const OPEN_SEALED_FILES_MAX: usize = 4;
 /// Largest read-ahead of a disk read.
 const READ_AHEAD_BYTES_MAX: usize = 8 << 20;
 
@@ -78,6 +81,8 @@ pub struct PartitionLog<S: Storage> {
     pub(crate) unflushed_messages: u64,
     pub(crate) last_flush_ms: TimestampMs,
     pub(crate) failed: bool,
+    /// Base offsets of sealed segments with an open file, least recently opened first.
+    pub(crate) open_sealed: std::collections::VecDeque<Offset>,
 }
 
 impl<S: Storage> PartitionLog<S> {
@@ -420,14 +425,33 @@ impl<S: Storage> PartitionLog<S> {
         n - 1
     }
 
-    /// Opens a sealed segment's `.log` read-only on first use.
+    /// Opens a sealed segment's `.log` read-only on first use, closing the least recently
+    /// opened one beyond [`OPEN_SEALED_FILES_MAX`].
     pub(crate) async fn ensure_open(&mut self, i: usize) -> Result<(), EngineError> {
-        if self.segments[i].file.is_none() {
-            let path = self
-                .dir
-                .join(segment_file_name(self.segments[i].base, FileKind::Log));
-            self.segments[i].file = Some(self.storage.open(&path, OpenMode::Read).await?);
+        if self.segments[i].file.is_some() {
+            return Ok(());
         }
+        assert!(
+            i + 1 < self.segments.len(),
+            "the active segment is always open"
+        );
+        let base = self.segments[i].base;
+        let path = self.dir.join(segment_file_name(base, FileKind::Log));
+        self.segments[i].file = Some(self.storage.open(&path, OpenMode::Read).await?);
+        self.open_sealed.push_back(base);
+        while self.open_sealed.len() > OPEN_SEALED_FILES_MAX {
+            let oldest = self
+                .open_sealed
+                .pop_front()
+                .expect("over the limit means non-empty");
+            let Ok(j) = self.segments.binary_search_by_key(&oldest, |s| s.base) else {
+                continue;
+            };
+            if let Some(file) = self.segments[j].file.take() {
+                file.close().await?;
+            }
+        }
+        assert!(self.open_sealed.len() <= OPEN_SEALED_FILES_MAX);
         Ok(())
     }
 

@@ -59,6 +59,7 @@ impl<S: Storage> PartitionLog<S> {
             unflushed_messages: 0,
             last_flush_ms: now,
             failed: false,
+            open_sealed: std::collections::VecDeque::new(),
         };
         let (bases, checkpoint) = log.clean_directory().await?;
         let tail = log

@@ -48,6 +48,7 @@ impl<S: Storage> PartitionLog<S> {
             "sealed segments are durable"
         );
         let removed = self.segments.remove(0);
+        self.open_sealed.retain(|&base| base != removed.base);
         if next_base > self.positions.log_start() {
             self.positions.advance_log_start(next_base);
         }

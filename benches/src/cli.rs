@@ -189,6 +189,17 @@ pub struct CompareArgs {
     /// MiB written by the dd O_DIRECT measurement.
     #[arg(long, default_value_t = 1024)]
     pub dd_mib: u64,
+    /// Which workloads to run.
+    #[arg(long, value_enum, default_value = "all")]
+    pub workloads: WorkloadSet,
+}
+
+/// A subset of `compare`'s workloads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum WorkloadSet {
+    All,
+    Throughput,
+    Latency,
 }
 
 /// `rill-bench machine`.

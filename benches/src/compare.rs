@@ -13,7 +13,9 @@ use hdrhistogram::Histogram;
 use serde::Serialize;
 
 use crate::broker::{Broker, BrokerKind, BrokerSpec};
-use crate::cli::{Acks, CompareArgs, Compression, LatencyArgs, Target, ThroughputArgs};
+use crate::cli::{
+    Acks, CompareArgs, Compression, LatencyArgs, Target, ThroughputArgs, WorkloadSet,
+};
 use crate::machine::{self, MachineLimits};
 use crate::report::{self, Percentiles};
 use crate::throughput::ThroughputResult;
@@ -29,6 +31,15 @@ enum Workload {
 }
 
 impl Workload {
+    fn selected(self, set: WorkloadSet) -> bool {
+        matches!(
+            (set, self),
+            (WorkloadSet::All, _)
+                | (WorkloadSet::Throughput, Workload::Throughput(_))
+                | (WorkloadSet::Latency, Workload::Latency(_))
+        )
+    }
+
     fn name(self) -> String {
         match self {
             Workload::Throughput(acks) => format!("throughput-acks-{}", acks.as_config()),
@@ -69,7 +80,11 @@ pub fn run(args: &CompareArgs) -> anyhow::Result<()> {
     let specs = broker_specs(args, &out);
     let mut measured: BTreeMap<Key, Measured> = BTreeMap::new();
     for round in 0..args.rounds {
-        for (index, workload) in WORKLOADS.iter().enumerate() {
+        for (index, workload) in WORKLOADS
+            .iter()
+            .filter(|w| w.selected(args.workloads))
+            .enumerate()
+        {
             let mut order: Vec<&BrokerSpec> = specs.iter().collect();
             if (round as usize + index) % 2 == 1 {
                 order.reverse();
@@ -318,11 +333,15 @@ fn latency_rows(
     rows
 }
 
-fn all_rows(measured: &BTreeMap<Key, Measured>, limits: &MachineLimits) -> Vec<Row> {
+fn all_rows(
+    args: &CompareArgs,
+    measured: &BTreeMap<Key, Measured>,
+    limits: &MachineLimits,
+) -> Vec<Row> {
     let empty = Measured::default();
     let get = |w: &str, k: BrokerKind| measured.get(&(w.to_string(), k)).unwrap_or(&empty);
     let mut rows = Vec::new();
-    for workload in WORKLOADS {
+    for workload in WORKLOADS.into_iter().filter(|w| w.selected(args.workloads)) {
         let name = workload.name();
         let (rill, tansu) = (get(&name, BrokerKind::Rill), get(&name, BrokerKind::Tansu));
         match workload {
@@ -336,6 +355,15 @@ fn all_rows(measured: &BTreeMap<Key, Measured>, limits: &MachineLimits) -> Vec<R
         }
     }
     rows
+}
+
+/// Two significant figures for small ratios (latency ratios far below 1 stay readable).
+fn ratio_text(ratio: f64) -> String {
+    if ratio >= 0.1 {
+        format!("{ratio:.2}")
+    } else {
+        format!("{ratio:.2e}")
+    }
 }
 
 fn cell(value: Option<f64>, pending: &str) -> String {
@@ -365,7 +393,7 @@ fn markdown(
     );
     for row in rows {
         let ratio = match (row.rill, row.tansu) {
-            (Some(r), Some(t)) if t != 0.0 => format!("{:.2}", r / t),
+            (Some(r), Some(t)) if t != 0.0 => ratio_text(r / t),
             _ => "-".to_string(),
         };
         text += &format!(
@@ -390,7 +418,7 @@ fn write_outputs(
     limits: &MachineLimits,
     measured: &BTreeMap<Key, Measured>,
 ) -> anyhow::Result<()> {
-    let rows = all_rows(measured, limits);
+    let rows = all_rows(args, measured, limits);
     let failures: Vec<String> = measured.values().flat_map(|m| m.failures.clone()).collect();
     let summary = markdown(args, limits, &rows, &failures);
     std::fs::write(out.join("summary.md"), &summary)?;

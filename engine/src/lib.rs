@@ -24,6 +24,23 @@
 //! are rebuilt from the log when they do not verify (the log is the truth).
 //!
 //! Positions: `log_start_offset <= high_watermark <= log_end_offset`, `durable_offset <= log_end_offset`.
+//!
+//! # Bounds
+//! - Active segment: at most [`segment::appender::WRITE_BYTES_MAX`] (1 MiB) + one block buffered;
+//!   files preallocated in [`partition_log::PREALLOC_BYTES`] (16 MiB) steps.
+//! - Tail batch cache: `LogConfig::batch_cache_bytes_max` per partition.
+//! - Open files: the active `.log` plus at most [`partition_log::OPEN_SEALED_FILES_MAX`] sealed ones.
+//! - Sparse indexes are held in memory: 8 + 12 bytes per `index_interval_bytes` of log.
+//!
+//! # Measured (2-core VM, ext4 on virtio, other builds running; figures are noisy)
+//! - Append 64 KiB batches, fdatasync per 1 MiB: 190-280 MB/s; `dd bs=1M oflag=direct,dsync`:
+//!   175-200 MB/s. Without per-MiB syncs: 375-546 MB/s (64 KiB) and 477-638 MB/s (1 KiB) against
+//!   `dd bs=1M oflag=direct` at 680-930 MB/s (62-73%).
+//! - append(1 KiB) + flush (write + fdatasync): p50 250-545 us, p99 10-21 ms.
+//! - Unclean recovery of a 256 MiB active segment (every batch CRC-checked): 0.67 s (about
+//!   2.7 s per GiB, the device's O_DIRECT read rate); clean reopen: under 10 ms.
+//! - Offset lookup: sparse index 64 ns (1k entries) to 2.4 us (1M entries); a whole read of one
+//!   batch at a random offset 18 / 33 / 38 us for 10k / 100k / 400k batches (simulated disk).
 
 pub mod batch;
 pub mod batch_cache;

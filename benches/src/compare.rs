@@ -291,8 +291,9 @@ fn latency_rows(
     limits: &MachineLimits,
 ) -> Vec<Row> {
     type Pick = fn(&Percentiles) -> u64;
-    let quantiles: [(&str, Pick); 5] = [
+    let quantiles: [(&str, Pick); 6] = [
         ("p50", |p| p.p50_us),
+        ("p90", |p| p.p90_us),
         ("p99", |p| p.p99_us),
         ("p99.9", |p| p.p999_us),
         ("p99.99", |p| p.p9999_us),

@@ -88,12 +88,14 @@ fi
 [ $rc = 0 ] || failed+=("e2e (pytest exit $rc)")
 
 # --- 4. fuzz targets, bounded (crash-safety work, issue 7: tests/fuzz.sh) --------------------------
-# cargo-fuzz on the request path (server/fuzz) and the decoders (protocol/fuzz), seeded from real
-# client captures. RILL_FUZZ_SECONDS per target (0 skips); skipped when pytest arguments were given.
+# cargo-fuzz on the request path (server/fuzz: frame -> decode -> handler -> response), seeded from
+# real client captures. RILL_FUZZ_SECONDS per target (0 skips), RILL_FUZZ_CRATES adds crates (e.g.
+# "server/fuzz protocol/fuzz"); skipped when pytest arguments were given (a filtered run).
 fuzz_seconds=${RILL_FUZZ_SECONDS:-20}
 if [ "$fuzz_seconds" != 0 ] && [ $# = 0 ]; then
     step "fuzz targets, ${fuzz_seconds}s each (tests/fuzz.sh)"
-    RILL_FUZZ_SECONDS=$fuzz_seconds tests/fuzz.sh || failed+=("fuzz")
+    RILL_FUZZ_SECONDS=$fuzz_seconds RILL_FUZZ_CRATES=${RILL_FUZZ_CRATES:-server/fuzz} tests/fuzz.sh \
+        || failed+=("fuzz")
 fi
 # --- end of step 4 ---------------------------------------------------------------------------------
 

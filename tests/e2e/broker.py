@@ -20,7 +20,11 @@ from pathlib import Path
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
 #: How long a broker may take to accept connections after it was started (debug build, 2 cores).
-START_TIMEOUT_S = 30.0
+START_TIMEOUT_S = 20.0
+#: Attempts at starting before a start-up hang fails the test (see Broker.start).
+START_ATTEMPTS = 3
+#: Every start-up hang seen in this session (a known rill bug); conftest prints them in the summary.
+STARTUP_HANGS: list[str] = []
 #: How long a graceful stop (SIGTERM: finish in-flight, flush, close) may take before we SIGKILL.
 STOP_TIMEOUT_S = 20.0
 
@@ -54,6 +58,10 @@ def rill_binary() -> Path:
 def external_broker() -> str | None:
     """host:port of an externally managed broker (RILL_E2E_BROKER), or None to spawn rill."""
     return os.environ.get("RILL_E2E_BROKER") or None
+
+
+class _StartupHang(Exception):
+    """The process runs but never accepted a connection within START_TIMEOUT_S."""
 
 
 class Broker:
@@ -94,7 +102,24 @@ class Broker:
         return cmd
 
     def start(self) -> None:
-        """Start the process and wait until its port accepts connections."""
+        """Start the process and wait until its port accepts connections.
+
+        A start that never starts listening (a known rill bug: about one start in a few hundred
+        hangs after "starting rill") is killed, recorded in STARTUP_HANGS (printed in pytest's
+        summary) and retried, so that one hang does not fail an unrelated test.
+        """
+        for attempt in range(1, START_ATTEMPTS + 1):
+            try:
+                self._start_once()
+                return
+            except _StartupHang as hang:
+                STARTUP_HANGS.append(f"{self.log_path}: {hang}")
+                self.kill9()
+                if attempt == START_ATTEMPTS:
+                    raise RuntimeError(f"rill hung at start-up {attempt} times in a row; log tail:"
+                                       f"\n{self.log_tail()}") from None
+
+    def _start_once(self) -> None:
         assert self.proc is None or self.proc.poll() is not None, "broker already running"
         binary = rill_binary()
         if not binary.exists():
@@ -119,8 +144,8 @@ class Broker:
             if port_accepts(self.host, self.port):
                 return
             time.sleep(0.05)
-        raise RuntimeError(f"rill did not accept on {self.bootstrap} within {START_TIMEOUT_S}s; "
-                           f"log tail:\n{self.log_tail()}")
+        raise _StartupHang(f"start #{self.starts} did not accept on {self.bootstrap} "
+                           f"within {START_TIMEOUT_S}s")
 
     def alive(self) -> bool:
         """True while the process runs."""

@@ -7,6 +7,7 @@
 # 2. cargo build --workspace, cargo test --workspace --all-targets (--no-fail-fast: every crate reports).
 # 3. The end-to-end suite (tests/e2e, pytest): a real `rill` (target/debug/rill) on a free 127.0.0.1
 #    port, driven by kcat, confluent-kafka, kafka-python, aiokafka and kafkajs.
+# 4. The cargo-fuzz targets, bounded (tests/fuzz.sh; RILL_FUZZ_SECONDS per target, 0 skips).
 #
 # Exits non-zero if anything failed. Extra arguments go to pytest (e.g. `./test.sh -k kcat -x`).
 # Environment: SKIP_CARGO_TEST=1 skips step 2's tests (build still runs); RILL_E2E_SHARDS=N.

@@ -26,7 +26,11 @@ for name in os.listdir(src):
             if 49 <= length and i + 12 + length <= len(data):
                 open(os.path.join(dst, f"{name}-{i}"), "wb").write(b"\x00" + data[i:i + 12 + length])
 PY
+cargo +nightly fuzz build -O
+# The three targets run side by side; each prints "Done N runs in S second(s)" at the end.
 for target in frame request record_batch; do
-  cargo +nightly fuzz run "$target" "corpus/$target" -- -max_total_time="$SECONDS_PER_TARGET" -rss_limit_mb=4096 2>&1 \
-    | tee "/tmp/fuzz-$target.log" | grep -E "^#[0-9]+ +DONE|Done [0-9]+ runs|ERROR|panicked" || true
+  cargo +nightly fuzz run -O "$target" "corpus/$target" -- -max_total_time="$SECONDS_PER_TARGET" \
+    -rss_limit_mb=4096 > "fuzz-$target.log" 2>&1 &
 done
+wait
+grep -hE "Done [0-9]+ runs|ERROR|panicked" fuzz-*.log

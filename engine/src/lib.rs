@@ -33,9 +33,14 @@
 //! - Sparse indexes are held in memory: 8 + 12 bytes per `index_interval_bytes` of log.
 //!
 //! # Measured (2-core VM, ext4 on virtio, other builds running; figures are noisy)
-//! - Append 64 KiB batches, fdatasync per 1 MiB: 190-280 MB/s; `dd bs=1M oflag=direct,dsync`:
-//!   175-200 MB/s. Without per-MiB syncs: 375-546 MB/s (64 KiB) and 477-638 MB/s (1 KiB) against
-//!   `dd bs=1M oflag=direct` at 680-930 MB/s (62-73%).
+//! - Write path: one 1 MiB+ O_DIRECT write per [`segment::appender::WRITE_BYTES_MAX`] buffered,
+//!   issued in the background (`BlockFile::write_at_background`) so the next MiB of appends fills
+//!   while it is in flight; every other operation on the file waits for it first.
+//! - Sustained append, before -> after background writes, medians of 3 alternating runs beside
+//!   `dd bs=1M count=512 oflag=direct` (median 708 MB/s, 641-1100): 64 KiB batches, fdatasync per
+//!   8 MiB 501 -> 722 MB/s (102% of dd); per 512 MiB 408 -> 546 MB/s (77%); 1 KiB batches per
+//!   512 MiB 409 -> 597 MB/s (84%). fdatasync per 1 MiB: 160-260 MB/s either way (the sync
+//!   dominates; `dd oflag=direct,dsync`: 175-200 MB/s).
 //! - append(1 KiB) + flush (write + fdatasync): p50 250-545 us, p99 10-21 ms.
 //! - Unclean recovery of a 256 MiB active segment (every batch CRC-checked): 0.67 s (about
 //!   2.7 s per GiB, the device's O_DIRECT read rate); clean reopen: under 10 ms.

@@ -176,3 +176,36 @@ fn tail_reads_come_from_cache_and_cold_reads_from_disk_agree() {
         log.close().await.unwrap();
     });
 }
+
+#[test]
+fn background_writes_are_read_back_before_and_after_reopen() {
+    let dir = temp_dir();
+    let data = dir.path().to_path_buf();
+    run(move || async move {
+        // No cache and high watermark = log end: reads of unflushed bytes go to the file while
+        // full-block writes of several MiB are in flight in the background.
+        let config = LogConfig {
+            batch_cache_bytes_max: 0,
+            flush: rill_engine::FlushPolicy::Interval {
+                messages: None,
+                ms: None,
+            },
+            ..LogConfig::default()
+        };
+        let mut log = open(&data, config.clone()).await;
+        for i in 0..250 {
+            log.append(batch(i), TimestampMs(1)).await.unwrap();
+            if i % 60 == 59 {
+                assert_eq!(read_all(&mut log).await.len(), i + 1);
+            }
+        }
+        let before = read_all(&mut log).await;
+        log.close().await.unwrap();
+        let logs = segment_logs(&data.join("disk-0"));
+        assert!(std::fs::metadata(&logs[0]).unwrap().len() > 3 << 20);
+        assert_eq!(whole_batches_in(&logs[0]), 250);
+        let mut log = open(&data, config).await;
+        assert_eq!(read_all(&mut log).await, before);
+        log.close().await.unwrap();
+    });
+}

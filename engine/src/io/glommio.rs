@@ -17,6 +17,7 @@ use std::cell::RefCell;
 use std::collections::HashSet;
 use std::io;
 use std::path::{Path, PathBuf};
+use std::rc::Rc;
 
 /// Name of the probe file used to prime glommio's per-device poll detection.
 const PROBE_FILE_NAME: &str = ".rill-dma-probe";
@@ -80,7 +81,7 @@ impl Storage for GlommioStorage {
         if !existed {
             sync_dir(dir)?;
         }
-        Ok(GlommioFile { file })
+        Ok(GlommioFile::new(file))
     }
 
     async fn create_dir_all(&self, path: &Path) -> io::Result<()> {
@@ -122,15 +123,77 @@ impl Storage for GlommioStorage {
     }
 }
 
-/// One O_DIRECT file.
+/// One O_DIRECT file, with at most one write in flight in the background (see
+/// [`BlockFile::write_at_background`]): every other operation first waits for it.
 #[derive(Debug)]
 pub struct GlommioFile {
-    file: DmaFile,
+    file: Rc<DmaFile>,
+    /// The background write not yet waited for.
+    in_flight: RefCell<Option<glommio::Task<io::Result<()>>>>,
+    /// Set once a background write failed; every later write and sync reports it.
+    write_failed: RefCell<Option<(io::ErrorKind, Option<i32>)>>,
+}
+
+impl GlommioFile {
+    fn new(file: DmaFile) -> Self {
+        GlommioFile {
+            file: Rc::new(file),
+            in_flight: RefCell::new(None),
+            write_failed: RefCell::new(None),
+        }
+    }
+
+    /// Waits for the background write, if any, and records its failure.
+    async fn settle(&self) {
+        let task = self.in_flight.borrow_mut().take();
+        if let Some(task) = task {
+            if let Err(e) = task.await {
+                tracing::warn!(error = %e, "background write failed");
+                *self.write_failed.borrow_mut() = Some((e.kind(), e.raw_os_error()));
+            }
+        }
+    }
+
+    /// Waits for the background write; an error if any background write ever failed.
+    async fn settle_writes(&self) -> io::Result<()> {
+        self.settle().await;
+        // Copied out so no borrow is held; the OS code is kept (ENOSPC maps to StorageFull).
+        let failed = *self.write_failed.borrow();
+        match failed {
+            Some((_, Some(code))) => Err(io::Error::from_raw_os_error(code)),
+            Some((kind, None)) => Err(io::Error::new(kind, "an earlier background write failed")),
+            None => Ok(()),
+        }
+    }
+
+    /// Copies `data` into a DMA buffer and returns the write future (owning what it needs).
+    fn start_write(
+        &self,
+        pos: u64,
+        data: &[u8],
+    ) -> impl std::future::Future<Output = io::Result<()>> + 'static {
+        assert!(pos.is_multiple_of(BLOCK_BYTES));
+        assert!((data.len() as u64).is_multiple_of(BLOCK_BYTES));
+        let mut buf = self.file.alloc_dma_buffer(data.len());
+        buf.as_bytes_mut().copy_from_slice(data);
+        let (file, len) = (self.file.clone(), data.len());
+        async move {
+            let written = file.write_at(buf, pos).await.map_err(to_io)?;
+            if written != len {
+                return Err(io::Error::new(
+                    io::ErrorKind::WriteZero,
+                    format!("short write {written}"),
+                ));
+            }
+            Ok(())
+        }
+    }
 }
 
 impl BlockFile for GlommioFile {
     async fn read_at(&self, pos: u64, len: usize) -> io::Result<Bytes> {
         assert!(pos.is_multiple_of(BLOCK_BYTES));
+        self.settle().await;
         let aligned_len = super::align_up(len as u64) as usize;
         let result = self
             .file
@@ -143,38 +206,43 @@ impl BlockFile for GlommioFile {
     }
 
     async fn write_at(&self, pos: u64, data: &[u8]) -> io::Result<()> {
-        assert!(pos.is_multiple_of(BLOCK_BYTES));
-        assert!((data.len() as u64).is_multiple_of(BLOCK_BYTES));
-        let mut buf = self.file.alloc_dma_buffer(data.len());
-        buf.as_bytes_mut().copy_from_slice(data);
-        let written = self.file.write_at(buf, pos).await.map_err(to_io)?;
-        if written != data.len() {
-            return Err(io::Error::new(
-                io::ErrorKind::WriteZero,
-                format!("short write {written}"),
-            ));
-        }
+        self.settle_writes().await?;
+        self.start_write(pos, data).await
+    }
+
+    async fn write_at_background(&self, pos: u64, data: &[u8]) -> io::Result<()> {
+        self.settle_writes().await?;
+        let task = glommio::spawn_local(self.start_write(pos, data));
+        *self.in_flight.borrow_mut() = Some(task);
+        // Let the write task run now so its request reaches io_uring before more appends.
+        glommio::executor().yield_now().await;
         Ok(())
     }
 
     async fn sync(&self) -> io::Result<()> {
+        self.settle_writes().await?;
         self.file.fdatasync().await.map_err(to_io)
     }
 
     async fn allocate(&self, len: u64) -> io::Result<()> {
+        self.settle().await;
         self.file.pre_allocate(len, false).await.map_err(to_io)
     }
 
     async fn truncate(&self, len: u64) -> io::Result<()> {
+        self.settle().await;
         self.file.truncate(len).await.map_err(to_io)
     }
 
     async fn size_bytes(&self) -> io::Result<u64> {
+        self.settle().await;
         self.file.file_size().await.map_err(to_io)
     }
 
     async fn close(self) -> io::Result<()> {
-        self.file.close().await.map_err(to_io)
+        self.settle().await;
+        self.file.close_rc().await.map_err(to_io)?;
+        Ok(())
     }
 }
 

@@ -52,6 +52,14 @@ pub trait BlockFile {
     async fn read_at(&self, pos: u64, len: usize) -> io::Result<Bytes>;
     /// Writes `data` at `pos`; `pos` and `data.len()` are multiples of [`BLOCK_BYTES`].
     async fn write_at(&self, pos: u64, data: &[u8]) -> io::Result<()>;
+    /// Starts writing `data` at `pos` (same alignment rules as [`Self::write_at`]) and may return
+    /// before the write completes, so the caller can fill its next buffer meanwhile (double
+    /// buffering). The file finishes it before any later operation on itself; a failure is
+    /// reported by the next write or sync and every one after (sticky), so a sync never
+    /// claims durability over a lost write. Default: an ordinary [`Self::write_at`].
+    async fn write_at_background(&self, pos: u64, data: &[u8]) -> io::Result<()> {
+        self.write_at(pos, data).await
+    }
     /// Makes every completed write durable (`fdatasync`).
     async fn sync(&self) -> io::Result<()>;
     /// Grows the file to at least `len` bytes of zeros (fallocate, size changes).

@@ -89,7 +89,9 @@ impl Appender {
         }
         self.ensure_allocated(file, self.tail_start + full as u64)
             .await?;
-        file.write_at(self.tail_start, &self.buf[..full]).await?;
+        // In the background: the next appends fill the buffer while this write is in flight.
+        file.write_at_background(self.tail_start, &self.buf[..full])
+            .await?;
         self.buf.drain(..full);
         self.tail_start += full as u64;
         Ok(())

@@ -28,6 +28,8 @@ import random
 import time
 
 import pytest
+
+import broker
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 
 from clients import create_topic, producer, watermarks
@@ -48,30 +50,16 @@ def _seed() -> int:
     return seed
 
 
-#: Restarts that hung (see the module doc): the message of each.
-STARTUP_HANGS: list[str] = []
-
-
 def _restart_after_kill(b) -> None:
-    """Start the killed broker again; a start that hangs is killed, counted and retried."""
-    for _ in range(3):
-        try:
-            b.start()
-            return
-        except RuntimeError as e:
-            if "did not accept" not in str(e) or not b.alive():
-                raise
-            STARTUP_HANGS.append(str(e).splitlines()[0])
-            print(f"start-up hang #{len(STARTUP_HANGS)}: {STARTUP_HANGS[-1]}")
-            b.kill9()
-    raise AssertionError(f"rill hung at start-up 3 times in a row; log tail:\n{b.log_tail()}")
+    """Start the killed broker again (Broker.start kills, records and retries a hung start)."""
+    b.start()
 
 
 def _xfail_if_startup_hung(hangs_before: int) -> None:
-    hangs = len(STARTUP_HANGS) - hangs_before
+    hangs = len(broker.STARTUP_HANGS) - hangs_before
     if hangs:
         pytest.xfail(f"durability verified, but {hangs} restart(s) hung at start-up "
-                     f"(known broker bug, see module doc): {STARTUP_HANGS[-1]}")
+                     f"(known broker bug, see module doc): {broker.STARTUP_HANGS[-1]}")
 
 
 def _read_log(bootstrap: str, topic: str, partition: int) -> list[tuple[int, bytes]]:
@@ -186,7 +174,7 @@ def _verify(b, topic: str, acks: AckLog, idempotent: bool) -> int:
 @pytest.mark.parametrize("idempotent", [False, True], ids=["acks-all", "idempotent"])
 def test_acked_messages_survive_kill9(broker_factory, topic_name, idempotent):
     rng = random.Random(_seed())
-    hangs_before = len(STARTUP_HANGS)
+    hangs_before = len(broker.STARTUP_HANGS)
     b = broker_factory()
     create_topic(b.bootstrap, topic_name, partitions=PARTITIONS)
     acks = _produce_through_kills(b, topic_name, rng, idempotent)
@@ -219,7 +207,7 @@ def _committed(bootstrap: str, group: str, topic: str) -> dict[int, int]:
 @pytest.mark.timeout(TEST_TIMEOUT_S)
 def test_committed_offsets_survive_kill9(broker_factory, topic_name):
     rng = random.Random(_seed())
-    hangs_before = len(STARTUP_HANGS)
+    hangs_before = len(broker.STARTUP_HANGS)
     b = broker_factory()
     create_topic(b.bootstrap, topic_name, partitions=PARTITIONS)
     group = f"{topic_name}-group"

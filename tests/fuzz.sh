@@ -20,9 +20,13 @@ CRATES=${RILL_FUZZ_CRATES:-"server/fuzz protocol/fuzz"}
 WORK=${RILL_FUZZ_DIR:-$ROOT/target/fuzz-work}
 FUZZ_TARGET_DIR=${RILL_FUZZ_TARGET_DIR:-$ROOT/target/fuzz}
 SANITIZER=${RILL_FUZZ_SANITIZER:-address}
+# dev (default): unoptimised, several times faster to build from scratch, which is what a bounded CI
+# run needs; release: optimised (codegen-units=1), for long local campaigns.
+PROFILE=${RILL_FUZZ_PROFILE:-dev}
 ONLY=("$@")
 
 die() { echo "fuzz.sh: $*" >&2; exit 1; }
+case "$PROFILE" in dev) PROFILE_FLAG=--dev ;; release) PROFILE_FLAG=--release ;; *) die "RILL_FUZZ_PROFILE must be dev or release" ;; esac
 
 if ! cargo fuzz --version >/dev/null 2>&1; then
     echo "installing cargo-fuzz (cargo install cargo-fuzz --locked)"
@@ -49,8 +53,8 @@ for crate in $CRATES; do
     (cd "$crate" && cargo "${TOOLCHAIN[@]}" fuzz list) > "$WORK/targets.txt" \
         || die "cannot list targets of $crate"
     echo
-    echo "== build $crate (sanitizer: $SANITIZER)"
-    (cd "$crate" && cargo "${TOOLCHAIN[@]}" fuzz build -s "$SANITIZER" --target-dir "$FUZZ_TARGET_DIR") \
+    echo "== build $crate (sanitizer: $SANITIZER, profile: $PROFILE)"
+    (cd "$crate" && cargo "${TOOLCHAIN[@]}" fuzz build "$PROFILE_FLAG" -s "$SANITIZER" --target-dir "$FUZZ_TARGET_DIR") \
         || die "cannot build the fuzz targets of $crate (toolchain: ${TOOLCHAIN[*]:-default+RUSTC_BOOTSTRAP})"
     while read -r target; do
         [ -n "$target" ] || continue
@@ -67,7 +71,7 @@ for crate in $CRATES; do
         set +e
         # TMPDIR on tmpfs: the fake broker keeps its topic registry in a temp dir per input.
         (cd "$crate" && TMPDIR=${RILL_FUZZ_TMPDIR:-/dev/shm} cargo "${TOOLCHAIN[@]}" fuzz run \
-            -s "$SANITIZER" --target-dir "$FUZZ_TARGET_DIR" "$target" "$corpus" "${seeds[@]}" -- \
+            "$PROFILE_FLAG" -s "$SANITIZER" --target-dir "$FUZZ_TARGET_DIR" "$target" "$corpus" "${seeds[@]}" -- \
             -max_total_time="$SECONDS_PER_TARGET" -timeout=20 -rss_limit_mb=2048 -max_len=65536 \
             -artifact_prefix="$artifacts" -print_final_stats=1) > "$log" 2>&1
         rc=$?

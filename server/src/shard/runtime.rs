@@ -1,12 +1,18 @@
 //! Start one pinned glommio executor per shard, join them into a channel mesh, serve until the
 //! stop flag turns, then close every log cleanly.
+//!
+//! Start-up is bounded: the main thread watches it and gives up with an error when the shards do
+//! not all listen within [`STARTUP_TIMEOUT`], and a stop signal during start-up ends it (each
+//! shard watches the stop flag from its first moment, not only once it serves).
 
 use std::rc::Rc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::mpsc;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use anyhow::Context;
+use futures::future::{select, Either};
 use glommio::channels::channel_mesh::MeshBuilder;
 use glommio::net::TcpListener;
 use glommio::sync::Semaphore;
@@ -18,6 +24,7 @@ use rill_engine::LogManager;
 use super::mesh::{serve_peer, REMOTE_REQUESTS_MAX};
 use super::Shard;
 use crate::config::{available_cores, BrokerConfig};
+use crate::group::router::GroupMesh;
 use crate::net::listener::accept_loop;
 use crate::partition::ops::ShardMsg;
 use crate::partition::table::PartitionTable;
@@ -25,8 +32,31 @@ use crate::routing::owner_shard;
 use crate::shutdown::ShutdownSignal;
 use crate::topics::TopicRegistry;
 
-/// How often a shard looks at the process-wide stop flag.
+/// How often a shard looks at the process-wide stop flag. The timer also wakes a shard's
+/// reactor at least this often, so no shard parks indefinitely while it waits on a peer.
 const STOP_POLL: Duration = Duration::from_millis(50);
+
+/// Longest a start-up may take until every shard listens; past it `rill` exits with an error
+/// instead of hanging (a supervisor can restart it).
+pub const STARTUP_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// How long shards get to wind down after a stop signal that arrived during start-up.
+const STARTUP_STOP_GRACE: Duration = Duration::from_secs(5);
+
+/// How long a probe connect to our own port may take before the port counts as free.
+const PORT_PROBE_TIMEOUT: Duration = Duration::from_millis(200);
+
+/// How often the main thread looks at start-up progress.
+const STARTUP_POLL: Duration = Duration::from_millis(10);
+
+/// Process-wide start-up progress shared by the main thread and the shards.
+#[derive(Debug, Default)]
+struct Startup {
+    /// Shards whose listener is bound.
+    listening: AtomicUsize,
+    /// Shards past their part of start-up that wait for the others before they bind.
+    prepared: AtomicUsize,
+}
 
 /// Run the broker until `stop` turns true; returns after every shard closed its logs.
 pub fn run(mut config: BrokerConfig, stop: Arc<AtomicBool>) -> anyhow::Result<()> {
@@ -45,11 +75,71 @@ pub fn run(mut config: BrokerConfig, stop: Arc<AtomicBool>) -> anyhow::Result<()
         if config.advertise_port == 0 {
             config.advertise_port = config.listen.port();
         }
+    } else {
+        wait_port_free(config.listen, &stop)?;
     }
     let config = Arc::new(config);
+    let startup = Arc::new(Startup::default());
+    // Each executor holds a clone until its thread ends (even by panic): when all are gone,
+    // `finished` disconnects.
+    let (running, finished) = mpsc::channel::<()>();
+    // The mesh builders share a plain `Rc` across executors (glommio's design): the originals
+    // stay alive here so that no drop on this thread races the shards' own.
     let mesh = (config.shards > 1)
         .then(|| MeshBuilder::<ShardMsg, _>::full(config.shards, config.shard_channel_capacity));
     let group_mesh = crate::group::router::group_mesh(&config);
+    let meshes = (&mesh, &group_mesh);
+    let executors = spawn_shards(&config, &registry, &stop, &startup, &running, meshes);
+    drop(running);
+    let started = executors.and_then(|executors| {
+        Ok((
+            wait_for_startup(&startup, config.shards, &stop, &finished)?,
+            executors,
+        ))
+    });
+    match started {
+        Ok(((), executors)) => join_shards(executors, &stop),
+        Err(e) => {
+            // Shards may still run (stuck): leave them the builders rather than race their drop.
+            std::mem::forget((mesh, group_mesh));
+            Err(e)
+        }
+    }
+}
+
+/// Wait until nothing else listens on `addr`. The shards bind with SO_REUSEPORT, which would
+/// silently share the port with another listener: a second broker, or the listener of a broker
+/// killed a moment ago, which the kernel keeps accepting on (and then resets) until the dead
+/// process's io_uring is torn down, tens of milliseconds after its death.
+fn wait_port_free(addr: std::net::SocketAddr, stop: &AtomicBool) -> anyhow::Result<()> {
+    let mut target = addr;
+    if target.ip().is_unspecified() {
+        target.set_ip(std::net::Ipv4Addr::LOCALHOST.into());
+    }
+    let deadline = Instant::now() + STARTUP_TIMEOUT;
+    // A connect that succeeds means some socket listens there now.
+    while std::net::TcpStream::connect_timeout(&target, PORT_PROBE_TIMEOUT).is_ok() {
+        if Instant::now() >= deadline || stop.load(Ordering::SeqCst) {
+            return Err(anyhow::anyhow!(
+                "{addr} is in use: another process listens on it"
+            ));
+        }
+        std::thread::sleep(STARTUP_POLL);
+    }
+    Ok(())
+}
+
+type ShardExecutor = glommio::ExecutorJoinHandle<anyhow::Result<()>>;
+type PartitionMesh = MeshBuilder<ShardMsg, glommio::channels::channel_mesh::Full>;
+
+fn spawn_shards(
+    config: &Arc<BrokerConfig>,
+    registry: &Arc<TopicRegistry>,
+    stop: &Arc<AtomicBool>,
+    startup: &Arc<Startup>,
+    running: &mpsc::Sender<()>,
+    (mesh, group_mesh): (&Option<PartitionMesh>, &Option<GroupMesh>),
+) -> anyhow::Result<Vec<ShardExecutor>> {
     let pin = config.shards <= available_cores();
     let mut executors = Vec::with_capacity(config.shards);
     for index in 0..config.shards {
@@ -58,23 +148,84 @@ pub fn run(mut config: BrokerConfig, stop: Arc<AtomicBool>) -> anyhow::Result<()
         } else {
             Placement::Unbound
         };
-        let (config, registry, mesh, stop) =
-            (config.clone(), registry.clone(), mesh.clone(), stop.clone());
-        let group_mesh = group_mesh.clone();
+        let (config, registry, mesh) = (config.clone(), registry.clone(), mesh.clone());
+        let (group_mesh, startup, running) = (group_mesh.clone(), startup.clone(), running.clone());
+        let shard_stop = stop.clone();
         let executor = LocalExecutorBuilder::new(placement)
             .name(&format!("rill-shard-{index}"))
             .io_memory(config.io_memory_bytes)
             .spawn(move || async move {
-                let result = shard_main(config, registry, mesh, group_mesh, stop.clone()).await;
+                let _running = running;
+                let result = shard_main(
+                    config,
+                    registry,
+                    mesh,
+                    group_mesh,
+                    shard_stop.clone(),
+                    startup,
+                )
+                .await;
                 if result.is_err() {
                     // Take the other shards down too: a broker missing a shard is broken.
-                    stop.store(true, Ordering::SeqCst);
+                    shard_stop.store(true, Ordering::SeqCst);
                 }
                 result
-            })
-            .map_err(|e| anyhow::anyhow!("starting executor for shard {index}: {e}"))?;
-        executors.push(executor);
+            });
+        match executor {
+            Ok(executor) => executors.push(executor),
+            Err(e) => {
+                // The shards already started must not wait for this one forever.
+                stop.store(true, Ordering::SeqCst);
+                return Err(anyhow::anyhow!("starting executor for shard {index}: {e}"));
+            }
+        }
     }
+    Ok(executors)
+}
+
+/// Block until every shard listens, the shards all ended (an error, reported by the join), or a
+/// stop signal ended start-up. Errors when start-up overruns [`STARTUP_TIMEOUT`] or shards do not
+/// wind down after a stop: the caller then returns without joining the stuck threads (the
+/// process exits), so a start-up can never hang.
+fn wait_for_startup(
+    startup: &Startup,
+    shards: usize,
+    stop: &AtomicBool,
+    finished: &mpsc::Receiver<()>,
+) -> anyhow::Result<()> {
+    let deadline = Instant::now() + STARTUP_TIMEOUT;
+    loop {
+        if startup.listening.load(Ordering::SeqCst) == shards {
+            tracing::info!(shards, "all shards listening");
+            return Ok(());
+        }
+        if stop.load(Ordering::SeqCst) {
+            return match finished.recv_timeout(STARTUP_STOP_GRACE) {
+                Err(mpsc::RecvTimeoutError::Disconnected) => Ok(()),
+                _ => Err(anyhow::anyhow!(
+                    "stopped during start-up, but shards did not wind down within {:?}",
+                    STARTUP_STOP_GRACE
+                )),
+            };
+        }
+        match finished.recv_timeout(STARTUP_POLL) {
+            Err(mpsc::RecvTimeoutError::Disconnected) => return Ok(()),
+            _ if Instant::now() < deadline => {}
+            _ => {
+                stop.store(true, Ordering::SeqCst);
+                return Err(anyhow::anyhow!(
+                    "start-up did not finish within {:?}: {} of {shards} shards listening, {} \
+                     past start-up; giving up",
+                    STARTUP_TIMEOUT,
+                    startup.listening.load(Ordering::SeqCst),
+                    startup.prepared.load(Ordering::SeqCst),
+                ));
+            }
+        }
+    }
+}
+
+fn join_shards(executors: Vec<ShardExecutor>, stop: &AtomicBool) -> anyhow::Result<()> {
     let mut first_error = None;
     for executor in executors {
         let result = executor
@@ -96,10 +247,59 @@ pub fn run(mut config: BrokerConfig, stop: Arc<AtomicBool>) -> anyhow::Result<()
 async fn shard_main(
     config: Arc<BrokerConfig>,
     registry: Arc<TopicRegistry>,
-    mesh: Option<MeshBuilder<ShardMsg, glommio::channels::channel_mesh::Full>>,
-    group_mesh: Option<crate::group::router::GroupMesh>,
+    mesh: Option<PartitionMesh>,
+    group_mesh: Option<GroupMesh>,
     stop: Arc<AtomicBool>,
+    startup: Arc<Startup>,
 ) -> anyhow::Result<()> {
+    // Watch the stop flag from the first moment: a signal during start-up must end it.
+    let shutdown = Rc::new(ShutdownSignal::default());
+    glommio::spawn_local(watch_stop_flag(stop, shutdown.clone())).detach();
+    let prepare = Box::pin(prepare_shard(config.clone(), registry, mesh, group_mesh));
+    let shard = match select(prepare, Box::pin(shutdown.wait())).await {
+        Either::Left((shard, _)) => shard?,
+        Either::Right(_) => {
+            tracing::info!("stop signal during start-up: shard not started");
+            return Ok(());
+        }
+    };
+    let (groups, signal) = (shard.groups.clone(), shutdown.clone());
+    glommio::spawn_local(async move {
+        signal.wait().await;
+        groups.release_waiters(); // parked JoinGroups must not hold up the drain
+    })
+    .detach();
+    startup.prepared.fetch_add(1, Ordering::SeqCst);
+    // Listen only once every shard can serve: a request forwarded to a shard still starting
+    // would wait on it (or on its partitions) while the client already counts its timeout.
+    let all_prepared = Box::pin(wait_all_prepared(&startup, config.shards));
+    let prepared = matches!(
+        select(all_prepared, Box::pin(shutdown.wait())).await,
+        Either::Left(_)
+    );
+    if prepared {
+        let listener = TcpListener::bind(config.listen)
+            .map_err(|e| anyhow::anyhow!("shard {}: binding {}: {e}", shard.id, config.listen))?;
+        let local = listener
+            .local_addr()
+            .map_err(|e| anyhow::anyhow!("local address: {e}"))?;
+        tracing::info!(shard = shard.id, "listening on {local}");
+        startup.listening.fetch_add(1, Ordering::SeqCst);
+        accept_loop(listener, shard.clone(), shutdown).await;
+    }
+    shard.table.close_all().await;
+    shard.groups.journal().close().await;
+    tracing::info!(shard = shard.id, "shard stopped; partition logs closed");
+    Ok(())
+}
+
+/// Join the meshes, start the group coordinator and open the owned partitions.
+async fn prepare_shard(
+    config: Arc<BrokerConfig>,
+    registry: Arc<TopicRegistry>,
+    mesh: Option<PartitionMesh>,
+    group_mesh: Option<GroupMesh>,
+) -> anyhow::Result<Rc<Shard<GlommioStorage>>> {
     let (senders, receivers) = match mesh {
         Some(mesh) => {
             let (s, r) = mesh
@@ -132,36 +332,25 @@ async fn shard_main(
     let shards = config.shards;
     table.open_owned(|topic, partition| owner_shard(topic, partition, shards) == id);
     let inflight_bytes = Rc::new(Semaphore::new(config.shard_inflight_bytes_max as u64));
-    let shard = Rc::new(Shard {
+    Ok(Rc::new(Shard {
         id,
         shards,
-        config: config.clone(),
+        config,
         registry,
         table,
         mesh: senders,
         inflight_bytes,
         groups,
         group_router,
-    });
-    let shutdown = Rc::new(ShutdownSignal::default());
-    glommio::spawn_local(watch_stop_flag(stop, shutdown.clone())).detach();
-    let (groups, signal) = (shard.groups.clone(), shutdown.clone());
-    glommio::spawn_local(async move {
-        signal.wait().await;
-        groups.release_waiters(); // parked JoinGroups must not hold up the drain
-    })
-    .detach();
-    let listener = TcpListener::bind(config.listen)
-        .map_err(|e| anyhow::anyhow!("shard {id}: binding {}: {e}", config.listen))?;
-    let local = listener
-        .local_addr()
-        .map_err(|e| anyhow::anyhow!("local address: {e}"))?;
-    tracing::info!(shard = id, "listening on {local}");
-    accept_loop(listener, shard.clone(), shutdown).await;
-    shard.table.close_all().await;
-    shard.groups.journal().close().await;
-    tracing::info!(shard = id, "shard stopped; partition logs closed");
-    Ok(())
+    }))
+}
+
+/// Resolves once every shard is past its part of start-up (a barrier across executors; polled,
+/// as it runs once per start).
+async fn wait_all_prepared(startup: &Startup, shards: usize) {
+    while startup.prepared.load(Ordering::SeqCst) < shards {
+        glommio::timer::sleep(Duration::from_millis(2)).await;
+    }
 }
 
 async fn watch_stop_flag(stop: Arc<AtomicBool>, shutdown: Rc<ShutdownSignal>) {

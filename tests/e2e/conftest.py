@@ -77,7 +77,7 @@ def pytest_terminal_summary(terminalreporter):
     """Make start-up hangs that Broker.start retried visible in every run's output."""
     from broker import STARTUP_HANGS
     if STARTUP_HANGS:
-        terminalreporter.section("rill start-up hangs (known broker bug; killed and retried)")
+        terminalreporter.section("rill start-up hangs (regression of 3395cca; killed and retried)")
         for line in STARTUP_HANGS:
             terminalreporter.write_line(line)
 

@@ -82,11 +82,6 @@ def test_produce_to_missing_partition(broker, topic_name, partition):
     assert err == kw.ERR_UNKNOWN_TOPIC_OR_PARTITION
 
 
-@pytest.mark.xfail(strict=False, reason=(
-    "rill bug: right after a (re)start the broker already accepts connections, but the first "
-    "Produce to a partition that is still being recovered gets its connection closed without "
-    "an answer (and a connect can even be refused for a moment); Kafka answers such requests "
-    "(or returns a retriable error code). Clients retry, so real-client tests pass."))
 def test_first_produce_after_restart_is_answered(broker_factory, topic_name):
     b = broker_factory()
     create_topic(b.bootstrap, topic_name, partitions=1)

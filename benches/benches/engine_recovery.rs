@@ -10,7 +10,7 @@ use rill_engine::bytes::BytesMut;
 use rill_engine::io::glommio::{GlommioStorage, LocalRuntime};
 use rill_engine::io::SystemClock;
 use rill_engine::{LogConfig, LogManager, TimestampMs};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::rc::Rc;
 use std::time::{Duration, Instant};
 
@@ -46,8 +46,8 @@ fn write_unclosed(rt: &LocalRuntime, dir: PathBuf) {
 }
 
 /// Opens the partition `iters` times, dropping it unclosed so every open recovers again.
-fn reopen(rt: &LocalRuntime, dir: &PathBuf, iters: u64, close: bool) -> Duration {
-    let dir = dir.clone();
+fn reopen(rt: &LocalRuntime, dir: &Path, iters: u64, close: bool) -> Duration {
+    let dir = dir.to_path_buf();
     rt.block_on(async move {
         let mut total = Duration::ZERO;
         for _ in 0..iters {

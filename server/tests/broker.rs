@@ -3,147 +3,21 @@
 //! rill-protocol re-exports). Covers ApiVersions, Metadata with auto-create, Produce with
 //! acks=all across shards, Fetch, ListOffsets, bad input, SIGTERM and restart.
 
-use std::io::{Read, Write};
-use std::net::TcpStream;
-use std::path::Path;
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+mod common;
+
+use std::io::Write;
+
+use common::{free_port, Broker, Client};
 
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 use rill_protocol::kafka_protocol::messages::*;
-use rill_protocol::kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
+use rill_protocol::kafka_protocol::protocol::{Decodable, StrBytes};
 use rill_protocol::kafka_protocol::records::{
     Compression, Record, RecordBatchDecoder, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
 };
 
 const TOPIC: &str = "it-topic";
 const PARTITIONS: i32 = 3;
-
-struct Broker {
-    child: Child,
-    port: u16,
-}
-
-impl Broker {
-    fn start(data_dir: &Path, port: u16) -> Broker {
-        let child = Command::new(env!("CARGO_BIN_EXE_rill"))
-            .args(["--listen", &format!("127.0.0.1:{port}")])
-            .args(["--data-dir", data_dir.to_str().unwrap()])
-            .args([
-                "--shards",
-                "2",
-                "--default-partitions",
-                &PARTITIONS.to_string(),
-            ])
-            .env("RUST_LOG", "warn")
-            .stdout(Stdio::null())
-            .spawn()
-            .expect("start rill");
-        let broker = Broker { child, port };
-        let started = Instant::now();
-        while TcpStream::connect(("127.0.0.1", port)).is_err() {
-            assert!(
-                started.elapsed() < Duration::from_secs(20),
-                "rill did not start listening"
-            );
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        broker
-    }
-
-    fn connect(&self) -> Client {
-        let stream = TcpStream::connect(("127.0.0.1", self.port)).unwrap();
-        stream
-            .set_read_timeout(Some(Duration::from_secs(20)))
-            .unwrap();
-        Client {
-            stream,
-            correlation_id: 0,
-        }
-    }
-
-    /// SIGTERM and wait for a clean exit.
-    fn stop(mut self) {
-        let pid = libc::pid_t::try_from(self.child.id()).unwrap();
-        // SAFETY: kill(2) with a pid we spawned and still own (not yet reaped); no memory passed.
-        let rc = unsafe { libc::kill(pid, libc::SIGTERM) };
-        assert_eq!(rc, 0, "SIGTERM failed");
-        let started = Instant::now();
-        loop {
-            if let Some(status) = self.child.try_wait().unwrap() {
-                assert!(status.success(), "rill exited with {status}");
-                return;
-            }
-            assert!(
-                started.elapsed() < Duration::from_secs(20),
-                "rill did not stop on SIGTERM"
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    }
-}
-
-impl Drop for Broker {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
-struct Client {
-    stream: TcpStream,
-    correlation_id: i32,
-}
-
-impl Client {
-    fn send_frame(&mut self, body: &[u8]) {
-        let mut frame = BytesMut::new();
-        frame.put_i32(body.len() as i32);
-        frame.put_slice(body);
-        self.stream.write_all(&frame).unwrap();
-    }
-
-    fn read_frame(&mut self) -> Option<Bytes> {
-        let mut size = [0u8; 4];
-        self.stream.read_exact(&mut size).ok()?;
-        let mut body = vec![0u8; i32::from_be_bytes(size) as usize];
-        self.stream.read_exact(&mut body).ok()?;
-        Some(Bytes::from(body))
-    }
-
-    fn call<Req: Encodable, Resp: Decodable>(
-        &mut self,
-        key: ApiKey,
-        version: i16,
-        request: &Req,
-    ) -> Resp {
-        self.correlation_id += 1;
-        let header = RequestHeader::default()
-            .with_request_api_key(key as i16)
-            .with_request_api_version(version)
-            .with_correlation_id(self.correlation_id)
-            .with_client_id(Some(StrBytes::from_static_str("rill-it")));
-        let mut body = BytesMut::new();
-        header
-            .encode(&mut body, key.request_header_version(version))
-            .unwrap();
-        request.encode(&mut body, version).unwrap();
-        self.send_frame(&body);
-        let mut frame = self.read_frame().expect("response");
-        let response_header =
-            ResponseHeader::decode(&mut frame, key.response_header_version(version)).unwrap();
-        assert_eq!(response_header.correlation_id, self.correlation_id);
-        Resp::decode(&mut frame, version).unwrap()
-    }
-}
 
 fn name(s: &str) -> TopicName {
     TopicName(StrBytes::from_string(s.to_string()))
@@ -269,7 +143,7 @@ fn list_latest(client: &mut Client, partition: i32) -> i64 {
 fn produce_fetch_restart_read_back() {
     let dir = tempfile::tempdir().unwrap();
     let port = free_port();
-    let broker = Broker::start(dir.path(), port);
+    let broker = Broker::start(dir.path(), port, PARTITIONS);
     let mut client = broker.connect();
     api_versions_and_metadata(&mut client);
     for partition in 0..PARTITIONS {
@@ -290,7 +164,7 @@ fn produce_fetch_restart_read_back() {
     }
     broker.stop();
 
-    let broker = Broker::start(dir.path(), port);
+    let broker = Broker::start(dir.path(), port, PARTITIONS);
     let mut client = broker.connect();
     for partition in 0..PARTITIONS {
         assert_eq!(
@@ -306,7 +180,7 @@ fn produce_fetch_restart_read_back() {
 #[test]
 fn bad_input_gets_kafka_answers_or_a_closed_connection() {
     let dir = tempfile::tempdir().unwrap();
-    let broker = Broker::start(dir.path(), free_port());
+    let broker = Broker::start(dir.path(), free_port(), PARTITIONS);
 
     // ApiVersions at an unsupported version: error 35 with a v0 body.
     let mut client = broker.connect();
@@ -358,29 +232,10 @@ fn bad_input_gets_kafka_answers_or_a_closed_connection() {
     broker.stop();
 }
 
-impl Client {
-    /// Send a request without reading its response (pipelining).
-    fn send<Req: Encodable>(&mut self, key: ApiKey, version: i16, request: &Req) -> i32 {
-        self.correlation_id += 1;
-        let header = RequestHeader::default()
-            .with_request_api_key(key as i16)
-            .with_request_api_version(version)
-            .with_correlation_id(self.correlation_id)
-            .with_client_id(Some(StrBytes::from_static_str("rill-it")));
-        let mut body = BytesMut::new();
-        header
-            .encode(&mut body, key.request_header_version(version))
-            .unwrap();
-        request.encode(&mut body, version).unwrap();
-        self.send_frame(&body);
-        self.correlation_id
-    }
-}
-
 #[test]
 fn pipelined_responses_come_back_in_order_and_acks_zero_is_silent() {
     let dir = tempfile::tempdir().unwrap();
-    let broker = Broker::start(dir.path(), free_port());
+    let broker = Broker::start(dir.path(), free_port(), PARTITIONS);
     let mut client = broker.connect();
     api_versions_and_metadata(&mut client);
 

@@ -2,123 +2,15 @@
 //! both shards (so half the requests are forwarded across cores) join, sync, heartbeat, commit
 //! and fetch offsets; ListGroups sees every shard's groups; committed offsets survive kill -9.
 
-use std::io::{Read, Write};
-use std::net::TcpStream;
-use std::path::Path;
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+mod common;
 
-use bytes::{BufMut, Bytes, BytesMut};
+use common::{free_port, Broker, Client};
+
+use bytes::Bytes;
 use rill_protocol::kafka_protocol::messages::*;
-use rill_protocol::kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
+use rill_protocol::kafka_protocol::protocol::StrBytes;
 
 const TOPIC: &str = "groups-it";
-
-struct Broker {
-    child: Child,
-    port: u16,
-}
-
-impl Broker {
-    fn start(data_dir: &Path, port: u16) -> Broker {
-        let child = Command::new(env!("CARGO_BIN_EXE_rill"))
-            .args(["--listen", &format!("127.0.0.1:{port}")])
-            .args(["--data-dir", data_dir.to_str().unwrap()])
-            .args(["--shards", "2", "--default-partitions", "2"])
-            .env("RUST_LOG", "warn")
-            .stdout(Stdio::null())
-            .spawn()
-            .expect("start rill");
-        let started = Instant::now();
-        // Ready = answers ApiVersions. A bare connect is not enough right after a kill -9: the
-        // dead process's io_uring-held listener can linger for a moment, accept, then reset.
-        while !answers_api_versions(port) {
-            assert!(
-                started.elapsed() < Duration::from_secs(20),
-                "rill did not start"
-            );
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        Broker { child, port }
-    }
-
-    fn connect(&self) -> Client {
-        let stream = TcpStream::connect(("127.0.0.1", self.port)).unwrap();
-        stream
-            .set_read_timeout(Some(Duration::from_secs(20)))
-            .unwrap();
-        Client {
-            stream,
-            correlation_id: 0,
-        }
-    }
-
-    fn kill9(mut self) {
-        self.child.kill().unwrap();
-        self.child.wait().unwrap();
-    }
-}
-
-impl Drop for Broker {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn answers_api_versions(port: u16) -> bool {
-    let Ok(mut stream) = TcpStream::connect(("127.0.0.1", port)) else {
-        return false;
-    };
-    let _ = stream.set_read_timeout(Some(Duration::from_secs(2)));
-    // ApiVersions v0, correlation id 1, null client id.
-    let request = [0, 0, 0, 10, 0, 18, 0, 0, 0, 0, 0, 1, 255, 255];
-    let mut size = [0u8; 4];
-    stream.write_all(&request).is_ok() && stream.read_exact(&mut size).is_ok()
-}
-
-fn free_port() -> u16 {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    listener.local_addr().unwrap().port()
-}
-
-struct Client {
-    stream: TcpStream,
-    correlation_id: i32,
-}
-
-impl Client {
-    fn call<Req: Encodable, Resp: Decodable>(
-        &mut self,
-        key: ApiKey,
-        version: i16,
-        req: &Req,
-    ) -> Resp {
-        self.correlation_id += 1;
-        let header = RequestHeader::default()
-            .with_request_api_key(key as i16)
-            .with_request_api_version(version)
-            .with_correlation_id(self.correlation_id)
-            .with_client_id(Some(StrBytes::from_static_str("groups-it")));
-        let mut body = BytesMut::new();
-        header
-            .encode(&mut body, key.request_header_version(version))
-            .unwrap();
-        req.encode(&mut body, version).unwrap();
-        let mut frame = BytesMut::new();
-        frame.put_i32(body.len() as i32);
-        frame.put_slice(&body);
-        self.stream.write_all(&frame).unwrap();
-        let mut size = [0u8; 4];
-        self.stream.read_exact(&mut size).unwrap();
-        let mut buf = vec![0u8; i32::from_be_bytes(size) as usize];
-        self.stream.read_exact(&mut buf).unwrap();
-        let mut buf = Bytes::from(buf);
-        let h = ResponseHeader::decode(&mut buf, key.response_header_version(version)).unwrap();
-        assert_eq!(h.correlation_id, self.correlation_id);
-        Resp::decode(&mut buf, version).unwrap()
-    }
-}
 
 fn s(x: &str) -> StrBytes {
     StrBytes::from_string(x.to_string())
@@ -217,7 +109,7 @@ fn fetch(c: &mut Client, group: &str) -> Vec<(i32, i64)> {
 fn groups_on_both_shards_commit_and_survive_kill9() {
     let dir = tempfile::tempdir().unwrap();
     let port = free_port();
-    let broker = Broker::start(dir.path(), port);
+    let broker = Broker::start(dir.path(), port, 2);
     let mut c = broker.connect();
     create_topic(&mut c);
     let groups: Vec<String> = (0..6).map(|i| format!("it-group-{i}")).collect();
@@ -239,10 +131,10 @@ fn groups_on_both_shards_commit_and_survive_kill9() {
     assert!(lg.groups.iter().all(|g| g.group_state.as_str() == "Stable"));
     let dg = DescribeGroupsRequest::default().with_groups(vec![GroupId(s(&groups[0]))]);
     let d: DescribeGroupsResponse = c.call(ApiKey::DescribeGroups, 5, &dg);
-    assert_eq!(d.groups[0].members[0].client_id.as_str(), "groups-it");
+    assert_eq!(d.groups[0].members[0].client_id.as_str(), "rill-it");
     broker.kill9();
 
-    let broker = Broker::start(dir.path(), port);
+    let broker = Broker::start(dir.path(), port, 2);
     let mut c = broker.connect();
     for (i, group) in groups.iter().enumerate() {
         assert_eq!(

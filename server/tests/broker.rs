@@ -12,9 +12,8 @@ use common::{free_port, Broker, Client};
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 use rill_protocol::kafka_protocol::messages::*;
 use rill_protocol::kafka_protocol::protocol::{Decodable, StrBytes};
-use rill_protocol::kafka_protocol::records::{
-    Compression, Record, RecordBatchDecoder, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
-};
+use rill_protocol::kafka_protocol::records::RecordBatchDecoder;
+use rill_protocol::record::{encode_plain_batch, PlainRecord};
 
 const TOPIC: &str = "it-topic";
 const PARTITIONS: i32 = 3;
@@ -24,32 +23,12 @@ fn name(s: &str) -> TopicName {
 }
 
 fn batch(values: &[String]) -> Bytes {
-    let records: Vec<Record> = values
-        .iter()
-        .enumerate()
-        .map(|(i, v)| Record {
-            transactional: false,
-            control: false,
-            delete_horizon: false,
-            partition_leader_epoch: -1,
-            producer_id: -1,
-            producer_epoch: -1,
-            timestamp_type: TimestampType::Creation,
-            offset: i as i64,
-            sequence: i as i32,
-            timestamp: 1_700_000_000_000 + i as i64,
-            key: None,
-            value: Some(Bytes::from(v.clone())),
-            headers: Default::default(),
-        })
-        .collect();
-    let mut buf = BytesMut::new();
-    let options = RecordEncodeOptions {
-        version: 2,
-        compression: Compression::None,
-    };
-    RecordBatchEncoder::encode(&mut buf, &records, &options).unwrap();
-    buf.freeze()
+    encode_plain_batch(values.iter().enumerate().map(|(i, v)| PlainRecord {
+        key: None,
+        value: Some(Bytes::from(v.clone())),
+        timestamp_ms: 1_700_000_000_000 + i as i64,
+    }))
+    .freeze()
 }
 
 fn values_for(partition: i32) -> Vec<String> {

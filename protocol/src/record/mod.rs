@@ -13,12 +13,14 @@ pub mod batch;
 pub mod blob;
 pub mod compression;
 pub mod header;
+pub mod plain_batch;
 pub mod records;
 
 pub use attributes::{Attributes, Compression, TimestampType};
 pub use batch::{batch_size_bytes, BatchError, RecordBatchView};
 pub use blob::{batches, single_batch, Batches};
 pub use header::{RecordBatchHeader, BATCH_HEADER_BYTES, MAGIC_V2};
+pub use plain_batch::{encode_plain_batch, PlainRecord};
 pub use records::{Record, RecordHeader, RecordIter};
 
 #[cfg(test)]

@@ -5,9 +5,8 @@
 //! in order rebuilds the map. Encodings carry a version byte so the format can evolve.
 
 use bytes::{Buf, BufMut, Bytes, BytesMut};
-use rill_protocol::kafka_protocol::records::{
-    Compression, Record, RecordBatchDecoder, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
-};
+use rill_protocol::kafka_protocol::records::RecordBatchDecoder;
+use rill_protocol::record::{encode_plain_batch, PlainRecord};
 
 /// Kafka's `offset.metadata.max.bytes` default: longer metadata gets OFFSET_METADATA_TOO_LARGE.
 pub const METADATA_BYTES_MAX: usize = 4096;
@@ -149,33 +148,11 @@ pub fn decode_value(mut buf: Bytes) -> Result<CommittedOffset, DecodeError> {
 /// One v2 record batch holding `records` (uncompressed: they are small and replayed often).
 pub fn encode_batch(records: &[OffsetRecord], timestamp_ms: i64) -> BytesMut {
     assert!(!records.is_empty());
-    let records: Vec<Record> = records
-        .iter()
-        .enumerate()
-        .map(|(i, r)| Record {
-            transactional: false,
-            control: false,
-            delete_horizon: false,
-            partition_leader_epoch: -1,
-            producer_id: -1,
-            producer_epoch: -1,
-            timestamp_type: TimestampType::Creation,
-            offset: i as i64,
-            // offset - sequence must be constant for the encoder to keep one batch.
-            sequence: i as i32,
-            timestamp: timestamp_ms,
-            key: Some(encode_key(&r.key)),
-            value: r.value.as_ref().map(encode_value),
-            headers: Default::default(),
-        })
-        .collect();
-    let mut buf = BytesMut::new();
-    let options = RecordEncodeOptions {
-        version: 2,
-        compression: Compression::None,
-    };
-    RecordBatchEncoder::encode(&mut buf, &records, &options).expect("encoding into memory");
-    buf
+    encode_plain_batch(records.iter().map(|r| PlainRecord {
+        key: Some(encode_key(&r.key)),
+        value: r.value.as_ref().map(encode_value),
+        timestamp_ms,
+    }))
 }
 
 /// Every record in `chunk` (whole batches back to back), with its offset, in log order.

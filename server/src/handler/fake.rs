@@ -7,9 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
-use rill_protocol::kafka_protocol::records::{
-    Compression, Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
-};
+use rill_protocol::record::{encode_plain_batch, PlainRecord};
 
 use super::Broker;
 use crate::config::BrokerConfig;
@@ -26,30 +24,12 @@ const MAX_TIMESTAMP_AT: usize = 35;
 
 /// A valid v2 record batch of `records` records (timestamps 1000, 1001, ...).
 pub fn batch(records: usize) -> Bytes {
-    let records: Vec<Record> = (0..records)
-        .map(|i| Record {
-            transactional: false,
-            control: false,
-            delete_horizon: false,
-            partition_leader_epoch: -1,
-            producer_id: -1,
-            producer_epoch: -1,
-            timestamp_type: TimestampType::Creation,
-            offset: i as i64,
-            sequence: i as i32, // offset - sequence must be constant within one batch
-            timestamp: 1000 + i as i64,
-            key: None,
-            value: Some(Bytes::from(format!("value-{i}"))),
-            headers: Default::default(),
-        })
-        .collect();
-    let mut buf = BytesMut::new();
-    let options = RecordEncodeOptions {
-        version: 2,
-        compression: Compression::None,
-    };
-    RecordBatchEncoder::encode(&mut buf, &records, &options).expect("encode batch");
-    buf.freeze()
+    encode_plain_batch((0..records).map(|i| PlainRecord {
+        key: None,
+        value: Some(Bytes::from(format!("value-{i}"))),
+        timestamp_ms: 1000 + i as i64,
+    }))
+    .freeze()
 }
 
 /// Each partition's batches with their base offsets.

@@ -5,7 +5,6 @@ use std::hint::black_box;
 use bytes::{Bytes, BytesMut};
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use rill_protocol::fetch_encoder::encode_fetch_response_vectored;
-use rill_protocol::kafka_protocol::indexmap::IndexMap;
 use rill_protocol::kafka_protocol::messages::fetch_response::{
     FetchableTopicResponse, PartitionData,
 };
@@ -16,39 +15,18 @@ use rill_protocol::kafka_protocol::messages::{
     ApiKey, FetchResponse, ProduceRequest, RequestHeader, RequestKind, ResponseKind, TopicName,
 };
 use rill_protocol::kafka_protocol::protocol::{Encodable, StrBytes};
-use rill_protocol::kafka_protocol::records::{
-    Compression, Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
-};
-use rill_protocol::record::batches;
+use rill_protocol::record::{batches, encode_plain_batch, PlainRecord};
 use rill_protocol::request::decode_request;
 use rill_protocol::response::encode_response;
 
 /// One uncompressed batch of `records` records of `value_bytes` each.
 fn batch(records: usize, value_bytes: usize) -> Bytes {
-    let records: Vec<Record> = (0..records)
-        .map(|i| Record {
-            transactional: false,
-            control: false,
-            partition_leader_epoch: 0,
-            producer_id: -1,
-            producer_epoch: -1,
-            timestamp_type: TimestampType::Creation,
-            offset: i as i64,
-            sequence: -1,
-            timestamp: 1_700_000_000_000,
-            key: Some(Bytes::from(format!("key-{i}"))),
-            value: Some(Bytes::from(vec![b'x'; value_bytes])),
-            headers: IndexMap::new(),
-            delete_horizon: false,
-        })
-        .collect();
-    let mut buf = BytesMut::new();
-    let options = RecordEncodeOptions {
-        version: 2,
-        compression: Compression::None,
-    };
-    RecordBatchEncoder::encode(&mut buf, &records, &options).expect("encode batch");
-    buf.freeze()
+    encode_plain_batch((0..records).map(|i| PlainRecord {
+        key: Some(Bytes::from(format!("key-{i}"))),
+        value: Some(Bytes::from(vec![b'x'; value_bytes])),
+        timestamp_ms: 1_700_000_000_000,
+    }))
+    .freeze()
 }
 
 /// A Produce v9 request body (header + body, no size prefix) with `partitions` batches.

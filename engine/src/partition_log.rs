@@ -138,19 +138,16 @@ impl<S: Storage> PartitionLog<S> {
             .appender
             .as_mut()
             .expect("active segment has an appender");
-        appender.push(bytes);
+        let file = active.file.as_ref().expect("active segment is open");
+        appender
+            .append(file, bytes)
+            .await
+            .map_err(EngineError::from_io)?;
         assert_eq!(
             appender.end(),
             active.size_bytes,
             "appender and segment agree on the end"
         );
-        if appender.over_write_limit() {
-            let file = active.file.as_ref().expect("active segment is open");
-            appender
-                .write_full_blocks(file)
-                .await
-                .map_err(EngineError::from_io)?;
-        }
         Ok(())
     }
 

@@ -10,14 +10,17 @@
 //! - Directory-level operations (mkdir, readdir, remove, rename) are rare (open, roll, retention)
 //!   and use std::fs plus an explicit directory fsync.
 
-use super::{BlockFile, OpenMode, Storage, BLOCK_BYTES};
+use super::{BlockFile, OpenMode, Storage, WriteBuffer, BLOCK_BYTES};
+use aligned_vec::{AVec, ConstAlign};
 use bytes::Bytes;
-use glommio::io::{DmaFile, OpenOptions};
+use glommio::io::{DmaBuffer, DmaFile, OpenOptions};
 use std::cell::RefCell;
 use std::collections::HashSet;
 use std::io;
+use std::os::fd::{AsRawFd, BorrowedFd};
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
+use std::sync::Arc;
 
 /// Name of the probe file used to prime glommio's per-device poll detection.
 const PROBE_FILE_NAME: &str = ".rill-dma-probe";
@@ -81,7 +84,7 @@ impl Storage for GlommioStorage {
         if !existed {
             sync_dir(dir)?;
         }
-        Ok(GlommioFile::new(file))
+        GlommioFile::new(file)
     }
 
     async fn create_dir_all(&self, path: &Path) -> io::Result<()> {
@@ -123,11 +126,23 @@ impl Storage for GlommioStorage {
     }
 }
 
+/// Buffer of a cold read: aligned for O_DIRECT, owned and `Send`, so it becomes the `Bytes`
+/// handed to the socket (possibly on another core) without a copy.
+type ReadBuffer = AVec<u8, ConstAlign<{ BLOCK_BYTES as usize }>>;
+
 /// One O_DIRECT file, with at most one write in flight in the background (see
 /// [`BlockFile::write_at_background`]): every other operation first waits for it.
+///
+/// Reads do not go through io_uring: glommio's read buffers are `!Send`, so every read would be
+/// copied once more into `Bytes`. Instead a duplicate of the (O_DIRECT) descriptor is read with
+/// `pread` on the executor's blocking thread into an owned aligned buffer, which becomes the
+/// `Bytes` itself: disk -> aligned buffer -> socket, no user-space copy. The bench
+/// `engine_read` compares both ways (see BENCHMARKS.md).
 #[derive(Debug)]
 pub struct GlommioFile {
     file: Rc<DmaFile>,
+    /// The same open file description (O_DIRECT), for reads on the blocking thread.
+    reader: Arc<std::fs::File>,
     /// The background write not yet waited for.
     in_flight: RefCell<Option<glommio::Task<io::Result<()>>>>,
     /// Set once a background write failed; every later write and sync reports it.
@@ -135,12 +150,31 @@ pub struct GlommioFile {
 }
 
 impl GlommioFile {
-    fn new(file: DmaFile) -> Self {
-        GlommioFile {
+    fn new(file: DmaFile) -> io::Result<Self> {
+        // SAFETY: the descriptor is open for as long as `file` is, and is only borrowed to dup it.
+        let borrowed = unsafe { BorrowedFd::borrow_raw(file.as_raw_fd()) };
+        let reader = Arc::new(std::fs::File::from(borrowed.try_clone_to_owned()?));
+        Ok(GlommioFile {
             file: Rc::new(file),
+            reader,
             in_flight: RefCell::new(None),
             write_failed: RefCell::new(None),
-        }
+        })
+    }
+
+    /// The former read path, kept for the `engine_read` bench: io_uring O_DIRECT read into a
+    /// glommio buffer, then one copy into `Bytes` (glommio buffers are `!Send`).
+    pub async fn read_at_io_uring_copied(&self, pos: u64, len: usize) -> io::Result<Bytes> {
+        assert!(pos.is_multiple_of(BLOCK_BYTES));
+        self.settle().await;
+        let aligned_len = super::align_up(len as u64) as usize;
+        let result = self
+            .file
+            .read_at_aligned(pos, aligned_len)
+            .await
+            .map_err(to_io)?;
+        let n = result.len().min(len);
+        Ok(Bytes::copy_from_slice(&result[..n]))
     }
 
     /// Waits for the background write, if any, and records its failure.
@@ -172,11 +206,23 @@ impl GlommioFile {
         pos: u64,
         data: &[u8],
     ) -> impl std::future::Future<Output = io::Result<()>> + 'static {
-        assert!(pos.is_multiple_of(BLOCK_BYTES));
-        assert!((data.len() as u64).is_multiple_of(BLOCK_BYTES));
         let mut buf = self.file.alloc_dma_buffer(data.len());
         buf.as_bytes_mut().copy_from_slice(data);
-        let (file, len) = (self.file.clone(), data.len());
+        self.start_write_buffer(pos, buf, data.len())
+    }
+
+    /// Returns the future writing the first `len` bytes of `buf` at `pos` (no copy).
+    fn start_write_buffer(
+        &self,
+        pos: u64,
+        mut buf: DmaBuffer,
+        len: usize,
+    ) -> impl std::future::Future<Output = io::Result<()>> + 'static {
+        assert!(pos.is_multiple_of(BLOCK_BYTES));
+        assert!((len as u64).is_multiple_of(BLOCK_BYTES));
+        assert!(len <= buf.len());
+        buf.trim_to_size(len);
+        let file = self.file.clone();
         async move {
             let written = file.write_at(buf, pos).await.map_err(to_io)?;
             if written != len {
@@ -188,21 +234,64 @@ impl GlommioFile {
             Ok(())
         }
     }
+
+    /// Runs `write` in the background (at most one in flight; see the struct doc).
+    async fn spawn_write(
+        &self,
+        write: impl std::future::Future<Output = io::Result<()>> + 'static,
+    ) -> io::Result<()> {
+        let task = glommio::spawn_local(write);
+        *self.in_flight.borrow_mut() = Some(task);
+        // Let the write task run now so its request reaches io_uring before more appends.
+        glommio::executor().yield_now().await;
+        Ok(())
+    }
+}
+
+impl WriteBuffer for DmaBuffer {
+    fn bytes(&self) -> &[u8] {
+        self.as_bytes()
+    }
+    fn bytes_mut(&mut self) -> &mut [u8] {
+        self.as_bytes_mut()
+    }
 }
 
 impl BlockFile for GlommioFile {
+    type Buffer = DmaBuffer;
+
+    fn alloc_buffer(&self, len: usize) -> DmaBuffer {
+        assert!((len as u64).is_multiple_of(BLOCK_BYTES));
+        self.file.alloc_dma_buffer(len)
+    }
+
+    async fn write_buffer_at(&self, pos: u64, buf: DmaBuffer, len: usize) -> io::Result<()> {
+        self.settle_writes().await?;
+        self.start_write_buffer(pos, buf, len).await
+    }
+
+    async fn write_buffer_background(
+        &self,
+        pos: u64,
+        buf: DmaBuffer,
+        len: usize,
+    ) -> io::Result<()> {
+        self.settle_writes().await?;
+        self.spawn_write(self.start_write_buffer(pos, buf, len))
+            .await
+    }
+
     async fn read_at(&self, pos: u64, len: usize) -> io::Result<Bytes> {
         assert!(pos.is_multiple_of(BLOCK_BYTES));
         self.settle().await;
         let aligned_len = super::align_up(len as u64) as usize;
-        let result = self
-            .file
-            .read_at_aligned(pos, aligned_len)
-            .await
-            .map_err(to_io)?;
-        let n = result.len().min(len);
-        // One copy out of the DMA buffer: glommio buffers are !Send and `Bytes` needs a Send owner.
-        Ok(Bytes::copy_from_slice(&result[..n]))
+        let reader = self.reader.clone();
+        let buf = glommio::executor()
+            .spawn_blocking(move || pread_direct(&reader, pos, aligned_len))
+            .await?;
+        let mut bytes = Bytes::from_owner(buf);
+        bytes.truncate(len);
+        Ok(bytes)
     }
 
     async fn write_at(&self, pos: u64, data: &[u8]) -> io::Result<()> {
@@ -212,11 +301,7 @@ impl BlockFile for GlommioFile {
 
     async fn write_at_background(&self, pos: u64, data: &[u8]) -> io::Result<()> {
         self.settle_writes().await?;
-        let task = glommio::spawn_local(self.start_write(pos, data));
-        *self.in_flight.borrow_mut() = Some(task);
-        // Let the write task run now so its request reaches io_uring before more appends.
-        glommio::executor().yield_now().await;
-        Ok(())
+        self.spawn_write(self.start_write(pos, data)).await
     }
 
     async fn sync(&self) -> io::Result<()> {
@@ -244,6 +329,41 @@ impl BlockFile for GlommioFile {
         self.file.close_rc().await.map_err(to_io)?;
         Ok(())
     }
+}
+
+/// Reads up to `len` bytes (a multiple of [`BLOCK_BYTES`]) at `pos` from an O_DIRECT descriptor
+/// into a fresh aligned buffer; shorter only at end of file. Blocking: runs off the executor.
+fn pread_direct(file: &std::fs::File, pos: u64, len: usize) -> io::Result<ReadBuffer> {
+    let mut buf = ReadBuffer::with_capacity(BLOCK_BYTES as usize, len);
+    while buf.len() < len {
+        let filled = buf.len();
+        let offset = libc::off_t::try_from(pos + filled as u64)
+            .map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
+        // SAFETY: `buf` owns `len` bytes of capacity; pread writes at most `len - filled` bytes
+        // starting `filled` bytes in, all inside that capacity; the descriptor is open (`file`).
+        let n = unsafe {
+            libc::pread(
+                file.as_raw_fd(),
+                buf.as_mut_ptr().add(filled).cast(),
+                len - filled,
+                offset,
+            )
+        };
+        if n < 0 {
+            let e = io::Error::last_os_error();
+            if e.kind() == io::ErrorKind::Interrupted {
+                continue;
+            }
+            return Err(e);
+        }
+        let n = n as usize;
+        // SAFETY: pread initialised `n` more bytes after the `filled` already initialised.
+        unsafe { buf.set_len(filled + n) };
+        if n == 0 || !n.is_multiple_of(BLOCK_BYTES as usize) {
+            break; // end of file (an O_DIRECT read ends short only there)
+        }
+    }
+    Ok(buf)
 }
 
 /// A single-thread glommio executor driven from the calling thread, for tests, benches and tools

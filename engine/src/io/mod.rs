@@ -45,9 +45,47 @@ pub enum OpenMode {
     CreateReadWrite,
 }
 
+/// An aligned buffer lent by a [`BlockFile`]: the append path fills it in place and gives it
+/// back to be written, so record bytes are copied once (request -> DMA buffer), not twice.
+pub trait WriteBuffer {
+    /// The whole buffer.
+    fn bytes(&self) -> &[u8];
+    /// The whole buffer, writable.
+    fn bytes_mut(&mut self) -> &mut [u8];
+}
+
+impl WriteBuffer for Vec<u8> {
+    fn bytes(&self) -> &[u8] {
+        self
+    }
+    fn bytes_mut(&mut self) -> &mut [u8] {
+        self
+    }
+}
+
 /// A file read and written in aligned blocks, positionally (O_DIRECT semantics).
 #[allow(async_fn_in_trait)] // !Send futures are intended: one core owns each file.
 pub trait BlockFile {
+    /// The buffer type [`Self::alloc_buffer`] lends (DMA memory for the real disk).
+    type Buffer: WriteBuffer;
+    /// A buffer of `len` bytes (a multiple of [`BLOCK_BYTES`]) suitable for
+    /// [`Self::write_buffer_at`]; its content is unspecified.
+    fn alloc_buffer(&self, len: usize) -> Self::Buffer;
+    /// Writes the first `len` bytes of `buf` at `pos` (both multiples of [`BLOCK_BYTES`]),
+    /// consuming the buffer so the real disk can hand it to the kernel without a copy.
+    async fn write_buffer_at(&self, pos: u64, buf: Self::Buffer, len: usize) -> io::Result<()> {
+        self.write_at(pos, &buf.bytes()[..len]).await
+    }
+    /// [`Self::write_buffer_at`] in the background, with the rules of
+    /// [`Self::write_at_background`].
+    async fn write_buffer_background(
+        &self,
+        pos: u64,
+        buf: Self::Buffer,
+        len: usize,
+    ) -> io::Result<()> {
+        self.write_at_background(pos, &buf.bytes()[..len]).await
+    }
     /// Reads up to `len` bytes at `pos` (both aligned); shorter only at end of file.
     async fn read_at(&self, pos: u64, len: usize) -> io::Result<Bytes>;
     /// Writes `data` at `pos`; `pos` and `data.len()` are multiples of [`BLOCK_BYTES`].

@@ -263,6 +263,13 @@ impl SimFile {
 }
 
 impl BlockFile for SimFile {
+    type Buffer = Vec<u8>;
+
+    /// Filled with a poison byte: callers must not rely on a fresh buffer being zeroed.
+    fn alloc_buffer(&self, len: usize) -> Vec<u8> {
+        vec![0xA5; len]
+    }
+
     async fn read_at(&self, pos: u64, len: usize) -> io::Result<Bytes> {
         assert!(pos.is_multiple_of(BLOCK_BYTES), "unaligned read at {pos}");
         self.storage.inject_eio()?;

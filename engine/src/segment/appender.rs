@@ -15,23 +15,36 @@
 //! file length therefore exceeds the logical end until the segment is sealed or closed, and
 //! recovery finds the end by validating batches (zeros are never a valid batch).
 
-use crate::io::{align_down, align_up, BlockFile};
+use crate::io::{align_down, align_up, BlockFile, WriteBuffer, BLOCK_BYTES};
 use std::io;
 
-/// Bytes buffered before full blocks are written out without waiting for a flush.
+/// Largest write buffer: once this much is pending, its full blocks go out without a flush.
 pub const WRITE_BYTES_MAX: usize = 1 << 20;
+/// Smallest write buffer; buffers grow towards [`WRITE_BYTES_MAX`] while appends stream in and
+/// shrink back when flushes come sooner, so a partition that flushes small batches holds little.
+pub const WRITE_BYTES_MIN: usize = 64 << 10;
 
 /// Buffered tail of the active segment.
+///
+/// The pending bytes live in a buffer lent by the file (DMA memory on the real disk), so a batch
+/// is copied once, into the buffer that is then written. Between writes, when no buffer is
+/// held, the partial tail block waits in `tail` (< one block): an idle partition holds no
+/// write buffer.
 #[derive(Debug)]
-pub struct Appender {
+pub struct Appender<B> {
     tail_start: u64,
-    buf: Vec<u8>,
+    /// The pending bytes `[tail_start, end)` are `buf[..len]`, or `tail` while `buf` is `None`.
+    buf: Option<B>,
+    tail: Vec<u8>,
+    len: usize,
+    /// Size of the next buffer to borrow.
+    buf_bytes: usize,
     allocated_bytes: u64,
     prealloc_bytes: u64,
     allocated_bytes_max: u64,
 }
 
-impl Appender {
+impl<B: WriteBuffer> Appender<B> {
     /// An appender for a log whose logical end is `end`; `tail_block` holds the bytes
     /// `[align_down(end), end)` already in the file, `file_bytes` is the current file length.
     pub fn new(
@@ -43,13 +56,14 @@ impl Appender {
     ) -> Self {
         let tail_start = align_down(end);
         assert_eq!(tail_block.len() as u64, end - tail_start);
-        assert!(prealloc_bytes.is_multiple_of(crate::io::BLOCK_BYTES));
-        let mut buf = Vec::with_capacity(64 * 1024);
-        buf.extend_from_slice(tail_block);
+        assert!(prealloc_bytes.is_multiple_of(BLOCK_BYTES));
         let allocated_bytes_max = align_up(segment_bytes_max);
         Appender {
             tail_start,
-            buf,
+            buf: None,
+            tail: tail_block.to_vec(),
+            len: tail_block.len(),
+            buf_bytes: WRITE_BYTES_MIN,
             allocated_bytes: file_bytes,
             prealloc_bytes,
             allocated_bytes_max,
@@ -58,7 +72,7 @@ impl Appender {
 
     /// The logical end of the log: every byte appended so far.
     pub fn end(&self) -> u64 {
-        self.tail_start + self.buf.len() as u64
+        self.tail_start + self.len as u64
     }
 
     /// Everything below this (aligned) position has been written to the file.
@@ -68,52 +82,110 @@ impl Appender {
 
     /// The bytes from `tail_start` to the logical end.
     pub fn pending(&self) -> &[u8] {
-        &self.buf
+        match &self.buf {
+            Some(buf) => &buf.bytes()[..self.len],
+            None => &self.tail,
+        }
     }
 
-    /// Appends bytes to the buffer (no I/O).
-    pub fn push(&mut self, bytes: &[u8]) {
-        self.buf.extend_from_slice(bytes);
+    /// Heap bytes held (write buffer and tail block).
+    pub fn resident_bytes(&self) -> usize {
+        self.buf.as_ref().map_or(0, |b| b.bytes().len()) + self.tail.capacity()
     }
 
-    /// Whether enough is buffered that full blocks should be written out now.
-    pub fn over_write_limit(&self) -> bool {
-        self.buf.len() >= WRITE_BYTES_MAX
+    /// Appends `bytes`, copying them into the write buffer; each time the buffer fills, its full
+    /// blocks are written in the background (no sync) while the next buffer fills.
+    pub async fn append<F: BlockFile<Buffer = B>>(
+        &mut self,
+        file: &F,
+        mut bytes: &[u8],
+    ) -> io::Result<()> {
+        while !bytes.is_empty() {
+            let len = self.len;
+            let buf = self.borrow_buffer(file);
+            let capacity = buf.len();
+            let n = (capacity - len).min(bytes.len());
+            buf[len..len + n].copy_from_slice(&bytes[..n]);
+            self.len += n;
+            bytes = &bytes[n..];
+            if self.len == capacity {
+                self.buf_bytes = (self.buf_bytes * 2).min(WRITE_BYTES_MAX);
+                self.write_full_blocks(file).await?;
+            }
+        }
+        Ok(())
+    }
+
+    /// The write buffer, borrowing one from the file (with the tail block copied in) if none is held.
+    fn borrow_buffer<F: BlockFile<Buffer = B>>(&mut self, file: &F) -> &mut [u8] {
+        if self.buf.is_none() {
+            debug_assert_eq!(self.tail.len(), self.len);
+            let mut buf = file.alloc_buffer(self.buf_bytes);
+            assert!(
+                buf.bytes().len() > self.len,
+                "a buffer holds the tail block"
+            );
+            buf.bytes_mut()[..self.len].copy_from_slice(&self.tail);
+            self.tail.clear();
+            self.buf = Some(buf);
+        }
+        self.buf.as_mut().expect("just borrowed").bytes_mut()
+    }
+
+    /// Hands the buffer over for writing, first keeping its partial last block as the tail.
+    fn take_buffer(&mut self) -> Option<B> {
+        let buf = self.buf.take()?;
+        let keep_from = align_down(self.len as u64) as usize;
+        self.tail.clear();
+        self.tail
+            .extend_from_slice(&buf.bytes()[keep_from..self.len]);
+        Some(buf)
     }
 
     /// Writes the full blocks of the buffer (no sync), keeping the partial tail block.
-    pub async fn write_full_blocks<F: BlockFile>(&mut self, file: &F) -> io::Result<()> {
-        let full = align_down(self.buf.len() as u64) as usize;
-        if full == 0 {
+    pub async fn write_full_blocks<F: BlockFile<Buffer = B>>(
+        &mut self,
+        file: &F,
+    ) -> io::Result<()> {
+        let full = align_down(self.len as u64) as usize;
+        if full == 0 || self.buf.is_none() {
             return Ok(());
         }
         self.ensure_allocated(file, self.tail_start + full as u64)
             .await?;
-        // In the background: the next appends fill the buffer while this write is in flight.
-        file.write_at_background(self.tail_start, &self.buf[..full])
-            .await?;
-        self.buf.drain(..full);
+        let buf = self.take_buffer().expect("checked above");
         self.tail_start += full as u64;
-        Ok(())
+        self.len -= full;
+        // In the background: the next appends fill a new buffer while this write is in flight.
+        file.write_buffer_background(self.tail_start - full as u64, buf, full)
+            .await
     }
 
     /// Writes everything buffered (tail block zero-padded) in one write and fdatasyncs once.
-    pub async fn flush<F: BlockFile>(&mut self, file: &F) -> io::Result<()> {
-        let len = self.buf.len();
-        if len > 0 {
-            let padded = align_up(len as u64) as usize;
+    pub async fn flush<F: BlockFile<Buffer = B>>(&mut self, file: &F) -> io::Result<()> {
+        if self.len > 0 {
+            let padded = align_up(self.len as u64) as usize;
             self.ensure_allocated(file, self.tail_start + padded as u64)
                 .await?;
-            self.buf.resize(padded, 0);
-            let written = file.write_at(self.tail_start, &self.buf).await;
-            self.buf.truncate(len);
-            written?;
+            if self.buf.is_none() {
+                self.borrow_buffer(file);
+            }
+            let len = self.len;
+            let buf = self.buf.as_mut().expect("borrowed above").bytes_mut();
+            buf[len..padded].fill(0);
+            if padded * 4 < buf.len() {
+                self.buf_bytes = (self.buf_bytes / 2).max(WRITE_BYTES_MIN);
+            }
+            let keep_from = align_down(len as u64) as usize;
+            let buf = self.take_buffer().expect("borrowed above");
+            let start = self.tail_start;
+            self.tail_start += keep_from as u64;
+            self.len -= keep_from;
+            file.write_buffer_at(start, buf, padded).await?;
         }
         file.sync().await?;
-        let keep_from = align_down(len as u64) as usize;
-        self.buf.drain(..keep_from);
-        self.tail_start += keep_from as u64;
-        assert!(self.buf.len() < crate::io::BLOCK_BYTES as usize);
+        assert!(self.len < BLOCK_BYTES as usize);
+        assert!(self.buf.is_none());
         Ok(())
     }
 
@@ -148,10 +220,10 @@ mod tests {
     fn one_byte_tail_block_is_rewritten_in_place() {
         let (s, f) = setup();
         let mut a = Appender::new(0, &[], 0, 8192, 1 << 20);
-        a.push(&[7]);
+        block_on(a.append(&f, &[7])).unwrap();
         block_on(a.flush(&f)).unwrap();
         assert_eq!((a.tail_start(), a.end()), (0, 1));
-        a.push(&[8u8; 4096]);
+        block_on(a.append(&f, &[8u8; 4096])).unwrap();
         block_on(a.flush(&f)).unwrap();
         assert_eq!((a.tail_start(), a.end()), (4096, 4097));
         let bytes = s.file_bytes(Path::new("/p/x.log")).unwrap();
@@ -165,7 +237,7 @@ mod tests {
     fn resumes_from_a_partial_tail_block() {
         let (s, f) = setup();
         let mut a = Appender::new(4100, &[1, 2, 3, 4], 4100, 4096, 1 << 20);
-        a.push(&[5]);
+        block_on(a.append(&f, &[5])).unwrap();
         block_on(a.flush(&f)).unwrap();
         let bytes = s.file_bytes(Path::new("/p/x.log")).unwrap();
         assert_eq!(&bytes[4096..4101], &[1, 2, 3, 4, 5]);
@@ -173,13 +245,50 @@ mod tests {
     }
 
     #[test]
-    fn full_blocks_go_out_without_sync() {
+    fn full_buffers_go_out_without_sync_and_the_tail_stays() {
+        let (s, f) = setup();
+        let mut a = Appender::new(0, &[], 0, 4096, 1 << 20);
+        let data: Vec<u8> = (0..WRITE_BYTES_MAX * 2 + 10).map(|i| i as u8).collect();
+        block_on(a.append(&f, &data)).unwrap();
+        assert_eq!(a.end(), data.len() as u64);
+        assert!(a.tail_start() > 0, "full buffers were written");
+        let written = s.file_bytes(Path::new("/p/x.log")).unwrap();
+        let tail_start = a.tail_start() as usize;
+        assert_eq!(&written[..tail_start], &data[..tail_start]);
+        assert_eq!(a.pending(), &data[tail_start..]);
+        block_on(a.write_full_blocks(&f)).unwrap();
+        assert_eq!(a.pending().len(), data.len() % 4096);
+        assert!(a.resident_bytes() < 4096, "no write buffer held");
+        block_on(a.flush(&f)).unwrap();
+        let written = s.file_bytes(Path::new("/p/x.log")).unwrap();
+        assert_eq!(&written[..data.len()], &data[..]);
+        assert!(
+            written[data.len()..].iter().all(|&b| b == 0),
+            "padding is zeros, not buffer garbage"
+        );
+    }
+
+    #[test]
+    fn buffers_grow_while_streaming_and_shrink_under_small_flushes() {
+        let (_s, f) = setup();
+        let mut a = Appender::new(0, &[], 0, 4096, 1 << 30);
+        block_on(a.append(&f, &vec![1u8; 4 * WRITE_BYTES_MAX])).unwrap();
+        assert_eq!(a.buf_bytes, WRITE_BYTES_MAX);
+        for _ in 0..8 {
+            block_on(a.append(&f, &[2u8; 100])).unwrap();
+            block_on(a.flush(&f)).unwrap();
+        }
+        assert_eq!(a.buf_bytes, WRITE_BYTES_MIN);
+        assert!(a.resident_bytes() < 4096);
+    }
+
+    #[test]
+    fn a_batch_ending_on_a_block_boundary_leaves_no_tail() {
         let (_s, f) = setup();
         let mut a = Appender::new(0, &[], 0, 4096, 1 << 20);
-        a.push(&vec![9u8; WRITE_BYTES_MAX + 10]);
-        assert!(a.over_write_limit());
-        block_on(a.write_full_blocks(&f)).unwrap();
-        assert_eq!(a.pending().len(), (WRITE_BYTES_MAX + 10) % 4096);
-        assert_eq!(a.end(), WRITE_BYTES_MAX as u64 + 10);
+        block_on(a.append(&f, &[3u8; 8192])).unwrap();
+        block_on(a.flush(&f)).unwrap();
+        assert_eq!((a.tail_start(), a.end()), (8192, 8192));
+        assert!(a.pending().is_empty());
     }
 }

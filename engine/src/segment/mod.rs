@@ -46,7 +46,7 @@ pub struct Segment<F: BlockFile> {
     /// The open `.log`, if open (sealed segments open lazily).
     pub file: Option<F>,
     /// The write path; `Some` only for the active segment.
-    pub appender: Option<Appender>,
+    pub appender: Option<Appender<F::Buffer>>,
     /// baseOffset of the last batch (the segment base while empty).
     pub last_batch_base: Offset,
 }

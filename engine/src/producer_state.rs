@@ -120,6 +120,15 @@ impl ProducerState {
                 epoch: meta.producer_epoch,
                 batches: VecDeque::new(),
             });
+        if entry
+            .batches
+            .back()
+            .is_some_and(|b| b.last >= meta.base_offset)
+        {
+            // Already recorded (recovery replay overlapping a snapshot): offsets only grow, so
+            // recording it again would duplicate it or, across an epoch bump, regress the state.
+            return;
+        }
         if meta.producer_epoch != entry.epoch {
             entry.epoch = meta.producer_epoch;
             entry.batches.clear();
@@ -129,6 +138,17 @@ impl ProducerState {
             entry.batches.pop_front();
         }
         assert!(entry.batches.len() <= BATCHES_KEPT);
+    }
+
+    /// Heap estimate: per producer its map slot and its kept batches.
+    pub fn heap_bytes(&self) -> usize {
+        let per_producer = std::mem::size_of::<(i64, ProducerEntry)>() + 1;
+        let batches: usize = self
+            .producers
+            .values()
+            .map(|e| e.batches.capacity() * std::mem::size_of::<BatchSeq>())
+            .sum();
+        self.producers.capacity() * per_producer + batches
     }
 
     /// Number of producers known.

@@ -149,15 +149,22 @@ fn damaged_active_index_entries_are_dropped_and_recovery_falls_back() {
         b.extend_from_slice(&u32::try_from(size + 100).unwrap().to_be_bytes());
         b
     };
+    let past_the_file = {
+        let mut b = good.clone();
+        b.extend_from_slice(&(last.0 .0 + 100).to_be_bytes());
+        b.extend_from_slice(&(1u32 << 30).to_be_bytes());
+        b
+    };
     let stale = good[..(n / 2) * 8].to_vec();
     let garbage = vec![0xff; 24];
     let previous = index
         .lookup(crate::types::RelativeOffset(last.0 .0 - 1))
         .unwrap();
-    let cases: [(&str, Vec<u8>, u32, u64); 5] = [
+    let cases: [(&str, Vec<u8>, u32, u64); 6] = [
         ("mid batch", mid_batch, 1, u64::from(previous.1 .0)),
         ("wrong offset", wrong_offset, 1, u64::from(previous.1 .0)),
         ("past the end", past_the_end, 1, u64::from(last.1 .0)),
+        ("past the file", past_the_file, 1, u64::from(last.1 .0)),
         ("stale", stale.clone(), 0, {
             let i = OffsetIndex::decode(&stale, size).unwrap();
             u64::from(i.last().unwrap().1 .0)
@@ -175,6 +182,8 @@ fn damaged_active_index_entries_are_dropped_and_recovery_falls_back() {
         assert_eq!(stats.active_scan_from_bytes, from, "{name}");
         assert_eq!(stats.active_scanned_bytes, size - from, "{name}");
         assert_eq!(read_all(&mut log, Offset(0)).len(), 90, "{name}");
+        let max = log.active().max_timestamp;
+        assert_eq!(max, TimestampMs(1_000 + 89), "{name}: running max kept");
         if dropped > 0 {
             assert!(
                 stats.checkpoint_written,

@@ -227,7 +227,10 @@ impl<S: Storage> PartitionLog<S> {
         self.write_indexes(base, &index, &time_index).await
     }
 
-    /// Writes the `.index` and `.timeindex` of the segment at `base`.
+    /// Writes the `.timeindex` and then the `.index` of the segment at `base`. In this order
+    /// a crash between the two leaves a time index at least as new as the offset index, so the
+    /// time entries up to any offset-index entry recovery resumes from are all there (their
+    /// last one gives the running max timestamp up to that point).
     pub(crate) async fn write_indexes(
         &self,
         base: Offset,
@@ -238,15 +241,15 @@ impl<S: Storage> PartitionLog<S> {
         small_file::write_atomic(
             storage,
             &self.dir,
-            &segment_file_name(base, FileKind::Index),
-            index,
+            &segment_file_name(base, FileKind::TimeIndex),
+            time_index,
         )
         .await?;
         small_file::write_atomic(
             storage,
             &self.dir,
-            &segment_file_name(base, FileKind::TimeIndex),
-            time_index,
+            &segment_file_name(base, FileKind::Index),
+            index,
         )
         .await?;
         Ok(())

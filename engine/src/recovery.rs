@@ -260,12 +260,16 @@ impl<S: Storage> PartitionLog<S> {
         let file = self.storage.open(&path, OpenMode::ReadWrite).await?;
         let file_bytes = file.size_bytes().await?;
         let (mut index, mut time_index) = self
-            .read_index_files(base, file_bytes, u64::from(u32::MAX) + 1)
+            .read_index_files(base, u64::MAX, u64::from(u32::MAX) + 1)
             .await?
             .unwrap_or_default();
+        // Entries past the end of the file point at nothing: drop them without reading.
+        let listed = index.len();
+        index.truncate_from_position(FilePosition(u32::try_from(file_bytes).unwrap_or(u32::MAX)));
+        let mut dropped = (listed - index.len()) as u32;
+        let mut probes_failed = 0;
         let mut segment = Segment::new(base);
         segment.file = Some(file);
-        let mut dropped = 0;
         let (rel, pos) = loop {
             let (rel, pos) = index.last().unwrap_or((RelativeOffset(0), FilePosition(0)));
             let (pos_bytes, expected) = (u64::from(pos.0), rel.absolute(base));
@@ -276,7 +280,9 @@ impl<S: Storage> PartitionLog<S> {
             }
             index.pop();
             dropped += 1;
-            if dropped >= INDEX_ENTRIES_TRIED_MAX {
+            probes_failed += 1;
+            if probes_failed >= INDEX_ENTRIES_TRIED_MAX {
+                // Too many bad entries: trust none of the file.
                 index = OffsetIndex::default();
             }
         };

@@ -71,6 +71,11 @@ impl BatchCache {
     pub fn bytes(&self) -> usize {
         self.bytes
     }
+
+    /// Heap estimate: the batches plus the queue's slots.
+    pub fn heap_bytes(&self) -> usize {
+        self.bytes + self.batches.capacity() * std::mem::size_of::<(Offset, Offset, Bytes)>()
+    }
 }
 
 #[cfg(test)]

@@ -13,9 +13,9 @@ use bytes::BytesMut;
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
 
-const DIR: &str = "/data/t-0";
+pub(crate) const DIR: &str = "/data/t-0";
 
-fn small_config() -> LogConfig {
+pub(crate) fn small_config() -> LogConfig {
     LogConfig {
         segment_bytes_max: 4096,
         index_interval_bytes: 256,
@@ -24,23 +24,28 @@ fn small_config() -> LogConfig {
     }
 }
 
-fn open(s: &SimStorage, config: LogConfig) -> PartitionLog<SimStorage> {
+pub(crate) fn open(s: &SimStorage, config: LogConfig) -> PartitionLog<SimStorage> {
     let manager = LogManager::new(s.clone(), PathBuf::from("/data"));
     block_on(manager.open_partition("t", 0, config, Rc::new(ManualClock::new(1_000)))).unwrap()
 }
 
-fn batch(records: i32, payload: usize, ts: i64) -> BytesMut {
+pub(crate) fn batch(records: i32, payload: usize, ts: i64) -> BytesMut {
     BytesMut::from(&build_test_batch(records, payload, TimestampMs(ts), None)[..])
 }
 
-fn append(log: &mut PartitionLog<SimStorage>, records: i32, payload: usize, ts: i64) -> Offset {
+pub(crate) fn append(
+    log: &mut PartitionLog<SimStorage>,
+    records: i32,
+    payload: usize,
+    ts: i64,
+) -> Offset {
     block_on(log.append(batch(records, payload, ts), TimestampMs(ts)))
         .unwrap()
         .base_offset
 }
 
 /// Reads every batch from `from` and returns (base, last) pairs.
-fn read_all(log: &mut PartitionLog<SimStorage>, from: Offset) -> Vec<(Offset, Offset)> {
+pub(crate) fn read_all(log: &mut PartitionLog<SimStorage>, from: Offset) -> Vec<(Offset, Offset)> {
     let mut out = Vec::new();
     let mut next = from;
     while next < log.high_watermark() {

@@ -8,10 +8,13 @@
 //!   newer and `first == 0`, or if `first` follows the last sequence (wrapping at `i32::MAX`);
 //! - otherwise `OutOfOrderSequence`.
 //!
-//! Snapshot file `producer.snapshot` (written at roll and close, replaced by rename):
+//! Snapshot file `producer.snapshot` (written at roll, close and each index checkpoint of the
+//! active segment, replaced by rename):
 //! `[u32 crc32c BE of the rest][i64 offset BE][u32 producer count BE]` then per producer
 //! `[i64 pid][i16 epoch][u8 n]` and `n` x `[i32 first seq][i32 last seq][i64 base][i64 last]`.
 //! It is the state as of `offset`; recovery replays batch headers from there to the log end.
+//! [`ProducerState::record`] ignores a batch at or below the last one it holds for that
+//! producer, so a replay that overlaps the snapshot can never regress the state.
 
 use crate::batch::BatchMeta;
 use crate::error::EngineError;
@@ -120,6 +123,15 @@ impl ProducerState {
                 epoch: meta.producer_epoch,
                 batches: VecDeque::new(),
             });
+        if entry
+            .batches
+            .back()
+            .is_some_and(|b| b.last >= meta.base_offset)
+        {
+            // Already recorded (recovery replay overlapping a snapshot): offsets only grow, so
+            // recording it again would duplicate it or, across an epoch bump, regress the state.
+            return;
+        }
         if meta.producer_epoch != entry.epoch {
             entry.epoch = meta.producer_epoch;
             entry.batches.clear();
@@ -129,6 +141,17 @@ impl ProducerState {
             entry.batches.pop_front();
         }
         assert!(entry.batches.len() <= BATCHES_KEPT);
+    }
+
+    /// Heap estimate: per producer its map slot and its kept batches.
+    pub fn heap_bytes(&self) -> usize {
+        let per_producer = std::mem::size_of::<(i64, ProducerEntry)>() + 1;
+        let batches: usize = self
+            .producers
+            .values()
+            .map(|e| e.batches.capacity() * std::mem::size_of::<BatchSeq>())
+            .sum();
+        self.producers.capacity() * per_producer + batches
     }
 
     /// Number of producers known.
@@ -297,6 +320,21 @@ mod tests {
         ));
         assert_eq!(last_seq(i32::MAX, 1), 0);
         assert_eq!(next_seq(i32::MAX), 0);
+    }
+
+    #[test]
+    fn replaying_a_recorded_batch_never_regresses_the_state() {
+        let mut s = ProducerState::default();
+        s.record(&meta(1, 0, 0, 0, 2));
+        s.record(&meta(1, 1, 0, 2, 1));
+        let before = s.clone();
+        s.record(&meta(1, 0, 0, 0, 2)); // older epoch, already covered
+        s.record(&meta(1, 1, 0, 2, 1)); // the same batch again
+        assert_eq!(s, before);
+        assert!(matches!(
+            s.check(&meta(1, 0, 2, 3, 1)),
+            Err(EngineError::InvalidProducerEpoch { current: 1, .. })
+        ));
     }
 
     #[test]

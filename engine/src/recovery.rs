@@ -1,15 +1,30 @@
 //! Opening a partition log: find the segments, trust what was sealed, and recover the active
-//! segment by validating batches from its last index entry (the log is the truth).
+//! segment by validating batches from its last checkpointed index entry (the log is the truth).
 //!
 //! Steps:
 //! 1. List the directory; delete `*.tmp` leftovers and index files without a `.log`.
 //! 2. Read the log start checkpoint; delete segments wholly below it.
-//! 3. Sealed segments (all but the last) were synced and trimmed when rolled: load their
-//!    indexes, or rebuild them by scanning if they do not verify.
-//! 4. The active segment may hold a torn or corrupt tail: scan from its last index entry,
-//!    validating length, magic, CRC-32C and offset continuity of each batch; cut the file at the
-//!    first batch that fails (preallocated zeros fail too); rebuild the indexes as it goes.
-//! 5. Producer state: load the snapshot, replay batch headers from its offset to the log end.
+//! 3. Sealed segments (all but the last) were synced and trimmed when rolled: verify that their
+//!    indexes decode (or rebuild them by scanning), keep only a summary (base, next offset,
+//!    size, max timestamp); their indexes are loaded again when a read opens the segment.
+//! 4. The active segment may hold a torn or corrupt tail. Its `.index`/`.timeindex` are
+//!    checkpointed every [`CHECKPOINT_BYTES`](crate::partition_log::CHECKPOINT_BYTES) (or a quarter segment) of flushed log (after the fdatasync, so every
+//!    entry points at durable bytes). Recovery loads them and checks that the last entry points
+//!    at a batch that validates (length, magic, CRC-32C, the expected baseOffset); entries that
+//!    do not (a stale, damaged or truncated index) are dropped, falling back to earlier ones and
+//!    at worst to position 0. From there it validates batch by batch to the end, cuts the file
+//!    at the first batch that fails (preallocated zeros fail too) and rebuilds the index entries
+//!    as it goes. The scan is thus about `CHECKPOINT_BYTES` plus one flush's worth of bytes,
+//!    not the whole segment. Time index entries carry the running max timestamp, so the kept
+//!    prefix gives the segment's max timestamp up to the resume point.
+//! 5. Producer state: load the snapshot (checkpointed with the indexes, so its offset is at or
+//!    after the scan start) and apply the scanned batches after its offset; if the snapshot is
+//!    older than the scan start, the gap is replayed by reading the log. Batches the snapshot
+//!    already covers are never applied again.
+//! 6. If the scan was long (>= the checkpoint interval) or index entries were dropped, the log is
+//!    synced and a fresh checkpoint written, so a crash loop does not rescan the same bytes.
+//!
+//! [`RecoveryStats`] says what happened (bytes scanned, entries dropped), for tests and metrics.
 
 use crate::batch::{validate_prefix, BatchMeta};
 use crate::batch_cache::BatchCache;
@@ -26,7 +41,7 @@ use crate::segment::offset_index::OffsetIndex;
 use crate::segment::time_index::TimeIndex;
 use crate::segment::Segment;
 use crate::small_file::{self, TMP_SUFFIX};
-use crate::types::{Offset, RelativeOffset};
+use crate::types::{FilePosition, Offset, RelativeOffset, TimestampMs};
 use std::path::PathBuf;
 use std::rc::Rc;
 
@@ -34,6 +49,29 @@ use std::rc::Rc;
 const SCAN_BATCHES_PER_STEP: usize = 4096;
 /// Read-ahead of recovery scans.
 const SCAN_READ_AHEAD_BYTES: usize = 1 << 20;
+/// Index entries of the active segment tried (last first) before scanning it from position 0.
+const INDEX_ENTRIES_TRIED_MAX: u32 = 64;
+/// Read-ahead of the probe that checks one index entry.
+const PROBE_READ_AHEAD_BYTES: usize = 64 << 10;
+
+/// What the recovery at open did; see [`PartitionLog::recovery_stats`].
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq)]
+pub struct RecoveryStats {
+    /// File position in the active segment where the validating scan started.
+    pub active_scan_from_bytes: u64,
+    /// Bytes of the active segment the scan validated (its end minus where it started).
+    pub active_scanned_bytes: u64,
+    /// Bytes cut from the end of the active `.log` (torn tail and preallocation).
+    pub active_cut_bytes: u64,
+    /// Active index entries dropped because the batch they point at did not validate.
+    pub index_entries_dropped: u32,
+    /// Sealed segments whose indexes were missing or damaged and were rebuilt by a scan.
+    pub sealed_indexes_rebuilt: u32,
+    /// Bytes of log re-read to replay producer state older than the scan start.
+    pub producer_replay_read_bytes: u64,
+    /// Whether recovery wrote a fresh index checkpoint (long scan or dropped entries).
+    pub checkpoint_written: bool,
+}
 
 impl<S: Storage> PartitionLog<S> {
     /// Opens or creates the log in `dir`, recovering it after a crash.
@@ -60,6 +98,8 @@ impl<S: Storage> PartitionLog<S> {
             last_flush_ms: now,
             failed: false,
             open_sealed: std::collections::VecDeque::new(),
+            checkpointed_bytes: 0,
+            recovery_stats: RecoveryStats::default(),
         };
         let (bases, checkpoint) = log.clean_directory().await?;
         let tail = log
@@ -77,6 +117,7 @@ impl<S: Storage> PartitionLog<S> {
         }
         log.positions = Positions::recovered(log_start, log_end, hw_follows_durable);
         log.recover_producers(tail).await?;
+        log.checkpoint_after_recovery().await?;
         tracing::debug!(dir = %log.dir.display(), log_start = log_start.0, log_end = log_end.0, segments = log.segments.len(), "opened partition log");
         Ok(log)
     }
@@ -145,32 +186,30 @@ impl<S: Storage> PartitionLog<S> {
         Ok(tail)
     }
 
-    /// A sealed segment: sizes from the file, indexes from disk or rebuilt. Its file stays closed.
+    /// A sealed segment's summary: sizes from the file, max timestamp from its time index
+    /// (rebuilt by a scan if the indexes are missing or damaged). Indexes and file are not kept.
     async fn load_sealed(
-        &self,
+        &mut self,
         base: Offset,
         next_base: Offset,
     ) -> Result<Segment<S::File>, EngineError> {
         let path = self.dir.join(segment_file_name(base, FileKind::Log));
         let file = self.storage.open(&path, OpenMode::Read).await?;
         let size = file.size_bytes().await?;
-        let (index, time_index) = self
-            .read_indexes(base, size, (next_base.0 - base.0) as u64)
-            .await?;
+        let loaded = self
+            .read_index_files(base, size, (next_base.0 - base.0) as u64)
+            .await?
+            .filter(|(index, time_index)| !index.is_empty() && !time_index.is_empty());
         let mut segment = Segment::new(base);
-        let loaded = !index.is_empty() && !time_index.is_empty();
-        if loaded {
+        if let Some((_, time_index)) = loaded {
             segment.max_timestamp = time_index.last().expect("non-empty").0;
-            (
-                segment.index,
-                segment.time_index,
-                segment.size_bytes,
-                segment.next_offset,
-            ) = (index, time_index, size, next_base);
+            (segment.size_bytes, segment.next_offset) = (size, next_base);
+            segment.drop_indexes();
             file.close().await?;
             return Ok(segment);
         }
         tracing::warn!(dir = %self.dir.display(), base = base.0, "rebuilding indexes of a sealed segment");
+        self.recovery_stats.sealed_indexes_rebuilt += 1;
         segment.file = Some(file);
         let (end, _) = self.scan(&mut segment, 0, base, size).await?;
         if end != size || segment.next_offset != next_base {
@@ -182,17 +221,19 @@ impl<S: Storage> PartitionLog<S> {
         segment.seal_time_index();
         self.write_indexes(base, &segment.index.encode(), &segment.time_index.encode())
             .await?;
+        segment.drop_indexes();
         segment.file.take().expect("opened above").close().await?;
         Ok(segment)
     }
 
-    /// Reads and verifies the two index files of a segment; empty indexes if missing or damaged.
-    async fn read_indexes(
+    /// Reads and decodes the two index files of a segment; `None` if either is missing or
+    /// malformed (entries past `log_bytes` / `offsets`, not increasing).
+    pub(crate) async fn read_index_files(
         &self,
         base: Offset,
         log_bytes: u64,
         offsets: u64,
-    ) -> Result<(OffsetIndex, TimeIndex), EngineError> {
+    ) -> Result<Option<(OffsetIndex, TimeIndex)>, EngineError> {
         let storage = &*self.storage;
         let index = small_file::read_whole(
             storage,
@@ -206,57 +247,59 @@ impl<S: Storage> PartitionLog<S> {
         .await?;
         let index = index.and_then(|b| OffsetIndex::decode(&b, log_bytes));
         let time = time.and_then(|b| TimeIndex::decode(&b, offsets));
-        match (index, time) {
-            (Some(i), Some(t)) => Ok((i, t)),
-            _ => Ok((OffsetIndex::default(), TimeIndex::default())),
-        }
+        Ok(index.zip(time))
     }
 
-    /// The active segment: resume from its last index entry, validate to the end, cut the rest.
+    /// The active segment: resume from its last index entry that validates, validate to the
+    /// end, cut the rest.
     async fn recover_active(
-        &self,
+        &mut self,
         base: Offset,
     ) -> Result<(Segment<S::File>, ScannedTail), EngineError> {
         let path = self.dir.join(segment_file_name(base, FileKind::Log));
         let file = self.storage.open(&path, OpenMode::ReadWrite).await?;
         let file_bytes = file.size_bytes().await?;
-        let (index, time_index) = self
-            .read_indexes(base, file_bytes, u64::from(u32::MAX) + 1)
-            .await?;
+        let (mut index, mut time_index) = self
+            .read_index_files(base, u64::MAX, u64::from(u32::MAX) + 1)
+            .await?
+            .unwrap_or_default();
+        // Entries past the end of the file point at nothing: drop them without reading.
+        let listed = index.len();
+        index.truncate_from_position(FilePosition(u32::try_from(file_bytes).unwrap_or(u32::MAX)));
+        let mut dropped = (listed - index.len()) as u32;
+        let mut probes_failed = 0;
         let mut segment = Segment::new(base);
         segment.file = Some(file);
-        let resumed = match resume_point(&mut segment, index, time_index) {
-            Some((pos, expected)) => {
-                match self.scan(&mut segment, pos, expected, file_bytes).await {
-                    Ok((end, batches)) if segment.next_offset > expected => Some((
-                        end,
-                        ScannedTail {
-                            from: expected,
-                            producer_batches: batches,
-                        },
-                    )),
-                    Ok(_) | Err(EngineError::CorruptBatch(_)) => None,
-                    Err(e) => return Err(e),
-                }
+        let (rel, pos) = loop {
+            let (rel, pos) = index.last().unwrap_or((RelativeOffset(0), FilePosition(0)));
+            let (pos_bytes, expected) = (u64::from(pos.0), rel.absolute(base));
+            if index.is_empty()
+                || batch_verifies(&mut segment, pos_bytes, expected, file_bytes).await?
+            {
+                break (rel, pos_bytes);
             }
-            None => None,
+            index.pop();
+            dropped += 1;
+            probes_failed += 1;
+            if probes_failed >= INDEX_ENTRIES_TRIED_MAX {
+                // Too many bad entries: trust none of the file.
+                index = OffsetIndex::default();
+            }
         };
-        let (end, tail) = match resumed {
-            Some(found) => found,
-            None => {
-                segment = Segment {
-                    file: segment.file.take(),
-                    ..Segment::new(base)
-                };
-                let (end, batches) = self.scan(&mut segment, 0, base, file_bytes).await?;
-                (
-                    end,
-                    ScannedTail {
-                        from: base,
-                        producer_batches: batches,
-                    },
-                )
-            }
+        if dropped > 0 {
+            tracing::warn!(dir = %self.dir.display(), base = base.0, dropped, "active index entries did not verify; dropped");
+        }
+        install_resume_point(&mut segment, index, &mut time_index, rel, pos);
+        segment.time_index = time_index;
+        let expected = segment.next_offset;
+        let (end, batches) = self.scan(&mut segment, pos, expected, file_bytes).await?;
+        self.recovery_stats.active_scan_from_bytes = pos;
+        self.recovery_stats.active_scanned_bytes = end - pos;
+        self.recovery_stats.active_cut_bytes = file_bytes - end;
+        self.recovery_stats.index_entries_dropped = dropped;
+        let tail = ScannedTail {
+            from: expected,
+            producer_batches: batches,
         };
         Ok((self.cut_and_resume(segment, end, file_bytes).await?, tail))
     }
@@ -292,7 +335,7 @@ impl<S: Storage> PartitionLog<S> {
 
     /// Validates batches from `pos` (whose baseOffset must be `expected`) up to `file_bytes`,
     /// noting each in the segment; returns where the valid batches end. I/O errors propagate.
-    async fn scan(
+    pub(crate) async fn scan(
         &self,
         segment: &mut Segment<S::File>,
         pos: u64,
@@ -315,8 +358,10 @@ impl<S: Storage> PartitionLog<S> {
     }
 
     /// Producer state from the snapshot, plus batches after it replayed from the log.
-    /// Batches before the scanned tail are replayed by reading the log; the tail's producer
-    /// batches were collected by the recovery scan, so the common case reads nothing twice.
+    /// Batches between the snapshot and the scanned tail are replayed by reading the log; the
+    /// tail's producer batches were collected by the recovery scan, so the common case (a
+    /// checkpointed snapshot at or after the scan start) reads nothing twice. Batches at or
+    /// before the snapshot offset are skipped: applying them again could regress the state.
     async fn recover_producers(&mut self, tail: ScannedTail) -> Result<(), EngineError> {
         let path = self.dir.join(PRODUCER_SNAPSHOT_FILE);
         let bytes = small_file::read_whole(&*self.storage, &path).await?;
@@ -327,6 +372,8 @@ impl<S: Storage> PartitionLog<S> {
         let from = snapshot.as_ref().map_or(log_start, |(o, _)| *o);
         self.producers = snapshot.map(|(_, s)| s).unwrap_or_default();
         self.replay_producers(from, tail.from.min(log_end)).await?;
+        // A snapshot offset is a batch boundary; a log start may fall inside a batch, which
+        // is then still partly in the log and counts.
         for meta in tail
             .producer_batches
             .iter()
@@ -349,6 +396,7 @@ impl<S: Storage> PartitionLog<S> {
                 break;
             };
             from = validate_prefix(last)?.last_offset.plus(1);
+            self.recovery_stats.producer_replay_read_bytes += read.bytes_len() as u64;
             for chunk in &read.chunks {
                 let meta = validate_prefix(chunk)?;
                 if meta.base_offset < until {
@@ -360,6 +408,35 @@ impl<S: Storage> PartitionLog<S> {
     }
 }
 
+impl<S: Storage> PartitionLog<S> {
+    /// After a long scan or dropped index entries, makes the recovered bytes durable and
+    /// checkpoints the active indexes and producer state, so the next crash scans little.
+    async fn checkpoint_after_recovery(&mut self) -> Result<(), EngineError> {
+        let stats = self.recovery_stats;
+        self.checkpointed_bytes = stats.active_scan_from_bytes;
+        let long = stats.active_scanned_bytes >= self.checkpoint_bytes();
+        if !long && stats.index_entries_dropped == 0 {
+            return Ok(());
+        }
+        let active = self.active();
+        active
+            .file
+            .as_ref()
+            .expect("active segment is open")
+            .sync()
+            .await?;
+        self.write_checkpoint().await?;
+        self.recovery_stats.checkpoint_written = true;
+        Ok(())
+    }
+
+    /// What the recovery at open did: where the active segment's scan started, how many bytes
+    /// it validated, index entries dropped, sealed indexes rebuilt.
+    pub fn recovery_stats(&self) -> RecoveryStats {
+        self.recovery_stats
+    }
+}
+
 /// What the recovery scan of the active segment saw: where it started and the idempotent
 /// producers' batches from there to the end.
 struct ScannedTail {
@@ -367,25 +444,51 @@ struct ScannedTail {
     producer_batches: Vec<BatchMeta>,
 }
 
-/// Trims loaded indexes to their last entry and sets the segment up to scan from it.
-/// Returns (position, expected offset) of that entry, `None` if there is none.
-fn resume_point<F: BlockFile>(
+/// Sets the segment up to scan from the batch at `pos` (offset `base + rel`): the offset
+/// index keeps the entries before it (the scan re-adds the entry for `pos`), the time index
+/// those at or before it, whose last timestamp is the running max up to that batch.
+fn install_resume_point<F: BlockFile>(
     segment: &mut Segment<F>,
     mut index: OffsetIndex,
-    mut time_index: TimeIndex,
-) -> Option<(u64, Offset)> {
-    let (rel, pos) = index.last()?;
-    index.pop();
-    time_index.truncate_from(RelativeOffset(rel.0 + 1));
-    segment.max_timestamp = time_index
-        .last()
-        .map_or(segment.max_timestamp, |(ts, _)| ts);
+    time_index: &mut TimeIndex,
+    rel: RelativeOffset,
+    pos: u64,
+) {
+    if index.is_empty() {
+        // Scanning the whole segment: nothing from the index files is trusted.
+        *time_index = TimeIndex::default();
+    } else {
+        assert_eq!(index.last().map(|(_, p)| u64::from(p.0)), Some(pos));
+        index.pop();
+        time_index.truncate_from(RelativeOffset(rel.0 + 1));
+        // The scan adds an entry at `pos` whatever the bytes since the previous one.
+        segment.bytes_since_index = u64::MAX / 2;
+    }
+    segment.max_timestamp = time_index.last().map_or(TimestampMs::NONE, |(ts, _)| ts);
     segment.index = index;
-    segment.time_index = time_index;
-    segment.size_bytes = u64::from(pos.0);
+    segment.size_bytes = pos;
     segment.next_offset = rel.absolute(segment.base);
-    segment.bytes_since_index = u64::MAX / 2;
-    Some((u64::from(pos.0), segment.next_offset))
+}
+
+/// Whether a whole valid batch with baseOffset `expected` starts at `pos` (read past the
+/// segment's known end up to `file_bytes`). I/O errors propagate.
+async fn batch_verifies<F: BlockFile>(
+    segment: &mut Segment<F>,
+    pos: u64,
+    expected: Offset,
+    file_bytes: u64,
+) -> Result<bool, EngineError> {
+    let known = segment.size_bytes;
+    segment.size_bytes = file_bytes;
+    let found = BatchCursor::new(segment, pos, expected, PROBE_READ_AHEAD_BYTES)
+        .next()
+        .await;
+    segment.size_bytes = known;
+    match found {
+        Ok(found) => Ok(found.is_some()),
+        Err(EngineError::CorruptBatch(_)) => Ok(false),
+        Err(e) => Err(e),
+    }
 }
 
 /// Validates up to [`SCAN_BATCHES_PER_STEP`] batches after the segment's current end.

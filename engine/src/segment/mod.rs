@@ -1,7 +1,9 @@
 //! A segment: one `.log` file with its sparse `.index` and `.timeindex`, named by its base offset.
 //!
 //! - [`file_name`]: `<20-digit base offset>.{log,index,timeindex}`.
-//! - [`offset_index`], [`time_index`]: the sparse indexes (in memory; written when sealed/closed).
+//! - [`offset_index`], [`time_index`]: the sparse indexes. In memory only while needed: the
+//!   active segment's while it is written (checkpointed to disk every `CHECKPOINT_BYTES` of
+//!   flushed log, written whole when sealed), a sealed segment's while its file is open.
 //! - [`appender`]: buffered, block-aligned write path of the active segment.
 //! - [`cursor`]: walks whole batches from a position, validating each.
 //!
@@ -41,6 +43,10 @@ pub struct Segment<F: BlockFile> {
     pub index: OffsetIndex,
     /// Sparse time index.
     pub time_index: TimeIndex,
+    /// Whether `index` and `time_index` are in memory. When false they are empty and the
+    /// segment's `.index`/`.timeindex` files are current: sealed segments keep only their
+    /// summary (base, next offset, size, max timestamp) until opened for a read.
+    pub indexes_loaded: bool,
     /// Log bytes since the last index entry.
     pub bytes_since_index: u64,
     /// The open `.log`, if open (sealed segments open lazily).
@@ -62,6 +68,7 @@ impl<F: BlockFile> Segment<F> {
             first_append_ms: None,
             index: OffsetIndex::default(),
             time_index: TimeIndex::default(),
+            indexes_loaded: true,
             bytes_since_index: 0,
             file: None,
             appender: None,
@@ -74,8 +81,21 @@ impl<F: BlockFile> Segment<F> {
         self.size_bytes == 0
     }
 
+    /// Frees the in-memory indexes (their files must be current); reload before using them.
+    pub fn drop_indexes(&mut self) {
+        self.index = OffsetIndex::default();
+        self.time_index = TimeIndex::default();
+        self.indexes_loaded = false;
+    }
+
+    /// Heap bytes of the in-memory indexes.
+    pub fn index_heap_bytes(&self) -> usize {
+        self.index.heap_bytes() + self.time_index.heap_bytes()
+    }
+
     /// Records a batch placed at `size_bytes`: indexes, sizes, offsets. No I/O.
     pub fn note_batch(&mut self, meta: &BatchMeta, index_interval_bytes: u32) {
+        assert!(self.indexes_loaded, "indexes loaded before noting a batch");
         assert_eq!(
             meta.base_offset, self.next_offset,
             "batches must be contiguous"
@@ -97,6 +117,7 @@ impl<F: BlockFile> Segment<F> {
 
     /// Adds the final time index entry so its last entry is the segment's max timestamp.
     pub fn seal_time_index(&mut self) {
+        assert!(self.indexes_loaded, "indexes loaded before sealing");
         if self.max_timestamp != TimestampMs::NONE {
             self.time_index.maybe_push(
                 self.max_timestamp,

@@ -59,6 +59,11 @@ impl OffsetIndex {
         self.entries.pop();
     }
 
+    /// Heap bytes held (capacity, not length: what the allocator really gave us).
+    pub fn heap_bytes(&self) -> usize {
+        self.entries.capacity() * std::mem::size_of::<(RelativeOffset, FilePosition)>()
+    }
+
     /// The file bytes.
     pub fn encode(&self) -> Vec<u8> {
         let mut out = Vec::with_capacity(self.entries.len() * ENTRY_BYTES);

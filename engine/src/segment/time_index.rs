@@ -46,6 +46,11 @@ impl TimeIndex {
         self.entries.retain(|&(_, r)| r < rel);
     }
 
+    /// Heap bytes held (capacity, not length: what the allocator really gave us).
+    pub fn heap_bytes(&self) -> usize {
+        self.entries.capacity() * std::mem::size_of::<(TimestampMs, RelativeOffset)>()
+    }
+
     /// Number of entries.
     pub fn len(&self) -> usize {
         self.entries.len()

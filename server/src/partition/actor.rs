@@ -29,6 +29,16 @@ const KAFKA_STORAGE_ERROR: i16 = 56;
 /// Least time between attempts to reopen a failed log (a full disk fails each write again).
 const REOPEN_INTERVAL_MS: i64 = 500;
 
+/// A partition with no message for this long releases its caches, indexes and write buffer
+/// (`PartitionLog::release_idle_memory`): an idle partition costs a few KiB, not megabytes.
+pub const IDLE_RELEASE_MS: u64 = 30_000;
+
+/// Whether an idle partition should release its memory now: idle for [`IDLE_RELEASE_MS`]
+/// and not released since its last message.
+fn idle_release_due(last_activity_ms: i64, now_ms: i64, released: bool) -> bool {
+    !released && now_ms.saturating_sub(last_activity_ms) >= IDLE_RELEASE_MS as i64
+}
+
 /// One mailbox message.
 #[derive(Debug)]
 pub struct ActorMsg {
@@ -88,12 +98,15 @@ pub async fn run_actor<S: Storage + 'static>(
         }
     };
     tracing::debug!(topic, partition, "partition log open");
+    let last_activity_ms = setup.clock.now().0;
     let mut actor = Actor {
         log: Some(log),
         setup,
         watch,
         last_retention_ms: 0,
         last_reopen_ms: 0,
+        last_activity_ms,
+        idle_released: false,
     };
     actor.publish();
     let delete_reply = actor.serve(&mut mailbox).await;
@@ -120,6 +133,10 @@ struct Actor<S: Storage> {
     last_retention_ms: i64,
     /// When a failed log was last reopened (see [`Actor::reopen_if_failed`]).
     last_reopen_ms: i64,
+    /// When the last mailbox message arrived (drives [`IDLE_RELEASE_MS`]).
+    last_activity_ms: i64,
+    /// Whether the log's memory was released since the last message.
+    idle_released: bool,
 }
 
 enum Next {
@@ -168,6 +185,8 @@ impl<S: Storage + 'static> Actor<S> {
                 }
                 Next::Closed => return None,
             };
+            self.last_activity_ms = self.setup.clock.now().0;
+            self.idle_released = false;
             let mut group = Vec::with_capacity(8);
             group.push(first);
             while group.len() < GROUP_OPS_MAX {
@@ -237,10 +256,11 @@ impl<S: Storage + 'static> Actor<S> {
         };
         flush_ms
             .min(self.setup.retention_check_interval_ms)
+            .min(IDLE_RELEASE_MS)
             .clamp(1, 60_000)
     }
 
-    /// Time-driven work: a flush the interval policy owes, retention.
+    /// Time-driven work: a flush the interval policy owes, retention, idle memory release.
     async fn maintenance(&mut self) {
         let now = self.setup.clock.now();
         if self.log().flush_due(now) {
@@ -254,6 +274,15 @@ impl<S: Storage + 'static> Actor<S> {
             self.last_retention_ms = now.0;
             if let Err(e) = self.log().apply_retention(now).await {
                 tracing::error!(topic = self.setup.topic, error = %e, "retention failed");
+            }
+        }
+        if idle_release_due(self.last_activity_ms, now.0, self.idle_released) {
+            self.idle_released = true;
+            match self.log().release_idle_memory().await {
+                Ok(()) => self.publish(), // it may have flushed
+                Err(e) => {
+                    tracing::warn!(topic = self.setup.topic, error = %e, "idle memory release failed");
+                }
             }
         }
     }
@@ -431,5 +460,27 @@ impl<S: Storage + 'static> Actor<S> {
             let _ = reply.send(answer);
         }
         tracing::debug!(topic, partition, "partition log closed");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn idle_release_once_per_idle_period() {
+        let t0 = 1_000_000;
+        assert!(!idle_release_due(t0, t0, false));
+        assert!(!idle_release_due(
+            t0,
+            t0 + IDLE_RELEASE_MS as i64 - 1,
+            false
+        ));
+        assert!(idle_release_due(t0, t0 + IDLE_RELEASE_MS as i64, false));
+        assert!(
+            !idle_release_due(t0, t0 + 10 * IDLE_RELEASE_MS as i64, true),
+            "released already"
+        );
+        assert!(!idle_release_due(t0, t0 - 5, false), "clock stepped back");
     }
 }

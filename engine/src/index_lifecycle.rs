@@ -1,0 +1,195 @@
+//! When a partition's indexes and buffers are in memory, and when they are on disk.
+//!
+//! - **Checkpoints**: every [`CHECKPOINT_BYTES`](crate::partition_log::CHECKPOINT_BYTES) of flushed log, the active segment's current
+//!   `.index`/`.timeindex` and the producer snapshot are written (atomically, after the flush's
+//!   fdatasync, so every entry points at durable bytes). Recovery then scans about that much
+//!   instead of the whole active segment (see `recovery.rs`).
+//! - **Lazy indexes**: a sealed segment keeps only its summary (base, next offset, size, max
+//!   timestamp); its indexes are read from disk when a read opens its file and dropped when the
+//!   file is closed (the LRU of `OPEN_SEALED_FILES_MAX`). An index file that no longer decodes
+//!   is rebuilt by scanning the segment (the log is the truth).
+//! - **Idle release**: [`PartitionLog::release_idle_memory`] drops the batch cache, closes
+//!   sealed files, checkpoints and drops the active segment's indexes and its write buffer
+//!   (the partial tail block is re-read from disk on the next append), so an idle partition
+//!   costs a few KiB ([`PartitionLog::resident_bytes`]) rather than megabytes.
+
+use crate::batch_cache::BatchCache;
+use crate::error::EngineError;
+use crate::io::{align_down, BlockFile, Storage};
+use crate::partition_log::PartitionLog;
+use crate::segment::appender::{Appender, WRITE_BYTES_MAX};
+use crate::segment::Segment;
+use std::mem::size_of;
+
+impl<S: Storage> PartitionLog<S> {
+    /// Checkpoints the active indexes if [`Self::checkpoint_bytes`] were flushed since the last one.
+    /// Call only right after a successful flush. A failure is logged, not returned (the flushed
+    /// bytes are durable either way, only the next recovery scans more); the next flush retries.
+    pub(crate) async fn maybe_checkpoint(&mut self) {
+        let size = self.active().size_bytes;
+        if size.saturating_sub(self.checkpointed_bytes) < self.checkpoint_bytes() {
+            return;
+        }
+        if let Err(e) = self.write_checkpoint().await {
+            tracing::warn!(dir = %self.dir.display(), error = %e, "index checkpoint failed; recovery will scan more");
+        }
+    }
+
+    /// Writes the active segment's indexes and the producer snapshot as of the log end.
+    /// Everything appended must be durable (flushed): the files claim it is.
+    pub(crate) async fn write_checkpoint(&mut self) -> Result<(), EngineError> {
+        assert_eq!(
+            self.positions.durable(),
+            self.positions.log_end(),
+            "checkpoint only what is durable"
+        );
+        let last = self.segments.len() - 1;
+        self.ensure_open(last).await?;
+        let active = self.active();
+        let (base, size) = (active.base, active.size_bytes);
+        let (index, time_index) = (active.index.encode(), active.time_index.encode());
+        self.write_indexes(base, &index, &time_index).await?;
+        self.write_producer_snapshot(self.positions.log_end())
+            .await?;
+        self.checkpointed_bytes = size;
+        tracing::debug!(dir = %self.dir.display(), base = base.0, size, "checkpointed active indexes");
+        Ok(())
+    }
+
+    /// Loads segment `i`'s indexes from its files, rebuilding them by a scan if they do not
+    /// decode for the segment's size and offsets.
+    pub(crate) async fn load_indexes(&mut self, i: usize) -> Result<(), EngineError> {
+        let segment = &self.segments[i];
+        let (base, size) = (segment.base, segment.size_bytes);
+        let offsets = (segment.next_offset.0 - base.0) as u64;
+        let sealed = i + 1 < self.segments.len();
+        if size == 0 {
+            self.segments[i].indexes_loaded = true; // empty indexes are exact
+            return Ok(());
+        }
+        let loaded = self.read_index_files(base, size, offsets).await?;
+        match loaded {
+            Some((index, time_index)) if !(sealed && index.is_empty()) => {
+                let segment = &mut self.segments[i];
+                (segment.index, segment.time_index) = (index, time_index);
+                segment.indexes_loaded = true;
+                Ok(())
+            }
+            _ => self.rebuild_indexes(i).await,
+        }
+    }
+
+    /// Rebuilds segment `i`'s indexes by validating all of its batches (its file is open).
+    /// Sealed segments get their files rewritten; the active one's next checkpoint does that.
+    async fn rebuild_indexes(&mut self, i: usize) -> Result<(), EngineError> {
+        let sealed = i + 1 < self.segments.len();
+        let segment = &mut self.segments[i];
+        tracing::warn!(dir = %self.dir.display(), base = segment.base.0, "index files do not verify; rebuilding");
+        let (base, size, next) = (segment.base, segment.size_bytes, segment.next_offset);
+        let mut scratch = Segment::new(base);
+        scratch.file = segment.file.take();
+        scratch.appender = segment.appender.take();
+        let scanned = self.scan(&mut scratch, 0, base, size).await;
+        let segment = &mut self.segments[i];
+        segment.file = scratch.file.take();
+        segment.appender = scratch.appender.take();
+        let (end, _) = scanned?;
+        if end != size || scratch.next_offset != next {
+            return Err(EngineError::CorruptBatch(format!(
+                "segment {} does not verify: ends at {end} of {size} bytes",
+                segment.base
+            )));
+        }
+        segment.max_timestamp = scratch.max_timestamp;
+        if sealed {
+            scratch.seal_time_index();
+        }
+        segment.index = scratch.index;
+        segment.time_index = scratch.time_index;
+        segment.bytes_since_index = scratch.bytes_since_index;
+        segment.indexes_loaded = true;
+        if sealed {
+            let (base, index, time_index) = (
+                segment.base,
+                segment.index.encode(),
+                segment.time_index.encode(),
+            );
+            self.write_indexes(base, &index, &time_index).await?;
+        }
+        Ok(())
+    }
+
+    /// Makes the active segment ready for an append: indexes in memory and a write buffer
+    /// holding the partial tail block (re-read from disk after an idle release).
+    pub(crate) async fn ensure_active_writable(&mut self) -> Result<(), EngineError> {
+        let last = self.segments.len() - 1;
+        self.ensure_open(last).await?;
+        if self.active().appender.is_some() {
+            return Ok(());
+        }
+        let (prealloc, segment_max) = (self.prealloc_bytes(), self.config.segment_bytes_max);
+        let active = self.active_mut();
+        let end = active.size_bytes;
+        let tail_start = align_down(end);
+        let tail = active
+            .read_range(tail_start, (end - tail_start) as usize)
+            .await?;
+        let file = active.file.as_ref().expect("active segment is open");
+        let file_bytes = file.size_bytes().await?;
+        active.appender = Some(Appender::new(end, &tail, file_bytes, prealloc, segment_max));
+        Ok(())
+    }
+
+    /// Frees what an idle partition does not need: the batch cache, open sealed files and
+    /// their indexes, the active segment's indexes (checkpointed first) and write buffer.
+    /// Unflushed appends are flushed first. Everything is reloaded on the next use; calling
+    /// it on a busy partition is correct, only slower. The server calls it after a partition
+    /// has been idle for a while.
+    pub async fn release_idle_memory(&mut self) -> Result<(), EngineError> {
+        self.check_usable()?;
+        if self.positions.durable() != self.positions.log_end() {
+            self.flush().await?;
+        }
+        self.cache = BatchCache::new(self.config.batch_cache_bytes_max);
+        let sealed = self.segments.len() - 1;
+        for segment in &mut self.segments[..sealed] {
+            segment.drop_indexes();
+            if let Some(file) = segment.file.take() {
+                file.close().await?;
+            }
+        }
+        self.open_sealed = std::collections::VecDeque::new();
+        if self.active().indexes_loaded && self.checkpointed_bytes != self.active().size_bytes {
+            self.write_checkpoint().await?;
+        }
+        let active = self.active_mut();
+        active.drop_indexes();
+        active.appender = None;
+        self.segments.shrink_to_fit();
+        Ok(())
+    }
+
+    /// Estimate of the heap this partition holds: indexes, batch cache, write buffer,
+    /// producer state and the segment table. An idle partition after
+    /// [`Self::release_idle_memory`] holds a few KiB.
+    pub fn resident_bytes(&self) -> usize {
+        let segments: usize = self
+            .segments
+            .iter()
+            .map(|s| {
+                let appender = s.appender.as_ref().map_or(0, |a| {
+                    // The buffer grows to about WRITE_BYTES_MAX under load and keeps it.
+                    size_of::<Appender>() + WRITE_BYTES_MAX.max(a.pending().len())
+                });
+                s.index_heap_bytes() + appender
+            })
+            .sum();
+        size_of::<Self>()
+            + self.segments.capacity() * size_of::<Segment<S::File>>()
+            + segments
+            + self.cache.heap_bytes()
+            + self.producers.heap_bytes()
+            + self.open_sealed.capacity() * size_of::<crate::types::Offset>()
+            + self.dir.capacity()
+    }
+}

@@ -17,7 +17,7 @@ use crate::batch_cache::BatchCache;
 use crate::error::EngineError;
 use crate::io::{align_down, BlockFile, Storage};
 use crate::partition_log::PartitionLog;
-use crate::segment::appender::{Appender, WRITE_BYTES_MAX};
+use crate::segment::appender::Appender;
 use crate::segment::Segment;
 use std::mem::size_of;
 
@@ -177,10 +177,10 @@ impl<S: Storage> PartitionLog<S> {
             .segments
             .iter()
             .map(|s| {
-                let appender = s.appender.as_ref().map_or(0, |a| {
-                    // The buffer grows to about WRITE_BYTES_MAX under load and keeps it.
-                    size_of::<Appender>() + WRITE_BYTES_MAX.max(a.pending().len())
-                });
+                let appender = s
+                    .appender
+                    .as_ref()
+                    .map_or(0, |a| size_of_val(a) + a.resident_bytes());
                 s.index_heap_bytes() + appender
             })
             .sum();

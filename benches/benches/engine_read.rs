@@ -1,7 +1,7 @@
-//! Cold-read path, three ways (issue 2): (1) aligned O_DIRECT read through io_uring into a glommio
-//! buffer, copied once into `Bytes` (glommio buffers are `!Send`); (2) the engine's `BlockFile`
-//! read: O_DIRECT `pread` on the executor's blocking thread into an owned aligned buffer that
-//! becomes the `Bytes` (no copy); (3) `pread` from a buffered descriptor on a worker thread off
+//! Cold-read path, three ways (issue 2): (1) the engine's `BlockFile` read: aligned O_DIRECT
+//! read through io_uring into a glommio buffer, copied once into `Bytes` (glommio buffers are
+//! `!Send`); (2) O_DIRECT `pread` on the executor's blocking thread into an owned aligned buffer
+//! that becomes the `Bytes` (no copy); each with 1 and 4 reads in flight; (3) `pread` from a buffered descriptor on a worker thread off
 //! the executor, handed back as `Bytes` (what a sendfile-style path would do).
 //!
 //! Each read is of `read_bytes` at a random aligned position in a 128 MiB file. "cold" drops the
@@ -10,7 +10,7 @@
 
 use criterion::{Criterion, Throughput};
 use rill_engine::bytes::Bytes;
-use rill_engine::io::glommio::{GlommioStorage, LocalRuntime};
+use rill_engine::io::glommio::{GlommioFile, GlommioStorage, LocalRuntime};
 use rill_engine::io::{BlockFile, OpenMode, Storage};
 use std::os::unix::fs::FileExt;
 use std::os::unix::io::AsRawFd;
@@ -82,6 +82,32 @@ impl BufferedReader {
     }
 }
 
+/// Reads at `positions` through the engine's file with `in_flight` reads outstanding, either
+/// way: `zero_copy` = O_DIRECT pread into an owned buffer, else the BlockFile read (io_uring + copy).
+async fn dma_reads(
+    file: Rc<GlommioFile>,
+    positions: Vec<u64>,
+    read_bytes: usize,
+    in_flight: usize,
+    zero_copy: bool,
+) {
+    let per_lane = positions.len().div_ceil(in_flight).max(1);
+    let lanes = positions.chunks(per_lane).map(|lane| {
+        let file = file.clone();
+        async move {
+            for &p in lane {
+                let bytes = if zero_copy {
+                    file.read_at_pread_owned(p, read_bytes).await
+                } else {
+                    file.read_at(p, read_bytes).await
+                };
+                assert_eq!(bytes.unwrap().len(), read_bytes);
+            }
+        }
+    });
+    futures_util::future::join_all(lanes).await;
+}
+
 fn bench_reads(c: &mut Criterion, rt: &LocalRuntime, path: &PathBuf) {
     let mut group = c.benchmark_group("engine_cold_read");
     group
@@ -100,37 +126,29 @@ fn bench_reads(c: &mut Criterion, rt: &LocalRuntime, path: &PathBuf) {
         group.throughput(Throughput::Bytes(read_bytes as u64));
         let kib = read_bytes >> 10;
         let mut next = positions(read_bytes as u64);
-        group.bench_function(format!("o_direct_io_uring_copied_{kib}KiB"), |b| {
-            b.iter_custom(|n| {
-                let pos: Vec<u64> = (0..n).map(|_| next()).collect();
-                let file = dma.clone();
-                rt.block_on(async move {
-                    let start = Instant::now();
-                    for p in pos {
-                        let bytes = file.read_at_io_uring_copied(p, read_bytes).await.unwrap();
-                        assert_eq!(bytes.len(), read_bytes);
-                    }
-                    start.elapsed()
-                })
-            })
-        });
-        group.bench_function(
-            format!("o_direct_pread_blocking_thread_owned_{kib}KiB"),
-            |b| {
-                b.iter_custom(|n| {
-                    let pos: Vec<u64> = (0..n).map(|_| next()).collect();
-                    let file = dma.clone();
-                    rt.block_on(async move {
+        for in_flight in [1usize, 4] {
+            for zero_copy in [false, true] {
+                let way = if zero_copy {
+                    "o_direct_pread_blocking_thread_owned"
+                } else {
+                    "o_direct_io_uring_copied"
+                };
+                group.bench_function(format!("{way}_{kib}KiB_x{in_flight}"), |b| {
+                    b.iter_custom(|n| {
+                        let pos: Vec<u64> = (0..n).map(|_| next()).collect();
                         let start = Instant::now();
-                        for p in pos {
-                            let bytes = file.read_at(p, read_bytes).await.unwrap();
-                            assert_eq!(bytes.len(), read_bytes);
-                        }
+                        rt.block_on(dma_reads(
+                            dma.clone(),
+                            pos,
+                            read_bytes,
+                            in_flight,
+                            zero_copy,
+                        ));
                         start.elapsed()
                     })
-                })
-            },
-        );
+                });
+            }
+        }
         for cold in [true, false] {
             let name = if cold { "cold" } else { "warm" };
             group.bench_function(format!("buffered_pread_thread_{name}_{kib}KiB"), |b| {

@@ -126,22 +126,22 @@ impl Storage for GlommioStorage {
     }
 }
 
-/// Buffer of a cold read: aligned for O_DIRECT, owned and `Send`, so it becomes the `Bytes`
-/// handed to the socket (possibly on another core) without a copy.
+/// Buffer of a copy-free read: aligned for O_DIRECT, owned and `Send`, so it can become the
+/// `Bytes` handed to the socket (possibly on another core) as it is.
 type ReadBuffer = AVec<u8, ConstAlign<{ BLOCK_BYTES as usize }>>;
 
 /// One O_DIRECT file, with at most one write in flight in the background (see
 /// [`BlockFile::write_at_background`]): every other operation first waits for it.
 ///
-/// Reads do not go through io_uring: glommio's read buffers are `!Send`, so every read would be
-/// copied once more into `Bytes`. Instead a duplicate of the (O_DIRECT) descriptor is read with
-/// `pread` on the executor's blocking thread into an owned aligned buffer, which becomes the
-/// `Bytes` itself: disk -> aligned buffer -> socket, no user-space copy. The bench
-/// `engine_read` compares both ways (see BENCHMARKS.md).
+/// Reads go through io_uring into glommio's buffers and are copied once into `Bytes`: those
+/// buffers are `!Send` and a Fetch response may be written by another core. The copy-free
+/// alternative (O_DIRECT `pread` on the blocking thread into an owned buffer,
+/// [`GlommioFile::read_at_pread_owned`]) measured slower; `engine_read` compares both.
 #[derive(Debug)]
 pub struct GlommioFile {
     file: Rc<DmaFile>,
-    /// The same open file description (O_DIRECT), for reads on the blocking thread.
+    /// The same open file description (O_DIRECT), for reads on the blocking thread
+    /// ([`GlommioFile::read_at_pread_owned`]).
     reader: Arc<std::fs::File>,
     /// The background write not yet waited for.
     in_flight: RefCell<Option<glommio::Task<io::Result<()>>>>,
@@ -162,11 +162,29 @@ impl GlommioFile {
         })
     }
 
-    /// The former read path, kept for the `engine_read` bench: io_uring O_DIRECT read into a
-    /// glommio buffer, then one copy into `Bytes` (glommio buffers are `!Send`).
-    pub async fn read_at_io_uring_copied(&self, pos: u64, len: usize) -> io::Result<Bytes> {
+    /// The measured alternative to [`BlockFile::read_at`], kept for the `engine_read` bench:
+    /// O_DIRECT `pread` of a dup'ed descriptor on the executor's blocking thread into an owned
+    /// aligned buffer that becomes the `Bytes` (no copy). Slower here: 64 KiB reads 233 vs 282
+    /// MiB/s one at a time, 256 vs 393 MiB/s four in flight (one blocking thread serialises them).
+    pub async fn read_at_pread_owned(&self, pos: u64, len: usize) -> io::Result<Bytes> {
         assert!(pos.is_multiple_of(BLOCK_BYTES));
-        self.settle().await;
+        self.settle_writes().await?;
+        let aligned_len = super::align_up(len as u64) as usize;
+        let reader = self.reader.clone();
+        let buf = glommio::executor()
+            .spawn_blocking(move || pread_direct(&reader, pos, aligned_len))
+            .await?;
+        let mut bytes = Bytes::from_owner(buf);
+        bytes.truncate(len);
+        Ok(bytes)
+    }
+
+    /// io_uring O_DIRECT read into a glommio buffer, copied once into `Bytes`.
+    async fn read_at_io_uring_copied(&self, pos: u64, len: usize) -> io::Result<Bytes> {
+        assert!(pos.is_multiple_of(BLOCK_BYTES));
+        // A failed background write must fail reads too: they would find bytes that never
+        // arrived and call a healthy log corrupt.
+        self.settle_writes().await?;
         let aligned_len = super::align_up(len as u64) as usize;
         let result = self
             .file
@@ -282,16 +300,7 @@ impl BlockFile for GlommioFile {
     }
 
     async fn read_at(&self, pos: u64, len: usize) -> io::Result<Bytes> {
-        assert!(pos.is_multiple_of(BLOCK_BYTES));
-        self.settle().await;
-        let aligned_len = super::align_up(len as u64) as usize;
-        let reader = self.reader.clone();
-        let buf = glommio::executor()
-            .spawn_blocking(move || pread_direct(&reader, pos, aligned_len))
-            .await?;
-        let mut bytes = Bytes::from_owner(buf);
-        bytes.truncate(len);
-        Ok(bytes)
+        self.read_at_io_uring_copied(pos, len).await
     }
 
     async fn write_at(&self, pos: u64, data: &[u8]) -> io::Result<()> {

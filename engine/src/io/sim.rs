@@ -67,6 +67,8 @@ pub struct SimStats {
     pub blocks_torn_by_crash: u64,
     /// Polls on which an operation was still waiting (latency).
     pub polls_delayed: u64,
+    /// Writes issued with `write_at_background`.
+    pub background_writes: u64,
 }
 
 /// A change to a file not yet made durable by a sync.
@@ -90,7 +92,7 @@ impl FileData {
         let end = pos + data.len();
         let grows = self.current.len() < end;
         if grows {
-            self.current.resize(end, 0);
+            resize_zeroed(&mut self.current, end);
         }
         self.current[pos..end].copy_from_slice(&data);
         self.unsynced.push(Change::Write { pos, data });
@@ -101,7 +103,7 @@ impl FileData {
 
     fn set_len(&mut self, len: usize) {
         if len != self.current.len() {
-            self.current.resize(len, 0);
+            resize_zeroed(&mut self.current, len);
             self.unsynced.push(Change::SetLen(len));
         }
     }
@@ -301,7 +303,7 @@ impl SimStorage {
         let file = disk.files.get_mut(path).expect("file exists");
         for data in [&mut file.current, &mut file.durable] {
             if data.len() < pos + bytes.len() {
-                data.resize(pos + bytes.len(), 0);
+                resize_zeroed(data, pos + bytes.len());
             }
             data[pos..pos + bytes.len()].copy_from_slice(bytes);
         }
@@ -349,7 +351,7 @@ fn crash_file(
         match change {
             Change::SetLen(len) => {
                 if seen_lengths < kept_lengths {
-                    image.resize(len, 0);
+                    resize_zeroed(&mut image, len);
                 }
                 seen_lengths += 1;
             }
@@ -360,7 +362,7 @@ fn crash_file(
         0 => durable_len,
         k => lengths[k - 1],
     };
-    image.resize(len, 0);
+    resize_zeroed(&mut image, len);
     f.current.clone_from(&image);
     f.durable = image;
 }
@@ -382,7 +384,7 @@ fn crash_write(
             0 => {}
             1 => {
                 if image.len() < at + block.len() {
-                    image.resize(at + block.len(), 0);
+                    resize_zeroed(image, at + block.len());
                 }
                 image[at..at + block.len()].copy_from_slice(block);
             }
@@ -403,7 +405,7 @@ fn tear_block(
     block: &[u8],
 ) {
     if image.len() < at + block.len() {
-        image.resize(at + block.len(), 0);
+        resize_zeroed(image, at + block.len());
     }
     let target = &mut image[at..at + block.len()];
     let old = target.to_vec();
@@ -424,6 +426,18 @@ fn tear_block(
     if !changed.is_empty() && rng.u32(0..1_000_000) < faults.bit_flip_per_million {
         let j = changed[rng.usize(0..changed.len())];
         target[j] ^= 1 << rng.u8(0..8);
+    }
+}
+
+/// `v.resize(len, 0)`, fast in unoptimised test builds too (zeroed allocation plus one copy,
+/// not a byte-by-byte loop): the simulator resizes MiB-sized images often.
+fn resize_zeroed(v: &mut Vec<u8>, len: usize) {
+    if len <= v.len() {
+        v.truncate(len);
+    } else {
+        let mut grown = vec![0u8; len];
+        grown[..v.len()].copy_from_slice(v);
+        *v = grown;
     }
 }
 
@@ -660,6 +674,7 @@ impl SimFile {
         self.check_alive()?;
         let mut disk = self.storage.disk.borrow_mut();
         let error = disk.draw_error(true);
+        disk.stats.background_writes += u64::from(sticky);
         let due = disk.tick + u64::from(disk.draw_delay());
         disk.in_flight.push(InFlight {
             handle: self.handle,

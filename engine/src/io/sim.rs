@@ -647,9 +647,11 @@ impl SimFile {
     }
 
     /// Waits for this handle's write in flight; an error if a background write ever failed
-    /// (sticky) or the last foreground write failed.
+    /// (sticky), the last foreground write failed, or a crash came first.
     async fn settle_writes(&self) -> io::Result<()> {
         self.settle().await;
+        // A crash while waiting took the write with it: never report it done.
+        self.check_alive()?;
         let mut disk = self.storage.disk.borrow_mut();
         match disk.write_errors.get(&self.handle).copied() {
             Some((code, sticky)) => {
@@ -919,6 +921,26 @@ mod tests {
             assert_eq!(s.file_bytes(Path::new("/d/bg")).unwrap(), vec![5u8; 4096]);
         }
         assert!(lost_in_flight > 0);
+    }
+
+    #[test]
+    fn write_caught_in_flight_by_a_crash_never_reports_success() {
+        let mut caught = 0;
+        for seed in 0..20 {
+            let s = SimStorage::new(seed, FaultConfig::default());
+            s.set_latency_polls_max(1000);
+            let f = file(&s, "mid");
+            let mut write = pin!(f.write_at(0, &[4u8; 4096]));
+            let mut cx = Context::from_waker(Waker::noop());
+            let mut ready = write.as_mut().poll(&mut cx);
+            if ready.is_pending() {
+                s.crash();
+                ready = write.as_mut().poll(&mut cx);
+                assert!(matches!(ready, Poll::Ready(Err(_))), "seed {seed}");
+                caught += 1;
+            }
+        }
+        assert!(caught > 0);
     }
 
     #[test]

@@ -334,7 +334,7 @@ impl Harness {
         while next < self.log().high_watermark() {
             let read = match block_on(self.log().read(next, 3000)) {
                 Ok(r) => r,
-                Err(EngineError::Io(_)) => return,
+                Err(e) if is_fatal(&e) => return,
                 Err(e) => panic!("read at {next}: {e}"),
             };
             next = self.check_read(next, 3000, &read.chunks);
@@ -481,7 +481,7 @@ impl Harness {
             Some(Err(EngineError::OffsetOutOfRange { .. })) => {
                 assert!(from < start || from > end)
             }
-            Some(Err(EngineError::Io(_))) => {}
+            Some(Err(e)) if is_fatal(&e) => {} // a storage error, never wrong data
             Some(Err(e)) => panic!("read failed: {e}"),
             None => self.interrupted(budget),
         }
@@ -503,7 +503,7 @@ impl Harness {
         let budget = self.crash_budget();
         match run(budget, self.log().offset_for_timestamp(ts)) {
             Some(Ok(got)) => assert_eq!(got, want, "offset_for_timestamp({})", ts.0),
-            Some(Err(EngineError::Io(_))) => {}
+            Some(Err(e)) if is_fatal(&e) => {} // a storage error, never wrong data
             Some(Err(e)) => panic!("offset_for_timestamp failed: {e}"),
             None => self.interrupted(budget),
         }
@@ -664,7 +664,6 @@ fn op_fuzz_against_model() {
             failed.push(seed);
         }
     }
-    assert!(failed.is_empty(), "failing seeds: {failed:?}");
     let (lost, interrupted) = (
         TAILS_LOST.load(Ordering::Relaxed),
         INTERRUPTED.load(Ordering::Relaxed),
@@ -674,6 +673,7 @@ fn op_fuzz_against_model() {
         "op-fuzz: {cases} cases from seed {base_seed}, {lost} recoveries lost an unflushed tail, \
          {interrupted} operations cut off by a crash; {stats:?}"
     );
+    assert!(failed.is_empty(), "failing seeds: {failed:?}");
     if cases >= 1000 {
         assert!(
             lost > 0
@@ -757,4 +757,35 @@ fn stale_time_index_beside_newer_offset_index() {
     let mut log = open();
     let found = block_on(log.offset_for_timestamp(TimestampMs(400))).unwrap();
     assert_eq!(found, Some((Offset(1), TimestampMs(500))));
+}
+
+/// Regression for an engine bug the op-fuzzer found (seed 1011502 with RILL_SIM_BASE=1000000):
+/// when a background write of full blocks fails (ENOSPC, EIO), the failure surfaces only at the
+/// next write or sync (the BlockFile contract), but reads of the active segment go to the file
+/// at once and find bytes that never arrived: the engine reports `CorruptBatch` for a healthy
+/// log instead of a storage error.
+#[test]
+#[ignore = "engine bug: reads after a failed background write, see the report of branch sim-faults"]
+fn read_after_failed_background_write_is_a_storage_error() {
+    let storage = SimStorage::new(1, FaultConfig::default());
+    let clock: Rc<dyn Clock> = Rc::new(ManualClock::new(1_000));
+    let config = LogConfig {
+        batch_cache_bytes_max: 0,
+        flush: FlushPolicy::Interval {
+            messages: None,
+            ms: None,
+        },
+        ..LogConfig::default()
+    };
+    let manager = LogManager::new(storage.clone(), PathBuf::from("/data"));
+    let mut log = block_on(manager.open_partition("t", 0, config, clock)).unwrap();
+    let first = build_batch(1, 600_000, TimestampMs(1), None);
+    block_on(log.append(BytesMut::from(&first[..]), TimestampMs(1))).unwrap();
+    storage.fail_next_write(28); // ENOSPC, on the write of the first MiB
+    let second = build_batch(1, 600_000, TimestampMs(2), None);
+    block_on(log.append(BytesMut::from(&second[..]), TimestampMs(2))).unwrap();
+    match block_on(log.read(Offset(0), 1 << 20)) {
+        Ok(read) => assert_eq!(&read.chunks[0][..], &first[..]),
+        Err(e) => assert!(is_fatal(&e), "a storage error, not: {e}"),
+    }
 }

@@ -145,6 +145,8 @@ struct Disk {
     in_flight: Vec<InFlight>,
     /// Failed writes per handle: (OS error, sticky).
     write_errors: BTreeMap<u64, (i32, bool)>,
+    /// A one-shot failure for the next write issued, which then writes nothing.
+    fail_next_write: Option<i32>,
     stats: SimStats,
 }
 
@@ -229,6 +231,7 @@ impl SimStorage {
             tick: 0,
             in_flight: Vec::new(),
             write_errors: BTreeMap::new(),
+            fail_next_write: None,
             stats: SimStats::default(),
         };
         SimStorage {
@@ -246,6 +249,12 @@ impl SimStorage {
     /// like [`block_on`].
     pub fn set_latency_polls_max(&self, polls_max: u32) {
         self.disk.borrow_mut().latency_polls_max = polls_max;
+    }
+
+    /// Makes the next write issued (foreground or background) fail with OS error `code`,
+    /// writing nothing: for tests that aim one fault at one step.
+    pub fn fail_next_write(&self, code: i32) {
+        self.disk.borrow_mut().fail_next_write = Some(code);
     }
 
     /// How many EIOs were injected so far.
@@ -675,6 +684,10 @@ impl SimFile {
         self.check_writable()?;
         self.check_alive()?;
         let mut disk = self.storage.disk.borrow_mut();
+        if let Some(code) = disk.fail_next_write.take() {
+            disk.write_errors.insert(self.handle, (code, sticky));
+            return Ok(());
+        }
         let error = disk.draw_error(true);
         disk.stats.background_writes += u64::from(sticky);
         let due = disk.tick + u64::from(disk.draw_delay());

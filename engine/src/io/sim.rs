@@ -7,9 +7,10 @@
 //! fsyncs the directory in each of them.
 //!
 //! Faults, all drawn from one seeded PRNG:
-//! - **EIO** (and ENOSPC on `allocate`): any write, sync, read, allocate or truncate may fail
-//!   (probability `io_error_per_million`). A failed write may still have written any subset of
-//!   its blocks.
+//! - **EIO** (or ENOSPC on writes and `allocate`): any write, sync, read, allocate or truncate
+//!   may fail (probability `io_error_per_million`). A failed write may still have written any
+//!   subset of its blocks. A background write's failure is sticky on its handle and reported by
+//!   the next write or sync, as in `io/glommio.rs` (reads do not report it, as there).
 //! - **crash** ([`SimStorage::crash`]): power loss. Per file, the length becomes one of the
 //!   lengths it had since its last sync (ext4/xfs journal size changes in order, and only fsync
 //!   forces them out), and every unsynced write, including one still in flight, independently
@@ -22,9 +23,11 @@
 //!   a crash can catch a background write mid-air, and a test can drop an engine future between
 //!   any two storage steps ([`block_on_polls`]) to crash in the middle of an operation.
 //!
-//! What the simulator keeps ideal: bytes that were durable stay intact (no latent sector errors),
-//! and a write never changes a byte to anything but its old or its new value except by the
-//! injected bit flip.
+//! What the simulator keeps ideal: bytes that were durable stay intact (no latent sector errors,
+//! and a torn rewrite of a block leaves its unchanged bytes unchanged: sector-atomic devices),
+//! a write never changes a byte to anything but its old or its new value except by the injected
+//! bit flip, and every created directory is durable (the real `create_dir_all` fsyncs only the
+//! parent of the last component).
 //!
 //! The simulator asserts the [`BlockFile`] alignment contract, so engine bugs panic here.
 

@@ -1,13 +1,33 @@
 //! A simulated disk with seeded faults, for tests (TigerBeetle/Redpanda style).
 //!
 //! Model: each file has `current` bytes (what reads see) and `durable` bytes (what survives a
-//! crash). Writes land in `current` and are queued as pending; `sync` makes a file's pending
-//! writes durable. Length changes (`allocate`, `truncate`) and directory operations are durable at
-//! once (a journaling file system's metadata). Faults, all drawn from one seeded PRNG:
-//! - **EIO**: any write, sync or read may fail (probability `io_error_per_million`);
-//! - **crash** ([`SimStorage::crash`]): every pending write is independently dropped, kept, or
-//!   torn at a random byte; a torn write may also carry a flipped bit in the bytes it changed;
-//!   every open handle dies.
+//! crash), plus the changes made since its last sync, oldest first: writes (with a copy of their
+//! bytes) and length changes. `sync` (fdatasync) makes a file's data AND its length durable.
+//! Directory operations (create, rename, remove) are durable on return, because the real storage
+//! fsyncs the directory in each of them.
+//!
+//! Faults, all drawn from one seeded PRNG:
+//! - **EIO** (or ENOSPC on writes and `allocate`): any write, sync, read, allocate or truncate
+//!   may fail (probability `io_error_per_million`). A failed write may still have written any
+//!   subset of its blocks. A background write's failure is sticky on its handle and reported by
+//!   the next write or sync, as in `io/glommio.rs` (reads do not report it, as there).
+//! - **crash** ([`SimStorage::crash`]): power loss. Per file, the length becomes one of the
+//!   lengths it had since its last sync (ext4/xfs journal size changes in order, and only fsync
+//!   forces them out), and every unsynced write, including one still in flight, independently
+//!   survives, vanishes, or is torn: each 4 KiB block of it (not just a prefix of the write) is
+//!   kept, dropped, cut at any byte or kept sector-by-sector (512 B), and a torn block may carry a
+//!   flipped bit in the bytes it changed. Every open handle dies.
+//! - **latency** ([`SimStorage::set_latency_polls_max`]): every operation completes only after a
+//!   seeded number of executor polls (it returns `Pending` and wakes itself), and
+//!   `write_at_background` really leaves its write in flight, applied only when its time comes. So
+//!   a crash can catch a background write mid-air, and a test can drop an engine future between
+//!   any two storage steps ([`block_on_polls`]) to crash in the middle of an operation.
+//!
+//! What the simulator keeps ideal: bytes that were durable stay intact (no latent sector errors,
+//! and a torn rewrite of a block leaves its unchanged bytes unchanged: sector-atomic devices),
+//! a write never changes a byte to anything but its old or its new value except by the injected
+//! bit flip, and every created directory is durable (the real `create_dir_all` fsyncs only the
+//! parent of the last component).
 //!
 //! The simulator asserts the [`BlockFile`] alignment contract, so engine bugs panic here.
 
@@ -18,36 +38,180 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::future::Future;
 use std::io;
 use std::path::{Path, PathBuf};
-use std::pin::pin;
+use std::pin::{pin, Pin};
 use std::rc::Rc;
 use std::task::{Context, Poll, Waker};
+
+/// Size of a device sector: the unit a torn block may be kept in.
+const SECTOR_BYTES: usize = 512;
+const EIO: i32 = 5;
+const ENOSPC: i32 = 28;
+const EBADF: i32 = 9;
 
 /// Probabilities of injected faults.
 #[derive(Copy, Clone, Debug, Default, PartialEq, Eq)]
 pub struct FaultConfig {
-    /// Chance per million that a write, sync or read returns EIO.
+    /// Chance per million that a write, sync, read, allocate or truncate fails.
     pub io_error_per_million: u32,
-    /// Chance per million that a torn write also flips one bit in the bytes it changed.
+    /// Chance per million that a torn block also flips one bit in the bytes it changed.
     pub bit_flip_per_million: u32,
+}
+
+/// Counts of what the simulator did, to prove a fault was exercised and not just survived.
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq)]
+pub struct SimStats {
+    /// EIO/ENOSPC injected.
+    pub io_errors_injected: u64,
+    /// Writes still in flight when a crash came.
+    pub writes_in_flight_at_crash: u64,
+    /// Files whose length after a crash differed from their length before it.
+    pub lengths_changed_by_crash: u64,
+    /// Unsynced blocks a crash kept only in part (torn).
+    pub blocks_torn_by_crash: u64,
+    /// Polls on which an operation was still waiting (latency).
+    pub polls_delayed: u64,
+    /// Writes issued with `write_at_background`.
+    pub background_writes: u64,
+}
+
+/// A change to a file not yet made durable by a sync.
+#[derive(Debug, Clone)]
+enum Change {
+    Write { pos: usize, data: Rc<[u8]> },
+    SetLen(usize),
 }
 
 #[derive(Debug, Default)]
 struct FileData {
     current: Vec<u8>,
     durable: Vec<u8>,
-    /// Unsynced writes, oldest first: (position, length).
-    pending: Vec<(u64, usize)>,
+    /// Changes since the last sync, oldest first.
+    unsynced: Vec<Change>,
+}
+
+impl FileData {
+    /// Writes into `current` (growing the file if needed) and records the change.
+    fn write(&mut self, pos: usize, data: Rc<[u8]>) {
+        let end = pos + data.len();
+        let grows = self.current.len() < end;
+        if grows {
+            resize_zeroed(&mut self.current, end);
+        }
+        self.current[pos..end].copy_from_slice(&data);
+        self.unsynced.push(Change::Write { pos, data });
+        if grows {
+            self.unsynced.push(Change::SetLen(end));
+        }
+    }
+
+    fn set_len(&mut self, len: usize) {
+        if len != self.current.len() {
+            resize_zeroed(&mut self.current, len);
+            self.unsynced.push(Change::SetLen(len));
+        }
+    }
+
+    /// fdatasync: data and the length needed to read it are durable.
+    fn sync(&mut self) {
+        self.durable.clone_from(&self.current);
+        self.unsynced.clear();
+    }
+}
+
+/// A write issued to the device and not yet completed.
+#[derive(Debug)]
+struct InFlight {
+    handle: u64,
+    path: PathBuf,
+    pos: usize,
+    data: Rc<[u8]>,
+    /// The tick at which it completes.
+    due: u64,
+    /// The OS error it completes with, if it fails.
+    error: Option<i32>,
+    /// Whether a failure stays recorded on the handle (background writes) or is reported once.
+    sticky: bool,
 }
 
 #[derive(Debug)]
 struct Disk {
     rng: fastrand::Rng,
     faults: FaultConfig,
+    latency_polls_max: u32,
     files: BTreeMap<PathBuf, FileData>,
     dirs: BTreeSet<PathBuf>,
     /// Bumped by every crash; handles from an older generation fail.
     generation: u64,
-    io_errors_injected: u64,
+    next_handle: u64,
+    /// One per poll of any simulated operation: the simulated passage of time.
+    tick: u64,
+    in_flight: Vec<InFlight>,
+    /// Failed writes per handle: (OS error, sticky).
+    write_errors: BTreeMap<u64, (i32, bool)>,
+    /// A one-shot failure for the next write issued, which then writes nothing.
+    fail_next_write: Option<i32>,
+    stats: SimStats,
+}
+
+impl Disk {
+    /// Moves time one tick on and completes the writes that are due.
+    fn advance(&mut self) {
+        self.tick += 1;
+        self.complete_due();
+    }
+
+    /// Completes the writes whose time has come, in the order they were issued.
+    fn complete_due(&mut self) {
+        let tick = self.tick;
+        let (due, waiting): (Vec<_>, Vec<_>) = std::mem::take(&mut self.in_flight)
+            .into_iter()
+            .partition(|w| w.due <= tick);
+        self.in_flight = waiting;
+        for w in due {
+            self.complete(w);
+        }
+    }
+
+    fn complete(&mut self, w: InFlight) {
+        let Some(file) = self.files.get_mut(&w.path) else {
+            return; // removed under a write: an engine bug the reads will show
+        };
+        match w.error {
+            None => file.write(w.pos, w.data),
+            Some(code) => {
+                // A failed write may have written any of its blocks.
+                for (i, block) in w.data.chunks(BLOCK_BYTES as usize).enumerate() {
+                    if self.rng.bool() {
+                        file.write(w.pos + i * BLOCK_BYTES as usize, block.into());
+                    }
+                }
+                self.write_errors.insert(w.handle, (code, w.sticky));
+            }
+        }
+    }
+
+    /// Draws whether the next operation fails, and with which OS error.
+    fn draw_error(&mut self, no_space_possible: bool) -> Option<i32> {
+        let p = self.faults.io_error_per_million;
+        if p == 0 || self.rng.u32(0..1_000_000) >= p {
+            return None;
+        }
+        self.stats.io_errors_injected += 1;
+        Some(if no_space_possible && self.rng.bool() {
+            ENOSPC
+        } else {
+            EIO
+        })
+    }
+
+    /// How many polls the next operation waits: often none, else up to the maximum.
+    fn draw_delay(&mut self) -> u32 {
+        match self.latency_polls_max {
+            0 => 0,
+            max if self.rng.bool() => self.rng.u32(1..=max),
+            _ => 0,
+        }
+    }
 }
 
 /// A simulated storage; clones share one disk.
@@ -62,10 +226,16 @@ impl SimStorage {
         let disk = Disk {
             rng: fastrand::Rng::with_seed(seed),
             faults,
+            latency_polls_max: 0,
             files: BTreeMap::new(),
             dirs: BTreeSet::new(),
             generation: 0,
-            io_errors_injected: 0,
+            next_handle: 0,
+            tick: 0,
+            in_flight: Vec::new(),
+            write_errors: BTreeMap::new(),
+            fail_next_write: None,
+            stats: SimStats::default(),
         };
         SimStorage {
             disk: Rc::new(RefCell::new(disk)),
@@ -77,19 +247,55 @@ impl SimStorage {
         self.disk.borrow_mut().faults = faults;
     }
 
-    /// How many EIOs were injected so far.
-    pub fn io_errors_injected(&self) -> u64 {
-        self.disk.borrow().io_errors_injected
+    /// Makes every operation wait up to `polls_max` executor polls (0: all complete at once, and
+    /// `write_at_background` is an ordinary write). Needs an executor that polls again on wake,
+    /// like [`block_on`].
+    pub fn set_latency_polls_max(&self, polls_max: u32) {
+        self.disk.borrow_mut().latency_polls_max = polls_max;
     }
 
-    /// Power loss: pending writes are dropped, kept or torn at random; open handles die.
+    /// Makes the next write issued (foreground or background) fail with OS error `code`,
+    /// writing nothing: for tests that aim one fault at one step.
+    pub fn fail_next_write(&self, code: i32) {
+        self.disk.borrow_mut().fail_next_write = Some(code);
+    }
+
+    /// How many EIOs were injected so far.
+    pub fn io_errors_injected(&self) -> u64 {
+        self.disk.borrow().stats.io_errors_injected
+    }
+
+    /// Counts of faults exercised so far.
+    pub fn stats(&self) -> SimStats {
+        self.disk.borrow().stats
+    }
+
+    /// Whether any write is still in flight (issued, not completed).
+    pub fn writes_in_flight(&self) -> usize {
+        self.disk.borrow().in_flight.len()
+    }
+
+    /// Power loss: each file keeps its durable state plus a random part of what came after (see
+    /// the module doc); writes in flight are treated as issued; open handles die.
     pub fn crash(&self) {
         let mut disk = self.disk.borrow_mut();
-        let Disk {
-            rng, files, faults, ..
-        } = &mut *disk;
-        for data in files.values_mut() {
-            crash_file(rng, faults, data);
+        let disk = &mut *disk;
+        disk.stats.writes_in_flight_at_crash += disk.in_flight.len() as u64;
+        for w in std::mem::take(&mut disk.in_flight) {
+            if let Some(file) = disk.files.get_mut(&w.path) {
+                file.unsynced.push(Change::Write {
+                    pos: w.pos,
+                    data: w.data,
+                });
+            }
+        }
+        disk.write_errors.clear();
+        for data in disk.files.values_mut() {
+            let before = data.current.len();
+            crash_file(&mut disk.rng, &disk.faults, &mut disk.stats, data);
+            if data.current.len() != before {
+                disk.stats.lengths_changed_by_crash += 1;
+            }
         }
         disk.generation += 1;
     }
@@ -109,53 +315,142 @@ impl SimStorage {
         let file = disk.files.get_mut(path).expect("file exists");
         for data in [&mut file.current, &mut file.durable] {
             if data.len() < pos + bytes.len() {
-                data.resize(pos + bytes.len(), 0);
+                resize_zeroed(data, pos + bytes.len());
             }
             data[pos..pos + bytes.len()].copy_from_slice(bytes);
         }
     }
 
-    fn inject_eio(&self) -> io::Result<()> {
-        let mut disk = self.disk.borrow_mut();
-        let p = disk.faults.io_error_per_million;
-        if p > 0 && disk.rng.u32(0..1_000_000) < p {
-            disk.io_errors_injected += 1;
-            return Err(io::Error::from_raw_os_error(5));
+    /// Fails the operation with a drawn error, if one is drawn.
+    fn inject_error(&self, no_space_possible: bool) -> io::Result<()> {
+        match self.disk.borrow_mut().draw_error(no_space_possible) {
+            Some(code) => Err(io::Error::from_raw_os_error(code)),
+            None => Ok(()),
         }
-        Ok(())
+    }
+
+    /// Waits a drawn number of polls (latency), moving simulated time on each.
+    fn delay(&self) -> Delay {
+        let polls = self.disk.borrow_mut().draw_delay();
+        Delay {
+            storage: self.clone(),
+            polls,
+        }
     }
 }
 
-/// Applies a crash to one file: what survives is durable + a random fate per pending write.
-fn crash_file(rng: &mut fastrand::Rng, faults: &FaultConfig, data: &mut FileData) {
-    let mut survived = std::mem::take(&mut data.durable);
-    for &(pos, len) in &data.pending {
-        let pos = pos as usize;
-        let avail = data.current.len().saturating_sub(pos).min(len);
-        let keep = match rng.u8(0..3) {
-            0 => 0,
-            1 => avail,
-            _ => rng.usize(0..=avail),
-        };
-        let torn = keep < avail;
-        let new = &data.current[pos..pos + keep];
-        let changed: Vec<usize> = (0..keep)
-            .filter(|&i| survived.get(pos + i) != Some(&new[i]))
-            .collect();
-        if survived.len() < pos + keep {
-            survived.resize(pos + keep, 0);
-        }
-        survived[pos..pos + keep].copy_from_slice(new);
-        let flip =
-            torn && !changed.is_empty() && rng.u32(0..1_000_000) < faults.bit_flip_per_million;
-        if flip {
-            let at = pos + changed[rng.usize(0..changed.len())];
-            survived[at] ^= 1 << rng.u8(0..8);
+/// Applies a crash to one file (see the module doc).
+fn crash_file(
+    rng: &mut fastrand::Rng,
+    faults: &FaultConfig,
+    stats: &mut SimStats,
+    f: &mut FileData,
+) {
+    let lengths: Vec<usize> = f
+        .unsynced
+        .iter()
+        .filter_map(|c| match c {
+            Change::SetLen(len) => Some(*len),
+            Change::Write { .. } => None,
+        })
+        .collect();
+    // Length changes reach the journal in order: some prefix of them survives.
+    let kept_lengths = rng.usize(0..=lengths.len());
+    let durable_len = f.durable.len();
+    let mut image = std::mem::take(&mut f.durable);
+    let mut seen_lengths = 0;
+    for change in std::mem::take(&mut f.unsynced) {
+        match change {
+            Change::SetLen(len) => {
+                if seen_lengths < kept_lengths {
+                    resize_zeroed(&mut image, len);
+                }
+                seen_lengths += 1;
+            }
+            Change::Write { pos, data } => crash_write(rng, faults, stats, &mut image, pos, &data),
         }
     }
-    data.pending.clear();
-    data.current = survived.clone();
-    data.durable = survived;
+    let len = match kept_lengths {
+        0 => durable_len,
+        k => lengths[k - 1],
+    };
+    resize_zeroed(&mut image, len);
+    f.current.clone_from(&image);
+    f.durable = image;
+}
+
+/// Applies one unsynced write to a crash image: as a whole or block by block, each part kept,
+/// dropped or torn.
+fn crash_write(
+    rng: &mut fastrand::Rng,
+    faults: &FaultConfig,
+    stats: &mut SimStats,
+    image: &mut Vec<u8>,
+    pos: usize,
+    data: &[u8],
+) {
+    let shared_fate = rng.bool().then(|| rng.u8(0..3));
+    for (i, block) in data.chunks(BLOCK_BYTES as usize).enumerate() {
+        let at = pos + i * BLOCK_BYTES as usize;
+        match shared_fate.unwrap_or_else(|| rng.u8(0..3)) {
+            0 => {}
+            1 => {
+                if image.len() < at + block.len() {
+                    resize_zeroed(image, at + block.len());
+                }
+                image[at..at + block.len()].copy_from_slice(block);
+            }
+            _ => {
+                stats.blocks_torn_by_crash += 1;
+                tear_block(rng, faults, image, at, block);
+            }
+        }
+    }
+}
+
+/// Keeps part of a block: a prefix cut at any byte, or some of its sectors; maybe flips a bit.
+fn tear_block(
+    rng: &mut fastrand::Rng,
+    faults: &FaultConfig,
+    image: &mut Vec<u8>,
+    at: usize,
+    block: &[u8],
+) {
+    if image.len() < at + block.len() {
+        resize_zeroed(image, at + block.len());
+    }
+    let target = &mut image[at..at + block.len()];
+    let old = target.to_vec();
+    if rng.bool() {
+        let cut = rng.usize(0..block.len());
+        target[..cut].copy_from_slice(&block[..cut]);
+    } else {
+        for (dst, src) in target
+            .chunks_mut(SECTOR_BYTES)
+            .zip(block.chunks(SECTOR_BYTES))
+        {
+            if rng.bool() {
+                dst.copy_from_slice(src);
+            }
+        }
+    }
+    let changed: Vec<usize> = (0..block.len()).filter(|&j| target[j] != old[j]).collect();
+    if !changed.is_empty() && rng.u32(0..1_000_000) < faults.bit_flip_per_million {
+        let j = changed[rng.usize(0..changed.len())];
+        target[j] ^= 1 << rng.u8(0..8);
+    }
+}
+
+/// `v.resize(len, 0)`, fast in unoptimised test builds too (zeroed allocation plus one copy,
+/// not a byte-by-byte loop): the simulator resizes MiB-sized images often.
+fn resize_zeroed(v: &mut Vec<u8>, len: usize) {
+    if len <= v.len() {
+        v.truncate(len);
+    } else {
+        let mut grown = vec![0u8; len];
+        grown[..v.len()].copy_from_slice(v);
+        *v = grown;
+    }
 }
 
 fn not_found(path: &Path) -> io::Error {
@@ -165,36 +460,110 @@ fn not_found(path: &Path) -> io::Error {
     )
 }
 
+/// Waits `polls` polls, moving simulated time on each (and at least once).
+struct Delay {
+    storage: SimStorage,
+    polls: u32,
+}
+
+impl Future for Delay {
+    type Output = ();
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        let mut disk = self.storage.disk.borrow_mut();
+        if disk.latency_polls_max > 0 {
+            disk.advance();
+        }
+        if self.polls == 0 {
+            return Poll::Ready(());
+        }
+        disk.stats.polls_delayed += 1;
+        drop(disk);
+        self.polls -= 1;
+        cx.waker().wake_by_ref();
+        Poll::Pending
+    }
+}
+
+/// Waits until a handle has no write in flight.
+struct Settle {
+    storage: SimStorage,
+    handle: u64,
+}
+
+impl Future for Settle {
+    type Output = ();
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        let mut disk = self.storage.disk.borrow_mut();
+        disk.complete_due();
+        if !disk.in_flight.iter().any(|w| w.handle == self.handle) {
+            return Poll::Ready(());
+        }
+        disk.advance();
+        disk.stats.polls_delayed += 1;
+        cx.waker().wake_by_ref();
+        Poll::Pending
+    }
+}
+
+/// Returns `Pending` once, so the caller's executor runs something else first.
+async fn yield_once() {
+    let mut yielded = false;
+    std::future::poll_fn(|cx| {
+        if std::mem::replace(&mut yielded, true) {
+            Poll::Ready(())
+        } else {
+            cx.waker().wake_by_ref();
+            Poll::Pending
+        }
+    })
+    .await;
+}
+
 impl Storage for SimStorage {
     type File = SimFile;
 
     async fn open(&self, path: &Path, mode: OpenMode) -> io::Result<SimFile> {
-        let mut disk = self.disk.borrow_mut();
-        if !disk.files.contains_key(path) {
-            let parent = path.parent().unwrap_or(Path::new(""));
-            if mode != OpenMode::CreateReadWrite || !disk.dirs.contains(parent) {
-                return Err(not_found(path));
+        self.delay().await;
+        let handle = {
+            let mut disk = self.disk.borrow_mut();
+            if !disk.files.contains_key(path) {
+                let parent = path.parent().unwrap_or(Path::new(""));
+                if mode != OpenMode::CreateReadWrite || !disk.dirs.contains(parent) {
+                    return Err(not_found(path));
+                }
+                // A new entry: the real storage fsyncs the directory before returning.
+                disk.files.insert(path.to_path_buf(), FileData::default());
             }
-            disk.files.insert(path.to_path_buf(), FileData::default());
-        }
-        let generation = disk.generation;
+            disk.next_handle += 1;
+            disk.next_handle
+        };
+        let generation = self.disk.borrow().generation;
+        self.delay().await;
         Ok(SimFile {
             storage: self.clone(),
             path: path.to_path_buf(),
             generation,
+            handle,
             writable: mode != OpenMode::Read,
         })
     }
 
     async fn create_dir_all(&self, path: &Path) -> io::Result<()> {
-        let mut disk = self.disk.borrow_mut();
-        for ancestor in path.ancestors() {
-            disk.dirs.insert(ancestor.to_path_buf());
+        self.delay().await;
+        {
+            let mut disk = self.disk.borrow_mut();
+            for ancestor in path.ancestors() {
+                disk.dirs.insert(ancestor.to_path_buf());
+            }
         }
+        self.delay().await;
         Ok(())
     }
 
     async fn list_dir(&self, path: &Path) -> io::Result<Vec<String>> {
+        self.delay().await;
         let disk = self.disk.borrow();
         if !disk.dirs.contains(path) {
             return Err(not_found(path));
@@ -207,36 +576,51 @@ impl Storage for SimStorage {
     }
 
     async fn exists(&self, path: &Path) -> io::Result<bool> {
+        self.delay().await;
         let disk = self.disk.borrow();
         Ok(disk.files.contains_key(path) || disk.dirs.contains(path))
     }
 
     async fn remove_file(&self, path: &Path) -> io::Result<()> {
+        self.delay().await;
         let removed = self.disk.borrow_mut().files.remove(path);
-        removed.map(|_| ()).ok_or_else(|| not_found(path))
+        removed.ok_or_else(|| not_found(path))?;
+        self.delay().await; // the directory fsync: a crash now keeps the removal
+        Ok(())
     }
 
     async fn remove_dir_all(&self, path: &Path) -> io::Result<()> {
-        let mut disk = self.disk.borrow_mut();
-        disk.files.retain(|p, _| !p.starts_with(path));
-        disk.dirs.retain(|p| !p.starts_with(path));
+        self.delay().await;
+        {
+            let mut disk = self.disk.borrow_mut();
+            disk.files.retain(|p, _| !p.starts_with(path));
+            disk.dirs.retain(|p| !p.starts_with(path));
+        }
+        self.delay().await;
         Ok(())
     }
 
     async fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {
-        let mut disk = self.disk.borrow_mut();
-        let data = disk.files.remove(from).ok_or_else(|| not_found(from))?;
-        disk.files.insert(to.to_path_buf(), data);
+        self.delay().await;
+        {
+            let mut disk = self.disk.borrow_mut();
+            let data = disk.files.remove(from).ok_or_else(|| not_found(from))?;
+            disk.files.insert(to.to_path_buf(), data);
+        }
+        self.delay().await;
         Ok(())
     }
 }
 
-/// A handle to a simulated file; dies at the next crash.
+/// A handle to a simulated file; dies at the next crash. Like the real one, it has at most one
+/// write of its own in flight and finishes it before any other operation on itself.
 #[derive(Debug)]
 pub struct SimFile {
     storage: SimStorage,
     path: PathBuf,
     generation: u64,
+    /// Identifies this handle's writes in flight and its recorded write failure.
+    handle: u64,
     writable: bool,
 }
 
@@ -256,8 +640,69 @@ impl SimFile {
 
     fn check_writable(&self) -> io::Result<()> {
         if !self.writable {
-            return Err(io::Error::from_raw_os_error(9));
+            return Err(io::Error::from_raw_os_error(EBADF));
         }
+        Ok(())
+    }
+
+    fn check_alive(&self) -> io::Result<()> {
+        self.with_data(|_| ())
+    }
+
+    /// Waits for this handle's write in flight, if any.
+    async fn settle(&self) {
+        Settle {
+            storage: self.storage.clone(),
+            handle: self.handle,
+        }
+        .await;
+    }
+
+    /// Waits for this handle's write in flight; an error if a background write ever failed
+    /// (sticky), the last foreground write failed, or a crash came first.
+    async fn settle_writes(&self) -> io::Result<()> {
+        self.settle().await;
+        // A crash while waiting took the write with it: never report it done.
+        self.check_alive()?;
+        let mut disk = self.storage.disk.borrow_mut();
+        match disk.write_errors.get(&self.handle).copied() {
+            Some((code, sticky)) => {
+                if !sticky {
+                    disk.write_errors.remove(&self.handle);
+                }
+                Err(io::Error::from_raw_os_error(code))
+            }
+            None => Ok(()),
+        }
+    }
+
+    /// Issues a write to the device; it completes after a drawn delay.
+    fn issue(&self, pos: u64, data: &[u8], sticky: bool) -> io::Result<()> {
+        assert!(pos.is_multiple_of(BLOCK_BYTES), "unaligned write at {pos}");
+        assert!(
+            (data.len() as u64).is_multiple_of(BLOCK_BYTES),
+            "unaligned write length {}",
+            data.len()
+        );
+        self.check_writable()?;
+        self.check_alive()?;
+        let mut disk = self.storage.disk.borrow_mut();
+        if let Some(code) = disk.fail_next_write.take() {
+            disk.write_errors.insert(self.handle, (code, sticky));
+            return Ok(());
+        }
+        let error = disk.draw_error(true);
+        disk.stats.background_writes += u64::from(sticky);
+        let due = disk.tick + u64::from(disk.draw_delay());
+        disk.in_flight.push(InFlight {
+            handle: self.handle,
+            path: self.path.clone(),
+            pos: pos as usize,
+            data: data.into(),
+            due,
+            error,
+            sticky,
+        });
         Ok(())
     }
 }
@@ -272,7 +717,9 @@ impl BlockFile for SimFile {
 
     async fn read_at(&self, pos: u64, len: usize) -> io::Result<Bytes> {
         assert!(pos.is_multiple_of(BLOCK_BYTES), "unaligned read at {pos}");
-        self.storage.inject_eio()?;
+        self.settle().await;
+        self.storage.delay().await;
+        self.storage.inject_error(false)?;
         self.with_data(|d| {
             let start = (pos as usize).min(d.current.len());
             let end = (start + len).min(d.current.len());
@@ -281,79 +728,77 @@ impl BlockFile for SimFile {
     }
 
     async fn write_at(&self, pos: u64, data: &[u8]) -> io::Result<()> {
-        assert!(pos.is_multiple_of(BLOCK_BYTES), "unaligned write at {pos}");
-        assert!(
-            (data.len() as u64).is_multiple_of(BLOCK_BYTES),
-            "unaligned write length {}",
-            data.len()
-        );
-        self.check_writable()?;
-        self.storage.inject_eio()?;
-        self.with_data(|d| {
-            let (pos, end) = (pos as usize, pos as usize + data.len());
-            if d.current.len() < end {
-                d.current.resize(end, 0);
-            }
-            d.current[pos..end].copy_from_slice(data);
-            d.pending.push((pos as u64, data.len()));
-        })
+        self.settle_writes().await?;
+        self.issue(pos, data, false)?;
+        self.settle_writes().await
+    }
+
+    async fn write_at_background(&self, pos: u64, data: &[u8]) -> io::Result<()> {
+        self.settle_writes().await?;
+        self.issue(pos, data, true)?;
+        if self.storage.disk.borrow().latency_polls_max == 0 {
+            self.settle().await; // no latency: done at once, a failure still reported later
+        } else {
+            yield_once().await;
+        }
+        Ok(())
     }
 
     async fn sync(&self) -> io::Result<()> {
-        self.storage.inject_eio()?;
-        self.with_data(|d| {
-            for (pos, len) in d.pending.drain(..) {
-                let (pos, end) = (pos as usize, (pos as usize + len).min(d.current.len()));
-                if d.durable.len() < end {
-                    d.durable.resize(end, 0);
-                }
-                if pos < end {
-                    d.durable[pos..end].copy_from_slice(&d.current[pos..end]);
-                }
-            }
-            d.durable.resize(d.current.len(), 0);
-        })
+        self.settle_writes().await?;
+        self.storage.delay().await;
+        self.storage.inject_error(false)?;
+        self.with_data(FileData::sync)
     }
 
     async fn allocate(&self, len: u64) -> io::Result<()> {
         self.check_writable()?;
+        self.settle().await;
+        self.storage.delay().await;
+        self.storage.inject_error(true)?;
         self.with_data(|d| {
-            for data in [&mut d.current, &mut d.durable] {
-                if (data.len() as u64) < len {
-                    data.resize(len as usize, 0);
-                }
+            if d.current.len() < len as usize {
+                d.set_len(len as usize);
             }
         })
     }
 
     async fn truncate(&self, len: u64) -> io::Result<()> {
         self.check_writable()?;
-        self.with_data(|d| {
-            d.current.resize(len as usize, 0);
-            d.durable.resize(len as usize, 0);
-        })
+        self.settle().await;
+        self.storage.delay().await;
+        self.storage.inject_error(false)?;
+        self.with_data(|d| d.set_len(len as usize))
     }
 
     async fn size_bytes(&self) -> io::Result<u64> {
+        self.settle().await;
+        self.storage.delay().await;
         self.with_data(|d| d.current.len() as u64)
     }
 
     async fn close(self) -> io::Result<()> {
+        self.settle().await;
         Ok(())
     }
 }
 
-/// Runs a future that never waits on anything but the simulator (all sim futures are ready at
-/// once) to completion on the current thread.
+/// Runs a future that waits on nothing but the simulator to completion on the current thread.
 pub fn block_on<F: Future>(future: F) -> F::Output {
+    block_on_polls(future, 10_000_000).expect("simulated future did not complete")
+}
+
+/// Polls `future` at most `polls_max` times; `None` if it did not complete by then (the caller
+/// drops it, e.g. to crash in the middle of an operation).
+pub fn block_on_polls<F: Future>(future: F, polls_max: u64) -> Option<F::Output> {
     let mut future = pin!(future);
     let mut cx = Context::from_waker(Waker::noop());
-    for _ in 0..1_000_000 {
+    for _ in 0..polls_max {
         if let Poll::Ready(v) = future.as_mut().poll(&mut cx) {
-            return v;
+            return Some(v);
         }
     }
-    panic!("simulated future did not complete");
+    None
 }
 
 /// A clock the test moves by hand.
@@ -392,29 +837,183 @@ mod tests {
         block_on(s.open(&Path::new("/d").join(name), OpenMode::CreateReadWrite)).unwrap()
     }
 
+    fn faulty(seed: u64, io_error_per_million: u32) -> SimStorage {
+        let faults = FaultConfig {
+            io_error_per_million,
+            bit_flip_per_million: 0,
+        };
+        SimStorage::new(seed, faults)
+    }
+
     #[test]
     fn synced_bytes_survive_crash_unsynced_may_not() {
-        let s = SimStorage::new(1, FaultConfig::default());
-        let f = file(&s, "a");
+        let mut lengths = BTreeSet::new();
+        for seed in 0..50 {
+            let s = SimStorage::new(seed, FaultConfig::default());
+            let f = file(&s, "a");
+            block_on(f.write_at(0, &[1u8; 4096])).unwrap();
+            block_on(f.sync()).unwrap();
+            block_on(f.write_at(4096, &[2u8; 4096])).unwrap();
+            s.crash();
+            let bytes = s.file_bytes(Path::new("/d/a")).unwrap();
+            assert!(bytes[..4096].iter().all(|&b| b == 1));
+            assert!(bytes[4096..].iter().all(|&b| b == 2 || b == 0));
+            lengths.insert(bytes.len());
+            assert!(block_on(f.sync()).is_err(), "old handle must die");
+        }
+        assert_eq!(lengths, BTreeSet::from([4096, 8192]));
+    }
+
+    #[test]
+    fn length_changes_are_durable_only_after_sync() {
+        let mut seen = BTreeSet::new();
+        for seed in 0..50 {
+            let s = SimStorage::new(seed, FaultConfig::default());
+            let f = file(&s, "len");
+            block_on(f.write_at(0, &[3u8; 8192])).unwrap();
+            block_on(f.sync()).unwrap();
+            block_on(f.truncate(4096)).unwrap();
+            block_on(f.allocate(1 << 16)).unwrap();
+            s.crash();
+            let bytes = s.file_bytes(Path::new("/d/len")).unwrap();
+            // In order: the synced 8192, then 4096, then 65536 (its tail zeros).
+            match bytes.len() {
+                8192 => assert!(bytes.iter().all(|&b| b == 3)),
+                4096 => assert!(bytes.iter().all(|&b| b == 3)),
+                65536 => assert!(
+                    bytes[..4096].iter().all(|&b| b == 3) && bytes[4096..].iter().all(|&b| b == 0)
+                ),
+                n => panic!("length {n} never existed"),
+            }
+            seen.insert(bytes.len());
+            let f = block_on(s.open(Path::new("/d/len"), OpenMode::ReadWrite)).unwrap();
+            block_on(f.allocate(1 << 16)).unwrap();
+            block_on(f.sync()).unwrap();
+            s.crash();
+            assert_eq!(s.file_bytes(Path::new("/d/len")).unwrap().len(), 1 << 16);
+        }
+        assert_eq!(seen, BTreeSet::from([4096, 8192, 65536]));
+    }
+
+    #[test]
+    fn crash_keeps_any_subset_of_blocks_and_tears_inside_them() {
+        let (mut hole_before_kept, mut torn_inside) = (false, false);
+        for seed in 0..200 {
+            let s = SimStorage::new(seed, FaultConfig::default());
+            let f = file(&s, "sub");
+            block_on(f.allocate(4 * 4096)).unwrap();
+            block_on(f.sync()).unwrap();
+            block_on(f.write_at(0, &[9u8; 4 * 4096])).unwrap();
+            s.crash();
+            let bytes = s.file_bytes(Path::new("/d/sub")).unwrap();
+            assert!(bytes.iter().all(|&b| b == 0 || b == 9));
+            let full: Vec<bool> = bytes
+                .chunks(4096)
+                .map(|c| c.iter().all(|&b| b == 9))
+                .collect();
+            hole_before_kept |= (0..4).any(|i| !full[i] && full[i + 1..].iter().any(|&k| k));
+            torn_inside |= bytes.chunks(4096).any(|c| c.contains(&0) && c.contains(&9));
+        }
+        assert!(hole_before_kept && torn_inside);
+    }
+
+    #[test]
+    fn background_write_is_in_flight_until_settled_and_may_die_in_a_crash() {
+        let mut lost_in_flight = 0;
+        for seed in 0..50 {
+            let s = SimStorage::new(seed, FaultConfig::default());
+            s.set_latency_polls_max(20);
+            let f = file(&s, "bg");
+            block_on(f.write_at_background(0, &[5u8; 4096])).unwrap();
+            if s.writes_in_flight() > 0 {
+                // Another handle does not wait for it; this one does (reads see completed writes).
+                let other = block_on(s.open(Path::new("/d/bg"), OpenMode::Read)).unwrap();
+                let _ = block_on(other.read_at(0, 4096)).unwrap();
+                if s.writes_in_flight() > 0 && seed % 2 == 0 {
+                    s.crash();
+                    lost_in_flight += 1;
+                    assert!(s.stats().writes_in_flight_at_crash > 0);
+                    let bytes = s.file_bytes(Path::new("/d/bg")).unwrap();
+                    assert!(bytes.iter().all(|&b| b == 0 || b == 5));
+                    continue;
+                }
+            }
+            assert_eq!(&block_on(f.read_at(0, 4096)).unwrap()[..], &[5u8; 4096][..]);
+            block_on(f.sync()).unwrap();
+            s.crash();
+            assert_eq!(s.file_bytes(Path::new("/d/bg")).unwrap(), vec![5u8; 4096]);
+        }
+        assert!(lost_in_flight > 0);
+    }
+
+    #[test]
+    fn write_caught_in_flight_by_a_crash_never_reports_success() {
+        let mut caught = 0;
+        for seed in 0..20 {
+            let s = SimStorage::new(seed, FaultConfig::default());
+            s.set_latency_polls_max(1000);
+            let f = file(&s, "mid");
+            let mut write = pin!(f.write_at(0, &[4u8; 4096]));
+            let mut cx = Context::from_waker(Waker::noop());
+            let mut ready = write.as_mut().poll(&mut cx);
+            if ready.is_pending() {
+                s.crash();
+                ready = write.as_mut().poll(&mut cx);
+                assert!(matches!(ready, Poll::Ready(Err(_))), "seed {seed}");
+                caught += 1;
+            }
+        }
+        assert!(caught > 0);
+    }
+
+    #[test]
+    fn background_write_failure_is_sticky() {
+        let s = faulty(3, 0);
+        s.set_latency_polls_max(5);
+        let f = file(&s, "sticky");
+        s.set_faults(FaultConfig {
+            io_error_per_million: 1_000_000,
+            bit_flip_per_million: 0,
+        });
+        block_on(f.write_at_background(0, &[1u8; 4096])).unwrap();
+        s.set_faults(FaultConfig::default());
+        assert!(
+            block_on(f.read_at(0, 4096)).is_ok(),
+            "reads are not refused"
+        );
+        let failed = block_on(f.sync()).unwrap_err();
+        assert!(matches!(failed.raw_os_error(), Some(EIO | ENOSPC)));
+        assert!(block_on(f.write_at(0, &[1u8; 4096])).is_err());
+        assert!(block_on(f.sync()).is_err(), "still failing");
+    }
+
+    #[test]
+    fn foreground_write_failure_is_reported_once() {
+        let s = faulty(4, 1_000_000);
+        let f = file(&s, "fg");
+        assert!(block_on(f.write_at(0, &[1u8; 4096])).is_err());
+        s.set_faults(FaultConfig::default());
         block_on(f.write_at(0, &[1u8; 4096])).unwrap();
         block_on(f.sync()).unwrap();
-        block_on(f.write_at(4096, &[2u8; 4096])).unwrap();
-        s.crash();
-        let bytes = s.file_bytes(Path::new("/d/a")).unwrap();
-        assert!(bytes[..4096].iter().all(|&b| b == 1));
-        assert!(bytes[4096..].iter().all(|&b| b == 2));
-        assert!(block_on(f.sync()).is_err(), "old handle must die");
+    }
+
+    #[test]
+    fn latency_makes_operations_take_polls() {
+        let s = SimStorage::new(9, FaultConfig::default());
+        s.set_latency_polls_max(50);
+        let f = file(&s, "slow");
+        let writes = async {
+            for i in 0..20 {
+                f.write_at(i * 4096, &[1u8; 4096]).await.unwrap();
+            }
+        };
+        assert!(block_on_polls(writes, 3).is_none(), "dropped mid-way");
+        assert!(s.stats().polls_delayed > 0);
     }
 
     #[test]
     fn eio_is_injected_by_seed() {
-        let s = SimStorage::new(
-            7,
-            FaultConfig {
-                io_error_per_million: 500_000,
-                bit_flip_per_million: 0,
-            },
-        );
+        let s = faulty(7, 500_000);
         let f = file(&s, "b");
         let errors = (0..100)
             .filter(|_| block_on(f.write_at(0, &[0u8; 4096])).is_err())

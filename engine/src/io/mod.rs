@@ -8,7 +8,9 @@
 //! - writes start at a multiple of [`BLOCK_BYTES`] and are a whole number of blocks long;
 //! - reads start at a multiple of [`BLOCK_BYTES`]; they may return fewer bytes at end of file;
 //! - bytes written are readable at once but durable only after [`BlockFile::sync`];
-//! - `allocate`/`truncate` change the file length (metadata) and are durable once they return.
+//! - `allocate`/`truncate` change the file length at once; the new length is durable after the
+//!   next [`BlockFile::sync`] (fdatasync carries size changes);
+//! - a failed background write is reported by every later write, sync and read (sticky).
 //!
 //! Futures are `!Send` by design (thread-per-core): the traits use `async fn`.
 
@@ -93,7 +95,7 @@ pub trait BlockFile {
     /// Starts writing `data` at `pos` (same alignment rules as [`Self::write_at`]) and may return
     /// before the write completes, so the caller can fill its next buffer meanwhile (double
     /// buffering). The file finishes it before any later operation on itself; a failure is
-    /// reported by the next write or sync and every one after (sticky), so a sync never
+    /// reported by the next write, sync or read and every one after (sticky), so a sync never
     /// claims durability over a lost write. Default: an ordinary [`Self::write_at`].
     async fn write_at_background(&self, pos: u64, data: &[u8]) -> io::Result<()> {
         self.write_at(pos, data).await

@@ -717,7 +717,7 @@ impl BlockFile for SimFile {
 
     async fn read_at(&self, pos: u64, len: usize) -> io::Result<Bytes> {
         assert!(pos.is_multiple_of(BLOCK_BYTES), "unaligned read at {pos}");
-        self.settle().await;
+        self.settle_writes().await?;
         self.storage.delay().await;
         self.storage.inject_error(false)?;
         self.with_data(|d| {
@@ -978,8 +978,8 @@ mod tests {
         block_on(f.write_at_background(0, &[1u8; 4096])).unwrap();
         s.set_faults(FaultConfig::default());
         assert!(
-            block_on(f.read_at(0, 4096)).is_ok(),
-            "reads are not refused"
+            block_on(f.read_at(0, 4096)).is_err(),
+            "reads report it too: they would see bytes that never arrived"
         );
         let failed = block_on(f.sync()).unwrap_err();
         assert!(matches!(failed.raw_os_error(), Some(EIO | ENOSPC)));

@@ -2,8 +2,9 @@
 //!
 //! Criterion part: MB/s for 1 KiB and 64 KiB batches with one flush (write + fdatasync) per
 //! ~1 MiB of batches (group commit). After criterion, a report prints sustained MB/s over
-//! 512 MiB and append+fdatasync latency p50/p99 of single 1 KiB batches, to set beside
-//! `dd if=/dev/zero of=/work/ddtest bs=1M count=512 oflag=direct`.
+//! 512 MiB, each case between two runs of `dd if=/dev/zero bs=1M count=512 oflag=direct
+//! conv=fdatasync` into the same directory and as a share of them, and append+fdatasync latency
+//! p50/p99 of single 1 KiB batches.
 
 use criterion::{Criterion, Throughput};
 use rill_engine::batch::build_test_batch;
@@ -104,7 +105,7 @@ fn sustained(
     batch_bytes: usize,
     total_bytes: usize,
     flush_every_bytes: usize,
-) {
+) -> f64 {
     let rounds = (total_bytes / flush_every_bytes) as u64;
     let log = slot.take().expect("log");
     let (log, elapsed) = rt.block_on(append_rounds(
@@ -117,13 +118,36 @@ fn sustained(
     let per_flush = (flush_every_bytes / batch_bytes).max(1);
     let bytes = rounds as f64 * (per_flush * batch_bytes) as f64;
     let mb_s = bytes / elapsed.as_secs_f64() / 1e6;
-    println!(
+    print!(
         "sustained append, {:>2} KiB batches, fdatasync per {:>3} MiB: {mb_s:.0} MB/s ({} MiB in {:.2} s)",
         batch_bytes / 1024,
         flush_every_bytes >> 20,
         total_bytes >> 20,
         elapsed.as_secs_f64()
     );
+    mb_s
+}
+
+/// [`sustained`] between two `dd` runs of the same size (this VM's disk drifts by tens of
+/// percent within a minute): prints the engine's rate as a share of the mean of the two.
+fn sustained_beside_dd(
+    rt: &LocalRuntime,
+    slot: &mut Option<Log>,
+    dir: &std::path::Path,
+    batch_bytes: usize,
+    flush_every_bytes: usize,
+) {
+    let total_bytes = 512 << 20;
+    let before = dd_mb_s(dir, total_bytes);
+    let engine = sustained(rt, slot, batch_bytes, total_bytes, flush_every_bytes);
+    let after = dd_mb_s(dir, total_bytes);
+    match before.zip(after) {
+        Some((b, a)) => println!(
+            "; dd {b:.0} / {a:.0} MB/s around it: {:.0}% of dd",
+            engine * 200.0 / (a + b)
+        ),
+        None => println!("; dd unavailable"),
+    }
 }
 
 /// `dd oflag=direct` of `total_bytes` in 1 MiB writes plus one fdatasync, into `dir`: the
@@ -150,10 +174,7 @@ fn dd_mb_s(dir: &std::path::Path, total_bytes: usize) -> Option<f64> {
         .parse()
         .ok()?;
     let mb_s = bytes / seconds / 1e6;
-    println!(
-        "dd oflag=direct bs=1M, {} MiB + fdatasync: {mb_s:.0} MB/s",
-        total_bytes >> 20
-    );
+
     Some(mb_s)
 }
 
@@ -192,14 +213,11 @@ fn main() {
     bench_append(&mut criterion, &rt, &mut slot);
     let quick = std::env::args().any(|a| a == "--test" || a == "--list");
     if !quick {
-        // dd before and after the engine runs, so drift of the machine shows.
-        dd_mb_s(&dir, 512 << 20);
         for flush_every_bytes in [1 << 20, 8 << 20, 512 << 20] {
-            sustained(&rt, &mut slot, 64 * 1024, 512 << 20, flush_every_bytes);
+            sustained_beside_dd(&rt, &mut slot, &dir, 64 * 1024, flush_every_bytes);
         }
-        sustained(&rt, &mut slot, 1024, 512 << 20, 1 << 20);
-        sustained(&rt, &mut slot, 1024, 512 << 20, 512 << 20);
-        dd_mb_s(&dir, 512 << 20);
+        sustained_beside_dd(&rt, &mut slot, &dir, 1024, 1 << 20);
+        sustained_beside_dd(&rt, &mut slot, &dir, 1024, 512 << 20);
         latency(&rt, &mut slot, 2000);
     }
     let log = slot.take().expect("log");

@@ -1,11 +1,11 @@
-//! Recovery time: opening a partition whose ~256 MiB active segment was never closed
+//! Recovery time: opening a partition whose ~512 MiB active segment was never closed
 //! (preallocated tail), so it is validated batch by batch (length, magic, CRC-32C, offset
 //! continuity) with O_DIRECT reads from where recovery can resume. The engine checkpoints the
-//! active segment's indexes and producer snapshot every `CHECKPOINT_BYTES` (64 MiB) of flushed
+//! active segment's indexes and producer snapshot every `CHECKPOINT_BYTES` (256 MiB) of flushed
 //! log, so the scan is bounded by that, whatever the segment size:
 //! - `unclean_..._no_index`: index files and snapshot deleted before each open: the whole
 //!   segment is scanned (what every unclean open cost before checkpoints);
-//! - `unclean_..._63MiB_since_checkpoint`: the worst case, 63 MiB flushed after the last
+//! - `unclean_..._255MiB_since_checkpoint`: the worst case, 255 MiB flushed after the last
 //!   checkpoint (flushes every 1 MiB);
 //! - `unclean_..._checkpoint_at_end`: the last flush also checkpointed (best case);
 //! - `clean_..._after_close` beside them.
@@ -22,8 +22,8 @@ use std::path::{Path, PathBuf};
 use std::rc::Rc;
 use std::time::{Duration, Instant};
 
-const LOG_BYTES: usize = 256 << 20;
-/// The worst-case log: 63 MiB past its last checkpoint at 192 MiB.
+const LOG_BYTES: usize = 512 << 20;
+/// The worst-case log: 255 MiB past its last checkpoint at 256 MiB.
 const WORST_LOG_BYTES: usize = LOG_BYTES - (1 << 20);
 const BATCH_BYTES: usize = 16 << 10;
 
@@ -122,18 +122,18 @@ fn main() {
         .measurement_time(Duration::from_secs(10))
         .warm_up_time(Duration::from_secs(1));
     group.throughput(Throughput::Bytes(LOG_BYTES as u64));
-    group.bench_function("unclean_256MiB_checkpoint_at_end", |b| {
+    group.bench_function("unclean_512MiB_checkpoint_at_end", |b| {
         b.iter_custom(|iters| reopen(&rt, &dir, LOG_BYTES, iters, Reopen::Unclean))
     });
-    group.bench_function("unclean_256MiB_no_index", |b| {
+    group.bench_function("unclean_512MiB_no_index", |b| {
         b.iter_custom(|iters| reopen(&rt, &dir, LOG_BYTES, iters, Reopen::UncleanNoIndex))
     });
     reopen(&rt, &dir, LOG_BYTES, 1, Reopen::Clean);
-    group.bench_function("clean_256MiB_after_close", |b| {
+    group.bench_function("clean_512MiB_after_close", |b| {
         b.iter_custom(|iters| reopen(&rt, &dir, LOG_BYTES, iters, Reopen::Clean))
     });
     group.throughput(Throughput::Bytes(WORST_LOG_BYTES as u64));
-    group.bench_function("unclean_255MiB_63MiB_since_checkpoint", |b| {
+    group.bench_function("unclean_511MiB_255MiB_since_checkpoint", |b| {
         b.iter_custom(|iters| reopen(&rt, &worst_dir, WORST_LOG_BYTES, iters, Reopen::Unclean))
     });
     group.finish();

@@ -36,7 +36,7 @@
 //! - Idle partition: [`PartitionLog::release_idle_memory`] drops the batch cache, sealed files
 //!   and indexes, the active indexes (checkpointed) and write buffer: a few KiB remain
 //!   ([`PartitionLog::resident_bytes`]; tested below 8 KiB).
-//! - Crash recovery scans at most about [`partition_log::CHECKPOINT_BYTES`] (64 MiB, or a quarter
+//! - Crash recovery scans at most about [`partition_log::CHECKPOINT_BYTES`] (256 MiB, or a quarter
 //!   segment) plus one flush's worth of the active segment: its indexes and the producer snapshot
 //!   are checkpointed that often.
 //!

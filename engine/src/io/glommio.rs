@@ -260,8 +260,12 @@ impl GlommioFile {
     ) -> io::Result<()> {
         let task = glommio::spawn_local(write);
         *self.in_flight.borrow_mut() = Some(task);
-        // Let the write task run now so its request reaches io_uring before more appends.
-        glommio::executor().yield_now().await;
+        // Let the write task run and its request reach the kernel before more appends fill
+        // the next buffer: yielding only the task would resume this task at once, leaving the
+        // request queued in user space until the executor next polls I/O (i.e. when the next
+        // buffer is full), which serialises filling and writing. Yielding the task queue sends
+        // the executor through its I/O poll (submission) first.
+        glommio::executor().yield_task_queue_now().await;
         Ok(())
     }
 }

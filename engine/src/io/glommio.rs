@@ -30,6 +30,8 @@ const PROBE_FILE_NAME: &str = ".rill-dma-probe";
 pub struct GlommioStorage {
     /// Directories whose device has been primed (see the module doc).
     primed: RefCell<HashSet<PathBuf>>,
+    /// Write buffers that came back from full-buffer writes, for the next append to reuse.
+    buffers: Rc<BufferPool>,
 }
 
 impl GlommioStorage {
@@ -84,7 +86,7 @@ impl Storage for GlommioStorage {
         if !existed {
             sync_dir(dir)?;
         }
-        GlommioFile::new(file)
+        GlommioFile::new(file, self.buffers.clone())
     }
 
     async fn create_dir_all(&self, path: &Path) -> io::Result<()> {
@@ -126,6 +128,35 @@ impl Storage for GlommioStorage {
     }
 }
 
+/// Write buffers kept for reuse, per storage (so per core). A fresh buffer of a MiB costs
+/// page faults and kernel page clearing on first touch - as much as the copy into it - and the
+/// append path needs a new one every MiB. Bounded, and shared by all files, so an idle
+/// partition holds none.
+#[derive(Debug, Default)]
+struct BufferPool {
+    spare: RefCell<Vec<DmaBuffer>>,
+}
+
+impl BufferPool {
+    /// Buffers kept at most (the append path has one filling and one in flight per partition).
+    const BUFFERS_MAX: usize = 8;
+
+    /// A kept buffer of exactly `len` bytes, if any.
+    fn take(&self, len: usize) -> Option<DmaBuffer> {
+        let mut spare = self.spare.borrow_mut();
+        let i = spare.iter().position(|b| b.len() == len)?;
+        Some(spare.swap_remove(i))
+    }
+
+    /// Keeps `buf` for reuse unless the pool is full.
+    fn give(&self, buf: DmaBuffer) {
+        let mut spare = self.spare.borrow_mut();
+        if spare.len() < Self::BUFFERS_MAX {
+            spare.push(buf);
+        }
+    }
+}
+
 /// Buffer of a copy-free read: aligned for O_DIRECT, owned and `Send`, so it can become the
 /// `Bytes` handed to the socket (possibly on another core) as it is.
 type ReadBuffer = AVec<u8, ConstAlign<{ BLOCK_BYTES as usize }>>;
@@ -147,10 +178,12 @@ pub struct GlommioFile {
     in_flight: RefCell<Option<glommio::Task<io::Result<()>>>>,
     /// Set once a background write failed; every later write and sync reports it.
     write_failed: RefCell<Option<(io::ErrorKind, Option<i32>)>>,
+    /// The storage's pool of reusable write buffers.
+    buffers: Rc<BufferPool>,
 }
 
 impl GlommioFile {
-    fn new(file: DmaFile) -> io::Result<Self> {
+    fn new(file: DmaFile, buffers: Rc<BufferPool>) -> io::Result<Self> {
         // SAFETY: the descriptor is open for as long as `file` is, and is only borrowed to dup it.
         let borrowed = unsafe { BorrowedFd::borrow_raw(file.as_raw_fd()) };
         let reader = Arc::new(std::fs::File::from(borrowed.try_clone_to_owned()?));
@@ -159,6 +192,7 @@ impl GlommioFile {
             reader,
             in_flight: RefCell::new(None),
             write_failed: RefCell::new(None),
+            buffers,
         })
     }
 
@@ -226,23 +260,33 @@ impl GlommioFile {
     ) -> impl std::future::Future<Output = io::Result<()>> + 'static {
         let mut buf = self.file.alloc_dma_buffer(data.len());
         buf.as_bytes_mut().copy_from_slice(data);
-        self.start_write_buffer(pos, buf, data.len())
+        self.start_write_buffer(pos, buf, data.len(), false)
     }
 
     /// Returns the future writing the first `len` bytes of `buf` at `pos` (no copy).
+    /// A lent buffer (`lent`: from [`BlockFile::alloc_buffer`]) written whole goes back to the
+    /// pool afterwards; a trimmed one cannot (trimming is permanent) and is freed, as are the
+    /// one-off buffers of small-file writes.
     fn start_write_buffer(
         &self,
         pos: u64,
         mut buf: DmaBuffer,
         len: usize,
+        lent: bool,
     ) -> impl std::future::Future<Output = io::Result<()>> + 'static {
         assert!(pos.is_multiple_of(BLOCK_BYTES));
         assert!((len as u64).is_multiple_of(BLOCK_BYTES));
         assert!(len <= buf.len());
+        let reusable = lent && len == buf.len();
         buf.trim_to_size(len);
-        let file = self.file.clone();
+        let (file, pool) = (self.file.clone(), self.buffers.clone());
         async move {
-            let written = file.write_at(buf, pos).await.map_err(to_io)?;
+            let buf = Rc::new(buf);
+            let written = file.write_rc_at(buf.clone(), pos).await;
+            if let (true, Ok(buf)) = (reusable, Rc::try_unwrap(buf)) {
+                pool.give(buf);
+            }
+            let written = written.map_err(to_io)?;
             if written != len {
                 return Err(io::Error::new(
                     io::ErrorKind::WriteZero,
@@ -284,12 +328,14 @@ impl BlockFile for GlommioFile {
 
     fn alloc_buffer(&self, len: usize) -> DmaBuffer {
         assert!((len as u64).is_multiple_of(BLOCK_BYTES));
-        self.file.alloc_dma_buffer(len)
+        self.buffers
+            .take(len)
+            .unwrap_or_else(|| self.file.alloc_dma_buffer(len))
     }
 
     async fn write_buffer_at(&self, pos: u64, buf: DmaBuffer, len: usize) -> io::Result<()> {
         self.settle_writes().await?;
-        self.start_write_buffer(pos, buf, len).await
+        self.start_write_buffer(pos, buf, len, true).await
     }
 
     async fn write_buffer_background(
@@ -299,7 +345,7 @@ impl BlockFile for GlommioFile {
         len: usize,
     ) -> io::Result<()> {
         self.settle_writes().await?;
-        self.spawn_write(self.start_write_buffer(pos, buf, len))
+        self.spawn_write(self.start_write_buffer(pos, buf, len, true))
             .await
     }
 

@@ -132,14 +132,18 @@ impl<B: WriteBuffer> Appender<B> {
         self.buf.as_mut().expect("just borrowed").bytes_mut()
     }
 
-    /// Hands the buffer over for writing, first keeping its partial last block as the tail.
-    fn take_buffer(&mut self) -> Option<B> {
-        let buf = self.buf.take()?;
+    /// Hands the buffer over for writing at the returned position: its partial last block stays
+    /// behind as the tail, and the whole blocks before it count as written.
+    fn take_buffer(&mut self) -> (u64, B) {
+        let buf = self.buf.take().expect("a buffer to hand over");
         let keep_from = align_down(self.len as u64) as usize;
         self.tail.clear();
         self.tail
             .extend_from_slice(&buf.bytes()[keep_from..self.len]);
-        Some(buf)
+        let start = self.tail_start;
+        self.tail_start += keep_from as u64;
+        self.len -= keep_from;
+        (start, buf)
     }
 
     /// Writes the full blocks of the buffer (no sync), keeping the partial tail block.
@@ -153,12 +157,9 @@ impl<B: WriteBuffer> Appender<B> {
         }
         self.ensure_allocated(file, self.tail_start + full as u64)
             .await?;
-        let buf = self.take_buffer().expect("checked above");
-        self.tail_start += full as u64;
-        self.len -= full;
+        let (start, buf) = self.take_buffer();
         // In the background: the next appends fill a new buffer while this write is in flight.
-        file.write_buffer_background(self.tail_start - full as u64, buf, full)
-            .await
+        file.write_buffer_background(start, buf, full).await
     }
 
     /// Writes everything buffered (tail block zero-padded) in one write and fdatasyncs once.
@@ -167,20 +168,13 @@ impl<B: WriteBuffer> Appender<B> {
             let padded = align_up(self.len as u64) as usize;
             self.ensure_allocated(file, self.tail_start + padded as u64)
                 .await?;
-            if self.buf.is_none() {
-                self.borrow_buffer(file);
-            }
             let len = self.len;
-            let buf = self.buf.as_mut().expect("borrowed above").bytes_mut();
+            let buf = self.borrow_buffer(file);
             buf[len..padded].fill(0);
             if padded * 4 < buf.len() {
                 self.buf_bytes = (self.buf_bytes / 2).max(WRITE_BYTES_MIN);
             }
-            let keep_from = align_down(len as u64) as usize;
-            let buf = self.take_buffer().expect("borrowed above");
-            let start = self.tail_start;
-            self.tail_start += keep_from as u64;
-            self.len -= keep_from;
+            let (start, buf) = self.take_buffer();
             file.write_buffer_at(start, buf, padded).await?;
         }
         file.sync().await?;

@@ -47,8 +47,7 @@ impl<S: Storage> PartitionLog<S> {
         self.ensure_open(last).await?;
         let active = self.active();
         let (base, size) = (active.base, active.size_bytes);
-        let (index, time_index) = (active.index.encode(), active.time_index.encode());
-        self.write_indexes(base, &index, &time_index).await?;
+        self.write_indexes(active).await?;
         self.write_producer_snapshot(self.positions.log_end())
             .await?;
         self.checkpointed_bytes = size;
@@ -109,12 +108,7 @@ impl<S: Storage> PartitionLog<S> {
         segment.bytes_since_index = scratch.bytes_since_index;
         segment.indexes_loaded = true;
         if sealed {
-            let (base, index, time_index) = (
-                segment.base,
-                segment.index.encode(),
-                segment.time_index.encode(),
-            );
-            self.write_indexes(base, &index, &time_index).await?;
+            self.write_indexes(&self.segments[i]).await?;
         }
         Ok(())
     }

@@ -217,37 +217,30 @@ impl<S: Storage> PartitionLog<S> {
         file.truncate(active.size_bytes).await?;
         file.sync().await?;
         file.close().await?;
-        let (index, time_index, base) = (
-            active.index.encode(),
-            active.time_index.encode(),
-            active.base,
-        );
-        self.write_indexes(base, &index, &time_index).await
+        self.write_indexes(self.active()).await
     }
 
-    /// Writes the `.timeindex` and then the `.index` of the segment at `base`. In this order
-    /// a crash between the two leaves a time index at least as new as the offset index, so the
-    /// time entries up to any offset-index entry recovery resumes from are all there (their
-    /// last one gives the running max timestamp up to that point).
+    /// Writes the in-memory `.timeindex` and then `.index` of `segment`. In this order a crash
+    /// between the two leaves a time index at least as new as the offset index, so the time
+    /// entries up to any offset-index entry recovery resumes from are all there (their last one
+    /// gives the running max timestamp up to that point).
     pub(crate) async fn write_indexes(
         &self,
-        base: Offset,
-        index: &[u8],
-        time_index: &[u8],
+        segment: &Segment<S::File>,
     ) -> Result<(), EngineError> {
         let storage = &*self.storage;
         small_file::write_atomic(
             storage,
             &self.dir,
-            &segment_file_name(base, FileKind::TimeIndex),
-            time_index,
+            &segment_file_name(segment.base, FileKind::TimeIndex),
+            &segment.time_index.encode(),
         )
         .await?;
         small_file::write_atomic(
             storage,
             &self.dir,
-            &segment_file_name(base, FileKind::Index),
-            index,
+            &segment_file_name(segment.base, FileKind::Index),
+            &segment.index.encode(),
         )
         .await?;
         Ok(())

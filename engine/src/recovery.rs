@@ -219,8 +219,7 @@ impl<S: Storage> PartitionLog<S> {
             )));
         }
         segment.seal_time_index();
-        self.write_indexes(base, &segment.index.encode(), &segment.time_index.encode())
-            .await?;
+        self.write_indexes(&segment).await?;
         segment.drop_indexes();
         segment.file.take().expect("opened above").close().await?;
         Ok(segment)

@@ -11,16 +11,13 @@
 //!   and use std::fs plus an explicit directory fsync.
 
 use super::{BlockFile, OpenMode, Storage, WriteBuffer, BLOCK_BYTES};
-use aligned_vec::{AVec, ConstAlign};
 use bytes::Bytes;
 use glommio::io::{DmaBuffer, DmaFile, OpenOptions};
 use std::cell::RefCell;
 use std::collections::HashSet;
 use std::io;
-use std::os::fd::{AsRawFd, BorrowedFd};
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
-use std::sync::Arc;
 
 /// Name of the probe file used to prime glommio's per-device poll detection.
 const PROBE_FILE_NAME: &str = ".rill-dma-probe";
@@ -86,7 +83,7 @@ impl Storage for GlommioStorage {
         if !existed {
             sync_dir(dir)?;
         }
-        GlommioFile::new(file, self.buffers.clone())
+        Ok(GlommioFile::new(file, self.buffers.clone()))
     }
 
     async fn create_dir_all(&self, path: &Path) -> io::Result<()> {
@@ -157,23 +154,16 @@ impl BufferPool {
     }
 }
 
-/// Buffer of a copy-free read: aligned for O_DIRECT, owned and `Send`, so it can become the
-/// `Bytes` handed to the socket (possibly on another core) as it is.
-type ReadBuffer = AVec<u8, ConstAlign<{ BLOCK_BYTES as usize }>>;
-
 /// One O_DIRECT file, with at most one write in flight in the background (see
 /// [`BlockFile::write_at_background`]): every other operation first waits for it.
 ///
 /// Reads go through io_uring into glommio's buffers and are copied once into `Bytes`: those
 /// buffers are `!Send` and a Fetch response may be written by another core. The copy-free
-/// alternative (O_DIRECT `pread` on the blocking thread into an owned buffer,
-/// [`GlommioFile::read_at_pread_owned`]) measured slower; `engine_read` compares both.
+/// alternative (O_DIRECT `pread` on the blocking thread into an owned buffer) measured slower;
+/// the bench `engine_read` compares both.
 #[derive(Debug)]
 pub struct GlommioFile {
     file: Rc<DmaFile>,
-    /// The same open file description (O_DIRECT), for reads on the blocking thread
-    /// ([`GlommioFile::read_at_pread_owned`]).
-    reader: Arc<std::fs::File>,
     /// The background write not yet waited for.
     in_flight: RefCell<Option<glommio::Task<io::Result<()>>>>,
     /// Set once a background write failed; every later write and sync reports it.
@@ -183,50 +173,13 @@ pub struct GlommioFile {
 }
 
 impl GlommioFile {
-    fn new(file: DmaFile, buffers: Rc<BufferPool>) -> io::Result<Self> {
-        // SAFETY: the descriptor is open for as long as `file` is, and is only borrowed to dup it.
-        let borrowed = unsafe { BorrowedFd::borrow_raw(file.as_raw_fd()) };
-        let reader = Arc::new(std::fs::File::from(borrowed.try_clone_to_owned()?));
-        Ok(GlommioFile {
+    fn new(file: DmaFile, buffers: Rc<BufferPool>) -> Self {
+        GlommioFile {
             file: Rc::new(file),
-            reader,
             in_flight: RefCell::new(None),
             write_failed: RefCell::new(None),
             buffers,
-        })
-    }
-
-    /// The measured alternative to [`BlockFile::read_at`], kept for the `engine_read` bench:
-    /// O_DIRECT `pread` of a dup'ed descriptor on the executor's blocking thread into an owned
-    /// aligned buffer that becomes the `Bytes` (no copy). Slower here: 64 KiB reads 233 vs 282
-    /// MiB/s one at a time, 256 vs 393 MiB/s four in flight (one blocking thread serialises them).
-    pub async fn read_at_pread_owned(&self, pos: u64, len: usize) -> io::Result<Bytes> {
-        assert!(pos.is_multiple_of(BLOCK_BYTES));
-        self.settle_writes().await?;
-        let aligned_len = super::align_up(len as u64) as usize;
-        let reader = self.reader.clone();
-        let buf = glommio::executor()
-            .spawn_blocking(move || pread_direct(&reader, pos, aligned_len))
-            .await?;
-        let mut bytes = Bytes::from_owner(buf);
-        bytes.truncate(len);
-        Ok(bytes)
-    }
-
-    /// io_uring O_DIRECT read into a glommio buffer, copied once into `Bytes`.
-    async fn read_at_io_uring_copied(&self, pos: u64, len: usize) -> io::Result<Bytes> {
-        assert!(pos.is_multiple_of(BLOCK_BYTES));
-        // A failed background write must fail reads too: they would find bytes that never
-        // arrived and call a healthy log corrupt.
-        self.settle_writes().await?;
-        let aligned_len = super::align_up(len as u64) as usize;
-        let result = self
-            .file
-            .read_at_aligned(pos, aligned_len)
-            .await
-            .map_err(to_io)?;
-        let n = result.len().min(len);
-        Ok(Bytes::copy_from_slice(&result[..n]))
+        }
     }
 
     /// Waits for the background write, if any, and records its failure.
@@ -350,7 +303,18 @@ impl BlockFile for GlommioFile {
     }
 
     async fn read_at(&self, pos: u64, len: usize) -> io::Result<Bytes> {
-        self.read_at_io_uring_copied(pos, len).await
+        assert!(pos.is_multiple_of(BLOCK_BYTES));
+        // A failed background write must fail reads too: they would find bytes that never
+        // arrived and call a healthy log corrupt.
+        self.settle_writes().await?;
+        let aligned_len = super::align_up(len as u64) as usize;
+        let result = self
+            .file
+            .read_at_aligned(pos, aligned_len)
+            .await
+            .map_err(to_io)?;
+        let n = result.len().min(len);
+        Ok(Bytes::copy_from_slice(&result[..n]))
     }
 
     async fn write_at(&self, pos: u64, data: &[u8]) -> io::Result<()> {
@@ -388,41 +352,6 @@ impl BlockFile for GlommioFile {
         self.file.close_rc().await.map_err(to_io)?;
         Ok(())
     }
-}
-
-/// Reads up to `len` bytes (a multiple of [`BLOCK_BYTES`]) at `pos` from an O_DIRECT descriptor
-/// into a fresh aligned buffer; shorter only at end of file. Blocking: runs off the executor.
-fn pread_direct(file: &std::fs::File, pos: u64, len: usize) -> io::Result<ReadBuffer> {
-    let mut buf = ReadBuffer::with_capacity(BLOCK_BYTES as usize, len);
-    while buf.len() < len {
-        let filled = buf.len();
-        let offset = libc::off_t::try_from(pos + filled as u64)
-            .map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
-        // SAFETY: `buf` owns `len` bytes of capacity; pread writes at most `len - filled` bytes
-        // starting `filled` bytes in, all inside that capacity; the descriptor is open (`file`).
-        let n = unsafe {
-            libc::pread(
-                file.as_raw_fd(),
-                buf.as_mut_ptr().add(filled).cast(),
-                len - filled,
-                offset,
-            )
-        };
-        if n < 0 {
-            let e = io::Error::last_os_error();
-            if e.kind() == io::ErrorKind::Interrupted {
-                continue;
-            }
-            return Err(e);
-        }
-        let n = n as usize;
-        // SAFETY: pread initialised `n` more bytes after the `filled` already initialised.
-        unsafe { buf.set_len(filled + n) };
-        if n == 0 || !n.is_multiple_of(BLOCK_BYTES as usize) {
-            break; // end of file (an O_DIRECT read ends short only there)
-        }
-    }
-    Ok(buf)
 }
 
 /// A single-thread glommio executor driven from the calling thread, for tests, benches and tools

@@ -12,11 +12,11 @@ use rill_protocol::kafka_protocol::messages::produce_request::{
     PartitionProduceData, TopicProduceData,
 };
 use rill_protocol::kafka_protocol::messages::{
-    ApiKey, FetchResponse, ProduceRequest, RequestHeader, RequestKind, ResponseKind, TopicName,
+    ApiKey, FetchResponse, ProduceRequest, RequestKind, ResponseKind, TopicName,
 };
-use rill_protocol::kafka_protocol::protocol::{Encodable, StrBytes};
+use rill_protocol::kafka_protocol::protocol::StrBytes;
 use rill_protocol::record::{batches, encode_plain_batch, PlainRecord};
-use rill_protocol::request::decode_request;
+use rill_protocol::request::{decode_request, Request};
 use rill_protocol::response::encode_response;
 
 /// One uncompressed batch of `records` records of `value_bytes` each.
@@ -47,15 +47,10 @@ fn produce_frame(partitions: usize, batch: &Bytes) -> Bytes {
             .with_timeout_ms(30_000)
             .with_topic_data(vec![topic]),
     );
-    let header = RequestHeader::default()
-        .with_request_api_key(ApiKey::Produce as i16)
-        .with_request_api_version(9)
-        .with_correlation_id(1)
-        .with_client_id(Some(StrBytes::from_static_str("bench")));
-    let mut out = BytesMut::new();
-    header.encode(&mut out, 2).expect("header");
-    body.encode(&mut out, 9).expect("body");
-    out.freeze()
+    Request::new(ApiKey::Produce, 9, 1, "bench", body)
+        .encode()
+        .expect("encodes")
+        .freeze()
 }
 
 fn produce_decode(c: &mut Criterion) {

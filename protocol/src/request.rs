@@ -6,11 +6,11 @@
 //! body byte is parsed; and every length in the body is checked against the frame
 //! ([`crate::length_guard`]) before the codec allocates for it.
 
-use bytes::{Buf, Bytes};
+use bytes::{Buf, Bytes, BytesMut};
 
 use crate::api_registry;
 use crate::kafka_protocol::messages::{ApiKey, RequestHeader, RequestKind};
-use crate::kafka_protocol::protocol::{Decodable, StrBytes};
+use crate::kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
 use crate::length_guard;
 use crate::ErrorCode;
 
@@ -30,6 +30,47 @@ pub struct Request {
     pub correlation_id: i32,
     /// The decoded body.
     pub body: RequestKind,
+}
+
+impl Request {
+    /// A request as a client sends it: header v1/v2 (whichever `api_key` at `api_version`
+    /// calls for) carrying `client_id`.
+    pub fn new(
+        api_key: ApiKey,
+        api_version: i16,
+        correlation_id: i32,
+        client_id: &'static str,
+        body: RequestKind,
+    ) -> Self {
+        let header = RequestHeader::default()
+            .with_request_api_key(api_key as i16)
+            .with_request_api_version(api_version)
+            .with_correlation_id(correlation_id)
+            .with_client_id(Some(StrBytes::from_static_str(client_id)));
+        Request {
+            header,
+            api_key,
+            api_version,
+            correlation_id,
+            body,
+        }
+    }
+
+    /// The frame body (header then message, no size prefix): what [`decode_request`] reads.
+    /// For clients, tests and tools; the broker itself only decodes requests.
+    pub fn encode(&self) -> Result<BytesMut, String> {
+        let mut out = BytesMut::new();
+        self.header
+            .encode(
+                &mut out,
+                self.api_key.request_header_version(self.api_version),
+            )
+            .map_err(|e| format!("header: {e:#}"))?;
+        self.body
+            .encode(&mut out, self.api_version)
+            .map_err(|e| format!("body: {e:#}"))?;
+        Ok(out)
+    }
 }
 
 /// Why a request frame could not be decoded, with everything that *was* learned from it.
@@ -224,8 +265,7 @@ fn decode_body(api_key: ApiKey, buf: &mut Bytes, version: i16) -> Result<Request
 mod tests {
     use super::*;
     use crate::kafka_protocol::messages::{ApiVersionsRequest, MetadataRequest};
-    use crate::kafka_protocol::protocol::Encodable;
-    use bytes::{BufMut, BytesMut};
+    use bytes::BufMut;
 
     fn frame(api_key: i16, version: i16, correlation_id: i32, rest: &[u8]) -> Bytes {
         let mut out = BytesMut::new();
@@ -237,17 +277,10 @@ mod tests {
     }
 
     fn encoded_request(api_key: ApiKey, version: i16, body: &RequestKind) -> Bytes {
-        let header = RequestHeader::default()
-            .with_request_api_key(api_key as i16)
-            .with_request_api_version(version)
-            .with_correlation_id(7)
-            .with_client_id(Some(StrBytes::from_static_str("test")));
-        let mut out = BytesMut::new();
-        header
-            .encode(&mut out, api_key.request_header_version(version))
-            .unwrap();
-        body.encode(&mut out, version).unwrap();
-        out.freeze()
+        Request::new(api_key, version, 7, "test", body.clone())
+            .encode()
+            .unwrap()
+            .freeze()
     }
 
     #[test]

@@ -5,10 +5,9 @@
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 use rill_protocol::api_registry;
 use rill_protocol::kafka_protocol::messages::{ApiKey, RequestKind};
-use rill_protocol::kafka_protocol::protocol::Encodable;
 use rill_protocol::length_guard::check_request_body;
 use rill_protocol::record::{batches, Compression};
 use rill_protocol::request::{
@@ -50,20 +49,6 @@ fn decode_outside_registry(frame: Bytes, api_key: ApiKey, api_version: i16) -> R
         correlation_id,
         body,
     }
-}
-
-fn reencode(request: &Request) -> BytesMut {
-    let mut out = BytesMut::new();
-    let header_version = request.api_key.request_header_version(request.api_version);
-    request
-        .header
-        .encode(&mut out, header_version)
-        .expect("header encodes");
-    request
-        .body
-        .encode(&mut out, request.api_version)
-        .expect("body encodes");
-    out
 }
 
 fn check_produce_records(
@@ -112,7 +97,7 @@ fn every_client_frame_decodes_and_reencodes_identically() {
                 decoded += 1;
                 assert_eq!(request.correlation_id, prefix.correlation_id, "{name}");
                 batches_checked += check_produce_records(name, &request, &mut codecs);
-                let again = reencode(&request);
+                let again = request.encode().expect("re-encodes");
                 assert_eq!(&again[..], &frame[..], "{name}: re-encoding differs");
                 identical += 1;
             }
@@ -126,7 +111,7 @@ fn every_client_frame_decodes_and_reencodes_identically() {
                 let request = decode_outside_registry(frame.clone(), api_key, api_version);
                 batches_checked += check_produce_records(name, &request, &mut codecs);
                 assert_eq!(
-                    &reencode(&request)[..],
+                    &request.encode().expect("re-encodes")[..],
                     &frame[..],
                     "{name}: re-encoding differs"
                 );

@@ -15,30 +15,22 @@ use rill_protocol::kafka_protocol::messages::produce_request::{
     PartitionProduceData, TopicProduceData,
 };
 use rill_protocol::kafka_protocol::messages::{
-    ApiKey, FetchResponse, MetadataRequest, ProduceRequest, RequestHeader, RequestKind,
-    ResponseKind, TopicName,
+    ApiKey, FetchResponse, MetadataRequest, ProduceRequest, RequestKind, ResponseKind, TopicName,
 };
-use rill_protocol::kafka_protocol::protocol::{Encodable, StrBytes};
+use rill_protocol::kafka_protocol::protocol::StrBytes;
 use rill_protocol::kafka_protocol::records::{
     Compression as KpCompression, Record as KpRecord, RecordBatchEncoder, RecordEncodeOptions,
     TimestampType,
 };
 use rill_protocol::record::{batches, RecordBatchView, RecordIter};
-use rill_protocol::request::decode_request;
+use rill_protocol::request::{decode_request, Request};
 use rill_protocol::response::encode_response;
 
 fn frame(api_key: ApiKey, version: i16, correlation_id: i32, body: &RequestKind) -> Bytes {
-    let header = RequestHeader::default()
-        .with_request_api_key(api_key as i16)
-        .with_request_api_version(version)
-        .with_correlation_id(correlation_id)
-        .with_client_id(Some(StrBytes::from_static_str("proptest")));
-    let mut out = BytesMut::new();
-    header
-        .encode(&mut out, api_key.request_header_version(version))
-        .unwrap();
-    body.encode(&mut out, version).unwrap();
-    out.freeze()
+    Request::new(api_key, version, correlation_id, "proptest", body.clone())
+        .encode()
+        .unwrap()
+        .freeze()
 }
 
 type RecordSpec = (

@@ -21,7 +21,7 @@ use std::task::{Context, Poll};
 use bytes::{Bytes, BytesMut};
 use futures::task::noop_waker_ref;
 use rill_protocol::kafka_protocol::messages::{ApiKey, RequestKind, ResponseHeader, ResponseKind};
-use rill_protocol::kafka_protocol::protocol::{Decodable, Encodable};
+use rill_protocol::kafka_protocol::protocol::Decodable;
 use rill_protocol::request::{decode_request, peek_header_prefix, HeaderPrefix};
 use rill_server::dispatch::{dispatch, Outcome};
 use rill_server::handler::fake::FakeBroker;
@@ -98,24 +98,17 @@ fn drive<F: Future>(broker: &FakeBroker, fut: F) -> Option<F::Output> {
 /// The body with a Fetch's `max_wait_ms` set to 0; other requests unchanged. `None` when a
 /// Fetch with a wait cannot be re-encoded (then the input is skipped rather than spun on).
 fn tame(body: Bytes) -> Option<Bytes> {
-    let Ok(request) = decode_request(body.clone()) else {
+    let Ok(mut request) = decode_request(body.clone()) else {
         return Some(body);
     };
-    let RequestKind::Fetch(mut fetch) = request.body else {
+    let RequestKind::Fetch(fetch) = &mut request.body else {
         return Some(body);
     };
     if fetch.max_wait_ms <= 0 {
         return Some(body);
     }
     fetch.max_wait_ms = 0;
-    let version = request.api_version;
-    let mut out = BytesMut::new();
-    request
-        .header
-        .encode(&mut out, ApiKey::Fetch.request_header_version(version))
-        .ok()?;
-    fetch.encode(&mut out, version).ok()?;
-    Some(out.freeze())
+    request.encode().ok().map(BytesMut::freeze)
 }
 
 /// A response frame as a client reads it: size prefix, correlation id, header and body.

@@ -12,8 +12,9 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use bytes::{BufMut, Bytes, BytesMut};
-use rill_protocol::kafka_protocol::messages::{ApiKey, RequestHeader, ResponseHeader};
-use rill_protocol::kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
+use rill_protocol::kafka_protocol::messages::{ApiKey, RequestKind, ResponseHeader};
+use rill_protocol::kafka_protocol::protocol::Decodable;
+use rill_protocol::request::Request;
 
 /// How long a broker may take to start answering, or to stop on SIGTERM (debug build, 2 cores).
 const BROKER_WAIT_MAX: Duration = Duration::from_secs(20);
@@ -132,24 +133,26 @@ impl Client {
     }
 
     /// Send a request without reading its response (pipelining); returns its correlation id.
-    pub fn send<Req: Encodable>(&mut self, key: ApiKey, version: i16, request: &Req) -> i32 {
+    pub fn send<Req: Clone + Into<RequestKind>>(
+        &mut self,
+        key: ApiKey,
+        version: i16,
+        request: &Req,
+    ) -> i32 {
         self.correlation_id += 1;
-        let header = RequestHeader::default()
-            .with_request_api_key(key as i16)
-            .with_request_api_version(version)
-            .with_correlation_id(self.correlation_id)
-            .with_client_id(Some(StrBytes::from_static_str("rill-it")));
-        let mut body = BytesMut::new();
-        header
-            .encode(&mut body, key.request_header_version(version))
-            .unwrap();
-        request.encode(&mut body, version).unwrap();
-        self.send_frame(&body);
+        let request = Request::new(
+            key,
+            version,
+            self.correlation_id,
+            "rill-it",
+            request.clone().into(),
+        );
+        self.send_frame(&request.encode().unwrap());
         self.correlation_id
     }
 
     /// Send a request and decode its response, checking the correlation id.
-    pub fn call<Req: Encodable, Resp: Decodable>(
+    pub fn call<Req: Clone + Into<RequestKind>, Resp: Decodable>(
         &mut self,
         key: ApiKey,
         version: i16,

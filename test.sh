@@ -4,7 +4,8 @@
 # 1. Installs what the tests need, idempotently (a second run installs nothing):
 #    kcat from Debian; Python clients (tests/requirements.txt) into ./.venv; kafkajs (npm ci) in
 #    tests/clients/node.
-# 2. cargo build --workspace, cargo test --workspace --all-targets (--no-fail-fast: every crate reports).
+# 2. cargo fmt --check and cargo clippy (-D warnings, lints from the workspace Cargo.toml), then
+#    cargo build --workspace, cargo test --workspace --all-targets (--no-fail-fast: every crate reports).
 # 3. The end-to-end suite (tests/e2e, pytest): a real `rill` (target/debug/rill) on a free 127.0.0.1
 #    port, driven by kcat, confluent-kafka, kafka-python, aiokafka and kafkajs.
 # 4. The cargo-fuzz targets, bounded (tests/fuzz.sh; RILL_FUZZ_SECONDS per target, 0 skips).
@@ -63,8 +64,17 @@ fi
 echo "kcat: $(kcat -V 2>&1 | sed -n 's/.*librdkafka \([0-9.]*\).*/librdkafka \1/p' | head -1)," \
      "node $(node --version), $(.venv/bin/python --version)"
 
-# --- 2. build and Rust tests ---------------------------------------------------------------------
+# --- 2. lints, build and Rust tests --------------------------------------------------------------
 failed=()
+if ! cargo fmt --version >/dev/null 2>&1 || ! cargo clippy --version >/dev/null 2>&1; then
+    echo "installing rustfmt and clippy (rustup)"
+    rustup component add rustfmt clippy
+fi
+step "cargo fmt --all --check"
+cargo fmt --all --check || failed+=("cargo fmt")
+step "cargo clippy --workspace --all-targets -- -D warnings"
+cargo clippy --workspace --all-targets -- -D warnings || failed+=("cargo clippy")
+
 step "cargo build --workspace"
 cargo build --workspace
 

@@ -89,34 +89,47 @@ fn create_one<B: Broker>(
             if meta.is_some() {
                 tracing::info!(topic = name, partitions, "created topic");
             }
-            let rows = describe(&broker.config().log, &configs)
-                .into_iter()
-                .map(|row| {
-                    CreatableTopicConfigs::default()
-                        .with_name(str_bytes(row.name))
-                        .with_value(Some(str_bytes(&row.value)))
-                        .with_config_source(if row.is_topic_override { 1 } else { 5 })
-                })
-                .collect();
-            let result = if version >= 7 {
-                result.with_topic_id(meta.map_or(uuid::Uuid::nil(), |m| m.id))
-            } else {
-                result
-            };
-            if version >= 5 {
-                result
-                    .with_num_partitions(partitions)
-                    .with_replication_factor(1)
-                    .with_configs(Some(rows))
-            } else {
-                result
-            }
+            let id = meta.map_or(uuid::Uuid::nil(), |m| m.id);
+            created_result(broker, version, result, id, partitions, &configs)
         }
         Err(e) => {
             let code = super::error_code(e.kafka_error_code());
             fail(code, e.to_string())
         }
     }
+}
+
+/// A created (or validated) topic's result: its id from v7, its partitions and effective configs
+/// from v5.
+fn created_result<B: Broker>(
+    broker: &B,
+    version: i16,
+    result: CreatableTopicResult,
+    id: uuid::Uuid,
+    partitions: i32,
+    configs: &BTreeMap<String, String>,
+) -> CreatableTopicResult {
+    let result = if version >= 7 {
+        result.with_topic_id(id)
+    } else {
+        result
+    };
+    if version < 5 {
+        return result;
+    }
+    let rows = describe(&broker.config().log, configs)
+        .into_iter()
+        .map(|row| {
+            CreatableTopicConfigs::default()
+                .with_name(str_bytes(row.name))
+                .with_value(Some(str_bytes(&row.value)))
+                .with_config_source(if row.is_topic_override { 1 } else { 5 })
+        })
+        .collect();
+    result
+        .with_num_partitions(partitions)
+        .with_replication_factor(1)
+        .with_configs(Some(rows))
 }
 
 #[cfg(test)]

@@ -66,6 +66,15 @@ pub async fn handle<B: Broker>(
             other => unreachable!("commit answered with {other:?}"),
         }
     };
+    response(req, decided, errors)
+}
+
+/// The response in request order: each partition's error decided here, else the coordinator's.
+fn response(
+    req: &OffsetCommitRequest,
+    decided: Vec<Option<i16>>,
+    errors: Vec<i16>,
+) -> OffsetCommitResponse {
     let mut errors = errors.into_iter();
     let mut decided = decided.into_iter();
     let topics = req

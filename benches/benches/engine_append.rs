@@ -4,13 +4,15 @@
 //! ~1 MiB of batches (group commit). After criterion, a report prints sustained MB/s over
 //! 512 MiB, each case between two runs of `dd if=/dev/zero bs=1M count=512 oflag=direct
 //! conv=fdatasync` into the same directory and as a share of them, and append+fdatasync latency
-//! p50/p99 of single 1 KiB batches.
+//! p50/p99 of single 1 KiB batches. The last sustained cases run without preallocation (a
+//! budget of 0: every write extends the file), to show what preallocating ahead is worth.
 
 use criterion::{Criterion, Throughput};
 use rill_engine::batch::build_test_batch;
 use rill_engine::bytes::BytesMut;
 use rill_engine::io::glommio::{GlommioStorage, LocalRuntime};
 use rill_engine::io::SystemClock;
+use rill_engine::prealloc::SHARD_PREALLOC_BYTES_DEFAULT;
 use rill_engine::{LogConfig, LogManager, PartitionLog, TimestampMs};
 use std::path::PathBuf;
 use std::rc::Rc;
@@ -29,14 +31,15 @@ fn bench_dir(name: &str) -> PathBuf {
     dir
 }
 
-fn open_log(rt: &LocalRuntime, dir: PathBuf) -> Log {
+fn open_log(rt: &LocalRuntime, dir: PathBuf, prealloc_budget: u64) -> Log {
     let config = LogConfig {
         retention_bytes: Some(512 << 20),
         retention_ms: None,
         ..LogConfig::default()
     };
     rt.block_on(async move {
-        let manager = LogManager::new(GlommioStorage::new(), dir);
+        let manager =
+            LogManager::new(GlommioStorage::new(), dir).with_prealloc_budget(prealloc_budget);
         manager
             .open_partition("bench", 0, config, Rc::new(SystemClock))
             .await
@@ -208,7 +211,7 @@ fn latency(rt: &LocalRuntime, slot: &mut Option<Log>, samples: usize) {
 fn main() {
     let rt = LocalRuntime::new(2 << 20).expect("glommio executor");
     let dir = bench_dir("append");
-    let mut slot = Some(open_log(&rt, dir.clone()));
+    let mut slot = Some(open_log(&rt, dir.clone(), SHARD_PREALLOC_BYTES_DEFAULT));
     let mut criterion = Criterion::default().configure_from_args();
     bench_append(&mut criterion, &rt, &mut slot);
     let quick = std::env::args().any(|a| a == "--test" || a == "--list");
@@ -219,9 +222,21 @@ fn main() {
         sustained_beside_dd(&rt, &mut slot, &dir, 1024, 1 << 20);
         sustained_beside_dd(&rt, &mut slot, &dir, 1024, 512 << 20);
         latency(&rt, &mut slot, 2000);
+        let log = slot.take().expect("log");
+        rt.block_on(async move { log.close().await.unwrap() });
+        let bare = bench_dir("append-no-prealloc");
+        slot = Some(open_log(&rt, bare.clone(), 0));
+        println!("without preallocation (budget 0):");
+        sustained_beside_dd(&rt, &mut slot, &bare, 64 * 1024, 1 << 20);
+        sustained_beside_dd(&rt, &mut slot, &bare, 64 * 1024, 512 << 20);
+        latency(&rt, &mut slot, 2000);
+        let log = slot.take().expect("log");
+        rt.block_on(async move { log.close().await.unwrap() });
+        let _ = std::fs::remove_dir_all(&bare);
+    } else {
+        let log = slot.take().expect("log");
+        rt.block_on(async move { log.close().await.unwrap() });
     }
-    let log = slot.take().expect("log");
-    rt.block_on(async move { log.close().await.unwrap() });
     criterion.final_summary();
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -10,14 +10,17 @@
 //!   is rebuilt by scanning the segment (the log is the truth).
 //! - **Idle release**: [`PartitionLog::release_idle_memory`] drops the batch cache, closes
 //!   sealed files, checkpoints and drops the active segment's indexes and its write buffer
-//!   (the partial tail block is re-read from disk on the next append), so an idle partition
-//!   costs a few KiB ([`PartitionLog::resident_bytes`]) rather than megabytes.
+//!   (the partial tail block is re-read from disk on the next append), trims the active
+//!   `.log`'s preallocation and closes it, so an idle partition costs a few KiB of memory
+//!   ([`PartitionLog::resident_bytes`]), no open file and no disk beyond its data. The active
+//!   file is reopened read-write by the next read or append.
 
 use crate::batch_cache::BatchCache;
 use crate::error::EngineError;
-use crate::io::{align_down, BlockFile, Storage};
+use crate::io::{align_down, BlockFile, OpenMode, Storage};
 use crate::partition_log::PartitionLog;
 use crate::segment::appender::Appender;
+use crate::segment::file_name::{segment_file_name, FileKind};
 use crate::segment::Segment;
 use std::mem::size_of;
 
@@ -121,7 +124,7 @@ impl<S: Storage> PartitionLog<S> {
         if self.active().appender.is_some() {
             return Ok(());
         }
-        let (prealloc, segment_max) = (self.prealloc_bytes(), self.config.segment_bytes_max);
+        let (prealloc, segment_max) = (self.new_prealloc(), self.config.segment_bytes_max);
         let active = self.active_mut();
         let end = active.size_bytes;
         let tail_start = align_down(end);
@@ -134,11 +137,45 @@ impl<S: Storage> PartitionLog<S> {
         Ok(())
     }
 
+    /// Reopens the active `.log` (read-write) after an idle release closed it.
+    pub(crate) async fn reopen_active_file(&mut self) -> Result<(), EngineError> {
+        let active = self.active();
+        assert!(active.file.is_none() && active.appender.is_none());
+        let path = self.dir.join(segment_file_name(active.base, FileKind::Log));
+        let file = self.storage.open(&path, OpenMode::ReadWrite).await?;
+        self.active_mut().file = Some(file);
+        Ok(())
+    }
+
+    /// Trims the active `.log` to exactly its batches (as close does, so the next open cuts
+    /// nothing), giving its preallocation back to the disk and the shard's budget, drops its
+    /// write path and closes it. Everything appended must be flushed.
+    async fn release_active_file(&mut self) -> Result<(), EngineError> {
+        assert_eq!(self.positions.durable(), self.positions.log_end());
+        self.prealloc_step = 0; // idle: the next writes start slow
+        let active = self.active_mut();
+        let size = active.size_bytes;
+        if let Some(appender) = active.appender.take() {
+            if appender.allocated_bytes() > size {
+                let file = active
+                    .file
+                    .as_ref()
+                    .expect("an appender writes an open file");
+                file.truncate(size).await?;
+            }
+        }
+        if let Some(file) = active.file.take() {
+            file.close().await?;
+        }
+        Ok(())
+    }
+
     /// Frees what an idle partition does not need: the batch cache, open sealed files and
-    /// their indexes, the active segment's indexes (checkpointed first) and write buffer.
-    /// Unflushed appends are flushed first. Everything is reloaded on the next use; calling
-    /// it on a busy partition is correct, only slower. The server calls it after a partition
-    /// has been idle for a while.
+    /// their indexes, the active segment's indexes (checkpointed first), write buffer,
+    /// preallocation and open file. Unflushed appends are flushed first. Everything is
+    /// reloaded on the next use; calling it on a busy partition is correct, only slower. The
+    /// server calls it after a partition has been idle for a while, or to keep its open files
+    /// within a budget.
     pub async fn release_idle_memory(&mut self) -> Result<(), EngineError> {
         self.check_usable()?;
         if self.positions.durable() != self.positions.log_end() {
@@ -156,11 +193,16 @@ impl<S: Storage> PartitionLog<S> {
         if self.active().indexes_loaded && self.checkpointed_bytes != self.active().size_bytes {
             self.write_checkpoint().await?;
         }
-        let active = self.active_mut();
-        active.drop_indexes();
-        active.appender = None;
+        self.release_active_file().await?;
+        self.active_mut().drop_indexes();
         self.segments.shrink_to_fit();
+        self.clean_on_disk = true;
         Ok(())
+    }
+
+    /// Files this log holds open (the active `.log` unless released, and sealed ones being read).
+    pub fn open_files(&self) -> usize {
+        self.segments.iter().filter(|s| s.file.is_some()).count()
     }
 
     /// Estimate of the heap this partition holds: indexes, batch cache, write buffer,

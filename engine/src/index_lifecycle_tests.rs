@@ -398,3 +398,117 @@ fn idle_release_keeps_a_few_kib_and_everything_reloads() {
     assert_eq!(log.log_end_offset(), end.plus(1));
     assert_eq!(read_all(&mut log, Offset(0)).len(), 62);
 }
+
+/// The active `.log` of the test log, as the simulated disk has it.
+fn active_log_bytes(s: &SimStorage, log: &PartitionLog<SimStorage>) -> usize {
+    let base = log.segments.last().expect("a segment").base;
+    let path = log.dir().join(segment_file_name(base, FileKind::Log));
+    s.file_bytes(&path).unwrap().len()
+}
+
+/// Every write, sync, truncate, allocate and read from now on fails: an operation that still
+/// succeeds did no I/O but open and close.
+fn fail_all_io(s: &SimStorage) {
+    s.set_faults(crate::io::sim::FaultConfig {
+        io_error_per_million: 1_000_000,
+        bit_flip_per_million: 0,
+    });
+}
+
+#[test]
+fn preallocation_follows_the_data_and_idle_release_gives_it_back() {
+    let s = SimStorage::new(21, FaultConfig::default());
+    let config = LogConfig {
+        segment_bytes_max: 1 << 30,
+        ..checkpoint_config()
+    };
+    let manager =
+        crate::LogManager::new(s.clone(), PathBuf::from("/data")).with_prealloc_budget(8 << 20);
+    let clock = std::rc::Rc::new(crate::io::sim::ManualClock::new(1_000));
+    let open = |topic: &str| {
+        let clock: std::rc::Rc<dyn crate::io::Clock> = clock.clone();
+        block_on(manager.open_partition(topic, 0, config.clone(), clock)).unwrap()
+    };
+    let (mut idle, mut hot) = (open("idle"), open("hot"));
+    assert_eq!(
+        active_log_bytes(&s, &idle),
+        0,
+        "an empty partition costs no data block"
+    );
+    append(&mut idle, 1, 100, 1);
+    block_on(idle.flush()).unwrap();
+    assert_eq!(
+        active_log_bytes(&s, &idle),
+        4096,
+        "a first small batch: one block"
+    );
+    // A hot partition: 64 KiB batches as fast as the (manual) clock allows.
+    for i in 0..64 {
+        append(&mut hot, 1, 64 << 10, i);
+        block_on(hot.flush()).unwrap();
+    }
+    let held = manager.prealloc_budget().held_bytes();
+    let hot_file = s
+        .file_bytes(&PathBuf::from("/data/hot-0/00000000000000000000.log"))
+        .unwrap()
+        .len() as u64;
+    let hot_size = hot.segments[0].size_bytes;
+    assert!(held > 1 << 20, "a hot partition runs ahead: {held} bytes");
+    assert!(
+        hot_file > hot_size + (1 << 20),
+        "file {hot_file} for {hot_size} of data"
+    );
+    assert!(held <= 8 << 20, "within the shard's budget");
+    // Idle release: trimmed to the data, file closed, budget back; reopened on demand.
+    block_on(hot.release_idle_memory()).unwrap();
+    assert_eq!(manager.prealloc_budget().held_bytes(), 0);
+    assert_eq!(hot.open_files(), 0);
+    let trimmed = s
+        .file_bytes(&PathBuf::from("/data/hot-0/00000000000000000000.log"))
+        .unwrap()
+        .len() as u64;
+    assert_eq!(trimmed, hot_size);
+    let read = block_on(hot.read(Offset(10), 1)).unwrap();
+    assert_eq!(validate_base(&read.chunks[0]), Offset(10));
+    assert_eq!(hot.open_files(), 1, "a read reopened the active file");
+    assert_eq!(append(&mut hot, 1, 10, 100), Offset(64));
+    block_on(hot.flush()).unwrap();
+    block_on(idle.close()).unwrap();
+    block_on(hot.close()).unwrap();
+    assert_eq!(manager.prealloc_budget().held_bytes(), 0);
+}
+
+fn validate_base(chunk: &[u8]) -> Offset {
+    crate::batch::validate_prefix(chunk).unwrap().base_offset
+}
+
+#[test]
+fn a_released_or_cleanly_reopened_log_closes_without_writing() {
+    let s = SimStorage::new(22, FaultConfig::default());
+    let mut log = open(&s, checkpoint_config());
+    fill(&mut log, 30, 1_000);
+    block_on(log.release_idle_memory()).unwrap();
+    fail_all_io(&s);
+    block_on(log.close()).unwrap(); // no write, sync or truncate: they would all fail
+    s.set_faults(FaultConfig::default());
+    // Closed cleanly: the next open finds the files current, and releasing and closing it
+    // writes nothing either.
+    let mut log = open(&s, checkpoint_config());
+    assert_eq!(log.log_end_offset(), Offset(60));
+    fail_all_io(&s);
+    block_on(log.release_idle_memory()).unwrap();
+    block_on(log.close()).unwrap();
+    s.set_faults(FaultConfig::default());
+    // Everything is still there, and a fresh empty log also closes without writing.
+    let mut log = open(&s, checkpoint_config());
+    assert_eq!(read_all(&mut log, Offset(0)).len(), 30);
+    let found = block_on(log.offset_for_timestamp(TimestampMs(1_029))).unwrap();
+    assert_eq!(found, Some((Offset(58), TimestampMs(1_029))));
+    assert_eq!(append(&mut log, 1, 10, 2_000), Offset(60));
+    block_on(log.close()).unwrap();
+    let empty = crate::LogManager::new(s.clone(), PathBuf::from("/data"));
+    let clock = std::rc::Rc::new(crate::io::sim::ManualClock::new(1_000));
+    let fresh = block_on(empty.open_partition("fresh", 0, checkpoint_config(), clock)).unwrap();
+    fail_all_io(&s);
+    block_on(fresh.close()).unwrap();
+}

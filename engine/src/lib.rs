@@ -8,6 +8,8 @@
 //!   `io::sim` (seeded faults).
 //! - [`log_manager`]: [`LogManager`], owner of the data directory layout.
 //! - [`partition_log`]: [`PartitionLog`], append / flush / read / retention of one partition.
+//! - [`prealloc`]: how far ahead of its data an active `.log` is allocated (a step following the
+//!   write rate, within a per-shard budget).
 //!
 //! # On-disk layout
 //! ```text
@@ -26,16 +28,23 @@
 //! Positions: `log_start_offset <= high_watermark <= log_end_offset`, `durable_offset <= log_end_offset`.
 //!
 //! # Bounds
-//! - Active segment: at most [`segment::appender::WRITE_BYTES_MAX`] (1 MiB) + one block buffered;
-//!   files preallocated in [`partition_log::PREALLOC_BYTES`] (16 MiB) steps.
+//! - Active segment: at most [`segment::appender::WRITE_BYTES_MAX`] (1 MiB) + one block buffered.
+//! - Disk ahead of the data: an empty partition has no data block; the active `.log` is
+//!   preallocated by about a second of writes at the partition's rate, 0 (a trickle: writes
+//!   extend the file) or [`prealloc::PREALLOC_STEP_MIN`] (64 KiB) to
+//!   [`prealloc::PREALLOC_STEP_MAX`] (16 MiB), and all partitions of a shard hold at most their
+//!   [`prealloc::PreallocBudget`] ahead ([`prealloc::SHARD_PREALLOC_BYTES_DEFAULT`], 256 MiB).
 //! - Tail batch cache: `LogConfig::batch_cache_bytes_max` per partition.
-//! - Open files: the active `.log` plus at most [`partition_log::OPEN_SEALED_FILES_MAX`] sealed ones.
+//! - Open files: the active `.log` plus at most [`partition_log::OPEN_SEALED_FILES_MAX`] sealed
+//!   ones; none once the partition is released idle ([`PartitionLog::open_files`]).
 //! - Sparse indexes (8 + 12 bytes per `index_interval_bytes` of log) are in memory only for the
 //!   active segment and the open sealed ones; other sealed segments keep a summary of a few
 //!   dozen bytes and reload their indexes when a read opens them.
 //! - Idle partition: [`PartitionLog::release_idle_memory`] drops the batch cache, sealed files
-//!   and indexes, the active indexes (checkpointed) and write buffer: a few KiB remain
-//!   ([`PartitionLog::resident_bytes`]; tested below 8 KiB).
+//!   and indexes, the active indexes (checkpointed) and write buffer, trims the active `.log` to
+//!   its batches and closes it: a few KiB remain ([`PartitionLog::resident_bytes`]; tested
+//!   below 8 KiB), and closing it later writes nothing (nor does closing a log that opened
+//!   clean and was not written).
 //! - Crash recovery scans at most about [`partition_log::CHECKPOINT_BYTES`] (256 MiB, or a quarter
 //!   segment) plus one flush's worth of the active segment: its indexes and the producer snapshot
 //!   are checkpointed that often.
@@ -73,6 +82,7 @@ pub mod io;
 pub mod log_manager;
 pub mod partition_log;
 pub mod positions;
+pub mod prealloc;
 pub mod producer_state;
 mod recovery;
 mod retention;

@@ -4,22 +4,43 @@ use crate::config::LogConfig;
 use crate::error::EngineError;
 use crate::io::{Clock, Storage};
 use crate::partition_log::PartitionLog;
+use crate::prealloc::{PreallocBudget, SHARD_PREALLOC_BYTES_DEFAULT};
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
 
-/// Owns the data directory layout of one core's partitions.
+/// Owns the data directory layout of one core's partitions, and what they share: the storage
+/// and the preallocation budget.
 pub struct LogManager<S: Storage> {
     storage: Rc<S>,
     data_dir: PathBuf,
+    prealloc_budget: Rc<PreallocBudget>,
 }
 
 impl<S: Storage> LogManager<S> {
-    /// A manager for partitions under `data_dir` (created on first open).
+    /// A manager for partitions under `data_dir` (created on first open), with the default
+    /// preallocation budget ([`SHARD_PREALLOC_BYTES_DEFAULT`]).
     pub fn new(storage: S, data_dir: PathBuf) -> Self {
         LogManager {
             storage: Rc::new(storage),
             data_dir,
+            prealloc_budget: PreallocBudget::new(SHARD_PREALLOC_BYTES_DEFAULT),
         }
+    }
+
+    /// The same manager with a preallocation budget of `bytes` for all its partitions.
+    pub fn with_prealloc_budget(mut self, bytes: u64) -> Self {
+        self.prealloc_budget = PreallocBudget::new(bytes);
+        self
+    }
+
+    /// Bytes allocated ahead of the data by this manager's partitions, and the bound.
+    pub fn prealloc_budget(&self) -> &PreallocBudget {
+        &self.prealloc_budget
+    }
+
+    /// The storage every partition of this manager uses.
+    pub fn storage(&self) -> &S {
+        &self.storage
     }
 
     /// The data directory.
@@ -43,7 +64,8 @@ impl<S: Storage> LogManager<S> {
         check_topic_name(topic)?;
         assert!(partition >= 0, "partition index must be >= 0");
         let dir = self.partition_dir(topic, partition);
-        PartitionLog::open(self.storage.clone(), dir, config, clock).await
+        let budget = self.prealloc_budget.clone();
+        PartitionLog::open(self.storage.clone(), dir, config, clock, budget).await
     }
 
     /// Deletes the whole directory of a partition (its log must be closed or dropped first).

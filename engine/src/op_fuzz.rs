@@ -1,7 +1,9 @@
 //! Op-fuzzer: random sequences of append / flush / read / timestamp lookup / retention /
-//! DeleteRecords / duplicate re-send / crash+reopen / close+reopen against a trivial in-memory
+//! DeleteRecords / duplicate re-send / idle release (trim the preallocation, close the active
+//! file, reopen it on the next use) / crash+reopen / close+reopen against a trivial in-memory
 //! model, on the simulated disk with seeded faults (EIO, torn and reordered writes, bit flips,
-//! length changes lost in a crash).
+//! length changes lost in a crash). Each case draws a preallocation budget (none, a little,
+//! plenty), so appends run with and without room allocated ahead of them.
 //!
 //! About a third of the cases turn on latency: storage operations then take a seeded number of
 //! polls, background writes stay in flight across operations, and some operations (recovery
@@ -13,7 +15,9 @@
 //! reads return whole batches equal to the model's; nothing durable is lost in a crash and what
 //! survives is a prefix of what was appended; the log start survives restarts (an interrupted
 //! retention/DeleteRecords may or may not have moved it); duplicates of a batch still in the log
-//! are detected.
+//! are detected; the preallocation budget is never overdrawn and is all given back when the
+//! log is released, closed or dropped; a released log holds no open file and its active `.log`
+//! is exactly its batches.
 //!
 //! `RILL_SIM_CASES=N` runs N cases (default 1500) from seed `RILL_SIM_BASE` (default 0x5eed0000);
 //! `RILL_SIM_SEED=S` replays one case; `RILL_SIM_KEEP_GOING=1` runs all cases and lists the
@@ -28,6 +32,7 @@ use crate::io::sim::{block_on, block_on_polls, FaultConfig, ManualClock, SimStat
 use crate::io::Clock;
 use crate::log_manager::LogManager;
 use crate::partition_log::PartitionLog;
+use crate::segment::file_name::{segment_file_name, FileKind};
 use crate::types::{Offset, TimestampMs};
 use bytes::BytesMut;
 use std::future::Future;
@@ -112,6 +117,8 @@ struct Harness {
     big_batches: bool,
     /// After an interrupted retention or DeleteRecords: the furthest the log start may have moved.
     start_may_reach: Option<Offset>,
+    /// Opens the log; owns the preallocation budget the log draws on.
+    manager: LogManager<SimStorage>,
 }
 
 /// [`build_test_batch`], fast for large payloads in unoptimised builds: the payload pattern is
@@ -201,6 +208,9 @@ impl Harness {
         };
         let storage = SimStorage::new(rng.u64(..), FaultConfig::default());
         storage.set_latency_polls_max(latency_polls_max);
+        let prealloc_budget = [0, 64 << 10, 1 << 20, 1 << 30][rng.usize(0..4)];
+        let manager = LogManager::new(storage.clone(), PathBuf::from("/data"))
+            .with_prealloc_budget(prealloc_budget);
         let clock = Rc::new(ManualClock::new(1_000_000));
         let mut h = Harness {
             rng,
@@ -214,6 +224,7 @@ impl Harness {
             latency_polls_max,
             big_batches,
             start_may_reach: None,
+            manager,
         };
         h.reopen();
         h
@@ -242,9 +253,10 @@ impl Harness {
     /// but with latency on maybe crashing in the middle of recovery first.
     fn reopen(&mut self) {
         self.storage.set_faults(FaultConfig::default());
-        let manager = LogManager::new(self.storage.clone(), PathBuf::from("/data"));
+        self.check_budget_returned();
         let clock: Rc<dyn Clock> = self.clock.clone();
         let budget = self.crash_budget().map(|b| b * 4);
+        let manager = &self.manager;
         let opened = run(
             budget,
             manager.open_partition("fuzz", 0, self.config.clone(), clock.clone()),
@@ -387,11 +399,54 @@ impl Harness {
             83..=85 => self.op_delete_records(),
             86..=88 => self.op_duplicate(),
             89..=93 => self.crash_and_reopen(),
-            94..=96 => self.op_close_reopen(),
+            94..=95 => self.op_close_reopen(),
+            96 => self.op_release_idle(),
             _ => self.clock.advance(self.rng.i64(0..3000)),
         }
         if self.log.is_some() {
             self.check_positions();
+            let budget = self.manager.prealloc_budget();
+            assert!(
+                budget.held_bytes() <= budget.limit_bytes(),
+                "budget overdrawn"
+            );
+        }
+    }
+
+    /// With no log open, every byte of the preallocation budget is back.
+    fn check_budget_returned(&self) {
+        assert!(self.log.is_none());
+        let held = self.manager.prealloc_budget().held_bytes();
+        assert_eq!(
+            held, 0,
+            "a dropped or closed log kept {held} bytes of the budget"
+        );
+    }
+
+    fn op_release_idle(&mut self) {
+        self.trace.push("release_idle_memory".into());
+        let budget = self.crash_budget();
+        match run(budget, self.log().release_idle_memory()) {
+            Some(Ok(())) => {
+                let end = self.model.end().max(self.model.log_start);
+                assert_eq!(self.log().durable_offset(), end, "release flushes");
+                self.model.durable = end;
+                let log = self.log.as_ref().expect("open");
+                assert_eq!(log.open_files(), 0, "a released log holds no file");
+                let held = self.manager.prealloc_budget().held_bytes();
+                assert_eq!(held, 0, "a released log holds no preallocation");
+                let active = log.active();
+                let name = segment_file_name(active.base, FileKind::Log);
+                let path = log.dir().join(name);
+                let file_bytes = self.storage.file_bytes(&path).expect("active .log").len();
+                assert_eq!(
+                    file_bytes as u64, active.size_bytes,
+                    "trimmed to its batches"
+                );
+            }
+            Some(Err(e)) if is_fatal(&e) => self.crash_and_reopen(),
+            Some(Err(e)) => panic!("release_idle_memory failed: {e}"),
+            None => self.interrupted(budget),
         }
     }
 

@@ -15,6 +15,7 @@ use crate::config::{FlushPolicy, LogConfig};
 use crate::error::EngineError;
 use crate::io::{BlockFile, Clock, OpenMode, Storage};
 use crate::positions::Positions;
+use crate::prealloc::{Prealloc, PreallocBudget};
 use crate::producer_state::ProducerState;
 use crate::segment::appender::Appender;
 use crate::segment::cursor::BatchCursor;
@@ -30,8 +31,6 @@ use std::rc::Rc;
 pub const PRODUCER_SNAPSHOT_FILE: &str = "producer.snapshot";
 /// File holding the log start offset after DeleteRecords.
 pub const LOG_START_FILE: &str = "log-start-offset";
-/// Preallocation step of the active `.log` (capped by `segment_bytes_max`).
-pub const PREALLOC_BYTES: u64 = 16 << 20;
 /// Sealed segment files kept open at once per partition; older ones are closed and reopened on
 /// demand, so open files stay bounded however long the log grows.
 pub const OPEN_SEALED_FILES_MAX: usize = 4;
@@ -96,6 +95,15 @@ pub struct PartitionLog<S: Storage> {
     pub(crate) checkpointed_bytes: u64,
     /// What the recovery at open did (how much it scanned, what it dropped).
     pub(crate) recovery_stats: crate::recovery::RecoveryStats,
+    /// The shard's bound on bytes allocated ahead of the data.
+    pub(crate) prealloc_budget: Rc<PreallocBudget>,
+    /// Preallocation step the next active segment starts from (the sealed one's).
+    pub(crate) prealloc_step: u64,
+    /// The files already say what [`Self::close`] would make them say: every batch flushed,
+    /// the active `.log` trimmed to its data, its indexes and the producer snapshot as of the
+    /// log end. Set by an open that found them so and by an idle release; cleared before any
+    /// write. `close` then only closes files (10,000 idle partitions shut down in no time).
+    pub(crate) clean_on_disk: bool,
 }
 
 impl<S: Storage> PartitionLog<S> {
@@ -109,6 +117,7 @@ impl<S: Storage> PartitionLog<S> {
         self.check_usable()?;
         let sent = batch::validate_for_append(&batch, self.config.message_bytes_max)?;
         self.producers.check(&sent)?;
+        self.clean_on_disk = false;
         if let Err(e) = self.ensure_active_writable().await {
             self.failed = true;
             return Err(e);
@@ -212,7 +221,9 @@ impl<S: Storage> PartitionLog<S> {
     async fn seal_active(&mut self) -> Result<(), EngineError> {
         let active = self.segments.last_mut().expect("at least one segment");
         active.seal_time_index();
-        active.appender = None;
+        if let Some(appender) = active.appender.take() {
+            self.prealloc_step = appender.prealloc().step();
+        }
         let file = active.file.take().expect("active segment is open");
         file.truncate(active.size_bytes).await?;
         file.sync().await?;
@@ -272,16 +283,20 @@ impl<S: Storage> PartitionLog<S> {
             0,
             &[],
             0,
-            self.prealloc_bytes(),
+            self.new_prealloc(),
             self.config.segment_bytes_max,
         ));
         segment.file = Some(file);
         Ok(segment)
     }
 
-    /// Preallocation step for this log's segments.
-    pub(crate) fn prealloc_bytes(&self) -> u64 {
-        PREALLOC_BYTES.min(crate::io::align_up(self.config.segment_bytes_max))
+    /// Preallocation of a new appender: from the last sealed segment's step, on the shard's budget.
+    pub(crate) fn new_prealloc(&self) -> Prealloc {
+        Prealloc::new(
+            self.prealloc_budget.clone(),
+            self.clock.clone(),
+            self.prealloc_step,
+        )
     }
 
     /// Writes everything appended so far and fdatasyncs it once; returns the durable offset.
@@ -447,10 +462,15 @@ impl<S: Storage> PartitionLog<S> {
 
     /// Makes segment `i` readable: opens a sealed segment's `.log` read-only on first use
     /// (closing the least recently opened one beyond [`OPEN_SEALED_FILES_MAX`], whose indexes
-    /// are dropped with it) and loads the segment's indexes if they are not in memory.
+    /// are dropped with it), reopens the active one after an idle release, and loads the
+    /// segment's indexes if they are not in memory.
     pub(crate) async fn ensure_open(&mut self, i: usize) -> Result<(), EngineError> {
         if self.segments[i].file.is_none() {
-            self.open_sealed_file(i).await?;
+            if i + 1 == self.segments.len() {
+                self.reopen_active_file().await?;
+            } else {
+                self.open_sealed_file(i).await?;
+            }
         }
         if !self.segments[i].indexes_loaded {
             self.load_indexes(i).await?;
@@ -459,10 +479,7 @@ impl<S: Storage> PartitionLog<S> {
     }
 
     async fn open_sealed_file(&mut self, i: usize) -> Result<(), EngineError> {
-        assert!(
-            i + 1 < self.segments.len(),
-            "the active segment is always open"
-        );
+        assert!(i + 1 < self.segments.len(), "a sealed segment");
         let base = self.segments[i].base;
         let path = self.dir.join(segment_file_name(base, FileKind::Log));
         self.segments[i].file = Some(self.storage.open(&path, OpenMode::Read).await?);
@@ -534,13 +551,22 @@ impl<S: Storage> PartitionLog<S> {
     /// active segment's indexes and the producer snapshot, and closes every file.
     pub async fn close(mut self) -> Result<(), EngineError> {
         self.check_usable()?;
+        if self.clean_on_disk {
+            return self.close_files().await;
+        }
         self.flush_inner().await?;
         let last = self.segments.len() - 1;
         self.ensure_open(last).await?;
         let log_end = self.positions.log_end();
         self.seal_active().await?;
         self.write_producer_snapshot(log_end).await?;
+        self.close_files().await
+    }
+
+    /// Closes every open file.
+    async fn close_files(&mut self) -> Result<(), EngineError> {
         for segment in &mut self.segments {
+            segment.appender = None;
             if let Some(file) = segment.file.take() {
                 file.close().await?;
             }

@@ -33,6 +33,7 @@ use crate::error::EngineError;
 use crate::io::{align_down, BlockFile, Clock, OpenMode, Storage};
 use crate::partition_log::{PartitionLog, LOG_START_FILE, PRODUCER_SNAPSHOT_FILE};
 use crate::positions::Positions;
+use crate::prealloc::PreallocBudget;
 use crate::producer_state::ProducerState;
 use crate::segment::appender::Appender;
 use crate::segment::cursor::BatchCursor;
@@ -71,15 +72,22 @@ pub struct RecoveryStats {
     pub producer_replay_read_bytes: u64,
     /// Whether recovery wrote a fresh index checkpoint (long scan or dropped entries).
     pub checkpoint_written: bool,
+    /// Whether the active segment's index files already held every entry the scan found (as a
+    /// clean close or an idle release leaves them): nothing to checkpoint.
+    pub active_indexes_current: bool,
+    /// Whether the producer snapshot was taken at the log end (or the log is empty).
+    pub producer_snapshot_current: bool,
 }
 
 impl<S: Storage> PartitionLog<S> {
-    /// Opens or creates the log in `dir`, recovering it after a crash.
+    /// Opens or creates the log in `dir`, recovering it after a crash. Its active segment
+    /// preallocates within `prealloc_budget` (shared by the partitions of one shard).
     pub async fn open(
         storage: Rc<S>,
         dir: PathBuf,
         config: LogConfig,
         clock: Rc<dyn Clock>,
+        prealloc_budget: Rc<PreallocBudget>,
     ) -> Result<Self, EngineError> {
         config.validate().map_err(EngineError::InvalidConfig)?;
         storage.create_dir_all(&dir).await?;
@@ -100,6 +108,9 @@ impl<S: Storage> PartitionLog<S> {
             open_sealed: std::collections::VecDeque::new(),
             checkpointed_bytes: 0,
             recovery_stats: RecoveryStats::default(),
+            prealloc_budget,
+            prealloc_step: 0,
+            clean_on_disk: false,
         };
         let (bases, checkpoint) = log.clean_directory().await?;
         let tail = log
@@ -118,6 +129,15 @@ impl<S: Storage> PartitionLog<S> {
         log.positions = Positions::recovered(log_start, log_end, hw_follows_durable);
         log.recover_producers(tail).await?;
         log.checkpoint_after_recovery().await?;
+        let stats = log.recovery_stats;
+        if stats.checkpoint_written
+            || (stats.active_indexes_current && stats.producer_snapshot_current)
+        {
+            // The files are as close would leave them: an idle release or a close has
+            // nothing to write for this log until it changes.
+            log.checkpointed_bytes = log.active().size_bytes;
+            log.clean_on_disk = true;
+        }
         tracing::debug!(dir = %log.dir.display(), log_start = log_start.0, log_end = log_end.0, segments = log.segments.len(), "opened partition log");
         Ok(log)
     }
@@ -172,6 +192,7 @@ impl<S: Storage> PartitionLog<S> {
         let Some((&active_base, sealed)) = bases.split_last() else {
             let segment = self.create_segment(checkpoint).await?;
             self.segments.push(segment);
+            self.recovery_stats.active_indexes_current = true; // empty, exact
             return Ok(ScannedTail {
                 from: checkpoint,
                 producer_batches: Vec::new(),
@@ -292,6 +313,8 @@ impl<S: Storage> PartitionLog<S> {
         segment.time_index = time_index;
         let expected = segment.next_offset;
         let (end, batches) = self.scan(&mut segment, pos, expected, file_bytes).await?;
+        // The scan re-adds the entry it resumed from; any further one is news to the files.
+        self.recovery_stats.active_indexes_current = dropped == 0 && segment.index.len() == listed;
         self.recovery_stats.active_scan_from_bytes = pos;
         self.recovery_stats.active_scanned_bytes = end - pos;
         self.recovery_stats.active_cut_bytes = file_bytes - end;
@@ -325,7 +348,7 @@ impl<S: Storage> PartitionLog<S> {
             end,
             &tail,
             end,
-            self.prealloc_bytes(),
+            self.new_prealloc(),
             self.config.segment_bytes_max,
         );
         segment.appender = Some(appender);
@@ -369,6 +392,7 @@ impl<S: Storage> PartitionLog<S> {
             .and_then(|b| ProducerState::decode(&b))
             .filter(|(o, _)| *o >= log_start && *o <= log_end);
         let from = snapshot.as_ref().map_or(log_start, |(o, _)| *o);
+        self.recovery_stats.producer_snapshot_current = from == log_end;
         self.producers = snapshot.map(|(_, s)| s).unwrap_or_default();
         self.replay_producers(from, tail.from.min(log_end)).await?;
         // A snapshot offset is a batch boundary; a log start may fall inside a batch, which

@@ -11,11 +11,13 @@
 //!                               ^tail_start           ^end (logical)
 //!   memory:                     [ buf ............... ]
 //! ```
-//! Files are preallocated in steps (`prealloc_bytes`) so most writes do not allocate extents; the
-//! file length therefore exceeds the logical end until the segment is sealed or closed, and
-//! recovery finds the end by validating batches (zeros are never a valid batch).
+//! Files are preallocated ahead of the data in steps that follow the write rate ([`Prealloc`]),
+//! so most writes of a busy partition do not allocate extents; the file length therefore
+//! exceeds the logical end until the segment is sealed, closed or released idle, and recovery
+//! finds the end by validating batches (zeros are never a valid batch).
 
 use crate::io::{align_down, align_up, BlockFile, WriteBuffer, BLOCK_BYTES};
+use crate::prealloc::Prealloc;
 use std::io;
 
 /// Largest write buffer: once this much is pending, its full blocks go out without a flush.
@@ -39,24 +41,25 @@ pub struct Appender<B> {
     len: usize,
     /// Size of the next buffer to borrow.
     buf_bytes: usize,
+    /// The file length as far as the appender knows: past it, a write allocates.
     allocated_bytes: u64,
-    prealloc_bytes: u64,
+    prealloc: Prealloc,
     allocated_bytes_max: u64,
 }
 
 impl<B: WriteBuffer> Appender<B> {
     /// An appender for a log whose logical end is `end`; `tail_block` holds the bytes
-    /// `[align_down(end), end)` already in the file, `file_bytes` is the current file length.
+    /// `[align_down(end), end)` already in the file, `file_bytes` is the current file length;
+    /// `prealloc` decides how far ahead of the data the file is allocated.
     pub fn new(
         end: u64,
         tail_block: &[u8],
         file_bytes: u64,
-        prealloc_bytes: u64,
+        prealloc: Prealloc,
         segment_bytes_max: u64,
     ) -> Self {
         let tail_start = align_down(end);
         assert_eq!(tail_block.len() as u64, end - tail_start);
-        assert!(prealloc_bytes.is_multiple_of(BLOCK_BYTES));
         let allocated_bytes_max = align_up(segment_bytes_max);
         Appender {
             tail_start,
@@ -65,7 +68,7 @@ impl<B: WriteBuffer> Appender<B> {
             len: tail_block.len(),
             buf_bytes: WRITE_BYTES_MIN,
             allocated_bytes: file_bytes,
-            prealloc_bytes,
+            prealloc,
             allocated_bytes_max,
         }
     }
@@ -183,14 +186,31 @@ impl<B: WriteBuffer> Appender<B> {
         Ok(())
     }
 
-    /// Grows the file ahead of writes so that most writes land in allocated extents.
+    /// The file length as far as the appender knows (data plus preallocation).
+    pub fn allocated_bytes(&self) -> u64 {
+        self.allocated_bytes
+    }
+
+    /// The preallocation step and the budget this segment holds.
+    pub fn prealloc(&self) -> &Prealloc {
+        &self.prealloc
+    }
+
+    /// Grows the file ahead of writes up to `end` so that most writes land in allocated
+    /// extents. Without a grant (a slow partition, or the shard's budget spent) nothing is
+    /// allocated: the write itself extends the file.
     async fn ensure_allocated<F: BlockFile>(&mut self, file: &F, end: u64) -> io::Result<()> {
         if end <= self.allocated_bytes {
             return Ok(());
         }
-        let step = (self.allocated_bytes + self.prealloc_bytes).min(self.allocated_bytes_max);
-        let target = step.max(align_up(end));
-        file.allocate(target).await?;
+        let needed = align_up(end);
+        let logical_end = self.end();
+        let target =
+            self.prealloc
+                .extent_end(needed, logical_end, self.allocated_bytes_max.max(needed));
+        if target > needed {
+            file.allocate(target).await?;
+        }
         self.allocated_bytes = target;
         Ok(())
     }
@@ -199,9 +219,17 @@ impl<B: WriteBuffer> Appender<B> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::io::sim::{block_on, FaultConfig, SimStorage};
+    use crate::io::sim::{block_on, FaultConfig, ManualClock, SimStorage};
     use crate::io::{OpenMode, Storage};
+    use crate::prealloc::PreallocBudget;
     use std::path::Path;
+    use std::rc::Rc;
+
+    /// A preallocation whose first step is `step`, on an unlimited budget.
+    fn prealloc(step: u64) -> Prealloc {
+        let clock = Rc::new(ManualClock::new(1_000));
+        Prealloc::new(PreallocBudget::new(u64::MAX), clock, step)
+    }
 
     fn setup() -> (SimStorage, crate::io::sim::SimFile) {
         let s = SimStorage::new(3, FaultConfig::default());
@@ -213,7 +241,7 @@ mod tests {
     #[test]
     fn one_byte_tail_block_is_rewritten_in_place() {
         let (s, f) = setup();
-        let mut a = Appender::new(0, &[], 0, 8192, 1 << 20);
+        let mut a = Appender::new(0, &[], 0, prealloc(8192), 1 << 20);
         block_on(a.append(&f, &[7])).unwrap();
         block_on(a.flush(&f)).unwrap();
         assert_eq!((a.tail_start(), a.end()), (0, 1));
@@ -221,7 +249,11 @@ mod tests {
         block_on(a.flush(&f)).unwrap();
         assert_eq!((a.tail_start(), a.end()), (4096, 4097));
         let bytes = s.file_bytes(Path::new("/p/x.log")).unwrap();
-        assert_eq!(bytes.len(), 8192, "preallocated");
+        assert_eq!(
+            bytes.len(),
+            4096 + 8192,
+            "the written block and a step ahead"
+        );
         assert_eq!(bytes[0], 7);
         assert!(bytes[1..4097].iter().all(|&b| b == 8));
         assert!(bytes[4097..].iter().all(|&b| b == 0));
@@ -230,7 +262,7 @@ mod tests {
     #[test]
     fn resumes_from_a_partial_tail_block() {
         let (s, f) = setup();
-        let mut a = Appender::new(4100, &[1, 2, 3, 4], 4100, 4096, 1 << 20);
+        let mut a = Appender::new(4100, &[1, 2, 3, 4], 4100, prealloc(4096), 1 << 20);
         block_on(a.append(&f, &[5])).unwrap();
         block_on(a.flush(&f)).unwrap();
         let bytes = s.file_bytes(Path::new("/p/x.log")).unwrap();
@@ -241,7 +273,7 @@ mod tests {
     #[test]
     fn full_buffers_go_out_without_sync_and_the_tail_stays() {
         let (s, f) = setup();
-        let mut a = Appender::new(0, &[], 0, 4096, 1 << 20);
+        let mut a = Appender::new(0, &[], 0, prealloc(4096), 1 << 20);
         let data: Vec<u8> = (0..WRITE_BYTES_MAX * 2 + 10).map(|i| i as u8).collect();
         block_on(a.append(&f, &data)).unwrap();
         assert_eq!(a.end(), data.len() as u64);
@@ -265,7 +297,7 @@ mod tests {
     #[test]
     fn buffers_grow_while_streaming_and_shrink_under_small_flushes() {
         let (_s, f) = setup();
-        let mut a = Appender::new(0, &[], 0, 4096, 1 << 30);
+        let mut a = Appender::new(0, &[], 0, prealloc(4096), 1 << 30);
         block_on(a.append(&f, &vec![1u8; 4 * WRITE_BYTES_MAX])).unwrap();
         assert_eq!(a.buf_bytes, WRITE_BYTES_MAX);
         for _ in 0..8 {
@@ -279,7 +311,7 @@ mod tests {
     #[test]
     fn a_batch_ending_on_a_block_boundary_leaves_no_tail() {
         let (_s, f) = setup();
-        let mut a = Appender::new(0, &[], 0, 4096, 1 << 20);
+        let mut a = Appender::new(0, &[], 0, prealloc(4096), 1 << 20);
         block_on(a.append(&f, &[3u8; 8192])).unwrap();
         block_on(a.flush(&f)).unwrap();
         assert_eq!((a.tail_start(), a.end()), (8192, 8192));

@@ -1,6 +1,7 @@
 //! Engine errors and their Kafka error codes.
 
 use crate::types::Offset;
+use rill_types::ErrorCode;
 
 /// What can go wrong in the engine. Each variant maps to a Kafka error code.
 #[derive(Debug, thiserror::Error)]
@@ -70,47 +71,22 @@ pub enum EngineError {
     InvalidConfig(String),
 }
 
-/// Kafka error codes the engine maps to (see Kafka's `Errors.java`).
-pub mod kafka_code {
-    /// UNKNOWN_SERVER_ERROR
-    pub const UNKNOWN_SERVER_ERROR: i16 = -1;
-    /// OFFSET_OUT_OF_RANGE
-    pub const OFFSET_OUT_OF_RANGE: i16 = 1;
-    /// CORRUPT_MESSAGE
-    pub const CORRUPT_MESSAGE: i16 = 2;
-    /// MESSAGE_TOO_LARGE
-    pub const MESSAGE_TOO_LARGE: i16 = 10;
-    /// INVALID_CONFIG
-    pub const INVALID_CONFIG: i16 = 40;
-    /// OUT_OF_ORDER_SEQUENCE_NUMBER
-    pub const OUT_OF_ORDER_SEQUENCE_NUMBER: i16 = 45;
-    /// DUPLICATE_SEQUENCE_NUMBER
-    pub const DUPLICATE_SEQUENCE_NUMBER: i16 = 46;
-    /// INVALID_PRODUCER_EPOCH
-    pub const INVALID_PRODUCER_EPOCH: i16 = 47;
-    /// KAFKA_STORAGE_ERROR
-    pub const KAFKA_STORAGE_ERROR: i16 = 56;
-    /// INVALID_RECORD
-    pub const INVALID_RECORD: i16 = 87;
-}
-
 impl EngineError {
-    /// The Kafka error code a response should carry for this error.
-    pub fn kafka_error_code(&self) -> i16 {
-        use kafka_code::*;
+    /// The Kafka error code a response should carry for this error (Kafka's `Errors.java`).
+    pub fn kafka_error_code(&self) -> ErrorCode {
         match self {
-            EngineError::OffsetOutOfRange { .. } => OFFSET_OUT_OF_RANGE,
-            EngineError::CorruptBatch(_) => CORRUPT_MESSAGE,
-            EngineError::InvalidRecord(_) => INVALID_RECORD,
-            EngineError::MessageTooLarge { .. } => MESSAGE_TOO_LARGE,
+            EngineError::OffsetOutOfRange { .. } => ErrorCode::OffsetOutOfRange,
+            EngineError::CorruptBatch(_) => ErrorCode::CorruptMessage,
+            EngineError::InvalidRecord(_) => ErrorCode::InvalidRecord,
+            EngineError::MessageTooLarge { .. } => ErrorCode::MessageTooLarge,
             EngineError::Io(_) | EngineError::StorageFull | EngineError::Failed => {
-                KAFKA_STORAGE_ERROR
+                ErrorCode::KafkaStorageError
             }
-            EngineError::Layout(_) => KAFKA_STORAGE_ERROR,
-            EngineError::DuplicateSequence { .. } => DUPLICATE_SEQUENCE_NUMBER,
-            EngineError::OutOfOrderSequence { .. } => OUT_OF_ORDER_SEQUENCE_NUMBER,
-            EngineError::InvalidProducerEpoch { .. } => INVALID_PRODUCER_EPOCH,
-            EngineError::InvalidConfig(_) => INVALID_CONFIG,
+            EngineError::Layout(_) => ErrorCode::KafkaStorageError,
+            EngineError::DuplicateSequence { .. } => ErrorCode::DuplicateSequenceNumber,
+            EngineError::OutOfOrderSequence { .. } => ErrorCode::OutOfOrderSequenceNumber,
+            EngineError::InvalidProducerEpoch { .. } => ErrorCode::InvalidProducerEpoch,
+            EngineError::InvalidConfig(_) => ErrorCode::InvalidConfig,
         }
     }
 
@@ -134,16 +110,23 @@ mod tests {
             log_start: Offset(0),
             log_end: Offset(3),
         };
-        assert_eq!(e.kafka_error_code(), 1);
-        assert_eq!(EngineError::CorruptBatch("x".into()).kafka_error_code(), 2);
-        assert_eq!(EngineError::StorageFull.kafka_error_code(), 56);
+        assert_eq!(e.kafka_error_code().code(), 1);
+        assert_eq!(
+            EngineError::CorruptBatch("x".into())
+                .kafka_error_code()
+                .code(),
+            2
+        );
+        assert_eq!(EngineError::StorageFull.kafka_error_code().code(), 56);
         let dup = EngineError::DuplicateSequence {
             base_offset: Offset(1),
             last_offset: Offset(2),
         };
-        assert_eq!(dup.kafka_error_code(), 46);
+        assert_eq!(dup.kafka_error_code().code(), 46);
         assert_eq!(
-            EngineError::from_io(std::io::Error::from_raw_os_error(28)).kafka_error_code(),
+            EngineError::from_io(std::io::Error::from_raw_os_error(28))
+                .kafka_error_code()
+                .code(),
             56
         );
     }

@@ -3,7 +3,7 @@
 //! # Map
 //! - [`types`]: `Offset`, `TimestampMs`, `RelativeOffset`, `FilePosition` newtypes.
 //! - [`config`]: [`LogConfig`], [`FlushPolicy`] (Kafka topic configs, units last).
-//! - [`error`]: [`EngineError`] and its Kafka error codes.
+//! - [`error`]: [`EngineError`] and the Kafka [`ErrorCode`] each variant answers with.
 //! - [`io`]: the [`io::Storage`] / [`io::BlockFile`] / [`io::Clock`] traits; `io::glommio` (real) and
 //!   `io::sim` (seeded faults).
 //! - [`log_manager`]: [`LogManager`], owner of the data directory layout.
@@ -104,4 +104,5 @@ pub use error::EngineError;
 pub use log_manager::LogManager;
 pub use partition_log::{AppendInfo, PartitionLog, ReadBatches};
 pub use recovery::RecoveryStats;
+pub use rill_types::ErrorCode;
 pub use types::{FilePosition, Offset, RelativeOffset, TimestampMs};

@@ -101,7 +101,7 @@ fn out_of_range_reads_are_errors() {
     let mut log = open(&s, small_config());
     append(&mut log, 1, 10, 5);
     let err = block_on(log.read(Offset(2), 100)).unwrap_err();
-    assert_eq!(err.kafka_error_code(), 1);
+    assert_eq!(err.kafka_error_code().code(), 1);
     assert!(
         block_on(log.read(Offset(1), 100))
             .unwrap()
@@ -361,7 +361,7 @@ fn idempotent_duplicates_are_detected_across_restart_and_crash() {
         "replayed from the log"
     );
     let gap = block_on(log.append(producer_batch(9), TimestampMs(1))).unwrap_err();
-    assert_eq!(gap.kafka_error_code(), 45);
+    assert_eq!(gap.kafka_error_code().code(), 45);
 }
 
 #[test]
@@ -379,19 +379,22 @@ fn invalid_batches_are_rejected_without_changing_the_log() {
     assert_eq!(
         block_on(log.append(bad, TimestampMs(1)))
             .unwrap_err()
-            .kafka_error_code(),
+            .kafka_error_code()
+            .code(),
         2
     );
     assert_eq!(
         block_on(log.append(batch(1, 500, 1), TimestampMs(1)))
             .unwrap_err()
-            .kafka_error_code(),
+            .kafka_error_code()
+            .code(),
         10
     );
     assert_eq!(
         block_on(log.append(BytesMut::from(&[0u8; 10][..]), TimestampMs(1)))
             .unwrap_err()
-            .kafka_error_code(),
+            .kafka_error_code()
+            .code(),
         2
     );
     assert_eq!(log.log_end_offset(), Offset(0));
@@ -408,7 +411,10 @@ fn io_error_fails_the_log_until_reopen() {
         io_error_per_million: 1_000_000,
         bit_flip_per_million: 0,
     });
-    assert_eq!(block_on(log.flush()).unwrap_err().kafka_error_code(), 56);
+    assert_eq!(
+        block_on(log.flush()).unwrap_err().kafka_error_code().code(),
+        56
+    );
     s.set_faults(FaultConfig::default());
     assert!(matches!(
         block_on(log.append(batch(1, 1, 1), TimestampMs(1))),

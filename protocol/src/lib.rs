@@ -5,7 +5,7 @@
 //! - [`request`]: header v0-v2 + body decode, checked against the registry first.
 //! - [`response`]: size prefix + response header v0/v1 (ApiVersions always v0) + body.
 //! - [`api_registry`]: the one table of advertised APIs and version ranges; ApiVersions answers.
-//! - [`error_code`]: Kafka error codes as a typed enum.
+//! - [`error_code`]: Kafka error codes as a typed enum (defined in `rill-types`, re-exported).
 //! - [`length_guard`]: wire lengths checked against the frame before anything is allocated,
 //!   walking Kafka's own JSON request specs ([`schema`], pinned in `protocol/specs/`).
 //! - [`record`]: record batch v2 view (zerocopy header, CRC-32C, offset rewrite, nom record

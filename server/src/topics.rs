@@ -16,6 +16,7 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, RwLock};
 
+use rill_protocol::ErrorCode;
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
@@ -66,14 +67,14 @@ pub enum TopicError {
 
 impl TopicError {
     /// The Kafka error code for this refusal.
-    pub fn kafka_error_code(&self) -> i16 {
+    pub fn kafka_error_code(&self) -> ErrorCode {
         match self {
-            TopicError::InvalidName(_) => 17,
-            TopicError::AlreadyExists(_) => 36,
-            TopicError::Unknown(_) => 3,
-            TopicError::InvalidPartitions(_) => 37,
-            TopicError::InvalidConfig(_) => 40,
-            TopicError::Io(_) => 56,
+            TopicError::InvalidName(_) => ErrorCode::InvalidTopicException,
+            TopicError::AlreadyExists(_) => ErrorCode::TopicAlreadyExists,
+            TopicError::Unknown(_) => ErrorCode::UnknownTopicOrPartition,
+            TopicError::InvalidPartitions(_) => ErrorCode::InvalidPartitions,
+            TopicError::InvalidConfig(_) => ErrorCode::InvalidConfig,
+            TopicError::Io(_) => ErrorCode::KafkaStorageError,
         }
     }
 }
@@ -354,7 +355,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let reg = TopicRegistry::open(dir.path()).unwrap();
         reg.create("t", 1, BTreeMap::new()).unwrap();
-        let code = |r: Result<Arc<TopicMeta>, TopicError>| r.unwrap_err().kafka_error_code();
+        let code = |r: Result<Arc<TopicMeta>, TopicError>| r.unwrap_err().kafka_error_code().code();
         assert_eq!(code(reg.create("t", 1, BTreeMap::new())), 36);
         assert_eq!(code(reg.create("bad name", 1, BTreeMap::new())), 17);
         assert_eq!(code(reg.create("", 1, BTreeMap::new())), 17);

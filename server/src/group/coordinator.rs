@@ -10,11 +10,11 @@ use std::collections::HashMap;
 use std::rc::Rc;
 
 use rill_engine::io::Clock;
+use rill_protocol::ErrorCode;
 
 use super::journal::Journal;
 use super::offsets::{CommittedOffset, OffsetKey, OffsetRecord, METADATA_BYTES_MAX};
 use super::ops::{GroupDescription, GroupListing, GroupOp, GroupReply, MemberRef, TopicPartitions};
-use super::state::codes::*;
 use super::state::{Group, GroupState};
 
 /// How often [`GroupCoordinator::tick`] should run (session-expiry granularity).
@@ -63,11 +63,9 @@ impl<J: Journal> GroupCoordinator<J> {
         match op {
             GroupOp::Join(args) => {
                 let rx = self.with_group(group_id, true, |g| g.join(args, now));
-                GroupReply::Join(
-                    rx.expect("created")
-                        .await
-                        .unwrap_or_else(|_| super::ops::JoinResult::error(UNKNOWN_MEMBER_ID, "")),
-                )
+                GroupReply::Join(rx.expect("created").await.unwrap_or_else(|_| {
+                    super::ops::JoinResult::error(ErrorCode::UnknownMemberId, "")
+                }))
             }
             GroupOp::Sync(args) => {
                 let rx = self.with_group(group_id, false, |g| g.sync(args, now));
@@ -76,17 +74,20 @@ impl<J: Journal> GroupCoordinator<J> {
                     None => None,
                 };
                 GroupReply::Sync(
-                    result.unwrap_or_else(|| super::ops::SyncResult::error(UNKNOWN_MEMBER_ID)),
+                    result.unwrap_or_else(|| {
+                        super::ops::SyncResult::error(ErrorCode::UnknownMemberId)
+                    }),
                 )
             }
             GroupOp::Heartbeat(who) => GroupReply::Heartbeat(
                 self.with_group(group_id, false, |g| g.heartbeat(&who, now))
-                    .unwrap_or(UNKNOWN_MEMBER_ID),
+                    .unwrap_or(ErrorCode::UnknownMemberId),
             ),
             GroupOp::Leave(members) => {
                 let errors = self.with_group(group_id, false, |g| g.leave(&members, now));
-                let errors = errors.unwrap_or_else(|| vec![UNKNOWN_MEMBER_ID; members.len()]);
-                GroupReply::Leave(0, errors)
+                let errors =
+                    errors.unwrap_or_else(|| vec![ErrorCode::UnknownMemberId; members.len()]);
+                GroupReply::Leave(ErrorCode::None, errors)
             }
             GroupOp::Commit(who, offsets) => self.commit(group_id, who, offsets, now).await,
             GroupOp::Fetch(topics) => self.fetch(group_id, topics),
@@ -122,7 +123,7 @@ impl<J: Journal> GroupCoordinator<J> {
         let simple = who.generation_id < 0;
         let allowed = self
             .with_group(group_id, simple, |g| g.validate_commit(&who, now))
-            .unwrap_or(Err(ILLEGAL_GENERATION));
+            .unwrap_or(Err(ErrorCode::IllegalGeneration));
         if let Err(code) = allowed {
             return GroupReply::Commit(vec![code; offsets.len()]);
         }
@@ -134,10 +135,10 @@ impl<J: Journal> GroupCoordinator<J> {
                 .as_ref()
                 .is_some_and(|m| m.len() > METADATA_BYTES_MAX)
             {
-                errors.push(OFFSET_METADATA_TOO_LARGE);
+                errors.push(ErrorCode::OffsetMetadataTooLarge);
                 continue;
             }
-            errors.push(0);
+            errors.push(ErrorCode::None);
             value.commit_time_ms = now;
             records.push(OffsetRecord {
                 key: OffsetKey {
@@ -152,7 +153,7 @@ impl<J: Journal> GroupCoordinator<J> {
             return GroupReply::Commit(
                 errors
                     .iter()
-                    .map(|e| if *e == 0 { code } else { *e })
+                    .map(|e| if e.is_ok() { code } else { *e })
                     .collect(),
             );
         }
@@ -202,7 +203,7 @@ impl<J: Journal> GroupCoordinator<J> {
                 })
                 .unwrap_or_default(),
         };
-        GroupReply::Fetch(0, out)
+        GroupReply::Fetch(ErrorCode::None, out)
     }
 
     async fn delete_offsets(&self, group_id: &str, topics: Vec<TopicPartitions>) -> GroupReply {
@@ -210,9 +211,17 @@ impl<J: Journal> GroupCoordinator<J> {
         let subscribed = {
             let groups = self.groups.borrow();
             match groups.get(group_id) {
-                None => return GroupReply::DeleteOffsets(GROUP_ID_NOT_FOUND, vec![0; count]),
+                None => {
+                    return GroupReply::DeleteOffsets(
+                        ErrorCode::GroupIdNotFound,
+                        vec![ErrorCode::None; count],
+                    )
+                }
                 Some(g) if g.state() == GroupState::Dead => {
-                    return GroupReply::DeleteOffsets(GROUP_ID_NOT_FOUND, vec![0; count])
+                    return GroupReply::DeleteOffsets(
+                        ErrorCode::GroupIdNotFound,
+                        vec![ErrorCode::None; count],
+                    )
                 }
                 Some(g) if !g.has_members() => Some(Vec::new()),
                 Some(g) => g.subscribed_topics(),
@@ -220,7 +229,10 @@ impl<J: Journal> GroupCoordinator<J> {
         };
         let Some(subscribed) = subscribed else {
             // Members of an unknown protocol: Kafka refuses while the group is in use.
-            return GroupReply::DeleteOffsets(NON_EMPTY_GROUP, vec![0; count]);
+            return GroupReply::DeleteOffsets(
+                ErrorCode::NonEmptyGroup,
+                vec![ErrorCode::None; count],
+            );
         };
         let mut errors = Vec::with_capacity(count);
         let mut records = Vec::new();
@@ -228,10 +240,10 @@ impl<J: Journal> GroupCoordinator<J> {
             let in_use = subscribed.contains(&topic);
             for partition in partitions {
                 if in_use {
-                    errors.push(GROUP_SUBSCRIBED_TO_TOPIC);
+                    errors.push(ErrorCode::GroupSubscribedToTopic);
                     continue;
                 }
-                errors.push(0);
+                errors.push(ErrorCode::None);
                 records.push(OffsetRecord {
                     key: OffsetKey {
                         group: group_id.to_string(),
@@ -246,31 +258,31 @@ impl<J: Journal> GroupCoordinator<J> {
             return GroupReply::DeleteOffsets(code, errors);
         }
         self.apply(group_id, records);
-        GroupReply::DeleteOffsets(0, errors)
+        GroupReply::DeleteOffsets(ErrorCode::None, errors)
     }
 
     fn describe(&self, group_id: &str) -> GroupDescription {
         match self.groups.borrow().get(group_id) {
             Some(g) => g.describe(),
             None => GroupDescription {
-                error_code: 0,
+                error_code: ErrorCode::None,
                 state: GroupState::Dead.name().to_string(),
                 ..Default::default()
             },
         }
     }
 
-    async fn delete_group(&self, group_id: &str) -> i16 {
+    async fn delete_group(&self, group_id: &str) -> ErrorCode {
         let records = {
             let groups = self.groups.borrow();
             let Some(group) = groups.get(group_id) else {
-                return GROUP_ID_NOT_FOUND;
+                return ErrorCode::GroupIdNotFound;
             };
             if group.state() == GroupState::Dead {
-                return GROUP_ID_NOT_FOUND;
+                return ErrorCode::GroupIdNotFound;
             }
             if group.has_members() || group.state() != GroupState::Empty {
-                return NON_EMPTY_GROUP;
+                return ErrorCode::NonEmptyGroup;
             }
             group
                 .offsets
@@ -295,7 +307,7 @@ impl<J: Journal> GroupCoordinator<J> {
                 g.mark_dead();
             }
         }
-        0
+        ErrorCode::None
     }
 
     /// Every group on this shard.
@@ -318,7 +330,7 @@ impl<J: Journal> GroupCoordinator<J> {
     /// connections drain at once instead of waiting out a rebalance timeout.
     pub fn release_waiters(&self) {
         for group in self.groups.borrow_mut().values_mut() {
-            group.fail_waiters(COORDINATOR_NOT_AVAILABLE);
+            group.fail_waiters(ErrorCode::CoordinatorNotAvailable);
         }
     }
 
@@ -337,22 +349,27 @@ impl<J: Journal> GroupCoordinator<J> {
 fn invalid_group_id(op: &GroupOp) -> GroupReply {
     match op {
         GroupOp::Join(args) => GroupReply::Join(super::ops::JoinResult::error(
-            INVALID_GROUP_ID,
+            ErrorCode::InvalidGroupId,
             &args.member_id,
         )),
-        GroupOp::Sync(_) => GroupReply::Sync(super::ops::SyncResult::error(INVALID_GROUP_ID)),
-        GroupOp::Heartbeat(_) => GroupReply::Heartbeat(INVALID_GROUP_ID),
-        GroupOp::Leave(m) => GroupReply::Leave(INVALID_GROUP_ID, vec![INVALID_GROUP_ID; m.len()]),
-        GroupOp::Commit(_, o) => GroupReply::Commit(vec![INVALID_GROUP_ID; o.len()]),
+        GroupOp::Sync(_) => {
+            GroupReply::Sync(super::ops::SyncResult::error(ErrorCode::InvalidGroupId))
+        }
+        GroupOp::Heartbeat(_) => GroupReply::Heartbeat(ErrorCode::InvalidGroupId),
+        GroupOp::Leave(m) => GroupReply::Leave(
+            ErrorCode::InvalidGroupId,
+            vec![ErrorCode::InvalidGroupId; m.len()],
+        ),
+        GroupOp::Commit(_, o) => GroupReply::Commit(vec![ErrorCode::InvalidGroupId; o.len()]),
         GroupOp::DeleteOffsets(t) => {
             let n = t.iter().map(|(_, p)| p.len()).sum();
-            GroupReply::DeleteOffsets(INVALID_GROUP_ID, vec![0; n])
+            GroupReply::DeleteOffsets(ErrorCode::InvalidGroupId, vec![ErrorCode::None; n])
         }
         GroupOp::Describe => GroupReply::Describe(GroupDescription {
-            error_code: INVALID_GROUP_ID,
+            error_code: ErrorCode::InvalidGroupId,
             ..Default::default()
         }),
-        GroupOp::Delete => GroupReply::Delete(INVALID_GROUP_ID),
+        GroupOp::Delete => GroupReply::Delete(ErrorCode::InvalidGroupId),
         GroupOp::Fetch(_) | GroupOp::List => unreachable!("allowed with an empty id"),
     }
 }

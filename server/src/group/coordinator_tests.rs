@@ -5,6 +5,7 @@ use crate::group::journal::MemJournal;
 use crate::group::ops::{JoinArgs, SyncArgs};
 use futures::executor::block_on;
 use rill_engine::io::sim::ManualClock;
+use rill_protocol::ErrorCode;
 
 fn coordinator() -> GroupCoordinator<MemJournal> {
     GroupCoordinator::new(
@@ -37,7 +38,7 @@ fn commit(
     who: MemberRef,
     p: i32,
     o: i64,
-) -> Vec<i16> {
+) -> Vec<ErrorCode> {
     let op = GroupOp::Commit(who, vec![("t".into(), p, offset(o, Some("meta")))]);
     match block_on(c.handle(group, op)) {
         GroupReply::Commit(errors) => errors,
@@ -51,7 +52,7 @@ fn fetch(
     topics: Option<Vec<TopicPartitions>>,
 ) -> Vec<(String, i32, Option<CommittedOffset>)> {
     match block_on(c.handle(group, GroupOp::Fetch(topics))) {
-        GroupReply::Fetch(0, found) => found,
+        GroupReply::Fetch(ErrorCode::None, found) => found,
         other => panic!("{other:?}"),
     }
 }
@@ -59,8 +60,8 @@ fn fetch(
 #[test]
 fn standalone_commit_then_fetch_named_and_all() {
     let c = coordinator();
-    assert_eq!(commit(&c, "g", simple(), 0, 42), vec![0]);
-    assert_eq!(commit(&c, "g", simple(), 1, 7), vec![0]);
+    assert_eq!(commit(&c, "g", simple(), 0, 42), vec![ErrorCode::None]);
+    assert_eq!(commit(&c, "g", simple(), 1, 7), vec![ErrorCode::None]);
     let named = fetch(&c, "g", Some(vec![("t".into(), vec![0, 5])]));
     assert_eq!(
         named[0].2.as_ref().map(|v| (v.offset, v.leader_epoch)),
@@ -91,8 +92,13 @@ fn standalone_commit_then_fetch_named_and_all() {
 #[test]
 fn a_failed_journal_write_is_an_error_and_not_visible() {
     let c = coordinator();
-    c.journal().fail_with.set(Some(KAFKA_STORAGE_ERROR));
-    assert_eq!(commit(&c, "g", simple(), 0, 42), vec![KAFKA_STORAGE_ERROR]);
+    c.journal()
+        .fail_with
+        .set(Some(ErrorCode::KafkaStorageError));
+    assert_eq!(
+        commit(&c, "g", simple(), 0, 42),
+        vec![ErrorCode::KafkaStorageError]
+    );
     assert_eq!(fetch(&c, "g", Some(vec![("t".into(), vec![0])]))[0].2, None);
 }
 
@@ -108,7 +114,10 @@ fn oversized_metadata_is_refused_per_partition() {
         ],
     );
     match block_on(c.handle("g", op)) {
-        GroupReply::Commit(errors) => assert_eq!(errors, vec![OFFSET_METADATA_TOO_LARGE, 0]),
+        GroupReply::Commit(errors) => assert_eq!(
+            errors,
+            vec![ErrorCode::OffsetMetadataTooLarge, ErrorCode::None]
+        ),
         other => panic!("{other:?}"),
     }
 }
@@ -121,7 +130,10 @@ fn commits_from_unknown_generations_are_refused() {
         group_instance_id: None,
         generation_id: 3,
     };
-    assert_eq!(commit(&c, "absent", stale, 0, 1), vec![ILLEGAL_GENERATION]);
+    assert_eq!(
+        commit(&c, "absent", stale, 0, 1),
+        vec![ErrorCode::IllegalGeneration]
+    );
 }
 
 #[test]
@@ -144,16 +156,19 @@ fn delete_group_and_offsets() {
     let c = coordinator();
     assert_eq!(
         block_on(c.handle("g", GroupOp::Delete)),
-        GroupReply::Delete(GROUP_ID_NOT_FOUND)
+        GroupReply::Delete(ErrorCode::GroupIdNotFound)
     );
     commit(&c, "g", simple(), 0, 1);
     commit(&c, "g", simple(), 1, 1);
     let del = block_on(c.handle("g", GroupOp::DeleteOffsets(vec![("t".into(), vec![0])])));
-    assert_eq!(del, GroupReply::DeleteOffsets(0, vec![0]));
+    assert_eq!(
+        del,
+        GroupReply::DeleteOffsets(ErrorCode::None, vec![ErrorCode::None])
+    );
     assert_eq!(fetch(&c, "g", None).len(), 1);
     assert_eq!(
         block_on(c.handle("g", GroupOp::Delete)),
-        GroupReply::Delete(0)
+        GroupReply::Delete(ErrorCode::None)
     );
     assert!(c.list().is_empty());
     let journal = c.journal().records.borrow();
@@ -176,7 +191,7 @@ fn a_group_with_members_cannot_be_deleted_and_empty_ids_are_invalid() {
     let GroupReply::Join(r) = block_on(c.handle("g", GroupOp::Join(join))) else {
         panic!()
     };
-    assert_eq!((r.error_code, r.generation_id), (0, 1));
+    assert_eq!((r.error_code, r.generation_id), (ErrorCode::None, 1));
     let sync = SyncArgs {
         member_id: r.member_id.clone(),
         generation_id: 1,
@@ -185,15 +200,15 @@ fn a_group_with_members_cannot_be_deleted_and_empty_ids_are_invalid() {
     let GroupReply::Sync(s) = block_on(c.handle("g", GroupOp::Sync(sync))) else {
         panic!()
     };
-    assert_eq!(s.error_code, 0);
+    assert_eq!(s.error_code, ErrorCode::None);
     assert_eq!(
         block_on(c.handle("g", GroupOp::Delete)),
-        GroupReply::Delete(NON_EMPTY_GROUP)
+        GroupReply::Delete(ErrorCode::NonEmptyGroup)
     );
     assert_eq!(c.list()[0].state, "Stable");
     assert_eq!(
         block_on(c.handle("", GroupOp::Delete)),
-        GroupReply::Delete(INVALID_GROUP_ID)
+        GroupReply::Delete(ErrorCode::InvalidGroupId)
     );
 }
 
@@ -228,11 +243,14 @@ fn offsets_of_a_subscribed_topic_cannot_be_deleted() {
     let GroupReply::Join(r) = block_on(c.handle("g", GroupOp::Join(join))) else {
         panic!()
     };
-    assert_eq!(r.error_code, 0);
+    assert_eq!(r.error_code, ErrorCode::None);
     let op = GroupOp::DeleteOffsets(vec![("t".into(), vec![0]), ("other".into(), vec![0])]);
     assert_eq!(
         block_on(c.handle("g", op)),
-        GroupReply::DeleteOffsets(0, vec![GROUP_SUBSCRIBED_TO_TOPIC, 0])
+        GroupReply::DeleteOffsets(
+            ErrorCode::None,
+            vec![ErrorCode::GroupSubscribedToTopic, ErrorCode::None]
+        )
     );
     assert_eq!(
         fetch(&c, "g", None).len(),
@@ -258,7 +276,7 @@ fn groups_left_with_nothing_are_forgotten_on_tick() {
     let leave = GroupOp::Leave(vec![(r.member_id, None)]);
     assert_eq!(
         block_on(c.handle("g", leave)),
-        GroupReply::Leave(0, vec![0])
+        GroupReply::Leave(ErrorCode::None, vec![ErrorCode::None])
     );
     assert_eq!(c.list().len(), 2);
     c.tick();

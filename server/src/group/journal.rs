@@ -20,8 +20,8 @@ use rill_engine::io::{Clock, Storage};
 use rill_engine::{FlushPolicy, LogConfig, LogManager, Offset, PartitionLog};
 
 use super::offsets::{decode_chunk, encode_batch, CommittedOffset, OffsetKey, OffsetRecord};
-use super::state::codes::KAFKA_STORAGE_ERROR;
 use super::{offsets_partition, OFFSETS_TOPIC};
+use rill_protocol::ErrorCode;
 
 /// Records appended since the last snapshot before the journal compacts.
 pub const COMPACT_AFTER_RECORDS: u64 = 10_000;
@@ -34,7 +34,7 @@ const REPLAY_READ_BYTES: usize = 1 << 20;
 #[allow(async_fn_in_trait)] // !Send futures are intended: thread-per-core.
 pub trait Journal {
     /// Make `records` (all of `group_id`) durable; Err is a Kafka error code.
-    async fn append(&self, group_id: &str, records: Vec<OffsetRecord>) -> Result<(), i16>;
+    async fn append(&self, group_id: &str, records: Vec<OffsetRecord>) -> Result<(), ErrorCode>;
 }
 
 /// A journal that keeps records in memory (unit tests): can be told to fail.
@@ -43,11 +43,11 @@ pub struct MemJournal {
     /// Everything appended, in order.
     pub records: RefCell<Vec<OffsetRecord>>,
     /// When set, appends fail with this code.
-    pub fail_with: Cell<Option<i16>>,
+    pub fail_with: Cell<Option<ErrorCode>>,
 }
 
 impl Journal for MemJournal {
-    async fn append(&self, _group_id: &str, records: Vec<OffsetRecord>) -> Result<(), i16> {
+    async fn append(&self, _group_id: &str, records: Vec<OffsetRecord>) -> Result<(), ErrorCode> {
         if let Some(code) = self.fail_with.get() {
             return Err(code);
         }
@@ -71,7 +71,7 @@ pub fn offsets_log_config() -> LogConfig {
     }
 }
 
-type Waiter = (Vec<OffsetRecord>, oneshot::Sender<Result<(), i16>>);
+type Waiter = (Vec<OffsetRecord>, oneshot::Sender<Result<(), ErrorCode>>);
 
 /// One offsets partition's log with its group-commit queue and the live entries (for snapshots).
 pub struct OffsetsLog<S: Storage> {
@@ -149,7 +149,7 @@ impl<S: Storage> OffsetsLog<S> {
     }
 
     /// Append `records` durably; concurrent callers share one fdatasync.
-    pub async fn append(&self, records: Vec<OffsetRecord>) -> Result<(), i16> {
+    pub async fn append(&self, records: Vec<OffsetRecord>) -> Result<(), ErrorCode> {
         if records.is_empty() {
             return Ok(());
         }
@@ -165,7 +165,7 @@ impl<S: Storage> OffsetsLog<S> {
                 }
             }
         }
-        rx.await.unwrap_or(Err(KAFKA_STORAGE_ERROR))
+        rx.await.unwrap_or(Err(ErrorCode::KafkaStorageError))
     }
 
     async fn write(&self, log: &mut PartitionLog<S>, waiters: Vec<Waiter>) {
@@ -272,7 +272,7 @@ fn apply(live: &mut HashMap<OffsetKey, CommittedOffset>, record: OffsetRecord) {
 
 fn fail(waiters: Vec<Waiter>) {
     for (_, tx) in waiters {
-        let _ = tx.send(Err(KAFKA_STORAGE_ERROR));
+        let _ = tx.send(Err(ErrorCode::KafkaStorageError));
     }
 }
 
@@ -310,14 +310,14 @@ impl<S: Storage> LogJournal<S> {
 }
 
 impl<S: Storage> Journal for LogJournal<S> {
-    async fn append(&self, group_id: &str, records: Vec<OffsetRecord>) -> Result<(), i16> {
+    async fn append(&self, group_id: &str, records: Vec<OffsetRecord>) -> Result<(), ErrorCode> {
         let Some(log) = self.logs.get(&offsets_partition(group_id)).cloned() else {
             // Routing sent a group here whose partition this shard does not own: a bug.
             tracing::error!(
                 group = group_id,
                 "offsets partition not owned by this shard"
             );
-            return Err(super::state::codes::COORDINATOR_NOT_AVAILABLE);
+            return Err(ErrorCode::CoordinatorNotAvailable);
         };
         log.append(records).await
     }

@@ -2,6 +2,7 @@
 
 use super::*;
 use rill_engine::io::sim::{block_on, FaultConfig, ManualClock, SimStorage};
+use rill_protocol::ErrorCode;
 use std::path::PathBuf;
 
 fn record(group: &str, partition: i32, offset: Option<i64>) -> OffsetRecord {
@@ -108,7 +109,7 @@ fn the_journal_routes_a_group_to_its_partition() {
             partial
                 .append("orders", vec![record("orders", 0, Some(5))])
                 .await,
-            Err(super::super::state::codes::COORDINATOR_NOT_AVAILABLE)
+            Err(ErrorCode::CoordinatorNotAvailable)
         );
     });
 }

@@ -2,6 +2,7 @@
 //! on one shard for a group coordinated by another crosses cores in the group channel mesh.
 
 use bytes::Bytes;
+use rill_protocol::ErrorCode;
 
 use super::offsets::CommittedOffset;
 
@@ -43,7 +44,7 @@ pub struct JoinedMember {
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct JoinResult {
     /// Kafka error code.
-    pub error_code: i16,
+    pub error_code: ErrorCode,
     /// The new generation.
     pub generation_id: i32,
     /// The group's protocol type.
@@ -60,7 +61,7 @@ pub struct JoinResult {
 
 impl JoinResult {
     /// An error answer that still tells the member its id.
-    pub fn error(error_code: i16, member_id: &str) -> Self {
+    pub fn error(error_code: ErrorCode, member_id: &str) -> Self {
         JoinResult {
             error_code,
             generation_id: -1,
@@ -91,7 +92,7 @@ pub struct SyncArgs {
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct SyncResult {
     /// Kafka error code.
-    pub error_code: i16,
+    pub error_code: ErrorCode,
     /// The group's protocol type.
     pub protocol_type: Option<String>,
     /// The selected assignor.
@@ -102,7 +103,7 @@ pub struct SyncResult {
 
 impl SyncResult {
     /// An error answer.
-    pub fn error(error_code: i16) -> Self {
+    pub fn error(error_code: ErrorCode) -> Self {
         SyncResult {
             error_code,
             ..Default::default()
@@ -128,7 +129,7 @@ pub type TopicPartitions = (String, Vec<i32>);
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct GroupDescription {
     /// Kafka error code.
-    pub error_code: i16,
+    pub error_code: ErrorCode,
     /// "Empty", "PreparingRebalance", "CompletingRebalance", "Stable" or "Dead".
     pub state: String,
     /// e.g. "consumer".
@@ -200,23 +201,23 @@ pub enum GroupReply {
     /// SyncGroup.
     Sync(SyncResult),
     /// Heartbeat error code.
-    Heartbeat(i16),
+    Heartbeat(ErrorCode),
     /// LeaveGroup: top-level error, then one error per member in request order.
-    Leave(i16, Vec<i16>),
+    Leave(ErrorCode, Vec<ErrorCode>),
     /// OffsetCommit: one error per partition in request order.
-    Commit(Vec<i16>),
+    Commit(Vec<ErrorCode>),
     /// OffsetFetch: group error, then (topic, partition, committed or None).
-    Fetch(i16, Vec<(String, i32, Option<CommittedOffset>)>),
+    Fetch(ErrorCode, Vec<(String, i32, Option<CommittedOffset>)>),
     /// OffsetDelete: group error, then one error per partition in request order.
-    DeleteOffsets(i16, Vec<i16>),
+    DeleteOffsets(ErrorCode, Vec<ErrorCode>),
     /// DescribeGroups.
     Describe(GroupDescription),
     /// DeleteGroups error code.
-    Delete(i16),
+    Delete(ErrorCode),
     /// ListGroups.
     List(Vec<GroupListing>),
     /// The coordinator could not be reached (shard gone): this Kafka error for everything.
-    Unavailable(i16),
+    Unavailable(ErrorCode),
 }
 
 /// A group operation crossing cores.

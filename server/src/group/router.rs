@@ -19,11 +19,11 @@ use rill_engine::LogManager;
 use super::coordinator::{GroupCoordinator, TICK_MS};
 use super::journal::LogJournal;
 use super::ops::GroupListing;
-use super::state::codes::COORDINATOR_NOT_AVAILABLE;
 use super::{
     coordinator_shard, owned_offsets_partitions, GroupMsg, GroupOp, GroupReply, OFFSETS_DIR,
 };
 use crate::config::BrokerConfig;
+use rill_protocol::ErrorCode;
 
 /// The coordinator type a real shard runs.
 pub type ShardCoordinator = GroupCoordinator<LogJournal<GlommioStorage>>;
@@ -137,11 +137,11 @@ impl GroupRouter {
             reply,
         };
         if senders.send_to(owner, msg).await.is_err() {
-            return GroupReply::Unavailable(COORDINATOR_NOT_AVAILABLE);
+            return GroupReply::Unavailable(ErrorCode::CoordinatorNotAvailable);
         }
         answer
             .await
-            .unwrap_or(GroupReply::Unavailable(COORDINATOR_NOT_AVAILABLE))
+            .unwrap_or(GroupReply::Unavailable(ErrorCode::CoordinatorNotAvailable))
     }
 
     /// Every group on every shard.

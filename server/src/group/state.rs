@@ -18,43 +18,7 @@ use super::ops::{
     GroupDescription, JoinArgs, JoinResult, JoinedMember, MemberDescription, MemberRef, SyncArgs,
     SyncResult,
 };
-
-/// Kafka error codes the group protocol answers with.
-pub mod codes {
-    /// COORDINATOR_NOT_AVAILABLE.
-    pub const COORDINATOR_NOT_AVAILABLE: i16 = 15;
-    /// ILLEGAL_GENERATION.
-    pub const ILLEGAL_GENERATION: i16 = 22;
-    /// INCONSISTENT_GROUP_PROTOCOL.
-    pub const INCONSISTENT_GROUP_PROTOCOL: i16 = 23;
-    /// INVALID_GROUP_ID.
-    pub const INVALID_GROUP_ID: i16 = 24;
-    /// UNKNOWN_MEMBER_ID.
-    pub const UNKNOWN_MEMBER_ID: i16 = 25;
-    /// INVALID_SESSION_TIMEOUT.
-    pub const INVALID_SESSION_TIMEOUT: i16 = 26;
-    /// REBALANCE_IN_PROGRESS.
-    pub const REBALANCE_IN_PROGRESS: i16 = 27;
-    /// OFFSET_METADATA_TOO_LARGE.
-    pub const OFFSET_METADATA_TOO_LARGE: i16 = 12;
-    /// UNKNOWN_TOPIC_OR_PARTITION.
-    pub const UNKNOWN_TOPIC_OR_PARTITION: i16 = 3;
-    /// NON_EMPTY_GROUP.
-    pub const NON_EMPTY_GROUP: i16 = 68;
-    /// GROUP_ID_NOT_FOUND.
-    pub const GROUP_ID_NOT_FOUND: i16 = 69;
-    /// MEMBER_ID_REQUIRED.
-    pub const MEMBER_ID_REQUIRED: i16 = 79;
-    /// FENCED_INSTANCE_ID.
-    pub const FENCED_INSTANCE_ID: i16 = 82;
-    /// GROUP_SUBSCRIBED_TO_TOPIC.
-    pub const GROUP_SUBSCRIBED_TO_TOPIC: i16 = 86;
-    /// KAFKA_STORAGE_ERROR.
-    pub const KAFKA_STORAGE_ERROR: i16 = 56;
-    /// INVALID_REQUEST.
-    pub const INVALID_REQUEST: i16 = 42;
-}
-use codes::*;
+use rill_protocol::ErrorCode;
 
 /// Kafka's `group.min.session.timeout.ms` is 6000; Rill accepts shorter sessions (tests, fast
 /// failure detection on one node) down to this.
@@ -230,15 +194,15 @@ impl Group {
         rx
     }
 
-    fn validate_join(&self, args: &JoinArgs) -> Result<(), i16> {
+    fn validate_join(&self, args: &JoinArgs) -> Result<(), ErrorCode> {
         if self.state == GroupState::Dead {
-            return Err(COORDINATOR_NOT_AVAILABLE);
+            return Err(ErrorCode::CoordinatorNotAvailable);
         }
         if !(SESSION_TIMEOUT_MS_MIN..=SESSION_TIMEOUT_MS_MAX).contains(&args.session_timeout_ms) {
-            return Err(INVALID_SESSION_TIMEOUT);
+            return Err(ErrorCode::InvalidSessionTimeout);
         }
         if args.protocol_type.is_empty() || args.protocols.is_empty() {
-            return Err(INCONSISTENT_GROUP_PROTOCOL);
+            return Err(ErrorCode::InconsistentGroupProtocol);
         }
         let others: Vec<&Member> = self
             .members
@@ -249,7 +213,7 @@ impl Group {
             return Ok(());
         }
         if self.protocol_type.as_deref() != Some(args.protocol_type.as_str()) {
-            return Err(INCONSISTENT_GROUP_PROTOCOL);
+            return Err(ErrorCode::InconsistentGroupProtocol);
         }
         let common = args.protocols.iter().any(|(name, _)| {
             others
@@ -259,7 +223,7 @@ impl Group {
         if common {
             Ok(())
         } else {
-            Err(INCONSISTENT_GROUP_PROTOCOL)
+            Err(ErrorCode::InconsistentGroupProtocol)
         }
     }
 
@@ -282,7 +246,10 @@ impl Group {
         if args.require_known_member_id && args.group_instance_id.is_none() {
             let expires = now_ms + i64::from(args.session_timeout_ms);
             self.pending.insert(member_id.clone(), expires);
-            answer(tx, JoinResult::error(MEMBER_ID_REQUIRED, &member_id));
+            answer(
+                tx,
+                JoinResult::error(ErrorCode::MemberIdRequired, &member_id),
+            );
             return;
         }
         self.add_member(member_id, args, tx, now_ms);
@@ -354,9 +321,10 @@ impl Group {
                 member.awaiting_join = Some(tx);
                 self.prepare_rebalance(now_ms);
             }
-            GroupState::Empty | GroupState::Dead => {
-                answer(tx, JoinResult::error(UNKNOWN_MEMBER_ID, &args.member_id))
-            }
+            GroupState::Empty | GroupState::Dead => answer(
+                tx,
+                JoinResult::error(ErrorCode::UnknownMemberId, &args.member_id),
+            ),
         }
     }
 
@@ -375,10 +343,10 @@ impl Group {
             .remove(old_id)
             .expect("static map is consistent");
         if let Some(old) = member.awaiting_join.take() {
-            answer(old, JoinResult::error(FENCED_INSTANCE_ID, old_id));
+            answer(old, JoinResult::error(ErrorCode::FencedInstanceId, old_id));
         }
         if let Some(old) = member.awaiting_sync.take() {
-            answer(old, SyncResult::error(FENCED_INSTANCE_ID));
+            answer(old, SyncResult::error(ErrorCode::FencedInstanceId));
         }
         let unchanged = member.protocols == args.protocols;
         member.id = new_id.clone();
@@ -410,18 +378,20 @@ impl Group {
     }
 
     /// The member exists and its instance id (if any) still maps to it.
-    fn check_member(&self, member_id: &str, instance_id: Option<&str>) -> Result<(), i16> {
+    fn check_member(&self, member_id: &str, instance_id: Option<&str>) -> Result<(), ErrorCode> {
         if let Some(instance) = instance_id {
             match self.static_members.get(instance) {
-                Some(current) if current != member_id => return Err(FENCED_INSTANCE_ID),
-                None if self.members.contains_key(member_id) => return Err(FENCED_INSTANCE_ID),
+                Some(current) if current != member_id => return Err(ErrorCode::FencedInstanceId),
+                None if self.members.contains_key(member_id) => {
+                    return Err(ErrorCode::FencedInstanceId)
+                }
                 _ => {}
             }
         }
         if self.members.contains_key(member_id) {
             Ok(())
         } else {
-            Err(UNKNOWN_MEMBER_ID)
+            Err(ErrorCode::UnknownMemberId)
         }
     }
 
@@ -442,7 +412,7 @@ impl Group {
             Vec::new()
         };
         JoinResult {
-            error_code: 0,
+            error_code: ErrorCode::None,
             generation_id: self.generation,
             protocol_type: self.protocol_type.clone(),
             protocol_name: self.protocol_name.clone(),
@@ -456,7 +426,7 @@ impl Group {
         if self.state == GroupState::CompletingRebalance {
             for member in self.members.values_mut() {
                 if let Some(tx) = member.awaiting_sync.take() {
-                    answer(tx, SyncResult::error(REBALANCE_IN_PROGRESS));
+                    answer(tx, SyncResult::error(ErrorCode::RebalanceInProgress));
                 }
             }
         }
@@ -568,10 +538,10 @@ impl Group {
             }
         }
         if let Some(tx) = member.awaiting_join.take() {
-            answer(tx, JoinResult::error(UNKNOWN_MEMBER_ID, member_id));
+            answer(tx, JoinResult::error(ErrorCode::UnknownMemberId, member_id));
         }
         if let Some(tx) = member.awaiting_sync.take() {
-            answer(tx, SyncResult::error(UNKNOWN_MEMBER_ID));
+            answer(tx, SyncResult::error(ErrorCode::UnknownMemberId));
         }
         if self.leader.as_deref() == Some(member_id) {
             self.leader = None;
@@ -607,13 +577,13 @@ impl Group {
         rx
     }
 
-    fn validate_sync(&self, args: &SyncArgs) -> Result<(), i16> {
+    fn validate_sync(&self, args: &SyncArgs) -> Result<(), ErrorCode> {
         if self.state == GroupState::Dead {
-            return Err(COORDINATOR_NOT_AVAILABLE);
+            return Err(ErrorCode::CoordinatorNotAvailable);
         }
         self.check_member(&args.member_id, args.group_instance_id.as_deref())?;
         if args.generation_id != self.generation {
-            return Err(ILLEGAL_GENERATION);
+            return Err(ErrorCode::IllegalGeneration);
         }
         let mismatch = |given: &Option<String>, ours: &Option<String>| {
             given.is_some() && ours.is_some() && given != ours
@@ -621,11 +591,11 @@ impl Group {
         if mismatch(&args.protocol_type, &self.protocol_type)
             || mismatch(&args.protocol_name, &self.protocol_name)
         {
-            return Err(INCONSISTENT_GROUP_PROTOCOL);
+            return Err(ErrorCode::InconsistentGroupProtocol);
         }
         match self.state {
-            GroupState::PreparingRebalance => Err(REBALANCE_IN_PROGRESS),
-            GroupState::Empty | GroupState::Dead => Err(UNKNOWN_MEMBER_ID),
+            GroupState::PreparingRebalance => Err(ErrorCode::RebalanceInProgress),
+            GroupState::Empty | GroupState::Dead => Err(ErrorCode::UnknownMemberId),
             _ => Ok(()),
         }
     }
@@ -663,7 +633,7 @@ impl Group {
 
     fn sync_result(&self, member_id: &str) -> SyncResult {
         SyncResult {
-            error_code: 0,
+            error_code: ErrorCode::None,
             protocol_type: self.protocol_type.clone(),
             protocol_name: self.protocol_name.clone(),
             assignment: self.members[member_id].assignment.clone(),
@@ -673,43 +643,43 @@ impl Group {
     // ---------------------------------------------------------------- Heartbeat, LeaveGroup
 
     /// Handle Heartbeat: keeps the session alive; REBALANCE_IN_PROGRESS asks the member to rejoin.
-    pub fn heartbeat(&mut self, args: &MemberRef, now_ms: i64) -> i16 {
+    pub fn heartbeat(&mut self, args: &MemberRef, now_ms: i64) -> ErrorCode {
         match self.state {
-            GroupState::Dead => return COORDINATOR_NOT_AVAILABLE,
-            GroupState::Empty => return UNKNOWN_MEMBER_ID,
+            GroupState::Dead => return ErrorCode::CoordinatorNotAvailable,
+            GroupState::Empty => return ErrorCode::UnknownMemberId,
             _ => {}
         }
         if let Err(code) = self.check_member(&args.member_id, args.group_instance_id.as_deref()) {
             return code;
         }
         if args.generation_id != self.generation {
-            return ILLEGAL_GENERATION;
+            return ErrorCode::IllegalGeneration;
         }
         let member = self.members.get_mut(&args.member_id).expect("checked");
         member.last_heartbeat_ms = now_ms;
         match self.state {
-            GroupState::PreparingRebalance => REBALANCE_IN_PROGRESS,
-            _ => 0,
+            GroupState::PreparingRebalance => ErrorCode::RebalanceInProgress,
+            _ => ErrorCode::None,
         }
     }
 
     /// Handle LeaveGroup for each (member id, instance id); one error per member.
-    pub fn leave(&mut self, members: &[(String, Option<String>)], now_ms: i64) -> Vec<i16> {
+    pub fn leave(&mut self, members: &[(String, Option<String>)], now_ms: i64) -> Vec<ErrorCode> {
         members
             .iter()
             .map(|(member_id, instance)| self.leave_one(member_id, instance.as_deref(), now_ms))
             .collect()
     }
 
-    fn leave_one(&mut self, member_id: &str, instance: Option<&str>, now_ms: i64) -> i16 {
+    fn leave_one(&mut self, member_id: &str, instance: Option<&str>, now_ms: i64) -> ErrorCode {
         if self.state == GroupState::Dead {
-            return COORDINATOR_NOT_AVAILABLE;
+            return ErrorCode::CoordinatorNotAvailable;
         }
         let target = match instance {
             Some(instance) => match self.static_members.get(instance) {
-                None => return UNKNOWN_MEMBER_ID,
+                None => return ErrorCode::UnknownMemberId,
                 Some(current) if !member_id.is_empty() && current != member_id => {
-                    return FENCED_INSTANCE_ID
+                    return ErrorCode::FencedInstanceId
                 }
                 Some(current) => current.clone(),
             },
@@ -717,18 +687,18 @@ impl Group {
         };
         if self.pending.remove(&target).is_some() {
             self.maybe_complete_join(now_ms);
-            return 0;
+            return ErrorCode::None;
         }
         if !self.members.contains_key(&target) {
-            return UNKNOWN_MEMBER_ID;
+            return ErrorCode::UnknownMemberId;
         }
         self.remove_member(&target, now_ms);
-        0
+        ErrorCode::None
     }
 
     /// Answer every parked JoinGroup/SyncGroup with `code` (the coordinator is going away; the
     /// members find it again and rejoin).
-    pub fn fail_waiters(&mut self, code: i16) {
+    pub fn fail_waiters(&mut self, code: ErrorCode) {
         for member in self.members.values_mut() {
             if let Some(tx) = member.awaiting_join.take() {
                 answer(tx, JoinResult::error(code, &member.id));
@@ -797,19 +767,19 @@ impl Group {
 
     /// May this (generation, member) commit offsets now? Simple commits (generation < 0, no
     /// member id) are allowed only while the group has no members.
-    pub fn validate_commit(&mut self, who: &MemberRef, now_ms: i64) -> Result<(), i16> {
+    pub fn validate_commit(&mut self, who: &MemberRef, now_ms: i64) -> Result<(), ErrorCode> {
         if self.state == GroupState::Dead {
-            return Err(COORDINATOR_NOT_AVAILABLE);
+            return Err(ErrorCode::CoordinatorNotAvailable);
         }
         if who.generation_id < 0 && self.members.is_empty() {
             return Ok(());
         }
         self.check_member(&who.member_id, who.group_instance_id.as_deref())?;
         if self.state == GroupState::CompletingRebalance {
-            return Err(REBALANCE_IN_PROGRESS);
+            return Err(ErrorCode::RebalanceInProgress);
         }
         if who.generation_id != self.generation {
-            return Err(ILLEGAL_GENERATION);
+            return Err(ErrorCode::IllegalGeneration);
         }
         if let Some(m) = self.members.get_mut(&who.member_id) {
             m.last_heartbeat_ms = now_ms;
@@ -864,7 +834,7 @@ impl Group {
             })
             .collect();
         GroupDescription {
-            error_code: 0,
+            error_code: ErrorCode::None,
             state: self.state.name().to_string(),
             protocol_type: self.protocol_type().to_string(),
             protocol_data: if stable { protocol } else { String::new() },

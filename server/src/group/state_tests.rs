@@ -2,6 +2,7 @@
 
 use super::*;
 use futures::channel::oneshot::Receiver;
+use rill_protocol::ErrorCode;
 
 fn args(member_id: &str, protocols: &[&str]) -> JoinArgs {
     JoinArgs {
@@ -47,7 +48,7 @@ fn sync_args(member_id: &str, generation_id: i32, assignments: &[(&str, &str)]) 
 /// A first member through MEMBER_ID_REQUIRED, join and sync: returns its id (generation 1).
 fn first_member(g: &mut Group, now: i64) -> String {
     let r = ready(&mut g.join(args("", &["range"]), now)).unwrap();
-    assert_eq!(r.error_code, MEMBER_ID_REQUIRED);
+    assert_eq!(r.error_code, ErrorCode::MemberIdRequired);
     assert!(r.member_id.starts_with("c-"));
     assert_eq!(
         g.state(),
@@ -58,13 +59,16 @@ fn first_member(g: &mut Group, now: i64) -> String {
     let r = ready(&mut g.join(args(&id, &["range"]), now)).expect("sole member completes at once");
     assert_eq!(
         (r.error_code, r.generation_id, r.leader.as_str()),
-        (0, 1, id.as_str())
+        (ErrorCode::None, 1, id.as_str())
     );
     assert_eq!(r.members.len(), 1, "the leader sees every member");
     assert_eq!(r.protocol_name.as_deref(), Some("range"));
     assert_eq!(g.state(), GroupState::CompletingRebalance);
     let s = ready(&mut g.sync(sync_args(&id, 1, &[(&id, "A")]), now)).unwrap();
-    assert_eq!((s.error_code, &s.assignment[..]), (0, &b"A"[..]));
+    assert_eq!(
+        (s.error_code, &s.assignment[..]),
+        (ErrorCode::None, &b"A"[..])
+    );
     assert_eq!(g.state(), GroupState::Stable);
     id
 }
@@ -88,7 +92,7 @@ fn second_member_rebalances_the_first_through_heartbeat() {
         ready(&mut b_join).is_none(),
         "waits for the first member to rejoin"
     );
-    assert_eq!(g.heartbeat(&who(&a, 1), 20), REBALANCE_IN_PROGRESS);
+    assert_eq!(g.heartbeat(&who(&a, 1), 20), ErrorCode::RebalanceInProgress);
     let mut a_join = g.join(args(&a, &["range"]), 30);
     let ra = ready(&mut a_join).unwrap();
     let rb = ready(&mut b_join).unwrap();
@@ -102,24 +106,30 @@ fn second_member_rebalances_the_first_through_heartbeat() {
     assert_eq!(&ra.assignment[..], b"p0");
     assert_eq!(&ready(&mut b_sync).unwrap().assignment[..], b"p1");
     assert_eq!(g.state(), GroupState::Stable);
-    assert_eq!(g.heartbeat(&who(&b, 2), 60), 0);
+    assert_eq!(g.heartbeat(&who(&b, 2), 60), ErrorCode::None);
 }
 
 #[test]
 fn generation_and_membership_are_fenced() {
     let mut g = Group::new("g");
     let a = first_member(&mut g, 0);
-    assert_eq!(g.heartbeat(&who(&a, 0), 1), ILLEGAL_GENERATION);
-    assert_eq!(g.heartbeat(&who("nobody", 1), 1), UNKNOWN_MEMBER_ID);
+    assert_eq!(g.heartbeat(&who(&a, 0), 1), ErrorCode::IllegalGeneration);
+    assert_eq!(
+        g.heartbeat(&who("nobody", 1), 1),
+        ErrorCode::UnknownMemberId
+    );
     let s = ready(&mut g.sync(sync_args(&a, 7, &[]), 1)).unwrap();
-    assert_eq!(s.error_code, ILLEGAL_GENERATION);
+    assert_eq!(s.error_code, ErrorCode::IllegalGeneration);
     let r = ready(&mut g.join(args("ghost", &["range"]), 1)).unwrap();
-    assert_eq!(r.error_code, UNKNOWN_MEMBER_ID);
-    assert_eq!(g.validate_commit(&who(&a, 0), 1), Err(ILLEGAL_GENERATION));
+    assert_eq!(r.error_code, ErrorCode::UnknownMemberId);
+    assert_eq!(
+        g.validate_commit(&who(&a, 0), 1),
+        Err(ErrorCode::IllegalGeneration)
+    );
     assert_eq!(g.validate_commit(&who(&a, 1), 1), Ok(()));
     assert_eq!(
         g.validate_commit(&who("", -1), 1),
-        Err(UNKNOWN_MEMBER_ID),
+        Err(ErrorCode::UnknownMemberId),
         "group has members"
     );
 }
@@ -145,7 +155,7 @@ fn a_silent_member_expires_after_its_session_timeout() {
     assert_eq!(g.state(), GroupState::Stable);
     // a keeps heartbeating; b goes silent (killed: no LeaveGroup).
     for t in (1_000..=6_000).step_by(1_000) {
-        assert_eq!(g.heartbeat(&who(&a, 2), t), 0);
+        assert_eq!(g.heartbeat(&who(&a, 2), t), ErrorCode::None);
         g.tick(t);
     }
     assert_eq!(
@@ -155,7 +165,10 @@ fn a_silent_member_expires_after_its_session_timeout() {
     );
     assert!(g.tick(6_001));
     assert_eq!(g.member_ids(), vec![a.clone()]);
-    assert_eq!(g.heartbeat(&who(&a, 2), 6_100), REBALANCE_IN_PROGRESS);
+    assert_eq!(
+        g.heartbeat(&who(&a, 2), 6_100),
+        ErrorCode::RebalanceInProgress
+    );
     let r = ready(&mut g.join(args(&a, &["range"]), 6_200)).unwrap();
     assert_eq!((r.generation_id, r.members.len()), (3, 1));
 }
@@ -178,10 +191,10 @@ fn a_member_that_does_not_rejoin_is_dropped_at_the_rebalance_timeout() {
     let r = ready(&mut b_join).unwrap();
     assert_eq!(
         (r.error_code, r.generation_id, r.leader.as_str()),
-        (0, 2, b.as_str())
+        (ErrorCode::None, 2, b.as_str())
     );
     assert_eq!(g.member_ids(), vec![b]);
-    assert_eq!(g.heartbeat(&who(&a, 1), 10_001), UNKNOWN_MEMBER_ID);
+    assert_eq!(g.heartbeat(&who(&a, 1), 10_001), ErrorCode::UnknownMemberId);
 }
 
 #[test]
@@ -190,7 +203,7 @@ fn leave_rebalances_and_the_last_leave_empties_the_group() {
     let a = first_member(&mut g, 0);
     assert_eq!(
         g.leave(&[(a.clone(), None), ("ghost".into(), None)], 1),
-        vec![0, UNKNOWN_MEMBER_ID]
+        vec![ErrorCode::None, ErrorCode::UnknownMemberId]
     );
     assert_eq!(g.state(), GroupState::Empty);
     assert_eq!(g.generation(), 2);
@@ -205,11 +218,11 @@ fn leaving_while_others_wait_completes_their_join() {
         .unwrap()
         .member_id;
     let mut b_join = g.join(args(&b, &["range"]), 0);
-    assert_eq!(g.leave(&[(a, None)], 1), vec![0]);
+    assert_eq!(g.leave(&[(a, None)], 1), vec![ErrorCode::None]);
     let r = ready(&mut b_join).unwrap();
     assert_eq!(
         (r.error_code, r.leader.as_str(), r.generation_id),
-        (0, b.as_str(), 2)
+        (ErrorCode::None, b.as_str(), 2)
     );
 }
 
@@ -237,12 +250,12 @@ fn protocol_is_one_every_member_supports() {
     let mut z = args("", &["sticky"]);
     z.require_known_member_id = false;
     let rz = ready(&mut g.join(z, 2)).unwrap();
-    assert_eq!(rz.error_code, INCONSISTENT_GROUP_PROTOCOL);
+    assert_eq!(rz.error_code, ErrorCode::InconsistentGroupProtocol);
     let mut bad = args("", &["range"]);
     bad.session_timeout_ms = 10;
     assert_eq!(
         ready(&mut g.join(bad, 2)).unwrap().error_code,
-        INVALID_SESSION_TIMEOUT
+        ErrorCode::InvalidSessionTimeout
     );
 }
 
@@ -253,7 +266,8 @@ fn static_member_rejoining_keeps_its_place_and_fences_the_old_id() {
     s.group_instance_id = Some("inst-1".into());
     let r = ready(&mut g.join(s.clone(), 0)).unwrap();
     assert_eq!(
-        r.error_code, 0,
+        r.error_code,
+        ErrorCode::None,
         "static members need no MEMBER_ID_REQUIRED round"
     );
     let old = r.member_id;
@@ -264,7 +278,7 @@ fn static_member_rejoining_keeps_its_place_and_fences_the_old_id() {
     let r = ready(&mut g.join(s.clone(), 100)).unwrap();
     assert_eq!(
         (r.error_code, r.generation_id),
-        (0, 1),
+        (ErrorCode::None, 1),
         "no rebalance for a stable group"
     );
     let new = r.member_id;
@@ -274,7 +288,7 @@ fn static_member_rejoining_keeps_its_place_and_fences_the_old_id() {
         group_instance_id: Some("inst-1".into()),
         ..who(&old, 1)
     };
-    assert_eq!(g.heartbeat(&fenced, 101), FENCED_INSTANCE_ID);
+    assert_eq!(g.heartbeat(&fenced, 101), ErrorCode::FencedInstanceId);
     let mut sync = sync_args(&new, 1, &[]);
     sync.group_instance_id = Some("inst-1".into());
     assert_eq!(
@@ -284,7 +298,7 @@ fn static_member_rejoining_keeps_its_place_and_fences_the_old_id() {
     // Static leave by instance id (member id unknown to the caller).
     assert_eq!(
         g.leave(&[(String::new(), Some("inst-1".into()))], 103),
-        vec![0]
+        vec![ErrorCode::None]
     );
     assert!(!g.has_members());
 }
@@ -298,12 +312,12 @@ fn pending_member_ids_expire() {
         .member_id;
     assert_eq!(
         g.heartbeat(&who(&a, 1), 1),
-        0,
+        ErrorCode::None,
         "a pending id does not disturb the group"
     );
     g.tick(7_000);
     let r = ready(&mut g.join(args(&_pending, &["range"]), 7_001)).unwrap();
-    assert_eq!(r.error_code, UNKNOWN_MEMBER_ID);
+    assert_eq!(r.error_code, ErrorCode::UnknownMemberId);
 }
 
 #[test]
@@ -329,10 +343,10 @@ fn shutdown_releases_parked_joins() {
         .member_id;
     let mut b_join = g.join(args(&b, &["range"]), 0);
     assert!(ready(&mut b_join).is_none());
-    g.fail_waiters(COORDINATOR_NOT_AVAILABLE);
+    g.fail_waiters(ErrorCode::CoordinatorNotAvailable);
     assert_eq!(
         ready(&mut b_join).unwrap().error_code,
-        COORDINATOR_NOT_AVAILABLE
+        ErrorCode::CoordinatorNotAvailable
     );
 }
 
@@ -349,7 +363,7 @@ fn a_leader_that_never_syncs_is_dropped_at_the_rebalance_timeout() {
     // b (follower) waits for the assignment; a (leader) heartbeats but never sends it.
     let mut b_sync = g.sync(sync_args(&b, 2, &[]), 1);
     for t in [3_000, 6_000, 9_000] {
-        assert_eq!(g.heartbeat(&who(&a, 2), t), 0);
+        assert_eq!(g.heartbeat(&who(&a, 2), t), ErrorCode::None);
         assert!(!g.tick(t));
     }
     assert!(!g.tick(9_999));
@@ -357,7 +371,7 @@ fn a_leader_that_never_syncs_is_dropped_at_the_rebalance_timeout() {
     assert!(g.tick(10_001));
     assert_eq!(
         ready(&mut b_sync).unwrap().error_code,
-        REBALANCE_IN_PROGRESS
+        ErrorCode::RebalanceInProgress
     );
     assert_eq!(g.member_ids(), vec![b.clone()]);
     let r = ready(&mut g.join(args(&b, &["range"]), 10_002)).unwrap();

@@ -4,7 +4,7 @@ use rill_protocol::kafka_protocol::messages::create_partitions_response::CreateP
 use rill_protocol::kafka_protocol::messages::{CreatePartitionsRequest, CreatePartitionsResponse};
 use rill_protocol::ErrorCode;
 
-use super::{error_code, str_bytes, Broker};
+use super::{str_bytes, Broker};
 
 /// Answer CreatePartitions.
 pub fn handle<B: Broker>(
@@ -34,7 +34,7 @@ pub fn handle<B: Broker>(
                     .topics()
                     .add_partitions(name, topic.count)
                     .map(|_| ())
-                    .map_err(|e| (error_code(e.kafka_error_code()), e.to_string())),
+                    .map_err(|e| (e.kafka_error_code(), e.to_string())),
             };
             match outcome {
                 Ok(()) => result,

@@ -93,7 +93,7 @@ fn create_one<B: Broker>(
             created_result(broker, version, result, id, partitions, &configs)
         }
         Err(e) => {
-            let code = super::error_code(e.kafka_error_code());
+            let code = e.kafka_error_code();
             fail(code, e.to_string())
         }
     }

@@ -17,7 +17,7 @@ pub async fn handle<B: Broker>(broker: &B, req: &DeleteGroupsRequest) -> DeleteG
         results.push(
             DeletableGroupResult::default()
                 .with_group_id(id.clone())
-                .with_error_code(code),
+                .with_error_code(code.code()),
         );
     }
     DeleteGroupsResponse::default().with_results(results)

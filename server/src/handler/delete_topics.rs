@@ -7,7 +7,7 @@ use rill_protocol::kafka_protocol::messages::{DeleteTopicsRequest, DeleteTopicsR
 use rill_protocol::ErrorCode;
 use uuid::Uuid;
 
-use super::{error_code, str_bytes, topic_name, Broker};
+use super::{str_bytes, topic_name, Broker};
 use crate::partition::ops::PartitionOp;
 
 /// Answer DeleteTopics (names in v0-5, names or ids in v6+).
@@ -58,7 +58,7 @@ async fn delete_one<B: Broker>(broker: &B, name: Option<String>, id: Uuid) -> De
         Err(e) => {
             return result
                 .with_topic_id(id)
-                .with_error_code(error_code(e.kafka_error_code()).code())
+                .with_error_code(e.kafka_error_code().code())
                 .with_error_message(Some(str_bytes(&e.to_string())))
         }
     };
@@ -66,11 +66,11 @@ async fn delete_one<B: Broker>(broker: &B, name: Option<String>, id: Uuid) -> De
     let failed = join_all(deletes)
         .await
         .into_iter()
-        .find(|r| r.error_code() != 0);
+        .find(|r| !r.error_code().is_ok());
     if let Some(reply) = failed {
         tracing::error!(
             topic = name,
-            code = reply.error_code(),
+            code = %reply.error_code(),
             "partition delete failed"
         );
     }

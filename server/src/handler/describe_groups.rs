@@ -57,7 +57,7 @@ fn described(
         })
         .collect();
     DescribedGroup::default()
-        .with_error_code(d.error_code)
+        .with_error_code(d.error_code.code())
         .with_group_id(id)
         .with_group_state(str_bytes(&d.state))
         .with_protocol_type(str_bytes(&d.protocol_type))

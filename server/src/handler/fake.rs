@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
 use rill_protocol::record::{encode_plain_batch, PlainRecord};
+use rill_protocol::ErrorCode;
 
 use super::Broker;
 use crate::config::BrokerConfig;
@@ -140,7 +141,7 @@ impl Broker for FakeBroker {
             }
             PartitionOp::Read { from, .. } => {
                 if from < 0 || from > positions.log_end_offset {
-                    return PartitionReply::Error(1);
+                    return PartitionReply::Error(ErrorCode::OffsetOutOfRange);
                 }
                 let logs = self.logs.borrow();
                 let chunks = logs

@@ -20,7 +20,7 @@ use rill_protocol::kafka_protocol::messages::{FetchRequest, FetchResponse};
 use rill_protocol::ErrorCode;
 use uuid::Uuid;
 
-use super::{error_code, Broker};
+use super::Broker;
 use crate::partition::ops::{PartitionOp, PartitionReply, Positions};
 
 /// Upper bound on how long one fetch may park (clients send ~500 ms; a lying value is capped).
@@ -40,7 +40,7 @@ struct Want {
 
 /// One partition's outcome.
 struct Got {
-    error: i16,
+    error: ErrorCode,
     positions: Positions,
     chunks: Vec<Bytes>,
 }
@@ -72,7 +72,7 @@ pub async fn handle_parts<B: Broker>(
     let mut gots = read_all(broker, &wants).await;
     loop {
         let total: usize = gots.iter().map(|g| bytes_of(&g.chunks)).sum();
-        let any_error = gots.iter().any(|g| g.error != 0);
+        let any_error = gots.iter().any(|g| !g.error.is_ok());
         let now = Instant::now();
         if total >= min_bytes.max(1) || any_error || now >= deadline || wants.is_empty() {
             break;
@@ -130,7 +130,7 @@ async fn read_all<B: Broker>(broker: &B, wants: &[Want]) -> Vec<Got> {
 async fn read_one<B: Broker>(broker: &B, want: &Want) -> Got {
     if let Some(code) = want.error {
         return Got {
-            error: code.code(),
+            error: code,
             positions: unknown_positions(),
             chunks: Vec::new(),
         };
@@ -141,7 +141,7 @@ async fn read_one<B: Broker>(broker: &B, want: &Want) -> Got {
     };
     match broker.partition(&want.topic, want.partition, op).await {
         PartitionReply::Read { positions, chunks } => Got {
-            error: 0,
+            error: ErrorCode::None,
             positions,
             chunks,
         },
@@ -155,7 +155,7 @@ async fn read_one<B: Broker>(broker: &B, want: &Want) -> Got {
                 _ => unknown_positions(),
             };
             Got {
-                error: error_code(other.error_code()).code(),
+                error: other.error_code(),
                 positions,
                 chunks: Vec::new(),
             }
@@ -181,7 +181,7 @@ async fn wait_for_any<B: Broker>(broker: &B, wants: &[Want], gots: &[Got], wait:
     let waits: Vec<_> = wants
         .iter()
         .zip(gots)
-        .filter(|(w, g)| w.error.is_none() && g.error == 0)
+        .filter(|(w, g)| w.error.is_none() && g.error.is_ok())
         .map(|(w, _)| {
             // Data is there once the high watermark passes the consumer's position.
             let from = w.fetch_offset;
@@ -264,10 +264,10 @@ fn concat(chunks: Vec<Bytes>) -> Bytes {
     }
 }
 
-fn partition_data(index: i32, error: i16, positions: Positions) -> PartitionData {
+fn partition_data(index: i32, error: ErrorCode, positions: Positions) -> PartitionData {
     PartitionData::default()
         .with_partition_index(index)
-        .with_error_code(error)
+        .with_error_code(error.code())
         .with_high_watermark(positions.high_watermark)
         .with_last_stable_offset(positions.high_watermark)
         .with_log_start_offset(positions.log_start_offset)

@@ -8,7 +8,7 @@ use rill_protocol::kafka_protocol::messages::{
 use rill_protocol::kafka_protocol::protocol::StrBytes;
 
 use super::{str_bytes, Broker};
-use crate::group::state::codes::INVALID_REQUEST;
+use rill_protocol::ErrorCode;
 
 /// Key types Kafka defines: 0 = group, 1 = transaction.
 const KEY_TYPES: [i8; 2] = [0, 1];
@@ -21,11 +21,11 @@ pub fn handle<B: Broker>(
 ) -> FindCoordinatorResponse {
     let config = broker.config();
     let error = if KEY_TYPES.contains(&req.key_type) {
-        0
+        ErrorCode::None
     } else {
-        INVALID_REQUEST
+        ErrorCode::InvalidRequest
     };
-    let (node_id, host, port) = if error == 0 {
+    let (node_id, host, port) = if error.is_ok() {
         (
             config.node_id,
             str_bytes(&config.advertise_host),
@@ -44,13 +44,13 @@ pub fn handle<B: Broker>(
                     .with_node_id(BrokerId(node_id))
                     .with_host(host.clone())
                     .with_port(port)
-                    .with_error_code(error)
+                    .with_error_code(error.code())
             })
             .collect();
         return FindCoordinatorResponse::default().with_coordinators(coordinators);
     }
     FindCoordinatorResponse::default()
-        .with_error_code(error)
+        .with_error_code(error.code())
         .with_node_id(BrokerId(node_id))
         .with_host(host)
         .with_port(port)

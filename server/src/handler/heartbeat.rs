@@ -17,5 +17,5 @@ pub async fn handle<B: Broker>(broker: &B, req: &HeartbeatRequest) -> HeartbeatR
         GroupReply::Heartbeat(code) | GroupReply::Unavailable(code) => code,
         other => unreachable!("heartbeat answered with {other:?}"),
     };
-    HeartbeatResponse::default().with_error_code(code)
+    HeartbeatResponse::default().with_error_code(code.code())
 }

@@ -65,7 +65,7 @@ pub fn response(version: i16, r: JoinResult) -> JoinGroupResponse {
         (true, None) => None,
     };
     JoinGroupResponse::default()
-        .with_error_code(r.error_code)
+        .with_error_code(r.error_code.code())
         .with_generation_id(r.generation_id)
         .with_protocol_type(if version >= 7 {
             r.protocol_type.as_deref().map(str_bytes)

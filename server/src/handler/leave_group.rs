@@ -3,6 +3,7 @@
 
 use rill_protocol::kafka_protocol::messages::leave_group_response::MemberResponse;
 use rill_protocol::kafka_protocol::messages::{LeaveGroupRequest, LeaveGroupResponse};
+use rill_protocol::ErrorCode;
 
 use super::Broker;
 use crate::group::{GroupOp, GroupReply};
@@ -35,12 +36,12 @@ pub async fn handle<B: Broker>(
         other => unreachable!("leave answered with {other:?}"),
     };
     if version < 3 {
-        let code = if top != 0 {
+        let code = if top != ErrorCode::None {
             top
         } else {
-            errors.first().copied().unwrap_or(0)
+            errors.first().copied().unwrap_or(ErrorCode::None)
         };
-        return LeaveGroupResponse::default().with_error_code(code);
+        return LeaveGroupResponse::default().with_error_code(code.code());
     }
     let members = req
         .members
@@ -50,10 +51,10 @@ pub async fn handle<B: Broker>(
             MemberResponse::default()
                 .with_member_id(m.member_id.clone())
                 .with_group_instance_id(m.group_instance_id.clone())
-                .with_error_code(code)
+                .with_error_code(code.code())
         })
         .collect();
     LeaveGroupResponse::default()
-        .with_error_code(top)
+        .with_error_code(top.code())
         .with_members(members)
 }

@@ -11,7 +11,7 @@ use rill_protocol::kafka_protocol::messages::list_offsets_response::{
 use rill_protocol::kafka_protocol::messages::{ListOffsetsRequest, ListOffsetsResponse};
 use rill_protocol::ErrorCode;
 
-use super::{error_code, topic_name, Broker, LEADER_EPOCH};
+use super::{topic_name, Broker, LEADER_EPOCH};
 use crate::partition::ops::{PartitionOp, PartitionReply};
 
 /// Kafka's special timestamps.
@@ -72,7 +72,7 @@ async fn lookup<B: Broker>(
         (PartitionReply::Offsets(_), _) => not_found(base),
         (PartitionReply::OffsetForTimestamp(Some((offset, ts)), _), _) => found(base, offset, ts),
         (PartitionReply::OffsetForTimestamp(None, _), _) => not_found(base),
-        (other, _) => not_found(base).with_error_code(error_code(other.error_code()).code()),
+        (other, _) => not_found(base).with_error_code(other.error_code().code()),
     }
 }
 

@@ -91,13 +91,8 @@ pub fn topic_or_auto_create<B: Broker>(
             .topics()
             .get(name)
             .ok_or(ErrorCode::UnknownTopicOrPartition),
-        Err(e) => Err(error_code(e.kafka_error_code())),
+        Err(e) => Err(e.kafka_error_code()),
     }
-}
-
-/// A known Kafka code as the typed enum (unknown codes become UNKNOWN_SERVER_ERROR).
-pub fn error_code(code: i16) -> ErrorCode {
-    ErrorCode::try_from(code).unwrap_or(ErrorCode::UnknownServerError)
 }
 
 /// `TopicName` from a `&str` (one small copy: names are short).

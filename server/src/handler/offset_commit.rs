@@ -9,8 +9,8 @@ use rill_protocol::kafka_protocol::messages::{OffsetCommitRequest, OffsetCommitR
 use super::Broker;
 use crate::group::offsets::CommittedOffset;
 use crate::group::ops::MemberRef;
-use crate::group::state::codes::UNKNOWN_TOPIC_OR_PARTITION;
 use crate::group::{GroupOp, GroupReply};
+use rill_protocol::ErrorCode;
 
 /// Answer OffsetCommit: unknown partitions are refused here, the rest go to the coordinator.
 pub async fn handle<B: Broker>(
@@ -19,7 +19,7 @@ pub async fn handle<B: Broker>(
     req: &OffsetCommitRequest,
 ) -> OffsetCommitResponse {
     // Per request partition: Some(error) decided here, or None = sent to the coordinator.
-    let mut decided: Vec<Option<i16>> = Vec::new();
+    let mut decided: Vec<Option<ErrorCode>> = Vec::new();
     let mut offsets = Vec::new();
     for topic in &req.topics {
         let meta = broker.topics().get(&topic.name.0);
@@ -28,7 +28,7 @@ pub async fn handle<B: Broker>(
                 .as_ref()
                 .is_some_and(|m| p.partition_index >= 0 && p.partition_index < m.partitions);
             if !known {
-                decided.push(Some(UNKNOWN_TOPIC_OR_PARTITION));
+                decided.push(Some(ErrorCode::UnknownTopicOrPartition));
                 continue;
             }
             decided.push(None);
@@ -72,8 +72,8 @@ pub async fn handle<B: Broker>(
 /// The response in request order: each partition's error decided here, else the coordinator's.
 fn response(
     req: &OffsetCommitRequest,
-    decided: Vec<Option<i16>>,
-    errors: Vec<i16>,
+    decided: Vec<Option<ErrorCode>>,
+    errors: Vec<ErrorCode>,
 ) -> OffsetCommitResponse {
     let mut errors = errors.into_iter();
     let mut decided = decided.into_iter();
@@ -88,10 +88,10 @@ fn response(
                     let code = decided
                         .next()
                         .flatten()
-                        .unwrap_or_else(|| errors.next().unwrap_or(0));
+                        .unwrap_or_else(|| errors.next().unwrap_or(ErrorCode::None));
                     OffsetCommitResponsePartition::default()
                         .with_partition_index(p.partition_index)
-                        .with_error_code(code)
+                        .with_error_code(code.code())
                 })
                 .collect();
             OffsetCommitResponseTopic::default()

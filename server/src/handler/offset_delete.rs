@@ -4,6 +4,7 @@ use rill_protocol::kafka_protocol::messages::offset_delete_response::{
     OffsetDeleteResponsePartition, OffsetDeleteResponseTopic,
 };
 use rill_protocol::kafka_protocol::messages::{OffsetDeleteRequest, OffsetDeleteResponse};
+use rill_protocol::ErrorCode;
 
 use super::Broker;
 use crate::group::{GroupOp, GroupReply};
@@ -26,7 +27,7 @@ pub async fn handle<B: Broker>(broker: &B, req: &OffsetDeleteRequest) -> OffsetD
         .await
     {
         GroupReply::DeleteOffsets(top, errors) => (top, errors),
-        GroupReply::Unavailable(code) => (code, vec![0; count]),
+        GroupReply::Unavailable(code) => (code, vec![ErrorCode::None; count]),
         other => unreachable!("offset delete answered with {other:?}"),
     };
     let mut errors = errors.into_iter();
@@ -40,7 +41,7 @@ pub async fn handle<B: Broker>(broker: &B, req: &OffsetDeleteRequest) -> OffsetD
                 .map(|p| {
                     OffsetDeleteResponsePartition::default()
                         .with_partition_index(p.partition_index)
-                        .with_error_code(errors.next().unwrap_or(0))
+                        .with_error_code(errors.next().unwrap_or(ErrorCode::None).code())
                 })
                 .collect();
             OffsetDeleteResponseTopic::default()
@@ -49,6 +50,6 @@ pub async fn handle<B: Broker>(broker: &B, req: &OffsetDeleteRequest) -> OffsetD
         })
         .collect();
     OffsetDeleteResponse::default()
-        .with_error_code(top)
-        .with_topics(if top == 0 { topics } else { Vec::new() })
+        .with_error_code(top.code())
+        .with_topics(if top.is_ok() { topics } else { Vec::new() })
 }

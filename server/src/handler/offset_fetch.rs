@@ -6,6 +6,7 @@ use rill_protocol::kafka_protocol::messages::offset_fetch_response::{
     OffsetFetchResponseTopic, OffsetFetchResponseTopics,
 };
 use rill_protocol::kafka_protocol::messages::{GroupId, OffsetFetchRequest, OffsetFetchResponse};
+use rill_protocol::ErrorCode;
 
 use super::{str_bytes, topic_name, Broker};
 use crate::group::offsets::CommittedOffset;
@@ -13,7 +14,7 @@ use crate::group::ops::TopicPartitions;
 use crate::group::{GroupOp, GroupReply};
 
 /// One group's answer: error, then (topic, partition, committed).
-type Fetched = (i16, Vec<(String, i32, Option<CommittedOffset>)>);
+type Fetched = (ErrorCode, Vec<(String, i32, Option<CommittedOffset>)>);
 
 /// Answer OffsetFetch.
 pub async fn handle<B: Broker>(
@@ -55,7 +56,7 @@ pub async fn handle<B: Broker>(
     }
     OffsetFetchResponse::default()
         .with_topics(out)
-        .with_error_code(if version >= 2 { error } else { 0 })
+        .with_error_code(if version >= 2 { error.code() } else { 0 })
 }
 
 async fn fetch<B: Broker>(
@@ -80,7 +81,7 @@ fn fields(value: Option<CommittedOffset>) -> (i64, i32, String) {
 
 fn group_v8(
     group_id: GroupId,
-    error: i16,
+    error: ErrorCode,
     found: Vec<(String, i32, Option<CommittedOffset>)>,
 ) -> OffsetFetchResponseGroup {
     let mut topics: Vec<OffsetFetchResponseTopics> = Vec::new();
@@ -99,5 +100,5 @@ fn group_v8(
     OffsetFetchResponseGroup::default()
         .with_group_id(group_id)
         .with_topics(topics)
-        .with_error_code(error)
+        .with_error_code(error.code())
 }

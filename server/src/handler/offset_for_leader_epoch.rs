@@ -12,7 +12,7 @@ use rill_protocol::kafka_protocol::messages::{
 };
 use rill_protocol::ErrorCode;
 
-use super::{error_code, topic_name, Broker, LEADER_EPOCH};
+use super::{topic_name, Broker, LEADER_EPOCH};
 use crate::partition::ops::{PartitionOp, PartitionReply};
 
 /// Answer OffsetForLeaderEpoch.
@@ -47,7 +47,7 @@ pub async fn handle<B: Broker>(
                     PartitionReply::Offsets(pos) => base
                         .with_leader_epoch(LEADER_EPOCH)
                         .with_end_offset(pos.log_end_offset),
-                    other => base.with_error_code(error_code(other.error_code()).code()),
+                    other => base.with_error_code(other.error_code().code()),
                 }
             }
         });

@@ -24,7 +24,7 @@ use rill_protocol::kafka_protocol::messages::{ProduceRequest, ProduceResponse};
 use rill_protocol::record::batches;
 use rill_protocol::ErrorCode;
 
-use super::{error_code, topic_or_auto_create, Broker};
+use super::{topic_or_auto_create, Broker};
 use crate::partition::ops::{Acks, PartitionOp, PartitionReply};
 use crate::topic_config::log_config;
 
@@ -69,7 +69,7 @@ pub async fn handle<B: Broker>(
                 let op = PartitionOp::Append { batches, acks };
                 broker.partition(&topic, index, op).await
             }
-            Err(code) => PartitionReply::Error(code.code()),
+            Err(code) => PartitionReply::Error(code),
         };
         (topic, index, result)
     });
@@ -133,7 +133,7 @@ fn partition_response(index: i32, reply: PartitionReply) -> PartitionProduceResp
             .with_log_append_time_ms(log_append_time_ms)
             .with_log_start_offset(log_start_offset),
         other => base
-            .with_error_code(error_code(other.error_code()).code())
+            .with_error_code(other.error_code().code())
             .with_base_offset(-1)
             .with_log_append_time_ms(-1)
             .with_log_start_offset(-1),

@@ -36,7 +36,7 @@ pub async fn handle<B: Broker>(
 pub fn response(version: i16, r: SyncResult) -> SyncGroupResponse {
     let v5 = version >= 5;
     SyncGroupResponse::default()
-        .with_error_code(r.error_code)
+        .with_error_code(r.error_code.code())
         .with_protocol_type(r.protocol_type.as_deref().filter(|_| v5).map(str_bytes))
         .with_protocol_name(r.protocol_name.as_deref().filter(|_| v5).map(str_bytes))
         .with_assignment(r.assignment)

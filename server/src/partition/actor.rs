@@ -19,12 +19,10 @@ use rill_engine::{EngineError, FlushPolicy, LogConfig, LogManager, Offset, Parti
 
 use super::ops::{Acks, PartitionOp, PartitionReply, Positions};
 use super::watch::PartitionWatch;
+use rill_protocol::ErrorCode;
 
 /// Most mailbox messages handled as one group (bounds the latency of the first in the group).
 pub const GROUP_OPS_MAX: usize = 256;
-
-/// KAFKA_STORAGE_ERROR: the log failed to open, write or sync.
-const KAFKA_STORAGE_ERROR: i16 = 56;
 
 /// Least time between attempts to reopen a failed log (a full disk fails each write again).
 const REOPEN_INTERVAL_MS: i64 = 500;
@@ -113,12 +111,12 @@ pub async fn run_actor<S: Storage + 'static>(
     stopped.set(true);
     actor.watch.close();
     mailbox.close();
-    fail_all(&mut mailbox, 3);
+    fail_all(&mut mailbox, ErrorCode::UnknownTopicOrPartition);
     actor.shut_down(delete_reply).await;
 }
 
 /// Answer every queued message with `code` (the actor is going away).
-fn fail_all(mailbox: &mut mpsc::Receiver<ActorMsg>, code: i16) {
+fn fail_all(mailbox: &mut mpsc::Receiver<ActorMsg>, code: ErrorCode) {
     mailbox.close();
     while let Ok(msg) = mailbox.try_recv() {
         let _ = msg.reply.send(PartitionReply::Error(code));
@@ -297,7 +295,9 @@ impl<S: Storage + 'static> Actor<S> {
         let mut delete_reply = None;
         for msg in group {
             if delete_reply.is_some() {
-                let _ = msg.reply.send(PartitionReply::Error(3));
+                let _ = msg
+                    .reply
+                    .send(PartitionReply::Error(ErrorCode::UnknownTopicOrPartition));
                 continue;
             }
             match msg.op {
@@ -305,7 +305,7 @@ impl<S: Storage + 'static> Actor<S> {
                     appended = true;
                     let reply = self.append(batches).await;
                     let wait_for_flush = acks == Acks::All
-                        && reply.error_code() == 0
+                        && reply.error_code().is_ok()
                         && self.setup.config.flush == FlushPolicy::EveryAppend;
                     if wait_for_flush {
                         durable_waiters.push((msg.reply, reply));
@@ -454,7 +454,7 @@ impl<S: Storage + 'static> Actor<S> {
                 Ok(()) => PartitionReply::Deleted,
                 Err(e) => {
                     tracing::error!(topic, partition, error = %e, "deleting partition failed");
-                    PartitionReply::Error(KAFKA_STORAGE_ERROR)
+                    PartitionReply::Error(ErrorCode::KafkaStorageError)
                 }
             };
             let _ = reply.send(answer);

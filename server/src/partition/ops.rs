@@ -4,6 +4,7 @@
 //! the channel mesh. Record bytes travel as `BytesMut`/`Bytes` (moved, not copied again).
 
 use bytes::{Bytes, BytesMut};
+use rill_protocol::ErrorCode;
 
 /// Kafka's `acks`: how much of the append the producer waits for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -74,7 +75,7 @@ pub struct Positions {
     pub log_end_offset: i64,
 }
 
-/// A partition's answer. `error_code` 0 means success; other fields are meaningful only then.
+/// A partition's answer: a result, or the Kafka error it failed with.
 #[derive(Debug)]
 pub enum PartitionReply {
     /// Answer to [`PartitionOp::Append`].
@@ -102,15 +103,15 @@ pub enum PartitionReply {
     /// Answer to [`PartitionOp::Delete`].
     Deleted,
     /// The operation failed with this Kafka error code.
-    Error(i16),
+    Error(ErrorCode),
 }
 
 impl PartitionReply {
-    /// The Kafka error code this reply carries (0 for success).
-    pub fn error_code(&self) -> i16 {
+    /// The Kafka error code this reply carries (`ErrorCode::None` for success).
+    pub fn error_code(&self) -> ErrorCode {
         match self {
             PartitionReply::Error(code) => *code,
-            _ => 0,
+            _ => ErrorCode::None,
         }
     }
 }

@@ -17,13 +17,7 @@ use super::watch::PartitionWatch;
 use crate::config::BrokerConfig;
 use crate::topic_config::log_config;
 use crate::topics::TopicRegistry;
-
-/// UNKNOWN_TOPIC_OR_PARTITION.
-const UNKNOWN_TOPIC_OR_PARTITION: i16 = 3;
-/// KAFKA_STORAGE_ERROR.
-const KAFKA_STORAGE_ERROR: i16 = 56;
-/// INVALID_CONFIG.
-const INVALID_CONFIG: i16 = 40;
+use rill_protocol::ErrorCode;
 
 /// The partition logs one shard owns, keyed by (topic, partition).
 pub struct PartitionTable<S: Storage> {
@@ -57,9 +51,9 @@ impl<S: Storage + 'static> PartitionTable<S> {
     }
 
     /// The running actor of a partition, starting it if the partition exists but is not open.
-    fn handle(&self, topic: &str, partition: i32) -> Result<Rc<PartitionHandle>, i16> {
+    fn handle(&self, topic: &str, partition: i32) -> Result<Rc<PartitionHandle>, ErrorCode> {
         if self.closed.get() {
-            return Err(KAFKA_STORAGE_ERROR);
+            return Err(ErrorCode::KafkaStorageError);
         }
         let key = (topic.to_string(), partition);
         if let Some(handle) = self.partitions.borrow().get(&key) {
@@ -67,13 +61,16 @@ impl<S: Storage + 'static> PartitionTable<S> {
                 return Ok(handle.clone());
             }
         }
-        let meta = self.registry.get(topic).ok_or(UNKNOWN_TOPIC_OR_PARTITION)?;
+        let meta = self
+            .registry
+            .get(topic)
+            .ok_or(ErrorCode::UnknownTopicOrPartition)?;
         if partition < 0 || partition >= meta.partitions {
-            return Err(UNKNOWN_TOPIC_OR_PARTITION);
+            return Err(ErrorCode::UnknownTopicOrPartition);
         }
         let config = log_config(&self.config.log, &meta.configs).map_err(|e| {
             tracing::error!(topic, error = %e, "stored topic config is invalid");
-            INVALID_CONFIG
+            ErrorCode::InvalidConfig
         })?;
         let (mailbox, receiver) = mpsc::channel(self.config.partition_queue_max);
         let handle = Rc::new(PartitionHandle {
@@ -133,7 +130,7 @@ impl<S: Storage + 'static> PartitionTable<S> {
                 Ok(()) => PartitionReply::Deleted,
                 Err(e) => {
                     tracing::error!(topic, partition, error = %e, "deleting partition failed");
-                    PartitionReply::Error(KAFKA_STORAGE_ERROR)
+                    PartitionReply::Error(ErrorCode::KafkaStorageError)
                 }
             },
         }
@@ -167,9 +164,9 @@ async fn send(handle: &PartitionHandle, op: PartitionOp) -> PartitionReply {
     let (reply, answer) = oneshot::channel();
     let mut mailbox = handle.mailbox.clone();
     if mailbox.send(ActorMsg { op, reply }).await.is_err() {
-        return PartitionReply::Error(KAFKA_STORAGE_ERROR);
+        return PartitionReply::Error(ErrorCode::KafkaStorageError);
     }
     answer
         .await
-        .unwrap_or(PartitionReply::Error(UNKNOWN_TOPIC_OR_PARTITION))
+        .unwrap_or(PartitionReply::Error(ErrorCode::UnknownTopicOrPartition))
 }

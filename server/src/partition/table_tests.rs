@@ -11,6 +11,7 @@ use futures::future::{join_all, select, Either};
 use rill_engine::io::sim::{FaultConfig, SimStorage};
 use rill_engine::io::{Clock, SystemClock};
 use rill_engine::LogManager;
+use rill_protocol::ErrorCode;
 
 use super::ops::{Acks, PartitionOp, PartitionReply};
 use super::table::PartitionTable;
@@ -149,14 +150,14 @@ fn unknown_partitions_deletes_and_shutdown() {
         let table = fixture.table();
         assert_eq!(
             table.call("t", 2, PartitionOp::Offsets).await.error_code(),
-            3
+            ErrorCode::UnknownTopicOrPartition
         );
         assert_eq!(
             table
                 .call("nope", 0, PartitionOp::Offsets)
                 .await
                 .error_code(),
-            3
+            ErrorCode::UnknownTopicOrPartition
         );
         base_offset(table.call("t", 0, append(3, Acks::All)).await);
         assert!(matches!(
@@ -168,7 +169,7 @@ fn unknown_partitions_deletes_and_shutdown() {
         table.close_all().await;
         assert_eq!(
             table.call("t", 0, PartitionOp::Offsets).await.error_code(),
-            56
+            ErrorCode::KafkaStorageError
         );
     });
 }

@@ -12,6 +12,7 @@ use std::time::Duration;
 use futures::channel::oneshot;
 use glommio::channels::channel_mesh::Senders;
 use rill_engine::io::Storage;
+use rill_protocol::ErrorCode;
 
 use crate::config::BrokerConfig;
 use crate::group::ops::GroupListing;
@@ -26,8 +27,8 @@ use crate::topics::TopicRegistry;
 pub mod mesh;
 pub mod runtime;
 
-/// KAFKA_STORAGE_ERROR: the owner shard is gone (shutting down).
-const OWNER_UNAVAILABLE: i16 = 56;
+/// The owner shard is gone (shutting down).
+const OWNER_UNAVAILABLE: ErrorCode = ErrorCode::KafkaStorageError;
 
 /// One shard's view of the broker (implements [`Broker`] for the handlers).
 pub struct Shard<S: Storage> {
@@ -63,7 +64,7 @@ impl<S: Storage + 'static> Broker for Shard<S> {
 
     async fn partition(&self, topic: &str, partition: i32, op: PartitionOp) -> PartitionReply {
         if partition < 0 {
-            return PartitionReply::Error(3);
+            return PartitionReply::Error(ErrorCode::UnknownTopicOrPartition);
         }
         let owner = owner_shard(topic, partition, self.shards);
         if owner == self.id {

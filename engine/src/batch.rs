@@ -128,6 +128,11 @@ pub fn validate_prefix(buf: &[u8]) -> Result<BatchMeta, EngineError> {
     if header.last_offset_delta.get() < 0 {
         return Err(corrupt("negative lastOffsetDelta"));
     }
+    // baseOffset is outside the CRC: damage there must not overflow the offset arithmetic.
+    let past_last = i64::from(header.last_offset_delta.get()) + 1;
+    if header.base_offset.get().checked_add(past_last).is_none() {
+        return Err(corrupt("baseOffset out of range"));
+    }
     Ok(meta_of(header, total))
 }
 
@@ -271,6 +276,18 @@ mod tests {
             validate_for_append(&big, 100),
             Err(EngineError::MessageTooLarge { .. })
         ));
+    }
+
+    #[test]
+    fn a_base_offset_whose_last_offset_overflows_is_corrupt_not_a_panic() {
+        let mut b = build_test_batch(3, 10, TimestampMs(1), None);
+        set_base_offset(&mut b, Offset(i64::MAX - 2));
+        assert!(validate_prefix(&b).is_err());
+        set_base_offset(&mut b, Offset(i64::MAX - 3));
+        assert_eq!(
+            validate_prefix(&b).unwrap().last_offset,
+            Offset(i64::MAX - 1)
+        );
     }
 
     #[test]

@@ -10,6 +10,7 @@
 //! - [`partition_log`]: [`PartitionLog`], append / flush / read / retention of one partition.
 //! - [`prealloc`]: how far ahead of its data an active `.log` is allocated (a step following the
 //!   write rate, within a per-shard budget).
+//! - [`verify`]: offline check of every batch and index of a partition, and its repair (`rill check`).
 //!
 //! # On-disk layout
 //! ```text
@@ -96,6 +97,9 @@ mod log_tests;
 #[cfg(test)]
 mod op_fuzz;
 pub mod types;
+pub mod verify;
+#[cfg(test)]
+mod verify_tests;
 
 /// The `bytes` crate the API speaks (`BytesMut` in, `Bytes` out), re-exported so callers match.
 pub use bytes;

@@ -39,6 +39,11 @@ impl OffsetIndex {
         self.entries.last().copied()
     }
 
+    /// Every entry, in order (offset and position both increasing).
+    pub fn entries(&self) -> &[(RelativeOffset, FilePosition)] {
+        &self.entries
+    }
+
     /// Number of entries.
     pub fn len(&self) -> usize {
         self.entries.len()

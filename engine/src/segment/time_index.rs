@@ -51,6 +51,11 @@ impl TimeIndex {
         self.entries.capacity() * std::mem::size_of::<(TimestampMs, RelativeOffset)>()
     }
 
+    /// Every entry, in order (timestamps increasing, offsets non-decreasing).
+    pub fn entries(&self) -> &[(TimestampMs, RelativeOffset)] {
+        &self.entries
+    }
+
     /// Number of entries.
     pub fn len(&self) -> usize {
         self.entries.len()

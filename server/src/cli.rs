@@ -7,15 +7,27 @@ use std::path::PathBuf;
 
 use clap::Parser;
 
+/// `rill --version`: the crate version and the git commit it was built from (see build.rs).
+pub const VERSION: &str = concat!(
+    env!("CARGO_PKG_VERSION"),
+    " (git ",
+    env!("RILL_GIT_COMMIT"),
+    ")"
+);
+
 /// `rill [--listen HOST:PORT] [--advertise HOST:PORT] [--data-dir DIR] [--shards N]
 /// [--default-partitions N] [--auto-create-topics true|false] [--config FILE]`
 #[derive(Debug, Clone, Parser)]
 #[command(
     name = "rill",
-    version,
-    about = "Rill: a thread-per-core Kafka-compatible broker"
+    version = VERSION,
+    about = "Rill: a thread-per-core Kafka-compatible broker",
+    args_conflicts_with_subcommands = true
 )]
 pub struct Cli {
+    /// A tool to run instead of the broker (`rill` alone runs the broker).
+    #[command(subcommand)]
+    pub command: Option<crate::tools::Command>,
     /// Address to listen on [default: 127.0.0.1:9092].
     #[arg(long, value_name = "HOST:PORT")]
     pub listen: Option<String>,

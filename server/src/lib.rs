@@ -12,6 +12,7 @@
 //! - [`partition`]: the per-partition actor that alone touches a log (group commit, long poll).
 //! - [`topics`], [`topic_config`]: durable topic metadata and per-topic log configs.
 //! - [`shutdown`]: SIGTERM/SIGINT → every shard stops accepting, drains, closes its logs.
+//! - [`tools`]: `rill dump-log`, `rill check`: offline inspection and repair of a data directory.
 pub mod cli;
 pub mod config;
 pub mod data_dir_lock;
@@ -23,5 +24,6 @@ pub mod partition;
 pub mod routing;
 pub mod shard;
 pub mod shutdown;
+pub mod tools;
 pub mod topic_config;
 pub mod topics;

@@ -1,4 +1,5 @@
-//! The `rill` binary: parse flags, resolve config, run the broker until SIGTERM/SIGINT.
+//! The `rill` binary: parse flags, resolve config, run the broker until SIGTERM/SIGINT; or run one
+//! of the offline tools (`rill dump-log`, `rill check`, see [`rill_server::tools`]).
 
 use anyhow::Context;
 use clap::Parser;
@@ -6,12 +7,22 @@ use rill_server::cli::Cli;
 use rill_server::config::BrokerConfig;
 
 fn main() -> anyhow::Result<()> {
+    let cli = Cli::parse();
+    if let Some(command) = cli.command {
+        // Tools print their findings on stdout; the engine's log lines (a repair's cuts) go to
+        // stderr.
+        let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+            .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+        let log = tracing_subscriber::fmt().with_env_filter(filter);
+        log.with_writer(std::io::stderr).init();
+        std::process::exit(rill_server::tools::run(command));
+    }
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
     tracing_subscriber::fmt().with_env_filter(filter).init();
-    let cli = Cli::parse();
     let config = BrokerConfig::resolve(&cli).context("invalid configuration")?;
     tracing::info!(
+        version = rill_server::cli::VERSION,
         listen = %config.listen,
         advertise = format!("{}:{}", config.advertise_host, config.advertise_port),
         data_dir = %config.data_dir.display(),

@@ -13,6 +13,7 @@
 //! All big-endian. The CRC does not cover baseOffset or partitionLeaderEpoch, which is why the
 //! broker can assign offsets by rewriting baseOffset alone. The engine never decodes records.
 
+use crate::control::{control_type, Control, CONTROL_BIT, TRANSACTIONAL_BIT};
 use crate::error::EngineError;
 use crate::types::{Offset, TimestampMs};
 use zerocopy::byteorder::big_endian::{I16, I32, I64, U32};
@@ -104,6 +105,10 @@ pub struct BatchMeta {
     pub producer_epoch: i16,
     /// First sequence (-1 if none).
     pub base_sequence: i32,
+    /// The transactional attribute bit: the batch belongs to a transaction.
+    pub transactional: bool,
+    /// For a control batch (attribute bit 5), what it says; `None` for data batches.
+    pub control: Option<Control>,
 }
 
 /// Validates the batch at the start of `buf`: header, length within `buf`, magic, CRC-32C.
@@ -133,7 +138,11 @@ pub fn validate_prefix(buf: &[u8]) -> Result<BatchMeta, EngineError> {
     if header.base_offset.get().checked_add(past_last).is_none() {
         return Err(corrupt("baseOffset out of range"));
     }
-    Ok(meta_of(header, total))
+    let mut meta = meta_of(header, total);
+    if header.attributes.get() & CONTROL_BIT != 0 {
+        meta.control = Some(control_type(&buf[..total]).map_err(corrupt)?);
+    }
+    Ok(meta)
 }
 
 /// Copies the facts out of a header already validated to be `total` bytes long.
@@ -146,6 +155,8 @@ fn meta_of(header: &BatchHeader, total: usize) -> BatchMeta {
         producer_id: header.producer_id.get(),
         producer_epoch: header.producer_epoch.get(),
         base_sequence: header.base_sequence.get(),
+        transactional: header.attributes.get() & TRANSACTIONAL_BIT != 0,
+        control: None,
     }
 }
 

@@ -60,6 +60,18 @@ pub enum EngineError {
         /// The epoch on the batch.
         received: i16,
     },
+    /// A producer's write does not fit its transaction state (e.g. a non-transactional batch
+    /// while its transaction is open).
+    #[error("invalid transaction state: {0}")]
+    InvalidTxnState(String),
+    /// A transaction marker from an older coordinator than the last marker's.
+    #[error("coordinator epoch {received} is older than current {current}")]
+    CoordinatorFenced {
+        /// The coordinator epoch of the last marker.
+        current: i32,
+        /// The marker's coordinator epoch.
+        received: i32,
+    },
     /// An earlier I/O failure left this partition log unusable until it is reopened.
     #[error("partition log failed earlier and must be reopened")]
     Failed,
@@ -87,6 +99,8 @@ impl EngineError {
             EngineError::OutOfOrderSequence { .. } => ErrorCode::OutOfOrderSequenceNumber,
             EngineError::InvalidProducerEpoch { .. } => ErrorCode::InvalidProducerEpoch,
             EngineError::InvalidConfig(_) => ErrorCode::InvalidConfig,
+            EngineError::InvalidTxnState(_) => ErrorCode::InvalidTxnState,
+            EngineError::CoordinatorFenced { .. } => ErrorCode::TransactionCoordinatorFenced,
         }
     }
 

@@ -51,6 +51,7 @@ impl<S: Storage> PartitionLog<S> {
         let active = self.active();
         let (base, size) = (active.base, active.size_bytes);
         self.write_indexes(active).await?;
+        self.write_txn_index(active).await?;
         self.write_producer_snapshot(self.positions.log_end())
             .await?;
         self.checkpointed_bytes = size;
@@ -217,7 +218,7 @@ impl<S: Storage> PartitionLog<S> {
                     .appender
                     .as_ref()
                     .map_or(0, |a| size_of_val(a) + a.resident_bytes());
-                s.index_heap_bytes() + appender
+                s.index_heap_bytes() + s.txn_index.heap_bytes() + appender
             })
             .sum();
         size_of::<Self>()

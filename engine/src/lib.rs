@@ -11,6 +11,9 @@
 //! - [`prealloc`]: how far ahead of its data an active `.log` is allocated (a step following the
 //!   write rate, within a per-shard budget).
 //! - [`verify`]: offline check of every batch and index of a partition, and its repair (`rill check`).
+//! - [`control`]: transaction markers (COMMIT/ABORT control batches) in Kafka's format;
+//!   `transactions.rs`: markers, the last stable offset and aborted transactions of a log.
+//! - [`producer_state`]: idempotent sequences and open transactions per producer.
 //!
 //! # On-disk layout
 //! ```text
@@ -18,15 +21,19 @@
 //!     00000000000000000000.log        v2 record batches, baseOffset assigned, back to back
 //!     00000000000000000000.index      sparse: [u32 relative offset BE][u32 file position BE] per entry
 //!     00000000000000000000.timeindex  [i64 max timestamp BE][u32 relative offset BE] per entry
+//!     00000000000000000000.txnindex   aborted transactions whose ABORT marker is in the segment
+//!                                     (Kafka's 34-byte entries; only when there is one)
 //!     00000000000000001234.log ...    next segment, named by its base offset (20 digits)
-//!     producer.snapshot               idempotent-producer state as of an offset (CRC-32C protected)
+//!     producer.snapshot               producer state (sequences, open transactions) as of an
+//!                                     offset (CRC-32C protected)
 //!     log-start-offset                checkpoint of the log start after DeleteRecords
 //! ```
 //! Invariants: segments are contiguous (each base offset is the previous segment's next offset);
 //! after a clean shutdown each `.log` is exactly its whole batches; indexes carry no checksum and
 //! are rebuilt from the log when they do not verify (the log is the truth).
 //!
-//! Positions: `log_start_offset <= high_watermark <= log_end_offset`, `durable_offset <= log_end_offset`.
+//! Positions: `log_start_offset <= last_stable_offset <= high_watermark <= log_end_offset`,
+//! `durable_offset <= log_end_offset`.
 //!
 //! # Bounds
 //! - Active segment: at most [`segment::appender::WRITE_BYTES_MAX`] (1 MiB) + one block buffered.
@@ -77,6 +84,7 @@
 pub mod batch;
 pub mod batch_cache;
 pub mod config;
+pub mod control;
 pub mod error;
 mod index_lifecycle;
 pub mod io;
@@ -89,6 +97,7 @@ mod recovery;
 mod retention;
 pub mod segment;
 mod small_file;
+mod transactions;
 
 #[cfg(test)]
 mod index_lifecycle_tests;
@@ -96,6 +105,8 @@ mod index_lifecycle_tests;
 mod log_tests;
 #[cfg(test)]
 mod op_fuzz;
+#[cfg(test)]
+mod txn_tests;
 pub mod types;
 pub mod verify;
 #[cfg(test)]
@@ -104,9 +115,12 @@ mod verify_tests;
 /// The `bytes` crate the API speaks (`BytesMut` in, `Bytes` out), re-exported so callers match.
 pub use bytes;
 pub use config::{FlushPolicy, LogConfig};
+pub use control::TxnMarker;
 pub use error::EngineError;
 pub use log_manager::LogManager;
 pub use partition_log::{AppendInfo, PartitionLog, ReadBatches};
+pub use producer_state::ProducerView;
 pub use recovery::RecoveryStats;
 pub use rill_types::ErrorCode;
+pub use segment::txn_index::AbortedTxn;
 pub use types::{FilePosition, Offset, RelativeOffset, TimestampMs};

@@ -11,13 +11,18 @@
 //! large batches so the appender writes full blocks in the background, and crash while such a
 //! write is in flight.
 //!
+//! Transactions: two transactional producers append transactional batches and get COMMIT or
+//! ABORT markers at random; the model derives open and aborted transactions from what survives.
+//!
 //! Properties checked after every step: positions keep their order and follow the flush policy;
 //! reads return whole batches equal to the model's; nothing durable is lost in a crash and what
 //! survives is a prefix of what was appended; the log start survives restarts (an interrupted
 //! retention/DeleteRecords may or may not have moved it); duplicates of a batch still in the log
 //! are detected; the preallocation budget is never overdrawn and is all given back when the
 //! log is released, closed or dropped; a released log holds no open file and its active `.log`
-//! is exactly its batches.
+//! is exactly its batches; the last stable offset and the aborted transactions of random read
+//! ranges match the model (bounded where a replay from the log start may legitimately know less:
+//! a transaction that began below the log start is then seen from its first batch still there).
 //!
 //! `RILL_SIM_CASES=N` runs N cases (default 1500) from seed `RILL_SIM_BASE` (default 0x5eed0000);
 //! `RILL_SIM_SEED=S` replays one case; `RILL_SIM_KEEP_GOING=1` runs all cases and lists the
@@ -44,10 +49,16 @@ use std::sync::Mutex;
 const CASES_DEFAULT: u64 = 1500;
 const OPS_PER_CASE: usize = 80;
 const PRODUCER_ID: i64 = 7;
+/// The transactional producers.
+const TXN_PRODUCERS: [i64; 2] = [9, 10];
 
 /// Recoveries that lost unflushed batches, and injected EIOs, over all cases (to prove the
 /// faults were exercised, not just survived).
 static TAILS_LOST: AtomicU64 = AtomicU64::new(0);
+/// Aborted transactions a read range returned, and checks that saw the LSO below the high
+/// watermark (to prove transactions were exercised).
+static ABORTS_SEEN: AtomicU64 = AtomicU64::new(0);
+static LSO_BELOW_HW: AtomicU64 = AtomicU64::new(0);
 /// Operations (recovery included) cut off by a crash between two storage steps.
 static INTERRUPTED: AtomicU64 = AtomicU64::new(0);
 /// The simulator's counters summed over all cases.
@@ -78,6 +89,32 @@ struct ModelBatch {
     /// For idempotent batches: the bytes as the producer sent them.
     sent: Option<Vec<u8>>,
     first_seq: i32,
+    /// The producer, for idempotent and transactional batches and markers.
+    pid: Option<i64>,
+    /// A transactional data batch.
+    transactional: bool,
+    /// A marker: `Some(commit)`.
+    marker: Option<bool>,
+}
+
+/// An aborted transaction as the model sees it.
+#[derive(Clone, Copy, Debug)]
+struct ModelAbort {
+    pid: i64,
+    first: Offset,
+    marker: Offset,
+    /// First data batch of the transaction that ends at or after the log start (what a replay
+    /// from the log start would take as its first offset); `None` if all are below it.
+    first_visible: Option<Offset>,
+}
+
+/// Open transactions (pid -> first offset, first visible offset) and aborted ones, derived
+/// from the model's batches; `closed` lists (marker, first offset) of every closed one.
+#[derive(Default)]
+struct ModelTxns {
+    open: Vec<(i64, Offset, Option<Offset>)>,
+    aborts: Vec<ModelAbort>,
+    closed: Vec<(Offset, Offset, Option<Offset>)>,
 }
 
 #[derive(Default)]
@@ -96,9 +133,48 @@ impl Model {
         self.batches.partition_point(|b| b.last < offset)
     }
 
-    fn next_seq(&self) -> i32 {
-        let last = self.batches.iter().rev().find(|b| b.sent.is_some());
+    fn next_seq(&self, pid: i64) -> i32 {
+        let last = self
+            .batches
+            .iter()
+            .rev()
+            .find(|b| b.pid == Some(pid) && b.marker.is_none());
         last.map_or(0, |b| b.first_seq + (b.last.0 - b.base.0) as i32 + 1)
+    }
+
+    /// Transactions as the batches say, with `log_start` for what a replay would see.
+    fn txns(&self, log_start: Offset) -> ModelTxns {
+        let mut out = ModelTxns::default();
+        // pid -> (first, first visible)
+        let mut open: Vec<(i64, Offset, Option<Offset>)> = Vec::new();
+        for b in &self.batches {
+            let Some(pid) = b.pid else { continue };
+            let at = open.iter().position(|(p, _, _)| *p == pid);
+            match (b.marker, at) {
+                (None, None) if b.transactional => {
+                    let visible = (b.last >= log_start).then_some(b.base);
+                    open.push((pid, b.base, visible));
+                }
+                (None, Some(i)) if open[i].2.is_none() && b.last >= log_start => {
+                    open[i].2 = Some(b.base);
+                }
+                (Some(commit), Some(i)) => {
+                    let (_, first, visible) = open.remove(i);
+                    out.closed.push((b.base, first, visible));
+                    if !commit {
+                        out.aborts.push(ModelAbort {
+                            pid,
+                            first,
+                            marker: b.base,
+                            first_visible: visible,
+                        });
+                    }
+                }
+                _ => {}
+            }
+        }
+        out.open = open;
+        out
     }
 }
 
@@ -145,6 +221,13 @@ fn build_batch(
     batch[CRC_AT..CRC_AT + 4].copy_from_slice(&crc.to_be_bytes());
     debug_assert_eq!(batch.len(), HEADER_BYTES + payload_bytes);
     batch
+}
+
+/// `sent` with its baseOffset set to `base` (what the log stores).
+fn with_base(sent: &[u8], base: Offset) -> Vec<u8> {
+    let mut bytes = sent.to_vec();
+    set_base_offset(&mut bytes, base);
+    bytes
 }
 
 fn random_config(rng: &mut fastrand::Rng, big_batches: bool) -> LogConfig {
@@ -339,6 +422,41 @@ impl Harness {
             FlushPolicy::EveryAppend => assert_eq!(hw, durable),
             FlushPolicy::Interval { .. } => assert_eq!(hw, end),
         }
+        self.check_lso();
+    }
+
+    /// The LSO is the model's, bounded by what a replay from the log start can know.
+    fn check_lso(&mut self) {
+        let log = self.log.as_ref().expect("open");
+        let (start, hw, lso) = (
+            log.log_start_offset(),
+            log.high_watermark(),
+            log.last_stable_offset(),
+        );
+        let txns = self.model.txns(start);
+        let firsts = txns
+            .open
+            .iter()
+            .map(|(_, first, visible)| (*first, *visible))
+            .chain(
+                txns.closed
+                    .iter()
+                    .filter(|(marker, _, _)| *marker >= hw)
+                    .map(|(_, first, visible)| (*first, *visible)),
+            );
+        let (mut low, mut high) = (hw, hw);
+        for (first, visible) in firsts {
+            low = low.min(first);
+            high = high.min(visible.unwrap_or(hw));
+        }
+        let (low, high) = (low.max(start), high.max(start));
+        if lso < hw {
+            LSO_BELOW_HW.fetch_add(1, Ordering::Relaxed);
+        }
+        assert!(
+            low <= lso && lso <= high,
+            "LSO {lso} outside the model's [{low}, {high}] (hw {hw}, start {start})"
+        );
     }
 
     fn check_all_content(&mut self) {
@@ -389,11 +507,15 @@ impl Harness {
     fn step(&mut self) {
         let roll = self.rng.u8(0..100);
         match roll {
-            0..=44 => self.op_append(),
+            0..=32 => self.op_append(),
+            33..=39 => self.op_txn_append(),
+            40..=43 => self.op_end_txn(),
+            44 => self.op_aborted(),
             // Big batches: fewer flushes, so a MiB builds up and goes out in the background.
             45..=52 if self.big_batches => self.op_append(),
             45..=59 => self.op_flush(),
-            60..=74 => self.op_read(),
+            60..=64 => self.op_aborted(),
+            65..=74 => self.op_read(),
             75..=78 => self.op_timestamp(),
             79..=82 => self.op_retention(),
             83..=85 => self.op_delete_records(),
@@ -459,7 +581,7 @@ impl Harness {
         };
         let ts = self.clock.now().0 + self.rng.i64(-50..50);
         let producer = self.rng.u8(0..3) == 0;
-        let seq = self.model.next_seq();
+        let seq = self.model.next_seq(PRODUCER_ID);
         let sent = build_batch(
             records,
             payload,
@@ -482,6 +604,9 @@ impl Harness {
             bytes,
             sent: producer.then_some(sent),
             first_seq: seq,
+            pid: producer.then_some(PRODUCER_ID),
+            transactional: false,
+            marker: None,
         };
         match result {
             Some(Ok(info)) => {
@@ -505,6 +630,138 @@ impl Harness {
                 self.model.batches.push(batch); // may or may not have reached the disk
                 self.interrupted(budget);
             }
+        }
+    }
+
+    fn op_txn_append(&mut self) {
+        let pid = TXN_PRODUCERS[self.rng.usize(0..2)];
+        let records = self.rng.i32(1..=3);
+        let payload = self.rng.usize(0..300);
+        let ts = self.clock.now().0;
+        let seq = self.model.next_seq(pid);
+        let mut sent = build_batch(records, payload, TimestampMs(ts), Some((pid, 0, seq)));
+        crate::control::mark_transactional(&mut sent);
+        let base = self.model.end().max(self.model.log_start);
+        self.trace.push(format!(
+            "txn append pid={pid} records={records} base={base}"
+        ));
+        let batch = ModelBatch {
+            base,
+            last: base.plus(i64::from(records - 1)),
+            max_ts: TimestampMs(ts),
+            bytes: with_base(&sent, base),
+            sent: None,
+            first_seq: seq,
+            pid: Some(pid),
+            transactional: true,
+            marker: None,
+        };
+        let now = self.clock.now();
+        let budget = self.crash_budget();
+        let result = run(budget, self.log().append(BytesMut::from(&sent[..]), now));
+        self.settle_append(result, batch, budget);
+    }
+
+    fn op_end_txn(&mut self) {
+        let pid = TXN_PRODUCERS[self.rng.usize(0..2)];
+        let commit = self.rng.bool();
+        let marker = crate::control::TxnMarker {
+            producer_id: pid,
+            producer_epoch: 0,
+            commit,
+            coordinator_epoch: 0,
+        };
+        let now = self.clock.now();
+        let sent = crate::control::encode_marker_batch(&marker, now);
+        let base = self.model.end().max(self.model.log_start);
+        self.trace
+            .push(format!("end txn pid={pid} commit={commit} base={base}"));
+        let batch = ModelBatch {
+            base,
+            last: base,
+            max_ts: now,
+            bytes: with_base(&sent, base),
+            sent: None,
+            first_seq: -1,
+            pid: Some(pid),
+            transactional: true,
+            marker: Some(commit),
+        };
+        let budget = self.crash_budget();
+        let result = run(budget, self.log().append_marker(&marker, now));
+        self.settle_append(result, batch, budget);
+    }
+
+    /// Applies an append's outcome to the model (shared by the transactional operations).
+    fn settle_append(
+        &mut self,
+        result: Option<Result<crate::partition_log::AppendInfo, EngineError>>,
+        batch: ModelBatch,
+        budget: Option<u64>,
+    ) {
+        match result {
+            Some(Ok(info)) => {
+                assert_eq!(
+                    (info.base_offset, info.last_offset),
+                    (batch.base, batch.last)
+                );
+                self.model.batches.push(batch);
+            }
+            Some(Err(e)) if is_fatal(&e) => {
+                self.model.batches.push(batch); // may or may not have reached the disk
+                self.crash_and_reopen();
+            }
+            Some(Err(e)) => panic!("transactional append failed: {e}"),
+            None => {
+                self.model.batches.push(batch);
+                self.interrupted(budget);
+            }
+        }
+    }
+
+    /// Aborted transactions of a random read range against the model.
+    fn op_aborted(&mut self) {
+        let (start, end) = (self.log().log_start_offset(), self.log().log_end_offset());
+        let from = Offset(self.rng.i64(start.0..=end.0));
+        let upper = Offset(self.rng.i64(from.0..=end.0 + 2));
+        self.trace
+            .push(format!("aborted_transactions [{from}, {upper})"));
+        let budget = self.crash_budget();
+        let got = match run(budget, self.log().aborted_transactions(from, upper)) {
+            Some(Ok(got)) => got,
+            Some(Err(e)) if is_fatal(&e) => return,
+            Some(Err(e)) => panic!("aborted_transactions failed: {e}"),
+            None => return self.interrupted(budget),
+        };
+        let aborts = self.model.txns(start).aborts;
+        ABORTS_SEEN.fetch_add(got.len() as u64, Ordering::Relaxed);
+        for a in &got {
+            let m = aborts
+                .iter()
+                .find(|m| m.pid == a.producer_id && m.marker == a.last_offset)
+                .unwrap_or_else(|| panic!("{a:?} is not an abort of the model"));
+            assert!(
+                a.last_offset >= from && a.first_offset < upper,
+                "{a:?} out of range"
+            );
+            if let Some(visible) = m.first_visible {
+                assert!(
+                    m.first <= a.first_offset && a.first_offset <= visible,
+                    "{a:?}: first offset not in [{}, {visible}]",
+                    m.first
+                );
+            }
+        }
+        for m in &aborts {
+            let needed =
+                from < upper && m.marker >= from && m.first_visible.is_some_and(|v| v < upper);
+            let found = got
+                .iter()
+                .any(|a| a.producer_id == m.pid && a.last_offset == m.marker);
+            assert!(
+                !needed || found,
+                "abort {m:?} missing for [{from}, {upper})"
+            );
         }
     }
 
@@ -614,7 +871,7 @@ impl Harness {
             .batches
             .iter()
             .rev()
-            .find(|b| b.sent.is_some())
+            .find(|b| b.pid == Some(PRODUCER_ID))
             .cloned()
         else {
             return;
@@ -724,15 +981,22 @@ fn op_fuzz_against_model() {
         INTERRUPTED.load(Ordering::Relaxed),
     );
     let stats = *STATS.lock().unwrap_or_else(|e| e.into_inner());
+    let (aborts, lso_below) = (
+        ABORTS_SEEN.load(Ordering::Relaxed),
+        LSO_BELOW_HW.load(Ordering::Relaxed),
+    );
     eprintln!(
         "op-fuzz: {cases} cases from seed {base_seed}, {lost} recoveries lost an unflushed tail, \
-         {interrupted} operations cut off by a crash; {stats:?}"
+         {interrupted} operations cut off by a crash, {aborts} aborted transactions checked, \
+         {lso_below} checks with the LSO below the high watermark; {stats:?}"
     );
     assert!(failed.is_empty(), "failing seeds: {failed:?}");
     if cases >= 1000 {
         assert!(
             lost > 0
                 && interrupted > 0
+                && aborts > 0
+                && lso_below > 0
                 && stats.io_errors_injected > 0
                 && stats.lengths_changed_by_crash > 0
                 && stats.blocks_torn_by_crash > 0

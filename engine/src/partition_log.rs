@@ -104,19 +104,39 @@ pub struct PartitionLog<S: Storage> {
     /// log end. Set by an open that found them so and by an idle release; cleared before any
     /// write. `close` then only closes files (10,000 idle partitions shut down in no time).
     pub(crate) clean_on_disk: bool,
+    /// Transactions closed by a marker at or above the high watermark, as (marker offset,
+    /// first offset): the last stable offset stays at their first offset until the high
+    /// watermark passes the marker (see `transactions.rs`).
+    pub(crate) unstable_markers: std::collections::VecDeque<(Offset, Offset)>,
 }
 
 impl<S: Storage> PartitionLog<S> {
     /// Appends one v2 record batch, assigning offsets by rewriting its baseOffset only.
     /// The bytes are buffered; call [`Self::flush`] to make them durable (group commit).
+    /// Control batches are refused: only [`Self::append_marker`] writes them.
     pub async fn append(
         &mut self,
-        mut batch: BytesMut,
+        batch: BytesMut,
         now: TimestampMs,
     ) -> Result<AppendInfo, EngineError> {
         self.check_usable()?;
         let sent = batch::validate_for_append(&batch, self.config.message_bytes_max)?;
+        if sent.control.is_some() {
+            return Err(EngineError::InvalidRecord(
+                "control batches are written by the broker only".into(),
+            ));
+        }
         self.producers.check(&sent)?;
+        self.append_checked(batch, sent, now).await
+    }
+
+    /// Appends a batch whose producer checks passed (`sent` is its header as sent).
+    pub(crate) async fn append_checked(
+        &mut self,
+        mut batch: BytesMut,
+        sent: BatchMeta,
+        now: TimestampMs,
+    ) -> Result<AppendInfo, EngineError> {
         self.clean_on_disk = false;
         if let Err(e) = self.ensure_active_writable().await {
             self.failed = true;
@@ -136,7 +156,9 @@ impl<S: Storage> PartitionLog<S> {
             self.failed = true;
             return Err(e);
         }
-        self.producers.record(&meta);
+        if let Some(completed) = self.producers.record(&meta) {
+            self.note_completed_txn(completed);
+        }
         self.cache.push(meta.base_offset, meta.last_offset, bytes);
         self.positions.appended(meta.last_offset.plus(1));
         self.unflushed_messages += (delta + 1) as u64;
@@ -217,7 +239,8 @@ impl<S: Storage> PartitionLog<S> {
         Ok(())
     }
 
-    /// Trims the active `.log` to its batches, writes its indexes, and closes it.
+    /// Trims the active `.log` to its batches, writes its indexes and `.txnindex`, and closes
+    /// it; the aborted transactions stay on disk only (the summary stays in memory).
     async fn seal_active(&mut self) -> Result<(), EngineError> {
         let active = self.segments.last_mut().expect("at least one segment");
         active.seal_time_index();
@@ -228,7 +251,15 @@ impl<S: Storage> PartitionLog<S> {
         file.truncate(active.size_bytes).await?;
         file.sync().await?;
         file.close().await?;
-        self.write_indexes(self.active()).await
+        self.write_indexes(self.active()).await?;
+        self.write_txn_index(self.active()).await?;
+        let active = self.active_mut();
+        assert_eq!(
+            active.txn_first_offset_min,
+            active.txn_index.first_offset_min()
+        );
+        active.txn_index = crate::segment::txn_index::TxnIndex::default();
+        Ok(())
     }
 
     /// Writes the in-memory `.timeindex` and then `.index` of `segment`. In this order a crash
@@ -269,7 +300,7 @@ impl<S: Storage> PartitionLog<S> {
         &self,
         base: Offset,
     ) -> Result<Segment<S::File>, EngineError> {
-        for kind in [FileKind::Index, FileKind::TimeIndex] {
+        for kind in [FileKind::Index, FileKind::TimeIndex, FileKind::TxnIndex] {
             let path = self.dir.join(segment_file_name(base, kind));
             if self.storage.exists(&path).await? {
                 self.storage.remove_file(&path).await?;
@@ -323,6 +354,7 @@ impl<S: Storage> PartitionLog<S> {
             return Err(EngineError::from_io(e));
         }
         self.positions.flushed();
+        self.prune_unstable_markers();
         self.unflushed_messages = 0;
         self.last_flush_ms = self.clock.now();
         Ok(self.positions.durable())
@@ -387,9 +419,22 @@ impl<S: Storage> PartitionLog<S> {
         from: Offset,
         max_bytes: usize,
     ) -> Result<ReadBatches, EngineError> {
+        let hw = self.positions.high_watermark();
+        self.read_below(from, max_bytes, hw).await
+    }
+
+    /// [`Self::read`] with batches starting below `limit` (at most the high watermark): the
+    /// high watermark for read_uncommitted, the last stable offset for read_committed.
+    pub(crate) async fn read_below(
+        &mut self,
+        from: Offset,
+        max_bytes: usize,
+        limit: Offset,
+    ) -> Result<ReadBatches, EngineError> {
         self.check_usable()?;
         self.check_in_range(from)?;
-        let hw = self.positions.high_watermark();
+        assert!(limit <= self.positions.high_watermark());
+        let hw = limit;
         let chunks = if from >= hw {
             Vec::new()
         } else if self.cache.covers(from) {
@@ -403,7 +448,7 @@ impl<S: Storage> PartitionLog<S> {
                 < batch::validate_prefix(&w[1]).unwrap().base_offset));
         Ok(ReadBatches {
             chunks,
-            high_watermark: hw,
+            high_watermark: self.positions.high_watermark(),
             log_start_offset: self.positions.log_start(),
         })
     }

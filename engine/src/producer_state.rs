@@ -1,28 +1,45 @@
-//! [`ProducerState`]: idempotent-producer bookkeeping (Kafka's ProducerStateManager, minimal).
+//! [`ProducerState`]: idempotent and transactional producer bookkeeping (Kafka's
+//! ProducerStateManager, minimal).
 //!
-//! Per producer id: the current epoch and the last [`BATCHES_KEPT`] batches' sequence ranges and
-//! offsets. A batch from producer `pid` with epoch `e` and sequences `[first, last]` is:
+//! Per producer id: the current epoch, the last [`BATCHES_KEPT`] batches' sequence ranges and
+//! offsets, and the first offset of its open transaction in this partition, if any. A data batch
+//! from producer `pid` with epoch `e` and sequences `[first, last]` is:
 //! - fenced (`InvalidProducerEpoch`) if `e` is older than the current epoch;
+//! - refused (`InvalidTxnState`) if it is not transactional while `pid` has an open transaction;
 //! - a duplicate (`DuplicateSequence` with the original offsets) if it matches a kept batch;
 //! - accepted if `pid` is unknown (any sequence: its history may have been deleted), if `e` is
 //!   newer and `first == 0`, or if `first` follows the last sequence (wrapping at `i32::MAX`);
 //! - otherwise `OutOfOrderSequence`.
 //!
+//! Transactions: the first transactional batch of `pid` opens a transaction at its base offset;
+//! a COMMIT or ABORT marker closes it and is reported as a [`CompletedTxn`]. A marker may carry
+//! a newer epoch than the producer's (the coordinator fenced it): the epoch moves up and the
+//! sequence history is dropped. Markers from an older producer epoch or an older coordinator
+//! epoch are refused. The smallest first offset of the open transactions bounds the last stable
+//! offset ([`ProducerState::first_open_txn_offset`]).
+//!
 //! Snapshot file `producer.snapshot` (written at roll, close and each index checkpoint of the
-//! active segment, replaced by rename):
-//! `[u32 crc32c BE of the rest][i64 offset BE][u32 producer count BE]` then per producer
-//! `[i64 pid][i16 epoch][u8 n]` and `n` x `[i32 first seq][i32 last seq][i64 base][i64 last]`.
+//! active segment, replaced by rename), version 2:
+//! `[u32 crc32c BE of the rest][u8 version = 2][i64 offset BE][u32 producer count BE]` then per
+//! producer `[i64 pid][i16 epoch][i32 coordinator epoch][i64 open txn first offset, -1 none]`
+//! `[i64 last offset][i64 last timestamp][u8 n]` and `n` x
+//! `[i32 first seq][i32 last seq][i64 base][i64 last]`. Version 1 (before transactions) had no
+//! version byte (its byte 4 is the high byte of the offset, 0) and per producer only
+//! `[i64 pid][i16 epoch][u8 n]` plus the batches; it still decodes.
 //! It is the state as of `offset`; recovery replays batch headers from there to the log end.
-//! [`ProducerState::record`] ignores a batch at or below the last one it holds for that
+//! [`ProducerState::record`] ignores a batch at or below the last offset it holds for that
 //! producer, so a replay that overlaps the snapshot can never regress the state.
 
 use crate::batch::BatchMeta;
+use crate::control::{ControlType, TxnMarker};
 use crate::error::EngineError;
-use crate::types::Offset;
-use std::collections::{HashMap, VecDeque};
+use crate::types::{Offset, TimestampMs};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 
 /// Batches remembered per producer for duplicate detection (Kafka keeps 5).
 pub const BATCHES_KEPT: usize = 5;
+/// Snapshot format written now.
+const SNAPSHOT_VERSION: u8 = 2;
 
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
 struct BatchSeq {
@@ -36,12 +53,66 @@ struct BatchSeq {
 struct ProducerEntry {
     epoch: i16,
     batches: VecDeque<BatchSeq>,
+    /// First offset of the producer's open transaction in this partition.
+    txn_first_offset: Option<Offset>,
+    /// Coordinator epoch of the last marker written for this producer (-1: none).
+    coordinator_epoch: i32,
+    /// Highest offset of any batch or marker recorded (-1: none); replays at or below it are
+    /// ignored.
+    last_offset: Offset,
+    /// Max timestamp of the last data batch (DescribeProducers).
+    last_timestamp: TimestampMs,
 }
 
-/// Idempotent-producer state of one partition.
+impl ProducerEntry {
+    fn new(epoch: i16) -> Self {
+        ProducerEntry {
+            epoch,
+            batches: VecDeque::new(),
+            txn_first_offset: None,
+            coordinator_epoch: -1,
+            last_offset: Offset(-1),
+            last_timestamp: TimestampMs::NONE,
+        }
+    }
+}
+
+/// A transaction a marker closed.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub struct CompletedTxn {
+    /// The producer.
+    pub producer_id: i64,
+    /// Its first record in this partition.
+    pub first_offset: Offset,
+    /// The marker's offset.
+    pub last_offset: Offset,
+    /// Whether the marker was an ABORT.
+    pub aborted: bool,
+}
+
+/// One producer as DescribeProducers shows it.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub struct ProducerView {
+    /// Producer id.
+    pub producer_id: i64,
+    /// Current epoch.
+    pub producer_epoch: i16,
+    /// Last sequence written (-1: none since the last epoch change).
+    pub last_sequence: i32,
+    /// Max timestamp of its last batch (-1: none).
+    pub last_timestamp: TimestampMs,
+    /// Coordinator epoch of its last marker (-1: none).
+    pub coordinator_epoch: i32,
+    /// First offset of its open transaction, if one is open.
+    pub txn_first_offset: Option<Offset>,
+}
+
+/// Idempotent and transactional producer state of one partition.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct ProducerState {
     producers: HashMap<i64, ProducerEntry>,
+    /// Open transactions by first offset (each offset belongs to one producer's batch).
+    open_txns: BTreeMap<Offset, i64>,
 }
 
 /// The sequence after `seq`, wrapping like Kafka.
@@ -59,9 +130,18 @@ fn last_seq(first: i32, delta: i64) -> i32 {
 }
 
 impl ProducerState {
-    /// Checks a batch before it is appended (no state change).
+    /// Checks a data batch before it is appended (no state change).
     pub fn check(&self, meta: &BatchMeta) -> Result<(), EngineError> {
+        assert!(
+            meta.control.is_none(),
+            "markers are checked by check_marker"
+        );
         if meta.producer_id < 0 {
+            if meta.transactional {
+                return Err(EngineError::InvalidRecord(
+                    "transactional batch without a producer id".into(),
+                ));
+            }
             return Ok(());
         }
         let Some(entry) = self.producers.get(&meta.producer_id) else {
@@ -73,6 +153,11 @@ impl ProducerState {
                 current: entry.epoch,
                 received: epoch,
             });
+        }
+        if !meta.transactional && entry.txn_first_offset.is_some() {
+            return Err(EngineError::InvalidTxnState(
+                "a non-transactional batch from a producer with an open transaction".into(),
+            ));
         }
         if epoch > entry.epoch {
             return if first == 0 {
@@ -105,45 +190,109 @@ impl ProducerState {
         Ok(())
     }
 
-    /// Records an appended batch (offsets assigned).
-    pub fn record(&mut self, meta: &BatchMeta) {
-        if meta.producer_id < 0 {
-            return;
-        }
-        let seq = BatchSeq {
-            first_seq: meta.base_sequence,
-            last_seq: last_seq(meta.base_sequence, meta.last_offset.0 - meta.base_offset.0),
-            base: meta.base_offset,
-            last: meta.last_offset,
+    /// Checks a transaction marker before it is appended: neither an older producer epoch nor
+    /// an older coordinator epoch than the last marker's.
+    pub fn check_marker(&self, marker: &TxnMarker) -> Result<(), EngineError> {
+        let Some(entry) = self.producers.get(&marker.producer_id) else {
+            return Ok(());
         };
+        if marker.producer_epoch < entry.epoch {
+            return Err(EngineError::InvalidProducerEpoch {
+                current: entry.epoch,
+                received: marker.producer_epoch,
+            });
+        }
+        if marker.coordinator_epoch < entry.coordinator_epoch {
+            return Err(EngineError::CoordinatorFenced {
+                current: entry.coordinator_epoch,
+                received: marker.coordinator_epoch,
+            });
+        }
+        Ok(())
+    }
+
+    /// Records an appended batch or marker (offsets assigned). Returns the transaction a
+    /// marker closed, if the producer had one open here.
+    pub fn record(&mut self, meta: &BatchMeta) -> Option<CompletedTxn> {
+        if meta.producer_id < 0 {
+            return None;
+        }
         let entry = self
             .producers
             .entry(meta.producer_id)
-            .or_insert(ProducerEntry {
-                epoch: meta.producer_epoch,
-                batches: VecDeque::new(),
-            });
-        if entry
-            .batches
-            .back()
-            .is_some_and(|b| b.last >= meta.base_offset)
-        {
+            .or_insert_with(|| ProducerEntry::new(meta.producer_epoch));
+        if entry.last_offset >= meta.base_offset {
             // Already recorded (recovery replay overlapping a snapshot): offsets only grow, so
             // recording it again would duplicate it or, across an epoch bump, regress the state.
-            return;
+            return None;
         }
-        if meta.producer_epoch != entry.epoch {
+        entry.last_offset = meta.last_offset;
+        if meta.producer_epoch > entry.epoch
+            || (meta.control.is_none() && meta.producer_epoch != entry.epoch)
+        {
             entry.epoch = meta.producer_epoch;
             entry.batches.clear();
         }
-        entry.batches.push_back(seq);
-        if entry.batches.len() > BATCHES_KEPT {
-            entry.batches.pop_front();
+        match meta.control {
+            Some(control) => {
+                entry.coordinator_epoch = entry.coordinator_epoch.max(control.coordinator_epoch);
+                let aborted = match control.kind {
+                    ControlType::Abort => true,
+                    ControlType::Commit => false,
+                    ControlType::Other(_) => return None,
+                };
+                let first = entry.txn_first_offset.take()?;
+                let removed = self.open_txns.remove(&first);
+                assert_eq!(removed, Some(meta.producer_id), "open txn index agrees");
+                Some(CompletedTxn {
+                    producer_id: meta.producer_id,
+                    first_offset: first,
+                    last_offset: meta.base_offset,
+                    aborted,
+                })
+            }
+            None => {
+                record_data(entry, meta);
+                if meta.transactional && entry.txn_first_offset.is_none() {
+                    entry.txn_first_offset = Some(meta.base_offset);
+                    self.open_txns.insert(meta.base_offset, meta.producer_id);
+                }
+                None
+            }
         }
-        assert!(entry.batches.len() <= BATCHES_KEPT);
     }
 
-    /// Heap estimate: per producer its map slot and its kept batches.
+    /// First offset of the earliest open transaction: the last stable offset never passes it.
+    pub fn first_open_txn_offset(&self) -> Option<Offset> {
+        self.open_txns.keys().next().copied()
+    }
+
+    /// Whether `producer_id` has an open transaction in this partition.
+    pub fn has_open_txn(&self, producer_id: i64) -> bool {
+        self.producers
+            .get(&producer_id)
+            .is_some_and(|e| e.txn_first_offset.is_some())
+    }
+
+    /// Every known producer (DescribeProducers), by producer id.
+    pub fn views(&self) -> Vec<ProducerView> {
+        let mut out: Vec<ProducerView> = self
+            .producers
+            .iter()
+            .map(|(&producer_id, e)| ProducerView {
+                producer_id,
+                producer_epoch: e.epoch,
+                last_sequence: e.batches.back().map_or(-1, |b| b.last_seq),
+                last_timestamp: e.last_timestamp,
+                coordinator_epoch: e.coordinator_epoch,
+                txn_first_offset: e.txn_first_offset,
+            })
+            .collect();
+        out.sort_unstable_by_key(|v| v.producer_id);
+        out
+    }
+
+    /// Heap estimate: per producer its map slot and its kept batches, plus open transactions.
     pub fn heap_bytes(&self) -> usize {
         let per_producer = std::mem::size_of::<(i64, ProducerEntry)>() + 1;
         let batches: usize = self
@@ -151,7 +300,8 @@ impl ProducerState {
             .values()
             .map(|e| e.batches.capacity() * std::mem::size_of::<BatchSeq>())
             .sum();
-        self.producers.capacity() * per_producer + batches
+        let open = self.open_txns.len() * (std::mem::size_of::<(Offset, i64)>() + 16);
+        self.producers.capacity() * per_producer + batches + open
     }
 
     /// Number of producers known.
@@ -164,9 +314,9 @@ impl ProducerState {
         self.producers.is_empty()
     }
 
-    /// Snapshot bytes of the state as of `offset`.
+    /// Snapshot bytes (version 2) of the state as of `offset`.
     pub fn encode(&self, offset: Offset) -> Vec<u8> {
-        let mut body = Vec::new();
+        let mut body = vec![SNAPSHOT_VERSION];
         body.extend_from_slice(&offset.0.to_be_bytes());
         body.extend_from_slice(&(self.producers.len() as u32).to_be_bytes());
         let mut pids: Vec<_> = self.producers.keys().copied().collect();
@@ -175,6 +325,11 @@ impl ProducerState {
             let e = &self.producers[&pid];
             body.extend_from_slice(&pid.to_be_bytes());
             body.extend_from_slice(&e.epoch.to_be_bytes());
+            body.extend_from_slice(&e.coordinator_epoch.to_be_bytes());
+            let first = e.txn_first_offset.map_or(-1, |o| o.0);
+            body.extend_from_slice(&first.to_be_bytes());
+            body.extend_from_slice(&e.last_offset.0.to_be_bytes());
+            body.extend_from_slice(&e.last_timestamp.0.to_be_bytes());
             body.push(e.batches.len() as u8);
             for b in &e.batches {
                 body.extend_from_slice(&b.first_seq.to_be_bytes());
@@ -188,41 +343,77 @@ impl ProducerState {
         out
     }
 
-    /// Parses snapshot bytes (trailing zero padding allowed); `None` if damaged.
+    /// Parses snapshot bytes of version 1 or 2 (trailing zero padding allowed); `None` if
+    /// damaged.
     pub fn decode(bytes: &[u8]) -> Option<(Offset, ProducerState)> {
         let mut r = Reader { bytes, pos: 0 };
         let crc = r.u32()?;
         let start = r.pos;
+        let version = match *bytes.get(start)? {
+            0 => 1, // a version 1 snapshot: the high byte of its offset
+            SNAPSHOT_VERSION => {
+                r.pos += 1;
+                SNAPSHOT_VERSION
+            }
+            _ => return None,
+        };
         let offset = Offset(r.i64()?);
         let count = r.u32()?;
         let mut state = ProducerState::default();
         for _ in 0..count {
-            let (pid, entry) = decode_entry(&mut r)?;
+            let (pid, entry) = decode_entry(&mut r, version)?;
+            if let Some(first) = entry.txn_first_offset {
+                state.open_txns.insert(first, pid);
+            }
             state.producers.insert(pid, entry);
         }
         (crc32c::crc32c(&bytes[start..r.pos]) == crc).then_some((offset, state))
     }
 }
 
-fn decode_entry(r: &mut Reader<'_>) -> Option<(i64, ProducerEntry)> {
+/// Notes a data batch in the producer's sequence history.
+fn record_data(entry: &mut ProducerEntry, meta: &BatchMeta) {
+    entry.batches.push_back(BatchSeq {
+        first_seq: meta.base_sequence,
+        last_seq: last_seq(meta.base_sequence, meta.last_offset.0 - meta.base_offset.0),
+        base: meta.base_offset,
+        last: meta.last_offset,
+    });
+    if entry.batches.len() > BATCHES_KEPT {
+        entry.batches.pop_front();
+    }
+    assert!(entry.batches.len() <= BATCHES_KEPT);
+    entry.last_timestamp = meta.max_timestamp;
+}
+
+fn decode_entry(r: &mut Reader<'_>, version: u8) -> Option<(i64, ProducerEntry)> {
     let pid = r.i64()?;
-    let epoch = r.i16()?;
+    let mut entry = ProducerEntry::new(r.i16()?);
+    if version >= 2 {
+        entry.coordinator_epoch = r.i32()?;
+        let first = r.i64()?;
+        entry.txn_first_offset = (first >= 0).then_some(Offset(first));
+        entry.last_offset = Offset(r.i64()?);
+        entry.last_timestamp = TimestampMs(r.i64()?);
+    }
     let n = r.u8()? as usize;
     if n > BATCHES_KEPT {
         return None;
     }
-    let mut batches = VecDeque::with_capacity(n);
     for _ in 0..n {
         let (first_seq, last_seq) = (r.i32()?, r.i32()?);
         let (base, last) = (Offset(r.i64()?), Offset(r.i64()?));
-        batches.push_back(BatchSeq {
+        entry.batches.push_back(BatchSeq {
             first_seq,
             last_seq,
             base,
             last,
         });
     }
-    Some((pid, ProducerEntry { epoch, batches }))
+    if version < 2 {
+        entry.last_offset = entry.batches.back().map_or(Offset(-1), |b| b.last);
+    }
+    Some((pid, entry))
 }
 
 /// A bounds-checked big-endian reader.
@@ -255,98 +446,5 @@ impl Reader<'_> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::types::TimestampMs;
-
-    fn meta(pid: i64, epoch: i16, seq: i32, base: i64, records: i64) -> BatchMeta {
-        BatchMeta {
-            base_offset: Offset(base),
-            last_offset: Offset(base + records - 1),
-            max_timestamp: TimestampMs(0),
-            total_bytes: 100,
-            producer_id: pid,
-            producer_epoch: epoch,
-            base_sequence: seq,
-        }
-    }
-
-    #[test]
-    fn sequence_rules() {
-        let mut s = ProducerState::default();
-        s.check(&meta(1, 0, 0, 0, 3)).unwrap();
-        s.record(&meta(1, 0, 0, 0, 3));
-        assert!(matches!(
-            s.check(&meta(1, 0, 0, 9, 3)),
-            Err(EngineError::DuplicateSequence {
-                base_offset: Offset(0),
-                last_offset: Offset(2)
-            })
-        ));
-        assert!(matches!(
-            s.check(&meta(1, 0, 5, 3, 1)),
-            Err(EngineError::OutOfOrderSequence { expected: 3, .. })
-        ));
-        s.check(&meta(1, 0, 3, 3, 1)).unwrap();
-        assert!(matches!(
-            s.check(&meta(1, 1, 7, 3, 1)),
-            Err(EngineError::OutOfOrderSequence { expected: 0, .. })
-        ));
-        s.record(&meta(1, 1, 0, 3, 1));
-        assert!(matches!(
-            s.check(&meta(1, 0, 4, 4, 1)),
-            Err(EngineError::InvalidProducerEpoch {
-                current: 1,
-                received: 0
-            })
-        ));
-        s.check(&meta(2, 0, 77, 4, 1)).unwrap();
-        s.check(&meta(-1, -1, -1, 4, 1)).unwrap();
-    }
-
-    #[test]
-    fn keeps_five_and_wraps_sequences() {
-        let mut s = ProducerState::default();
-        for i in 0..7 {
-            s.record(&meta(1, 0, i, i64::from(i), 1));
-        }
-        assert!(
-            s.check(&meta(1, 0, 0, 9, 1)).is_err(),
-            "seq 0 forgotten: out of order, not duplicate"
-        );
-        assert!(matches!(
-            s.check(&meta(1, 0, 6, 9, 1)),
-            Err(EngineError::DuplicateSequence { .. })
-        ));
-        assert_eq!(last_seq(i32::MAX, 1), 0);
-        assert_eq!(next_seq(i32::MAX), 0);
-    }
-
-    #[test]
-    fn replaying_a_recorded_batch_never_regresses_the_state() {
-        let mut s = ProducerState::default();
-        s.record(&meta(1, 0, 0, 0, 2));
-        s.record(&meta(1, 1, 0, 2, 1));
-        let before = s.clone();
-        s.record(&meta(1, 0, 0, 0, 2)); // older epoch, already covered
-        s.record(&meta(1, 1, 0, 2, 1)); // the same batch again
-        assert_eq!(s, before);
-        assert!(matches!(
-            s.check(&meta(1, 0, 2, 3, 1)),
-            Err(EngineError::InvalidProducerEpoch { current: 1, .. })
-        ));
-    }
-
-    #[test]
-    fn snapshot_round_trip_and_damage() {
-        let mut s = ProducerState::default();
-        s.record(&meta(1, 0, 0, 0, 3));
-        s.record(&meta(9, 2, 0, 3, 1));
-        let mut bytes = s.encode(Offset(4));
-        bytes.extend_from_slice(&[0; 100]);
-        assert_eq!(ProducerState::decode(&bytes), Some((Offset(4), s)));
-        bytes[10] ^= 1;
-        assert_eq!(ProducerState::decode(&bytes), None);
-        assert_eq!(ProducerState::decode(&[]), None);
-    }
-}
+#[path = "producer_state_tests.rs"]
+mod tests;

@@ -20,7 +20,10 @@
 //! 5. Producer state: load the snapshot (checkpointed with the indexes, so its offset is at or
 //!    after the scan start) and apply the scanned batches after its offset; if the snapshot is
 //!    older than the scan start, the gap is replayed by reading the log. Batches the snapshot
-//!    already covers are never applied again.
+//!    already covers are never applied again. Aborted transactions: sealed segments keep their
+//!    `.txnindex` (only a summary in memory; a file that does not decode forces a replay from
+//!    the log start that rebuilds it); the active segment keeps its checkpointed entries below
+//!    the replay start and re-derives the others from the markers replayed.
 //! 6. If the scan was long (>= the checkpoint interval) or index entries were dropped, the log is
 //!    synced and a fresh checkpoint written, so a crash loop does not rescan the same bytes.
 //!
@@ -40,6 +43,7 @@ use crate::segment::cursor::BatchCursor;
 use crate::segment::file_name::{parse_segment_file_name, segment_file_name, FileKind};
 use crate::segment::offset_index::OffsetIndex;
 use crate::segment::time_index::TimeIndex;
+use crate::segment::txn_index::TxnIndex;
 use crate::segment::Segment;
 use crate::small_file::{self, TMP_SUFFIX};
 use crate::types::{FilePosition, Offset, RelativeOffset, TimestampMs};
@@ -111,6 +115,7 @@ impl<S: Storage> PartitionLog<S> {
             prealloc_budget,
             prealloc_step: 0,
             clean_on_disk: false,
+            unstable_markers: std::collections::VecDeque::new(),
         };
         let (bases, checkpoint) = log.clean_directory().await?;
         let tail = log
@@ -172,9 +177,9 @@ impl<S: Storage> PartitionLog<S> {
         Ok((bases, checkpoint))
     }
 
-    /// Removes the three files of the segment at `base` (`.log` first: orphans are cleaned on open).
+    /// Removes the files of the segment at `base` (`.log` first: orphans are cleaned on open).
     pub(crate) async fn remove_segment_files(&self, base: Offset) -> Result<(), EngineError> {
-        for kind in [FileKind::Log, FileKind::Index, FileKind::TimeIndex] {
+        for kind in FileKind::ALL {
             let path = self.dir.join(segment_file_name(base, kind));
             if self.storage.exists(&path).await? {
                 self.storage.remove_file(&path).await?;
@@ -196,14 +201,21 @@ impl<S: Storage> PartitionLog<S> {
             return Ok(ScannedTail {
                 from: checkpoint,
                 producer_batches: Vec::new(),
+                damaged_txn_indexes: Vec::new(),
             });
         };
+        let mut damaged_txn_indexes = Vec::new();
         for (i, &base) in sealed.iter().enumerate() {
-            let segment = self.load_sealed(base, bases[i + 1]).await?;
+            let mut segment = self.load_sealed(base, bases[i + 1]).await?;
+            match self.read_txn_summary(base, bases[i + 1]).await? {
+                Some(min) => segment.txn_first_offset_min = min,
+                None => damaged_txn_indexes.push(base),
+            }
             self.segments.push(segment);
         }
-        let (active, tail) = self.recover_active(active_base).await?;
+        let (active, mut tail) = self.recover_active(active_base).await?;
         self.segments.push(active);
+        tail.damaged_txn_indexes = damaged_txn_indexes;
         Ok(tail)
     }
 
@@ -310,6 +322,7 @@ impl<S: Storage> PartitionLog<S> {
             tracing::warn!(dir = %self.dir.display(), base = base.0, dropped, "active index entries did not verify; dropped");
         }
         install_resume_point(&mut segment, index, &mut time_index, rel, pos);
+        segment.txn_index = self.read_active_txn_index(base).await?;
         segment.time_index = time_index;
         let expected = segment.next_offset;
         let (end, batches) = self.scan(&mut segment, pos, expected, file_bytes).await?;
@@ -322,6 +335,7 @@ impl<S: Storage> PartitionLog<S> {
         let tail = ScannedTail {
             from: expected,
             producer_batches: batches,
+            damaged_txn_indexes: Vec::new(),
         };
         Ok((self.cut_and_resume(segment, end, file_bytes).await?, tail))
     }
@@ -384,17 +398,35 @@ impl<S: Storage> PartitionLog<S> {
     /// tail's producer batches were collected by the recovery scan, so the common case (a
     /// checkpointed snapshot at or after the scan start) reads nothing twice. Batches at or
     /// before the snapshot offset are skipped: applying them again could regress the state.
+    ///
+    /// Aborted transactions: the active segment keeps its checkpointed `.txnindex` entries
+    /// below the replay start and gets the rest from the markers replayed. A sealed `.txnindex`
+    /// that did not decode forces a replay from the log start, which rebuilds it.
     async fn recover_producers(&mut self, tail: ScannedTail) -> Result<(), EngineError> {
         let path = self.dir.join(PRODUCER_SNAPSHOT_FILE);
         let bytes = small_file::read_whole(&*self.storage, &path).await?;
         let (log_start, log_end) = (self.positions.log_start(), self.positions.log_end());
+        let rebuild_sealed = !tail.damaged_txn_indexes.is_empty();
         let snapshot = bytes
             .and_then(|b| ProducerState::decode(&b))
-            .filter(|(o, _)| *o >= log_start && *o <= log_end);
+            .filter(|(o, _)| *o >= log_start && *o <= log_end && !rebuild_sealed);
         let from = snapshot.as_ref().map_or(log_start, |(o, _)| *o);
         self.recovery_stats.producer_snapshot_current = from == log_end;
         self.producers = snapshot.map(|(_, s)| s).unwrap_or_default();
-        self.replay_producers(from, tail.from.min(log_end)).await?;
+        let active_base = self.active().base;
+        let mut derived = DerivedAborts {
+            active_from: from.max(active_base),
+            sealed: tail
+                .damaged_txn_indexes
+                .iter()
+                .map(|&b| (b, TxnIndex::default()))
+                .collect(),
+        };
+        self.active_mut()
+            .txn_index
+            .truncate_from(derived.active_from);
+        self.replay_producers(from, tail.from.min(log_end), &mut derived)
+            .await?;
         // A snapshot offset is a batch boundary; a log start may fall inside a batch, which
         // is then still partly in the log and counts.
         for meta in tail
@@ -402,9 +434,11 @@ impl<S: Storage> PartitionLog<S> {
             .iter()
             .filter(|m| m.last_offset >= from)
         {
-            self.producers.record(meta);
+            self.record_replayed(meta, &mut derived);
         }
-        Ok(())
+        let active = self.active_mut();
+        active.txn_first_offset_min = active.txn_index.first_offset_min();
+        self.write_rebuilt_txn_indexes(derived.sealed).await
     }
 
     /// Records the producer batches with base offsets in `[from, until)` by reading the log.
@@ -412,6 +446,7 @@ impl<S: Storage> PartitionLog<S> {
         &mut self,
         mut from: Offset,
         until: Offset,
+        derived: &mut DerivedAborts,
     ) -> Result<(), EngineError> {
         while from < until {
             let read = self.read(from, 1 << 20).await?;
@@ -422,12 +457,78 @@ impl<S: Storage> PartitionLog<S> {
             self.recovery_stats.producer_replay_read_bytes += read.bytes_len() as u64;
             for chunk in &read.chunks {
                 let meta = validate_prefix(chunk)?;
-                if meta.base_offset < until {
-                    self.producers.record(&meta);
+                if meta.base_offset < until && meta.producer_id >= 0 {
+                    self.record_replayed(&meta, derived);
                 }
             }
         }
         Ok(())
+    }
+
+    /// Records one replayed batch; an abort it completes goes to the `.txnindex` being derived
+    /// for its segment (the active one from `active_from` on, or a damaged sealed one).
+    fn record_replayed(&mut self, meta: &BatchMeta, derived: &mut DerivedAborts) {
+        let Some(done) = self.producers.record(meta) else {
+            return;
+        };
+        if !done.aborted {
+            return;
+        }
+        let entry = self.aborted_entry(&done);
+        let i = self.segment_index_for(done.last_offset);
+        let base = self.segments[i].base;
+        if i + 1 == self.segments.len() {
+            if done.last_offset >= derived.active_from {
+                self.active_mut().txn_index.push(entry);
+            }
+        } else if let Some((_, index)) = derived.sealed.iter_mut().find(|(b, _)| *b == base) {
+            index.push(entry);
+        }
+    }
+
+    /// Rewrites the sealed `.txnindex` files rebuilt by a replay from the log start.
+    async fn write_rebuilt_txn_indexes(
+        &mut self,
+        rebuilt: Vec<(Offset, TxnIndex)>,
+    ) -> Result<(), EngineError> {
+        for (base, index) in rebuilt {
+            let i = self.segment_index_for(base);
+            assert_eq!(self.segments[i].base, base);
+            tracing::warn!(dir = %self.dir.display(), base = base.0, entries = index.entries().len(), "rebuilt a damaged .txnindex");
+            self.segments[i].txn_first_offset_min = index.first_offset_min();
+            self.segments[i].txn_index = index;
+            self.write_txn_index(&self.segments[i]).await?;
+            self.segments[i].txn_index = TxnIndex::default();
+        }
+        Ok(())
+    }
+
+    /// A sealed segment's aborted-transaction summary from its `.txnindex`: `Some(None)` when it
+    /// has none, `None` when the file is there but does not decode (damaged).
+    async fn read_txn_summary(
+        &self,
+        base: Offset,
+        next: Offset,
+    ) -> Result<Option<Option<Offset>>, EngineError> {
+        let path = self.dir.join(segment_file_name(base, FileKind::TxnIndex));
+        let Some(bytes) = small_file::read_whole(&*self.storage, &path).await? else {
+            return Ok(Some(None));
+        };
+        let decoded = TxnIndex::decode(&bytes, base, next);
+        if decoded.is_none() {
+            tracing::warn!(dir = %self.dir.display(), base = base.0, "a .txnindex does not decode; rebuilding it from the log");
+        }
+        Ok(decoded.map(|index| index.first_offset_min()))
+    }
+
+    /// The active segment's checkpointed aborted transactions (empty when missing or damaged:
+    /// recovery then re-derives them from the log).
+    async fn read_active_txn_index(&self, base: Offset) -> Result<TxnIndex, EngineError> {
+        let path = self.dir.join(segment_file_name(base, FileKind::TxnIndex));
+        let bytes = small_file::read_whole(&*self.storage, &path).await?;
+        Ok(bytes
+            .and_then(|b| TxnIndex::decode(&b, base, Offset(i64::MAX)))
+            .unwrap_or_default())
     }
 }
 
@@ -461,10 +562,20 @@ impl<S: Storage> PartitionLog<S> {
 }
 
 /// What the recovery scan of the active segment saw: where it started and the idempotent
-/// producers' batches from there to the end.
+/// producers' batches from there to the end; and the sealed segments whose `.txnindex` is damaged.
 struct ScannedTail {
     from: Offset,
     producer_batches: Vec<BatchMeta>,
+    damaged_txn_indexes: Vec<Offset>,
+}
+
+/// Aborted transactions being re-derived by a producer-state replay.
+struct DerivedAborts {
+    /// Markers of the active segment at or after this offset are re-derived (the checkpointed
+    /// entries below it are kept).
+    active_from: Offset,
+    /// Damaged sealed `.txnindex` files being rebuilt, by segment base.
+    sealed: Vec<(Offset, TxnIndex)>,
 }
 
 /// Sets the segment up to scan from the batch at `pos` (offset `base + rel`): the offset

@@ -693,7 +693,7 @@ async fn remove_segment_files<S: Storage>(
     dir: &Path,
     base: Offset,
 ) -> Result<(), EngineError> {
-    for kind in [FileKind::Log, FileKind::Index, FileKind::TimeIndex] {
+    for kind in FileKind::ALL {
         remove_if_present(storage, &dir.join(segment_file_name(base, kind))).await?;
     }
     Ok(())

@@ -11,15 +11,26 @@ pub enum FileKind {
     Index,
     /// `.timeindex`: sparse time index.
     TimeIndex,
+    /// `.txnindex`: aborted transactions whose ABORT marker is in the segment.
+    TxnIndex,
 }
 
 impl FileKind {
+    /// Every kind, `.log` first (the order files of a segment are removed in).
+    pub const ALL: [FileKind; 4] = [
+        FileKind::Log,
+        FileKind::Index,
+        FileKind::TimeIndex,
+        FileKind::TxnIndex,
+    ];
+
     /// The file extension without the dot.
     pub fn extension(self) -> &'static str {
         match self {
             FileKind::Log => "log",
             FileKind::Index => "index",
             FileKind::TimeIndex => "timeindex",
+            FileKind::TxnIndex => "txnindex",
         }
     }
 }
@@ -36,9 +47,7 @@ pub fn parse_segment_file_name(name: &str) -> Option<(Offset, FileKind)> {
     if digits.len() != 20 || !digits.bytes().all(|b| b.is_ascii_digit()) {
         return None;
     }
-    let kind = [FileKind::Log, FileKind::Index, FileKind::TimeIndex]
-        .into_iter()
-        .find(|k| k.extension() == ext)?;
+    let kind = FileKind::ALL.into_iter().find(|k| k.extension() == ext)?;
     let base: i64 = digits.parse().ok()?;
     Some((Offset(base), kind))
 }
@@ -60,6 +69,10 @@ mod tests {
             None
         );
         assert_eq!(parse_segment_file_name("1234.log"), None);
+        assert_eq!(
+            parse_segment_file_name("00000000000000000007.txnindex"),
+            Some((Offset(7), FileKind::TxnIndex))
+        );
         assert_eq!(parse_segment_file_name("producer.snapshot"), None);
         let max = segment_file_name(Offset(i64::MAX), FileKind::Log);
         assert_eq!(

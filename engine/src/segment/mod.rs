@@ -6,6 +6,9 @@
 //!   flushed log, written whole when sealed), a sealed segment's while its file is open.
 //! - [`appender`]: buffered, block-aligned write path of the active segment.
 //! - [`cursor`]: walks whole batches from a position, validating each.
+//! - [`txn_index`]: the aborted transactions whose ABORT marker is in the segment (`.txnindex`),
+//!   in memory for the active segment; a sealed segment keeps only their smallest first offset
+//!   and reads its file when a read_committed fetch needs it.
 //!
 //! Invariants of a segment: batches are contiguous in offsets (each baseOffset is the previous
 //! batch's lastOffset + 1, the first is the segment base), `size_bytes` is the sum of whole
@@ -16,6 +19,7 @@ pub mod cursor;
 pub mod file_name;
 pub mod offset_index;
 pub mod time_index;
+pub mod txn_index;
 
 use crate::batch::BatchMeta;
 use crate::io::{align_down, align_up, BlockFile};
@@ -25,6 +29,7 @@ use bytes::{Bytes, BytesMut};
 use offset_index::OffsetIndex;
 use std::io;
 use time_index::TimeIndex;
+use txn_index::TxnIndex;
 
 /// One segment of a partition log.
 #[derive(Debug)]
@@ -55,6 +60,12 @@ pub struct Segment<F: BlockFile> {
     pub appender: Option<Appender<F::Buffer>>,
     /// baseOffset of the last batch (the segment base while empty).
     pub last_batch_base: Offset,
+    /// Aborted transactions of this segment: complete for the active segment, empty for a
+    /// sealed one (its `.txnindex` is current and read on demand).
+    pub txn_index: TxnIndex,
+    /// Smallest first offset of this segment's aborted transactions (`None`: it has none), kept
+    /// for every segment so read_committed fetches skip segments without reading their file.
+    pub txn_first_offset_min: Option<Offset>,
 }
 
 impl<F: BlockFile> Segment<F> {
@@ -73,6 +84,8 @@ impl<F: BlockFile> Segment<F> {
             file: None,
             appender: None,
             last_batch_base: base,
+            txn_index: TxnIndex::default(),
+            txn_first_offset_min: None,
         }
     }
 

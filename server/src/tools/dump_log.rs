@@ -7,6 +7,7 @@
 //! |               | `--print-records` one `|` line per record with its key and value    |
 //! | `.index`      | `offset: O position: P` per entry, checked against the `.log` beside it |
 //! | `.timeindex`  | `timestamp: T offset: O` per entry                                  |
+//! | `.txnindex`   | one line per aborted transaction (Kafka's fields)                   |
 //!
 //! It reads any bytes without panicking: the walk stops at the first batch whose length cannot
 //! be trusted (a zero tail of preallocated space is named as such), a batch with a bad CRC is
@@ -21,6 +22,7 @@ use std::path::Path;
 use rill_engine::segment::file_name::{parse_segment_file_name, FileKind};
 use rill_engine::segment::offset_index::{self, OffsetIndex};
 use rill_engine::segment::time_index::{self, TimeIndex};
+use rill_engine::segment::txn_index::TxnIndex;
 use rill_engine::Offset;
 use rill_protocol::record::{
     batch_size_bytes, Compression, Record, RecordBatchView, RecordIter, TimestampType,
@@ -54,12 +56,13 @@ pub fn dump_file(path: &Path, print_records: bool, out: &mut dyn Write) -> io::R
             "log" => Some(FileKind::Log),
             "index" => Some(FileKind::Index),
             "timeindex" => Some(FileKind::TimeIndex),
+            "txnindex" => Some(FileKind::TxnIndex),
             _ => None,
         });
     let Some(kind) = kind else {
         return Err(io::Error::new(
             io::ErrorKind::InvalidInput,
-            "not a segment file (expected .log, .index or .timeindex)",
+            "not a segment file (expected .log, .index, .timeindex or .txnindex)",
         ));
     };
     let base = parsed.map(|(base, _)| base);
@@ -69,6 +72,7 @@ pub fn dump_file(path: &Path, print_records: bool, out: &mut dyn Write) -> io::R
         FileKind::Log => dump_log(path, base, print_records, out),
         FileKind::Index => dump_offset_index(path, base, out),
         FileKind::TimeIndex => dump_time_index(path, base, out),
+        FileKind::TxnIndex => dump_txn_index(path, base, out),
     }
 }
 
@@ -342,6 +346,28 @@ fn dump_time_index(path: &Path, base: Option<Offset>, out: &mut dyn Write) -> io
         writeln!(out, "timestamp: {} offset: {}", ts.0, absolute(base, rel.0))?;
     }
     index_tail(&bytes, good, time_index::ENTRY_BYTES, out)
+}
+
+/// Prints the aborted transactions of a `.txnindex` (one line per entry, Kafka's fields).
+fn dump_txn_index(path: &Path, base: Option<Offset>, out: &mut dyn Write) -> io::Result<Verdict> {
+    let bytes = std::fs::read(path)?;
+    let base = base.unwrap_or(Offset(0));
+    let Some(index) = TxnIndex::decode(&bytes, base, Offset(i64::MAX)) else {
+        writeln!(
+            out,
+            "damaged: {} bytes are not whole, ordered entries of this segment",
+            bytes.len()
+        )?;
+        return Ok(Verdict::Damaged);
+    };
+    for e in index.entries() {
+        writeln!(
+            out,
+            "version: 0 producerId: {} firstOffset: {} lastOffset: {} lastStableOffset: {}",
+            e.producer_id, e.first_offset, e.last_offset, e.last_stable_offset
+        )?;
+    }
+    Ok(Verdict::Clean)
 }
 
 /// Describes what follows the `good` entries that decode; `Damaged` if anything does.

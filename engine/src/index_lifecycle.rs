@@ -8,12 +8,12 @@
 //!   timestamp); its indexes are read from disk when a read opens its file and dropped when the
 //!   file is closed (the LRU of `OPEN_SEALED_FILES_MAX`). An index file that no longer decodes
 //!   is rebuilt by scanning the segment (the log is the truth).
-//! - **Idle release**: [`PartitionLog::release_idle_memory`] drops the batch cache, closes
-//!   sealed files, checkpoints and drops the active segment's indexes and its write buffer
-//!   (the partial tail block is re-read from disk on the next append), trims the active
-//!   `.log`'s preallocation and closes it, so an idle partition costs a few KiB of memory
-//!   ([`PartitionLog::resident_bytes`]), no open file and no disk beyond its data. The active
-//!   file is reopened read-write by the next read or append.
+//! - **Idle release**: [`PartitionLog::release_idle_memory`] drops the batch cache and the
+//!   log's extents in the shard's read cache, closes sealed files, checkpoints and drops the
+//!   active segment's indexes and its write buffer (the partial tail block is re-read from disk
+//!   on the next append), trims the active `.log`'s preallocation and closes it, so an idle
+//!   partition costs a few KiB of memory ([`PartitionLog::resident_bytes`]), no open file and
+//!   no disk beyond its data. The active file is reopened read-write by the next read or append.
 
 use crate::batch_cache::BatchCache;
 use crate::error::EngineError;
@@ -183,6 +183,7 @@ impl<S: Storage> PartitionLog<S> {
             self.flush().await?;
         }
         self.cache = BatchCache::new(self.config.batch_cache_bytes_max);
+        self.read_cache.forget_log(self.read_cache_log);
         let sealed = self.segments.len() - 1;
         for segment in &mut self.segments[..sealed] {
             segment.drop_indexes();

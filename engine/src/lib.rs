@@ -7,7 +7,9 @@
 //! - [`io`]: the [`io::Storage`] / [`io::BlockFile`] / [`io::Clock`] traits; `io::glommio` (real) and
 //!   `io::sim` (seeded faults).
 //! - [`log_manager`]: [`LogManager`], owner of the data directory layout.
-//! - [`partition_log`]: [`PartitionLog`], append / flush / read / retention of one partition.
+//! - [`partition_log`]: [`PartitionLog`], append / flush / read / retention of one partition;
+//!   its reads (`read_path.rs`) go through [`read_cache::ReadCache`], one per core, with
+//!   sequential read-ahead.
 //! - [`prealloc`]: how far ahead of its data an active `.log` is allocated (a step following the
 //!   write rate, within a per-shard budget).
 //! - [`verify`]: offline check of every batch and index of a partition, and its repair (`rill check`).
@@ -93,6 +95,8 @@ pub mod partition_log;
 pub mod positions;
 pub mod prealloc;
 pub mod producer_state;
+pub mod read_cache;
+mod read_path;
 mod recovery;
 mod retention;
 pub mod segment;
@@ -105,6 +109,8 @@ mod index_lifecycle_tests;
 mod log_tests;
 #[cfg(test)]
 mod op_fuzz;
+#[cfg(test)]
+mod read_path_tests;
 #[cfg(test)]
 mod txn_tests;
 pub mod types;

@@ -5,26 +5,41 @@ use crate::error::EngineError;
 use crate::io::{Clock, Storage};
 use crate::partition_log::PartitionLog;
 use crate::prealloc::{PreallocBudget, SHARD_PREALLOC_BYTES_DEFAULT};
+use crate::read_cache::{ReadCache, READ_CACHE_BYTES_DEFAULT};
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
 
-/// Owns the data directory layout of one core's partitions, and what they share: the storage
-/// and the preallocation budget.
+/// Owns the data directory layout of one core's partitions, and what they share: the storage,
+/// the preallocation budget and the read cache.
 pub struct LogManager<S: Storage> {
     storage: Rc<S>,
     data_dir: PathBuf,
     prealloc_budget: Rc<PreallocBudget>,
+    read_cache: Rc<ReadCache>,
 }
 
 impl<S: Storage> LogManager<S> {
     /// A manager for partitions under `data_dir` (created on first open), with the default
-    /// preallocation budget ([`SHARD_PREALLOC_BYTES_DEFAULT`]).
+    /// preallocation budget ([`SHARD_PREALLOC_BYTES_DEFAULT`]) and read cache
+    /// ([`READ_CACHE_BYTES_DEFAULT`]).
     pub fn new(storage: S, data_dir: PathBuf) -> Self {
         LogManager {
             storage: Rc::new(storage),
             data_dir,
             prealloc_budget: PreallocBudget::new(SHARD_PREALLOC_BYTES_DEFAULT),
+            read_cache: Rc::new(ReadCache::new(READ_CACHE_BYTES_DEFAULT)),
         }
+    }
+
+    /// The same manager whose logs share `read_cache` for their cold reads (one per core).
+    pub fn with_read_cache(mut self, read_cache: Rc<ReadCache>) -> Self {
+        self.read_cache = read_cache;
+        self
+    }
+
+    /// The read cache the logs opened here share.
+    pub fn read_cache(&self) -> &Rc<ReadCache> {
+        &self.read_cache
     }
 
     /// The same manager with a preallocation budget of `bytes` for all its partitions.
@@ -65,7 +80,8 @@ impl<S: Storage> LogManager<S> {
         assert!(partition >= 0, "partition index must be >= 0");
         let dir = self.partition_dir(topic, partition);
         let budget = self.prealloc_budget.clone();
-        PartitionLog::open(self.storage.clone(), dir, config, clock, budget).await
+        let read_cache = self.read_cache.clone();
+        PartitionLog::open(self.storage.clone(), dir, config, clock, budget, read_cache).await
     }
 
     /// Deletes the whole directory of a partition (its log must be closed or dropped first).

@@ -55,9 +55,13 @@ pub(crate) fn read_all(log: &mut PartitionLog<SimStorage>, from: Offset) -> Vec<
             "read at {next} below the high watermark returned nothing"
         );
         for chunk in &r.chunks {
-            let meta = validate_prefix(chunk).unwrap();
-            out.push((meta.base_offset, meta.last_offset));
-            next = meta.last_offset.plus(1);
+            let mut rest = &chunk[..];
+            while !rest.is_empty() {
+                let meta = validate_prefix(rest).unwrap();
+                out.push((meta.base_offset, meta.last_offset));
+                next = meta.last_offset.plus(1);
+                rest = &rest[meta.total_bytes..];
+            }
         }
     }
     out
@@ -153,10 +157,11 @@ fn at_least_one_batch_even_over_max_bytes() {
     let r = block_on(log.read(Offset(0), 10)).unwrap();
     assert_eq!(r.chunks.len(), 1);
     let r = block_on(log.read(Offset(0), 1 << 20)).unwrap();
+    assert_eq!(log.segment_count(), 2, "the second batch rolled");
     assert_eq!(
         r.chunks.len(),
-        1,
-        "one segment per read: the second batch rolled"
+        2,
+        "a read continues into the next segment, one chunk per extent"
     );
 }
 

@@ -17,6 +17,7 @@ use crate::io::{BlockFile, Clock, OpenMode, Storage};
 use crate::positions::Positions;
 use crate::prealloc::{Prealloc, PreallocBudget};
 use crate::producer_state::ProducerState;
+use crate::read_cache::{LogId, ReadCache};
 use crate::segment::appender::Appender;
 use crate::segment::cursor::BatchCursor;
 use crate::segment::file_name::{segment_file_name, FileKind};
@@ -108,6 +109,18 @@ pub struct PartitionLog<S: Storage> {
     /// first offset): the last stable offset stays at their first offset until the high
     /// watermark passes the marker (see `transactions.rs`).
     pub(crate) unstable_markers: std::collections::VecDeque<(Offset, Offset)>,
+    /// The core's cache of cold extents (shared with its other logs) and this log's id in it.
+    pub(crate) read_cache: Rc<ReadCache>,
+    pub(crate) read_cache_log: LogId,
+    /// One past the last offset the previous read returned: a read from here is sequential.
+    pub(crate) last_read_end: Option<Offset>,
+}
+
+impl<S: Storage> Drop for PartitionLog<S> {
+    /// The cached extents of a closed (or failed and replaced) log are of no use to anyone.
+    fn drop(&mut self) {
+        self.read_cache.forget_log(self.read_cache_log);
+    }
 }
 
 impl<S: Storage> PartitionLog<S> {
@@ -412,48 +425,7 @@ impl<S: Storage> PartitionLog<S> {
         &self.dir
     }
 
-    /// Whole batches from the one containing `from`, below the high watermark, up to `max_bytes`
-    /// but at least one whole batch if any (KIP-74). Tail reads come from the batch cache.
-    pub async fn read(
-        &mut self,
-        from: Offset,
-        max_bytes: usize,
-    ) -> Result<ReadBatches, EngineError> {
-        let hw = self.positions.high_watermark();
-        self.read_below(from, max_bytes, hw).await
-    }
-
-    /// [`Self::read`] with batches starting below `limit` (at most the high watermark): the
-    /// high watermark for read_uncommitted, the last stable offset for read_committed.
-    pub(crate) async fn read_below(
-        &mut self,
-        from: Offset,
-        max_bytes: usize,
-        limit: Offset,
-    ) -> Result<ReadBatches, EngineError> {
-        self.check_usable()?;
-        self.check_in_range(from)?;
-        assert!(limit <= self.positions.high_watermark());
-        let hw = limit;
-        let chunks = if from >= hw {
-            Vec::new()
-        } else if self.cache.covers(from) {
-            self.cache.read(from, hw, max_bytes)
-        } else {
-            self.read_from_segment(from, hw, max_bytes).await?
-        };
-        debug_assert!(chunks
-            .windows(2)
-            .all(|w| batch::validate_prefix(&w[0]).unwrap().last_offset
-                < batch::validate_prefix(&w[1]).unwrap().base_offset));
-        Ok(ReadBatches {
-            chunks,
-            high_watermark: self.positions.high_watermark(),
-            log_start_offset: self.positions.log_start(),
-        })
-    }
-
-    fn check_in_range(&self, from: Offset) -> Result<(), EngineError> {
+    pub(crate) fn check_in_range(&self, from: Offset) -> Result<(), EngineError> {
         let (log_start, log_end) = (self.positions.log_start(), self.positions.log_end());
         if from < log_start || from > log_end {
             return Err(EngineError::OffsetOutOfRange {
@@ -465,8 +437,10 @@ impl<S: Storage> PartitionLog<S> {
         Ok(())
     }
 
-    /// Reads from the segment holding `from`: sparse index, then a short forward scan.
-    async fn read_from_segment(
+    /// Reads from the segment holding `from` without the read cache: sparse index, then a
+    /// short forward scan (the unsettled tail of the active segment, and the fallback when an
+    /// extent cannot be loaded: it reports the error, or rescans past a bad index entry).
+    pub(crate) async fn read_from_segment(
         &mut self,
         from: Offset,
         hw: Offset,

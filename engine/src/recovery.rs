@@ -85,13 +85,15 @@ pub struct RecoveryStats {
 
 impl<S: Storage> PartitionLog<S> {
     /// Opens or creates the log in `dir`, recovering it after a crash. Its active segment
-    /// preallocates within `prealloc_budget` (shared by the partitions of one shard).
+    /// preallocates within `prealloc_budget` and its cold reads go through `read_cache`, both
+    /// shared by the partitions of one shard.
     pub async fn open(
         storage: Rc<S>,
         dir: PathBuf,
         config: LogConfig,
         clock: Rc<dyn Clock>,
         prealloc_budget: Rc<PreallocBudget>,
+        read_cache: Rc<crate::read_cache::ReadCache>,
     ) -> Result<Self, EngineError> {
         config.validate().map_err(EngineError::InvalidConfig)?;
         storage.create_dir_all(&dir).await?;
@@ -116,6 +118,9 @@ impl<S: Storage> PartitionLog<S> {
             prealloc_step: 0,
             clean_on_disk: false,
             unstable_markers: std::collections::VecDeque::new(),
+            read_cache_log: read_cache.register(),
+            read_cache,
+            last_read_end: None,
         };
         let (bases, checkpoint) = log.clean_directory().await?;
         let tail = log
@@ -450,15 +455,20 @@ impl<S: Storage> PartitionLog<S> {
     ) -> Result<(), EngineError> {
         while from < until {
             let read = self.read(from, 1 << 20).await?;
-            let Some(last) = read.chunks.last() else {
+            if read.chunks.is_empty() {
                 break;
-            };
-            from = validate_prefix(last)?.last_offset.plus(1);
+            }
             self.recovery_stats.producer_replay_read_bytes += read.bytes_len() as u64;
+            // A chunk holds whole batches back to back.
             for chunk in &read.chunks {
-                let meta = validate_prefix(chunk)?;
-                if meta.base_offset < until && meta.producer_id >= 0 {
-                    self.record_replayed(&meta, derived);
+                let mut rest = &chunk[..];
+                while !rest.is_empty() {
+                    let meta = validate_prefix(rest)?;
+                    if meta.base_offset < until && meta.producer_id >= 0 {
+                        self.record_replayed(&meta, derived);
+                    }
+                    from = meta.last_offset.plus(1);
+                    rest = &rest[meta.total_bytes..];
                 }
             }
         }

@@ -52,6 +52,7 @@ impl<S: Storage> PartitionLog<S> {
         if next_base > self.positions.log_start() {
             self.positions.advance_log_start(next_base);
         }
+        self.read_cache.forget_below(self.read_cache_log, next_base);
         if let Some(file) = removed.file {
             file.close_quietly().await;
         }

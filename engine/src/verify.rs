@@ -648,9 +648,11 @@ pub async fn repair_partition<S: Storage>(
         // and the close writes a fresh one.
         remove_if_present(&*storage, &dir.join(PRODUCER_SNAPSHOT_FILE)).await?;
     }
-    // Nothing is appended between this open and the close: no preallocation.
+    // Nothing is appended between this open and the close (no preallocation), and nothing is
+    // read but what recovery replays (no read cache).
     let no_prealloc = PreallocBudget::new(0);
-    let log = PartitionLog::open(storage, dir, config, clock, no_prealloc).await?;
+    let no_cache = Rc::new(crate::read_cache::ReadCache::new(0));
+    let log = PartitionLog::open(storage, dir, config, clock, no_prealloc, no_cache).await?;
     repair.log_end = log.log_end_offset();
     repair.recovery = log.recovery_stats();
     log.close().await?;

@@ -103,6 +103,9 @@ pub struct BrokerConfig {
     /// `rill.shard.inflight.bytes.max`: request bytes a shard holds unanswered, over all its
     /// connections; never below `request_bytes_max` (one largest request must fit).
     pub shard_inflight_bytes_max: usize,
+    /// `rill.read.cache.bytes`: each shard's cache of cold log bytes read ahead for catch-up
+    /// consumers (a hard bound, least recently used evicted; 0 disables read-ahead).
+    pub read_cache_bytes: usize,
     /// Log settings topics inherit.
     pub log: LogDefaults,
 }
@@ -125,6 +128,7 @@ impl BrokerConfig {
             partition_queue_max: 1024,
             shard_channel_capacity: 1024,
             shard_inflight_bytes_max: 256 * 1024 * 1024,
+            read_cache_bytes: rill_engine::read_cache::READ_CACHE_BYTES_DEFAULT,
             log: LogDefaults::default(),
         }
     }
@@ -185,6 +189,7 @@ impl BrokerConfig {
             "rill.shard.inflight.bytes.max" => {
                 self.shard_inflight_bytes_max = parse_at_least_one(key, v)?
             }
+            "rill.read.cache.bytes" => self.read_cache_bytes = parse_num(key, v)?,
             _ => return self.log.apply_property(key, v),
         }
         Ok(Applied::Yes)
@@ -440,12 +445,13 @@ mod tests {
             "# kafka style\nnum.partitions=3\nlog.segment.bytes = 1048576\n\
              log.retention.ms=-1\nlog.flush.interval.messages=100\n\
              auto.create.topics.enable=false\nsome.unknown.key=1\n\
-             listeners=PLAINTEXT://127.0.0.1:9999\n",
+             listeners=PLAINTEXT://127.0.0.1:9999\nrill.read.cache.bytes=1000\n",
         )
         .unwrap();
         let p = path.to_str().unwrap();
         let c = BrokerConfig::resolve(&cli(&["--config", p])).unwrap();
         assert_eq!(c.default_partitions, 3);
+        assert_eq!(c.read_cache_bytes, 1000);
         assert_eq!(c.log.segment_bytes_max, 1 << 20);
         assert_eq!(c.log.retention_ms, None);
         assert_eq!(c.log.flush_interval_messages, Some(100));

@@ -303,18 +303,32 @@ impl BlockFile for GlommioFile {
     }
 
     async fn read_at(&self, pos: u64, len: usize) -> io::Result<Bytes> {
-        assert!(pos.is_multiple_of(BLOCK_BYTES));
         // A failed background write must fail reads too: they would find bytes that never
         // arrived and call a healthy log corrupt.
         self.settle_writes().await?;
-        let aligned_len = super::align_up(len as u64) as usize;
-        let result = self
-            .file
-            .read_at_aligned(pos, aligned_len)
-            .await
-            .map_err(to_io)?;
-        let n = result.len().min(len);
-        Ok(Bytes::copy_from_slice(&result[..n]))
+        self.read_owned(pos, len).await
+    }
+
+    fn read_owned(
+        &self,
+        pos: u64,
+        len: usize,
+    ) -> impl std::future::Future<Output = io::Result<Bytes>> + 'static {
+        assert!(pos.is_multiple_of(BLOCK_BYTES));
+        let file = self.file.clone();
+        async move {
+            let aligned_len = super::align_up(len as u64) as usize;
+            let result = file
+                .read_at_aligned(pos, aligned_len)
+                .await
+                .map_err(to_io)?;
+            let n = result.len().min(len);
+            Ok(Bytes::copy_from_slice(&result[..n]))
+        }
+    }
+
+    async fn settle(&self) -> io::Result<()> {
+        self.settle_writes().await
     }
 
     async fn write_at(&self, pos: u64, data: &[u8]) -> io::Result<()> {

@@ -10,7 +10,9 @@
 //! - bytes written are readable at once but durable only after [`BlockFile::sync`];
 //! - `allocate`/`truncate` change the file length at once; the new length is durable after the
 //!   next [`BlockFile::sync`] (fdatasync carries size changes);
-//! - a failed background write is reported by every later write, sync and read (sticky).
+//! - a failed background write is reported by every later write, sync and read (sticky);
+//! - [`BlockFile::read_owned`] does not wait for writes: its caller reads only bytes that no write
+//!   in flight or to come touches (the simulator checks this).
 //!
 //! Futures are `!Send` by design (thread-per-core): the traits use `async fn`.
 
@@ -19,6 +21,7 @@ pub mod sim;
 
 use crate::types::TimestampMs;
 use bytes::Bytes;
+use std::future::Future;
 use std::io;
 use std::path::{Path, PathBuf};
 
@@ -90,6 +93,15 @@ pub trait BlockFile {
     }
     /// Reads up to `len` bytes at `pos` (both aligned); shorter only at end of file.
     async fn read_at(&self, pos: u64, len: usize) -> io::Result<Bytes>;
+    /// [`Self::read_at`] as a future that owns what it needs, so it can stay in flight while
+    /// its caller goes on (read-ahead); the read is issued by its first poll. It does not wait
+    /// for background writes: the caller guarantees that no write in flight or to come touches
+    /// `[pos, pos + len)` (bytes of a sealed segment, or below the active segment's settled
+    /// tail block, see [`Self::settle`]).
+    fn read_owned(&self, pos: u64, len: usize)
+        -> impl Future<Output = io::Result<Bytes>> + 'static;
+    /// Waits until no background write is in flight; an error if one ever failed (sticky).
+    async fn settle(&self) -> io::Result<()>;
     /// Writes `data` at `pos`; `pos` and `data.len()` are multiples of [`BLOCK_BYTES`].
     async fn write_at(&self, pos: u64, data: &[u8]) -> io::Result<()>;
     /// Starts writing `data` at `pos` (same alignment rules as [`Self::write_at`]) and may return

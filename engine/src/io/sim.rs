@@ -443,6 +443,13 @@ fn tear_block(
 
 /// `v.resize(len, 0)`, fast in unoptimised test builds too (zeroed allocation plus one copy,
 /// not a byte-by-byte loop): the simulator resizes MiB-sized images often.
+/// The current bytes `[pos, pos + len)` of a file, cut at its end.
+fn sample(data: &FileData, pos: u64, len: usize) -> Bytes {
+    let start = (pos as usize).min(data.current.len());
+    let end = (start + len).min(data.current.len());
+    Bytes::copy_from_slice(&data.current[start..end])
+}
+
 fn resize_zeroed(v: &mut Vec<u8>, len: usize) {
     if len <= v.len() {
         v.truncate(len);
@@ -649,6 +656,31 @@ impl SimFile {
         self.with_data(|_| ())
     }
 
+    /// Another handle to the same open file, sharing its writes in flight and failures.
+    fn duplicate(&self) -> SimFile {
+        SimFile {
+            storage: self.storage.clone(),
+            path: self.path.clone(),
+            generation: self.generation,
+            handle: self.handle,
+            writable: self.writable,
+        }
+    }
+
+    /// Panics if a write of this handle still in flight overlaps `[pos, pos + len)`.
+    fn assert_no_write_in_flight_over(&self, pos: u64, len: usize) {
+        let disk = self.storage.disk.borrow();
+        let (start, end) = (pos as usize, pos as usize + len);
+        for w in disk.in_flight.iter().filter(|w| w.handle == self.handle) {
+            assert!(
+                w.pos + w.data.len() <= start || end <= w.pos,
+                "read_owned of [{start}, {end}) under a write in flight at [{}, {})",
+                w.pos,
+                w.pos + w.data.len()
+            );
+        }
+    }
+
     /// Waits for this handle's write in flight, if any.
     async fn settle(&self) {
         Settle {
@@ -720,11 +752,36 @@ impl BlockFile for SimFile {
         self.settle_writes().await?;
         self.storage.delay().await;
         self.storage.inject_error(false)?;
-        self.with_data(|d| {
-            let start = (pos as usize).min(d.current.len());
-            let end = (start + len).min(d.current.len());
-            Bytes::copy_from_slice(&d.current[start..end])
-        })
+        self.with_data(|d| sample(d, pos, len))
+    }
+
+    /// Checks the caller's promise as it goes: no write of this handle is in flight over the
+    /// range when the read is issued, and the bytes it returns are still the ones that were
+    /// there then (a write that raced it would show as a difference).
+    fn read_owned(
+        &self,
+        pos: u64,
+        len: usize,
+    ) -> impl Future<Output = io::Result<Bytes>> + 'static {
+        assert!(pos.is_multiple_of(BLOCK_BYTES), "unaligned read at {pos}");
+        let file = self.duplicate();
+        async move {
+            file.assert_no_write_in_flight_over(pos, len);
+            let issued = file.with_data(|d| sample(d, pos, len))?;
+            file.storage.delay().await;
+            file.storage.inject_error(false)?;
+            let done = file.with_data(|d| sample(d, pos, len))?;
+            assert!(
+                issued == done,
+                "a write touched [{pos}, {}) under a read_owned in flight",
+                pos + len as u64
+            );
+            Ok(done)
+        }
+    }
+
+    async fn settle(&self) -> io::Result<()> {
+        self.settle_writes().await
     }
 
     async fn write_at(&self, pos: u64, data: &[u8]) -> io::Result<()> {

@@ -34,6 +34,24 @@ impl OffsetIndex {
         n.checked_sub(1).map(|i| self.entries[i])
     }
 
+    /// The last entry whose position is at or below `pos` (positions increase too).
+    pub fn last_at_or_below_position(
+        &self,
+        pos: FilePosition,
+    ) -> Option<(RelativeOffset, FilePosition)> {
+        let n = self.entries.partition_point(|&(_, p)| p <= pos);
+        n.checked_sub(1).map(|i| self.entries[i])
+    }
+
+    /// The first entry whose position is past `pos`.
+    pub fn first_after_position(
+        &self,
+        pos: FilePosition,
+    ) -> Option<(RelativeOffset, FilePosition)> {
+        let n = self.entries.partition_point(|&(_, p)| p <= pos);
+        self.entries.get(n).copied()
+    }
+
     /// The last entry.
     pub fn last(&self) -> Option<(RelativeOffset, FilePosition)> {
         self.entries.last().copied()
@@ -108,6 +126,24 @@ mod tests {
         i.push(RelativeOffset(10), FilePosition(5000));
         i.push(RelativeOffset(25), FilePosition(9000));
         i
+    }
+
+    #[test]
+    fn position_lookups() {
+        let i = sample();
+        let at = |p| {
+            i.last_at_or_below_position(FilePosition(p))
+                .map(|(_, p)| p.0)
+        };
+        let after = |p| i.first_after_position(FilePosition(p)).map(|(_, p)| p.0);
+        assert_eq!(
+            (at(0), at(4999), at(5000), at(u32::MAX)),
+            (Some(0), Some(0), Some(5000), Some(9000))
+        );
+        assert_eq!(
+            (after(0), after(5000), after(9000)),
+            (Some(5000), Some(9000), None)
+        );
     }
 
     #[test]

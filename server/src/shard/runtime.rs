@@ -19,6 +19,7 @@ use glommio::sync::Semaphore;
 use glommio::{LocalExecutorBuilder, Placement};
 use rill_engine::io::glommio::GlommioStorage;
 use rill_engine::io::{Clock, SystemClock};
+use rill_engine::read_cache::ReadCache;
 use rill_engine::LogManager;
 
 use super::mesh::{serve_peer, REMOTE_REQUESTS_MAX};
@@ -312,10 +313,10 @@ async fn prepare_shard(
     };
     let id = senders.as_ref().map_or(0, |s| s.peer_id());
     let (groups, group_router) = crate::group::router::start(&config, group_mesh).await?;
-    let log_manager = Rc::new(LogManager::new(
-        GlommioStorage::new(),
-        config.data_dir.clone(),
-    ));
+    let read_cache = Rc::new(ReadCache::new(config.read_cache_bytes));
+    let log_manager = Rc::new(
+        LogManager::new(GlommioStorage::new(), config.data_dir.clone()).with_read_cache(read_cache),
+    );
     let clock: Rc<dyn Clock> = Rc::new(SystemClock);
     let table = Rc::new(PartitionTable::new(
         log_manager,

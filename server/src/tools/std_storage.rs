@@ -32,6 +32,22 @@ fn sync_dir(path: &Path) -> io::Result<()> {
     File::open(dir.unwrap_or(Path::new(".")))?.sync_all()
 }
 
+/// Up to `len` bytes at `pos` (fewer only at the end of the file).
+fn read_blocking(file: &File, pos: u64, len: usize) -> io::Result<Bytes> {
+    let mut buf = vec![0; len];
+    let mut filled = 0;
+    while filled < len {
+        match file.read_at(&mut buf[filled..], pos + filled as u64) {
+            Ok(0) => break,
+            Ok(n) => filled += n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    buf.truncate(filled);
+    Ok(Bytes::from(buf))
+}
+
 impl BlockFile for StdFile {
     type Buffer = Vec<u8>;
 
@@ -40,18 +56,20 @@ impl BlockFile for StdFile {
     }
 
     async fn read_at(&self, pos: u64, len: usize) -> io::Result<Bytes> {
-        let mut buf = vec![0; len];
-        let mut filled = 0;
-        while filled < len {
-            match self.file.read_at(&mut buf[filled..], pos + filled as u64) {
-                Ok(0) => break,
-                Ok(n) => filled += n,
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(e) => return Err(e),
-            }
-        }
-        buf.truncate(filled);
-        Ok(Bytes::from(buf))
+        read_blocking(&self.file, pos, len)
+    }
+
+    /// Read at once, like every operation here: the future is already complete.
+    fn read_owned(
+        &self,
+        pos: u64,
+        len: usize,
+    ) -> impl std::future::Future<Output = io::Result<Bytes>> + 'static {
+        std::future::ready(read_blocking(&self.file, pos, len))
+    }
+
+    async fn settle(&self) -> io::Result<()> {
+        Ok(()) // writes complete before they return
     }
 
     async fn write_at(&self, pos: u64, data: &[u8]) -> io::Result<()> {

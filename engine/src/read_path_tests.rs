@@ -1,0 +1,249 @@
+//! Tests of the read path on the simulated disk: the shard read cache's bound with many
+//! catch-up consumers, read-ahead, and reads racing appends on the active segment.
+
+use crate::batch::{build_test_batch, validate_prefix};
+use crate::config::{FlushPolicy, LogConfig};
+use crate::io::sim::{block_on, FaultConfig, ManualClock, SimStorage};
+use crate::log_manager::LogManager;
+use crate::partition_log::PartitionLog;
+use crate::read_cache::ReadCache;
+use crate::types::{Offset, TimestampMs};
+use bytes::{Bytes, BytesMut};
+use std::path::PathBuf;
+use std::rc::Rc;
+
+/// 256 KiB segments, an index entry every 4 KiB, no batch cache: every read is cold.
+fn cold_config() -> LogConfig {
+    LogConfig {
+        segment_bytes_max: 256 << 10,
+        index_interval_bytes: 4096,
+        batch_cache_bytes_max: 0,
+        retention_ms: None,
+        segment_ms_max: None,
+        ..LogConfig::default()
+    }
+}
+
+fn manager(s: &SimStorage, cache: &Rc<ReadCache>) -> LogManager<SimStorage> {
+    LogManager::new(s.clone(), PathBuf::from("/data")).with_read_cache(cache.clone())
+}
+
+fn open_log(manager: &LogManager<SimStorage>, partition: i32) -> PartitionLog<SimStorage> {
+    let clock = Rc::new(ManualClock::new(1_000));
+    block_on(manager.open_partition("t", partition, cold_config(), clock)).unwrap()
+}
+
+/// A batch of `records` whose payload bytes tell its partition and sequence number apart.
+fn batch(partition: i32, seq: usize, payload: usize) -> BytesMut {
+    let mut b = build_test_batch(2, payload, TimestampMs(1), None);
+    let tag = (partition as u32) << 20 | seq as u32;
+    b[61..65].copy_from_slice(&tag.to_be_bytes());
+    fix_crc(&mut b);
+    BytesMut::from(&b[..])
+}
+
+fn fix_crc(b: &mut [u8]) {
+    let crc = crc32c::crc32c(&b[21..]);
+    b[17..21].copy_from_slice(&crc.to_be_bytes());
+}
+
+/// Splits read chunks into their batches (a chunk holds whole batches back to back).
+fn batches_of(chunks: &[Bytes]) -> Vec<Bytes> {
+    let mut out = Vec::new();
+    for chunk in chunks {
+        let mut pos = 0;
+        while pos < chunk.len() {
+            let meta = validate_prefix(&chunk[pos..]).expect("served batches verify");
+            out.push(chunk.slice(pos..pos + meta.total_bytes));
+            pos += meta.total_bytes;
+        }
+    }
+    out
+}
+
+/// What the log must hold: each appended batch as written, with its assigned base offset.
+fn expected(mut b: BytesMut, base: Offset) -> Bytes {
+    crate::batch::set_base_offset(&mut b, base);
+    b.freeze()
+}
+
+#[test]
+fn read_cache_stays_in_bounds_with_many_catch_up_consumers() {
+    const PARTITIONS: i32 = 24;
+    const BATCHES: usize = 200; // ~1 MiB of log per partition, 4 segments each
+    let s = SimStorage::new(11, FaultConfig::default());
+    let cache = Rc::new(ReadCache::new(3 << 20));
+    let manager = manager(&s, &cache);
+    let mut logs = Vec::new();
+    let mut want = Vec::new();
+    for p in 0..PARTITIONS {
+        let mut log = open_log(&manager, p);
+        let mut batches = Vec::new();
+        for i in 0..BATCHES {
+            let b = batch(p, i, 5_000);
+            let base = block_on(log.append(b.clone(), TimestampMs(1)))
+                .unwrap()
+                .base_offset;
+            batches.push(expected(b, base));
+        }
+        block_on(log.flush()).unwrap();
+        logs.push(log);
+        want.push(batches);
+    }
+    // Catch-up consumers, round robin, 64 KiB fetches; half of them stop half way.
+    let mut next = vec![Offset(0); PARTITIONS as usize];
+    let mut got: Vec<Vec<Bytes>> = vec![Vec::new(); PARTITIONS as usize];
+    for round in 0.. {
+        let mut active = 0;
+        for p in 0..PARTITIONS as usize {
+            let stopped = p % 2 == 1 && got[p].len() >= BATCHES / 2;
+            if stopped || next[p] >= logs[p].high_watermark() {
+                continue;
+            }
+            active += 1;
+            let read = block_on(logs[p].read(next[p], 64 << 10)).unwrap();
+            let batches = batches_of(&read.chunks);
+            assert!(
+                !batches.is_empty(),
+                "round {round}: partition {p} read nothing"
+            );
+            next[p] = validate_prefix(batches.last().unwrap())
+                .unwrap()
+                .last_offset
+                .plus(1);
+            got[p].extend(batches);
+            assert!(
+                cache.bytes() <= cache.bytes_max(),
+                "bound held at every step"
+            );
+        }
+        if active == 0 {
+            break;
+        }
+    }
+    for p in 0..PARTITIONS as usize {
+        let n = got[p].len();
+        assert_eq!(
+            got[p][..],
+            want[p][..n],
+            "partition {p}: every byte as appended"
+        );
+        assert!(p % 2 == 1 || n == BATCHES);
+    }
+    let stats = cache.stats();
+    assert!(stats.evictions > 0, "the bound was reached: {stats:?}");
+    assert!(
+        stats.hits + stats.hits_loading > stats.loads / 2,
+        "read-ahead served: {stats:?}"
+    );
+    // The stopped consumers pin nothing: the others' reads evicted their extents.
+    let pinned: usize = (0..PARTITIONS as usize)
+        .filter(|p| p % 2 == 1)
+        .map(|p| cache.entries_of(logs[p].read_cache_log))
+        .sum();
+    assert!(pinned <= 4, "{pinned} extents of stopped consumers left");
+    // An idle log, and a closed one, drop what they still have.
+    block_on(logs[0].release_idle_memory()).unwrap();
+    assert_eq!(cache.entries_of(logs[0].read_cache_log), 0);
+    let last = logs.pop().unwrap();
+    let id = last.read_cache_log;
+    block_on(last.close()).unwrap();
+    assert_eq!(cache.entries_of(id), 0);
+}
+
+#[test]
+fn a_sequential_reader_finds_its_next_fetch_loaded_ahead() {
+    let s = SimStorage::new(12, FaultConfig::default());
+    let cache = Rc::new(ReadCache::new(64 << 20));
+    let manager = manager(&s, &cache);
+    let mut log = open_log(&manager, 0);
+    for i in 0..400 {
+        block_on(log.append(batch(0, i, 10_000), TimestampMs(1))).unwrap();
+    }
+    block_on(log.flush()).unwrap();
+    let mut next = Offset(0);
+    let mut fetches = 0;
+    while next < log.high_watermark() {
+        let read = block_on(log.read(next, 256 << 10)).unwrap();
+        let last = batches_of(&read.chunks).pop().unwrap();
+        next = validate_prefix(&last).unwrap().last_offset.plus(1);
+        fetches += 1;
+    }
+    let stats = cache.stats();
+    // Only the first fetch and the first after it load on demand; each later one finds its
+    // extents already loaded or loading.
+    assert!(stats.loads >= 4, "{stats:?}");
+    assert!(
+        stats.hits + stats.hits_loading >= fetches - 2,
+        "{fetches} fetches: {stats:?}"
+    );
+    // A random read (not where the last one ended) issues no read-ahead.
+    let loads = cache.stats().loads;
+    cache.forget_log(log.read_cache_log);
+    block_on(log.read(Offset(10), 1)).unwrap();
+    assert_eq!(cache.stats().loads, loads + 1, "only the extent it needs");
+}
+
+/// Reads race appends, background writes and flushes of the active segment (seeded latency
+/// keeps loads in flight across them); every byte served is what was appended there, and the
+/// simulator checks that no write ever touched bytes under a load in flight.
+#[test]
+fn no_stale_or_torn_byte_when_reads_race_appends_on_the_active_segment() {
+    for seed in 0..6u64 {
+        let s = SimStorage::new(100 + seed, FaultConfig::default());
+        s.set_latency_polls_max(6);
+        let cache = Rc::new(ReadCache::new(2 << 20));
+        let manager = manager(&s, &cache);
+        let config = LogConfig {
+            segment_bytes_max: 2 << 20,
+            index_interval_bytes: 1024,
+            batch_cache_bytes_max: 8 << 10,
+            // hw = log end: readers chase bytes that are written in the background, unsynced.
+            flush: if seed % 2 == 0 {
+                FlushPolicy::EveryAppend
+            } else {
+                FlushPolicy::Interval {
+                    messages: Some(50),
+                    ms: None,
+                }
+            },
+            ..cold_config()
+        };
+        let clock = Rc::new(ManualClock::new(1_000));
+        let mut log = block_on(manager.open_partition("race", 0, config, clock)).unwrap();
+        let mut rng = fastrand::Rng::with_seed(seed);
+        let (mut want, mut lasts): (Vec<Bytes>, Vec<Offset>) = (Vec::new(), Vec::new());
+        let mut readers = [Offset(0); 3];
+        for step in 0..2_000 {
+            match rng.u8(0..10) {
+                0..=4 => {
+                    let b = batch(0, step, rng.usize(4..6_000));
+                    let info = block_on(log.append(b.clone(), TimestampMs(1))).unwrap();
+                    want.push(expected(b, info.base_offset));
+                    lasts.push(info.last_offset);
+                }
+                5 => {
+                    block_on(log.flush()).unwrap();
+                }
+                _ => {
+                    let r = rng.usize(0..readers.len());
+                    let read = block_on(log.read(readers[r], rng.usize(1..200_000))).unwrap();
+                    let got = batches_of(&read.chunks);
+                    if let Some(last) = got.last() {
+                        let first = lasts.partition_point(|&last| last < readers[r]);
+                        assert_eq!(
+                            got[..],
+                            want[first..first + got.len()],
+                            "seed {seed} step {step}"
+                        );
+                        readers[r] = validate_prefix(last).unwrap().last_offset.plus(1);
+                    }
+                    if rng.u8(0..20) == 0 {
+                        readers[r] = Offset(0); // a consumer rewinds: cold again
+                    }
+                }
+            }
+        }
+        assert!(cache.stats().loads > 10, "seed {seed}: extents were loaded");
+    }
+}

@@ -67,50 +67,52 @@ fn expected(mut b: BytesMut, base: Offset) -> Bytes {
     b.freeze()
 }
 
-#[test]
-fn read_cache_stays_in_bounds_with_many_catch_up_consumers() {
-    const PARTITIONS: i32 = 24;
-    const BATCHES: usize = 200; // ~1 MiB of log per partition, 4 segments each
-    let s = SimStorage::new(11, FaultConfig::default());
-    let cache = Rc::new(ReadCache::new(3 << 20));
-    let manager = manager(&s, &cache);
-    let mut logs = Vec::new();
-    let mut want = Vec::new();
-    for p in 0..PARTITIONS {
-        let mut log = open_log(&manager, p);
-        let mut batches = Vec::new();
-        for i in 0..BATCHES {
+/// Opens `partitions` logs sharing one cache, each holding `batches` batches of ~5 KiB;
+/// returns them with the bytes each must serve.
+fn fill_logs(
+    manager: &LogManager<SimStorage>,
+    partitions: i32,
+    batches: usize,
+) -> (Vec<PartitionLog<SimStorage>>, Vec<Vec<Bytes>>) {
+    let (mut logs, mut want) = (Vec::new(), Vec::new());
+    for p in 0..partitions {
+        let mut log = open_log(manager, p);
+        let mut appended = Vec::new();
+        for i in 0..batches {
             let b = batch(p, i, 5_000);
             let base = block_on(log.append(b.clone(), TimestampMs(1)))
                 .unwrap()
                 .base_offset;
-            batches.push(expected(b, base));
+            appended.push(expected(b, base));
         }
         block_on(log.flush()).unwrap();
         logs.push(log);
-        want.push(batches);
+        want.push(appended);
     }
-    // Catch-up consumers, round robin, 64 KiB fetches; half of them stop half way.
-    let mut next = vec![Offset(0); PARTITIONS as usize];
-    let mut got: Vec<Vec<Bytes>> = vec![Vec::new(); PARTITIONS as usize];
-    for round in 0.. {
+    (logs, want)
+}
+
+/// Catch-up consumers of every log, round robin, 64 KiB fetches, until each is done or (odd
+/// partitions) has read `stop_after` batches; checks the cache bound after every fetch.
+fn consume_round_robin(
+    logs: &mut [PartitionLog<SimStorage>],
+    cache: &ReadCache,
+    stop_after: usize,
+) -> Vec<Vec<Bytes>> {
+    let mut next = vec![Offset(0); logs.len()];
+    let mut got: Vec<Vec<Bytes>> = vec![Vec::new(); logs.len()];
+    loop {
         let mut active = 0;
-        for p in 0..PARTITIONS as usize {
-            let stopped = p % 2 == 1 && got[p].len() >= BATCHES / 2;
-            if stopped || next[p] >= logs[p].high_watermark() {
+        for (p, log) in logs.iter_mut().enumerate() {
+            let stopped = p % 2 == 1 && got[p].len() >= stop_after;
+            if stopped || next[p] >= log.high_watermark() {
                 continue;
             }
             active += 1;
-            let read = block_on(logs[p].read(next[p], 64 << 10)).unwrap();
+            let read = block_on(log.read(next[p], 64 << 10)).unwrap();
             let batches = batches_of(&read.chunks);
-            assert!(
-                !batches.is_empty(),
-                "round {round}: partition {p} read nothing"
-            );
-            next[p] = validate_prefix(batches.last().unwrap())
-                .unwrap()
-                .last_offset
-                .plus(1);
+            let last = batches.last().expect("a read below hw returns a batch");
+            next[p] = validate_prefix(last).unwrap().last_offset.plus(1);
             got[p].extend(batches);
             assert!(
                 cache.bytes() <= cache.bytes_max(),
@@ -118,9 +120,21 @@ fn read_cache_stays_in_bounds_with_many_catch_up_consumers() {
             );
         }
         if active == 0 {
-            break;
+            return got;
         }
     }
+}
+
+#[test]
+fn read_cache_stays_in_bounds_with_many_catch_up_consumers() {
+    const PARTITIONS: i32 = 24;
+    const BATCHES: usize = 200; // ~1 MiB of log per partition, 4 segments each
+    let s = SimStorage::new(11, FaultConfig::default());
+    let cache = Rc::new(ReadCache::new(3 << 20));
+    let manager = manager(&s, &cache);
+    let (mut logs, want) = fill_logs(&manager, PARTITIONS, BATCHES);
+    // Half of the consumers stop half way.
+    let got = consume_round_robin(&mut logs, &cache, BATCHES / 2);
     for p in 0..PARTITIONS as usize {
         let n = got[p].len();
         assert_eq!(

@@ -1,7 +1,8 @@
 //! Rill storage engine: one durable, segmented log per partition, Kafka's on-disk layout.
 //!
 //! # Map
-//! - [`types`]: `Offset`, `TimestampMs`, `RelativeOffset`, `FilePosition` newtypes.
+//! - [`types`]: `Offset`, `TimestampMs` (Kafka's, from `rill-types`), `RelativeOffset`,
+//!   `FilePosition` newtypes.
 //! - [`config`]: [`LogConfig`], [`FlushPolicy`] (Kafka topic configs, units last).
 //! - [`error`]: [`EngineError`] and the Kafka [`ErrorCode`] each variant answers with.
 //! - [`io`]: the [`io::Storage`] / [`io::BlockFile`] / [`io::Clock`] traits; `io::glommio` (real) and
@@ -125,6 +126,7 @@ pub use control::TxnMarker;
 pub use error::EngineError;
 pub use log_manager::LogManager;
 pub use partition_log::{AppendInfo, PartitionLog, ReadBatches};
+pub use positions::Positions;
 pub use producer_state::ProducerView;
 pub use recovery::RecoveryStats;
 pub use rill_types::ErrorCode;

@@ -23,7 +23,7 @@ use crate::segment::cursor::BatchCursor;
 use crate::segment::file_name::{segment_file_name, FileKind};
 use crate::segment::Segment;
 use crate::small_file;
-use crate::types::{Offset, TimestampMs};
+use crate::types::{Offset, RelativeOffset, TimestampMs};
 use bytes::{Bytes, BytesMut};
 use std::path::PathBuf;
 use std::rc::Rc;
@@ -409,6 +409,11 @@ impl<S: Storage> PartitionLog<S> {
         self.positions.high_watermark()
     }
 
+    /// All named positions at once (log start, high watermark, durable, log end).
+    pub fn positions(&self) -> Positions {
+        self.positions
+    }
+
     /// Flushed bytes between two index checkpoints: [`CHECKPOINT_BYTES`], or a quarter of
     /// `segment_bytes_max` for small segments (so they are checkpointed too).
     pub fn checkpoint_bytes(&self) -> u64 {
@@ -449,7 +454,9 @@ impl<S: Storage> PartitionLog<S> {
         let i = self.segment_index_for(from);
         self.ensure_open(i).await?;
         let segment = &self.segments[i];
-        let start = segment.index.lookup(from.relative_to(segment.base));
+        let start = segment
+            .index
+            .lookup(RelativeOffset::between(from, segment.base));
         let read_ahead = max_bytes
             .saturating_add(self.config.index_interval_bytes as usize)
             .clamp(64 << 10, READ_AHEAD_BYTES_MAX);

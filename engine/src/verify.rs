@@ -36,7 +36,7 @@ use crate::segment::offset_index::OffsetIndex;
 use crate::segment::time_index::TimeIndex;
 use crate::segment::Segment;
 use crate::small_file::{self, TMP_SUFFIX};
-use crate::types::{Offset, TimestampMs};
+use crate::types::{Offset, RelativeOffset, TimestampMs};
 use std::fmt;
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
@@ -443,7 +443,7 @@ impl EntryCheck {
     /// The batch with base `offset` starts at `position`; `max_ts` is the running max
     /// timestamp including it.
     fn on_batch(&mut self, offset: Offset, position: u64, max_ts: TimestampMs) {
-        let rel = offset.relative_to(self.base);
+        let rel = RelativeOffset::between(offset, self.base);
         while let Some(&(r, p)) = self.offsets.entries().get(self.next_offset_entry) {
             let p = u64::from(p.0);
             if p > position {

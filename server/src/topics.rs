@@ -17,6 +17,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, RwLock};
 
 use rill_protocol::ErrorCode;
+use rill_types::ProducerId;
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
@@ -241,7 +242,7 @@ impl TopicRegistry {
     }
 
     /// A producer id never handed out before, even across restarts.
-    pub fn allocate_producer_id(&self) -> Result<i64, TopicError> {
+    pub fn allocate_producer_id(&self) -> Result<ProducerId, TopicError> {
         let mut ids = self.producer_ids.lock().unwrap_or_else(|e| e.into_inner());
         if ids.next >= ids.reserved_until {
             let _guard = self.write_lock.lock().unwrap_or_else(|e| e.into_inner());
@@ -254,7 +255,7 @@ impl TopicRegistry {
         let id = ids.next;
         ids.next += 1;
         assert!(ids.next <= ids.reserved_until);
-        Ok(id)
+        Ok(ProducerId(id))
     }
 
     fn commit(&self, next: MetaDocument) -> Result<(), TopicError> {
@@ -373,12 +374,12 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let reg = TopicRegistry::open(dir.path()).unwrap();
         let first: Vec<i64> = (0..3)
-            .map(|_| reg.allocate_producer_id().unwrap())
+            .map(|_| reg.allocate_producer_id().unwrap().0)
             .collect();
         assert_eq!(first, vec![0, 1, 2]);
         drop(reg);
         let reg = TopicRegistry::open(dir.path()).unwrap();
-        let next = reg.allocate_producer_id().unwrap();
+        let next = reg.allocate_producer_id().unwrap().0;
         assert!(next > 2, "reused producer id {next}");
     }
 

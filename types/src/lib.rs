@@ -4,6 +4,13 @@
 //!
 //! # Map
 //! - [`error_code`]: [`ErrorCode`], Kafka's error codes as a typed enum; an `i16` only at the wire.
+//! - [`offset`]: [`Offset`], a record's position in a partition's log.
+//! - [`timestamp`]: [`TimestampMs`], record and batch timestamps.
+//! - [`leader_epoch`]: [`LeaderEpoch`], which leadership wrote a batch.
+//! - [`producer`]: [`ProducerId`], [`ProducerEpoch`], [`Sequence`] of idempotent producers.
+//!
+//! Each typed value wraps the wire integer (`.0`); the conversion happens where a request is
+//! decoded or a response encoded, never in between.
 //!
 //! # Why a crate of its own
 //! The engine stores Kafka's on-disk format and answers in Kafka's error codes, but must not
@@ -12,5 +19,13 @@
 //! this crate replaced (one definition of each wire concept, GUIDE.md).
 
 pub mod error_code;
+pub mod leader_epoch;
+pub mod offset;
+pub mod producer;
+pub mod timestamp;
 
 pub use error_code::{ErrorCode, UnknownErrorCode};
+pub use leader_epoch::LeaderEpoch;
+pub use offset::Offset;
+pub use producer::{ProducerEpoch, ProducerId, Sequence};
+pub use timestamp::TimestampMs;

@@ -23,7 +23,7 @@ pub mod txn_index;
 
 use crate::batch::BatchMeta;
 use crate::io::{align_down, align_up, BlockFile};
-use crate::types::{FilePosition, Offset, TimestampMs};
+use crate::types::{FilePosition, Offset, RelativeOffset, TimestampMs};
 use appender::Appender;
 use bytes::{Bytes, BytesMut};
 use offset_index::OffsetIndex;
@@ -114,7 +114,7 @@ impl<F: BlockFile> Segment<F> {
             "batches must be contiguous"
         );
         assert!(meta.last_offset >= meta.base_offset);
-        let rel = meta.base_offset.relative_to(self.base);
+        let rel = RelativeOffset::between(meta.base_offset, self.base);
         let pos = FilePosition(u32::try_from(self.size_bytes).expect("segment < 4 GiB"));
         self.max_timestamp = self.max_timestamp.max(meta.max_timestamp);
         if self.index.is_empty() || self.bytes_since_index >= u64::from(index_interval_bytes) {
@@ -134,7 +134,7 @@ impl<F: BlockFile> Segment<F> {
         if self.max_timestamp != TimestampMs::NONE {
             self.time_index.maybe_push(
                 self.max_timestamp,
-                self.last_batch_base.relative_to(self.base),
+                RelativeOffset::between(self.last_batch_base, self.base),
             );
         }
     }

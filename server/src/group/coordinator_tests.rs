@@ -6,6 +6,7 @@ use crate::group::ops::{JoinArgs, SyncArgs};
 use futures::executor::block_on;
 use rill_engine::io::sim::ManualClock;
 use rill_protocol::ErrorCode;
+use rill_types::{LeaderEpoch, Offset};
 
 fn coordinator() -> GroupCoordinator<MemJournal> {
     GroupCoordinator::new(
@@ -17,8 +18,8 @@ fn coordinator() -> GroupCoordinator<MemJournal> {
 
 fn offset(offset: i64, metadata: Option<&str>) -> CommittedOffset {
     CommittedOffset {
-        offset,
-        leader_epoch: 2,
+        offset: Offset(offset),
+        leader_epoch: LeaderEpoch(2),
         metadata: metadata.map(str::to_string),
         commit_time_ms: 0,
     }
@@ -65,7 +66,7 @@ fn standalone_commit_then_fetch_named_and_all() {
     let named = fetch(&c, "g", Some(vec![("t".into(), vec![0, 5])]));
     assert_eq!(
         named[0].2.as_ref().map(|v| (v.offset, v.leader_epoch)),
-        Some((42, 2))
+        Some((Offset(42), LeaderEpoch(2)))
     );
     assert_eq!(
         named[0]
@@ -147,7 +148,10 @@ fn rebuilt_from_replayed_offsets() {
         offset(9, None),
     )];
     let c = GroupCoordinator::new(MemJournal::default(), Rc::new(ManualClock::new(0)), live);
-    assert_eq!(fetch(&c, "g", None)[0].2.as_ref().unwrap().offset, 9);
+    assert_eq!(
+        fetch(&c, "g", None)[0].2.as_ref().unwrap().offset,
+        Offset(9)
+    );
     assert_eq!(c.list()[0].state, "Empty");
 }
 

@@ -17,7 +17,7 @@ use std::rc::Rc;
 use futures::channel::oneshot;
 use futures::lock::Mutex;
 use rill_engine::io::{Clock, Storage};
-use rill_engine::{FlushPolicy, LogConfig, LogManager, Offset, PartitionLog};
+use rill_engine::{FlushPolicy, LogConfig, LogManager, PartitionLog};
 
 use super::offsets::{decode_chunk, encode_batch, CommittedOffset, OffsetKey, OffsetRecord};
 use super::{offsets_partition, OFFSETS_TOPIC};
@@ -100,9 +100,9 @@ impl<S: Storage> OffsetsLog<S> {
             .await?;
         let mut live = HashMap::new();
         let mut records = 0u64;
-        let mut from = log.log_start_offset().0;
-        while from < log.high_watermark().0 {
-            let read = log.read(Offset(from), REPLAY_READ_BYTES).await?;
+        let mut from = log.log_start_offset();
+        while from < log.high_watermark() {
+            let read = log.read(from, REPLAY_READ_BYTES).await?;
             let mut next = from;
             for chunk in read.chunks {
                 let decoded = decode_chunk(chunk).map_err(|e| {
@@ -110,7 +110,7 @@ impl<S: Storage> OffsetsLog<S> {
                     rill_engine::EngineError::CorruptBatch(e.to_string())
                 })?;
                 for (offset, record) in decoded {
-                    next = next.max(offset + 1);
+                    next = next.max(offset.plus(1));
                     if offset < from {
                         continue; // before the log start (inside the first batch read)
                     }

@@ -3,6 +3,7 @@
 use super::*;
 use rill_engine::io::sim::{block_on, FaultConfig, ManualClock, SimStorage};
 use rill_protocol::ErrorCode;
+use rill_types::{LeaderEpoch, Offset};
 use std::path::PathBuf;
 
 fn record(group: &str, partition: i32, offset: Option<i64>) -> OffsetRecord {
@@ -13,8 +14,8 @@ fn record(group: &str, partition: i32, offset: Option<i64>) -> OffsetRecord {
             partition,
         },
         value: offset.map(|offset| CommittedOffset {
-            offset,
-            leader_epoch: -1,
+            offset: Offset(offset),
+            leader_epoch: LeaderEpoch::NONE,
             metadata: Some("m".into()),
             commit_time_ms: 5,
         }),
@@ -57,7 +58,7 @@ fn acknowledged_commits_survive_a_crash() {
                 .unwrap()
                 .1
                 .offset,
-            11
+            Offset(11)
         );
     });
 }
@@ -76,7 +77,9 @@ fn compaction_moves_the_log_start_and_keeps_every_live_entry() {
         assert!(log.records_since_snapshot() < COMPACT_AFTER_RECORDS);
         let live = sorted(log.live());
         assert_eq!(live.len(), 10);
-        assert!(live.iter().all(|(_, v)| v.offset == rounds as i64 - 1));
+        assert!(live
+            .iter()
+            .all(|(_, v)| v.offset == Offset(rounds as i64 - 1)));
         log.close().await;
         let reopened = OffsetsLog::open(&manager, 0, clock.clone()).await.unwrap();
         assert_eq!(sorted(reopened.live()), live);

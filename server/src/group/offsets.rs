@@ -7,6 +7,7 @@
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 use rill_protocol::kafka_protocol::records::RecordBatchDecoder;
 use rill_protocol::record::{encode_plain_batch, PlainRecord};
+use rill_types::{LeaderEpoch, Offset};
 
 /// Kafka's `offset.metadata.max.bytes` default: longer metadata gets OFFSET_METADATA_TOO_LARGE.
 pub const METADATA_BYTES_MAX: usize = 4096;
@@ -18,9 +19,9 @@ const VALUE_VERSION: u8 = 1;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CommittedOffset {
     /// The next offset the group will consume.
-    pub offset: i64,
-    /// Leader epoch of the last consumed record (-1 when unknown).
-    pub leader_epoch: i32,
+    pub offset: Offset,
+    /// Leader epoch of the last consumed record (`LeaderEpoch::NONE` when unknown).
+    pub leader_epoch: LeaderEpoch,
     /// Client-supplied metadata.
     pub metadata: Option<String>,
     /// When the broker accepted the commit (ms since the epoch).
@@ -108,8 +109,8 @@ pub fn encode_value(value: &CommittedOffset) -> Bytes {
     let metadata = value.metadata.as_deref();
     let mut out = BytesMut::with_capacity(25 + metadata.map_or(0, str::len));
     out.put_u8(VALUE_VERSION);
-    out.put_i64(value.offset);
-    out.put_i32(value.leader_epoch);
+    out.put_i64(value.offset.0);
+    out.put_i32(value.leader_epoch.0);
     out.put_i64(value.commit_time_ms);
     match metadata {
         Some(m) => {
@@ -126,8 +127,8 @@ pub fn decode_value(mut buf: Bytes) -> Result<CommittedOffset, DecodeError> {
     if buf.remaining() < 25 || buf.get_u8() != VALUE_VERSION {
         return Err(DecodeError::Record);
     }
-    let offset = buf.get_i64();
-    let leader_epoch = buf.get_i32();
+    let offset = Offset(buf.get_i64());
+    let leader_epoch = LeaderEpoch(buf.get_i32());
     let commit_time_ms = buf.get_i64();
     let len = buf.get_i32();
     let metadata = if len < 0 {
@@ -156,7 +157,7 @@ pub fn encode_batch(records: &[OffsetRecord], timestamp_ms: i64) -> BytesMut {
 }
 
 /// Every record in `chunk` (whole batches back to back), with its offset, in log order.
-pub fn decode_chunk(chunk: Bytes) -> Result<Vec<(i64, OffsetRecord)>, DecodeError> {
+pub fn decode_chunk(chunk: Bytes) -> Result<Vec<(Offset, OffsetRecord)>, DecodeError> {
     let mut buf = chunk;
     let sets =
         RecordBatchDecoder::decode_all(&mut buf).map_err(|e| DecodeError::Batch(e.to_string()))?;
@@ -165,7 +166,7 @@ pub fn decode_chunk(chunk: Bytes) -> Result<Vec<(i64, OffsetRecord)>, DecodeErro
         for record in set.records {
             let key = decode_key(record.key.ok_or(DecodeError::Record)?)?;
             let value = record.value.map(decode_value).transpose()?;
-            out.push((record.offset, OffsetRecord { key, value }));
+            out.push((Offset(record.offset), OffsetRecord { key, value }));
         }
     }
     Ok(out)
@@ -183,8 +184,8 @@ mod tests {
                 partition,
             },
             value: offset.map(|offset| CommittedOffset {
-                offset,
-                leader_epoch: 3,
+                offset: Offset(offset),
+                leader_epoch: LeaderEpoch(3),
                 metadata: (offset % 2 == 0).then(|| format!("m{offset}")),
                 commit_time_ms: 77,
             }),
@@ -202,7 +203,7 @@ mod tests {
         let back = decode_chunk(batch).unwrap();
         assert_eq!(back.len(), 3);
         assert_eq!(
-            back.iter().map(|(o, _)| *o).collect::<Vec<_>>(),
+            back.iter().map(|(o, _)| o.0).collect::<Vec<_>>(),
             vec![0, 1, 2]
         );
         assert_eq!(

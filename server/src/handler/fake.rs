@@ -16,8 +16,10 @@ use crate::group::coordinator::GroupCoordinator;
 use crate::group::journal::MemJournal;
 use crate::group::ops::GroupListing;
 use crate::group::{GroupOp, GroupReply};
-use crate::partition::ops::{PartitionOp, PartitionReply, Positions};
+use crate::partition::ops::{PartitionOp, PartitionReply};
 use crate::topics::TopicRegistry;
+use rill_engine::Positions;
+use rill_types::{Offset, TimestampMs};
 
 /// Offsets of header fields in a v2 batch (see protocol-notes).
 const LAST_OFFSET_DELTA_AT: usize = 23;
@@ -96,12 +98,9 @@ impl FakeBroker {
     }
 
     fn positions(&self, topic: &str, partition: i32) -> Positions {
-        let end = self.log_end(topic, partition);
-        Positions {
-            log_start_offset: 0,
-            high_watermark: end,
-            log_end_offset: end,
-        }
+        let end = Offset(self.log_end(topic, partition));
+        // Everything appended is visible and durable at once.
+        Positions::recovered(Offset(0), end, true)
     }
 }
 
@@ -134,13 +133,13 @@ impl Broker for FakeBroker {
                     first.get_or_insert(base);
                 }
                 PartitionReply::Appended {
-                    base_offset: first.unwrap(),
-                    log_append_time_ms: -1,
-                    log_start_offset: 0,
+                    base_offset: Offset(first.unwrap()),
+                    log_append_time: TimestampMs::NONE,
+                    log_start_offset: Offset(0),
                 }
             }
             PartitionOp::Read { from, .. } => {
-                if from < 0 || from > positions.log_end_offset {
+                if from < Offset(0) || from > positions.log_end() {
                     return PartitionReply::Error(ErrorCode::OffsetOutOfRange);
                 }
                 let logs = self.logs.borrow();
@@ -148,7 +147,7 @@ impl Broker for FakeBroker {
                     .get(&(topic.to_string(), partition))
                     .map(|l| {
                         l.iter()
-                            .filter(|(b, batch)| b + last_delta(batch) >= from)
+                            .filter(|(b, batch)| b + last_delta(batch) >= from.0)
                             .map(|(_, batch)| batch.clone())
                             .collect()
                     })
@@ -156,12 +155,12 @@ impl Broker for FakeBroker {
                 PartitionReply::Read { positions, chunks }
             }
             PartitionOp::Offsets => PartitionReply::Offsets(positions),
-            PartitionOp::OffsetForTimestamp { timestamp_ms } => {
+            PartitionOp::OffsetForTimestamp { timestamp } => {
                 let logs = self.logs.borrow();
                 let found = logs.get(&(topic.to_string(), partition)).and_then(|l| {
                     l.iter()
-                        .find(|(_, batch)| max_timestamp(batch) >= timestamp_ms)
-                        .map(|(b, batch)| (*b, max_timestamp(batch)))
+                        .find(|(_, batch)| max_timestamp(batch) >= timestamp.0)
+                        .map(|(b, batch)| (Offset(*b), TimestampMs(max_timestamp(batch))))
                 });
                 PartitionReply::OffsetForTimestamp(found, positions)
             }

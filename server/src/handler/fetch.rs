@@ -21,7 +21,9 @@ use rill_protocol::ErrorCode;
 use uuid::Uuid;
 
 use super::Broker;
-use crate::partition::ops::{PartitionOp, PartitionReply, Positions};
+use crate::partition::ops::{PartitionOp, PartitionReply};
+use rill_engine::Positions;
+use rill_types::Offset;
 
 /// Upper bound on how long one fetch may park (clients send ~500 ms; a lying value is capped).
 pub const FETCH_WAIT_MS_MAX: u64 = 30_000;
@@ -32,7 +34,7 @@ struct Want {
     topic: String,
     topic_id: Uuid,
     partition: i32,
-    fetch_offset: i64,
+    fetch_offset: Offset,
     max_bytes: usize,
     /// Set when the topic is unknown: answered without touching a shard.
     error: Option<ErrorCode>,
@@ -41,7 +43,8 @@ struct Want {
 /// One partition's outcome.
 struct Got {
     error: ErrorCode,
-    positions: Positions,
+    /// `None` when the partition could not be asked (unknown): -1s on the wire.
+    positions: Option<Positions>,
     chunks: Vec<Bytes>,
 }
 
@@ -114,7 +117,7 @@ fn resolve<B: Broker>(broker: &B, version: i16, request: &FetchRequest) -> Vec<W
                 topic: name.clone(),
                 topic_id: found.as_ref().map_or(topic.topic_id, |(_, m)| m.id),
                 partition: p.partition,
-                fetch_offset: p.fetch_offset,
+                fetch_offset: Offset(p.fetch_offset),
                 max_bytes: p.partition_max_bytes.max(0) as usize,
                 error: error.or((!in_range).then_some(ErrorCode::UnknownTopicOrPartition)),
             });
@@ -131,7 +134,7 @@ async fn read_one<B: Broker>(broker: &B, want: &Want) -> Got {
     if let Some(code) = want.error {
         return Got {
             error: code,
-            positions: unknown_positions(),
+            positions: None,
             chunks: Vec::new(),
         };
     }
@@ -142,7 +145,7 @@ async fn read_one<B: Broker>(broker: &B, want: &Want) -> Got {
     match broker.partition(&want.topic, want.partition, op).await {
         PartitionReply::Read { positions, chunks } => Got {
             error: ErrorCode::None,
-            positions,
+            positions: Some(positions),
             chunks,
         },
         other => {
@@ -151,8 +154,8 @@ async fn read_one<B: Broker>(broker: &B, want: &Want) -> Got {
                 .partition(&want.topic, want.partition, PartitionOp::Offsets)
                 .await
             {
-                PartitionReply::Offsets(p) => p,
-                _ => unknown_positions(),
+                PartitionReply::Offsets(p) => Some(p),
+                _ => None,
             };
             Got {
                 error: other.error_code(),
@@ -160,14 +163,6 @@ async fn read_one<B: Broker>(broker: &B, want: &Want) -> Got {
                 chunks: Vec::new(),
             }
         }
-    }
-}
-
-fn unknown_positions() -> Positions {
-    Positions {
-        log_start_offset: -1,
-        high_watermark: -1,
-        log_end_offset: -1,
     }
 }
 
@@ -264,13 +259,16 @@ fn concat(chunks: Vec<Bytes>) -> Bytes {
     }
 }
 
-fn partition_data(index: i32, error: ErrorCode, positions: Positions) -> PartitionData {
+fn partition_data(index: i32, error: ErrorCode, positions: Option<Positions>) -> PartitionData {
+    // Unknown positions are -1 on the wire.
+    let high_watermark = positions.map_or(-1, |p| p.high_watermark().0);
+    let log_start_offset = positions.map_or(-1, |p| p.log_start().0);
     PartitionData::default()
         .with_partition_index(index)
         .with_error_code(error.code())
-        .with_high_watermark(positions.high_watermark)
-        .with_last_stable_offset(positions.high_watermark)
-        .with_log_start_offset(positions.log_start_offset)
+        .with_high_watermark(high_watermark)
+        .with_last_stable_offset(high_watermark)
+        .with_log_start_offset(log_start_offset)
         .with_aborted_transactions(Some(Vec::new()))
         .with_preferred_read_replica(rill_protocol::kafka_protocol::messages::BrokerId(-1))
         .with_records(Some(Bytes::new()))

@@ -30,7 +30,7 @@ pub fn handle<B: Broker>(broker: &B, request: &InitProducerIdRequest) -> InitPro
     }
     match broker.topics().allocate_producer_id() {
         Ok(id) => response
-            .with_producer_id(ProducerId(id))
+            .with_producer_id(ProducerId(id.0))
             .with_producer_epoch(0),
         Err(e) => {
             tracing::error!(error = %e, "cannot allocate a producer id");

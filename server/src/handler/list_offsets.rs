@@ -10,6 +10,7 @@ use rill_protocol::kafka_protocol::messages::list_offsets_response::{
 };
 use rill_protocol::kafka_protocol::messages::{ListOffsetsRequest, ListOffsetsResponse};
 use rill_protocol::ErrorCode;
+use rill_types::{Offset, TimestampMs};
 
 use super::{topic_name, Broker, LEADER_EPOCH};
 use crate::partition::ops::{PartitionOp, PartitionReply};
@@ -61,14 +62,14 @@ async fn lookup<B: Broker>(
 ) -> ListOffsetsPartitionResponse {
     let op = if timestamp >= 0 {
         PartitionOp::OffsetForTimestamp {
-            timestamp_ms: timestamp,
+            timestamp: TimestampMs(timestamp),
         }
     } else {
         PartitionOp::Offsets
     };
     match (broker.partition(topic, partition, op).await, timestamp) {
-        (PartitionReply::Offsets(p), EARLIEST) => found(base, p.log_start_offset, -1),
-        (PartitionReply::Offsets(p), LATEST) => found(base, p.high_watermark, -1),
+        (PartitionReply::Offsets(p), EARLIEST) => found(base, p.log_start(), TimestampMs::NONE),
+        (PartitionReply::Offsets(p), LATEST) => found(base, p.high_watermark(), TimestampMs::NONE),
         (PartitionReply::Offsets(_), _) => not_found(base),
         (PartitionReply::OffsetForTimestamp(Some((offset, ts)), _), _) => found(base, offset, ts),
         (PartitionReply::OffsetForTimestamp(None, _), _) => not_found(base),
@@ -78,12 +79,12 @@ async fn lookup<B: Broker>(
 
 fn found(
     base: ListOffsetsPartitionResponse,
-    offset: i64,
-    timestamp: i64,
+    offset: Offset,
+    timestamp: TimestampMs,
 ) -> ListOffsetsPartitionResponse {
-    base.with_offset(offset)
-        .with_timestamp(timestamp)
-        .with_leader_epoch(LEADER_EPOCH)
+    base.with_offset(offset.0)
+        .with_timestamp(timestamp.0)
+        .with_leader_epoch(LEADER_EPOCH.0)
 }
 
 fn not_found(base: ListOffsetsPartitionResponse) -> ListOffsetsPartitionResponse {

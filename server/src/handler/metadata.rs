@@ -85,7 +85,7 @@ fn topic_entry(
             MetadataResponsePartition::default()
                 .with_partition_index(index)
                 .with_leader_id(node)
-                .with_leader_epoch(if version >= 7 { LEADER_EPOCH } else { -1 })
+                .with_leader_epoch(if version >= 7 { LEADER_EPOCH.0 } else { -1 })
                 .with_replica_nodes(vec![node])
                 .with_isr_nodes(vec![node])
         })

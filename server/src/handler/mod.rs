@@ -10,6 +10,7 @@ use std::time::Duration;
 use rill_protocol::kafka_protocol::messages::TopicName;
 use rill_protocol::kafka_protocol::protocol::StrBytes;
 use rill_protocol::ErrorCode;
+use rill_types::LeaderEpoch;
 
 use crate::config::BrokerConfig;
 use crate::group::ops::GroupListing;
@@ -65,7 +66,7 @@ pub trait Broker {
 /// The leader epoch Rill reports for every partition: one node, never a leader change. A real
 /// (non-negative) epoch makes clients validate positions with OffsetForLeaderEpoch, which
 /// [`offset_for_leader_epoch`] answers (protocol-notes trap 7).
-pub const LEADER_EPOCH: i32 = 0;
+pub const LEADER_EPOCH: LeaderEpoch = LeaderEpoch(0);
 
 /// A topic, creating it first when auto-creation is on (Metadata, Produce).
 pub fn topic_or_auto_create<B: Broker>(

@@ -11,6 +11,7 @@ use crate::group::offsets::CommittedOffset;
 use crate::group::ops::MemberRef;
 use crate::group::{GroupOp, GroupReply};
 use rill_protocol::ErrorCode;
+use rill_types::{LeaderEpoch, Offset};
 
 /// Answer OffsetCommit: unknown partitions are refused here, the rest go to the coordinator.
 pub async fn handle<B: Broker>(
@@ -36,11 +37,11 @@ pub async fn handle<B: Broker>(
                 topic.name.0.to_string(),
                 p.partition_index,
                 CommittedOffset {
-                    offset: p.committed_offset,
+                    offset: Offset(p.committed_offset),
                     leader_epoch: if version >= 6 {
-                        p.committed_leader_epoch
+                        LeaderEpoch(p.committed_leader_epoch)
                     } else {
-                        -1
+                        LeaderEpoch::NONE
                     },
                     metadata: p.committed_metadata.as_ref().map(|m| m.to_string()),
                     commit_time_ms: 0,

@@ -74,7 +74,7 @@ async fn fetch<B: Broker>(
 /// (offset, leader epoch, metadata) of a committed position; -1/-1/"" when none.
 fn fields(value: Option<CommittedOffset>) -> (i64, i32, String) {
     match value {
-        Some(v) => (v.offset, v.leader_epoch, v.metadata.unwrap_or_default()),
+        Some(v) => (v.offset.0, v.leader_epoch.0, v.metadata.unwrap_or_default()),
         None => (-1, -1, String::new()),
     }
 }

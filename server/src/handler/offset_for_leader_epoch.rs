@@ -11,6 +11,7 @@ use rill_protocol::kafka_protocol::messages::{
     OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse,
 };
 use rill_protocol::ErrorCode;
+use rill_types::LeaderEpoch;
 
 use super::{topic_name, Broker, LEADER_EPOCH};
 use crate::partition::ops::{PartitionOp, PartitionReply};
@@ -34,10 +35,10 @@ pub async fn handle<B: Broker>(
                 if !known {
                     return base.with_error_code(ErrorCode::UnknownTopicOrPartition.code());
                 }
-                if p.current_leader_epoch > LEADER_EPOCH {
+                if LeaderEpoch(p.current_leader_epoch) > LEADER_EPOCH {
                     return base.with_error_code(ErrorCode::UnknownLeaderEpoch.code());
                 }
-                if p.leader_epoch > LEADER_EPOCH {
+                if LeaderEpoch(p.leader_epoch) > LEADER_EPOCH {
                     return base;
                 }
                 match broker
@@ -45,8 +46,8 @@ pub async fn handle<B: Broker>(
                     .await
                 {
                     PartitionReply::Offsets(pos) => base
-                        .with_leader_epoch(LEADER_EPOCH)
-                        .with_end_offset(pos.log_end_offset),
+                        .with_leader_epoch(LEADER_EPOCH.0)
+                        .with_end_offset(pos.log_end().0),
                     other => base.with_error_code(other.error_code().code()),
                 }
             }

@@ -126,12 +126,12 @@ fn partition_response(index: i32, reply: PartitionReply) -> PartitionProduceResp
     match reply {
         PartitionReply::Appended {
             base_offset,
-            log_append_time_ms,
+            log_append_time,
             log_start_offset,
         } => base
-            .with_base_offset(base_offset)
-            .with_log_append_time_ms(log_append_time_ms)
-            .with_log_start_offset(log_start_offset),
+            .with_base_offset(base_offset.0)
+            .with_log_append_time_ms(log_append_time.0)
+            .with_log_start_offset(log_start_offset.0),
         other => base
             .with_error_code(other.error_code().code())
             .with_base_offset(-1)

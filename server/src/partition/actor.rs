@@ -15,9 +15,10 @@ use futures::channel::{mpsc, oneshot};
 use futures::future::{select, Either};
 use futures::StreamExt;
 use rill_engine::io::{Clock, Storage};
-use rill_engine::{EngineError, FlushPolicy, LogConfig, LogManager, Offset, PartitionLog};
+use rill_engine::{EngineError, FlushPolicy, LogConfig, LogManager, PartitionLog, Positions};
+use rill_types::{Offset, TimestampMs};
 
-use super::ops::{Acks, PartitionOp, PartitionReply, Positions};
+use super::ops::{Acks, PartitionOp, PartitionReply};
 use super::watch::PartitionWatch;
 use rill_protocol::ErrorCode;
 
@@ -151,19 +152,13 @@ impl<S: Storage + 'static> Actor<S> {
     }
 
     fn positions(&mut self) -> Positions {
-        let log = self.log();
-        let positions = Positions {
-            log_start_offset: log.log_start_offset().0,
-            high_watermark: log.high_watermark().0,
-            log_end_offset: log.log_end_offset().0,
-        };
-        assert!(positions.log_start_offset <= positions.high_watermark);
-        assert!(positions.high_watermark <= positions.log_end_offset);
+        let positions = self.log().positions();
+        positions.check();
         positions
     }
 
     fn publish(&mut self) {
-        let hw = self.log().high_watermark().0;
+        let hw = self.log().high_watermark();
         self.watch.publish(hw);
     }
 
@@ -369,7 +364,7 @@ impl<S: Storage + 'static> Actor<S> {
                 // An idempotent retry of a batch we hold: success, with the original offsets.
                 Err(EngineError::DuplicateSequence { base_offset, .. }) => {
                     let start = self.log().log_start_offset();
-                    (base_offset, rill_engine::TimestampMs::NONE, start)
+                    (base_offset, TimestampMs::NONE, start)
                 }
                 Err(e) => {
                     tracing::debug!(topic = self.setup.topic, error = %e, "append refused");
@@ -378,35 +373,32 @@ impl<S: Storage + 'static> Actor<S> {
             };
             first.get_or_insert(info);
         }
-        let (base, append_time, start) = first.expect("at least one batch");
+        let (base_offset, log_append_time, log_start_offset) = first.expect("at least one batch");
         PartitionReply::Appended {
-            base_offset: base.0,
-            log_append_time_ms: append_time.0,
-            log_start_offset: start.0,
+            base_offset,
+            log_append_time,
+            log_start_offset,
         }
     }
 
     async fn serve_other(&mut self, op: PartitionOp) -> PartitionReply {
         match op {
-            PartitionOp::Read { from, max_bytes } => {
-                match self.log().read(Offset(from), max_bytes).await {
-                    Ok(read) => PartitionReply::Read {
-                        positions: self.positions(),
-                        chunks: read.chunks,
-                    },
-                    Err(e) => PartitionReply::Error(e.kafka_error_code()),
-                }
-            }
+            PartitionOp::Read { from, max_bytes } => match self.log().read(from, max_bytes).await {
+                Ok(read) => PartitionReply::Read {
+                    positions: self.positions(),
+                    chunks: read.chunks,
+                },
+                Err(e) => PartitionReply::Error(e.kafka_error_code()),
+            },
             PartitionOp::Offsets => PartitionReply::Offsets(self.positions()),
-            PartitionOp::OffsetForTimestamp { timestamp_ms } => {
-                let ts = rill_engine::TimestampMs(timestamp_ms);
-                match self.log().offset_for_timestamp(ts).await {
+            PartitionOp::OffsetForTimestamp { timestamp } => {
+                match self.log().offset_for_timestamp(timestamp).await {
                     Ok(found) => {
                         let found = match found {
                             Some((offset, batch_ts)) => Some(
-                                self.refine_to_record(offset, timestamp_ms)
+                                self.refine_to_record(offset, timestamp)
                                     .await
-                                    .unwrap_or((offset.0, batch_ts.0)),
+                                    .unwrap_or((offset, batch_ts)),
                             ),
                             None => None,
                         };
@@ -423,8 +415,12 @@ impl<S: Storage + 'static> Actor<S> {
         }
     }
 
-    /// The exact record at or after `timestamp_ms` inside the batch holding `offset`.
-    async fn refine_to_record(&mut self, offset: Offset, timestamp_ms: i64) -> Option<(i64, i64)> {
+    /// The exact record at or after `timestamp` inside the batch holding `offset`.
+    async fn refine_to_record(
+        &mut self,
+        offset: Offset,
+        timestamp: TimestampMs,
+    ) -> Option<(Offset, TimestampMs)> {
         let read = self.log().read(offset, 1).await.ok()?;
         // A chunk may hold several batches back to back; look at each in offset order.
         read.chunks
@@ -432,7 +428,7 @@ impl<S: Storage + 'static> Actor<S> {
             .flat_map(|chunk| rill_protocol::record::batches(chunk.clone()))
             .map_while(Result::ok)
             .find_map(|view| {
-                super::timestamp_lookup::first_record_at_or_after(view.as_bytes(), timestamp_ms)
+                super::timestamp_lookup::first_record_at_or_after(view.as_bytes(), timestamp)
             })
     }
 

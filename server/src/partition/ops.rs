@@ -2,9 +2,12 @@
 //!
 //! Both are `Send`: a request made on one shard for a partition owned by another crosses cores in
 //! the channel mesh. Record bytes travel as `BytesMut`/`Bytes` (moved, not copied again).
+//! Offsets, timestamps and positions are typed; raw integers exist only in the handlers' wire
+//! messages.
 
 use bytes::{Bytes, BytesMut};
-use rill_protocol::ErrorCode;
+use rill_engine::Positions;
+use rill_types::{ErrorCode, Offset, TimestampMs};
 
 /// Kafka's `acks`: how much of the append the producer waits for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -42,37 +45,26 @@ pub enum PartitionOp {
     /// Whole batches from `from`, below the high watermark, up to `max_bytes` (at least one).
     Read {
         /// The consumer's position.
-        from: i64,
+        from: Offset,
         /// Partition byte budget (Kafka's partition_max_bytes).
         max_bytes: usize,
     },
     /// Log start, high watermark and log end.
     Offsets,
-    /// The first offset whose batch max timestamp is >= `timestamp_ms` (ListOffsets by time).
+    /// The first offset whose batch max timestamp is >= `timestamp` (ListOffsets by time).
     OffsetForTimestamp {
-        /// Milliseconds since the epoch.
-        timestamp_ms: i64,
+        /// The target time.
+        timestamp: TimestampMs,
     },
     /// Resolve once the high watermark passes `from` or `wait_ms` elapses (Fetch long poll).
     WaitForData {
         /// The consumer's position: data is "there" when high_watermark > from.
-        from: i64,
+        from: Offset,
         /// Upper bound of the wait.
         wait_ms: u64,
     },
     /// Close the log and delete its directory (DeleteTopics).
     Delete,
-}
-
-/// The positions of a partition's log, as Kafka names them.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct Positions {
-    /// First offset still in the log.
-    pub log_start_offset: i64,
-    /// Consumers may read below this (and last_stable_offset equals it: no transactions yet).
-    pub high_watermark: i64,
-    /// Next offset to be assigned.
-    pub log_end_offset: i64,
 }
 
 /// A partition's answer: a result, or the Kafka error it failed with.
@@ -81,11 +73,11 @@ pub enum PartitionReply {
     /// Answer to [`PartitionOp::Append`].
     Appended {
         /// Offset of the first record of the first batch.
-        base_offset: i64,
-        /// Broker time for LogAppendTime topics, else -1.
-        log_append_time_ms: i64,
+        base_offset: Offset,
+        /// Broker time for LogAppendTime topics, else `TimestampMs::NONE`.
+        log_append_time: TimestampMs,
         /// Log start after the append.
-        log_start_offset: i64,
+        log_start_offset: Offset,
     },
     /// Answer to [`PartitionOp::Read`].
     Read {
@@ -97,7 +89,7 @@ pub enum PartitionReply {
     /// Answer to [`PartitionOp::Offsets`].
     Offsets(Positions),
     /// Answer to [`PartitionOp::OffsetForTimestamp`]: `(offset, timestamp)` if any.
-    OffsetForTimestamp(Option<(i64, i64)>, Positions),
+    OffsetForTimestamp(Option<(Offset, TimestampMs)>, Positions),
     /// Answer to [`PartitionOp::WaitForData`] (whether data arrived or time ran out).
     Waited,
     /// Answer to [`PartitionOp::Delete`].

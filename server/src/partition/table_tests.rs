@@ -12,6 +12,7 @@ use rill_engine::io::sim::{FaultConfig, SimStorage};
 use rill_engine::io::{Clock, SystemClock};
 use rill_engine::LogManager;
 use rill_protocol::ErrorCode;
+use rill_types::Offset;
 
 use super::ops::{Acks, PartitionOp, PartitionReply};
 use super::table::PartitionTable;
@@ -68,14 +69,14 @@ fn append(records: usize, acks: Acks) -> PartitionOp {
 
 fn base_offset(reply: PartitionReply) -> i64 {
     match reply {
-        PartitionReply::Appended { base_offset, .. } => base_offset,
+        PartitionReply::Appended { base_offset, .. } => base_offset.0,
         other => panic!("append failed: {other:?}"),
     }
 }
 
 async fn high_watermark(table: &PartitionTable<SimStorage>, partition: i32) -> i64 {
     match table.call("t", partition, PartitionOp::Offsets).await {
-        PartitionReply::Offsets(p) => p.high_watermark,
+        PartitionReply::Offsets(p) => p.high_watermark().0,
         other => panic!("offsets failed: {other:?}"),
     }
 }
@@ -99,14 +100,14 @@ fn concurrent_appends_get_contiguous_offsets_and_are_readable() {
                 "t",
                 0,
                 PartitionOp::Read {
-                    from: 0,
+                    from: Offset(0),
                     max_bytes: 1 << 20,
                 },
             )
             .await
         {
             PartitionReply::Read { positions, chunks } => {
-                assert_eq!(positions.high_watermark, 100);
+                assert_eq!(positions.high_watermark().0, 100);
                 let bytes: usize = chunks.iter().map(|c| c.len()).sum();
                 assert_eq!(bytes, 50 * batch(2).len());
             }
@@ -126,7 +127,7 @@ fn a_parked_fetch_wakes_on_append() {
             let table = table.clone();
             glommio::spawn_local(async move {
                 let op = PartitionOp::WaitForData {
-                    from: 0,
+                    from: Offset(0),
                     wait_ms: 600_000,
                 };
                 table.call("t", 1, op).await

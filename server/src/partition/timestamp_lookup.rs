@@ -4,14 +4,24 @@
 //! *record* whose timestamp does.
 
 use rill_protocol::record::{RecordBatchView, RecordIter, TimestampType};
+use rill_types::{Offset, TimestampMs};
 
 /// Cap on a batch decompressed for a timestamp lookup (bounded memory on hostile batches).
 pub const DECOMPRESSED_BYTES_MAX: usize = 64 << 20;
 
-/// The first record in `batch` with timestamp >= `target_ms`: `(offset, timestamp)`.
+/// The first record in `batch` with timestamp >= `target`: `(offset, timestamp)`.
 /// `None` when the batch cannot be parsed or no record qualifies (callers fall back to the
 /// batch-level answer).
-pub fn first_record_at_or_after(batch: &[u8], target_ms: i64) -> Option<(i64, i64)> {
+pub fn first_record_at_or_after(
+    batch: &[u8],
+    target: TimestampMs,
+) -> Option<(Offset, TimestampMs)> {
+    let (offset, ts) = record_at_or_after(batch, target.0)?;
+    Some((Offset(offset), TimestampMs(ts)))
+}
+
+/// [`first_record_at_or_after`] on the wire integers the batch view reads.
+fn record_at_or_after(batch: &[u8], target_ms: i64) -> Option<(i64, i64)> {
     let view = RecordBatchView::new(batch).ok()?;
     if view.attributes().timestamp_type() == TimestampType::LogAppendTime {
         // Every record of a LogAppendTime batch carries the batch's max timestamp.
@@ -45,17 +55,26 @@ mod tests {
     fn finds_the_record_inside_the_batch() {
         // fake::batch timestamps are 1000, 1001, ...; base offset 0.
         let b = batch(10);
-        assert_eq!(first_record_at_or_after(&b, 0), Some((0, 1000)));
-        assert_eq!(first_record_at_or_after(&b, 1004), Some((4, 1004)));
-        assert_eq!(first_record_at_or_after(&b, 1009), Some((9, 1009)));
-        assert_eq!(first_record_at_or_after(&b, 1010), None);
+        assert_eq!(
+            first_record_at_or_after(&b, TimestampMs(0)),
+            Some((Offset(0), TimestampMs(1000)))
+        );
+        assert_eq!(
+            first_record_at_or_after(&b, TimestampMs(1004)),
+            Some((Offset(4), TimestampMs(1004)))
+        );
+        assert_eq!(
+            first_record_at_or_after(&b, TimestampMs(1009)),
+            Some((Offset(9), TimestampMs(1009)))
+        );
+        assert_eq!(first_record_at_or_after(&b, TimestampMs(1010)), None);
     }
 
     #[test]
     fn garbage_is_none_not_a_panic() {
-        assert_eq!(first_record_at_or_after(b"nope", 0), None);
+        assert_eq!(first_record_at_or_after(b"nope", TimestampMs(0)), None);
         let mut b = batch(3).to_vec();
         b.truncate(70);
-        assert_eq!(first_record_at_or_after(&b, 0), None);
+        assert_eq!(first_record_at_or_after(&b, TimestampMs(0)), None);
     }
 }

@@ -9,11 +9,13 @@ use std::time::Duration;
 
 use futures::channel::oneshot;
 use futures::future::{select, Either};
+use rill_types::Offset;
 
 /// Published positions and waiters of one partition.
 #[derive(Debug)]
 pub struct PartitionWatch {
-    high_watermark: Cell<i64>,
+    /// `None` until the log has been opened and published once.
+    high_watermark: Cell<Option<Offset>>,
     closed: Cell<bool>,
     waiters: RefCell<Vec<oneshot::Sender<()>>>,
 }
@@ -22,13 +24,10 @@ pub struct PartitionWatch {
 /// fetch then answers with what it has, which is always correct, just earlier).
 pub const WAITERS_MAX: usize = 4096;
 
-/// The high watermark before the log has been opened.
-pub const HIGH_WATERMARK_UNKNOWN: i64 = -1;
-
 impl Default for PartitionWatch {
     fn default() -> Self {
         Self {
-            high_watermark: Cell::new(HIGH_WATERMARK_UNKNOWN),
+            high_watermark: Cell::new(None),
             closed: Cell::new(false),
             waiters: RefCell::new(Vec::new()),
         }
@@ -36,15 +35,15 @@ impl Default for PartitionWatch {
 }
 
 impl PartitionWatch {
-    /// The last published high watermark (or [`HIGH_WATERMARK_UNKNOWN`]).
-    pub fn high_watermark(&self) -> i64 {
+    /// The last published high watermark (`None` before the log has been opened).
+    pub fn high_watermark(&self) -> Option<Offset> {
         self.high_watermark.get()
     }
 
     /// Publish a new high watermark; wakes every waiter if it moved.
-    pub fn publish(&self, high_watermark: i64) {
-        let old = self.high_watermark.replace(high_watermark);
-        if high_watermark != old {
+    pub fn publish(&self, high_watermark: Offset) {
+        let old = self.high_watermark.replace(Some(high_watermark));
+        if Some(high_watermark) != old {
             self.wake_all();
         }
     }
@@ -66,12 +65,12 @@ impl PartitionWatch {
     /// `sleep` is the runtime's timer (injected so this is testable without glommio).
     pub async fn wait_for_data<F: std::future::Future<Output = ()>>(
         &self,
-        from: i64,
+        from: Offset,
         sleep: impl FnOnce(Duration) -> F,
         wait: Duration,
     ) {
         let hw = self.high_watermark.get();
-        if self.closed.get() || (hw != HIGH_WATERMARK_UNKNOWN && hw > from) {
+        if self.closed.get() || hw.is_some_and(|hw| hw > from) {
             return;
         }
         let receiver = {
@@ -101,21 +100,21 @@ mod tests {
     #[test]
     fn returns_at_once_when_data_is_already_there() {
         let w = PartitionWatch::default();
-        w.publish(5);
-        block_on(w.wait_for_data(4, |_| pending::<()>(), Duration::from_secs(60)));
+        w.publish(Offset(5));
+        block_on(w.wait_for_data(Offset(4), |_| pending::<()>(), Duration::from_secs(60)));
     }
 
     #[test]
     fn times_out_when_nothing_arrives() {
         let w = PartitionWatch::default();
-        w.publish(5);
-        block_on(w.wait_for_data(5, |_| ready(()), Duration::from_millis(1)));
+        w.publish(Offset(5));
+        block_on(w.wait_for_data(Offset(5), |_| ready(()), Duration::from_millis(1)));
     }
 
     #[test]
     fn publish_wakes_a_parked_waiter() {
         let w = PartitionWatch::default();
-        w.publish(5);
+        w.publish(Offset(5));
         let mut pool = futures::executor::LocalPool::new();
         let done = std::rc::Rc::new(Cell::new(false));
         let (w, d) = (std::rc::Rc::new(w), done.clone());
@@ -123,14 +122,14 @@ mod tests {
         use futures::task::LocalSpawnExt;
         pool.spawner()
             .spawn_local(async move {
-                w2.wait_for_data(5, |_| pending::<()>(), Duration::from_secs(60))
+                w2.wait_for_data(Offset(5), |_| pending::<()>(), Duration::from_secs(60))
                     .await;
                 d.set(true);
             })
             .unwrap();
         pool.run_until_stalled();
         assert!(!done.get());
-        w.publish(6);
+        w.publish(Offset(6));
         pool.run_until_stalled();
         assert!(done.get());
     }

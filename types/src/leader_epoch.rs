@@ -1,0 +1,18 @@
+//! [`LeaderEpoch`]: which leadership of a partition wrote a batch or answers a request.
+
+/// A partition's leader epoch (KIP-101/KIP-320): bumped on every leader change, stamped into
+/// each batch's `partitionLeaderEpoch`, and checked by clients (OffsetForLeaderEpoch) to detect
+/// truncation. -1 means "unknown / not given".
+#[derive(Copy, Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct LeaderEpoch(pub i32);
+
+impl LeaderEpoch {
+    /// Kafka's "no epoch" value (old clients, batches written before epochs existed).
+    pub const NONE: LeaderEpoch = LeaderEpoch(-1);
+}
+
+impl Default for LeaderEpoch {
+    fn default() -> Self {
+        LeaderEpoch::NONE
+    }
+}

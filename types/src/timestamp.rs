@@ -1,0 +1,10 @@
+//! [`TimestampMs`]: Kafka's record and batch timestamps.
+
+/// Milliseconds since the Unix epoch, as Kafka timestamps are. -1 means "none".
+#[derive(Copy, Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
+pub struct TimestampMs(pub i64);
+
+impl TimestampMs {
+    /// Kafka's "no timestamp" value.
+    pub const NONE: TimestampMs = TimestampMs(-1);
+}

@@ -4,7 +4,7 @@
 //!
 //! # Map
 //! - [`error_code`]: [`ErrorCode`], Kafka's error codes as a typed enum; an `i16` only at the wire.
-//! - [`offset`]: [`Offset`], a record's position in a partition's log.
+//! - [`offset`]: [`Offset`], a record's position in a partition's log; [`RelativeOffset`].
 //! - [`timestamp`]: [`TimestampMs`], record and batch timestamps.
 //! - [`leader_epoch`]: [`LeaderEpoch`], which leadership wrote a batch.
 //! - [`producer`]: [`ProducerId`], [`ProducerEpoch`], [`Sequence`] of idempotent producers.
@@ -26,6 +26,6 @@ pub mod timestamp;
 
 pub use error_code::{ErrorCode, UnknownErrorCode};
 pub use leader_epoch::LeaderEpoch;
-pub use offset::Offset;
+pub use offset::{Offset, RelativeOffset};
 pub use producer::{ProducerEpoch, ProducerId, Sequence};
 pub use timestamp::TimestampMs;

@@ -1,24 +1,32 @@
 //! One client connection: read whole frames (bounded), hand each to its own task, write the
 //! responses back in request order.
 //!
-//! The reader and the writer run concurrently over the split socket. Decoded-but-unanswered
-//! requests sit in a bounded queue (`inflight_requests_max`): when a pipelining client has that
-//! many outstanding, the reader stops reading — TCP flow control then pushes back on the client,
-//! and memory stays bounded. Frame sizes are checked before any allocation beyond what has
-//! actually arrived (a lying size prefix costs nothing until its bytes come).
+//! The reader and the writer run concurrently on the same socket (the reader through a second
+//! descriptor of it). Decoded-but-unanswered requests sit in a bounded queue
+//! (`inflight_requests_max`): when a pipelining client has that many outstanding, the reader
+//! stops reading — TCP flow control then pushes back on the client, and memory stays bounded.
+//! Frame sizes are checked before the buffer grows for them, by at most
+//! `READ_CHUNK_BYTES_MAX` at a time, and the kernel writes received bytes straight into that
+//! room (nothing zero-fills it first): a lying size prefix reserves room it never writes.
+//!
+//! Copies: a request's bytes are received once into the read buffer, and each frame is handed
+//! on as a slice of it. A Fetch response is sent with vectored sends from its parts, record
+//! chunks included, without gathering them into a new buffer.
 
+use std::os::fd::{AsRawFd, FromRawFd};
 use std::rc::Rc;
 
 use bytes::{Bytes, BytesMut};
+
 use futures::future::{select, Either};
-use futures::io::{ReadHalf, WriteHalf};
-use futures::{AsyncReadExt, AsyncWriteExt};
+use futures::AsyncWriteExt;
 use glommio::channels::local_channel::{self, LocalReceiver, LocalSender};
 use glommio::net::TcpStream;
 use glommio::task::JoinHandle;
 use rill_engine::io::Storage;
 use rill_protocol::frame::{frame_len, SIZE_PREFIX_BYTES};
 
+use super::socket_io;
 use crate::dispatch::{dispatch, Outcome};
 use crate::shard::Shard;
 use crate::shutdown::ShutdownSignal;
@@ -39,17 +47,27 @@ pub async fn serve_connection<S: Storage + 'static>(
 ) {
     let peer = stream.peer_addr().ok();
     let _ = stream.set_nodelay(true);
-    let (reader, writer) = stream.split();
+    // The reader receives on the raw descriptor and waits for readability with `peek` on a
+    // second handle of the same socket (a `&self` call), so the writer owns the stream whole.
+    // SAFETY: `dup` of a descriptor the stream owns and keeps open; the new descriptor is
+    // owned by `probe` alone and closed when it drops.
+    let dup = unsafe { libc::dup(stream.as_raw_fd()) };
+    if dup < 0 {
+        tracing::warn!(error = %std::io::Error::last_os_error(), "dup of a connection failed");
+        return;
+    }
+    // SAFETY: `dup` is a fresh descriptor of a connected TCP socket that nothing else owns.
+    let probe = unsafe { TcpStream::from_raw_fd(dup) };
     let (queue, responses) = local_channel::new_bounded(shard.config.inflight_requests_max);
     let closing = Rc::new(ShutdownSignal::default());
-    let writer_task = glommio::spawn_local(write_responses(writer, responses, closing.clone()));
-    read_requests(reader, queue, shard, shutdown, closing).await;
+    let writer_task = glommio::spawn_local(write_responses(stream, responses, closing.clone()));
+    read_requests(probe, queue, shard, shutdown, closing).await;
     writer_task.await;
     tracing::debug!(?peer, "connection closed");
 }
 
 async fn read_requests<S: Storage + 'static>(
-    mut reader: ReadHalf<TcpStream>,
+    reader: TcpStream,
     queue: LocalSender<Pending>,
     shard: Rc<Shard<S>>,
     shutdown: Rc<ShutdownSignal>,
@@ -88,14 +106,14 @@ async fn read_requests<S: Storage + 'static>(
                 }
             }
         };
-        // Grow the buffer at most by what has already arrived (doubling): `read_some` zero-fills
-        // what it reads into, so sizing it by the declared frame alone would let a lying size
-        // prefix pin up to READ_CHUNK_BYTES_MAX of resident memory per connection.
+        // Room for the rest of the declared frame, within one read: the memory is not touched
+        // before bytes arrive in it (no zero-filling), so a lying size prefix costs address
+        // space, not resident memory, and a whole frame of up to READ_CHUNK_BYTES_MAX arrives
+        // without the buffer growing (and copying) on the way.
         let want = frame_bytes
             .saturating_sub(buf.len())
-            .min(buf.len())
             .clamp(READ_CHUNK_BYTES, READ_CHUNK_BYTES_MAX);
-        let read = Box::pin(read_some(&mut reader, &mut buf, want));
+        let read = Box::pin(read_some(&reader, &mut buf, want));
         match select(read, &mut stop).await {
             Either::Left((Ok(n), _)) if n > 0 => {}
             Either::Left(_) | Either::Right(_) => return,
@@ -103,26 +121,26 @@ async fn read_requests<S: Storage + 'static>(
     }
 }
 
-/// Parts smaller than this are gathered into one buffer before sending (few syscalls); larger
-/// ones (record chunks) go to the socket straight from the engine's buffers, uncopied. glommio's
-/// socket has no vectored send, so this is the zero-copy path.
-const GATHER_BYTES_MAX: usize = 16 * 1024;
-
-async fn write_parts(writer: &mut WriteHalf<TcpStream>, parts: Vec<Bytes>) -> std::io::Result<()> {
-    let mut gathered = BytesMut::new();
-    for part in parts {
-        if part.len() < GATHER_BYTES_MAX {
-            gathered.extend_from_slice(&part);
-            continue;
+/// Writes a response made of parts (a Fetch: metadata pieces and record chunks) with vectored
+/// sends straight from the parts' buffers: record bytes are not copied in user space. When the
+/// socket is full, glommio waits for it while sending part of the current buffer.
+async fn write_parts(writer: &mut TcpStream, parts: Vec<Bytes>) -> std::io::Result<()> {
+    let fd = writer.as_raw_fd();
+    let total: usize = parts.iter().map(Bytes::len).sum();
+    // `first` is the first part not wholly sent; `before` the bytes of the parts before it.
+    let (mut sent, mut first, mut before) = (0usize, 0usize, 0usize);
+    while sent < total {
+        sent += match socket_io::send_vectored(fd, &parts[first..], sent - before)? {
+            Some(n) => n,
+            None => match writer.write(&parts[first][sent - before..]).await? {
+                0 => return Err(std::io::ErrorKind::WriteZero.into()),
+                n => n,
+            },
+        };
+        while first < parts.len() && before + parts[first].len() <= sent {
+            before += parts[first].len();
+            first += 1;
         }
-        if !gathered.is_empty() {
-            writer.write_all(&gathered).await?;
-            gathered.clear();
-        }
-        writer.write_all(&part).await?;
-    }
-    if !gathered.is_empty() {
-        writer.write_all(&gathered).await?;
     }
     Ok(())
 }
@@ -138,20 +156,22 @@ fn declared_frame_bytes(buf: &[u8]) -> usize {
     }
 }
 
-async fn read_some(
-    reader: &mut ReadHalf<TcpStream>,
-    buf: &mut BytesMut,
-    want: usize,
-) -> std::io::Result<usize> {
-    let start = buf.len();
-    buf.resize(start + want, 0);
-    let result = reader.read(&mut buf[start..]).await;
-    buf.truncate(start + *result.as_ref().unwrap_or(&0));
-    result
+/// Receives at most `want` bytes onto the end of `buf` (into its spare capacity, not
+/// zero-filled first); 0 at end of stream.
+async fn read_some(reader: &TcpStream, buf: &mut BytesMut, want: usize) -> std::io::Result<usize> {
+    loop {
+        if let Some(n) = socket_io::recv_into(reader.as_raw_fd(), buf, want)? {
+            return Ok(n);
+        }
+        // Nothing there: wait until something is (peek consumes nothing; 0 is end of stream).
+        if reader.peek(&mut [0u8; 1]).await? == 0 {
+            return Ok(0);
+        }
+    }
 }
 
 async fn write_responses(
-    mut writer: WriteHalf<TcpStream>,
+    mut writer: TcpStream,
     responses: LocalReceiver<Pending>,
     closing: Rc<ShutdownSignal>,
 ) {

@@ -27,3 +27,4 @@ pub mod shutdown;
 pub mod tools;
 pub mod topic_config;
 pub mod topics;
+pub mod txn;

@@ -1,0 +1,117 @@
+//! Transactions (issue 15): the transaction coordinator and its durable state log.
+//!
+//! - [`state`]: one transactional id's metadata and transitions (Kafka's TransactionMetadata),
+//!   pure: handed the time, no I/O.
+//! - [`record`]: the state log's records (transactional id → metadata) and their encoding.
+//! - [`log`]: where the metadata becomes durable: an engine log per state-log partition with
+//!   group commit, replay on start and snapshot compaction; an in-memory journal for tests.
+//! - [`coordinator`]: one shard's transactional ids: InitProducerId, AddPartitionsToTxn (and
+//!   its verify-only form), AddOffsetsToTxn, TxnOffsetCommit, EndTxn, timeouts, expiration;
+//!   markers through [`env::TxnEnv`].
+//! - [`env`]: what the coordinator needs from the broker (producer ids, partitions, markers,
+//!   group offsets) — the seam where a cluster routes markers to partition leaders.
+//! - [`ops`]: the operations and answers that cross cores; [`router`]: the glommio wiring.
+//!
+//! Placement, as for groups: a transactional id lives in state-log partition
+//! `crc32c(id) % TXN_PARTITIONS`, and that partition lives on shard `partition % shards`. In a
+//! cluster the coordinator is the leader of that partition (FindCoordinator answers it).
+//!
+//! A transaction's life: InitProducerId fences older producers of the id and aborts what they
+//! left open; AddPartitionsToTxn / AddOffsetsToTxn record what the transaction touches before
+//! the producer writes there (partition leaders verify it before the first transactional
+//! append); EndTxn makes the decision durable (Prepare), writes COMMIT/ABORT markers to every
+//! partition and ends the offsets in every group, then records Complete. EndTxn is answered
+//! once the markers are written, so a committed transaction is visible to read_committed
+//! consumers and its offsets to the group when the producer learns of the commit. A decision
+//! whose markers could not all be written (a crash, a partition unavailable) is completed by
+//! the coordinator later (at start-up, then every tick).
+
+pub mod coordinator;
+pub mod env;
+pub mod log;
+pub mod ops;
+pub mod record;
+// pub mod router; (next)
+pub mod state;
+
+pub use rill_types::{ProducerEpoch, ProducerId};
+
+/// Partitions of the transaction state log (fixed forever: id → partition must not change).
+pub const TXN_PARTITIONS: i32 = 8;
+
+/// Name of the transaction state log (its directory lives under [`TXN_DIR`], never in the
+/// topic registry: clients can neither see, produce to nor delete it).
+pub const TXN_TOPIC: &str = "__transaction_state";
+
+/// Subdirectory of the data dir that holds the state-log partitions.
+pub const TXN_DIR: &str = "__rill_txn";
+
+/// The state-log partition that holds `transactional_id`.
+pub fn txn_partition(transactional_id: &str) -> i32 {
+    (crc32c::crc32c(transactional_id.as_bytes()) % TXN_PARTITIONS as u32) as i32
+}
+
+/// The shard that coordinates `transactional_id`.
+pub fn coordinator_shard(transactional_id: &str, shards: usize) -> usize {
+    assert!(shards > 0);
+    txn_partition(transactional_id) as usize % shards
+}
+
+/// The state-log partitions shard `shard` of `shards` owns.
+pub fn owned_txn_partitions(shard: usize, shards: usize) -> Vec<i32> {
+    (0..TXN_PARTITIONS)
+        .filter(|p| *p as usize % shards == shard)
+        .collect()
+}
+
+/// Kafka's `transaction.*` broker settings.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TxnConfig {
+    /// `transaction.max.timeout.ms`: longer producer timeouts get INVALID_TRANSACTION_TIMEOUT.
+    pub max_timeout_ms: i32,
+    /// `transactional.id.expiration.ms`: an id idle this long (no transaction) is forgotten.
+    pub id_expiration_ms: i64,
+    /// `transaction.abort.timed.out.transaction.cleanup.interval.ms`: how often timed-out
+    /// transactions are looked for (and unfinished markers retried).
+    pub abort_check_interval_ms: u64,
+    /// `transaction.remove.expired.transaction.cleanup.interval.ms`: how often expired ids are
+    /// looked for.
+    pub expiration_check_interval_ms: u64,
+}
+
+impl Default for TxnConfig {
+    fn default() -> Self {
+        TxnConfig {
+            max_timeout_ms: 900_000,
+            id_expiration_ms: 7 * 24 * 60 * 60 * 1000,
+            abort_check_interval_ms: 10_000,
+            expiration_check_interval_ms: 60 * 60 * 1000,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_partition_has_exactly_one_owner() {
+        for shards in 1..12 {
+            let mut all: Vec<i32> = (0..shards)
+                .flat_map(|s| owned_txn_partitions(s, shards))
+                .collect();
+            all.sort_unstable();
+            assert_eq!(all, (0..TXN_PARTITIONS).collect::<Vec<_>>());
+        }
+    }
+
+    #[test]
+    fn an_id_lives_where_its_partition_lives() {
+        for id in ["a", "orders-tx", "t-17", ""] {
+            let p = txn_partition(id);
+            for shards in 1..5 {
+                assert!(owned_txn_partitions(coordinator_shard(id, shards), shards).contains(&p));
+            }
+        }
+    }
+}

@@ -106,9 +106,25 @@ pub struct BrokerConfig {
     /// `rill.read.cache.bytes`: each shard's cache of cold log bytes read ahead for catch-up
     /// consumers (a hard bound, least recently used evicted; 0 disables read-ahead).
     pub read_cache_bytes: usize,
+    /// `rill.shard.prealloc.bytes.max`: disk a shard's partitions may hold allocated ahead of
+    /// their data (0: no preallocation).
+    pub shard_prealloc_bytes_max: u64,
+    /// `rill.shard.open.files.max`: partition files a shard keeps open before it closes the
+    /// least recently used partitions' files; `None` derives it from RLIMIT_NOFILE.
+    pub shard_open_files_max: Option<usize>,
+    /// `rill.broker.partitions.max`: partitions this broker holds at most (CreateTopics and
+    /// CreatePartitions past it are refused); `None` is [`PARTITIONS_PER_SHARD_DEFAULT`] per shard.
+    pub broker_partitions_max: Option<i64>,
+    /// `rill.partition.idle.ms`: a partition with no request for this long releases its memory,
+    /// preallocation and open file.
+    pub partition_idle_ms: u64,
     /// Log settings topics inherit.
     pub log: LogDefaults,
 }
+
+/// Partitions per shard the default `rill.broker.partitions.max` allows: the load whose
+/// start-up, memory and latency BENCHMARKS.md measures (10,000 on 2 shards) with room.
+pub const PARTITIONS_PER_SHARD_DEFAULT: i64 = 10_000;
 
 impl BrokerConfig {
     /// The defaults of issue 4 with no file and no flags.
@@ -129,8 +145,18 @@ impl BrokerConfig {
             shard_channel_capacity: 1024,
             shard_inflight_bytes_max: 256 * 1024 * 1024,
             read_cache_bytes: rill_engine::read_cache::READ_CACHE_BYTES_DEFAULT,
+            shard_prealloc_bytes_max: rill_engine::prealloc::SHARD_PREALLOC_BYTES_DEFAULT,
+            shard_open_files_max: None,
+            broker_partitions_max: None,
+            partition_idle_ms: 30_000,
             log: LogDefaults::default(),
         }
+    }
+
+    /// Partitions this broker may hold (`rill.broker.partitions.max`, or its default).
+    pub fn broker_partitions_max(&self) -> i64 {
+        self.broker_partitions_max
+            .unwrap_or(PARTITIONS_PER_SHARD_DEFAULT * self.shards as i64)
     }
 
     /// Resolve defaults, then `cli.config` (if given), then the flags.
@@ -190,6 +216,14 @@ impl BrokerConfig {
                 self.shard_inflight_bytes_max = parse_at_least_one(key, v)?
             }
             "rill.read.cache.bytes" => self.read_cache_bytes = parse_num(key, v)?,
+            "rill.shard.prealloc.bytes.max" => self.shard_prealloc_bytes_max = parse_num(key, v)?,
+            "rill.shard.open.files.max" => {
+                self.shard_open_files_max = Some(parse_at_least_one(key, v)?)
+            }
+            "rill.broker.partitions.max" => {
+                self.broker_partitions_max = Some(parse_at_least_one(key, v)?)
+            }
+            "rill.partition.idle.ms" => self.partition_idle_ms = parse_at_least_one(key, v)?,
             _ => return self.log.apply_property(key, v),
         }
         Ok(Applied::Yes)
@@ -480,6 +514,9 @@ mod tests {
             ("log.retention.ms", "-5"),
             ("log.flush.interval.ms", "0"),
             ("log.segment.bytes", "0"),
+            ("rill.broker.partitions.max", "0"),
+            ("rill.shard.open.files.max", "-3"),
+            ("rill.partition.idle.ms", "0"),
         ] {
             let map = BTreeMap::from([(k.to_string(), v.to_string())]);
             assert!(c.apply_properties(&map).is_err(), "{k}={v} accepted");
@@ -487,6 +524,28 @@ mod tests {
         assert!(Cli::try_parse_from(["rill", "--auto-create-topics", "maybe"]).is_err());
         assert!(BrokerConfig::resolve(&cli(&["--shards", "100000"])).is_err());
         assert!(BrokerConfig::resolve(&cli(&["--listen", "nonsense"])).is_err());
+    }
+
+    #[test]
+    fn partition_scale_settings() {
+        let mut c = BrokerConfig::defaults();
+        c.shards = 2;
+        assert_eq!(c.broker_partitions_max(), 20_000);
+        assert_eq!(c.shard_open_files_max, None);
+        let map = BTreeMap::from(
+            [
+                ("rill.broker.partitions.max", "500"),
+                ("rill.shard.open.files.max", "64"),
+                ("rill.shard.prealloc.bytes.max", "0"),
+                ("rill.partition.idle.ms", "2000"),
+            ]
+            .map(|(k, v)| (k.to_string(), v.to_string())),
+        );
+        c.apply_properties(&map).unwrap();
+        assert_eq!(c.broker_partitions_max(), 500);
+        assert_eq!(c.shard_open_files_max, Some(64));
+        assert_eq!(c.shard_prealloc_bytes_max, 0);
+        assert_eq!(c.partition_idle_ms, 2000);
     }
 
     #[test]

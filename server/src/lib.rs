@@ -9,10 +9,13 @@
 //! - [`handler`]: one Kafka API per file, written against the [`handler::Broker`] trait.
 //! - [`routing`]: which shard owns a partition.
 //! - [`group`]: consumer-group coordinators (one per shard) and durable committed offsets.
-//! - [`partition`]: the per-partition actor that alone touches a log (group commit, long poll).
-//! - [`topics`], [`topic_config`]: durable topic metadata and per-topic log configs.
+//! - [`partition`]: the per-partition actor that alone touches a log (group commit, long poll),
+//!   and the shard's open-file budget; [`open_files`]: RLIMIT_NOFILE and each shard's share.
+//! - [`topics`], [`topic_config`]: durable topic metadata and per-topic log configs;
+//!   [`capacity`]: whether new partitions fit (partition limit, disk) before they are created.
 //! - [`shutdown`]: SIGTERM/SIGINT → every shard stops accepting, drains, closes its logs.
 //! - [`tools`]: `rill dump-log`, `rill check`: offline inspection and repair of a data directory.
+pub mod capacity;
 pub mod cli;
 pub mod config;
 pub mod data_dir_lock;
@@ -20,6 +23,7 @@ pub mod dispatch;
 pub mod group;
 pub mod handler;
 pub mod net;
+pub mod open_files;
 pub mod partition;
 pub mod routing;
 pub mod shard;

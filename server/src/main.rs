@@ -31,9 +31,37 @@ fn main() -> anyhow::Result<()> {
         auto_create_topics = config.auto_create_topics,
         "starting rill"
     );
+    log_open_files_limit(&config);
     let stop =
         rill_server::shutdown::install_signal_handlers().context("installing signal handlers")?;
     rill_server::shard::runtime::run(config, stop)?;
     tracing::info!("rill stopped cleanly");
     Ok(())
+}
+
+/// Raises RLIMIT_NOFILE to its hard limit (Kafka's documentation asks operators for a high
+/// limit; partitions, connections and io_uring all use descriptors) and logs what it is.
+fn log_open_files_limit(config: &BrokerConfig) {
+    use rill_server::open_files;
+    match open_files::raise_to_hard_limit() {
+        Ok(limit) => {
+            let per_shard =
+                open_files::shard_budget(config.shard_open_files_max, limit.now, config.shards);
+            if limit.now < limit.hard {
+                tracing::warn!(
+                    limit = limit.now,
+                    hard = limit.hard,
+                    "could not raise the open files limit to its hard limit"
+                );
+            }
+            tracing::info!(
+                before = limit.before,
+                limit = limit.now,
+                hard = limit.hard,
+                partition_files_per_shard = per_shard,
+                "open files limit (RLIMIT_NOFILE)"
+            );
+        }
+        Err(e) => tracing::warn!(error = %e, "cannot read the open files limit"),
+    }
 }

@@ -61,6 +61,12 @@ pub enum TopicError {
     /// INVALID_CONFIG (40).
     #[error("invalid config: {0}")]
     InvalidConfig(String),
+    /// INVALID_PARTITIONS (37): the broker's partition limit would be passed.
+    #[error("{0}")]
+    PartitionLimit(String),
+    /// KAFKA_STORAGE_ERROR (56): the data directory has no room for the new partitions.
+    #[error("{0}")]
+    NoSpace(String),
     /// KAFKA_STORAGE_ERROR (56): the metadata file could not be written.
     #[error("metadata write failed: {0}")]
     Io(#[from] std::io::Error),
@@ -75,6 +81,8 @@ impl TopicError {
             TopicError::Unknown(_) => ErrorCode::UnknownTopicOrPartition,
             TopicError::InvalidPartitions(_) => ErrorCode::InvalidPartitions,
             TopicError::InvalidConfig(_) => ErrorCode::InvalidConfig,
+            TopicError::PartitionLimit(_) => ErrorCode::InvalidPartitions,
+            TopicError::NoSpace(_) => ErrorCode::KafkaStorageError,
             TopicError::Io(_) => ErrorCode::KafkaStorageError,
         }
     }
@@ -93,6 +101,15 @@ struct MetaDocument {
 struct ProducerIds {
     next: i64,
     reserved_until: i64,
+}
+
+/// Partitions a metadata change adds to the broker, shown to an admission check.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Growth {
+    /// Partitions of every topic before the change.
+    pub partitions_before: i64,
+    /// Partitions the change adds.
+    pub adding: i64,
 }
 
 /// The process-wide topic registry (see the module doc).
@@ -180,12 +197,30 @@ impl TopicRegistry {
             .collect()
     }
 
+    /// Partitions of every topic.
+    pub fn partition_count(&self) -> i64 {
+        total_partitions(&self.read())
+    }
+
     /// Create a topic durably. `configs` must already be validated by the caller's policy.
     pub fn create(
         &self,
         name: &str,
         partitions: i32,
         configs: BTreeMap<String, String>,
+    ) -> Result<Arc<TopicMeta>, TopicError> {
+        self.create_within(name, partitions, configs, |_| Ok(()))
+    }
+
+    /// [`Self::create`] if `admit` accepts the growth (the broker's capacity checks). `admit`
+    /// runs under the write lock, so concurrent creations cannot pass a limit together; a
+    /// refusal changes nothing.
+    pub fn create_within(
+        &self,
+        name: &str,
+        partitions: i32,
+        configs: BTreeMap<String, String>,
+        admit: impl FnOnce(Growth) -> Result<(), TopicError>,
     ) -> Result<Arc<TopicMeta>, TopicError> {
         validate_topic_name(name)?;
         validate_partition_count(partitions)?;
@@ -194,6 +229,10 @@ impl TopicRegistry {
         if next.topics.contains_key(name) {
             return Err(TopicError::AlreadyExists(name.to_string()));
         }
+        admit(Growth {
+            partitions_before: total_partitions(&next),
+            adding: i64::from(partitions),
+        })?;
         let meta = Arc::new(TopicMeta {
             id: new_topic_id(),
             partitions,
@@ -218,6 +257,16 @@ impl TopicRegistry {
 
     /// Grow a topic to `new_total` partitions (Kafka never shrinks).
     pub fn add_partitions(&self, name: &str, new_total: i32) -> Result<Arc<TopicMeta>, TopicError> {
+        self.add_partitions_within(name, new_total, |_| Ok(()))
+    }
+
+    /// [`Self::add_partitions`] if `admit` accepts the growth (run under the write lock).
+    pub fn add_partitions_within(
+        &self,
+        name: &str,
+        new_total: i32,
+        admit: impl FnOnce(Growth) -> Result<(), TopicError>,
+    ) -> Result<Arc<TopicMeta>, TopicError> {
         validate_partition_count(new_total)?;
         let _guard = self.write_lock.lock().unwrap_or_else(|e| e.into_inner());
         let mut next = self.read().clone();
@@ -232,6 +281,10 @@ impl TopicRegistry {
                 old.partitions
             )));
         }
+        admit(Growth {
+            partitions_before: total_partitions(&next),
+            adding: i64::from(new_total - old.partitions),
+        })?;
         let meta = Arc::new(TopicMeta {
             partitions: new_total,
             ..(*old).clone()
@@ -268,6 +321,14 @@ impl TopicRegistry {
         let bytes = serde_json::to_vec_pretty(document).map_err(std::io::Error::other)?;
         write_atomically(&self.dir, META_FILE, &bytes)
     }
+}
+
+fn total_partitions(document: &MetaDocument) -> i64 {
+    document
+        .topics
+        .values()
+        .map(|t| i64::from(t.partitions))
+        .sum()
 }
 
 /// Replace `dir/name` with `bytes` so that a crash leaves the old or the new content.
@@ -367,6 +428,31 @@ mod tests {
         assert_eq!(code(reg.add_partitions("nope", 4)), 3);
         assert_eq!(code(reg.delete("nope")), 3);
         assert!(reg.create(&"x".repeat(249), 1, BTreeMap::new()).is_ok());
+    }
+
+    #[test]
+    fn a_refused_admission_changes_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let reg = TopicRegistry::open(dir.path()).unwrap();
+        reg.create("a", 3, BTreeMap::new()).unwrap();
+        let refuse = |g: Growth| {
+            assert_eq!(g.partitions_before, 3);
+            Err(TopicError::PartitionLimit(format!("+{}", g.adding)))
+        };
+        let err = reg
+            .create_within("b", 5, BTreeMap::new(), refuse)
+            .unwrap_err();
+        assert_eq!(
+            (err.kafka_error_code(), err.to_string()),
+            (ErrorCode::InvalidPartitions, "+5".to_string())
+        );
+        let err = reg.add_partitions_within("a", 4, refuse).unwrap_err();
+        assert_eq!(err.to_string(), "+1");
+        drop(reg);
+        let reg = TopicRegistry::open(dir.path()).unwrap();
+        assert!(reg.get("b").is_none());
+        assert_eq!(reg.get("a").unwrap().partitions, 3);
+        assert_eq!(reg.partition_count(), 3);
     }
 
     #[test]

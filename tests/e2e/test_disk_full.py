@@ -17,104 +17,32 @@ online resize with EPERM, so the test frees a ballast file instead.)
 
 from __future__ import annotations
 
-import os
-import shutil
-import subprocess
 import time
-from pathlib import Path
 
 import pytest
 
 import kafka_wire as kw
 from broker import Broker
 from clients import consume_partition, create_topic, producer, produce_all
+from loopfs import IMAGE_BYTES, mounted
 
 ERR_KAFKA_STORAGE_ERROR = 56
-#: The loop file system: small enough to fill in seconds, big enough for the broker's metadata.
-IMAGE_BYTES = 64 << 20
-#: Written before the broker starts, deleted when "space returns".
-BALLAST_BYTES = 16 << 20
 #: Bytes per record value: Produce requests of ~512 KiB fill the disk in ~100 requests.
 VALUE_BYTES = 64 << 10
 RECORDS_PER_REQUEST = 8
 
 
-def _run(*cmd: str) -> str:
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
-    if proc.returncode != 0:
-        raise RuntimeError(f"{' '.join(cmd)}: exit {proc.returncode}: {proc.stderr.strip()}")
-    return proc.stdout.strip()
-
-
-class LoopFs:
-    """An ext4 image on a loop device, mounted at `mount_dir`."""
-
-    def __init__(self, root: Path):
-        self.image = root / "disk.img"
-        self.mount_dir = root / "mnt"
-        self.device: str | None = None
-        self.ballast = self.mount_dir / "ballast"
-
-    def mount(self) -> None:
-        self.mount_dir.mkdir()
-        with open(self.image, "wb") as f:
-            f.truncate(IMAGE_BYTES)
-        _run("mkfs.ext4", "-q", "-F", "-m", "0", str(self.image))
-        self.device = _run("losetup", "--find", "--show", str(self.image))
-        _run("mount", self.device, str(self.mount_dir))
-
-    def put_ballast(self) -> None:
-        """Occupy BALLAST_BYTES with real blocks (written, not sparse) and sync them."""
-        with open(self.ballast, "wb") as f:
-            for _ in range(BALLAST_BYTES >> 20):
-                f.write(b"\xba" * (1 << 20))
-            f.flush()
-            os.fsync(f.fileno())
-
-    def free_ballast(self) -> None:
-        """Space returns."""
-        self.ballast.unlink()
-        os.sync()
-
-    def free_bytes(self) -> int:
-        st = os.statvfs(self.mount_dir)
-        return st.f_bavail * st.f_frsize
-
-    def unmount(self) -> None:
-        subprocess.run(["umount", "-l", str(self.mount_dir)], capture_output=True, timeout=60)
-        if self.device:
-            subprocess.run(["losetup", "-d", self.device], capture_output=True, timeout=60)
-
-
-def _loop_unavailable_reason() -> str | None:
-    if os.geteuid() != 0:
-        return "needs root to mount a loop device"
-    for tool in ("mkfs.ext4", "losetup", "mount"):
-        if shutil.which(tool) is None:
-            return f"{tool} is not installed"
-    return None
-
-
 @pytest.fixture
 def loop_fs(tmp_path):
-    reason = _loop_unavailable_reason()
-    if reason:
-        pytest.skip(reason)
-    fs = LoopFs(tmp_path)
-    try:
-        fs.mount()
-    except (RuntimeError, OSError) as e:
-        fs.unmount()
-        pytest.skip(f"this machine cannot mount a loop device: {e}")
-    fs.put_ballast()
-    yield fs
-    fs.unmount()
+    with mounted(tmp_path) as fs:
+        fs.put_ballast()
+        yield fs
 
 
 @pytest.fixture
 def full_disk_broker(loop_fs, tmp_path):
     config = tmp_path / "rill.properties"
-    # Small segments: preallocation (min(16 MiB, segment size)) must not eat the disk by itself.
+    # Small segments: preallocation (at most up to the segment's end) must not eat the disk.
     config.write_text("log.segment.bytes=1048576\n")
     b = Broker(loop_fs.mount_dir / "data", tmp_path / "rill.log", config_path=config)
     b.start()

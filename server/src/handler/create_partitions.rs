@@ -1,10 +1,13 @@
 //! CreatePartitions (37): grow a topic; new partitions open on first use on their owner shard.
+//! Growth that does not fit (the broker's partition limit, its disk) is refused before anything
+//! is written (`capacity`).
 
 use rill_protocol::kafka_protocol::messages::create_partitions_response::CreatePartitionsTopicResult;
 use rill_protocol::kafka_protocol::messages::{CreatePartitionsRequest, CreatePartitionsResponse};
 use rill_protocol::ErrorCode;
 
 use super::{str_bytes, Broker};
+use crate::topics::Growth;
 
 /// Answer CreatePartitions.
 pub fn handle<B: Broker>(
@@ -29,10 +32,19 @@ pub fn handle<B: Broker>(
                         meta.partitions, topic.count
                     ),
                 )),
-                Some(_) if request.validate_only => Ok(()),
+                Some(meta) if request.validate_only => {
+                    let growth = Growth {
+                        partitions_before: broker.topics().partition_count(),
+                        adding: i64::from(topic.count - meta.partitions),
+                    };
+                    crate::capacity::admit(broker.config(), growth, 0)
+                        .map_err(|e| (e.kafka_error_code(), e.to_string()))
+                }
                 Some(_) => broker
                     .topics()
-                    .add_partitions(name, topic.count)
+                    .add_partitions_within(name, topic.count, |growth| {
+                        crate::capacity::admit(broker.config(), growth, 0)
+                    })
                     .map(|_| ())
                     .map_err(|e| (e.kafka_error_code(), e.to_string())),
             };
@@ -66,5 +78,24 @@ mod tests {
         assert_eq!(handle(&broker, &req(3)).results[0].error_code, 0);
         assert_eq!(broker.topics().get("t").unwrap().partitions, 3);
         assert_eq!(handle(&broker, &req(2)).results[0].error_code, 37);
+    }
+
+    #[test]
+    fn growth_past_the_partition_limit_is_refused() {
+        let broker = FakeBroker::with_config(|c| c.broker_partitions_max = Some(4));
+        broker.topics().create("t", 1, Default::default()).unwrap();
+        let req = |n, validate_only| {
+            CreatePartitionsRequest::default()
+                .with_validate_only(validate_only)
+                .with_topics(vec![CreatePartitionsTopic::default()
+                    .with_name(topic_name("t"))
+                    .with_count(n)])
+        };
+        let refused = &handle(&broker, &req(5, true)).results[0];
+        assert_eq!(refused.error_code, 37);
+        assert_eq!(handle(&broker, &req(5, false)).results[0].error_code, 37);
+        assert_eq!(broker.topics().get("t").unwrap().partitions, 1);
+        assert_eq!(handle(&broker, &req(4, false)).results[0].error_code, 0);
+        assert_eq!(broker.topics().get("t").unwrap().partitions, 4);
     }
 }

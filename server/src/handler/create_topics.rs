@@ -1,6 +1,10 @@
 //! CreateTopics (19): durable topics with validated configs; `validate_only` checks and stops.
+//! A topic that does not fit (the broker's partition limit, its disk) is refused whole
+//! (`capacity`), before anything is written.
 
+use std::cell::Cell;
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use rill_protocol::kafka_protocol::messages::create_topics_request::CreatableTopic;
 use rill_protocol::kafka_protocol::messages::create_topics_response::{
@@ -11,7 +15,7 @@ use rill_protocol::ErrorCode;
 
 use super::{str_bytes, Broker};
 use crate::topic_config::{describe, log_config};
-use crate::topics::{validate_topic_name, TopicError};
+use crate::topics::{validate_topic_name, Growth, TopicError, TopicMeta};
 
 /// Answer CreateTopics.
 pub fn handle<B: Broker>(
@@ -19,10 +23,12 @@ pub fn handle<B: Broker>(
     version: i16,
     request: &CreateTopicsRequest,
 ) -> CreateTopicsResponse {
+    // Partitions admitted by earlier topics of this request: they have no files yet.
+    let pending = Cell::new(0);
     let topics = request
         .topics
         .iter()
-        .map(|topic| create_one(broker, version, topic, request.validate_only))
+        .map(|topic| create_one(broker, version, topic, request.validate_only, &pending))
         .collect();
     CreateTopicsResponse::default().with_topics(topics)
 }
@@ -32,6 +38,7 @@ fn create_one<B: Broker>(
     version: i16,
     topic: &CreatableTopic,
     validate_only: bool,
+    pending: &Cell<i64>,
 ) -> CreatableTopicResult {
     let name = topic.name.0.as_str();
     let result = CreatableTopicResult::default().with_name(topic.name.clone());
@@ -70,20 +77,7 @@ fn create_one<B: Broker>(
     if let Err(e) = validate_topic_name(name) {
         return fail(ErrorCode::InvalidTopicException, e.to_string());
     }
-    let created = if validate_only {
-        match broker.topics().get(name) {
-            Some(_) => Err(TopicError::AlreadyExists(name.to_string())),
-            None if !(1..=crate::topics::PARTITIONS_PER_TOPIC_MAX).contains(&partitions) => {
-                Err(TopicError::InvalidPartitions(partitions.to_string()))
-            }
-            None => Ok(None),
-        }
-    } else {
-        broker
-            .topics()
-            .create(name, partitions, configs.clone())
-            .map(Some)
-    };
+    let created = create_or_validate(broker, name, partitions, &configs, validate_only, pending);
     match created {
         Ok(meta) => {
             if meta.is_some() {
@@ -97,6 +91,36 @@ fn create_one<B: Broker>(
             fail(code, e.to_string())
         }
     }
+}
+
+/// Creates the topic if it fits on this broker (or, `validate_only`, says whether it would).
+fn create_or_validate<B: Broker>(
+    broker: &B,
+    name: &str,
+    partitions: i32,
+    configs: &BTreeMap<String, String>,
+    validate_only: bool,
+    pending: &Cell<i64>,
+) -> Result<Option<Arc<TopicMeta>>, TopicError> {
+    let admit = |growth: Growth| crate::capacity::admit(broker.config(), growth, pending.get());
+    let registry = broker.topics();
+    if !validate_only {
+        let meta = registry.create_within(name, partitions, configs.clone(), admit)?;
+        pending.set(pending.get() + i64::from(partitions));
+        return Ok(Some(meta));
+    }
+    if registry.get(name).is_some() {
+        return Err(TopicError::AlreadyExists(name.to_string()));
+    }
+    if !(1..=crate::topics::PARTITIONS_PER_TOPIC_MAX).contains(&partitions) {
+        return Err(TopicError::InvalidPartitions(partitions.to_string()));
+    }
+    admit(Growth {
+        partitions_before: registry.partition_count() + pending.get(),
+        adding: i64::from(partitions),
+    })?;
+    pending.set(pending.get() + i64::from(partitions));
+    Ok(None)
 }
 
 /// A created (or validated) topic's result: its id from v7, its partitions and effective configs
@@ -173,6 +197,45 @@ mod tests {
         assert_eq!(broker.topics().get("a").unwrap().partitions, 3);
         assert_eq!(broker.topics().get("d").unwrap().partitions, 1);
         assert_eq!(r.topics[0].topic_id, broker.topics().get("a").unwrap().id);
+    }
+
+    #[test]
+    fn topics_past_the_partition_limit_are_refused_whole() {
+        let broker = FakeBroker::with_config(|c| c.broker_partitions_max = Some(10));
+        broker
+            .topics()
+            .create("old", 4, Default::default())
+            .unwrap();
+        let req = CreateTopicsRequest::default().with_topics(vec![
+            topic("a", 4, &[]),
+            topic("b", 3, &[]),
+            topic("c", 2, &[]),
+        ]);
+        let r = handle(&broker, 7, &req);
+        let codes: Vec<i16> = r.topics.iter().map(|t| t.error_code).collect();
+        assert_eq!(codes, vec![0, 37, 0]);
+        let message = r.topics[1].error_message.as_ref().unwrap().as_str();
+        assert!(
+            message.contains("rill.broker.partitions.max is 10"),
+            "{message}"
+        );
+        assert!(
+            broker.topics().get("b").is_none(),
+            "nothing of a refused topic"
+        );
+        assert_eq!(broker.topics().partition_count(), 10);
+        // validate_only counts the request's earlier topics too, and creates nothing.
+        let broker = FakeBroker::with_config(|c| c.broker_partitions_max = Some(5));
+        let req = CreateTopicsRequest::default()
+            .with_validate_only(true)
+            .with_topics(vec![topic("x", 3, &[]), topic("y", 3, &[])]);
+        let codes: Vec<i16> = handle(&broker, 7, &req)
+            .topics
+            .iter()
+            .map(|t| t.error_code)
+            .collect();
+        assert_eq!(codes, vec![0, 37]);
+        assert_eq!(broker.topics().partition_count(), 0);
     }
 
     #[test]

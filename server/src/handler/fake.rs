@@ -64,6 +64,7 @@ impl FakeBroker {
     pub fn with_config(edit: impl FnOnce(&mut BrokerConfig)) -> Self {
         let dir = tempfile::tempdir().expect("temp dir");
         let mut config = BrokerConfig::defaults();
+        config.data_dir = dir.path().to_path_buf(); // where free disk space is checked
         edit(&mut config);
         Self {
             config,
@@ -165,6 +166,7 @@ impl Broker for FakeBroker {
                 PartitionReply::OffsetForTimestamp(found, positions)
             }
             PartitionOp::WaitForData { .. } => PartitionReply::Waited,
+            PartitionOp::Release => PartitionReply::Released,
             PartitionOp::Delete => {
                 self.logs
                     .borrow_mut()

@@ -82,7 +82,11 @@ pub fn topic_or_auto_create<B: Broker>(
         return Err(ErrorCode::UnknownTopicOrPartition);
     }
     let partitions = broker.config().default_partitions;
-    match broker.topics().create(name, partitions, Default::default()) {
+    let admit = |growth| crate::capacity::admit(broker.config(), growth, 0);
+    match broker
+        .topics()
+        .create_within(name, partitions, Default::default(), admit)
+    {
         Ok(meta) => {
             tracing::info!(topic = name, partitions, "auto-created topic");
             Ok(meta)
@@ -92,7 +96,10 @@ pub fn topic_or_auto_create<B: Broker>(
             .topics()
             .get(name)
             .ok_or(ErrorCode::UnknownTopicOrPartition),
-        Err(e) => Err(e.kafka_error_code()),
+        Err(e) => {
+            tracing::warn!(topic = name, error = %e, "auto-creation refused");
+            Err(e.kafka_error_code())
+        }
     }
 }
 

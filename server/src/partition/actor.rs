@@ -18,6 +18,7 @@ use rill_engine::io::{Clock, Storage};
 use rill_engine::{EngineError, FlushPolicy, LogConfig, LogManager, PartitionLog, Positions};
 use rill_types::{Offset, TimestampMs};
 
+use super::file_budget::FileShare;
 use super::ops::{Acks, PartitionOp, PartitionReply};
 use super::watch::PartitionWatch;
 use rill_protocol::ErrorCode;
@@ -28,14 +29,11 @@ pub const GROUP_OPS_MAX: usize = 256;
 /// Least time between attempts to reopen a failed log (a full disk fails each write again).
 const REOPEN_INTERVAL_MS: i64 = 500;
 
-/// A partition with no message for this long releases its caches, indexes and write buffer
-/// (`PartitionLog::release_idle_memory`): an idle partition costs a few KiB, not megabytes.
-pub const IDLE_RELEASE_MS: u64 = 30_000;
-
-/// Whether an idle partition should release its memory now: idle for [`IDLE_RELEASE_MS`]
-/// and not released since its last message.
-fn idle_release_due(last_activity_ms: i64, now_ms: i64, released: bool) -> bool {
-    !released && now_ms.saturating_sub(last_activity_ms) >= IDLE_RELEASE_MS as i64
+/// Whether an idle partition should release its memory now: idle for `idle_ms`
+/// (`rill.partition.idle.ms`) and not released since its last message. A released partition
+/// (`PartitionLog::release_idle_memory`) costs a few KiB, no open file and no preallocation.
+fn idle_release_due(last_activity_ms: i64, now_ms: i64, released: bool, idle_ms: u64) -> bool {
+    !released && now_ms.saturating_sub(last_activity_ms) >= idle_ms as i64
 }
 
 /// One mailbox message.
@@ -56,6 +54,12 @@ pub struct PartitionHandle {
     pub watch: Rc<PartitionWatch>,
     /// Set when the actor stopped (open failed, deleted, closed): the table must not reuse it.
     pub stopped: Rc<Cell<bool>>,
+    /// Files the partition's log holds open (published by the actor).
+    pub files: Rc<Cell<usize>>,
+    /// When the table last routed a request here (the table's own clock of requests).
+    pub last_use: Cell<u64>,
+    /// The `last_use` at which the table last asked for a release (none yet: `u64::MAX`).
+    pub release_asked: Cell<u64>,
 }
 
 /// Everything an actor needs to open and run its log.
@@ -72,6 +76,10 @@ pub struct ActorSetup<S: Storage> {
     pub clock: Rc<dyn Clock>,
     /// How often retention runs.
     pub retention_check_interval_ms: u64,
+    /// Release memory, preallocation and files after this long without a message.
+    pub idle_release_ms: u64,
+    /// This partition's part of the shard's open-file budget.
+    pub files: FileShare,
 }
 
 /// Spawnable body of the actor: open the log, serve the mailbox until it closes, close the log.
@@ -97,6 +105,7 @@ pub async fn run_actor<S: Storage + 'static>(
         }
     };
     tracing::debug!(topic, partition, "partition log open");
+    setup.files.publish(log.open_files());
     let last_activity_ms = setup.clock.now().0;
     let mut actor = Actor {
         log: Some(log),
@@ -174,6 +183,7 @@ impl<S: Storage + 'static> Actor<S> {
                 Next::Msg(msg) => msg,
                 Next::Tick => {
                     self.maintenance().await;
+                    self.publish_files();
                     continue;
                 }
                 Next::Closed => return None,
@@ -188,10 +198,18 @@ impl<S: Storage + 'static> Actor<S> {
                     _ => break,
                 }
             }
-            if let Some(delete_reply) = self.serve_group(group).await {
+            let delete_reply = self.serve_group(group).await;
+            self.publish_files();
+            if let Some(delete_reply) = delete_reply {
                 return Some(delete_reply);
             }
         }
+    }
+
+    /// Tells the shard how many files the log holds open now.
+    fn publish_files(&mut self) {
+        let files = self.log.as_ref().map_or(0, PartitionLog::open_files);
+        self.setup.files.publish(files);
     }
 
     /// A log whose write or sync failed (a full disk, an I/O error) refuses everything, reads
@@ -219,6 +237,7 @@ impl<S: Storage + 'static> Actor<S> {
         match opened {
             Ok(log) => {
                 drop(self.log.replace(log));
+                self.publish_files();
                 tracing::warn!(
                     topic,
                     partition,
@@ -249,7 +268,7 @@ impl<S: Storage + 'static> Actor<S> {
         };
         flush_ms
             .min(self.setup.retention_check_interval_ms)
-            .min(IDLE_RELEASE_MS)
+            .min(self.setup.idle_release_ms)
             .clamp(1, 60_000)
     }
 
@@ -269,13 +288,19 @@ impl<S: Storage + 'static> Actor<S> {
                 tracing::error!(topic = self.setup.topic, error = %e, "retention failed");
             }
         }
-        if idle_release_due(self.last_activity_ms, now.0, self.idle_released) {
-            self.idle_released = true;
-            match self.log().release_idle_memory().await {
-                Ok(()) => self.publish(), // it may have flushed
-                Err(e) => {
-                    tracing::warn!(topic = self.setup.topic, error = %e, "idle memory release failed");
-                }
+        let idle_ms = self.setup.idle_release_ms;
+        if idle_release_due(self.last_activity_ms, now.0, self.idle_released, idle_ms) {
+            self.release().await;
+        }
+    }
+
+    /// Releases memory, preallocation and open files (idle, or the shard is over its budget).
+    async fn release(&mut self) {
+        self.idle_released = true;
+        match self.log().release_idle_memory().await {
+            Ok(()) => self.publish(), // it may have flushed
+            Err(e) => {
+                tracing::warn!(topic = self.setup.topic, error = %e, "idle memory release failed");
             }
         }
     }
@@ -409,6 +434,10 @@ impl<S: Storage + 'static> Actor<S> {
             }
             // Answered by the table from the watch; never queued here.
             PartitionOp::WaitForData { .. } => PartitionReply::Waited,
+            PartitionOp::Release => {
+                self.release().await;
+                PartitionReply::Released
+            }
             PartitionOp::Append { .. } | PartitionOp::Delete => {
                 unreachable!("handled by serve_group")
             }
@@ -465,18 +494,17 @@ mod tests {
 
     #[test]
     fn idle_release_once_per_idle_period() {
-        let t0 = 1_000_000;
-        assert!(!idle_release_due(t0, t0, false));
-        assert!(!idle_release_due(
-            t0,
-            t0 + IDLE_RELEASE_MS as i64 - 1,
-            false
-        ));
-        assert!(idle_release_due(t0, t0 + IDLE_RELEASE_MS as i64, false));
+        let (t0, idle) = (1_000_000, 30_000);
+        assert!(!idle_release_due(t0, t0, false, idle));
+        assert!(!idle_release_due(t0, t0 + idle as i64 - 1, false, idle));
+        assert!(idle_release_due(t0, t0 + idle as i64, false, idle));
         assert!(
-            !idle_release_due(t0, t0 + 10 * IDLE_RELEASE_MS as i64, true),
+            !idle_release_due(t0, t0 + 10 * idle as i64, true, idle),
             "released already"
         );
-        assert!(!idle_release_due(t0, t0 - 5, false), "clock stepped back");
+        assert!(
+            !idle_release_due(t0, t0 - 5, false, idle),
+            "clock stepped back"
+        );
     }
 }

@@ -1,6 +1,8 @@
 //! Partitions on their owning shard: the messages they accept ([`ops`]), the actor that alone
-//! touches a log ([`actor`]), the long-poll watch ([`watch`]) and the shard's table ([`table`]).
+//! touches a log ([`actor`]), the long-poll watch ([`watch`]), the shard's table ([`table`]) and
+//! its open-file budget ([`file_budget`]).
 pub mod actor;
+pub mod file_budget;
 pub mod ops;
 pub mod table;
 pub mod timestamp_lookup;

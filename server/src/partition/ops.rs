@@ -65,6 +65,9 @@ pub enum PartitionOp {
     },
     /// Close the log and delete its directory (DeleteTopics).
     Delete,
+    /// Release what an idle partition does not need: caches, preallocation, open files (sent by
+    /// the shard to keep its open files within budget; the next request reopens them).
+    Release,
 }
 
 /// A partition's answer: a result, or the Kafka error it failed with.
@@ -94,6 +97,8 @@ pub enum PartitionReply {
     Waited,
     /// Answer to [`PartitionOp::Delete`].
     Deleted,
+    /// Answer to [`PartitionOp::Release`].
+    Released,
     /// The operation failed with this Kafka error code.
     Error(ErrorCode),
 }

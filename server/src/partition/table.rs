@@ -1,17 +1,18 @@
 //! The partitions a shard owns: opened lazily on first use, each served by its actor.
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
 use std::rc::Rc;
 use std::sync::Arc;
 use std::time::Duration;
 
 use futures::channel::{mpsc, oneshot};
-use futures::SinkExt;
+use futures::{SinkExt, StreamExt};
 use rill_engine::io::{Clock, Storage};
 use rill_engine::LogManager;
 
 use super::actor::{run_actor, ActorMsg, ActorSetup, PartitionHandle};
+use super::file_budget::{releases_needed, FileBudget, FileShare};
 use super::ops::{PartitionOp, PartitionReply};
 use super::watch::PartitionWatch;
 use crate::config::BrokerConfig;
@@ -19,16 +20,27 @@ use crate::topic_config::log_config;
 use crate::topics::TopicRegistry;
 use rill_protocol::ErrorCode;
 
+/// Pause of the file keeper between release rounds (releases flush and close, they take a moment).
+const KEEPER_PAUSE: Duration = Duration::from_millis(20);
+
+type PartitionMap = HashMap<(String, i32), Rc<PartitionHandle>>;
+
 /// The partition logs one shard owns, keyed by (topic, partition).
 pub struct PartitionTable<S: Storage> {
     log_manager: Rc<LogManager<S>>,
     registry: Arc<TopicRegistry>,
     config: Arc<BrokerConfig>,
     clock: Rc<dyn Clock>,
-    partitions: RefCell<HashMap<(String, i32), Rc<PartitionHandle>>>,
+    partitions: Rc<RefCell<PartitionMap>>,
     actors: RefCell<Vec<glommio::task::JoinHandle<()>>>,
     /// Set by `close_all`: a late request must not reopen a log during shutdown.
-    closed: std::cell::Cell<bool>,
+    closed: Cell<bool>,
+    /// The shard's open partition files and their bound.
+    files: Rc<FileBudget>,
+    /// Wakes the file keeper; taken when the keeper task starts (with the first actor).
+    keeper_wake: RefCell<Option<mpsc::UnboundedReceiver<()>>>,
+    /// Requests routed so far: the clock of `PartitionHandle::last_use`.
+    uses: Cell<u64>,
 }
 
 impl<S: Storage + 'static> PartitionTable<S> {
@@ -39,15 +51,27 @@ impl<S: Storage + 'static> PartitionTable<S> {
         config: Arc<BrokerConfig>,
         clock: Rc<dyn Clock>,
     ) -> Self {
+        let nofile = crate::open_files::current_limit().unwrap_or(1024);
+        let max_files =
+            crate::open_files::shard_budget(config.shard_open_files_max, nofile, config.shards);
+        let (files, keeper_wake) = FileBudget::new(max_files);
         Self {
             log_manager,
             registry,
             config,
             clock,
-            partitions: RefCell::new(HashMap::new()),
+            partitions: Rc::new(RefCell::new(HashMap::new())),
             actors: RefCell::new(Vec::new()),
-            closed: std::cell::Cell::new(false),
+            closed: Cell::new(false),
+            files,
+            keeper_wake: RefCell::new(Some(keeper_wake)),
+            uses: Cell::new(0),
         }
+    }
+
+    /// The shard's open partition files and their bound.
+    pub fn files(&self) -> &FileBudget {
+        &self.files
     }
 
     /// The running actor of a partition, starting it if the partition exists but is not open.
@@ -76,7 +100,10 @@ impl<S: Storage + 'static> PartitionTable<S> {
         let handle = Rc::new(PartitionHandle {
             mailbox,
             watch: Rc::new(PartitionWatch::default()),
-            stopped: Rc::new(std::cell::Cell::new(false)),
+            stopped: Rc::new(Cell::new(false)),
+            files: Rc::new(Cell::new(0)),
+            last_use: Cell::new(0),
+            release_asked: Cell::new(u64::MAX),
         });
         let setup = ActorSetup {
             log_manager: self.log_manager.clone(),
@@ -85,7 +112,10 @@ impl<S: Storage + 'static> PartitionTable<S> {
             config,
             clock: self.clock.clone(),
             retention_check_interval_ms: self.config.log.retention_check_interval_ms,
+            idle_release_ms: self.config.partition_idle_ms,
+            files: FileShare::new(self.files.clone(), handle.files.clone()),
         };
+        self.start_file_keeper();
         let task = run_actor(
             setup,
             receiver,
@@ -98,11 +128,28 @@ impl<S: Storage + 'static> PartitionTable<S> {
         Ok(handle)
     }
 
+    /// Starts the task that keeps the shard's open files within budget (once).
+    fn start_file_keeper(&self) {
+        if let Some(wake) = self.keeper_wake.borrow_mut().take() {
+            let keeper =
+                keep_files_within_budget(self.files.clone(), wake, self.partitions.clone());
+            glommio::spawn_local(keeper).detach();
+        }
+    }
+
+    /// The running actor of a partition (see [`Self::handle`]), marked as just used.
+    fn use_handle(&self, topic: &str, partition: i32) -> Result<Rc<PartitionHandle>, ErrorCode> {
+        let handle = self.handle(topic, partition)?;
+        self.uses.set(self.uses.get() + 1);
+        handle.last_use.set(self.uses.get());
+        Ok(handle)
+    }
+
     /// Run `op` on a partition this shard owns.
     pub async fn call(&self, topic: &str, partition: i32, op: PartitionOp) -> PartitionReply {
         match op {
             PartitionOp::WaitForData { from, wait_ms } => {
-                let handle = match self.handle(topic, partition) {
+                let handle = match self.use_handle(topic, partition) {
                     Ok(handle) => handle,
                     Err(code) => return PartitionReply::Error(code),
                 };
@@ -114,7 +161,7 @@ impl<S: Storage + 'static> PartitionTable<S> {
                 PartitionReply::Waited
             }
             PartitionOp::Delete => self.delete(topic, partition).await,
-            op => match self.handle(topic, partition) {
+            op => match self.use_handle(topic, partition) {
                 Ok(handle) => send(&handle, op).await,
                 Err(code) => PartitionReply::Error(code),
             },
@@ -158,6 +205,68 @@ impl<S: Storage + 'static> PartitionTable<S> {
         let actors: Vec<_> = self.actors.borrow_mut().drain(..).collect();
         futures::future::join_all(actors).await;
     }
+}
+
+/// The file keeper: whenever the shard holds more partition files than its budget, asks the
+/// least recently used partitions holding files to release them, round after round, until the
+/// shard is back under the budget's target or nothing is left to ask.
+async fn keep_files_within_budget(
+    budget: Rc<FileBudget>,
+    mut wake: mpsc::UnboundedReceiver<()>,
+    partitions: Rc<RefCell<PartitionMap>>,
+) {
+    while wake.next().await.is_some() {
+        while budget.over() {
+            let asked = ask_least_recently_used_to_release(&budget, &partitions);
+            tracing::debug!(
+                open = budget.open(),
+                max = budget.max(),
+                asked,
+                "over the open-file budget"
+            );
+            if asked == 0 {
+                break;
+            }
+            glommio::timer::sleep(KEEPER_PAUSE).await;
+        }
+        budget.rearm();
+    }
+}
+
+/// One round of the keeper: sends `Release` to as many of the least recently used partitions
+/// (holding files, not asked since their last use) as it takes to reach the target. Returns how
+/// many were asked. Answers are not awaited: the partitions release concurrently.
+fn ask_least_recently_used_to_release(
+    budget: &FileBudget,
+    partitions: &RefCell<PartitionMap>,
+) -> usize {
+    let mut holding: Vec<Rc<PartitionHandle>> = partitions
+        .borrow()
+        .values()
+        .filter(|h| h.files.get() > 0 && !h.stopped.get())
+        .filter(|h| h.release_asked.get() != h.last_use.get())
+        .cloned()
+        .collect();
+    holding.sort_unstable_by_key(|h| h.last_use.get());
+    let count = releases_needed(
+        holding.iter().map(|h| h.files.get()),
+        budget.open(),
+        budget.target(),
+    );
+    let mut asked = 0;
+    for handle in &holding[..count] {
+        handle.release_asked.set(handle.last_use.get());
+        let (reply, _) = oneshot::channel();
+        let msg = ActorMsg {
+            op: PartitionOp::Release,
+            reply,
+        };
+        // A full mailbox means a busy partition: skip it this round.
+        if handle.mailbox.clone().try_send(msg).is_ok() {
+            asked += 1;
+        }
+    }
+    asked
 }
 
 async fn send(handle: &PartitionHandle, op: PartitionOp) -> PartitionReply {

@@ -40,12 +40,16 @@ impl Fixture {
     }
 
     fn table(&self) -> Rc<PartitionTable<SimStorage>> {
+        self.table_with(BrokerConfig::defaults())
+    }
+
+    fn table_with(&self, config: BrokerConfig) -> Rc<PartitionTable<SimStorage>> {
         let manager = LogManager::new(self.storage.clone(), "/sim/data".into());
         let clock: Rc<dyn Clock> = Rc::new(SystemClock);
         Rc::new(PartitionTable::new(
             Rc::new(manager),
             self.registry.clone(),
-            Arc::new(BrokerConfig::defaults()),
+            Arc::new(config),
             clock,
         ))
     }
@@ -189,5 +193,82 @@ fn acks_all_survives_a_crash() {
         assert_eq!(high_watermark(&reopened, 0).await, 20);
         reopened.close_all().await;
         drop(table);
+    });
+}
+
+#[test]
+fn open_files_stay_within_the_shard_budget() {
+    run(|| async {
+        let fixture = Fixture::new();
+        fixture
+            .registry
+            .create("many", 24, Default::default())
+            .unwrap();
+        let config = BrokerConfig {
+            shard_open_files_max: Some(6),
+            ..BrokerConfig::defaults()
+        };
+        let table = fixture.table_with(config);
+        for p in 0..24 {
+            base_offset(table.call("many", p, append(1, Acks::All)).await);
+        }
+        // The keeper releases the least recently used partitions in the background.
+        let mut waited = Duration::ZERO;
+        while table.files().over() && waited < Duration::from_secs(30) {
+            glommio::timer::sleep(Duration::from_millis(10)).await;
+            waited += Duration::from_millis(10);
+        }
+        let open = table.files().open();
+        assert!(open <= 6, "{open} partition files open, budget 6");
+        // Released partitions reopen on demand: every record is there, appends go on.
+        for p in 0..24 {
+            assert_eq!(
+                base_offset(table.call("many", p, append(1, Acks::All)).await),
+                1
+            );
+            match table
+                .call(
+                    "many",
+                    p,
+                    PartitionOp::Read {
+                        from: Offset(0),
+                        max_bytes: 1 << 20,
+                    },
+                )
+                .await
+            {
+                PartitionReply::Read { chunks, .. } => assert_eq!(chunks.len(), 2),
+                other => panic!("read failed: {other:?}"),
+            }
+        }
+        table.close_all().await;
+        assert_eq!(table.files().open(), 0, "closed actors hold no files");
+    });
+}
+
+#[test]
+fn idle_partitions_release_their_files() {
+    run(|| async {
+        let fixture = Fixture::new();
+        let config = BrokerConfig {
+            partition_idle_ms: 50,
+            ..BrokerConfig::defaults()
+        };
+        let table = fixture.table_with(config);
+        base_offset(table.call("t", 0, append(2, Acks::All)).await);
+        base_offset(table.call("t", 1, append(2, Acks::All)).await);
+        assert_eq!(table.files().open(), 2);
+        glommio::timer::sleep(Duration::from_millis(300)).await;
+        assert_eq!(
+            table.files().open(),
+            0,
+            "idle partitions closed their active segments"
+        );
+        assert_eq!(
+            base_offset(table.call("t", 0, append(1, Acks::All)).await),
+            2
+        );
+        assert_eq!(table.files().open(), 1);
+        table.close_all().await;
     });
 }

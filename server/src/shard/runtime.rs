@@ -315,7 +315,9 @@ async fn prepare_shard(
     let (groups, group_router) = crate::group::router::start(&config, group_mesh).await?;
     let read_cache = Rc::new(ReadCache::new(config.read_cache_bytes));
     let log_manager = Rc::new(
-        LogManager::new(GlommioStorage::new(), config.data_dir.clone()).with_read_cache(read_cache),
+        LogManager::new(GlommioStorage::new(), config.data_dir.clone())
+            .with_read_cache(read_cache)
+            .with_prealloc_budget(config.shard_prealloc_bytes_max),
     );
     let clock: Rc<dyn Clock> = Rc::new(SystemClock);
     let table = Rc::new(PartitionTable::new(

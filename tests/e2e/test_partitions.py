@@ -1,0 +1,147 @@
+"""Many partitions on one broker (issue 17): topics that cannot fit are refused whole, with Kafka's
+error and a clear message, and the broker stays healthy; a shard keeps its open partition files
+within its budget; the open-files limit is raised at start and logged.
+
+- On a 64 MiB ext4 file system (a loop device, as the disk-full test uses), a 1,000-partition
+  topic does not fit: CreateTopics answers KAFKA_STORAGE_ERROR (56) saying so, and so does
+  CreatePartitions growing a topic past the disk. Past `rill.broker.partitions.max` the answer
+  is INVALID_PARTITIONS (37). Nothing of a refused topic is left (no metadata, no directory);
+  produce and consume go on, and a restart finds the same topics.
+- With `rill.shard.open.files.max=8`, writing to 64 partitions leaves at most 8 partition files
+  open per shard: the least recently used partitions close theirs and reopen them on demand.
+
+The speed and memory figures at 10,000 partitions are benchmarks (`rill-bench partitions`,
+BENCHMARKS.md), not tests.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+
+import pytest
+from confluent_kafka import KafkaException
+from confluent_kafka.admin import NewPartitions, NewTopic
+
+from broker import Broker
+from clients import CLIENT_TIMEOUT_S, admin, consume_partition, create_topic, producer, produce_all
+from loopfs import mounted
+
+ERR_INVALID_PARTITIONS = 37
+ERR_KAFKA_STORAGE_ERROR = 56
+
+
+def _outcome(future) -> tuple[int, str]:
+    """(error code, message) of one admin result; (0, "") on success."""
+    try:
+        future.result(timeout=CLIENT_TIMEOUT_S)
+        return 0, ""
+    except KafkaException as e:
+        return e.args[0].code(), e.args[0].str()
+
+
+def _create(bootstrap: str, name: str, partitions: int) -> tuple[int, str]:
+    a = admin(bootstrap)
+    futures = a.create_topics([NewTopic(name, num_partitions=partitions, replication_factor=1)],
+                              request_timeout=CLIENT_TIMEOUT_S)
+    return _outcome(futures[name])
+
+
+def _grow(bootstrap: str, name: str, count: int) -> tuple[int, str]:
+    a = admin(bootstrap)
+    futures = a.create_partitions([NewPartitions(name, count)], request_timeout=CLIENT_TIMEOUT_S)
+    return _outcome(futures[name])
+
+
+def _topics(bootstrap: str) -> dict[str, int]:
+    md = admin(bootstrap).list_topics(timeout=CLIENT_TIMEOUT_S)
+    return {name: len(t.partitions) for name, t in md.topics.items()}
+
+
+def _roundtrip(b: Broker, topic: str, partition: int, tag: bytes) -> None:
+    """Produce three acks=all records to one partition and read them back."""
+    values = [tag + b"-%d" % i for i in range(3)]
+    reports = produce_all(producer(b.bootstrap, acks="all"), topic,
+                          [(None, v) for v in values], partition=partition)
+    first = reports[0][2]
+    got = consume_partition(b.bootstrap, topic, partition, first, len(values))
+    assert [m.value() for m in got] == values
+
+
+@pytest.mark.timeout(240)
+def test_topics_that_cannot_fit_are_refused_whole(tmp_path, topic_name):
+    with mounted(tmp_path) as fs:
+        config = tmp_path / "rill.properties"
+        config.write_text("rill.broker.partitions.max=1500\n")
+        b = Broker(fs.mount_dir / "data", tmp_path / "rill.log", config_path=config)
+        b.start()
+        try:
+            fits, too_big, over_limit = (f"{topic_name}-{s}" for s in ("fits", "disk", "limit"))
+            create_topic(b.bootstrap, fits, partitions=8)
+
+            code, message = _create(b.bootstrap, too_big, 1000)
+            assert code == ERR_KAFKA_STORAGE_ERROR, (code, message)
+            assert "not enough disk for 1000 new partitions" in message, message
+            code, message = _create(b.bootstrap, over_limit, 1600)
+            assert code == ERR_INVALID_PARTITIONS, (code, message)
+            assert "rill.broker.partitions.max is 1500" in message, message
+            code, message = _grow(b.bootstrap, fits, 1200)
+            assert code == ERR_KAFKA_STORAGE_ERROR, (code, message)
+            code, message = _grow(b.bootstrap, fits, 1600)
+            assert code == ERR_INVALID_PARTITIONS, (code, message)
+
+            # Nothing of the refused requests is left; the broker serves as before.
+            assert b.alive(), b.log_tail()
+            topics = _topics(b.bootstrap)
+            assert topics.get(fits) == 8 and too_big not in topics and over_limit not in topics
+            leftovers = [d for d in os.listdir(b.data_dir) if d.startswith((too_big, over_limit))]
+            assert leftovers == [], leftovers
+            _roundtrip(b, fits, 3, b"before-restart")
+            b.restart()
+            topics = _topics(b.bootstrap)
+            assert topics.get(fits) == 8 and too_big not in topics and over_limit not in topics
+            _roundtrip(b, fits, 5, b"after-restart")
+            assert "panicked" not in b.log_text(), b.log_tail()
+        finally:
+            if b.alive():
+                b.stop()
+
+
+def _open_partition_files(pid: int, data_dir) -> int:
+    """Descriptors of `pid` open on topic partitions' `.log` files (not the consumer-group offset
+    logs in `__rill_groups`, a constant few always open)."""
+    count = 0
+    fd_dir = f"/proc/{pid}/fd"
+    for fd in os.listdir(fd_dir):
+        try:
+            target = os.readlink(os.path.join(fd_dir, fd))
+        except OSError:
+            continue  # closed meanwhile
+        groups = os.path.join(str(data_dir), "__rill_groups")
+        if target.startswith(str(data_dir)) and not target.startswith(groups) \
+                and target.endswith(".log"):
+            count += 1
+    return count
+
+
+@pytest.mark.timeout(180)
+def test_open_partition_files_stay_within_the_shard_budget(broker_factory, tmp_path, topic_name):
+    config = tmp_path / "budget.properties"
+    config.write_text("rill.shard.open.files.max=8\n")
+    b = broker_factory(config_path=config)
+    assert "open files limit (RLIMIT_NOFILE)" in b.log_text(), b.log_tail()
+    partitions = 64
+    create_topic(b.bootstrap, topic_name, partitions=partitions)
+    p = producer(b.bootstrap, acks="all")
+    for partition in range(partitions):
+        produce_all(p, topic_name, [(None, b"v%d" % partition)], partition=partition)
+    budget = 8 * b.shards
+    deadline = time.monotonic() + 30
+    while (open_now := _open_partition_files(b.proc.pid, b.data_dir)) > budget:
+        assert time.monotonic() < deadline, f"{open_now} partition files open, budget {budget}"
+        time.sleep(0.2)
+    # Released partitions reopen on demand: every record is still there.
+    for partition in range(0, partitions, 7):
+        got = consume_partition(b.bootstrap, topic_name, partition, 0, 1)
+        assert got[0].value() == b"v%d" % partition
+    assert b.alive() and "panicked" not in b.log_text(), b.log_tail()

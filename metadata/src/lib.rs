@@ -1,0 +1,54 @@
+//! rill-metadata: the cluster's metadata quorum, KRaft-style (KIP-500, KIP-595, KIP-631), on
+//! TiKV's raft-rs. Runtime-free: no sockets, no executor, no clock; the server drives it.
+//!
+//! # Two layers, as in Kafka's KRaft mode
+//! 1. **The metadata log** (this crate): a Raft log replicated over the controller voters
+//!    (`controller.quorum.voters`). It holds broker registrations, topics, partitions with their
+//!    replicas, leader, leader epoch and ISR, topic configs and producer-id blocks. The Raft
+//!    leader is the *active controller*: it alone decides, by proposing records.
+//! 2. **Partition data** (the engine, and replication in issue 14): each partition's leader
+//!    serves it; brokers learn who leads what by applying the metadata log.
+//!
+//! # Map
+//! - [`types`]: node ids, epochs, log positions.
+//! - [`record`]: the records of the log (KRaft's names) and their encoding.
+//! - [`image`]: the state the records build, applied deterministically on every node.
+//! - [`placement`]: round-robin replica placement (Kafka's rack-unaware assignment).
+//! - [`request`]: what brokers ask the controller (register, heartbeat, admin) and its answers.
+//! - [`controller`]: the active controller's decisions: requests and time → records.
+//! - [`quorum`]: one voter: raft-rs `RawNode` + durable store + image + controller.
+//! - [`store`], [`files`]: the durable raft log and snapshots, over a file trait with a
+//!   simulated, crashable implementation.
+//! - [`wire`]: framing of the controller listener (raft messages and controller RPCs).
+//!
+//! # Why raft-rs
+//! Consensus is never hand-written here. raft-rs is sans-I/O: `tick`, `step`, `propose`, then a
+//! `Ready` of what to persist, send and apply. That fits a thread-per-core broker (the quorum
+//! runs on one thread and owns its state, no locks, no async runtime of its own), and it lets
+//! the tests drive several voters through a simulated network and clock from a seed
+//! (`quorum_sim`). `openraft` also builds here but runs on its own async runtime (tokio by
+//! default), which would be a second runtime beside glommio.
+//!
+//! # What issue 14 adds on top
+//! Records already carry what replication needs: replicas in preference order, ISR, leader
+//! epoch and partition epoch ([`record::MetadataRecord::PartitionChange`] is KRaft's
+//! PartitionChangeRecord, checked against the epoch it was decided on). AlterPartition
+//! (KIP-497) becomes one more controller request producing a `PartitionChange`; leader election
+//! from the ISR is already [`controller::reconcile`]'s rule.
+
+pub mod controller;
+pub mod files;
+pub mod image;
+pub mod placement;
+pub mod quorum;
+mod raft_log;
+pub mod record;
+pub mod request;
+pub mod store;
+pub mod types;
+pub mod wire;
+
+#[cfg(test)]
+mod quorum_sim;
+
+pub use raft::eraftpb::Message as RaftMessage;

@@ -1,0 +1,192 @@
+//! What brokers ask of the active controller, and its answers (KIP-631's broker-to-controller
+//! RPCs, plus the admin requests a broker forwards). Serialized as JSON on the controller
+//! listener; raw Kafka error codes (`i16`) only there, [`ErrorCode`] everywhere else.
+
+use std::collections::BTreeMap;
+
+use rill_types::ErrorCode;
+use serde::{Deserialize, Serialize};
+use uuid::Uuid;
+
+use crate::types::{BrokerEpoch, Endpoint, LogIndex, NodeId};
+
+/// A topic to create.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NewTopic {
+    /// Name (the broker validated it).
+    pub name: String,
+    /// Partition count (the broker resolved -1 to `num.partitions`).
+    pub partitions: u32,
+    /// Replicas per partition; `None` = the controller's `default.replication.factor`.
+    pub replication_factor: Option<u16>,
+    /// Topic config overrides (the broker validated them).
+    pub configs: BTreeMap<String, String>,
+    /// Internal topics are hidden from clients (`__consumer_offsets`).
+    pub internal: bool,
+}
+
+/// A topic named by name or id (DeleteTopics v6+ takes either).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum TopicRef {
+    /// By name.
+    Name(String),
+    /// By id.
+    Id(Uuid),
+}
+
+/// A request to the controller.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "type")]
+pub enum ControllerRequest {
+    /// A broker starts (KIP-631 BrokerRegistration).
+    RegisterBroker {
+        /// Its `node.id`.
+        node_id: NodeId,
+        /// Random per process start.
+        incarnation_id: Uuid,
+        /// Stable per data directory (KIP-858's directory id): the same broker restarting
+        /// presents the same one, a second process with the same `node.id` cannot.
+        log_dir_id: Uuid,
+        /// Its advertised client listener.
+        endpoint: Endpoint,
+        /// `broker.rack`.
+        rack: Option<String>,
+    },
+    /// A registered broker is alive (KIP-631 BrokerHeartbeat).
+    BrokerHeartbeat {
+        /// Its `node.id`.
+        node_id: NodeId,
+        /// Its registration.
+        broker_epoch: BrokerEpoch,
+        /// How far it has applied the metadata log: it is unfenced once past its registration.
+        applied_index: LogIndex,
+        /// Controlled shutdown: fence me now.
+        want_shut_down: bool,
+    },
+    /// CreateTopics.
+    CreateTopics {
+        /// The topics.
+        topics: Vec<NewTopic>,
+        /// Check only.
+        validate_only: bool,
+    },
+    /// DeleteTopics.
+    DeleteTopics {
+        /// The topics.
+        topics: Vec<TopicRef>,
+    },
+    /// CreatePartitions.
+    CreatePartitions {
+        /// (name, new total count).
+        topics: Vec<(String, u32)>,
+        /// Check only.
+        validate_only: bool,
+    },
+    /// Set or remove topic config overrides (IncrementalAlterConfigs / AlterConfigs).
+    AlterTopicConfigs {
+        /// The topic.
+        topic: String,
+        /// Changes by Kafka name; `None` removes the override.
+        changes: BTreeMap<String, Option<String>>,
+    },
+    /// A block of producer ids (KIP-730 AllocateProducerIds).
+    AllocateProducerIds {
+        /// The broker asking.
+        node_id: NodeId,
+    },
+}
+
+/// The outcome for one topic of a CreateTopics / DeleteTopics / CreatePartitions.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TopicResult {
+    /// The topic as the request named it.
+    pub name: String,
+    /// Its id (nil when unknown or failed).
+    pub topic_id: Uuid,
+    /// Kafka error code (0 = success).
+    pub error_code: i16,
+    /// Why, for the client.
+    pub message: Option<String>,
+}
+
+impl TopicResult {
+    /// A success.
+    pub fn ok(name: &str, topic_id: Uuid) -> Self {
+        Self {
+            name: name.to_string(),
+            topic_id,
+            error_code: 0,
+            message: None,
+        }
+    }
+
+    /// A failure.
+    pub fn failed(name: &str, code: ErrorCode, message: impl Into<String>) -> Self {
+        Self {
+            name: name.to_string(),
+            topic_id: Uuid::nil(),
+            error_code: code.code(),
+            message: Some(message.into()),
+        }
+    }
+
+    /// The error as a typed code.
+    pub fn error(&self) -> ErrorCode {
+        ErrorCode::try_from(self.error_code).unwrap_or(ErrorCode::UnknownServerError)
+    }
+}
+
+/// The controller's answer.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "type")]
+pub enum ControllerResponse {
+    /// Ask the node named instead (`None`: no leader known right now; retry shortly).
+    NotController {
+        /// The active controller, if known.
+        leader: Option<NodeId>,
+    },
+    /// Registered; heartbeat with this epoch.
+    Registered {
+        /// The registration's epoch.
+        broker_epoch: BrokerEpoch,
+    },
+    /// A heartbeat's answer.
+    Heartbeat {
+        /// Still fenced (not caught up yet, or being shut down).
+        fenced: bool,
+        /// Controlled shutdown may proceed.
+        should_shut_down: bool,
+    },
+    /// Per-topic outcomes; the change is in the log at `index`: a broker that applied up to it
+    /// sees it.
+    Topics {
+        /// One per requested topic, in request order.
+        results: Vec<TopicResult>,
+        /// Log index of the change (0 when nothing was written).
+        index: LogIndex,
+    },
+    /// Producer ids `first..first + count` belong to the asking broker.
+    ProducerIds {
+        /// First id.
+        first: i64,
+        /// How many.
+        count: i64,
+    },
+    /// The request as a whole was refused.
+    Error {
+        /// Kafka error code.
+        error_code: i16,
+        /// Why.
+        message: String,
+    },
+}
+
+impl ControllerResponse {
+    /// A whole-request refusal.
+    pub fn error(code: ErrorCode, message: impl Into<String>) -> Self {
+        ControllerResponse::Error {
+            error_code: code.code(),
+            message: message.into(),
+        }
+    }
+}

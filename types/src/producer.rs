@@ -3,6 +3,11 @@
 /// A producer id handed out by InitProducerId; -1 ([`ProducerId::NONE`]) on batches from a
 /// producer that is neither idempotent nor transactional.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[cfg_attr(
+    feature = "serde",
+    derive(serde::Serialize, serde::Deserialize),
+    serde(transparent)
+)]
 pub struct ProducerId(pub i64);
 
 impl ProducerId {

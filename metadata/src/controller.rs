@@ -23,7 +23,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use rill_types::ErrorCode;
+use rill_types::{ErrorCode, ProducerId};
 use uuid::Uuid;
 
 use crate::image::{MetadataImage, PartitionState, PARTITIONS_PER_TOPIC_MAX};
@@ -84,7 +84,7 @@ pub enum ReplyPlan {
     /// `ProducerIds` if the record applied.
     ProducerIds {
         /// First id.
-        first: i64,
+        first: ProducerId,
         /// How many.
         count: i64,
     },
@@ -115,7 +115,7 @@ pub struct Controller {
     /// Last heartbeat per broker, in the caller's milliseconds.
     sessions: BTreeMap<NodeId, u64>,
     /// End of the producer-id blocks proposed so far (so racing requests get distinct blocks).
-    producer_ids_proposed_until: i64,
+    producer_ids_proposed_until: ProducerId,
     /// The image index and expiry set of the last reconciliation (skip when nothing changed).
     last_reconciled: Option<(LogIndex, BTreeSet<NodeId>)>,
     rng: fastrand::Rng,
@@ -127,7 +127,7 @@ impl Controller {
         Self {
             config,
             sessions: BTreeMap::new(),
-            producer_ids_proposed_until: 0,
+            producer_ids_proposed_until: ProducerId(0),
             last_reconciled: None,
             rng: fastrand::Rng::with_seed(seed),
         }
@@ -137,7 +137,7 @@ impl Controller {
     /// session now (KIP-631), and nothing proposed earlier is assumed.
     pub fn on_elected(&mut self, image: &MetadataImage, now_ms: u64) {
         self.sessions = image.brokers.keys().map(|id| (*id, now_ms)).collect();
-        self.producer_ids_proposed_until = 0;
+        self.producer_ids_proposed_until = ProducerId(0);
         self.last_reconciled = None;
     }
 
@@ -197,7 +197,7 @@ impl Controller {
 
     fn allocate_producer_ids(&mut self, image: &MetadataImage, node_id: NodeId) -> Decision {
         let first = image.next_producer_id.max(self.producer_ids_proposed_until);
-        self.producer_ids_proposed_until = first + PRODUCER_ID_BLOCK;
+        self.producer_ids_proposed_until = ProducerId(first.0 + PRODUCER_ID_BLOCK);
         Decision::Propose {
             records: vec![MetadataRecord::ProducerIds {
                 node_id,
@@ -1021,7 +1021,7 @@ mod tests {
         let a = ControllerRequest::AllocateProducerIds { node_id: NodeId(1) };
         let first = controller.decide(&image, &a, 0);
         let second = controller.decide(&image, &a, 0);
-        let firsts: Vec<i64> = [first, second]
+        let firsts: Vec<ProducerId> = [first, second]
             .into_iter()
             .map(|d| match d {
                 Decision::Propose {
@@ -1033,7 +1033,7 @@ mod tests {
             .collect();
         assert_eq!(
             firsts,
-            vec![0, PRODUCER_ID_BLOCK],
+            vec![ProducerId(0), ProducerId(PRODUCER_ID_BLOCK)],
             "racing blocks never overlap"
         );
         let delete = ControllerRequest::DeleteTopics {

@@ -21,7 +21,8 @@ use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
 use crate::record::{MetadataRecord, PartitionAssignment};
-use crate::types::{BrokerEpoch, Endpoint, LeaderEpoch, LogIndex, NodeId, PartitionEpoch};
+use crate::types::{BrokerEpoch, Endpoint, LogIndex, NodeId, PartitionEpoch};
+use rill_types::{LeaderEpoch, ProducerId};
 
 /// Upper bound on partitions per topic (the broker's own limit, repeated as a log invariant).
 pub const PARTITIONS_PER_TOPIC_MAX: usize = 10_000;
@@ -94,7 +95,7 @@ pub enum Rejected {
 }
 
 /// The applied metadata (see the module doc).
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct MetadataImage {
     /// Index of the last entry applied.
     pub applied_index: LogIndex,
@@ -107,10 +108,24 @@ pub struct MetadataImage {
     /// Topics by name.
     pub topics: BTreeMap<String, Arc<TopicImage>>,
     /// Producer ids below this were handed out.
-    pub next_producer_id: i64,
+    pub next_producer_id: ProducerId,
     /// Topic id → name (derived from `topics`).
     #[serde(skip)]
     ids: HashMap<Uuid, String>,
+}
+
+impl Default for MetadataImage {
+    fn default() -> Self {
+        Self {
+            applied_index: LogIndex(0),
+            applied_term: 0,
+            cluster_id: None,
+            brokers: BTreeMap::new(),
+            topics: BTreeMap::new(),
+            next_producer_id: ProducerId(0),
+            ids: HashMap::new(),
+        }
+    }
 }
 
 impl MetadataImage {
@@ -231,19 +246,21 @@ impl MetadataImage {
         Ok(())
     }
 
-    fn take_producer_ids(&mut self, first: i64, count: i64) -> Result<(), Rejected> {
+    fn take_producer_ids(&mut self, first: ProducerId, count: i64) -> Result<(), Rejected> {
         if first != self.next_producer_id {
             return Err(Rejected::Stale(format!(
-                "producer id block at {first}, next free is {}",
-                self.next_producer_id
+                "producer id block at {}, next free is {}",
+                first.0, self.next_producer_id.0
             )));
         }
         if count < 1 {
             return Err(Rejected::Invalid(format!("producer id block of {count}")));
         }
-        self.next_producer_id = first
+        let next = first
+            .0
             .checked_add(count)
             .ok_or_else(|| Rejected::Invalid("producer ids exhausted".into()))?;
+        self.next_producer_id = ProducerId(next);
         Ok(())
     }
 
@@ -621,11 +638,11 @@ mod tests {
         assert_eq!(image.topics["t"].configs["retention.ms"], "5");
         let ids = |first| MetadataRecord::ProducerIds {
             node_id: NodeId(1),
-            first,
+            first: ProducerId(first),
             count: 1000,
         };
         assert!(apply(&mut image, vec![ids(0), ids(0)])[1].is_err());
-        assert_eq!(image.next_producer_id, 1000);
+        assert_eq!(image.next_producer_id, ProducerId(1000));
         let remove = MetadataRecord::RemoveTopic {
             topic_id: Uuid::from_u128(1),
         };

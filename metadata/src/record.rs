@@ -14,7 +14,8 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
-use crate::types::{BrokerEpoch, Endpoint, LeaderEpoch, NodeId};
+use crate::types::{BrokerEpoch, Endpoint, NodeId};
+use rill_types::{LeaderEpoch, ProducerId};
 
 /// Format version of [`EntryPayload`]; a node refuses entries of a version it does not know.
 pub const PAYLOAD_VERSION: u32 = 1;
@@ -124,7 +125,7 @@ pub enum MetadataRecord {
         /// The broker that asked.
         node_id: NodeId,
         /// First id of the block; must equal the image's next free id.
-        first: i64,
+        first: ProducerId,
         /// Ids in the block.
         count: i64,
     },

@@ -4,7 +4,7 @@
 
 use std::collections::BTreeMap;
 
-use rill_types::ErrorCode;
+use rill_types::{ErrorCode, ProducerId};
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
@@ -168,7 +168,7 @@ pub enum ControllerResponse {
     /// Producer ids `first..first + count` belong to the asking broker.
     ProducerIds {
         /// First id.
-        first: i64,
+        first: ProducerId,
         /// How many.
         count: i64,
     },

@@ -1,5 +1,6 @@
 //! Newtypes for the numbers of the metadata layer that must never mix: node ids, the epochs of
-//! brokers, leaders and partitions, and positions in the metadata log.
+//! brokers and partitions, and positions in the metadata log. (Leader epochs and producer ids are
+//! `rill_types`' own: one definition each, shared with the engine and the wire.)
 
 use std::fmt;
 
@@ -32,20 +33,6 @@ impl NodeId {
 impl fmt::Display for NodeId {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{}", self.0)
-    }
-}
-
-/// A partition's leader epoch: bumped on every change of leader (Metadata v7+, Fetch, KIP-101).
-#[derive(
-    Copy, Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, Default,
-)]
-#[serde(transparent)]
-pub struct LeaderEpoch(pub i32);
-
-impl LeaderEpoch {
-    /// The epoch after this one.
-    pub fn next(self) -> LeaderEpoch {
-        LeaderEpoch(self.0.checked_add(1).expect("leader epoch overflow"))
     }
 }
 
@@ -118,7 +105,6 @@ mod tests {
 
     #[test]
     fn epochs_only_grow() {
-        assert_eq!(LeaderEpoch(0).next(), LeaderEpoch(1));
         assert_eq!(PartitionEpoch(7).next(), PartitionEpoch(8));
     }
 }

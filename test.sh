@@ -2,7 +2,7 @@
 # The one command that runs Rill's whole test suite on a fresh Debian machine (CI runs it via .ci/run).
 #
 # 1. Installs what the tests need, idempotently (a second run installs nothing):
-#    kcat from Debian; Python clients (tests/requirements.txt) into ./.venv; kafkajs (npm ci) in
+#    kcat and chromium from Debian; Python clients (tests/requirements.txt) into ./.venv; kafkajs (npm ci) in
 #    tests/clients/node.
 # 2. cargo fmt --check and cargo clippy (-D warnings, lints from the workspace Cargo.toml), then
 #    cargo build --workspace, cargo test --workspace --all-targets (--no-fail-fast: every crate reports).
@@ -33,6 +33,10 @@ step "dependencies"
 if ! command -v kcat >/dev/null; then
     echo "installing kcat (Debian)"
     apt_install kcat
+fi
+if ! command -v chromium >/dev/null; then
+    echo "installing chromium (Debian; the admin status page is rendered headless)"
+    apt_install chromium
 fi
 if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
     echo "installing nodejs + npm (Debian)"

@@ -420,6 +420,11 @@ impl<S: Storage> PartitionLog<S> {
         CHECKPOINT_BYTES.min(self.config.segment_bytes_max / 4)
     }
 
+    /// Bytes of whole batches in all segments (what the log holds, preallocation aside).
+    pub fn size_bytes(&self) -> u64 {
+        self.segments.iter().map(|s| s.size_bytes).sum()
+    }
+
     /// Number of segments (sealed + active).
     pub fn segment_count(&self) -> usize {
         self.segments.len()

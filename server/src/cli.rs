@@ -16,7 +16,8 @@ pub const VERSION: &str = concat!(
 );
 
 /// `rill [--listen HOST:PORT] [--advertise HOST:PORT] [--data-dir DIR] [--shards N]
-/// [--default-partitions N] [--auto-create-topics true|false] [--config FILE]`
+/// [--default-partitions N] [--auto-create-topics true|false] [--admin-listen HOST:PORT|off]
+/// [--config FILE]`, or `rill dump-log ...` / `rill check ...` (see [`crate::tools`]).
 #[derive(Debug, Clone, Parser)]
 #[command(
     name = "rill",
@@ -52,4 +53,8 @@ pub struct Cli {
     /// glommio io_memory per shard in bytes (RLIMIT_MEMLOCK bounds it) [default: 2 MiB].
     #[arg(long, value_name = "BYTES")]
     pub io_memory_bytes: Option<usize>,
+    /// Admin HTTP listener (/metrics, /health/live, /health/ready, /v1/status, /), or `off`
+    /// [default: 127.0.0.1:9644].
+    #[arg(long, value_name = "HOST:PORT|off")]
+    pub admin_listen: Option<String>,
 }

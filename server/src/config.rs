@@ -11,6 +11,7 @@ use std::collections::BTreeMap;
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::path::{Path, PathBuf};
 
+use crate::admin::state::SeriesLimits;
 use crate::cli::Cli;
 
 /// Something wrong with a setting: which key, which value, and why.
@@ -120,6 +121,58 @@ pub struct BrokerConfig {
     pub partition_idle_ms: u64,
     /// Log settings topics inherit.
     pub log: LogDefaults,
+    /// The admin listener and metric bounds (`rill.admin.listen`, `rill.metrics.*`).
+    pub admin: AdminSettings,
+}
+
+/// The admin HTTP listener (metrics, health, status) and its label cardinality bounds.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AdminSettings {
+    /// `rill.admin.listen` / `--admin-listen`: where it binds; `None` when `off`.
+    pub listen: Option<SocketAddr>,
+    /// `rill.metrics.partition.series.enable`, `.partition.series.max`, `rill.metrics.topics.max`,
+    /// `rill.metrics.groups.max`.
+    pub limits: SeriesLimits,
+}
+
+impl Default for AdminSettings {
+    fn default() -> Self {
+        AdminSettings {
+            listen: Some(SocketAddr::from(([127, 0, 0, 1], 9644))),
+            limits: SeriesLimits {
+                partition_series: true,
+                partition_series_max: 10_000,
+                topics_max: 1_000,
+                groups_max: 1_000,
+            },
+        }
+    }
+}
+
+impl AdminSettings {
+    fn apply_property(&mut self, key: &str, v: &str) -> Result<Applied, ConfigError> {
+        match key {
+            "rill.admin.listen" => self.listen = parse_admin_listen(key, v)?,
+            "rill.metrics.partition.series.enable" => {
+                self.limits.partition_series = parse_bool(key, v)?
+            }
+            "rill.metrics.partition.series.max" => {
+                self.limits.partition_series_max = parse_at_least_one(key, v)?
+            }
+            "rill.metrics.topics.max" => self.limits.topics_max = parse_at_least_one(key, v)?,
+            "rill.metrics.groups.max" => self.limits.groups_max = parse_at_least_one(key, v)?,
+            _ => return Ok(Applied::Unknown),
+        }
+        Ok(Applied::Yes)
+    }
+}
+
+/// `HOST:PORT`, or `off` for no admin listener.
+fn parse_admin_listen(key: &str, v: &str) -> Result<Option<SocketAddr>, ConfigError> {
+    if v.eq_ignore_ascii_case("off") {
+        return Ok(None);
+    }
+    parse_listen(key, v).map(Some)
 }
 
 /// Partitions per shard the default `rill.broker.partitions.max` allows: the load whose
@@ -150,6 +203,7 @@ impl BrokerConfig {
             broker_partitions_max: None,
             partition_idle_ms: 30_000,
             log: LogDefaults::default(),
+            admin: AdminSettings::default(),
         }
     }
 
@@ -224,7 +278,10 @@ impl BrokerConfig {
                 self.broker_partitions_max = Some(parse_at_least_one(key, v)?)
             }
             "rill.partition.idle.ms" => self.partition_idle_ms = parse_at_least_one(key, v)?,
-            _ => return self.log.apply_property(key, v),
+            _ => match self.admin.apply_property(key, v)? {
+                Applied::Unknown => return self.log.apply_property(key, v),
+                applied => return Ok(applied),
+            },
         }
         Ok(Applied::Yes)
     }
@@ -248,6 +305,9 @@ impl BrokerConfig {
         }
         if let Some(bytes) = cli.io_memory_bytes {
             self.io_memory_bytes = bytes;
+        }
+        if let Some(admin) = &cli.admin_listen {
+            self.admin.listen = parse_admin_listen("--admin-listen", admin)?;
         }
         // One request of the largest allowed size must always fit in the shard's budget.
         self.shard_inflight_bytes_max = self.shard_inflight_bytes_max.max(self.request_bytes_max);

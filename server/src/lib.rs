@@ -14,7 +14,9 @@
 //! - [`topics`], [`topic_config`]: durable topic metadata and per-topic log configs;
 //!   [`capacity`]: whether new partitions fit (partition limit, disk) before they are created.
 //! - [`shutdown`]: SIGTERM/SIGINT → every shard stops accepting, drains, closes its logs.
+//! - [`admin`]: the admin HTTP listener: Prometheus metrics, health checks, status JSON and page.
 //! - [`tools`]: `rill dump-log`, `rill check`: offline inspection and repair of a data directory.
+pub mod admin;
 pub mod capacity;
 pub mod cli;
 pub mod config;

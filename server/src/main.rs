@@ -17,9 +17,7 @@ fn main() -> anyhow::Result<()> {
         log.with_writer(std::io::stderr).init();
         std::process::exit(rill_server::tools::run(command));
     }
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    tracing_subscriber::fmt().with_env_filter(filter).init();
+    init_broker_log();
     let config = BrokerConfig::resolve(&cli).context("invalid configuration")?;
     tracing::info!(
         version = rill_server::cli::VERSION,
@@ -64,4 +62,20 @@ fn log_open_files_limit(config: &BrokerConfig) {
         }
         Err(e) => tracing::warn!(error = %e, "cannot read the open files limit"),
     }
+}
+
+/// The broker's log: RUST_LOG-filtered lines on stdout, plus every warning and error kept for
+/// the admin status page (whatever RUST_LOG says).
+fn init_broker_log() {
+    use tracing_subscriber::layer::SubscriberExt;
+    use tracing_subscriber::util::SubscriberInitExt;
+    use tracing_subscriber::Layer;
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let recent = rill_server::admin::errors::layer()
+        .with_filter(tracing_subscriber::filter::LevelFilter::WARN);
+    tracing_subscriber::registry()
+        .with(tracing_subscriber::fmt::layer().with_filter(filter))
+        .with(recent)
+        .init();
 }

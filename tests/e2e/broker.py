@@ -74,6 +74,9 @@ class Broker:
                  config_path: Path | None = None):
         self.host = "127.0.0.1"
         self.port = free_port()
+        #: The admin listener (metrics, health, status): never the default 9644, tests run side
+        #: by side.
+        self.admin_port = free_port()
         self.data_dir = data_dir
         self.log_path = log_path
         self.partitions_default = partitions_default
@@ -93,7 +96,8 @@ class Broker:
         cmd = [str(rill_binary()),
                "--listen", self.bootstrap,
                "--data-dir", str(self.data_dir),
-               "--shards", str(self.shards)]
+               "--shards", str(self.shards),
+               "--admin-listen", f"{self.host}:{self.admin_port}"]
         # None leaves a setting to the config file (or the broker's default).
         if self.partitions_default is not None:
             cmd += ["--default-partitions", str(self.partitions_default)]

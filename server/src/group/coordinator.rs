@@ -326,6 +326,24 @@ impl<J: Journal> GroupCoordinator<J> {
         out
     }
 
+    /// Every group on this shard with its state, members and committed offsets (the admin
+    /// listener's metrics and status page).
+    pub fn snapshot(&self) -> Vec<crate::admin::state::GroupSnapshot> {
+        let groups = self.groups.borrow();
+        let snapshot = |g: &Group| crate::admin::state::GroupSnapshot {
+            group: g.id.clone(),
+            state: g.state().name().to_string(),
+            members: g.member_ids().len(),
+            protocol_type: g.protocol_type().to_string(),
+            committed: g
+                .offsets
+                .iter()
+                .map(|(k, v)| (k.clone(), v.offset))
+                .collect(),
+        };
+        groups.values().map(snapshot).collect()
+    }
+
     /// Shutdown: answer every parked JoinGroup/SyncGroup now (COORDINATOR_NOT_AVAILABLE) so that
     /// connections drain at once instead of waiting out a rebalance timeout.
     pub fn release_waiters(&self) {

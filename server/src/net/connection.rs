@@ -27,6 +27,7 @@ use rill_engine::io::Storage;
 use rill_protocol::frame::{frame_len, SIZE_PREFIX_BYTES};
 
 use super::socket_io;
+use crate::admin::shard::hooks;
 use crate::dispatch::{dispatch, Outcome};
 use crate::shard::Shard;
 use crate::shutdown::ShutdownSignal;
@@ -90,8 +91,10 @@ async fn read_requests<S: Storage + 'static>(
                     let permit = shard.inflight_bytes.acquire_static_permit(n as u64).await;
                     let Ok(permit) = permit else { return };
                     let shard = shard.clone();
+                    let timer = hooks::request_started(&body);
                     let task = glommio::spawn_local(async move {
                         let outcome = dispatch(&*shard, body).await;
+                        timer.done();
                         drop(permit);
                         outcome
                     });

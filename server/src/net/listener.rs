@@ -10,6 +10,7 @@ use glommio::net::TcpListener;
 use rill_engine::io::Storage;
 
 use super::connection::serve_connection;
+use crate::admin::shard::hooks;
 use crate::shard::Shard;
 use crate::shutdown::ShutdownSignal;
 
@@ -35,10 +36,12 @@ pub async fn accept_loop<S: Storage + 'static>(
             Either::Right(_) => break,
         };
         open.set(open.get() + 1);
+        hooks::connection_accepted();
         let (shard, shutdown, open) = (shard.clone(), shutdown.clone(), open.clone());
         glommio::spawn_local(async move {
             serve_connection(stream, shard, shutdown).await;
             open.set(open.get() - 1);
+            hooks::connection_closed();
         })
         .detach();
     }

@@ -8,7 +8,9 @@
 
 use std::cell::Cell;
 use std::rc::Rc;
-use std::time::Duration;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use bytes::BytesMut;
 use futures::channel::{mpsc, oneshot};
@@ -17,6 +19,9 @@ use futures::StreamExt;
 use rill_engine::io::{Clock, Storage};
 use rill_engine::{EngineError, FlushPolicy, LogConfig, LogManager, PartitionLog, Positions};
 use rill_types::{Offset, TimestampMs};
+
+use crate::admin::shard::hooks;
+use crate::admin::state::PartitionStats;
 
 use super::file_budget::FileShare;
 use super::ops::{Acks, PartitionOp, PartitionReply};
@@ -90,14 +95,19 @@ pub async fn run_actor<S: Storage + 'static>(
     stopped: Rc<Cell<bool>>,
 ) {
     let (topic, partition) = (setup.topic.clone(), setup.partition);
+    let stats = hooks::partition(&topic, partition);
     let opened = setup
         .log_manager
         .open_partition(&topic, partition, setup.config.clone(), setup.clock.clone())
         .await;
+    hooks::log_opened(); // counted as opening where the actor was spawned
     let log = match opened {
         Ok(log) => log,
         Err(e) => {
             tracing::error!(topic, partition, error = %e, "cannot open partition log");
+            if let Some(stats) = &stats {
+                stats.failed.store(true, Ordering::Relaxed);
+            }
             stopped.set(true);
             watch.close();
             fail_all(&mut mailbox, e.kafka_error_code());
@@ -115,7 +125,12 @@ pub async fn run_actor<S: Storage + 'static>(
         last_reopen_ms: 0,
         last_activity_ms,
         idle_released: false,
+        stats,
     };
+    if let Some(stats) = &actor.stats {
+        stats.failed.store(false, Ordering::Relaxed);
+        stats.online.store(true, Ordering::Relaxed);
+    }
     actor.publish();
     let delete_reply = actor.serve(&mut mailbox).await;
     stopped.set(true);
@@ -145,6 +160,8 @@ struct Actor<S: Storage> {
     last_activity_ms: i64,
     /// Whether the log's memory was released since the last message.
     idle_released: bool,
+    /// Where the admin listener reads this partition's positions and traffic.
+    stats: Option<Arc<PartitionStats>>,
 }
 
 enum Next {
@@ -169,6 +186,27 @@ impl<S: Storage + 'static> Actor<S> {
     fn publish(&mut self) {
         let hw = self.log().high_watermark();
         self.watch.publish(hw);
+        let Some(stats) = self.stats.clone() else {
+            return;
+        };
+        let log = self.log();
+        let store = |a: &std::sync::atomic::AtomicI64, o: Offset| a.store(o.0, Ordering::Relaxed);
+        store(&stats.log_start_offset, log.log_start_offset());
+        store(&stats.log_end_offset, log.log_end_offset());
+        store(&stats.high_watermark, hw);
+        store(&stats.last_stable_offset, log.last_stable_offset());
+        stats
+            .segments
+            .store(log.segment_count() as u64, Ordering::Relaxed);
+        stats.log_bytes.store(log.size_bytes(), Ordering::Relaxed);
+    }
+
+    /// `log.flush()`, timed for the flush-duration histogram.
+    async fn timed_flush(&mut self) -> Result<Offset, EngineError> {
+        let started = Instant::now();
+        let flushed = self.log().flush().await;
+        hooks::log_flushed(started.elapsed());
+        flushed
     }
 
     /// Serve until the mailbox closes or a Delete arrives (whose reply is returned).
@@ -276,7 +314,7 @@ impl<S: Storage + 'static> Actor<S> {
     async fn maintenance(&mut self) {
         let now = self.setup.clock.now();
         if self.log().flush_due(now) {
-            if let Err(e) = self.log().flush().await {
+            if let Err(e) = self.timed_flush().await {
                 tracing::error!(topic = self.setup.topic, error = %e, "periodic flush failed");
             }
             self.publish();
@@ -357,7 +395,7 @@ impl<S: Storage + 'static> Actor<S> {
             || self.setup.config.flush == FlushPolicy::EveryAppend
             || self.log().flush_due(now);
         let flushed = if must_flush {
-            self.log().flush().await.map(|_| ())
+            self.timed_flush().await.map(|_| ())
         } else {
             Ok(())
         };
@@ -380,12 +418,19 @@ impl<S: Storage + 'static> Actor<S> {
         let now = self.setup.clock.now();
         let mut first = None;
         for batch in batches {
+            let bytes = batch.len() as u64;
             let info = match self.log().append(batch, now).await {
-                Ok(info) => (
-                    info.base_offset,
-                    info.log_append_time,
-                    info.log_start_offset,
-                ),
+                Ok(info) => {
+                    if let Some(stats) = &self.stats {
+                        let records = info.last_offset.0 - info.base_offset.0 + 1;
+                        stats.appended(bytes, records as u64);
+                    }
+                    (
+                        info.base_offset,
+                        info.log_append_time,
+                        info.log_start_offset,
+                    )
+                }
                 // An idempotent retry of a batch we hold: success, with the original offsets.
                 Err(EngineError::DuplicateSequence { base_offset, .. }) => {
                     let start = self.log().log_start_offset();
@@ -464,6 +509,9 @@ impl<S: Storage + 'static> Actor<S> {
     /// Close the log cleanly; delete its directory if asked.
     async fn shut_down(mut self, delete_reply: Option<oneshot::Sender<PartitionReply>>) {
         let (topic, partition) = (self.setup.topic.clone(), self.setup.partition);
+        if let Some(stats) = &self.stats {
+            stats.online.store(false, Ordering::Relaxed);
+        }
         if let Some(log) = self.log.take() {
             if let Err(e) = log.close().await {
                 tracing::error!(topic, partition, error = %e, "closing partition log failed");
@@ -476,7 +524,10 @@ impl<S: Storage + 'static> Actor<S> {
                 .delete_partition(&topic, partition)
                 .await;
             let answer = match result {
-                Ok(()) => PartitionReply::Deleted,
+                Ok(()) => {
+                    hooks::partition_deleted(&topic, partition);
+                    PartitionReply::Deleted
+                }
                 Err(e) => {
                     tracing::error!(topic, partition, error = %e, "deleting partition failed");
                     PartitionReply::Error(ErrorCode::KafkaStorageError)

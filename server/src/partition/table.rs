@@ -122,6 +122,9 @@ impl<S: Storage + 'static> PartitionTable<S> {
             handle.watch.clone(),
             handle.stopped.clone(),
         );
+        // Counted now, not when the task first runs: readiness must see it before the shard
+        // listens (the actor counts the open done).
+        crate::admin::shard::hooks::log_opening();
         let join = glommio::spawn_local(task).detach();
         self.actors.borrow_mut().push(join);
         self.partitions.borrow_mut().insert(key, handle.clone());

@@ -24,6 +24,8 @@ use rill_engine::LogManager;
 
 use super::mesh::{serve_peer, REMOTE_REQUESTS_MAX};
 use super::Shard;
+use crate::admin::shard::ShardLocal;
+use crate::admin::state::AdminState;
 use crate::config::{available_cores, BrokerConfig};
 use crate::group::router::GroupMesh;
 use crate::net::listener::accept_loop;
@@ -80,6 +82,8 @@ pub fn run(mut config: BrokerConfig, stop: Arc<AtomicBool>) -> anyhow::Result<()
         wait_port_free(config.listen, &stop)?;
     }
     let config = Arc::new(config);
+    let admin = AdminState::new(&config, registry.clone());
+    crate::admin::start(&config, &admin)?;
     let startup = Arc::new(Startup::default());
     // Each executor holds a clone until its thread ends (even by panic): when all are gone,
     // `finished` disconnects.
@@ -90,7 +94,12 @@ pub fn run(mut config: BrokerConfig, stop: Arc<AtomicBool>) -> anyhow::Result<()
         .then(|| MeshBuilder::<ShardMsg, _>::full(config.shards, config.shard_channel_capacity));
     let group_mesh = crate::group::router::group_mesh(&config);
     let meshes = (&mesh, &group_mesh);
-    let executors = spawn_shards(&config, &registry, &stop, &startup, &running, meshes);
+    let shared = Shared {
+        config: &config,
+        registry: &registry,
+        admin: &admin,
+    };
+    let executors = spawn_shards(shared, &stop, &startup, &running, meshes);
     drop(running);
     let started = executors.and_then(|executors| {
         Ok((
@@ -133,14 +142,22 @@ fn wait_port_free(addr: std::net::SocketAddr, stop: &AtomicBool) -> anyhow::Resu
 type ShardExecutor = glommio::ExecutorJoinHandle<anyhow::Result<()>>;
 type PartitionMesh = MeshBuilder<ShardMsg, glommio::channels::channel_mesh::Full>;
 
+/// What every shard shares with the process.
+#[derive(Clone, Copy)]
+struct Shared<'a> {
+    config: &'a Arc<BrokerConfig>,
+    registry: &'a Arc<TopicRegistry>,
+    admin: &'a Arc<AdminState>,
+}
+
 fn spawn_shards(
-    config: &Arc<BrokerConfig>,
-    registry: &Arc<TopicRegistry>,
+    shared: Shared<'_>,
     stop: &Arc<AtomicBool>,
     startup: &Arc<Startup>,
     running: &mpsc::Sender<()>,
     (mesh, group_mesh): (&Option<PartitionMesh>, &Option<GroupMesh>),
 ) -> anyhow::Result<Vec<ShardExecutor>> {
+    let config = shared.config;
     let pin = config.shards <= available_cores();
     let mut executors = Vec::with_capacity(config.shards);
     for index in 0..config.shards {
@@ -149,7 +166,8 @@ fn spawn_shards(
         } else {
             Placement::Unbound
         };
-        let (config, registry, mesh) = (config.clone(), registry.clone(), mesh.clone());
+        let (config, registry, mesh) = (config.clone(), shared.registry.clone(), mesh.clone());
+        let admin = shared.admin.clone();
         let (group_mesh, startup, running) = (group_mesh.clone(), startup.clone(), running.clone());
         let shard_stop = stop.clone();
         let executor = LocalExecutorBuilder::new(placement)
@@ -157,6 +175,8 @@ fn spawn_shards(
             .io_memory(config.io_memory_bytes)
             .spawn(move || async move {
                 let _running = running;
+                // First of all, so that metrics and liveness cover start-up too.
+                let observer = crate::admin::shard::install(index, admin);
                 let result = shard_main(
                     config,
                     registry,
@@ -164,6 +184,7 @@ fn spawn_shards(
                     group_mesh,
                     shard_stop.clone(),
                     startup,
+                    observer,
                 )
                 .await;
                 if result.is_err() {
@@ -252,6 +273,7 @@ async fn shard_main(
     group_mesh: Option<GroupMesh>,
     stop: Arc<AtomicBool>,
     startup: Arc<Startup>,
+    observer: Rc<ShardLocal>,
 ) -> anyhow::Result<()> {
     // Watch the stop flag from the first moment: a signal during start-up must end it.
     let shutdown = Rc::new(ShutdownSignal::default());
@@ -264,6 +286,8 @@ async fn shard_main(
             return Ok(());
         }
     };
+    let groups = shard.groups.clone();
+    observer.set_group_source(move || groups.snapshot());
     let (groups, signal) = (shard.groups.clone(), shutdown.clone());
     glommio::spawn_local(async move {
         signal.wait().await;
@@ -286,6 +310,7 @@ async fn shard_main(
             .map_err(|e| anyhow::anyhow!("local address: {e}"))?;
         tracing::info!(shard = shard.id, "listening on {local}");
         startup.listening.fetch_add(1, Ordering::SeqCst);
+        crate::admin::shard::hooks::listening();
         accept_loop(listener, shard.clone(), shutdown).await;
     }
     shard.table.close_all().await;
@@ -360,5 +385,6 @@ async fn watch_stop_flag(stop: Arc<AtomicBool>, shutdown: Rc<ShutdownSignal>) {
     while !stop.load(Ordering::SeqCst) {
         glommio::timer::sleep(STOP_POLL).await;
     }
+    crate::admin::shard::hooks::stopping();
     shutdown.fire();
 }

@@ -33,6 +33,8 @@ impl Broker {
             .args(["--data-dir", data_dir.to_str().unwrap()])
             .args(["--shards", "2"])
             .args(["--default-partitions", &default_partitions.to_string()])
+            // Never the default 9644: tests run side by side.
+            .args(["--admin-listen", "127.0.0.1:0"])
             .env("RUST_LOG", "warn")
             .stdout(Stdio::null())
             .spawn()

@@ -1,0 +1,220 @@
+//! The metrics recorded on the data path: request counts and latencies per API, flush and
+//! produce-to-durable latency, Fetch wait. Gauges of state (offsets, lag, connections) are not
+//! here: [`super::exposition`] reads them from [`super::state`] at scrape time.
+//!
+//! # Why the `prometheus` crate (tikv/rust-prometheus)
+//! Maintained, lock-free histograms, the text exposition format, a process collector (CPU,
+//! memory, open fds) — and *local* metrics: unsynchronised per-thread copies flushed into the
+//! shared ones. That fits thread-per-core: a shard counts in its own [`ShardMetrics`] with
+//! plain (non-atomic) arithmetic and folds them into the process-wide ones every
+//! [`FLUSH_INTERVAL`], so two cores never fight over a counter's cache line on every request.
+//! Scraped values therefore lag the truth by at most [`FLUSH_INTERVAL`].
+
+use std::cell::RefCell;
+use std::time::Duration;
+
+use prometheus::local::{LocalHistogram, LocalIntCounter};
+use prometheus::{Histogram, HistogramOpts, HistogramVec, IntCounterVec, Opts, Registry};
+use rill_protocol::kafka_protocol::messages::ApiKey;
+
+/// How often a shard folds its local metrics into the shared ones.
+pub const FLUSH_INTERVAL: Duration = Duration::from_millis(200);
+
+/// Buckets of every latency histogram, in seconds: 100 µs to 30 s.
+pub const LATENCY_BUCKETS: [f64; 17] = [
+    0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5,
+    5.0, 10.0, 30.0,
+];
+
+/// Api keys with their own slot in a shard's local metrics (every Kafka api key is below).
+const API_KEYS_MAX: usize = 128;
+
+/// The process-wide metrics the shards flush into, and the registry that exposes them.
+pub struct Metrics {
+    /// Registry of everything below plus the process collector.
+    pub registry: Registry,
+    requests: IntCounterVec,
+    request_duration: HistogramVec,
+    flush_duration: Histogram,
+    produce_durable: Histogram,
+    fetch_wait: Histogram,
+}
+
+fn histogram(name: &str, help: &str) -> HistogramOpts {
+    HistogramOpts::new(name, help).buckets(LATENCY_BUCKETS.to_vec())
+}
+
+impl Metrics {
+    /// Creates and registers every metric.
+    pub fn new() -> Self {
+        let requests = IntCounterVec::new(
+            Opts::new("rill_requests_total", "Kafka requests answered, by API."),
+            &["api"],
+        )
+        .expect("valid metric");
+        let request_duration = HistogramVec::new(
+            histogram(
+                "rill_request_duration_seconds",
+                "Time from a request's frame being read to its response being ready, by API.",
+            ),
+            &["api"],
+        )
+        .expect("valid metric");
+        let flush_duration = Histogram::with_opts(histogram(
+            "rill_log_flush_duration_seconds",
+            "Time to make a partition log's appended bytes durable (write + fdatasync).",
+        ))
+        .expect("valid metric");
+        let produce_durable = Histogram::with_opts(histogram(
+            "rill_produce_durable_seconds",
+            "Time from an acks=all Produce request arriving to its partition's bytes being durable.",
+        ))
+        .expect("valid metric");
+        let fetch_wait = Histogram::with_opts(histogram(
+            "rill_fetch_wait_seconds",
+            "Time a Fetch request waited for data (long poll, up to its max wait).",
+        ))
+        .expect("valid metric");
+        let registry = Registry::new();
+        for collector in [
+            Box::new(requests.clone()) as Box<dyn prometheus::core::Collector>,
+            Box::new(request_duration.clone()),
+            Box::new(flush_duration.clone()),
+            Box::new(produce_durable.clone()),
+            Box::new(fetch_wait.clone()),
+            Box::new(prometheus::process_collector::ProcessCollector::for_self()),
+        ] {
+            registry.register(collector).expect("unique metric names");
+        }
+        Metrics {
+            registry,
+            requests,
+            request_duration,
+            flush_duration,
+            produce_durable,
+            fetch_wait,
+        }
+    }
+
+    /// A shard's local copies, to be flushed into these.
+    pub fn local(&self) -> ShardMetrics {
+        ShardMetrics {
+            requests: RefCell::new((0..API_KEYS_MAX).map(|_| None).collect()),
+            flush_duration: self.flush_duration.local(),
+            produce_durable: self.produce_durable.local(),
+            fetch_wait: self.fetch_wait.local(),
+            requests_shared: self.requests.clone(),
+            request_duration_shared: self.request_duration.clone(),
+        }
+    }
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// One shard's unsynchronised copies of [`Metrics`]: recorded with plain arithmetic, flushed
+/// by the shard every [`FLUSH_INTERVAL`].
+pub struct ShardMetrics {
+    /// Per api key: request count and latency, created on the api's first request.
+    requests: RefCell<Vec<Option<(LocalIntCounter, LocalHistogram)>>>,
+    flush_duration: LocalHistogram,
+    produce_durable: LocalHistogram,
+    fetch_wait: LocalHistogram,
+    requests_shared: IntCounterVec,
+    request_duration_shared: HistogramVec,
+}
+
+impl ShardMetrics {
+    /// A request of api `api_key` was answered `elapsed` after it was read. Keys that name no
+    /// Kafka API are not counted (such a request closes its connection).
+    pub fn request(&self, api_key: i16, elapsed: Duration) {
+        let Some(slot) = usize::try_from(api_key).ok().filter(|&k| k < API_KEYS_MAX) else {
+            return;
+        };
+        let mut requests = self.requests.borrow_mut();
+        if requests[slot].is_none() {
+            let Ok(api) = ApiKey::try_from(api_key) else {
+                return;
+            };
+            let api = format!("{api:?}");
+            requests[slot] = Some((
+                self.requests_shared.with_label_values(&[&api]).local(),
+                self.request_duration_shared
+                    .with_label_values(&[&api])
+                    .local(),
+            ));
+        }
+        let (count, latency) = requests[slot].as_ref().expect("filled above");
+        count.inc();
+        latency.observe(elapsed.as_secs_f64());
+    }
+
+    /// A partition log flush (write + fdatasync) took `elapsed`.
+    pub fn log_flushed(&self, elapsed: Duration) {
+        self.flush_duration.observe(elapsed.as_secs_f64());
+    }
+
+    /// An acks=all produce became durable `elapsed` after its request arrived.
+    pub fn produce_durable(&self, elapsed: Duration) {
+        self.produce_durable.observe(elapsed.as_secs_f64());
+    }
+
+    /// A Fetch waited `elapsed` for data.
+    pub fn fetch_waited(&self, elapsed: Duration) {
+        self.fetch_wait.observe(elapsed.as_secs_f64());
+    }
+
+    /// Folds everything recorded since the last flush into the shared metrics.
+    pub fn flush(&self) {
+        for (count, latency) in self.requests.borrow().iter().flatten() {
+            count.flush();
+            latency.flush();
+        }
+        self.flush_duration.flush();
+        self.produce_durable.flush();
+        self.fetch_wait.flush();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn value(metrics: &Metrics, name: &str) -> String {
+        let families = metrics.registry.gather();
+        let text = prometheus::TextEncoder::new()
+            .encode_to_string(&families)
+            .unwrap();
+        text.lines()
+            .filter(|l| l.starts_with(name))
+            .collect::<Vec<_>>()
+            .join("\n")
+    }
+
+    #[test]
+    fn shard_counts_reach_the_registry_only_when_flushed() {
+        let metrics = Metrics::new();
+        let shard = metrics.local();
+        shard.request(0, Duration::from_micros(300));
+        shard.request(0, Duration::from_millis(3));
+        shard.request(-1, Duration::ZERO);
+        shard.request(999, Duration::ZERO);
+        shard.request(127, Duration::ZERO); // no such API
+                                            // The series exists from the first request on, its count arrives with the flush.
+        assert_eq!(
+            value(&metrics, "rill_requests_total"),
+            "rill_requests_total{api=\"Produce\"} 0"
+        );
+        shard.flush();
+        assert_eq!(
+            value(&metrics, "rill_requests_total"),
+            "rill_requests_total{api=\"Produce\"} 2"
+        );
+        let buckets = value(&metrics, "rill_request_duration_seconds_bucket");
+        assert!(buckets.contains("le=\"0.0005\"} 1"), "{buckets}");
+        assert!(buckets.contains("le=\"0.005\"} 2"), "{buckets}");
+    }
+}

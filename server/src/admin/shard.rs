@@ -1,0 +1,253 @@
+//! The shard side of the admin listener: what a shard records, and the task that publishes it.
+//!
+//! [`install`] puts a [`ShardLocal`] into the shard's thread (one glommio executor per thread)
+//! and spawns its observer task. The data path then records through the free functions of
+//! [`hooks`], which find the shard through the thread-local: no handler, actor or connection
+//! carries a metrics handle, and on a thread without a shard (unit tests, the fake broker, the
+//! offline tools) every hook does nothing.
+//!
+//! The observer wakes every [`FLUSH_INTERVAL`] (or at once when the admin thread asks for a
+//! snapshot): heartbeat, flush of the local metrics, executor busy time, readiness latch, and
+//! the answers to snapshot requests (the groups this shard coordinates).
+
+use std::cell::RefCell;
+use std::rc::Rc;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use futures::channel::mpsc;
+use futures::future::{select, Either};
+use futures::StreamExt;
+
+use super::metrics::{ShardMetrics, FLUSH_INTERVAL};
+use super::state::{AdminState, GroupSnapshot, ShardSnapshot, ShardStats, SnapshotRequest};
+
+/// Source of a shard's group snapshots (its group coordinator, once started).
+type GroupSource = Box<dyn Fn() -> Vec<GroupSnapshot>>;
+
+/// What a shard keeps for the admin listener, in its own thread.
+pub struct ShardLocal {
+    /// This shard's index.
+    pub id: usize,
+    /// The process-wide state.
+    pub state: Arc<AdminState>,
+    /// Local copies of the data-path metrics.
+    pub metrics: ShardMetrics,
+    groups: RefCell<Option<GroupSource>>,
+}
+
+impl ShardLocal {
+    /// This shard's counters.
+    pub fn stats(&self) -> &ShardStats {
+        &self.state.shards[self.id]
+    }
+
+    /// Where group snapshots come from once the coordinator runs.
+    pub fn set_group_source(&self, source: impl Fn() -> Vec<GroupSnapshot> + 'static) {
+        *self.groups.borrow_mut() = Some(Box::new(source));
+    }
+
+    fn snapshot(&self) -> ShardSnapshot {
+        let groups = self
+            .groups
+            .borrow()
+            .as_ref()
+            .map(|f| f())
+            .unwrap_or_default();
+        ShardSnapshot { groups }
+    }
+}
+
+thread_local! {
+    static LOCAL: RefCell<Option<Rc<ShardLocal>>> = const { RefCell::new(None) };
+}
+
+/// The current thread's shard, if one is installed.
+pub fn local() -> Option<Rc<ShardLocal>> {
+    LOCAL.with(|l| l.borrow().clone())
+}
+
+/// Makes this thread shard `id` of `state` and spawns its observer (inside the shard's
+/// executor, at the start of the shard).
+pub fn install(id: usize, state: Arc<AdminState>) -> Rc<ShardLocal> {
+    let local = Rc::new(ShardLocal {
+        id,
+        metrics: state.metrics.local(),
+        state,
+        groups: RefCell::new(None),
+    });
+    local
+        .stats()
+        .heartbeat_ms
+        .store(local.state.now_ms(), Ordering::Relaxed);
+    LOCAL.with(|l| *l.borrow_mut() = Some(local.clone()));
+    let (tx, requests) = mpsc::unbounded();
+    local.state.set_snapshot_requests(id, tx);
+    glommio::spawn_local(observe(local.clone(), requests)).detach();
+    local
+}
+
+/// The observer loop (see the module doc). Ends with the executor.
+async fn observe(local: Rc<ShardLocal>, mut requests: mpsc::UnboundedReceiver<SnapshotRequest>) {
+    loop {
+        let tick = Box::pin(glommio::timer::sleep(FLUSH_INTERVAL));
+        let asked = match select(tick, requests.next()).await {
+            Either::Left(_) => None,
+            Either::Right((Some(reply), _)) => Some(reply),
+            Either::Right((None, _)) => return,
+        };
+        let stats = local.stats();
+        stats
+            .heartbeat_ms
+            .store(local.state.now_ms(), Ordering::Relaxed);
+        local.metrics.flush();
+        // Taking the stats resets them: each call returns the time since the previous one.
+        let busy = glommio::executor().executor_stats().executor_runtime();
+        stats
+            .busy_us
+            .fetch_add(busy.as_micros() as u64, Ordering::Relaxed);
+        let _ = local.state.ready(); // latches start-up recovery as soon as it is done
+        if let Some(reply) = asked {
+            let _ = reply.send(local.snapshot());
+            while let Ok(reply) = requests.try_recv() {
+                let _ = reply.send(local.snapshot());
+            }
+        }
+    }
+}
+
+/// What the data path calls; each is a no-op on a thread without a shard.
+pub mod hooks {
+    use std::sync::atomic::Ordering;
+    use std::sync::Arc;
+    use std::time::{Duration, Instant};
+
+    use super::local;
+    use crate::admin::state::PartitionStats;
+
+    /// A request being served: in the shard's request queue until dropped; [`Self::done`]
+    /// records its latency under its API.
+    pub struct RequestTimer {
+        api_key: Option<i16>,
+        started: Instant,
+    }
+
+    /// A request frame (its body, after the size prefix) was read and will be served.
+    pub fn request_started(frame_body: &[u8]) -> RequestTimer {
+        requests_in_flight(1);
+        let api_key = frame_body
+            .get(..2)
+            .map(|b| i16::from_be_bytes([b[0], b[1]]));
+        RequestTimer {
+            api_key,
+            started: Instant::now(),
+        }
+    }
+
+    impl RequestTimer {
+        /// The response is ready.
+        pub fn done(self) {
+            if let (Some(l), Some(api_key)) = (local(), self.api_key) {
+                l.metrics.request(api_key, self.started.elapsed());
+            }
+        }
+    }
+
+    impl Drop for RequestTimer {
+        fn drop(&mut self) {
+            requests_in_flight(-1);
+        }
+    }
+
+    /// A partition log flush took `elapsed`.
+    pub fn log_flushed(elapsed: Duration) {
+        if let Some(l) = local() {
+            l.metrics.log_flushed(elapsed);
+        }
+    }
+
+    /// An acks=all produce to one partition became durable `elapsed` after it arrived.
+    pub fn produce_durable(elapsed: Duration) {
+        if let Some(l) = local() {
+            l.metrics.produce_durable(elapsed);
+        }
+    }
+
+    /// A Fetch waited `elapsed` for data.
+    pub fn fetch_waited(elapsed: Duration) {
+        if let Some(l) = local() {
+            l.metrics.fetch_waited(elapsed);
+        }
+    }
+
+    /// A connection was accepted.
+    pub fn connection_accepted() {
+        if let Some(l) = local() {
+            l.stats()
+                .connections_accepted
+                .fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// A connection was closed.
+    pub fn connection_closed() {
+        if let Some(l) = local() {
+            l.stats().connections_closed.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// A request was read and queued (`+1`) or answered (`-1`).
+    fn requests_in_flight(delta: i64) {
+        if let Some(l) = local() {
+            l.stats()
+                .requests_in_flight
+                .fetch_add(delta, Ordering::Relaxed);
+        }
+    }
+
+    /// The shard's listener is bound.
+    pub fn listening() {
+        if let Some(l) = local() {
+            l.stats().listening.store(true, Ordering::Relaxed);
+        }
+    }
+
+    /// The broker began to stop: no longer ready.
+    pub fn stopping() {
+        if let Some(l) = local() {
+            l.state.health.stopping.store(true, Ordering::Relaxed);
+        }
+    }
+
+    /// A partition log starts opening (recovery); pair with [`log_opened`].
+    pub fn log_opening() {
+        if let Some(l) = local() {
+            l.state.health.opening.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// A partition log finished opening (or failed to).
+    pub fn log_opened() {
+        if let Some(l) = local() {
+            l.state.health.opening.fetch_sub(1, Ordering::Relaxed);
+        }
+    }
+
+    /// The stats of `topic`-`partition`, owned by this shard (the actor's handle).
+    pub fn partition(topic: &str, partition: i32) -> Option<Arc<PartitionStats>> {
+        local().map(|l| l.state.partition(topic, partition, l.id))
+    }
+
+    /// The stats of a partition already known (another shard may own it), for counting
+    /// reads; `None` if it never opened.
+    pub fn known_partition(topic: &str, partition: i32) -> Option<Arc<PartitionStats>> {
+        local().and_then(|l| l.state.known_partition(topic, partition))
+    }
+
+    /// Forgets a deleted partition.
+    pub fn partition_deleted(topic: &str, partition: i32) {
+        if let Some(l) = local() {
+            l.state.remove_partition(topic, partition);
+        }
+    }
+}

@@ -1,0 +1,441 @@
+//! What the shards publish for the admin listener to read: one [`AdminState`] per process.
+//!
+//! Thread-per-core means the admin thread may not touch a shard's partitions or groups. So the
+//! shards push: each partition actor owns one [`PartitionStats`] and stores its positions and
+//! counts into it with relaxed atomics (one writer each, read at scrape time), each shard owns
+//! one [`ShardStats`], and group state, which changes by the thousand per second and is kept in
+//! shard-local maps, is pulled on demand: the admin thread asks every shard for a
+//! [`ShardSnapshot`] and waits at most [`SNAPSHOT_WAIT`] for the answers.
+//!
+//! Nothing here is on a request's critical path but a few relaxed stores.
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::{Duration, Instant, SystemTime};
+
+use futures::channel::mpsc;
+use rill_types::Offset;
+
+use super::metrics::Metrics;
+use crate::config::BrokerConfig;
+use crate::topics::TopicRegistry;
+
+/// Longest the admin thread waits for the shards' snapshots before answering without them.
+pub const SNAPSHOT_WAIT: Duration = Duration::from_secs(2);
+/// A shard whose heartbeat is older than this is stuck: the broker is not live.
+pub const HEARTBEAT_STALE: Duration = Duration::from_secs(10);
+
+/// Positions and traffic of one partition, written only by its actor.
+#[derive(Debug)]
+pub struct PartitionStats {
+    /// The shard that owns the partition.
+    pub shard: usize,
+    /// Whether the log is open (false while it opens, after a failure, after it closed).
+    pub online: AtomicBool,
+    /// Whether opening the log failed (the partition is offline).
+    pub failed: AtomicBool,
+    /// First offset still in the log.
+    pub log_start_offset: AtomicI64,
+    /// Next offset to be assigned.
+    pub log_end_offset: AtomicI64,
+    /// Consumers read below this.
+    pub high_watermark: AtomicI64,
+    /// Read-committed consumers read below this (the high watermark until transactions land).
+    pub last_stable_offset: AtomicI64,
+    /// Segments of the log.
+    pub segments: AtomicU64,
+    /// Bytes of whole batches in the log's segments.
+    pub log_bytes: AtomicU64,
+    /// Batch bytes appended (what producers sent and the log accepted).
+    pub bytes_in: AtomicU64,
+    /// Records appended.
+    pub messages_in: AtomicU64,
+    /// Batch bytes handed to consumers.
+    pub bytes_out: AtomicU64,
+    /// Records handed to consumers.
+    pub messages_out: AtomicU64,
+}
+
+impl PartitionStats {
+    fn new(shard: usize) -> Self {
+        PartitionStats {
+            shard,
+            online: AtomicBool::new(false),
+            failed: AtomicBool::new(false),
+            log_start_offset: AtomicI64::new(0),
+            log_end_offset: AtomicI64::new(0),
+            high_watermark: AtomicI64::new(0),
+            last_stable_offset: AtomicI64::new(0),
+            segments: AtomicU64::new(0),
+            log_bytes: AtomicU64::new(0),
+            bytes_in: AtomicU64::new(0),
+            messages_in: AtomicU64::new(0),
+            bytes_out: AtomicU64::new(0),
+            messages_out: AtomicU64::new(0),
+        }
+    }
+
+    /// Counts an append of `messages` records in `bytes` of batches.
+    pub fn appended(&self, bytes: u64, messages: u64) {
+        self.bytes_in.fetch_add(bytes, Ordering::Relaxed);
+        self.messages_in.fetch_add(messages, Ordering::Relaxed);
+    }
+
+    /// Counts `messages` records in `bytes` of batches handed to a consumer.
+    pub fn fetched(&self, bytes: u64, messages: u64) {
+        self.bytes_out.fetch_add(bytes, Ordering::Relaxed);
+        self.messages_out.fetch_add(messages, Ordering::Relaxed);
+    }
+
+    /// A consistent-enough copy for one scrape (each field is read once).
+    pub fn read(&self) -> PartitionView {
+        let get = |a: &AtomicI64| a.load(Ordering::Relaxed);
+        let count = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        PartitionView {
+            shard: self.shard,
+            online: self.online.load(Ordering::Relaxed),
+            failed: self.failed.load(Ordering::Relaxed),
+            log_start_offset: get(&self.log_start_offset),
+            log_end_offset: get(&self.log_end_offset),
+            high_watermark: get(&self.high_watermark),
+            last_stable_offset: get(&self.last_stable_offset),
+            segments: count(&self.segments),
+            log_bytes: count(&self.log_bytes),
+            bytes_in: count(&self.bytes_in),
+            messages_in: count(&self.messages_in),
+            bytes_out: count(&self.bytes_out),
+            messages_out: count(&self.messages_out),
+        }
+    }
+}
+
+/// One partition's numbers as read at one moment.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+pub struct PartitionView {
+    /// Owning shard.
+    pub shard: usize,
+    /// Whether the log is open.
+    pub online: bool,
+    /// Whether opening the log failed.
+    pub failed: bool,
+    /// First offset still in the log.
+    pub log_start_offset: i64,
+    /// Next offset to be assigned.
+    pub log_end_offset: i64,
+    /// Consumers read below this.
+    pub high_watermark: i64,
+    /// Read-committed consumers read below this.
+    pub last_stable_offset: i64,
+    /// Segments.
+    pub segments: u64,
+    /// Bytes of whole batches.
+    pub log_bytes: u64,
+    /// Batch bytes appended.
+    pub bytes_in: u64,
+    /// Records appended.
+    pub messages_in: u64,
+    /// Batch bytes fetched.
+    pub bytes_out: u64,
+    /// Records fetched.
+    pub messages_out: u64,
+}
+
+/// One shard's counters, written only by that shard.
+#[derive(Debug, Default)]
+pub struct ShardStats {
+    /// Whether the shard's listener is bound.
+    pub listening: AtomicBool,
+    /// When the shard last showed it runs (ms since the admin state was created).
+    pub heartbeat_ms: AtomicU64,
+    /// Connections accepted since start.
+    pub connections_accepted: AtomicU64,
+    /// Connections closed since start.
+    pub connections_closed: AtomicU64,
+    /// Requests read and not yet answered (the shard's request queue).
+    pub requests_in_flight: AtomicI64,
+    /// Time the executor spent running tasks, in microseconds.
+    pub busy_us: AtomicU64,
+    /// Read cache lookups that found their bytes (loaded or loading).
+    pub read_cache_hits: AtomicU64,
+    /// Read cache lookups that had to read the disk.
+    pub read_cache_misses: AtomicU64,
+}
+
+/// One consumer group as its coordinator shard sees it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GroupSnapshot {
+    /// Group id.
+    pub group: String,
+    /// Kafka's state name (Stable, Empty, ...).
+    pub state: String,
+    /// Live members.
+    pub members: usize,
+    /// Protocol type ("consumer" for consumer groups).
+    pub protocol_type: String,
+    /// Committed offsets by (topic, partition).
+    pub committed: BTreeMap<(String, i32), Offset>,
+}
+
+/// What a shard answers when the admin thread asks.
+#[derive(Debug, Clone, Default)]
+pub struct ShardSnapshot {
+    /// The groups this shard coordinates.
+    pub groups: Vec<GroupSnapshot>,
+}
+
+/// A request from the admin thread to one shard: answer on `reply`.
+pub type SnapshotRequest = std::sync::mpsc::Sender<ShardSnapshot>;
+
+/// Readiness inputs.
+#[derive(Debug, Default)]
+pub struct Health {
+    /// Partition logs being opened (recovering) right now.
+    pub opening: AtomicUsize,
+    /// Latched once every shard listened with no log opening: start-up recovery is done.
+    pub recovered: AtomicBool,
+    /// Set when the broker began to stop.
+    pub stopping: AtomicBool,
+}
+
+/// Static facts about this broker, for the status page.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct BrokerInfo {
+    /// `node.id`.
+    pub node_id: i32,
+    /// Version and git commit (`rill --version`).
+    pub version: String,
+    /// Kafka listener.
+    pub listen: String,
+    /// Address clients are told.
+    pub advertise: String,
+    /// Admin listener, once bound.
+    pub admin_listen: String,
+    /// Data directory.
+    pub data_dir: String,
+    /// Shards (executors).
+    pub shards: usize,
+}
+
+/// Bounds on metric label cardinality (`rill.metrics.*`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SeriesLimits {
+    /// Whether per-partition series are exported at all.
+    pub partition_series: bool,
+    /// Per-partition series (of each family) exported at most; the rest are dropped and counted.
+    pub partition_series_max: usize,
+    /// Topics with their own series; the others are summed under `topic="_other"`.
+    pub topics_max: usize,
+    /// Groups with their own series; the others are summed under `group="_other"`.
+    pub groups_max: usize,
+}
+
+/// Everything the admin listener reads, shared by the shards (writers) and the admin thread.
+pub struct AdminState {
+    /// Static facts.
+    pub info: RwLock<BrokerInfo>,
+    /// One per shard.
+    pub shards: Vec<ShardStats>,
+    /// Every partition this process has opened, by topic then partition.
+    partitions: RwLock<BTreeMap<String, BTreeMap<i32, Arc<PartitionStats>>>>,
+    /// The data-path metrics the shards flush into.
+    pub metrics: Metrics,
+    /// Topics and their partition counts.
+    pub registry: Arc<TopicRegistry>,
+    /// Readiness inputs.
+    pub health: Health,
+    /// Label cardinality bounds.
+    pub limits: SeriesLimits,
+    /// Where each shard takes snapshot requests (set when the shard starts).
+    snapshot_requests: Mutex<Vec<Option<mpsc::UnboundedSender<SnapshotRequest>>>>,
+    /// When the state was created (the heartbeat clock).
+    started: Instant,
+    /// Wall-clock start, for uptime on the status page.
+    pub started_at: SystemTime,
+}
+
+impl AdminState {
+    /// The state of a broker about to start with `config`.
+    pub fn new(config: &BrokerConfig, registry: Arc<TopicRegistry>) -> Arc<Self> {
+        let info = BrokerInfo {
+            node_id: config.node_id,
+            version: crate::cli::VERSION.to_string(),
+            listen: config.listen.to_string(),
+            advertise: format!("{}:{}", config.advertise_host, config.advertise_port),
+            admin_listen: "off".to_string(),
+            data_dir: config.data_dir.display().to_string(),
+            shards: config.shards,
+        };
+        Arc::new(AdminState {
+            info: RwLock::new(info),
+            shards: (0..config.shards).map(|_| ShardStats::default()).collect(),
+            partitions: RwLock::new(BTreeMap::new()),
+            metrics: Metrics::new(),
+            registry,
+            health: Health::default(),
+            limits: config.admin.limits,
+            snapshot_requests: Mutex::new(vec![None; config.shards]),
+            started: Instant::now(),
+            started_at: SystemTime::now(),
+        })
+    }
+
+    /// Milliseconds since the state was created (monotonic).
+    pub fn now_ms(&self) -> u64 {
+        self.started.elapsed().as_millis() as u64
+    }
+
+    /// The stats of `topic`-`partition`, created on first use (kept across reopenings so the
+    /// counters only grow).
+    pub fn partition(&self, topic: &str, partition: i32, shard: usize) -> Arc<PartitionStats> {
+        if let Some(stats) = self.known_partition(topic, partition) {
+            return stats;
+        }
+        let mut partitions = self.partitions.write().expect("not poisoned");
+        partitions
+            .entry(topic.to_string())
+            .or_default()
+            .entry(partition)
+            .or_insert_with(|| Arc::new(PartitionStats::new(shard)))
+            .clone()
+    }
+
+    /// The stats of `topic`-`partition` if it was ever opened.
+    pub fn known_partition(&self, topic: &str, partition: i32) -> Option<Arc<PartitionStats>> {
+        let partitions = self.partitions.read().expect("not poisoned");
+        partitions.get(topic)?.get(&partition).cloned()
+    }
+
+    /// Forgets a deleted partition.
+    pub fn remove_partition(&self, topic: &str, partition: i32) {
+        let mut partitions = self.partitions.write().expect("not poisoned");
+        if let Some(topic_partitions) = partitions.get_mut(topic) {
+            topic_partitions.remove(&partition);
+            if topic_partitions.is_empty() {
+                partitions.remove(topic);
+            }
+        }
+    }
+
+    /// Every partition's numbers, in (topic, partition) order.
+    pub fn partition_views(&self) -> Vec<((String, i32), PartitionView)> {
+        let partitions = self.partitions.read().expect("not poisoned");
+        let mut views = Vec::new();
+        for (topic, by_partition) in partitions.iter() {
+            for (&partition, stats) in by_partition {
+                views.push(((topic.clone(), partition), stats.read()));
+            }
+        }
+        views
+    }
+
+    /// Registers where shard `id` takes snapshot requests.
+    pub fn set_snapshot_requests(&self, id: usize, tx: mpsc::UnboundedSender<SnapshotRequest>) {
+        self.snapshot_requests.lock().expect("not poisoned")[id] = Some(tx);
+    }
+
+    /// Asks every shard for its snapshot; returns the answers that came within
+    /// [`SNAPSHOT_WAIT`] and how many shards did not answer.
+    pub fn snapshots(&self) -> (Vec<ShardSnapshot>, usize) {
+        let senders = self.snapshot_requests.lock().expect("not poisoned").clone();
+        let (reply, answers) = std::sync::mpsc::channel();
+        let mut asked = 0;
+        for tx in senders.iter().flatten() {
+            if tx.unbounded_send(reply.clone()).is_ok() {
+                asked += 1;
+            }
+        }
+        drop(reply);
+        let deadline = Instant::now() + SNAPSHOT_WAIT;
+        let mut got = Vec::with_capacity(asked);
+        while got.len() < asked {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match answers.recv_timeout(left) {
+                Ok(snapshot) => got.push(snapshot),
+                Err(_) => break,
+            }
+        }
+        let missing = self.shards.len() - got.len();
+        (got, missing)
+    }
+
+    /// Whether every shard showed it runs within [`HEARTBEAT_STALE`].
+    pub fn live(&self) -> Result<(), String> {
+        let now = self.now_ms();
+        for (id, shard) in self.shards.iter().enumerate() {
+            let age = now.saturating_sub(shard.heartbeat_ms.load(Ordering::Relaxed));
+            if age > HEARTBEAT_STALE.as_millis() as u64 {
+                return Err(format!("shard {id} has not run for {age} ms"));
+            }
+        }
+        Ok(())
+    }
+
+    /// Ready: every shard listens and start-up recovery is done, and the broker is not stopping.
+    pub fn ready(&self) -> Result<(), String> {
+        if self.health.stopping.load(Ordering::Relaxed) {
+            return Err("stopping".into());
+        }
+        let listening = self
+            .shards
+            .iter()
+            .filter(|s| s.listening.load(Ordering::Relaxed))
+            .count();
+        if listening < self.shards.len() {
+            return Err(format!(
+                "{listening} of {} shards listening",
+                self.shards.len()
+            ));
+        }
+        if !self.health.recovered.load(Ordering::Relaxed) {
+            let opening = self.health.opening.load(Ordering::Relaxed);
+            if opening > 0 {
+                return Err(format!("recovering: {opening} partition logs opening"));
+            }
+            self.health.recovered.store(true, Ordering::Relaxed);
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn state(shards: usize) -> Arc<AdminState> {
+        let dir = tempfile::tempdir().unwrap();
+        let registry = Arc::new(TopicRegistry::open(dir.path()).unwrap());
+        let mut config = BrokerConfig::defaults();
+        config.shards = shards;
+        AdminState::new(&config, registry)
+    }
+
+    #[test]
+    fn ready_needs_every_shard_listening_and_no_log_opening_then_latches() {
+        let s = state(2);
+        assert!(s.ready().unwrap_err().contains("0 of 2"));
+        s.shards[0].listening.store(true, Ordering::Relaxed);
+        s.shards[1].listening.store(true, Ordering::Relaxed);
+        s.health.opening.store(3, Ordering::Relaxed);
+        assert!(s.ready().unwrap_err().contains("3 partition logs"));
+        s.health.opening.store(0, Ordering::Relaxed);
+        assert!(s.ready().is_ok());
+        // A topic created later opens logs: readiness does not flap.
+        s.health.opening.store(1, Ordering::Relaxed);
+        assert!(s.ready().is_ok());
+        s.health.stopping.store(true, Ordering::Relaxed);
+        assert_eq!(s.ready().unwrap_err(), "stopping");
+    }
+
+    #[test]
+    fn partition_stats_persist_across_lookups_and_snapshots_time_out() {
+        let s = state(1);
+        s.partition("t", 0, 0).appended(100, 2);
+        s.partition("t", 0, 0).appended(50, 1);
+        let views = s.partition_views();
+        assert_eq!((views[0].1.bytes_in, views[0].1.messages_in), (150, 3));
+        // No shard registered: nothing to ask, one missing.
+        let (got, missing) = s.snapshots();
+        assert_eq!((got.len(), missing), (0, 1));
+    }
+}

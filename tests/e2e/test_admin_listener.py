@@ -1,0 +1,216 @@
+"""The admin listener of issue 16 (--admin-listen): /metrics values are exact after a known
+workload (bytes in = bytes produced, lag = high watermark - committed offset), label cardinality
+stays within its bounds, health checks and /v1/status answer, and the status page renders in
+headless Chromium (a screenshot is taken and checked)."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import socket
+import struct
+import subprocess
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import pytest
+from confluent_kafka import Consumer, TopicPartition
+
+import kafka_wire as kw
+from clients import create_topic
+
+#: Local metrics reach /metrics within one flush interval (200 ms, admin/metrics.rs); waiting for
+#: the request count to arrive is bounded by this.
+FLUSH_WAIT_S = 5.0
+
+
+def http_get(admin: str, path: str, method: str = "GET") -> tuple[int, str, str]:
+    """(status, content type, body) of one request to the admin listener."""
+    request = urllib.request.Request(f"http://{admin}{path}", method=method)
+    try:
+        with urllib.request.urlopen(request, timeout=10) as r:
+            return r.status, r.headers.get("Content-Type", ""), r.read().decode()
+    except urllib.error.HTTPError as e:
+        return e.code, e.headers.get("Content-Type", ""), e.read().decode()
+
+
+def metrics(admin: str) -> dict[str, float]:
+    """Every sample of /metrics, keyed by its name and labels exactly as exposed."""
+    status, content_type, body = http_get(admin, "/metrics")
+    assert status == 200 and content_type.startswith("text/plain; version=0.0.4"), content_type
+    samples = {}
+    for line in body.splitlines():
+        if line and not line.startswith("#"):
+            name, value = line.rsplit(" ", 1)
+            samples[name] = float(value)
+    return samples
+
+
+def series(samples: dict[str, float], family: str) -> dict[str, float]:
+    """The samples of one family (no suffixes like _bucket)."""
+    return {k: v for k, v in samples.items() if k == family or k.startswith(family + "{")}
+
+
+def produce_raw(bootstrap: str, topic: str, partition: int, batches: list[bytes]) -> None:
+    """One acks=all Produce v3 request per batch, each checked for success."""
+    host, port = bootstrap.rsplit(":", 1)
+    with kw.Conn(host, int(port)) as conn:
+        for i, batch in enumerate(batches):
+            conn.send(kw.request(0, 3, i, kw.produce_v3_body({topic: {partition: batch}})))
+            _, body = conn.recv_response()
+            assert kw.parse_produce_v3(body) == {(topic, partition): 0}
+
+
+def commit(bootstrap: str, group: str, offsets: list[TopicPartition]) -> None:
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": group,
+                  "enable.auto.commit": False})
+    try:
+        c.commit(offsets=offsets, asynchronous=False)
+    finally:
+        c.close()
+
+
+def test_metric_values_are_exact_after_a_known_workload(broker_factory, topic_name):
+    b = broker_factory(shards=2)
+    admin = f"127.0.0.1:{b.admin_port}"
+    create_topic(b.bootstrap, topic_name, partitions=2)
+    sent = {0: [], 1: []}
+    for p, count in ((0, 7), (1, 4)):
+        for i in range(count):
+            values = [f"p{p}-m{i}-r{j}".encode() * (i + 1) for j in range(3)]
+            sent[p].append(kw.record_batch(values))
+        produce_raw(b.bootstrap, topic_name, p, sent[p])
+    group = "lag-" + topic_name
+    commit(b.bootstrap, group, [TopicPartition(topic_name, 0, 5), TopicPartition(topic_name, 1, 12)])
+
+    deadline = time.monotonic() + FLUSH_WAIT_S
+    while metrics(admin).get('rill_requests_total{api="Produce"}', 0) < 11:
+        assert time.monotonic() < deadline, "Produce requests not counted in /metrics"
+        time.sleep(0.1)
+    m = metrics(admin)
+    assert m['rill_requests_total{api="Produce"}'] == 11
+    t = f'topic="{topic_name}"'
+    assert m[f"rill_topic_bytes_in_total{{{t}}}"] == sum(len(x) for x in sent[0] + sent[1])
+    assert m[f"rill_topic_messages_in_total{{{t}}}"] == 3 * 11
+    assert m[f"rill_topic_partitions{{{t}}}"] == 2
+    for p, hw in ((0, 21), (1, 12)):
+        labels = f'{t},partition="{p}"'
+        assert m[f"rill_partition_high_watermark{{{labels}}}"] == hw
+        assert m[f"rill_partition_log_end_offset{{{labels}}}"] == hw
+        assert m[f"rill_partition_last_stable_offset{{{labels}}}"] == hw
+        assert m[f"rill_partition_log_start_offset{{{labels}}}"] == 0
+        assert m[f"rill_partition_log_bytes{{{labels}}}"] == sum(len(x) for x in sent[p])
+        assert m[f"rill_partition_segments{{{labels}}}"] == 1
+    g = f'group="{group}"'
+    assert m[f'rill_group_lag{{{g},{t},partition="0"}}'] == 21 - 5
+    assert m[f'rill_group_lag{{{g},{t},partition="1"}}'] == 12 - 12
+    assert m[f"rill_group_topic_lag{{{g},{t}}}"] == 16
+    assert m[f'rill_group_state{{{g},state="Empty"}}'] == 1
+    assert m[f"rill_group_members{{{g}}}"] == 0
+    assert m["rill_ready"] == 1 and m["rill_live"] == 1
+    assert sum(series(m, "rill_shard_connections_accepted_total").values()) >= 3
+    assert m['rill_request_duration_seconds_count{api="Produce"}'] == 11
+
+    # Every family the Grafana dashboard queries is exposed.
+    dashboard = (Path(__file__).resolve().parents[2] / "ops/grafana/rill.json").read_text()
+    exposed = {re.sub(r"(_bucket|_count|_sum)?(\{.*)?$", "", k) for k in m}
+    wanted = set(re.findall(r"\b((?:rill|process)_[a-z_]+?)(?:_bucket)?\b", dashboard)) - {"rill_broker"}
+    assert wanted <= exposed, f"dashboard queries missing families: {wanted - exposed}"
+
+    status, content_type, body = http_get(admin, "/v1/status")
+    assert status == 200 and content_type == "application/json"
+    doc = json.loads(body)
+    [topic] = [x for x in doc["topics"] if x["name"] == topic_name]
+    assert [(x["partition"], x["high_watermark"], x["bytes_in"]) for x in topic["partitions"]] == \
+        [(0, 21, sum(map(len, sent[0]))), (1, 12, sum(map(len, sent[1])))]
+    [g] = [x for x in doc["groups"] if x["group"] == group]
+    assert g["lag"] == 16 and [o["lag"] for o in g["offsets"]] == [16, 0]
+    assert doc["ready"] == {"ok": True} and len(doc["shards"]) == 2
+
+
+def test_label_cardinality_stays_within_its_bounds(broker_factory, tmp_path):
+    props = tmp_path / "bounds.properties"
+    props.write_text("rill.metrics.topics.max=2\nrill.metrics.partition.series.max=3\n")
+    b = broker_factory(config_path=props, shards=1)
+    admin = f"127.0.0.1:{b.admin_port}"
+    topics = [f"card-{i}" for i in range(4)]
+    for name in topics:
+        create_topic(b.bootstrap, name, partitions=2)
+        for p in range(2):
+            produce_raw(b.bootstrap, name, p, [kw.record_batch([b"x"])])
+    m = metrics(admin)
+    assert set(series(m, "rill_topic_bytes_in_total")) == {
+        'rill_topic_bytes_in_total{topic="card-0"}', 'rill_topic_bytes_in_total{topic="card-1"}',
+        'rill_topic_bytes_in_total{topic="_other"}'}
+    assert m['rill_topic_partitions{topic="_other"}'] == 4
+    assert len(series(m, "rill_partition_high_watermark")) == 3
+    assert m['rill_metrics_series_dropped{family="rill_partition_high_watermark"}'] == 5
+
+    b.stop()
+    props.write_text("rill.metrics.partition.series.enable=false\n")
+    b.start()
+    produce_raw(b.bootstrap, topics[0], 0, [kw.record_batch([b"y"])])
+    m = metrics(admin)
+    assert not [k for k in m if k.startswith("rill_partition_")], "per-partition series are off"
+    assert len(series(m, "rill_topic_bytes_in_total")) == 4
+
+
+def test_health_endpoints_and_bad_requests(broker_factory):
+    b = broker_factory(shards=2)
+    admin = f"127.0.0.1:{b.admin_port}"
+    assert http_get(admin, "/health/live")[:3:2] == (200, "live\n")
+    assert http_get(admin, "/health/ready")[:3:2] == (200, "ready\n")
+    assert http_get(admin, "/nope")[0] == 404
+    assert http_get(admin, "/metrics", method="POST")[0] == 405
+    assert http_get(admin, "/health/ready", method="HEAD")[0] == 200
+    # Garbage and an over-long head are answered (400, 431), not a hang or a crash.
+    host, port = admin.split(":")
+    for junk in (b"\x00\x01\x02 garbage\r\n\r\n", b"GET / HTTP/1.1\r\nX: " + b"a" * 20000):
+        with socket.create_connection((host, int(port)), timeout=10) as s:
+            s.sendall(junk)
+            assert s.recv(64).split(b" ")[1] in (b"400", b"431")
+    assert http_get(admin, "/health/live")[0] == 200
+    b.stop()
+    with pytest.raises(OSError):
+        socket.create_connection((host, int(port)), timeout=2)
+
+
+def chromium_binary() -> str:
+    for name in ("chromium", "chromium-browser"):
+        if shutil.which(name):
+            return shutil.which(name)
+    pytest.fail("chromium is not installed: ./test.sh installs it (apt-get install chromium)")
+
+
+def png_size(path: Path) -> tuple[int, int]:
+    data = path.read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n", "not a PNG"
+    return struct.unpack(">II", data[16:24])
+
+
+def test_status_page_renders_in_headless_chromium(broker_factory, topic_name, tmp_path):
+    b = broker_factory(shards=2)
+    admin = f"127.0.0.1:{b.admin_port}"
+    create_topic(b.bootstrap, topic_name, partitions=1)
+    produce_raw(b.bootstrap, topic_name, 0, [kw.record_batch([b"a", b"b", b"c"])])
+    group = "<b>page</b>-" + topic_name          # a hostile group id must come out escaped
+    commit(b.bootstrap, group, [TopicPartition(topic_name, 0, 1)])
+    chrome = [chromium_binary(), "--headless", "--no-sandbox", "--disable-gpu",
+              "--disable-background-networking", "--disable-dev-shm-usage", "--no-first-run",
+              "--hide-scrollbars", "--window-size=1280,900"]
+    dom = subprocess.run(chrome + ["--dump-dom", f"http://{admin}/"], capture_output=True,
+                         text=True, timeout=120)
+    assert dom.returncode == 0, dom.stderr[-2000:]
+    assert topic_name in dom.stdout and "Consumer groups" in dom.stdout
+    assert "&lt;b&gt;page&lt;/b&gt;" in dom.stdout and "<b>page</b>" not in dom.stdout
+    assert re.search(r"<td>3</td>\s*<td>3</td>", dom.stdout), "log end and high watermark 3"
+    shot = tmp_path / "status-page.png"
+    run = subprocess.run(chrome + [f"--screenshot={shot}", f"http://{admin}/"],
+                         capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0 and shot.exists(), run.stderr[-2000:]
+    assert png_size(shot) == (1280, 900)
+    assert shot.stat().st_size > 20_000, "a blank page compresses to a few KB"
+    print(f"status page screenshot: {shot}")

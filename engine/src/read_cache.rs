@@ -206,6 +206,8 @@ pub struct ReadCacheStats {
     pub hits: u64,
     /// Lookups that found a load in flight.
     pub hits_loading: u64,
+    /// Lookups that found nothing (the read then loads or reads directly).
+    pub misses: u64,
     /// Loads admitted (demand and read-ahead).
     pub loads: u64,
     /// Loads refused for lack of room (read without caching, or not read ahead).
@@ -319,7 +321,10 @@ impl ReadCache {
     /// The extent of `log` holding `offset`, ready or loading; counts as a use.
     pub fn find(&self, log: LogId, offset: Offset) -> Option<Found> {
         let mut inner = self.inner.borrow_mut();
-        let key = inner.key_covering(log, offset)?;
+        let Some(key) = inner.key_covering(log, offset) else {
+            inner.stats.misses += 1;
+            return None;
+        };
         inner.touch(key);
         let found = match &inner.entries[&key].slot {
             Slot::Ready(extent) => Found::Ready(extent.clone()),
@@ -564,6 +569,12 @@ mod tests {
             "larger than the cache"
         );
         assert_eq!(cache.stats().evictions, 1);
+        let stats = cache.stats();
+        assert_eq!(
+            (stats.hits_loading, stats.misses),
+            (2, 1),
+            "finds: 2 loading, 1 evicted"
+        );
         cache.forget_log(a);
         assert_eq!((cache.len(), cache.bytes()), (1, 1000));
     }

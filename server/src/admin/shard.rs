@@ -7,8 +7,8 @@
 //! offline tools) every hook does nothing.
 //!
 //! The observer wakes every [`FLUSH_INTERVAL`] (or at once when the admin thread asks for a
-//! snapshot): heartbeat, flush of the local metrics, executor busy time, readiness latch, and
-//! the answers to snapshot requests (the groups this shard coordinates).
+//! snapshot): heartbeat, flush of the local metrics, executor busy time, read cache counters,
+//! readiness latch, and the answers to snapshot requests (the groups this shard coordinates).
 
 use std::cell::RefCell;
 use std::rc::Rc;
@@ -24,6 +24,8 @@ use super::state::{AdminState, GroupSnapshot, ShardSnapshot, ShardStats, Snapsho
 
 /// Source of a shard's group snapshots (its group coordinator, once started).
 type GroupSource = Box<dyn Fn() -> Vec<GroupSnapshot>>;
+/// Source of a shard's read cache counters: (lookups served, lookups missed), since start.
+type ReadCacheSource = Box<dyn Fn() -> (u64, u64)>;
 
 /// What a shard keeps for the admin listener, in its own thread.
 pub struct ShardLocal {
@@ -34,6 +36,7 @@ pub struct ShardLocal {
     /// Local copies of the data-path metrics.
     pub metrics: ShardMetrics,
     groups: RefCell<Option<GroupSource>>,
+    read_cache: RefCell<Option<ReadCacheSource>>,
 }
 
 impl ShardLocal {
@@ -45,6 +48,11 @@ impl ShardLocal {
     /// Where group snapshots come from once the coordinator runs.
     pub fn set_group_source(&self, source: impl Fn() -> Vec<GroupSnapshot> + 'static) {
         *self.groups.borrow_mut() = Some(Box::new(source));
+    }
+
+    /// Where the read cache counters come from once the shard's cache exists.
+    pub fn set_read_cache_source(&self, source: impl Fn() -> (u64, u64) + 'static) {
+        *self.read_cache.borrow_mut() = Some(Box::new(source));
     }
 
     fn snapshot(&self) -> ShardSnapshot {
@@ -75,6 +83,7 @@ pub fn install(id: usize, state: Arc<AdminState>) -> Rc<ShardLocal> {
         metrics: state.metrics.local(),
         state,
         groups: RefCell::new(None),
+        read_cache: RefCell::new(None),
     });
     local
         .stats()
@@ -106,6 +115,11 @@ async fn observe(local: Rc<ShardLocal>, mut requests: mpsc::UnboundedReceiver<Sn
         stats
             .busy_us
             .fetch_add(busy.as_micros() as u64, Ordering::Relaxed);
+        if let Some(source) = local.read_cache.borrow().as_ref() {
+            let (hits, misses) = source();
+            stats.read_cache_hits.store(hits, Ordering::Relaxed);
+            stats.read_cache_misses.store(misses, Ordering::Relaxed);
+        }
         let _ = local.state.ready(); // latches start-up recovery as soon as it is done
         if let Some(reply) = asked {
             let _ = reply.send(local.snapshot());

@@ -339,6 +339,13 @@ async fn prepare_shard(
     let id = senders.as_ref().map_or(0, |s| s.peer_id());
     let (groups, group_router) = crate::group::router::start(&config, group_mesh).await?;
     let read_cache = Rc::new(ReadCache::new(config.read_cache_bytes));
+    if let Some(observer) = crate::admin::shard::local() {
+        let cache = read_cache.clone();
+        observer.set_read_cache_source(move || {
+            let s = cache.stats();
+            (s.hits + s.hits_loading, s.misses)
+        });
+    }
     let log_manager = Rc::new(
         LogManager::new(GlommioStorage::new(), config.data_dir.clone())
             .with_read_cache(read_cache)

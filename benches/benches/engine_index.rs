@@ -7,8 +7,7 @@
 //!   not the device).
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion};
-use rill_engine::batch::build_test_batch;
-use rill_engine::bytes::BytesMut;
+use rill_engine::batch::{build_test_batch, validated};
 use rill_engine::io::sim::{block_on, FaultConfig, ManualClock, SimStorage};
 use rill_engine::segment::offset_index::OffsetIndex;
 use rill_engine::{
@@ -65,7 +64,7 @@ fn log_of(batches: usize) -> PartitionLog<SimStorage> {
         block_on(manager.open_partition("idx", 0, config, Rc::new(ManualClock::new(0)))).unwrap();
     let batch = build_test_batch(4, 200, TimestampMs(1), None);
     for _ in 0..batches {
-        block_on(log.append(BytesMut::from(&batch[..]), TimestampMs(1))).unwrap();
+        block_on(log.append(validated(&batch), TimestampMs(1))).unwrap();
     }
     block_on(log.flush()).unwrap();
     log

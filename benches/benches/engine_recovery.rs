@@ -13,8 +13,7 @@
 //! Throughput is reported in bytes of log per second of open; time per GiB = 1 / that.
 
 use criterion::{Criterion, Throughput};
-use rill_engine::batch::build_test_batch;
-use rill_engine::bytes::BytesMut;
+use rill_engine::batch::{build_test_batch, validated};
 use rill_engine::io::glommio::{GlommioStorage, LocalRuntime};
 use rill_engine::io::SystemClock;
 use rill_engine::{LogConfig, LogManager, TimestampMs};
@@ -45,9 +44,7 @@ fn write_unclosed(rt: &LocalRuntime, dir: PathBuf, log_bytes: usize) {
             .unwrap();
         let batch = build_test_batch(16, BATCH_BYTES - 61, TimestampMs(1), None);
         for i in 0..log_bytes / BATCH_BYTES {
-            log.append(BytesMut::from(&batch[..]), TimestampMs(1))
-                .await
-                .unwrap();
+            log.append(validated(&batch), TimestampMs(1)).await.unwrap();
             if i % 64 == 63 {
                 log.flush().await.unwrap();
             }

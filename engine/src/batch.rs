@@ -1,92 +1,29 @@
-//! The engine's own minimal reader of the 61-byte Kafka v2 record batch header.
+//! What the engine knows about a batch ([`BatchMeta`]) and how it checks batches read back
+//! from disk ([`validate_prefix`]).
 //!
-//! ```text
-//! off size field                      off size field
-//!   0   8  baseOffset                   27   8  baseTimestamp
-//!   8   4  batchLength (bytes after it) 35   8  maxTimestamp
-//!  12   4  partitionLeaderEpoch         43   8  producerId
-//!  16   1  magic (= 2)                  51   2  producerEpoch
-//!  17   4  crc (CRC-32C of 21..end)     53   4  baseSequence
-//!  21   2  attributes                   57   4  recordsCount
-//!  23   4  lastOffsetDelta              61      records...
-//! ```
+//! The v2 header layout and its checks are defined once, in `rill-types`, for the wire and the
+//! disk alike; the engine's short names for them are re-exported here. Appends take a
+//! [`ValidatedBatch`], checked once where it entered the broker: the engine trusts it and only
+//! copies its facts out. Bytes read back from storage are checked again (CRC after the read, as
+//! before the write), because a disk can change them.
+//!
 //! All big-endian. The CRC does not cover baseOffset or partitionLeaderEpoch, which is why the
 //! broker can assign offsets by rewriting baseOffset alone. The engine never decodes records.
 
-use crate::control::{control_type, Control, CONTROL_BIT, TRANSACTIONAL_BIT};
+use crate::control::{control_type, Control};
 use crate::error::EngineError;
 use crate::types::{Offset, TimestampMs};
-use zerocopy::byteorder::big_endian::{I16, I32, I64, U32};
-use zerocopy::{FromBytes, Immutable, IntoBytes, KnownLayout, Unaligned};
+use bytes::BytesMut;
+use rill_types::batch::{check_prefix, write_crc};
 
-/// Size of the v2 batch header.
-pub const HEADER_BYTES: usize = 61;
-/// Bytes before `batchLength` counts: baseOffset + batchLength.
-pub const LOG_OVERHEAD_BYTES: usize = 12;
-/// Where the CRC-covered region starts (attributes).
-const CRC_START: usize = 21;
-
-/// The v2 record batch header, read in place.
-#[derive(FromBytes, IntoBytes, KnownLayout, Immutable, Unaligned, Debug)]
-#[repr(C)]
-pub struct BatchHeader {
-    /// First offset of the batch.
-    pub base_offset: I64,
-    /// Length of the batch after this field.
-    pub batch_length: I32,
-    /// Leader epoch (not covered by the CRC).
-    pub partition_leader_epoch: I32,
-    /// Format version; 2.
-    pub magic: i8,
-    /// CRC-32C of bytes 21..end.
-    pub crc: U32,
-    /// Compression, timestamp type, transactional, control bits.
-    pub attributes: I16,
-    /// Offset of the last record relative to baseOffset.
-    pub last_offset_delta: I32,
-    /// Timestamp of the first record.
-    pub base_timestamp: I64,
-    /// Largest record timestamp.
-    pub max_timestamp: I64,
-    /// Idempotent producer id, or -1.
-    pub producer_id: I64,
-    /// Producer epoch, or -1.
-    pub producer_epoch: I16,
-    /// Sequence of the first record, or -1.
-    pub base_sequence: I32,
-    /// Number of records.
-    pub records_count: I32,
-}
-
-const _: () = assert!(std::mem::size_of::<BatchHeader>() == HEADER_BYTES);
-
-impl BatchHeader {
-    /// Views the first 61 bytes of `buf` as a header, if there are that many.
-    pub fn view(buf: &[u8]) -> Option<&BatchHeader> {
-        BatchHeader::ref_from_prefix(buf).ok().map(|(h, _)| h)
-    }
-
-    /// Whole size of the batch on disk, from its batchLength (None if negative/overflowing).
-    pub fn total_bytes(&self) -> Option<usize> {
-        let len = usize::try_from(self.batch_length.get()).ok()?;
-        len.checked_add(LOG_OVERHEAD_BYTES)
-    }
-
-    /// baseOffset as an [`Offset`].
-    pub fn base(&self) -> Offset {
-        Offset(self.base_offset.get())
-    }
-
-    /// The batch's last offset.
-    pub fn last(&self) -> Offset {
-        Offset(self.base_offset.get() + i64::from(self.last_offset_delta.get()))
-    }
-
-    /// maxTimestamp.
-    pub fn max_ts(&self) -> TimestampMs {
-        TimestampMs(self.max_timestamp.get())
-    }
-}
+/// The v2 record batch header, read in place (`rill_types::batch::RecordBatchHeader`).
+pub use rill_types::batch::RecordBatchHeader as BatchHeader;
+/// Bytes in a v2 batch header (`rill_types::batch::BATCH_HEADER_BYTES`).
+pub use rill_types::batch::BATCH_HEADER_BYTES as HEADER_BYTES;
+/// Bytes before `batchLength` counts: baseOffset + batchLength
+/// (`rill_types::batch::BATCH_LENGTH_OVERHEAD_BYTES`).
+pub use rill_types::batch::BATCH_LENGTH_OVERHEAD_BYTES as LOG_OVERHEAD_BYTES;
+pub use rill_types::batch::{ValidatedBatch, CRC_START};
 
 /// Facts about a batch that the log keeps, copied out of the header.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
@@ -111,25 +48,12 @@ pub struct BatchMeta {
     pub control: Option<Control>,
 }
 
-/// Validates the batch at the start of `buf`: header, length within `buf`, magic, CRC-32C.
-/// Returns its facts. `buf` may continue past the batch.
+/// Checks the batch at the start of `buf` as read back from storage: whole, magic 2, CRC-32C,
+/// offsets in range (lastOffsetDelta >= 0, baseOffset + delta + 1 fits). Returns its facts.
+/// `buf` may continue past the batch.
 pub fn validate_prefix(buf: &[u8]) -> Result<BatchMeta, EngineError> {
-    let header = BatchHeader::view(buf).ok_or_else(|| corrupt("shorter than a batch header"))?;
-    let total = header
-        .total_bytes()
-        .ok_or_else(|| corrupt("negative batch length"))?;
-    if total < HEADER_BYTES {
-        return Err(corrupt("batch length below header size"));
-    }
-    if total > buf.len() {
-        return Err(corrupt("batch runs past the available bytes"));
-    }
-    if header.magic != 2 {
-        return Err(corrupt("magic is not 2"));
-    }
-    if crc32c::crc32c(&buf[CRC_START..total]) != header.crc.get() {
-        return Err(corrupt("CRC-32C mismatch"));
-    }
+    let total = check_prefix(buf).map_err(|e| EngineError::CorruptBatch(e.to_string()))?;
+    let header = BatchHeader::view(buf).expect("checked");
     if header.last_offset_delta.get() < 0 {
         return Err(corrupt("negative lastOffsetDelta"));
     }
@@ -138,57 +62,43 @@ pub fn validate_prefix(buf: &[u8]) -> Result<BatchMeta, EngineError> {
     if header.base_offset.get().checked_add(past_last).is_none() {
         return Err(corrupt("baseOffset out of range"));
     }
-    let mut meta = meta_of(header, total);
-    if header.attributes.get() & CONTROL_BIT != 0 {
-        meta.control = Some(control_type(&buf[..total]).map_err(corrupt)?);
+    with_control(meta_of(header, total), &buf[..total])
+}
+
+/// The facts of a batch checked where it entered the broker (nothing is checked again; a
+/// control batch's type is read, and refused as corrupt if it cannot be).
+pub fn meta_of_validated(batch: &ValidatedBatch) -> Result<BatchMeta, EngineError> {
+    with_control(meta_of(batch.header(), batch.len()), batch.as_bytes())
+}
+
+/// Adds what a control batch says to its facts.
+fn with_control(mut meta: BatchMeta, batch: &[u8]) -> Result<BatchMeta, EngineError> {
+    let header = BatchHeader::view(batch).expect("a checked batch holds a header");
+    if header.attrs().is_control() {
+        meta.control = Some(control_type(batch).map_err(corrupt)?);
     }
     Ok(meta)
 }
 
-/// Copies the facts out of a header already validated to be `total` bytes long.
+/// Copies the facts out of a header already checked to be `total` bytes long.
 fn meta_of(header: &BatchHeader, total: usize) -> BatchMeta {
+    let (producer_id, producer_epoch, base_sequence) = header.producer();
     BatchMeta {
         base_offset: header.base(),
         last_offset: header.last(),
         max_timestamp: header.max_ts(),
         total_bytes: total,
-        producer_id: header.producer_id.get(),
-        producer_epoch: header.producer_epoch.get(),
-        base_sequence: header.base_sequence.get(),
-        transactional: header.attributes.get() & TRANSACTIONAL_BIT != 0,
+        producer_id: producer_id.0,
+        producer_epoch: producer_epoch.0,
+        base_sequence: base_sequence.0,
+        transactional: header.attrs().is_transactional(),
         control: None,
     }
 }
 
-/// Checks a producer batch for append: exactly one whole valid batch with at least one record and
-/// dense offset deltas (records = lastOffsetDelta + 1).
-pub fn validate_for_append(buf: &[u8], message_bytes_max: u32) -> Result<BatchMeta, EngineError> {
-    if buf.len() > message_bytes_max as usize {
-        return Err(EngineError::MessageTooLarge {
-            size: buf.len(),
-            max: message_bytes_max,
-        });
-    }
-    let meta = validate_prefix(buf)?;
-    if meta.total_bytes != buf.len() {
-        return Err(corrupt("bytes after the batch"));
-    }
-    let header = BatchHeader::view(buf).expect("validated");
-    let records = header.records_count.get();
-    if records <= 0 {
-        return Err(EngineError::InvalidRecord("batch has no records".into()));
-    }
-    if i64::from(header.last_offset_delta.get()) + 1 != i64::from(records) {
-        return Err(EngineError::InvalidRecord(
-            "lastOffsetDelta does not match recordsCount".into(),
-        ));
-    }
-    Ok(meta)
-}
-
 /// Rewrites baseOffset in place (not covered by the CRC).
 pub fn set_base_offset(buf: &mut [u8], base: Offset) {
-    let (header, _) = BatchHeader::mut_from_prefix(buf).expect("buffer holds a header");
+    let header = BatchHeader::view_mut(buf).expect("buffer holds a header");
     header.base_offset.set(base.0);
 }
 
@@ -212,7 +122,7 @@ pub fn build_test_batch(
         *b = (i % 251) as u8;
     }
     let (pid, epoch, seq) = producer.unwrap_or((-1, -1, -1));
-    let (h, _) = BatchHeader::mut_from_prefix(&mut buf).expect("sized");
+    let h = BatchHeader::view_mut(&mut buf).expect("sized");
     h.batch_length.set((total - LOG_OVERHEAD_BYTES) as i32);
     h.magic = 2;
     h.last_offset_delta.set(records - 1);
@@ -222,23 +132,31 @@ pub fn build_test_batch(
     h.producer_epoch.set(epoch);
     h.base_sequence.set(seq);
     h.records_count.set(records);
-    let crc = crc32c::crc32c(&buf[CRC_START..]);
-    BatchHeader::mut_from_prefix(&mut buf)
-        .expect("sized")
-        .0
-        .crc
-        .set(crc);
+    write_crc(&mut buf);
     buf
+}
+
+/// `bytes` as a [`ValidatedBatch`] (any size); panics if they are not a valid batch. For tests
+/// and benches, which play the Produce handler.
+#[doc(hidden)]
+pub fn validated(bytes: &[u8]) -> ValidatedBatch {
+    ValidatedBatch::new(BytesMut::from(bytes), usize::MAX).expect("a valid batch")
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use rill_types::batch::BatchError;
+
+    /// What the Produce handler does before the engine sees a batch.
+    fn checked(bytes: &[u8], message_bytes_max: usize) -> Result<ValidatedBatch, BatchError> {
+        ValidatedBatch::new(BytesMut::from(bytes), message_bytes_max)
+    }
 
     #[test]
     fn valid_batch_round_trips() {
         let mut b = build_test_batch(3, 100, TimestampMs(7), None);
-        let meta = validate_for_append(&b, 1 << 20).unwrap();
+        let meta = meta_of_validated(&checked(&b, 1 << 20).unwrap()).unwrap();
         assert_eq!(meta.total_bytes, 161);
         assert_eq!(meta.last_offset, Offset(2));
         set_base_offset(&mut b, Offset(40));
@@ -271,21 +189,16 @@ mod tests {
     #[test]
     fn empty_batch_and_too_large_rejected() {
         let mut b = build_test_batch(1, 0, TimestampMs(1), None);
-        BatchHeader::mut_from_prefix(&mut b)
-            .unwrap()
-            .0
-            .records_count
-            .set(0);
-        let crc = crc32c::crc32c(&b[CRC_START..]);
-        BatchHeader::mut_from_prefix(&mut b).unwrap().0.crc.set(crc);
+        BatchHeader::view_mut(&mut b).unwrap().records_count.set(0);
+        write_crc(&mut b);
         assert!(matches!(
-            validate_for_append(&b, 1 << 20),
-            Err(EngineError::InvalidRecord(_))
+            checked(&b, 1 << 20),
+            Err(BatchError::InvalidRecord { .. })
         ));
         let big = build_test_batch(1, 1000, TimestampMs(1), None);
         assert!(matches!(
-            validate_for_append(&big, 100),
-            Err(EngineError::MessageTooLarge { .. })
+            checked(&big, 100),
+            Err(BatchError::TooLarge { .. })
         ));
     }
 

@@ -32,7 +32,8 @@ pub struct LogConfig {
     pub retention_bytes: Option<u64>,
     /// Bound of the in-memory tail batch cache that serves consumers at the tail.
     pub batch_cache_bytes_max: usize,
-    /// Largest accepted record batch (`max.message.bytes`).
+    /// Largest accepted record batch (`max.message.bytes`): the Produce handler checks it when it
+    /// builds a `ValidatedBatch`; the engine appends what it is given.
     pub message_bytes_max: u32,
 }
 

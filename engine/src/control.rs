@@ -14,18 +14,14 @@
 
 use crate::batch::{BatchHeader, HEADER_BYTES, LOG_OVERHEAD_BYTES};
 use crate::types::TimestampMs;
-use zerocopy::FromBytes;
+use rill_types::batch::attributes::COMPRESSION_MASK;
+use rill_types::batch::write_crc;
 
-/// Attribute bit: the batch belongs to a transaction.
-pub const TRANSACTIONAL_BIT: i16 = 1 << 4;
-/// Attribute bit: the batch is a control batch.
-pub const CONTROL_BIT: i16 = 1 << 5;
-/// Attribute bits 0-2: the compression codec.
-const COMPRESSION_MASK: i16 = 0b111;
+/// Attribute bits (defined once, in `rill-types`).
+pub use rill_types::batch::attributes::{CONTROL_BIT, TRANSACTIONAL_BIT};
+
 /// Bytes of the one record of a marker batch, length prefix included.
 const MARKER_RECORD_BYTES: usize = 17;
-/// Where the CRC-covered region of a batch starts (attributes).
-const CRC_START: usize = 21;
 
 /// What a control batch says (Kafka's `ControlRecordType`).
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
@@ -102,7 +98,7 @@ pub fn encode_marker_batch(marker: &TxnMarker, now: TimestampMs) -> Vec<u8> {
     let total = HEADER_BYTES + record.len();
     let mut buf = vec![0u8; HEADER_BYTES];
     buf.extend_from_slice(&record);
-    let (h, _) = BatchHeader::mut_from_prefix(&mut buf).expect("sized");
+    let h = BatchHeader::view_mut(&mut buf).expect("sized");
     h.batch_length
         .set(i32::try_from(total - LOG_OVERHEAD_BYTES).expect("tiny"));
     h.partition_leader_epoch.set(-1);
@@ -115,12 +111,7 @@ pub fn encode_marker_batch(marker: &TxnMarker, now: TimestampMs) -> Vec<u8> {
     h.producer_epoch.set(marker.producer_epoch);
     h.base_sequence.set(-1);
     h.records_count.set(1);
-    let crc = crc32c::crc32c(&buf[CRC_START..]);
-    BatchHeader::mut_from_prefix(&mut buf)
-        .expect("sized")
-        .0
-        .crc
-        .set(crc);
+    write_crc(&mut buf);
     buf
 }
 
@@ -172,15 +163,10 @@ pub fn control_type(batch: &[u8]) -> Result<Control, &'static str> {
 /// benches play transactional producers with it).
 #[doc(hidden)]
 pub fn mark_transactional(batch: &mut [u8]) {
-    let (h, _) = BatchHeader::mut_from_prefix(batch).expect("a batch header");
+    let h = BatchHeader::view_mut(batch).expect("a batch header");
     let attributes = h.attributes.get() | TRANSACTIONAL_BIT;
     h.attributes.set(attributes);
-    let crc = crc32c::crc32c(&batch[CRC_START..]);
-    BatchHeader::mut_from_prefix(batch)
-        .expect("a batch header")
-        .0
-        .crc
-        .set(crc);
+    write_crc(batch);
 }
 
 /// Appends `v` as a zigzag varint.
@@ -234,7 +220,8 @@ impl<'a> VarReader<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::batch::validate_for_append;
+    use crate::batch::{meta_of_validated, ValidatedBatch};
+    use bytes::BytesMut;
 
     fn marker(commit: bool) -> TxnMarker {
         TxnMarker {
@@ -249,7 +236,8 @@ mod tests {
     fn marker_batches_validate_and_say_what_they_are() {
         for commit in [true, false] {
             let b = encode_marker_batch(&marker(commit), TimestampMs(99));
-            let meta = validate_for_append(&b, 1 << 20).unwrap();
+            let batch = ValidatedBatch::new(BytesMut::from(&b[..]), 1 << 20).unwrap();
+            let meta = meta_of_validated(&batch).unwrap();
             let want = if commit {
                 ControlType::Commit
             } else {

@@ -22,14 +22,6 @@ pub enum EngineError {
     /// A batch is structurally valid but its contents are not acceptable (e.g. no records).
     #[error("invalid record batch: {0}")]
     InvalidRecord(String),
-    /// A batch is larger than `message_bytes_max`.
-    #[error("record batch of {size} bytes exceeds the limit of {max} bytes")]
-    MessageTooLarge {
-        /// Batch size in bytes.
-        size: usize,
-        /// The configured limit.
-        max: u32,
-    },
     /// The underlying storage failed; the partition must be reopened.
     #[error("storage I/O error: {0}")]
     Io(#[from] std::io::Error),
@@ -90,7 +82,6 @@ impl EngineError {
             EngineError::OffsetOutOfRange { .. } => ErrorCode::OffsetOutOfRange,
             EngineError::CorruptBatch(_) => ErrorCode::CorruptMessage,
             EngineError::InvalidRecord(_) => ErrorCode::InvalidRecord,
-            EngineError::MessageTooLarge { .. } => ErrorCode::MessageTooLarge,
             EngineError::Io(_) | EngineError::StorageFull | EngineError::Failed => {
                 ErrorCode::KafkaStorageError
             }

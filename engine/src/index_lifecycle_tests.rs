@@ -1,7 +1,7 @@
 //! Tests of index checkpoints, checkpointed recovery and idle memory release, on the
 //! simulated disk (a crash keeps only what was synced).
 
-use crate::batch::build_test_batch;
+use crate::batch::{build_test_batch, validated};
 use crate::config::LogConfig;
 use crate::error::EngineError;
 use crate::io::sim::{block_on, FaultConfig, SimStorage};
@@ -216,13 +216,13 @@ fn producer_dedup_and_fencing_survive_a_crash_after_a_checkpoint() {
     let mut log = open(&s, checkpoint_config());
     let mut seq = 0;
     while log.checkpointed_bytes < 16 << 10 {
-        block_on(log.append(produce(0, seq), TimestampMs(1))).unwrap();
+        block_on(log.append(validated(&produce(0, seq)), TimestampMs(1))).unwrap();
         block_on(log.flush()).unwrap();
         seq += 2;
     }
     // The epoch bump lands after the checkpoint; the scan starts before it (at the last
     // index entry), so replaying the scanned epoch-0 batches would regress the epoch.
-    let bumped = block_on(log.append(produce(1, 0), TimestampMs(1))).unwrap();
+    let bumped = block_on(log.append(validated(&produce(1, 0)), TimestampMs(1))).unwrap();
     block_on(log.flush()).unwrap();
     let checkpoint_end = log.checkpointed_bytes;
     drop(log);
@@ -234,17 +234,17 @@ fn producer_dedup_and_fencing_survive_a_crash_after_a_checkpoint() {
         stats.producer_replay_read_bytes, 0,
         "snapshot + scanned tail"
     );
-    let dup = block_on(log.append(produce(1, 0), TimestampMs(1))).unwrap_err();
+    let dup = block_on(log.append(validated(&produce(1, 0)), TimestampMs(1))).unwrap_err();
     assert!(
         matches!(dup, EngineError::DuplicateSequence { base_offset, .. } if base_offset == bumped.base_offset),
         "{dup:?}"
     );
-    let fenced = block_on(log.append(produce(0, seq), TimestampMs(1))).unwrap_err();
+    let fenced = block_on(log.append(validated(&produce(0, seq)), TimestampMs(1))).unwrap_err();
     assert!(matches!(
         fenced,
         EngineError::InvalidProducerEpoch { current: 1, .. }
     ));
-    block_on(log.append(produce(1, 2), TimestampMs(1))).unwrap();
+    block_on(log.append(validated(&produce(1, 2)), TimestampMs(1))).unwrap();
 }
 
 #[test]
@@ -259,7 +259,7 @@ fn producer_state_from_a_checkpoint_detects_duplicates_before_it() {
     // Stop right after a checkpoint: the state then comes from the snapshot alone.
     while offsets.is_empty() || log.checkpointed_bytes != log.active().size_bytes {
         let seq = offsets.len() as i32;
-        offsets.push(block_on(log.append(produce(seq), TimestampMs(1))).unwrap());
+        offsets.push(block_on(log.append(validated(&produce(seq)), TimestampMs(1))).unwrap());
         block_on(log.flush()).unwrap();
     }
     let n = offsets.len() as i32;
@@ -267,14 +267,14 @@ fn producer_state_from_a_checkpoint_detects_duplicates_before_it() {
     s.crash();
     let mut log = open(&s, checkpoint_config());
     for seq in n - 5..n {
-        let dup = block_on(log.append(produce(seq), TimestampMs(1))).unwrap_err();
+        let dup = block_on(log.append(validated(&produce(seq)), TimestampMs(1))).unwrap_err();
         let original = offsets[seq as usize].base_offset;
         assert!(
             matches!(dup, EngineError::DuplicateSequence { base_offset, .. } if base_offset == original),
             "seq {seq}: {dup:?}"
         );
     }
-    block_on(log.append(produce(n), TimestampMs(1))).unwrap();
+    block_on(log.append(validated(&produce(n)), TimestampMs(1))).unwrap();
 }
 
 #[test]

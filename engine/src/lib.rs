@@ -1,8 +1,11 @@
 //! Rill storage engine: one durable, segmented log per partition, Kafka's on-disk layout.
 //!
 //! # Map
-//! - [`types`]: `Offset`, `TimestampMs` (Kafka's, from `rill-types`), `RelativeOffset`,
+//! - [`types`]: `Offset`, `RelativeOffset`, `TimestampMs` (Kafka's, from `rill-types`),
 //!   `FilePosition` newtypes.
+//! - [`batch`]: what the log keeps of a batch ([`batch::BatchMeta`]) and the check of batches
+//!   read back from storage; the header itself is `rill-types`'. Appends take a
+//!   [`batch::ValidatedBatch`], checked once where it entered the broker.
 //! - [`config`]: [`LogConfig`], [`FlushPolicy`] (Kafka topic configs, units last).
 //! - [`error`]: [`EngineError`] and the Kafka [`ErrorCode`] each variant answers with.
 //! - [`io`]: the [`io::Storage`] / [`io::BlockFile`] / [`io::Clock`] traits; `io::glommio` (real) and

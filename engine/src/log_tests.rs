@@ -1,6 +1,6 @@
 //! Edge tests of [`PartitionLog`] on the simulated disk (one behaviour per test).
 
-use crate::batch::{build_test_batch, validate_prefix};
+use crate::batch::{build_test_batch, validate_prefix, validated, ValidatedBatch};
 use crate::config::{FlushPolicy, LogConfig};
 use crate::error::EngineError;
 use crate::io::sim::{block_on, FaultConfig, ManualClock, SimStorage};
@@ -39,7 +39,7 @@ pub(crate) fn append(
     payload: usize,
     ts: i64,
 ) -> Offset {
-    block_on(log.append(batch(records, payload, ts), TimestampMs(ts)))
+    block_on(log.append(validated(&batch(records, payload, ts)), TimestampMs(ts)))
         .unwrap()
         .base_offset
 }
@@ -339,10 +339,10 @@ fn idempotent_duplicates_are_detected_across_restart_and_crash() {
     let producer_batch =
         |seq| BytesMut::from(&build_test_batch(2, 10, TimestampMs(1), Some((7, 0, seq)))[..]);
     let mut log = open(&s, small_config());
-    block_on(log.append(producer_batch(0), TimestampMs(1))).unwrap();
+    block_on(log.append(validated(&producer_batch(0)), TimestampMs(1))).unwrap();
     block_on(log.close()).unwrap();
     let mut log = open(&s, small_config());
-    let dup = block_on(log.append(producer_batch(0), TimestampMs(1))).unwrap_err();
+    let dup = block_on(log.append(validated(&producer_batch(0)), TimestampMs(1))).unwrap_err();
     assert!(matches!(
         dup,
         EngineError::DuplicateSequence {
@@ -350,11 +350,11 @@ fn idempotent_duplicates_are_detected_across_restart_and_crash() {
             last_offset: Offset(1)
         }
     ));
-    block_on(log.append(producer_batch(2), TimestampMs(1))).unwrap();
+    block_on(log.append(validated(&producer_batch(2)), TimestampMs(1))).unwrap();
     block_on(log.flush()).unwrap();
     s.crash();
     let mut log = open(&s, small_config());
-    let dup = block_on(log.append(producer_batch(2), TimestampMs(1))).unwrap_err();
+    let dup = block_on(log.append(validated(&producer_batch(2)), TimestampMs(1))).unwrap_err();
     assert!(
         matches!(
             dup,
@@ -365,43 +365,33 @@ fn idempotent_duplicates_are_detected_across_restart_and_crash() {
         ),
         "replayed from the log"
     );
-    let gap = block_on(log.append(producer_batch(9), TimestampMs(1))).unwrap_err();
+    let gap = block_on(log.append(validated(&producer_batch(9)), TimestampMs(1))).unwrap_err();
     assert_eq!(gap.kafka_error_code().code(), 45);
 }
 
 #[test]
 fn invalid_batches_are_rejected_without_changing_the_log() {
     let s = SimStorage::new(1, FaultConfig::default());
-    let mut log = open(
+    let log = open(
         &s,
         LogConfig {
             message_bytes_max: 200,
             ..small_config()
         },
     );
+    // The log takes only batches checked where they enter the broker (ValidatedBatch, with the
+    // topic's message_bytes_max, 200 here): invalid bytes are refused there, never reaching it.
+    let refused = |bytes: &[u8]| {
+        ValidatedBatch::new(BytesMut::from(bytes), 200)
+            .unwrap_err()
+            .error_code()
+            .code()
+    };
     let mut bad = batch(1, 10, 1);
     bad[30] ^= 1;
-    assert_eq!(
-        block_on(log.append(bad, TimestampMs(1)))
-            .unwrap_err()
-            .kafka_error_code()
-            .code(),
-        2
-    );
-    assert_eq!(
-        block_on(log.append(batch(1, 500, 1), TimestampMs(1)))
-            .unwrap_err()
-            .kafka_error_code()
-            .code(),
-        10
-    );
-    assert_eq!(
-        block_on(log.append(BytesMut::from(&[0u8; 10][..]), TimestampMs(1)))
-            .unwrap_err()
-            .kafka_error_code()
-            .code(),
-        2
-    );
+    assert_eq!(refused(&bad), 2);
+    assert_eq!(refused(&batch(1, 500, 1)), 10);
+    assert_eq!(refused(&[0u8; 10]), 2);
     assert_eq!(log.log_end_offset(), Offset(0));
 }
 
@@ -422,7 +412,7 @@ fn io_error_fails_the_log_until_reopen() {
     );
     s.set_faults(FaultConfig::default());
     assert!(matches!(
-        block_on(log.append(batch(1, 1, 1), TimestampMs(1))),
+        block_on(log.append(validated(&batch(1, 1, 1)), TimestampMs(1))),
         Err(EngineError::Failed)
     ));
     drop(log);
@@ -470,10 +460,10 @@ fn rolls_by_age() {
             ..LogConfig::default()
         },
     );
-    block_on(log.append(batch(1, 1, 1), TimestampMs(1_000))).unwrap();
-    block_on(log.append(batch(1, 1, 1), TimestampMs(1_005))).unwrap();
+    block_on(log.append(validated(&batch(1, 1, 1)), TimestampMs(1_000))).unwrap();
+    block_on(log.append(validated(&batch(1, 1, 1)), TimestampMs(1_005))).unwrap();
     assert_eq!(log.segment_count(), 1);
-    block_on(log.append(batch(1, 1, 1), TimestampMs(1_010))).unwrap();
+    block_on(log.append(validated(&batch(1, 1, 1)), TimestampMs(1_010))).unwrap();
     assert_eq!(log.segment_count(), 2);
 }
 

@@ -29,7 +29,7 @@
 //! failing seeds. A failing case prints its seed and its operations.
 
 use crate::batch::{
-    build_test_batch, set_base_offset, validate_prefix, HEADER_BYTES, LOG_OVERHEAD_BYTES,
+    build_test_batch, set_base_offset, validate_prefix, validated, HEADER_BYTES, LOG_OVERHEAD_BYTES,
 };
 use crate::config::{FlushPolicy, LogConfig};
 use crate::error::EngineError;
@@ -39,7 +39,6 @@ use crate::log_manager::LogManager;
 use crate::partition_log::PartitionLog;
 use crate::segment::file_name::{segment_file_name, FileKind};
 use crate::types::{Offset, TimestampMs};
-use bytes::BytesMut;
 use std::future::Future;
 use std::path::PathBuf;
 use std::rc::Rc;
@@ -206,7 +205,6 @@ fn build_batch(
     producer: Option<(i64, i16, i32)>,
 ) -> Vec<u8> {
     const SMALL_BYTES: usize = 4096;
-    const CRC_AT: usize = 17;
     if payload_bytes <= SMALL_BYTES {
         return build_test_batch(records, payload_bytes, max_ts, producer);
     }
@@ -216,9 +214,9 @@ fn build_batch(
     let mut batch = build_test_batch(records, 0, max_ts, producer);
     PATTERN.with(|p| batch.extend_from_slice(&p[..payload_bytes]));
     let batch_length = i32::try_from(batch.len() - LOG_OVERHEAD_BYTES).expect("< 2 GiB");
-    batch[8..12].copy_from_slice(&batch_length.to_be_bytes());
-    let crc = crc32c::crc32c(&batch[CRC_AT + 4..]);
-    batch[CRC_AT..CRC_AT + 4].copy_from_slice(&crc.to_be_bytes());
+    let header = crate::batch::BatchHeader::view_mut(&mut batch).expect("a header");
+    header.batch_length.set(batch_length);
+    rill_types::batch::write_crc(&mut batch);
     debug_assert_eq!(batch.len(), HEADER_BYTES + payload_bytes);
     batch
 }
@@ -598,7 +596,7 @@ impl Harness {
         ));
         let now = self.clock.now();
         let budget = self.crash_budget();
-        let result = run(budget, self.log().append(BytesMut::from(&sent[..]), now));
+        let result = run(budget, self.log().append(validated(&sent), now));
         let mut bytes = sent.clone();
         set_base_offset(&mut bytes, base);
         let batch = ModelBatch {
@@ -662,7 +660,7 @@ impl Harness {
         };
         let now = self.clock.now();
         let budget = self.crash_budget();
-        let result = run(budget, self.log().append(BytesMut::from(&sent[..]), now));
+        let result = run(budget, self.log().append(validated(&sent), now));
         self.settle_append(result, batch, budget);
     }
 
@@ -884,7 +882,7 @@ impl Harness {
             return;
         }
         self.trace.push(format!("duplicate of {}", last.base));
-        let sent = BytesMut::from(&last.sent.expect("idempotent")[..]);
+        let sent = validated(&last.sent.expect("idempotent"));
         let now = self.clock.now();
         let budget = self.crash_budget();
         match run(budget, self.log().append(sent, now)) {
@@ -1053,7 +1051,7 @@ fn newer_time_index_beside_stale_offset_index() {
     let open = || block_on(manager.open_partition("t", 0, config.clone(), clock.clone())).unwrap();
     let append = |log: &mut PartitionLog<SimStorage>, ts: i64| {
         let batch = build_test_batch(1, 10, TimestampMs(ts), None);
-        block_on(log.append(BytesMut::from(&batch[..]), TimestampMs(ts))).unwrap();
+        block_on(log.append(validated(&batch), TimestampMs(ts))).unwrap();
     };
     let mut log = open();
     append(&mut log, 100);
@@ -1100,10 +1098,10 @@ fn read_after_failed_background_write_is_a_storage_error() {
     let manager = LogManager::new(storage.clone(), PathBuf::from("/data"));
     let mut log = block_on(manager.open_partition("t", 0, config, clock)).unwrap();
     let first = build_batch(1, 600_000, TimestampMs(1), None);
-    block_on(log.append(BytesMut::from(&first[..]), TimestampMs(1))).unwrap();
+    block_on(log.append(validated(&first), TimestampMs(1))).unwrap();
     storage.fail_next_write(28); // ENOSPC, on the write of the first MiB
     let second = build_batch(1, 600_000, TimestampMs(2), None);
-    block_on(log.append(BytesMut::from(&second[..]), TimestampMs(2))).unwrap();
+    block_on(log.append(validated(&second), TimestampMs(2))).unwrap();
     match block_on(log.read(Offset(0), 1 << 20)) {
         Ok(read) => assert_eq!(&read.chunks[0][..], &first[..]),
         Err(e) => assert!(is_fatal(&e), "a storage error, not: {e}"),

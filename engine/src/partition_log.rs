@@ -9,7 +9,7 @@
 //! log marks itself failed and refuses every operation with [`EngineError::Failed`] until it is
 //! reopened (recovery then finds the truth on disk). Read errors fail only that read.
 
-use crate::batch::{self, BatchMeta};
+use crate::batch::{self, BatchMeta, ValidatedBatch};
 use crate::batch_cache::BatchCache;
 use crate::config::{FlushPolicy, LogConfig};
 use crate::error::EngineError;
@@ -24,7 +24,7 @@ use crate::segment::file_name::{segment_file_name, FileKind};
 use crate::segment::Segment;
 use crate::small_file;
 use crate::types::{Offset, RelativeOffset, TimestampMs};
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 use std::path::PathBuf;
 use std::rc::Rc;
 
@@ -125,15 +125,16 @@ impl<S: Storage> Drop for PartitionLog<S> {
 
 impl<S: Storage> PartitionLog<S> {
     /// Appends one v2 record batch, assigning offsets by rewriting its baseOffset only.
-    /// The bytes are buffered; call [`Self::flush`] to make them durable (group commit).
+    /// The batch was checked where it entered the broker ([`ValidatedBatch`]); it is not checked
+    /// again. The bytes are buffered; call [`Self::flush`] to make them durable (group commit).
     /// Control batches are refused: only [`Self::append_marker`] writes them.
     pub async fn append(
         &mut self,
-        batch: BytesMut,
+        batch: ValidatedBatch,
         now: TimestampMs,
     ) -> Result<AppendInfo, EngineError> {
         self.check_usable()?;
-        let sent = batch::validate_for_append(&batch, self.config.message_bytes_max)?;
+        let sent = batch::meta_of_validated(&batch)?;
         if sent.control.is_some() {
             return Err(EngineError::InvalidRecord(
                 "control batches are written by the broker only".into(),
@@ -146,7 +147,7 @@ impl<S: Storage> PartitionLog<S> {
     /// Appends a batch whose producer checks passed (`sent` is its header as sent).
     pub(crate) async fn append_checked(
         &mut self,
-        mut batch: BytesMut,
+        mut batch: ValidatedBatch,
         sent: BatchMeta,
         now: TimestampMs,
     ) -> Result<AppendInfo, EngineError> {
@@ -157,7 +158,7 @@ impl<S: Storage> PartitionLog<S> {
         }
         self.maybe_roll(batch.len(), now).await?;
         let base = self.positions.log_end();
-        batch::set_base_offset(&mut batch, base);
+        batch.set_base_offset(base);
         let delta = sent.last_offset.0 - sent.base_offset.0;
         let meta = BatchMeta {
             base_offset: base,

@@ -1,7 +1,7 @@
 //! Tests of the read path on the simulated disk: the shard read cache's bound with many
 //! catch-up consumers, read-ahead, and reads racing appends on the active segment.
 
-use crate::batch::{build_test_batch, validate_prefix};
+use crate::batch::{build_test_batch, validate_prefix, validated};
 use crate::config::{FlushPolicy, LogConfig};
 use crate::io::sim::{block_on, FaultConfig, ManualClock, SimStorage};
 use crate::log_manager::LogManager;
@@ -43,8 +43,7 @@ fn batch(partition: i32, seq: usize, payload: usize) -> BytesMut {
 }
 
 fn fix_crc(b: &mut [u8]) {
-    let crc = crc32c::crc32c(&b[21..]);
-    b[17..21].copy_from_slice(&crc.to_be_bytes());
+    rill_types::batch::write_crc(b);
 }
 
 /// Splits read chunks into their batches (a chunk holds whole batches back to back).
@@ -80,7 +79,7 @@ fn fill_logs(
         let mut appended = Vec::new();
         for i in 0..batches {
             let b = batch(p, i, 5_000);
-            let base = block_on(log.append(b.clone(), TimestampMs(1)))
+            let base = block_on(log.append(validated(&b), TimestampMs(1)))
                 .unwrap()
                 .base_offset;
             appended.push(expected(b, base));
@@ -172,7 +171,7 @@ fn a_sequential_reader_finds_its_next_fetch_loaded_ahead() {
     let manager = manager(&s, &cache);
     let mut log = open_log(&manager, 0);
     for i in 0..400 {
-        block_on(log.append(batch(0, i, 10_000), TimestampMs(1))).unwrap();
+        block_on(log.append(validated(&batch(0, i, 10_000)), TimestampMs(1))).unwrap();
     }
     block_on(log.flush()).unwrap();
     let mut next = Offset(0);
@@ -232,7 +231,7 @@ fn no_stale_or_torn_byte_when_reads_race_appends_on_the_active_segment() {
             match rng.u8(0..10) {
                 0..=4 => {
                     let b = batch(0, step, rng.usize(4..6_000));
-                    let info = block_on(log.append(b.clone(), TimestampMs(1))).unwrap();
+                    let info = block_on(log.append(validated(&b), TimestampMs(1))).unwrap();
                     want.push(expected(b, info.base_offset));
                     lasts.push(info.last_offset);
                 }

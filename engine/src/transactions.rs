@@ -19,7 +19,7 @@
 //! Recovery keeps the checkpointed entries below its producer-state replay point and re-derives
 //! the rest from the markers it replays (see `recovery.rs`).
 
-use crate::batch::validate_for_append;
+use crate::batch::{meta_of_validated, ValidatedBatch};
 use crate::control::{encode_marker_batch, TxnMarker};
 use crate::error::EngineError;
 use crate::io::Storage;
@@ -44,10 +44,11 @@ impl<S: Storage> PartitionLog<S> {
         self.check_usable()?;
         self.producers.check_marker(marker)?;
         let bytes = encode_marker_batch(marker, now);
-        let sent = validate_for_append(&bytes, u32::MAX)?;
+        let batch = ValidatedBatch::new(BytesMut::from(&bytes[..]), usize::MAX)
+            .expect("a marker batch is built valid");
+        let sent = meta_of_validated(&batch)?;
         assert!(sent.control.is_some(), "a marker is a control batch");
-        self.append_checked(BytesMut::from(&bytes[..]), sent, now)
-            .await
+        self.append_checked(batch, sent, now).await
     }
 
     /// Read_committed consumers read below this offset (see the module doc).

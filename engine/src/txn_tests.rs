@@ -1,7 +1,7 @@
 //! Edge tests of transactions in [`PartitionLog`]: markers, the last stable offset, `.txnindex`
 //! across rolls, retention, checkpoints, crashes and damaged files (simulated disk).
 
-use crate::batch::build_test_batch;
+use crate::batch::{build_test_batch, validated};
 use crate::control::{mark_transactional, TxnMarker};
 use crate::error::EngineError;
 use crate::io::sim::{block_on, FaultConfig, SimStorage};
@@ -10,7 +10,6 @@ use crate::partition_log::PartitionLog;
 use crate::segment::file_name::{segment_file_name, FileKind};
 use crate::segment::txn_index::AbortedTxn;
 use crate::types::{Offset, TimestampMs};
-use bytes::BytesMut;
 use rill_types::ErrorCode;
 use std::path::Path;
 
@@ -18,7 +17,7 @@ use std::path::Path;
 fn txn_append(log: &mut PartitionLog<SimStorage>, pid: i64, seq: i32, records: i32) -> Offset {
     let mut b = build_test_batch(records, 40, TimestampMs(5), Some((pid, 0, seq)));
     mark_transactional(&mut b);
-    block_on(log.append(BytesMut::from(&b[..]), TimestampMs(5)))
+    block_on(log.append(validated(&b), TimestampMs(5)))
         .unwrap()
         .base_offset
 }
@@ -133,11 +132,11 @@ fn client_control_batches_and_non_transactional_writes_in_a_transaction_are_refu
         coordinator_epoch: 0,
     };
     let bytes = crate::control::encode_marker_batch(&marker, TimestampMs(1));
-    let refused = block_on(log.append(BytesMut::from(&bytes[..]), TimestampMs(1)));
+    let refused = block_on(log.append(validated(&bytes), TimestampMs(1)));
     assert!(matches!(refused, Err(EngineError::InvalidRecord(_))));
     txn_append(&mut log, 3, 0, 1);
     let plain = build_test_batch(1, 10, TimestampMs(1), Some((3, 0, 1)));
-    let refused = block_on(log.append(BytesMut::from(&plain[..]), TimestampMs(1)));
+    let refused = block_on(log.append(validated(&plain), TimestampMs(1)));
     assert_eq!(
         refused.unwrap_err().kafka_error_code(),
         ErrorCode::InvalidTxnState
@@ -301,7 +300,7 @@ fn a_fenced_producer_is_refused_after_a_bumped_marker() {
     block_on(log.append_marker(&marker, TimestampMs(1))).unwrap();
     let mut b = build_test_batch(1, 10, TimestampMs(1), Some((4, 0, 1)));
     mark_transactional(&mut b);
-    let refused = block_on(log.append(BytesMut::from(&b[..]), TimestampMs(1)));
+    let refused = block_on(log.append(validated(&b), TimestampMs(1)));
     assert_eq!(
         refused.unwrap_err().kafka_error_code(),
         ErrorCode::InvalidProducerEpoch

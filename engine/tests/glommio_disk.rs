@@ -3,7 +3,7 @@
 
 use bytes::BytesMut;
 use glommio::{LocalExecutorBuilder, Placement};
-use rill_engine::batch::{build_test_batch, validate_prefix};
+use rill_engine::batch::{build_test_batch, validate_prefix, validated};
 use rill_engine::io::glommio::GlommioStorage;
 use rill_engine::io::SystemClock;
 use rill_engine::{LogConfig, LogManager, Offset, PartitionLog, TimestampMs};
@@ -105,7 +105,9 @@ fn append_flush_read_close_reopen_on_disk() {
         };
         let mut log = open(&data, config.clone()).await;
         for i in 0..60 {
-            log.append(batch(i), TimestampMs(1)).await.unwrap();
+            log.append(validated(&batch(i)), TimestampMs(1))
+                .await
+                .unwrap();
             if i % 7 == 0 {
                 log.flush().await.unwrap();
             }
@@ -144,10 +146,12 @@ fn unclean_shutdown_keeps_every_flushed_batch() {
         for i in 0..BATCHES {
             let b = batch(i);
             data_bytes += b.len() as u64;
-            log.append(b, TimestampMs(1)).await.unwrap();
+            log.append(validated(&b), TimestampMs(1)).await.unwrap();
         }
         let durable = log.flush().await.unwrap();
-        log.append(batch(98), TimestampMs(1)).await.unwrap();
+        log.append(validated(&batch(98)), TimestampMs(1))
+            .await
+            .unwrap();
         drop(log); // no close: preallocated file, no index files, an unflushed batch in memory
         let logs = segment_logs(&data.join("disk-0"));
         let file_bytes = std::fs::metadata(&logs[0]).unwrap().len();
@@ -162,7 +166,9 @@ fn unclean_shutdown_keeps_every_flushed_batch() {
             "recovered exactly the flushed batches"
         );
         assert_eq!(read_all(&mut log).await.len(), BATCHES);
-        log.append(batch(1), TimestampMs(1)).await.unwrap();
+        log.append(validated(&batch(1)), TimestampMs(1))
+            .await
+            .unwrap();
         log.close().await.unwrap();
         assert_eq!(whole_batches_in(&logs[0]), BATCHES + 1);
     });
@@ -175,7 +181,9 @@ fn tail_reads_come_from_cache_and_cold_reads_from_disk_agree() {
     run(move || async move {
         let mut log = open(&data, LogConfig::default()).await;
         for i in 0..40 {
-            log.append(batch(i), TimestampMs(1)).await.unwrap();
+            log.append(validated(&batch(i)), TimestampMs(1))
+                .await
+                .unwrap();
         }
         log.flush().await.unwrap();
         let hot = log.read(Offset(0), usize::MAX).await.unwrap();
@@ -204,7 +212,9 @@ fn background_writes_are_read_back_before_and_after_reopen() {
         };
         let mut log = open(&data, config.clone()).await;
         for i in 0..250 {
-            log.append(batch(i), TimestampMs(1)).await.unwrap();
+            log.append(validated(&batch(i)), TimestampMs(1))
+                .await
+                .unwrap();
             if i % 60 == 59 {
                 assert_eq!(read_all(&mut log).await.len(), i + 1);
             }

@@ -8,8 +8,8 @@
 //! - [`error_code`]: Kafka error codes as a typed enum (defined in `rill-types`, re-exported).
 //! - [`length_guard`]: wire lengths checked against the frame before anything is allocated,
 //!   walking Kafka's own JSON request specs ([`schema`], pinned in `protocol/specs/`).
-//! - [`record`]: record batch v2 view (zerocopy header, CRC-32C, offset rewrite, nom record
-//!   iteration, capped decompression, Produce blob splitting).
+//! - [`record`]: record batch v2 view (header layout and checks from `rill-types`, offset
+//!   rewrite, nom record iteration, capped decompression, Produce blob splitting).
 //! - [`fetch_encoder`]: Fetch responses as `Vec<Bytes>` for vectored writes; record bytes
 //!   are never copied.
 //!
@@ -18,7 +18,7 @@
 //! frame_len(buf, max)        -> Ok(None) read more | Ok(Some(n)) | Err: close
 //! decode_request(body)       -> Request | RequestError (needs_api_versions_fallback() =>
 //!                               answer ApiVersions v0 with ErrorCode::UnsupportedVersion)
-//! record::single_batch(recs) -> validated RecordBatchView<Bytes> per Produce partition
+//! record::split(recs)        -> whole batches, each checked once as a ValidatedBatch (Produce)
 //! encode_response(..) / fetch_encoder::encode_fetch_response_vectored(..)
 //! ```
 //!

@@ -187,7 +187,7 @@ proptest! {
         for view in &views {
             for r in view.records().unwrap() {
                 let r = r.unwrap();
-                records.push((view.base_offset() + i64::from(r.offset_delta), view.base_timestamp() + r.timestamp_delta, r));
+                records.push((view.base_offset().0 + i64::from(r.offset_delta), view.base_timestamp().0 + r.timestamp_delta, r));
             }
         }
         prop_assert_eq!(records.len(), specs.len());

@@ -27,3 +27,9 @@ impl Default for LeaderEpoch {
         LeaderEpoch::NONE
     }
 }
+
+impl std::fmt::Display for LeaderEpoch {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}", self.0)
+    }
+}

@@ -1,6 +1,7 @@
 //! The Kafka vocabulary that both `rill-protocol` (the wire) and `rill-engine` (the disk) speak,
 //! defined once: the floor both crates stand on. Pure data and checks: no I/O, no runtime, no
-//! codecs (compression and record decoding stay in `rill-protocol`).
+//! codecs (compression and record decoding stay in `rill-protocol`). Dependencies: bytes,
+//! crc32c, zerocopy and thiserror, which both crates already used.
 //!
 //! # Map
 //! - [`error_code`]: [`ErrorCode`], Kafka's error codes as a typed enum; an `i16` only at the wire.
@@ -8,6 +9,8 @@
 //! - [`timestamp`]: [`TimestampMs`], record and batch timestamps.
 //! - [`leader_epoch`]: [`LeaderEpoch`], which leadership wrote a batch.
 //! - [`producer`]: [`ProducerId`], [`ProducerEpoch`], [`Sequence`] of idempotent producers.
+//! - [`batch`]: the v2 record batch header, its checks, and [`batch::ValidatedBatch`], the one
+//!   thing the engine appends.
 //!
 //! Each typed value wraps the wire integer (`.0`); the conversion happens where a request is
 //! decoded or a response encoded, never in between.
@@ -18,6 +21,7 @@
 //! `rill-protocol` would pull the codec into the engine; duplicating them in the engine is what
 //! this crate replaced (one definition of each wire concept, GUIDE.md).
 
+pub mod batch;
 pub mod error_code;
 pub mod leader_epoch;
 pub mod offset;

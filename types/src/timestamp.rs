@@ -8,3 +8,9 @@ impl TimestampMs {
     /// Kafka's "no timestamp" value.
     pub const NONE: TimestampMs = TimestampMs(-1);
 }
+
+impl std::fmt::Display for TimestampMs {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}", self.0)
+    }
+}

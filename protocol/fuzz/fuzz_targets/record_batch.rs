@@ -1,22 +1,21 @@
 //! Record batch decoding: split, validate (length, magic, CRC), decompress with a cap and
-//! parse every record of arbitrary bytes. CRC is recomputed for half the inputs so the
-//! fuzzer also reaches record parsing and decompression.
+//! parse every record of arbitrary bytes, and the Produce check (`ValidatedBatch`). CRC is
+//! recomputed for half the inputs so the fuzzer also reaches record parsing and decompression.
 #![no_main]
 use bytes::{Bytes, BytesMut};
 use libfuzzer_sys::fuzz_target;
-use rill_protocol::record::{batches, RecordBatchView, RecordIter};
-
-const CRC_START: usize = 21;
+use rill_protocol::record::header::{write_crc, BATCH_HEADER_BYTES};
+use rill_protocol::record::{batches, RecordBatchView, RecordIter, ValidatedBatch};
 
 fuzz_target!(|data: &[u8]| {
     let Some((&mode, rest)) = data.split_first() else {
         return;
     };
     let mut buf = BytesMut::from(rest);
-    if mode & 1 == 1 && buf.len() >= 61 {
-        let crc = crc32c::crc32c(&buf[CRC_START..]);
-        buf[17..21].copy_from_slice(&crc.to_be_bytes());
+    if mode & 1 == 1 && buf.len() >= BATCH_HEADER_BYTES {
+        write_crc(&mut buf);
     }
+    let _ = ValidatedBatch::new(buf.clone(), 1 << 20);
     let blob: Bytes = buf.freeze();
     for view in batches(blob.clone()).flatten() {
         let _ = view.validate_records(1 << 20);

@@ -1,103 +1,16 @@
-//! A view over one whole record batch v2 in a byte buffer: header fields in place, validation
-//! (length, magic, CRC-32C), and the two rewrites a broker makes at append time.
+//! A view over one whole record batch v2 in a byte buffer: header fields in place (typed),
+//! validation (length, magic, CRC-32C, compression code), record iteration, and the two rewrites
+//! a broker makes at append time. The header layout and the checks are `rill-types`' (one
+//! definition for the wire and the engine); this view adds what needs the record codecs.
 
-use zerocopy::FromBytes;
+use rill_types::batch::{check_crc, check_shape, RecordBatchHeader, BATCH_HEADER_BYTES};
+use rill_types::{LeaderEpoch, Offset, ProducerEpoch, ProducerId, Sequence, TimestampMs};
+
+pub use rill_types::batch::{batch_size_bytes, BatchError};
 
 use super::attributes::{Attributes, Compression};
 use super::compression::decompress;
-use super::header::{
-    RecordBatchHeader, BATCH_HEADER_BYTES, BATCH_LENGTH_OFFSET, BATCH_LENGTH_OVERHEAD_BYTES,
-    CRC_START, MAGIC_OFFSET, MAGIC_V2,
-};
 use super::records::RecordIter;
-use crate::ErrorCode;
-
-/// Why bytes are not a valid record batch. Each maps to the Kafka code a broker answers.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum BatchError {
-    /// Fewer bytes than a header, or than batchLength announces.
-    #[error("batch truncated: {needed} bytes needed, {available} available")]
-    Truncated {
-        /// Bytes the header says the batch spans.
-        needed: usize,
-        /// Bytes present.
-        available: usize,
-    },
-    /// batchLength too small for a header, or negative.
-    #[error("invalid batchLength {batch_length}")]
-    InvalidLength {
-        /// As read.
-        batch_length: i32,
-    },
-    /// More bytes than batchLength announces (a view must cover exactly one batch).
-    #[error("{extra} bytes after the end of the batch")]
-    TrailingBytes {
-        /// Bytes beyond the batch.
-        extra: usize,
-    },
-    /// Not a v2 batch.
-    #[error("unsupported magic {magic}")]
-    UnsupportedMagic {
-        /// As read.
-        magic: i8,
-    },
-    /// Stored CRC does not match the bytes.
-    #[error("CRC mismatch: stored {stored:#010x}, computed {computed:#010x}")]
-    CrcMismatch {
-        /// In the header.
-        stored: u32,
-        /// Over attributes..end.
-        computed: u32,
-    },
-    /// Compression code 5-7.
-    #[error("unknown compression code {code}")]
-    UnknownCompression {
-        /// The 3-bit code.
-        code: u8,
-    },
-    /// The compressed records do not decompress, or exceed the size cap.
-    #[error("decompression failed: {reason}")]
-    Decompression {
-        /// What the codec said.
-        reason: String,
-    },
-    /// A record inside the batch is malformed or the count is wrong.
-    #[error("invalid record: {reason}")]
-    InvalidRecord {
-        /// What is wrong.
-        reason: String,
-    },
-}
-
-impl BatchError {
-    /// The Kafka error code a Produce partition response carries for this failure.
-    pub fn error_code(&self) -> ErrorCode {
-        match self {
-            BatchError::UnknownCompression { .. } => ErrorCode::UnsupportedCompressionType,
-            BatchError::InvalidRecord { .. } => ErrorCode::InvalidRecord,
-            BatchError::UnsupportedMagic { .. } => ErrorCode::UnsupportedForMessageFormat,
-            _ => ErrorCode::CorruptMessage,
-        }
-    }
-}
-
-/// Total bytes of the batch starting at `buf[0]`, read from its batchLength, without checking
-/// that they are all present. Errors only when the prefix itself is unusable.
-pub fn batch_size_bytes(buf: &[u8]) -> Result<usize, BatchError> {
-    let Some(length) = buf.get(BATCH_LENGTH_OFFSET..BATCH_LENGTH_OVERHEAD_BYTES) else {
-        let needed = BATCH_LENGTH_OVERHEAD_BYTES;
-        return Err(BatchError::Truncated {
-            needed,
-            available: buf.len(),
-        });
-    };
-    let batch_length = i32::from_be_bytes(length.try_into().expect("4 bytes"));
-    let min = (BATCH_HEADER_BYTES - BATCH_LENGTH_OVERHEAD_BYTES) as i32;
-    if batch_length < min {
-        return Err(BatchError::InvalidLength { batch_length });
-    }
-    Ok(batch_length as usize + BATCH_LENGTH_OVERHEAD_BYTES)
-}
 
 /// One whole v2 record batch, viewed in place. `B` is any byte buffer (`&[u8]`, `Bytes`,
 /// `BytesMut`, `Vec<u8>`); the setters need a mutable one.
@@ -110,21 +23,11 @@ impl<B: AsRef<[u8]>> RecordBatchView<B> {
     /// Wraps `buf`, which must hold exactly one batch: checks size and magic (not the CRC).
     pub fn new(buf: B) -> Result<Self, BatchError> {
         let bytes = buf.as_ref();
-        let size = batch_size_bytes(bytes)?;
-        if bytes.len() < size {
-            return Err(BatchError::Truncated {
-                needed: size,
-                available: bytes.len(),
-            });
-        }
+        let size = check_shape(bytes)?;
         if bytes.len() > size {
             return Err(BatchError::TrailingBytes {
                 extra: bytes.len() - size,
             });
-        }
-        let magic = bytes[MAGIC_OFFSET] as i8;
-        if magic != MAGIC_V2 {
-            return Err(BatchError::UnsupportedMagic { magic });
         }
         assert!(bytes.len() >= BATCH_HEADER_BYTES);
         Ok(RecordBatchView { buf })
@@ -142,9 +45,7 @@ impl<B: AsRef<[u8]>> RecordBatchView<B> {
 
     /// The header, read in place.
     pub fn header(&self) -> &RecordBatchHeader {
-        let (header, _) =
-            RecordBatchHeader::ref_from_prefix(self.buf.as_ref()).expect("checked in new");
-        header
+        RecordBatchHeader::view(self.buf.as_ref()).expect("checked in new")
     }
 
     /// The whole batch's bytes.
@@ -164,22 +65,17 @@ impl<B: AsRef<[u8]>> RecordBatchView<B> {
 
     /// Recomputes CRC-32C over attributes..end and compares with the stored one.
     pub fn check_crc(&self) -> Result<(), BatchError> {
-        let stored = self.header().crc.get();
-        let computed = crc32c::crc32c(&self.buf.as_ref()[CRC_START..]);
-        if stored != computed {
-            return Err(BatchError::CrcMismatch { stored, computed });
-        }
-        Ok(())
+        check_crc(self.buf.as_ref())
     }
 
     /// First offset.
-    pub fn base_offset(&self) -> i64 {
-        self.header().base_offset.get()
+    pub fn base_offset(&self) -> Offset {
+        self.header().base()
     }
 
     /// Last offset: base_offset + lastOffsetDelta.
-    pub fn last_offset(&self) -> i64 {
-        self.base_offset() + i64::from(self.last_offset_delta())
+    pub fn last_offset(&self) -> Offset {
+        self.header().last()
     }
 
     /// lastOffsetDelta.
@@ -188,43 +84,43 @@ impl<B: AsRef<[u8]>> RecordBatchView<B> {
     }
 
     /// partitionLeaderEpoch.
-    pub fn partition_leader_epoch(&self) -> i32 {
-        self.header().partition_leader_epoch.get()
+    pub fn partition_leader_epoch(&self) -> LeaderEpoch {
+        self.header().leader_epoch()
     }
 
     /// Decoded attributes.
     pub fn attributes(&self) -> Attributes {
-        Attributes(self.header().attributes.get())
+        self.header().attrs()
     }
 
-    /// baseTimestamp (ms).
-    pub fn base_timestamp(&self) -> i64 {
-        self.header().base_timestamp.get()
+    /// baseTimestamp.
+    pub fn base_timestamp(&self) -> TimestampMs {
+        self.header().base_ts()
     }
 
-    /// maxTimestamp (ms).
-    pub fn max_timestamp(&self) -> i64 {
-        self.header().max_timestamp.get()
+    /// maxTimestamp.
+    pub fn max_timestamp(&self) -> TimestampMs {
+        self.header().max_ts()
     }
 
-    /// producerId (-1 if not idempotent).
-    pub fn producer_id(&self) -> i64 {
-        self.header().producer_id.get()
+    /// producerId (`ProducerId::NONE` if not idempotent).
+    pub fn producer_id(&self) -> ProducerId {
+        self.header().producer().0
     }
 
     /// producerEpoch.
-    pub fn producer_epoch(&self) -> i16 {
-        self.header().producer_epoch.get()
+    pub fn producer_epoch(&self) -> ProducerEpoch {
+        self.header().producer().1
     }
 
     /// baseSequence.
-    pub fn base_sequence(&self) -> i32 {
-        self.header().base_sequence.get()
+    pub fn base_sequence(&self) -> Sequence {
+        self.header().producer().2
     }
 
-    /// recordCount.
+    /// recordsCount.
     pub fn record_count(&self) -> i32 {
-        self.header().record_count.get()
+        self.header().records_count.get()
     }
 
     /// The records section (compressed when attributes say so).
@@ -284,19 +180,17 @@ impl<B: AsRef<[u8]>> RecordBatchView<B> {
 
 impl<B: AsRef<[u8]> + AsMut<[u8]>> RecordBatchView<B> {
     fn header_mut(&mut self) -> &mut RecordBatchHeader {
-        let (header, _) =
-            RecordBatchHeader::mut_from_prefix(self.buf.as_mut()).expect("checked in new");
-        header
+        RecordBatchHeader::view_mut(self.buf.as_mut()).expect("checked in new")
     }
 
-    /// Assigns the batch's first offset (the broker's one write at append). CRC unaffected.
-    pub fn set_base_offset(&mut self, base_offset: i64) {
-        assert!(base_offset >= 0, "offsets are non-negative");
-        self.header_mut().base_offset.set(base_offset);
+    /// Assigns the batch's first offset (a rewrite outside the CRC). CRC unaffected.
+    pub fn set_base_offset(&mut self, base_offset: Offset) {
+        assert!(base_offset.0 >= 0, "offsets are non-negative");
+        self.header_mut().base_offset.set(base_offset.0);
     }
 
     /// Stamps the leader epoch. CRC unaffected.
-    pub fn set_partition_leader_epoch(&mut self, epoch: i32) {
-        self.header_mut().partition_leader_epoch.set(epoch);
+    pub fn set_partition_leader_epoch(&mut self, epoch: LeaderEpoch) {
+        self.header_mut().partition_leader_epoch.set(epoch.0);
     }
 }

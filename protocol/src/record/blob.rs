@@ -1,30 +1,34 @@
 //! The records blob of one Produce partition: one or more whole v2 batches back to back.
 //!
-//! [`batches`] splits it into zero-copy `Bytes` slices, validating each (length, magic, CRC,
-//! compression code) as it goes. Kafka requires exactly one batch per partition for Produce
-//! v3+ (answering INVALID_RECORD otherwise); [`single_batch`] enforces that.
+//! [`split`] cuts it into zero-copy `Bytes` slices of one whole batch each, by batchLength
+//! alone; [`batches`] also validates each (length, magic, CRC, compression code) as it goes.
+//! The Produce handler splits, then checks each slice once as a
+//! [`rill_types::batch::ValidatedBatch`]. Kafka requires exactly one batch per partition for
+//! Produce v3+ (answering INVALID_RECORD otherwise); [`single_batch`] enforces that.
 
 use bytes::Bytes;
 
 use super::batch::{batch_size_bytes, BatchError, RecordBatchView};
 
-/// Iterator over validated batches in a records blob; stops after the first error.
+/// Iterator over the whole batches of a records blob, unchecked beyond their length; stops
+/// after the first error.
 #[derive(Debug, Clone)]
-pub struct Batches {
+pub struct Split {
     rest: Bytes,
     failed: bool,
 }
 
-/// Splits `records` into validated batches (each a slice of the same buffer, no copy).
-pub fn batches(records: Bytes) -> Batches {
-    Batches {
+/// Splits `records` into whole batches by their batchLength (each a slice of the same buffer,
+/// no copy; nothing else checked).
+pub fn split(records: Bytes) -> Split {
+    Split {
         rest: records,
         failed: false,
     }
 }
 
-impl Batches {
-    fn next_batch(&mut self) -> Result<RecordBatchView<Bytes>, BatchError> {
+impl Split {
+    fn next_slice(&mut self) -> Result<Bytes, BatchError> {
         let size = batch_size_bytes(&self.rest)?;
         if size > self.rest.len() {
             return Err(BatchError::Truncated {
@@ -32,7 +36,33 @@ impl Batches {
                 available: self.rest.len(),
             });
         }
-        RecordBatchView::validate(self.rest.split_to(size))
+        Ok(self.rest.split_to(size))
+    }
+}
+
+impl Iterator for Split {
+    type Item = Result<Bytes, BatchError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.failed || self.rest.is_empty() {
+            return None;
+        }
+        let slice = self.next_slice();
+        self.failed = slice.is_err();
+        Some(slice)
+    }
+}
+
+/// Iterator over validated batches in a records blob; stops after the first error.
+#[derive(Debug, Clone)]
+pub struct Batches {
+    split: Split,
+}
+
+/// Splits `records` into validated batches (each a slice of the same buffer, no copy).
+pub fn batches(records: Bytes) -> Batches {
+    Batches {
+        split: split(records),
     }
 }
 
@@ -40,11 +70,8 @@ impl Iterator for Batches {
     type Item = Result<RecordBatchView<Bytes>, BatchError>;
 
     fn next(&mut self) -> Option<Self::Item> {
-        if self.failed || self.rest.is_empty() {
-            return None;
-        }
-        let batch = self.next_batch();
-        self.failed = batch.is_err();
+        let batch = self.split.next()?.and_then(RecordBatchView::validate);
+        self.split.failed |= batch.is_err();
         Some(batch)
     }
 }

@@ -68,6 +68,6 @@ mod tests {
         let view = RecordBatchView::validate(batch.freeze()).expect("valid batch");
         assert_eq!(view.record_count(), 3);
         assert_eq!(view.last_offset_delta(), 2);
-        assert_eq!(view.max_timestamp(), 1002);
+        assert_eq!(view.max_timestamp().0, 1002);
     }
 }

@@ -54,10 +54,10 @@ fn uncompressed_batch_fields_and_records() {
     let view = RecordBatchView::validate(&buf[..]).unwrap();
     assert_eq!(view.record_count(), 3);
     assert_eq!(view.last_offset_delta(), 2);
-    assert_eq!(view.producer_id(), 42);
-    assert_eq!(view.base_sequence(), 0);
-    assert_eq!(view.base_timestamp(), 1_700_000_000_000);
-    assert_eq!(view.max_timestamp(), 1_700_000_000_002);
+    assert_eq!(view.producer_id().0, 42);
+    assert_eq!(view.base_sequence().0, 0);
+    assert_eq!(view.base_timestamp().0, 1_700_000_000_000);
+    assert_eq!(view.max_timestamp().0, 1_700_000_000_002);
     assert_eq!(view.attributes().compression(), Ok(Compression::None));
     let records: Vec<_> = view.records().unwrap().collect::<Result<_, _>>().unwrap();
     assert_eq!(records.len(), 3);
@@ -96,11 +96,11 @@ fn every_codec_validates_and_decompresses() {
 fn rewrites_keep_crc_valid() {
     let mut buf = encoded_batch(2, KpCompression::None);
     let mut view = RecordBatchView::validate(&mut buf[..]).unwrap();
-    view.set_base_offset(1_000);
-    view.set_partition_leader_epoch(7);
-    assert_eq!(view.base_offset(), 1_000);
-    assert_eq!(view.last_offset(), 1_001);
-    assert_eq!(view.partition_leader_epoch(), 7);
+    view.set_base_offset(rill_types::Offset(1_000));
+    view.set_partition_leader_epoch(rill_types::LeaderEpoch(7));
+    assert_eq!(view.base_offset().0, 1_000);
+    assert_eq!(view.last_offset().0, 1_001);
+    assert_eq!(view.partition_leader_epoch().0, 7);
     view.check_crc().unwrap();
 }
 

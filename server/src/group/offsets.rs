@@ -7,6 +7,7 @@
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 use rill_protocol::kafka_protocol::records::RecordBatchDecoder;
 use rill_protocol::record::{encode_plain_batch, PlainRecord};
+use rill_types::batch::ValidatedBatch;
 use rill_types::{LeaderEpoch, Offset};
 
 /// Kafka's `offset.metadata.max.bytes` default: longer metadata gets OFFSET_METADATA_TOO_LARGE.
@@ -146,14 +147,16 @@ pub fn decode_value(mut buf: Bytes) -> Result<CommittedOffset, DecodeError> {
     })
 }
 
-/// One v2 record batch holding `records` (uncompressed: they are small and replayed often).
-pub fn encode_batch(records: &[OffsetRecord], timestamp_ms: i64) -> BytesMut {
+/// One v2 record batch holding `records` (uncompressed: they are small and replayed often),
+/// ready to append (the journal is its own producer: the batch is checked as any would be).
+pub fn encode_batch(records: &[OffsetRecord], timestamp_ms: i64) -> ValidatedBatch {
     assert!(!records.is_empty());
-    encode_plain_batch(records.iter().map(|r| PlainRecord {
+    let bytes = encode_plain_batch(records.iter().map(|r| PlainRecord {
         key: Some(encode_key(&r.key)),
         value: r.value.as_ref().map(encode_value),
         timestamp_ms,
-    }))
+    }));
+    ValidatedBatch::new(bytes, usize::MAX).expect("an encoded offsets batch is valid")
 }
 
 /// Every record in `chunk` (whole batches back to back), with its offset, in log order.

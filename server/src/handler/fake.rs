@@ -19,11 +19,8 @@ use crate::group::{GroupOp, GroupReply};
 use crate::partition::ops::{PartitionOp, PartitionReply};
 use crate::topics::TopicRegistry;
 use rill_engine::Positions;
+use rill_types::batch::RecordBatchHeader;
 use rill_types::{Offset, TimestampMs};
-
-/// Offsets of header fields in a v2 batch (see protocol-notes).
-const LAST_OFFSET_DELTA_AT: usize = 23;
-const MAX_TIMESTAMP_AT: usize = 35;
 
 /// A valid v2 record batch of `records` records (timestamps 1000, 1001, ...).
 pub fn batch(records: usize) -> Bytes {
@@ -85,7 +82,7 @@ impl FakeBroker {
         let log = logs.entry((topic.to_string(), partition)).or_default();
         let base = log.last().map_or(0, |(b, batch)| b + 1 + last_delta(batch));
         let mut owned = BytesMut::from(&batch[..]);
-        owned[..8].copy_from_slice(&base.to_be_bytes());
+        header_mut(&mut owned).base_offset.set(base);
         log.push((base, owned.freeze()));
         base
     }
@@ -105,14 +102,20 @@ impl FakeBroker {
     }
 }
 
+fn header(batch: &[u8]) -> &RecordBatchHeader {
+    RecordBatchHeader::view(batch).expect("test batches hold a header")
+}
+
+fn header_mut(batch: &mut [u8]) -> &mut RecordBatchHeader {
+    RecordBatchHeader::view_mut(batch).expect("test batches hold a header")
+}
+
 fn last_delta(batch: &[u8]) -> i64 {
-    let at = LAST_OFFSET_DELTA_AT;
-    i64::from(i32::from_be_bytes(batch[at..at + 4].try_into().unwrap()))
+    i64::from(header(batch).last_offset_delta.get())
 }
 
 fn max_timestamp(batch: &[u8]) -> i64 {
-    let at = MAX_TIMESTAMP_AT;
-    i64::from_be_bytes(batch[at..at + 8].try_into().unwrap())
+    header(batch).max_ts().0
 }
 
 impl Broker for FakeBroker {

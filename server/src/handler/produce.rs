@@ -1,7 +1,7 @@
-//! Produce (0): validate each partition's record batches in place, append them on the owning
-//! shards (all partitions in flight at once), answer per partition.
+//! Produce (0): check each partition's record batches once, append them on the owning shards
+//! (all partitions in flight at once), answer per partition.
 //!
-//! Plan per partition, before any I/O:
+//! Plan per partition, before any I/O (a partition with one bad batch appends none of them):
 //! | check                                   | error                        |
 //! |-----------------------------------------|------------------------------|
 //! | acks not in {0, 1, -1}                  | INVALID_REQUIRED_ACKS (21)   |
@@ -11,6 +11,10 @@
 //! | no records                              | INVALID_RECORD (87)          |
 //! | batch length/magic/CRC wrong            | CORRUPT_MESSAGE (2) etc.     |
 //! | batch larger than max.message.bytes     | MESSAGE_TOO_LARGE (10)       |
+//! | no records in a batch, count ≠ offsets  | INVALID_RECORD (87)          |
+//!
+//! The batch checks are [`ValidatedBatch::new`]'s (its module lists them in order); the engine
+//! appends what it is handed without checking again.
 //!
 //! acks=0 requests still append but get no response (protocol-notes trap 8).
 
@@ -21,15 +25,16 @@ use rill_protocol::kafka_protocol::messages::produce_response::{
     PartitionProduceResponse, TopicProduceResponse,
 };
 use rill_protocol::kafka_protocol::messages::{ProduceRequest, ProduceResponse};
-use rill_protocol::record::batches;
+use rill_protocol::record::split;
 use rill_protocol::ErrorCode;
+use rill_types::batch::ValidatedBatch;
 
 use super::{topic_or_auto_create, Broker};
 use crate::partition::ops::{Acks, PartitionOp, PartitionReply};
 use crate::topic_config::log_config;
 
 /// One partition's plan: the batches to append, or the error to answer.
-type Planned = Result<Vec<BytesMut>, ErrorCode>;
+type Planned = Result<Vec<ValidatedBatch>, ErrorCode>;
 
 /// Answer Produce; `None` for acks=0 (no response at all).
 pub async fn handle<B: Broker>(
@@ -80,23 +85,22 @@ pub async fn handle<B: Broker>(
     Some(response(version, results))
 }
 
-/// Split and validate one partition's records; copy them into owned buffers for the owner shard.
+/// Split one partition's records into whole batches and check each once, copying it into an
+/// owned buffer for the owner shard (which rewrites its baseOffset).
 fn plan_partition(partition: PartitionProduceData, message_bytes_max: usize) -> Planned {
     let records: Bytes = match partition.records {
         Some(records) if !records.is_empty() => records,
         _ => return Err(ErrorCode::InvalidRecord),
     };
     let mut out = Vec::new();
-    for batch in batches(records) {
-        let batch = batch.map_err(|e| {
+    for slice in split(records) {
+        let checked = slice
+            .and_then(|bytes| ValidatedBatch::new(BytesMut::from(&bytes[..]), message_bytes_max));
+        let batch = checked.map_err(|e| {
             tracing::debug!(error = %e, "refusing record batch");
             e.error_code()
         })?;
-        let bytes = batch.as_bytes();
-        if bytes.len() > message_bytes_max {
-            return Err(ErrorCode::MessageTooLarge);
-        }
-        out.push(BytesMut::from(bytes));
+        out.push(batch);
     }
     assert!(!out.is_empty());
     Ok(out)

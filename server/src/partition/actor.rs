@@ -12,12 +12,12 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use bytes::BytesMut;
 use futures::channel::{mpsc, oneshot};
 use futures::future::{select, Either};
 use futures::StreamExt;
 use rill_engine::io::{Clock, Storage};
 use rill_engine::{EngineError, FlushPolicy, LogConfig, LogManager, PartitionLog, Positions};
+use rill_types::batch::ValidatedBatch;
 use rill_types::{Offset, TimestampMs};
 
 use crate::admin::shard::hooks;
@@ -413,7 +413,7 @@ impl<S: Storage + 'static> Actor<S> {
         self.publish();
     }
 
-    async fn append(&mut self, batches: Vec<BytesMut>) -> PartitionReply {
+    async fn append(&mut self, batches: Vec<ValidatedBatch>) -> PartitionReply {
         assert!(!batches.is_empty());
         let now = self.setup.clock.now();
         let mut first = None;

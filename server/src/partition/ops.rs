@@ -5,8 +5,9 @@
 //! Offsets, timestamps and positions are typed; raw integers exist only in the handlers' wire
 //! messages.
 
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 use rill_engine::Positions;
+use rill_types::batch::ValidatedBatch;
 use rill_types::{ErrorCode, Offset, TimestampMs};
 
 /// Kafka's `acks`: how much of the append the producer waits for.
@@ -37,8 +38,8 @@ impl Acks {
 pub enum PartitionOp {
     /// Append validated v2 record batches, in order.
     Append {
-        /// One or more whole batches (split and CRC-checked by the Produce handler).
-        batches: Vec<BytesMut>,
+        /// One or more whole batches, each checked once by the Produce handler.
+        batches: Vec<ValidatedBatch>,
         /// When to answer.
         acks: Acks,
     },

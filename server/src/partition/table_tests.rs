@@ -12,6 +12,7 @@ use rill_engine::io::sim::{FaultConfig, SimStorage};
 use rill_engine::io::{Clock, SystemClock};
 use rill_engine::LogManager;
 use rill_protocol::ErrorCode;
+use rill_types::batch::ValidatedBatch;
 use rill_types::Offset;
 
 use super::ops::{Acks, PartitionOp, PartitionReply};
@@ -66,7 +67,9 @@ fn run<F: std::future::Future<Output = ()> + 'static>(make: impl FnOnce() -> F +
 
 fn append(records: usize, acks: Acks) -> PartitionOp {
     PartitionOp::Append {
-        batches: vec![BytesMut::from(&batch(records)[..])],
+        batches: vec![
+            ValidatedBatch::new(BytesMut::from(&batch(records)[..]), usize::MAX).unwrap(),
+        ],
         acks,
     }
 }

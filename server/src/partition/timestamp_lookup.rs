@@ -16,17 +16,11 @@ pub fn first_record_at_or_after(
     batch: &[u8],
     target: TimestampMs,
 ) -> Option<(Offset, TimestampMs)> {
-    let (offset, ts) = record_at_or_after(batch, target.0)?;
-    Some((Offset(offset), TimestampMs(ts)))
-}
-
-/// [`first_record_at_or_after`] on the wire integers the batch view reads.
-fn record_at_or_after(batch: &[u8], target_ms: i64) -> Option<(i64, i64)> {
     let view = RecordBatchView::new(batch).ok()?;
     if view.attributes().timestamp_type() == TimestampType::LogAppendTime {
         // Every record of a LogAppendTime batch carries the batch's max timestamp.
         let ts = view.max_timestamp();
-        return (ts >= target_ms).then_some((view.base_offset(), ts));
+        return (ts >= target).then_some((view.base_offset(), ts));
     }
     let decompressed;
     let records = match view.records() {
@@ -38,9 +32,15 @@ fn record_at_or_after(batch: &[u8], target_ms: i64) -> Option<(i64, i64)> {
     };
     for record in RecordIter::new(records, view.record_count()) {
         let record = record.ok()?;
-        let ts = view.base_timestamp().saturating_add(record.timestamp_delta);
-        if ts >= target_ms {
-            return Some((view.base_offset() + i64::from(record.offset_delta), ts));
+        // Record deltas are the producer's, never checked: plain arithmetic, no assertion.
+        let ts = TimestampMs(
+            view.base_timestamp()
+                .0
+                .saturating_add(record.timestamp_delta),
+        );
+        if ts >= target {
+            let offset = view.base_offset().0 + i64::from(record.offset_delta);
+            return Some((Offset(offset), ts));
         }
     }
     None

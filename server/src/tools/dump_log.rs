@@ -25,8 +25,8 @@ use rill_engine::segment::time_index::{self, TimeIndex};
 use rill_engine::segment::txn_index::TxnIndex;
 use rill_engine::Offset;
 use rill_protocol::record::{
-    batch_size_bytes, Compression, Record, RecordBatchView, RecordIter, TimestampType,
-    BATCH_HEADER_BYTES,
+    batch_size_bytes, Compression, Record, RecordBatchHeader, RecordBatchView, RecordIter,
+    TimestampType, BATCH_HEADER_BYTES,
 };
 
 /// Bytes of a batch read before its length is known: baseOffset + batchLength.
@@ -186,7 +186,7 @@ fn timestamp_type(view: &RecordBatchView<Vec<u8>>) -> &'static str {
 fn print_batch(view: &RecordBatchView<Vec<u8>>, pos: u64, out: &mut dyn Write) -> io::Result<bool> {
     let crc_valid = view.check_crc().is_ok();
     let delta = view.last_offset_delta();
-    let base_sequence = view.base_sequence();
+    let base_sequence = view.base_sequence().0;
     let last_sequence = if base_sequence < 0 {
         -1
     } else {
@@ -200,7 +200,7 @@ fn print_batch(view: &RecordBatchView<Vec<u8>>, pos: u64, out: &mut dyn Write) -
          position: {pos} timestampType: {} baseTimestamp: {} maxTimestamp: {} size: {} magic: 2 \
          compresscodec: {} crcValid: {crc_valid}",
         view.base_offset(),
-        view.base_offset().saturating_add(i64::from(delta)),
+        view.base_offset().0.saturating_add(i64::from(delta)),
         view.record_count(),
         view.producer_id(),
         view.producer_epoch(),
@@ -245,9 +245,13 @@ fn print_record(
 ) -> io::Result<()> {
     let offset = view
         .base_offset()
+        .0
         .saturating_add(i64::from(record.offset_delta));
-    let timestamp = view.base_timestamp().saturating_add(record.timestamp_delta);
-    let sequence = match view.base_sequence() {
+    let timestamp = view
+        .base_timestamp()
+        .0
+        .saturating_add(record.timestamp_delta);
+    let sequence = match view.base_sequence().0 {
         s if s < 0 => -1,
         s => s.wrapping_add(record.offset_delta),
     };
@@ -404,7 +408,10 @@ fn entry_mismatch(log: &File, base: Option<Offset>, rel: u32, pos: u32) -> Optio
     if log.read_exact_at(&mut header, u64::from(pos)).is_err() {
         return Some("position is past the end of the .log".into());
     }
-    let found = i64::from_be_bytes(header[..8].try_into().expect("8 bytes"));
+    let found = RecordBatchHeader::view(&header)
+        .expect("a whole header")
+        .base_offset
+        .get();
     (found != want).then(|| format!("the .log has baseOffset {found} there"))
 }
 
@@ -443,7 +450,7 @@ mod tests {
         let mut second = encode_plain_batch([record("k3", "!")]);
         RecordBatchView::new(&mut second[..])
             .unwrap()
-            .set_base_offset(2);
+            .set_base_offset(rill_types::Offset(2));
         first.extend_from_slice(&second);
         let _ = &mut first;
         first.to_vec()

@@ -18,6 +18,7 @@ use rill_protocol::record::{encode_plain_batch, PlainRecord};
 
 use super::state::{TxnMetadata, TxnState};
 use super::{ProducerEpoch, ProducerId};
+use rill_types::batch::ValidatedBatch;
 
 const KEY_VERSION: u8 = 1;
 const VALUE_VERSION: u8 = 1;
@@ -160,13 +161,15 @@ pub fn decode_value(mut buf: Bytes) -> Result<TxnMetadata, DecodeError> {
 }
 
 /// One v2 record batch holding `records`.
-pub fn encode_batch(records: &[TxnRecord], timestamp_ms: i64) -> BytesMut {
+pub fn encode_batch(records: &[TxnRecord], timestamp_ms: i64) -> ValidatedBatch {
     assert!(!records.is_empty());
-    encode_plain_batch(records.iter().map(|r| PlainRecord {
+    let bytes = encode_plain_batch(records.iter().map(|r| PlainRecord {
         key: Some(encode_key(&r.transactional_id)),
         value: r.metadata.as_ref().map(encode_value),
         timestamp_ms,
-    }))
+    }));
+    // The log is its own producer: its batch is checked as any other before the engine takes it.
+    ValidatedBatch::new(bytes, usize::MAX).expect("an encoded transaction-log batch is valid")
 }
 
 /// Every record in `chunk` (whole batches back to back), with its offset, in log order.

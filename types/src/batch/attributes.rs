@@ -36,11 +36,16 @@ pub enum TimestampType {
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Attributes(pub i16);
 
-const COMPRESSION_MASK: i16 = 0b111;
-const TIMESTAMP_TYPE_BIT: i16 = 1 << 3;
-const TRANSACTIONAL_BIT: i16 = 1 << 4;
-const CONTROL_BIT: i16 = 1 << 5;
-const DELETE_HORIZON_BIT: i16 = 1 << 6;
+/// Bits 0-2: the compression codec.
+pub const COMPRESSION_MASK: i16 = 0b111;
+/// Bit 3: LogAppendTime.
+pub const TIMESTAMP_TYPE_BIT: i16 = 1 << 3;
+/// Bit 4: the batch belongs to a transaction.
+pub const TRANSACTIONAL_BIT: i16 = 1 << 4;
+/// Bit 5: a control batch (transaction markers).
+pub const CONTROL_BIT: i16 = 1 << 5;
+/// Bit 6: baseTimestamp holds the delete horizon.
+pub const DELETE_HORIZON_BIT: i16 = 1 << 6;
 
 impl Attributes {
     /// The codec, or `Err(code)` for the undefined codes 5-7.

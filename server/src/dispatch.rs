@@ -7,10 +7,14 @@
 //! | malformed header or body               | connection closed                            |
 //! | API not implemented by this broker     | connection closed                            |
 //! | Produce with acks=0                    | no response (trap 8)                         |
+//!
+//! Every request goes through [`handle`]; its [`Answer`] is a response body to encode, or for
+//! Fetch the body plus each partition's record chunks, which the vectored encoder splices in
+//! without copying them.
 
 use bytes::{Bytes, BytesMut};
 use rill_protocol::fetch_encoder::encode_fetch_response_vectored;
-use rill_protocol::kafka_protocol::messages::{ApiKey, RequestKind, ResponseKind};
+use rill_protocol::kafka_protocol::messages::{ApiKey, FetchResponse, RequestKind, ResponseKind};
 use rill_protocol::request::decode_request;
 use rill_protocol::response::encode_response;
 
@@ -49,42 +53,52 @@ pub async fn dispatch<B: Broker>(broker: &B, frame_body: Bytes) -> Outcome {
         tracing::debug!(?api_key, "closing connection: API not implemented");
         return Outcome::Close;
     }
-    if let RequestKind::Fetch(fetch) = &request.body {
-        let (response, records) = handler::fetch::handle_parts(broker, version, fetch).await;
-        return match encode_fetch_response_vectored(correlation_id, version, response, &records) {
-            Ok(parts) => Outcome::RespondParts(parts),
-            Err(e) => {
-                tracing::error!(error = %e, "cannot encode fetch response; closing connection");
-                Outcome::Close
-            }
-        };
-    }
     let client_id = request
         .header
         .client_id
         .as_deref()
         .unwrap_or("")
         .to_string();
-    let Some(body) = handle(broker, version, &client_id, request.body).await else {
-        return Outcome::Silent;
-    };
-    encode(correlation_id, api_key, version, &body)
+    match handle(broker, version, &client_id, request.body).await {
+        Answer::Body(body) => encode(correlation_id, api_key, version, &body),
+        Answer::Fetch(response, records) => {
+            encode_fetch(correlation_id, version, response, &records)
+        }
+        Answer::Silent => Outcome::Silent,
+    }
 }
 
-async fn handle<B: Broker>(
+/// What a handler answered.
+#[derive(Debug)]
+pub enum Answer {
+    /// A response body, encoded whole.
+    Body(ResponseKind),
+    /// A Fetch response without record bytes, and each partition's record chunks in response
+    /// order (spliced in uncopied by the vectored encoder).
+    Fetch(FetchResponse, Vec<Vec<Bytes>>),
+    /// No response (Produce with acks=0).
+    Silent,
+}
+
+/// Run the handler of one decoded request.
+pub async fn handle<B: Broker>(
     broker: &B,
     version: i16,
     client_id: &str,
     body: RequestKind,
-) -> Option<ResponseKind> {
+) -> Answer {
     use handler::*;
     let response = match body {
         RequestKind::ApiVersions(_) => ResponseKind::ApiVersions(api_versions::handle(version)),
         RequestKind::Metadata(r) => ResponseKind::Metadata(metadata::handle(broker, version, &r)),
-        RequestKind::Produce(r) => {
-            ResponseKind::Produce(produce::handle(broker, version, r).await?)
+        RequestKind::Produce(r) => match produce::handle(broker, version, r).await {
+            Some(response) => ResponseKind::Produce(response),
+            None => return Answer::Silent,
+        },
+        RequestKind::Fetch(r) => {
+            let (response, records) = fetch::handle(broker, version, &r).await;
+            return Answer::Fetch(response, records);
         }
-        RequestKind::Fetch(r) => ResponseKind::Fetch(fetch::handle(broker, version, &r).await),
         RequestKind::ListOffsets(r) => {
             ResponseKind::ListOffsets(list_offsets::handle(broker, version, &r).await)
         }
@@ -111,7 +125,7 @@ async fn handle<B: Broker>(
         }
         other => handle_group(broker, version, client_id, other).await,
     };
-    Some(response)
+    Answer::Body(response)
 }
 
 /// Consumer-group APIs (issue 5).
@@ -155,6 +169,22 @@ async fn handle_group<B: Broker>(
             ResponseKind::DeleteGroups(delete_groups::handle(broker, &r).await)
         }
         other => unreachable!("implemented() admitted an unhandled request {other:?}"),
+    }
+}
+
+/// A Fetch response as buffers: record chunks are spliced in, never copied.
+fn encode_fetch(
+    correlation_id: i32,
+    version: i16,
+    response: FetchResponse,
+    records: &[Vec<Bytes>],
+) -> Outcome {
+    match encode_fetch_response_vectored(correlation_id, version, response, records) {
+        Ok(parts) => Outcome::RespondParts(parts),
+        Err(e) => {
+            tracing::error!(error = %e, "cannot encode fetch response; closing connection");
+            Outcome::Close
+        }
     }
 }
 
@@ -226,13 +256,25 @@ mod every_version_encodes {
     }
 
     fn assert_encodes(api_key: ApiKey, make: impl Fn(&FakeBroker, i16) -> ResponseKind) {
+        assert_answer_encodes(api_key, |b, v| Answer::Body(make(b, v)));
+    }
+
+    /// Encodes each answer the way [`dispatch`] does (Fetch through the vectored encoder).
+    fn assert_answer_encodes(api_key: ApiKey, make: impl Fn(&FakeBroker, i16) -> Answer) {
         let broker = FakeBroker::new();
         broker.topics().create("t", 2, Default::default()).unwrap();
         broker.append("t", 0, batch(2));
         for v in versions(api_key) {
-            let body = make(&broker, v);
-            let mut out = BytesMut::new();
-            if let Err(e) = encode_response(&mut out, 1, api_key, v, &body) {
+            let result = match make(&broker, v) {
+                Answer::Body(body) => {
+                    encode_response(&mut BytesMut::new(), 1, api_key, v, &body).map(drop)
+                }
+                Answer::Fetch(response, records) => {
+                    encode_fetch_response_vectored(1, v, response, &records).map(drop)
+                }
+                Answer::Silent => Ok(()),
+            };
+            if let Err(e) = result {
                 panic!("{api_key:?} v{v}: {e}");
             }
         }
@@ -256,7 +298,7 @@ mod every_version_encodes {
                 .with_topic_data(vec![t]);
             ResponseKind::Produce(block_on(handler::produce::handle(b, v, req)).unwrap())
         });
-        assert_encodes(ApiKey::Fetch, |b, v| {
+        assert_answer_encodes(ApiKey::Fetch, |b, v| {
             let p = fetch_request::FetchPartition::default().with_partition_max_bytes(1 << 20);
             let t = fetch_request::FetchTopic::default()
                 .with_topic(topic_name("t"))
@@ -264,7 +306,8 @@ mod every_version_encodes {
             let req = FetchRequest::default()
                 .with_max_bytes(1 << 20)
                 .with_topics(vec![t]);
-            ResponseKind::Fetch(block_on(handler::fetch::handle(b, v, &req)))
+            let (response, records) = block_on(handler::fetch::handle(b, v, &req));
+            Answer::Fetch(response, records)
         });
         assert_encodes(ApiKey::ListOffsets, |b, v| {
             let p = list_offsets_request::ListOffsetsPartition::default().with_timestamp(-1);

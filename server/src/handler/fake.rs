@@ -1,10 +1,11 @@
 //! An in-memory [`Broker`] for handler unit tests: real topic registry (in a temp dir), partitions
-//! as vectors of batches, a timer that returns at once. No runtime, no sockets.
+//! as vectors of batches, a virtual clock whose timer returns at once after moving the clock on.
+//! No runtime, no sockets.
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use bytes::{Bytes, BytesMut};
 use rill_protocol::record::{encode_plain_batch, PlainRecord};
@@ -43,6 +44,9 @@ pub struct FakeBroker {
     logs: RefCell<Logs>,
     /// Group coordinator over an in-memory journal (one shard owns every group).
     pub groups: GroupCoordinator<MemJournal>,
+    /// The virtual clock: `clock_origin` plus the time slept so far.
+    clock_origin: Instant,
+    slept: Cell<Duration>,
 }
 
 impl Default for FakeBroker {
@@ -73,6 +77,8 @@ impl FakeBroker {
                 std::rc::Rc::new(rill_engine::io::SystemClock),
                 Vec::new(),
             ),
+            clock_origin: Instant::now(),
+            slept: Cell::new(Duration::ZERO),
         }
     }
 
@@ -168,7 +174,11 @@ impl Broker for FakeBroker {
                 });
                 PartitionReply::OffsetForTimestamp(found, positions)
             }
-            PartitionOp::WaitForData { .. } => PartitionReply::Waited,
+            // Nothing appends while a request runs here: a wait always lasts its whole time.
+            PartitionOp::WaitForData { wait_ms, .. } => {
+                self.sleep(Duration::from_millis(wait_ms)).await;
+                PartitionReply::Waited
+            }
             PartitionOp::Release => PartitionReply::Released,
             PartitionOp::Delete => {
                 self.logs
@@ -179,8 +189,12 @@ impl Broker for FakeBroker {
         }
     }
 
+    fn now(&self) -> Instant {
+        self.clock_origin + self.slept.get()
+    }
+
     async fn sleep(&self, duration: Duration) {
-        std::thread::sleep(duration.min(Duration::from_millis(5)));
+        self.slept.set(self.slept.get() + duration);
     }
 
     async fn group(&self, group_id: &str, op: GroupOp) -> GroupReply {

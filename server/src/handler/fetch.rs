@@ -8,10 +8,13 @@
 //! Byte budgets (KIP-74): each partition reads up to its `partition_max_bytes`; the response
 //! keeps partitions in request order while the total stays within `max_bytes`, but the first
 //! partition with data is always included whole so a large batch can never stall a consumer.
+//!
+//! Time is the broker's ([`Broker::now`], [`Broker::sleep`]): the long poll's deadline and its
+//! timer come from the same clock, so tests drive it with a virtual one.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 use futures::future::{join_all, select, select_all, Either};
 use rill_protocol::kafka_protocol::messages::fetch_response::{
     FetchableTopicResponse, PartitionData,
@@ -48,22 +51,10 @@ struct Got {
     chunks: Vec<Bytes>,
 }
 
-/// Answer Fetch.
-pub async fn handle<B: Broker>(broker: &B, version: i16, request: &FetchRequest) -> FetchResponse {
-    let (mut response, records) = handle_parts(broker, version, request).await;
-    let partitions = response
-        .responses
-        .iter_mut()
-        .flat_map(|t| t.partitions.iter_mut());
-    for (partition, chunks) in partitions.zip(records) {
-        partition.records = Some(concat(chunks));
-    }
-    response
-}
-
-/// The response without record bytes, plus each partition's record chunks in response order:
-/// what the zero-copy encoder (`rill_protocol::fetch_encoder`) needs to send them uncopied.
-pub async fn handle_parts<B: Broker>(
+/// Answer Fetch: the response without record bytes, plus each partition's record chunks in
+/// response order, which the vectored encoder (`rill_protocol::fetch_encoder`) splices in
+/// without copying them.
+pub async fn handle<B: Broker>(
     broker: &B,
     version: i16,
     request: &FetchRequest,
@@ -71,12 +62,12 @@ pub async fn handle_parts<B: Broker>(
     let wants = resolve(broker, version, request);
     let wait = Duration::from_millis((request.max_wait_ms.max(0) as u64).min(FETCH_WAIT_MS_MAX));
     let min_bytes = request.min_bytes.max(0) as usize;
-    let deadline = Instant::now() + wait;
+    let deadline = broker.now() + wait;
     let mut gots = read_all(broker, &wants).await;
     loop {
         let total: usize = gots.iter().map(|g| bytes_of(&g.chunks)).sum();
         let any_error = gots.iter().any(|g| !g.error.is_ok());
-        let now = Instant::now();
+        let now = broker.now();
         if total >= min_bytes.max(1) || any_error || now >= deadline || wants.is_empty() {
             break;
         }
@@ -246,19 +237,6 @@ fn response(
     (response, records)
 }
 
-/// One buffer holding all chunks (copies only when there are several).
-fn concat(chunks: Vec<Bytes>) -> Bytes {
-    match chunks.len() {
-        0 => Bytes::new(),
-        1 => chunks.into_iter().next().expect("one chunk"),
-        _ => {
-            let mut all = BytesMut::with_capacity(bytes_of(&chunks));
-            chunks.iter().for_each(|c| all.extend_from_slice(c));
-            all.freeze()
-        }
-    }
-}
-
 fn partition_data(index: i32, error: ErrorCode, positions: Option<Positions>) -> PartitionData {
     // Unknown positions are -1 on the wire.
     let high_watermark = positions.map_or(-1, |p| p.high_watermark().0);
@@ -280,6 +258,20 @@ mod tests {
     use crate::handler::fake::{batch, FakeBroker};
     use futures::executor::block_on;
     use rill_protocol::kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
+
+    /// [`handle`], with each partition's chunks put back into its `records` field (what a
+    /// client decodes from the spliced response).
+    async fn answer<B: Broker>(broker: &B, version: i16, request: &FetchRequest) -> FetchResponse {
+        let (mut response, records) = handle(broker, version, request).await;
+        let partitions = response
+            .responses
+            .iter_mut()
+            .flat_map(|t| t.partitions.iter_mut());
+        for (partition, chunks) in partitions.zip(records) {
+            partition.records = Some(Bytes::from(chunks.concat()));
+        }
+        response
+    }
 
     fn request(
         topic: &str,
@@ -312,7 +304,7 @@ mod tests {
         broker.topics().create("t", 2, Default::default()).unwrap();
         broker.append("t", 0, batch(3));
         broker.append("t", 0, batch(2));
-        let r = block_on(handle(&broker, 12, &request("t", &[(0, 0), (1, 0)], 0, 1)));
+        let r = block_on(answer(&broker, 12, &request("t", &[(0, 0), (1, 0)], 0, 1)));
         let p0 = &r.responses[0].partitions[0];
         assert_eq!(p0.error_code, 0);
         assert_eq!(p0.high_watermark, 5);
@@ -331,21 +323,26 @@ mod tests {
     fn long_poll_times_out_empty_through_the_injected_timer() {
         let broker = FakeBroker::new();
         broker.topics().create("t", 1, Default::default()).unwrap();
-        let r = block_on(handle(&broker, 12, &request("t", &[(0, 0)], 100, 1)));
+        let start = broker.now();
+        let r = block_on(answer(&broker, 12, &request("t", &[(0, 0)], 100, 1)));
         assert!(r.responses[0].partitions[0]
             .records
             .as_ref()
             .unwrap()
             .is_empty());
+        assert!(
+            broker.now() - start >= Duration::from_millis(100),
+            "waited max_wait_ms"
+        );
     }
 
     #[test]
     fn unknown_topic_and_out_of_range() {
         let broker = FakeBroker::new();
         broker.topics().create("t", 1, Default::default()).unwrap();
-        let r = block_on(handle(&broker, 12, &request("nope", &[(0, 0)], 0, 1)));
+        let r = block_on(answer(&broker, 12, &request("nope", &[(0, 0)], 0, 1)));
         assert_eq!(r.responses[0].partitions[0].error_code, 3);
-        let r = block_on(handle(&broker, 12, &request("t", &[(0, 99)], 0, 1)));
+        let r = block_on(answer(&broker, 12, &request("t", &[(0, 99)], 0, 1)));
         assert_eq!(r.responses[0].partitions[0].error_code, 1);
     }
 }

@@ -5,7 +5,7 @@
 //! partition operation to its owning shard.
 
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use rill_protocol::kafka_protocol::messages::TopicName;
 use rill_protocol::kafka_protocol::protocol::StrBytes;
@@ -55,6 +55,9 @@ pub trait Broker {
     fn topics(&self) -> &Arc<TopicRegistry>;
     /// Run `op` on the shard that owns the partition and return its answer.
     async fn partition(&self, topic: &str, partition: i32, op: PartitionOp) -> PartitionReply;
+    /// The runtime's monotonic clock (long-poll deadlines); the same clock [`Broker::sleep`]
+    /// waits on.
+    fn now(&self) -> Instant;
     /// The runtime's timer (long polls).
     async fn sleep(&self, duration: Duration);
     /// Run a consumer-group operation on the shard that coordinates `group_id`.

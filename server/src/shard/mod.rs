@@ -7,7 +7,7 @@
 
 use std::rc::Rc;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use futures::channel::oneshot;
 use glommio::channels::channel_mesh::Senders;
@@ -86,6 +86,10 @@ impl<S: Storage + 'static> Broker for Shard<S> {
         answer
             .await
             .unwrap_or(PartitionReply::Error(OWNER_UNAVAILABLE))
+    }
+
+    fn now(&self) -> Instant {
+        Instant::now()
     }
 
     async fn sleep(&self, duration: Duration) {

@@ -192,6 +192,12 @@ pub struct CompareArgs {
     /// Which workloads to run.
     #[arg(long, value_enum, default_value = "all")]
     pub workloads: WorkloadSet,
+    /// Mixed workload: the producer's rate, msg/s (acks=all; runs `--latency-seconds`).
+    #[arg(long, default_value_t = 2000)]
+    pub mixed_rate: u64,
+    /// Mixed workload: MiB produced before it, which the catch-up consumer reads over and over.
+    #[arg(long, default_value_t = 1024)]
+    pub mixed_backlog_mib: u64,
 }
 
 /// A subset of `compare`'s workloads.
@@ -200,6 +206,8 @@ pub enum WorkloadSet {
     All,
     Throughput,
     Latency,
+    /// A producer at `--mixed-rate` acks=all alone, then beside a catch-up consumer.
+    Mixed,
 }
 
 /// `rill-bench machine`.

@@ -17,6 +17,7 @@ use crate::cli::{
     Acks, CompareArgs, Compression, LatencyArgs, Target, ThroughputArgs, WorkloadSet,
 };
 use crate::machine::{self, MachineLimits};
+use crate::mixed::MixedResult;
 use crate::report::{self, Percentiles};
 use crate::throughput::ThroughputResult;
 
@@ -28,6 +29,8 @@ const TCP_BLAST_SECONDS: f64 = 3.0;
 enum Workload {
     Throughput(Acks),
     Latency(Acks),
+    /// acks=all producer alone, then beside a catch-up consumer (see [`crate::mixed`]).
+    Mixed,
 }
 
 impl Workload {
@@ -37,6 +40,7 @@ impl Workload {
             (WorkloadSet::All, _)
                 | (WorkloadSet::Throughput, Workload::Throughput(_))
                 | (WorkloadSet::Latency, Workload::Latency(_))
+                | (WorkloadSet::Mixed, Workload::Mixed)
         )
     }
 
@@ -44,15 +48,17 @@ impl Workload {
         match self {
             Workload::Throughput(acks) => format!("throughput-acks-{}", acks.as_config()),
             Workload::Latency(acks) => format!("latency-acks-{}", acks.as_config()),
+            Workload::Mixed => "mixed-acks-all".to_string(),
         }
     }
 }
 
-const WORKLOADS: [Workload; 4] = [
+const WORKLOADS: [Workload; 5] = [
     Workload::Throughput(Acks::All),
     Workload::Throughput(Acks::Leader),
     Workload::Latency(Acks::All),
     Workload::Latency(Acks::Leader),
+    Workload::Mixed,
 ];
 
 /// Everything measured for one (workload, broker), merged over rounds.
@@ -61,6 +67,7 @@ struct Measured {
     throughput: Vec<ThroughputResult>,
     ack: Option<Histogram<u64>>,
     e2e: Option<Histogram<u64>>,
+    mixed: Vec<MixedResult>,
     failures: Vec<String>,
 }
 
@@ -151,6 +158,18 @@ fn run_one(
         match workload {
             Workload::Throughput(acks) => run_throughput(args, target, acks, broker.pid(), into),
             Workload::Latency(acks) => run_latency(args, target, acks, into),
+            Workload::Mixed => {
+                let (rate, seconds) = (args.mixed_rate, args.latency_seconds);
+                let result = crate::mixed::run(&target, rate, seconds, args.mixed_backlog_mib)?;
+                eprintln!(
+                    "   producer p99 alone {} µs, with catch-up reader {} µs; reader {:.0} MB/s",
+                    result.alone.value_at_quantile(0.99),
+                    result.with_reader.value_at_quantile(0.99),
+                    result.reader_mb_s
+                );
+                into.mixed.push(result);
+                Ok(())
+            }
         }
     });
     let _ = std::fs::remove_dir_all(&spec.data_dir);
@@ -353,9 +372,53 @@ fn all_rows(
                 limits,
             )),
             Workload::Latency(_) => rows.extend(latency_rows(&name, rill, tansu, limits)),
+            Workload::Mixed => rows.extend(mixed_rows(&name, &rill.mixed, &tansu.mixed)),
         }
     }
     rows
+}
+
+/// The mixed workload's rows: the producer's p99 alone and beside the catch-up consumer
+/// (histograms merged over rounds), their ratio, and the consumer's read rate (mean).
+fn mixed_rows(workload: &str, rill: &[MixedResult], tansu: &[MixedResult]) -> Vec<Row> {
+    let p99 = |runs: &[MixedResult], pick: fn(&MixedResult) -> &Histogram<u64>| {
+        let mut merged: Option<Histogram<u64>> = None;
+        for run in runs {
+            merge(&mut merged, pick(run)).ok()?;
+        }
+        merged.map(|h| h.value_at_quantile(0.99) as f64)
+    };
+    let ratio =
+        |runs: &[MixedResult]| Some(p99(runs, |r| &r.with_reader)? / p99(runs, |r| &r.alone)?);
+    let reader = |runs: &[MixedResult]| {
+        (!runs.is_empty())
+            .then(|| runs.iter().map(|r| r.reader_mb_s).sum::<f64>() / runs.len() as f64)
+    };
+    let row = |metric: &str, rill: Option<f64>, tansu: Option<f64>| Row {
+        workload: workload.to_string(),
+        metric: metric.to_string(),
+        rill,
+        tansu,
+        rill_vs_machine: String::new(),
+    };
+    vec![
+        row(
+            "producer p99 µs, alone",
+            p99(rill, |r| &r.alone),
+            p99(tansu, |r| &r.alone),
+        ),
+        row(
+            "producer p99 µs, beside a catch-up reader",
+            p99(rill, |r| &r.with_reader),
+            p99(tansu, |r| &r.with_reader),
+        ),
+        row(
+            "producer p99 beside reader / alone",
+            ratio(rill),
+            ratio(tansu),
+        ),
+        row("catch-up reader MB/s", reader(rill), reader(tansu)),
+    ]
 }
 
 /// Two significant figures for small ratios (latency ratios far below 1 stay readable).
@@ -383,14 +446,15 @@ fn markdown(
 ) -> String {
     let mut text = format!(
         "Machine limits (same run): sequential O_DIRECT write {:.0} MB/s; 4 KiB O_DIRECT+O_DSYNC append p50 {} µs, p99 {} µs, p99.9 {} µs; loopback TCP {:.0} MB/s.\n\
-         Workloads: {} B messages, {} partition(s), Rill --shards {}, throughput {} s per run (linger 5 ms, no compression), latency {} msg/s for {} s (first 1 s dropped), {} round(s), alternating.\n\n\
+         Workloads: {} B messages, {} partition(s), Rill --shards {}, throughput {} s per run (linger 5 ms, no compression), latency {} msg/s for {} s (first 1 s dropped), {} round(s), alternating; mixed: acks=all producer at {} msg/s for the latency run length, alone and beside a consumer reading a {} MiB backlog from its start at full speed.\n\n\
          | workload | metric | rill | tansu | rill/tansu | rill vs machine |\n|---|---|---:|---:|---:|---|\n",
         limits.disk_direct_write_mb_s,
         limits.disk_sync_write_4k.p50_us,
         limits.disk_sync_write_4k.p99_us,
         limits.disk_sync_write_4k.p999_us,
         limits.loopback_tcp_mb_s,
-        args.size, args.partitions, args.shards, args.throughput_seconds, args.rate, args.latency_seconds, args.rounds
+        args.size, args.partitions, args.shards, args.throughput_seconds, args.rate, args.latency_seconds, args.rounds,
+        args.mixed_rate, args.mixed_backlog_mib
     );
     for row in rows {
         let ratio = match (row.rill, row.tansu) {

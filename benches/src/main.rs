@@ -18,6 +18,7 @@
 //! - [`pacer`] + [`payload`]: open-loop send schedule and the intended-send-time stamp.
 //! - [`latency`]: `rill-bench latency` (produce→ack and produce→consume, HdrHistogram).
 //! - [`throughput`]: `rill-bench throughput` (msg/s, MB/s, broker CPU seconds per GB).
+//! - [`mixed`]: a producer's latency alone and beside a catch-up consumer (`compare`).
 //! - [`report`]: percentile tables, JSON lines and `.hgrm` files.
 //! - [`proc_stat`]: CPU time of a local broker from `/proc/<pid>/stat`.
 //! - [`machine`]: this machine's limits (O_DIRECT write with `dd`, loopback TCP blast).
@@ -32,6 +33,7 @@ mod compare;
 mod flamegraph;
 mod latency;
 mod machine;
+mod mixed;
 mod pacer;
 mod payload;
 mod proc_stat;

@@ -1,0 +1,121 @@
+#!/usr/bin/env bash
+# Catch-up reads measured with librdkafka's own load tool, rdkafka_performance (issue 11):
+# produce N messages with acks=all, then read them all back from the beginning with librdkafka's
+# defaults (1 MiB per-partition fetches), one partition, on each broker given, in one run.
+#
+#   benches/catchup.sh [--messages N] [--size BYTES] [--rounds R] [--shards S] [--partitions P] \
+#       [--out DIR] NAME=RILL_BINARY ... [tansu=TANSU_BINARY]
+#
+# A NAME starting with "tansu" runs that binary as tansu with memory:// storage; any other NAME
+# runs a rill binary (--shards S, a fresh data dir under --out on this disk). Every round runs
+# every broker, alternating the order, each on a freshly started process on 127.0.0.1. Per phase
+# it prints msgs/s (rdkafka_performance's own figure) and the broker's CPU time (utime+stime from
+# /proc) per message. Output: a markdown table on stdout and in DIR/catchup.md.
+#
+# rdkafka_performance is built from the librdkafka 2.12.1 sources that the rdkafka crate vendors
+# (the same client as rill-bench), against the static library of a release build of rill-bench
+# (`cargo build --release -p rill-bench`), unless $RDKAFKA_PERFORMANCE names a binary.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+messages=300000 size=1024 rounds=2 shards=1 partitions=1 out=bench-results/catchup
+brokers=()
+while [[ $# -gt 0 ]]; do
+    case "$1" in
+        --messages) messages=$2; shift 2 ;;
+        --size) size=$2; shift 2 ;;
+        --rounds) rounds=$2; shift 2 ;;
+        --shards) shards=$2; shift 2 ;;
+        --partitions) partitions=$2; shift 2 ;;
+        --out) out=$2; shift 2 ;;
+        *=*) brokers+=("$1"); shift ;;
+        *) echo "unknown argument $1" >&2; exit 2 ;;
+    esac
+done
+[[ ${#brokers[@]} -gt 0 ]] || { echo "give at least one NAME=BINARY" >&2; exit 2; }
+mkdir -p "$out"
+out=$(cd "$out" && pwd)
+
+perf_tool() {
+    if [[ -n "${RDKAFKA_PERFORMANCE:-}" ]]; then echo "$RDKAFKA_PERFORMANCE"; return; fi
+    local tool="$out/rdkafka_performance"
+    if [[ ! -x "$tool" ]]; then
+        local lib zstd src
+        lib=$(ls -t target/release/build/rdkafka-sys-*/out/src/librdkafka.a | head -n1)
+        zstd=$(ls -t target/release/build/zstd-sys-*/out/libzstd.a | head -n1)
+        src=$(dirname "$(dirname "$lib")")
+        gcc -O2 -o "$tool" "$src/examples/rdkafka_performance.c" -I"$src/src" "$lib" "$zstd" \
+            -lm -lz -ldl -lpthread -lrt >&2
+    fi
+    echo "$tool"
+}
+tool=$(perf_tool)
+
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
+ticks_per_s=$(getconf CLK_TCK)
+
+start_broker() { # name binary port -> pid
+    local name=$1 bin=$2 port=$3
+    if [[ $name == tansu* ]]; then
+        "$bin" broker --listener-url "tcp://127.0.0.1:$port" --advertised-listener-url \
+            "tcp://127.0.0.1:$port" --storage-engine memory://tansu/ >"$out/$name.log" 2>&1 &
+    else
+        rm -rf "$out/$name-data"
+        "$bin" --listen "127.0.0.1:$port" --data-dir "$out/$name-data" --shards "$shards" \
+            --default-partitions "$partitions" >"$out/$name.log" 2>&1 &
+    fi
+    local pid=$!
+    for _ in $(seq 100); do
+        if (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then echo "$pid"; return; fi
+        sleep 0.1
+    done
+    echo "$name did not start; see $out/$name.log" >&2
+    kill "$pid"; return 1
+}
+
+stop_broker() { kill "$1" 2>/dev/null || true; wait "$1" 2>/dev/null || true; }
+
+# One phase: run rdkafka_performance, print "msgs/s cpu_us_per_msg".
+phase() { # pid args...
+    local pid=$1; shift
+    local before after line rate
+    before=$(cpu_ticks "$pid")
+    line=$("$tool" "$@" 2>&1 | grep -E 'msgs/s' | tail -n1)
+    after=$(cpu_ticks "$pid")
+    rate=$(sed -E 's/.*: ([0-9]+) msgs\/s.*/\1/' <<<"$line")
+    awk -v r="$rate" -v t=$((after - before)) -v hz="$ticks_per_s" -v n="$messages" \
+        'BEGIN { printf "%d %.2f\n", r, 1e6 * t / hz / n }'
+}
+
+declare -A results
+for round in $(seq 1 "$rounds"); do
+    order=("${brokers[@]}")
+    if (( round % 2 == 0 )); then
+        order=(); for (( i=${#brokers[@]}-1; i>=0; i-- )); do order+=("${brokers[$i]}"); done
+    fi
+    for entry in "${order[@]}"; do
+        name=${entry%%=*} bin=${entry#*=}
+        port=$(free_port)
+        pid=$(start_broker "$name" "$bin" "$port")
+        topic="catchup-r$round"
+        produce=$(phase "$pid" -P -t "$topic" -p 0 -b "127.0.0.1:$port" -s "$size" -c "$messages" -X acks=all)
+        consume=$(phase "$pid" -C -t "$topic" -p 0 -b "127.0.0.1:$port" -o beginning -c "$messages")
+        stop_broker "$pid"
+        echo "round $round $name: produce $produce, consume $consume (msgs/s, broker CPU µs/msg)" >&2
+        results[$name]+="$produce $consume;"
+    done
+done
+
+{
+    echo "$messages messages of $size B, $partitions partition(s), acks=all, then consumed from the beginning with rdkafka_performance defaults; $rounds round(s), alternating; rill --shards $shards."
+    echo
+    echo "| broker | produce msg/s | consume msg/s | broker CPU µs/msg produce | consume | produce + consume |"
+    echo "|---|---:|---:|---:|---:|---:|"
+    for entry in "${brokers[@]}"; do
+        name=${entry%%=*}
+        tr ';' '\n' <<<"${results[$name]}" | awk -v name="$name" 'NF == 4 {
+            pr += $1; pc += $2; cr += $3; cc += $4; n++ }
+            END { printf "| %s | %d | %d | %.2f | %.2f | %.2f |\n", name, pr/n, cr/n, pc/n, cc/n, (pc+cc)/n }'
+    done
+} | tee "$out/catchup.md"

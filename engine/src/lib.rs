@@ -49,6 +49,8 @@
 //!   [`prealloc::PREALLOC_STEP_MAX`] (16 MiB), and all partitions of a shard hold at most their
 //!   [`prealloc::PreallocBudget`] ahead ([`prealloc::SHARD_PREALLOC_BYTES_DEFAULT`], 256 MiB).
 //! - Tail batch cache: `LogConfig::batch_cache_bytes_max` per partition.
+//! - Read cache of cold extents: one [`read_cache::ReadCache`] per core, a hard bound in bytes
+//!   (`rill.read.cache.bytes`) over extents loaded and loading; least recently used evicted.
 //! - Open files: the active `.log` plus at most [`partition_log::OPEN_SEALED_FILES_MAX`] sealed
 //!   ones; none once the partition is released idle ([`PartitionLog::open_files`]).
 //! - Sparse indexes (8 + 12 bytes per `index_interval_bytes` of log) are in memory only for the

@@ -22,10 +22,11 @@ use std::os::unix::io::AsRawFd;
 use std::path::PathBuf;
 use std::time::Instant;
 
-const FILE_BYTES: usize = 512 << 20;
+/// File size under `cargo bench`; `cargo test --all-targets` runs a smoke pass of 8 MiB.
+const FILE_BYTES_BENCH: usize = 512 << 20;
 const CHUNK_BYTES: usize = 1 << 20;
 
-fn make_file() -> PathBuf {
+fn make_file(file_bytes: usize) -> PathBuf {
     let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR"));
     std::fs::create_dir_all(&dir).unwrap();
     let path = dir.join(format!("fetch-send-{}.log", std::process::id()));
@@ -39,7 +40,7 @@ fn make_file() -> PathBuf {
     for (i, b) in chunk.iter_mut().enumerate() {
         *b = (i * 7 + 3) as u8;
     }
-    for i in 0..FILE_BYTES / CHUNK_BYTES {
+    for i in 0..file_bytes / CHUNK_BYTES {
         file.write_all_at(&chunk, (i * CHUNK_BYTES) as u64).unwrap();
     }
     file.sync_all().unwrap();
@@ -83,7 +84,7 @@ fn socket_pair() -> (TcpStream, std::thread::JoinHandle<usize>) {
     (sender, drain)
 }
 
-fn run(name: &str, send: impl FnOnce(&TcpStream)) {
+fn run(name: &str, file_bytes: usize, send: impl FnOnce(&TcpStream)) {
     let (socket, drain) = socket_pair();
     let (start, cpu) = (Instant::now(), thread_cpu_s());
     send(&socket);
@@ -91,19 +92,19 @@ fn run(name: &str, send: impl FnOnce(&TcpStream)) {
     drop(socket);
     let received = drain.join().unwrap();
     let seconds = start.elapsed().as_secs_f64();
-    assert_eq!(received, FILE_BYTES, "{name}: every byte arrived");
-    let gb = FILE_BYTES as f64 / 1e9;
+    assert_eq!(received, file_bytes, "{name}: every byte arrived");
+    let gb = file_bytes as f64 / 1e9;
     println!("| {name} | {:.0} | {:.2} |", gb * 1e3 / seconds, cpu / gb);
 }
 
-fn odirect_copy_send(path: &PathBuf, socket: &TcpStream) {
+fn odirect_copy_send(path: &PathBuf, file_bytes: usize, socket: &TcpStream) {
     let file = std::fs::OpenOptions::new()
         .read(true)
         .custom_flags(libc::O_DIRECT)
         .open(path)
         .unwrap();
     let mut dma = aligned(CHUNK_BYTES);
-    for i in 0..FILE_BYTES / CHUNK_BYTES {
+    for i in 0..file_bytes / CHUNK_BYTES {
         file.read_exact_at(&mut dma, (i * CHUNK_BYTES) as u64)
             .unwrap();
         let owned = dma.to_vec(); // the one copy: DMA buffer -> Bytes
@@ -127,27 +128,27 @@ fn send_all(socket: &TcpStream, mut data: &[u8]) {
     }
 }
 
-fn sendfile_all(path: &PathBuf, socket: &TcpStream, cold: bool) {
+fn sendfile_all(path: &PathBuf, file_bytes: usize, socket: &TcpStream, cold: bool) {
     let file = std::fs::File::open(path).unwrap();
     if cold {
         drop_cache(&file);
     } else {
         let mut sink = vec![0u8; CHUNK_BYTES];
-        for i in 0..FILE_BYTES / CHUNK_BYTES {
+        for i in 0..file_bytes / CHUNK_BYTES {
             file.read_exact_at(&mut sink, (i * CHUNK_BYTES) as u64)
                 .unwrap();
         }
     }
     let mut offset: libc::off_t = 0;
-    while (offset as usize) < FILE_BYTES {
-        let want = (FILE_BYTES - offset as usize).min(CHUNK_BYTES);
+    while (offset as usize) < file_bytes {
+        let want = (file_bytes - offset as usize).min(CHUNK_BYTES);
         // SAFETY: valid descriptors; the kernel advances `offset`.
         let n = unsafe { libc::sendfile(socket.as_raw_fd(), file.as_raw_fd(), &mut offset, want) };
         assert!(n > 0, "sendfile failed");
     }
 }
 
-fn splice_all(path: &PathBuf, socket: &TcpStream) {
+fn splice_all(path: &PathBuf, file_bytes: usize, socket: &TcpStream) {
     use io_uring::{opcode, squeue, types, IoUring};
     let file = std::fs::File::open(path).unwrap();
     drop_cache(&file);
@@ -167,8 +168,8 @@ fn splice_all(path: &PathBuf, socket: &TcpStream) {
     };
     let (file_fd, sock_fd) = (types::Fd(file.as_raw_fd()), types::Fd(socket.as_raw_fd()));
     let mut offset = 0usize;
-    while offset < FILE_BYTES {
-        let want = (FILE_BYTES - offset).min(CHUNK_BYTES) as u32;
+    while offset < file_bytes {
+        let want = (file_bytes - offset).min(CHUNK_BYTES) as u32;
         let got =
             one(opcode::Splice::new(file_fd, offset as i64, types::Fd(pipe[1]), -1, want).build());
         let mut drained = 0;
@@ -186,20 +187,25 @@ fn splice_all(path: &PathBuf, socket: &TcpStream) {
 }
 
 fn main() {
-    let path = make_file();
-    println!("| 512 MiB file -> loopback TCP | MB/s | sender CPU s/GB |\n|---|---:|---:|");
-    for _ in 0..2 {
-        run("O_DIRECT 1 MiB + copy + send", |s| {
-            odirect_copy_send(&path, s)
+    let bench = std::env::args().any(|a| a == "--bench");
+    let n = if bench { FILE_BYTES_BENCH } else { 8 << 20 };
+    let path = make_file(n);
+    println!(
+        "| {} MiB file -> loopback TCP | MB/s | sender CPU s/GB |\n|---|---:|---:|",
+        n >> 20
+    );
+    for _ in 0..if bench { 2 } else { 1 } {
+        run("O_DIRECT 1 MiB + copy + send", n, |s| {
+            odirect_copy_send(&path, n, s)
         });
-        run("sendfile, page cache dropped", |s| {
-            sendfile_all(&path, s, true)
+        run("sendfile, page cache dropped", n, |s| {
+            sendfile_all(&path, n, s, true)
         });
-        run("sendfile, page cache warm", |s| {
-            sendfile_all(&path, s, false)
+        run("sendfile, page cache warm", n, |s| {
+            sendfile_all(&path, n, s, false)
         });
-        run("io_uring splice, page cache dropped", |s| {
-            splice_all(&path, s)
+        run("io_uring splice, page cache dropped", n, |s| {
+            splice_all(&path, n, s)
         });
     }
     let _ = std::fs::remove_file(&path);

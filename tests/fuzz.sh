@@ -65,6 +65,7 @@ for crate in $CRATES; do
         seeds=()
         [ -d "$WORK/seeds/$target" ] && seeds=("$WORK/seeds/$target")
         [ -d "$crate/corpus/$target" ] && seeds+=("$crate/corpus/$target")
+        [ -d "$crate/seeds/$target" ] && seeds+=("$ROOT/$crate/seeds/$target")   # committed seeds
         echo
         echo "== fuzz $crate $target for ${SECONDS_PER_TARGET}s (corpus $corpus ${seeds[*]})"
         log="$WORK/$(basename "$(dirname "$crate")")-$target.log"

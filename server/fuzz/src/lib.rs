@@ -14,6 +14,8 @@
 //! its deadline), and a request that is still pending after [`POLLS_MAX`] polls (a JoinGroup
 //! waiting for its rebalance) is dropped — which also exercises cancellation.
 
+pub mod segment;
+
 use std::future::Future;
 use std::pin::pin;
 use std::task::{Context, Poll};

@@ -40,12 +40,12 @@ use crate::prealloc::PreallocBudget;
 use crate::producer_state::ProducerState;
 use crate::segment::appender::Appender;
 use crate::segment::cursor::BatchCursor;
-use crate::segment::file_name::{parse_segment_file_name, segment_file_name, FileKind};
+use crate::segment::file_name::{is_leftover, log_bases, segment_file_name, FileKind};
 use crate::segment::offset_index::OffsetIndex;
 use crate::segment::time_index::TimeIndex;
 use crate::segment::txn_index::TxnIndex;
 use crate::segment::Segment;
-use crate::small_file::{self, TMP_SUFFIX};
+use crate::small_file;
 use crate::types::{FilePosition, Offset, RelativeOffset, TimestampMs};
 use std::path::PathBuf;
 use std::rc::Rc;
@@ -155,17 +155,9 @@ impl<S: Storage> PartitionLog<S> {
     /// Deletes leftovers and segments below the checkpoint; returns the segment bases and checkpoint.
     async fn clean_directory(&self) -> Result<(Vec<Offset>, Option<Offset>), EngineError> {
         let names = self.storage.list_dir(&self.dir).await?;
-        let mut bases: Vec<Offset> = names
-            .iter()
-            .filter_map(|n| parse_segment_file_name(n))
-            .filter(|(_, k)| *k == FileKind::Log)
-            .map(|(b, _)| b)
-            .collect();
-        bases.sort_unstable();
+        let mut bases = log_bases(&names);
         for name in &names {
-            let orphan = parse_segment_file_name(name)
-                .is_some_and(|(b, _)| bases.binary_search(&b).is_err());
-            if name.ends_with(TMP_SUFFIX) || orphan {
+            if is_leftover(name, &bases) {
                 self.storage.remove_file(&self.dir.join(name)).await?;
             }
         }

@@ -31,11 +31,11 @@ use crate::prealloc::PreallocBudget;
 use crate::producer_state::ProducerState;
 use crate::recovery::RecoveryStats;
 use crate::segment::cursor::{BatchCursor, READ_AHEAD_BYTES};
-use crate::segment::file_name::{parse_segment_file_name, segment_file_name, FileKind};
+use crate::segment::file_name::{is_leftover, log_bases, segment_file_name, FileKind};
 use crate::segment::offset_index::OffsetIndex;
 use crate::segment::time_index::TimeIndex;
 use crate::segment::Segment;
-use crate::small_file::{self, TMP_SUFFIX};
+use crate::small_file;
 use crate::types::{Offset, RelativeOffset, TimestampMs};
 use std::fmt;
 use std::path::{Path, PathBuf};
@@ -234,21 +234,9 @@ pub async fn verify_partition<S: Storage>(
     dir: &Path,
 ) -> Result<PartitionReport, EngineError> {
     let names = storage.list_dir(dir).await?;
-    let mut bases: Vec<Offset> = names
-        .iter()
-        .filter_map(|n| parse_segment_file_name(n))
-        .filter(|(_, k)| *k == FileKind::Log)
-        .map(|(b, _)| b)
-        .collect();
-    bases.sort_unstable();
+    let bases = log_bases(&names);
     let mut report = PartitionReport::default();
-    let mut leftovers: Vec<&String> = names
-        .iter()
-        .filter(|n| {
-            n.ends_with(TMP_SUFFIX)
-                || parse_segment_file_name(n).is_some_and(|(b, _)| bases.binary_search(&b).is_err())
-        })
-        .collect();
+    let mut leftovers: Vec<&String> = names.iter().filter(|n| is_leftover(n, &bases)).collect();
     leftovers.sort();
     for name in leftovers {
         let name = name.clone();

@@ -52,6 +52,26 @@ pub fn parse_segment_file_name(name: &str) -> Option<(Offset, FileKind)> {
     Some((Offset(base), kind))
 }
 
+/// Base offsets of the `.log` files among `names` (a directory listing), in order.
+pub fn log_bases(names: &[String]) -> Vec<Offset> {
+    let mut bases: Vec<Offset> = names
+        .iter()
+        .filter_map(|n| parse_segment_file_name(n))
+        .filter(|(_, k)| *k == FileKind::Log)
+        .map(|(b, _)| b)
+        .collect();
+    bases.sort_unstable();
+    bases
+}
+
+/// Whether recovery deletes `name` on open: a `.tmp` an interrupted replacement left, or a
+/// segment file whose `.log` is not among `bases` (sorted, from [`log_bases`]).
+pub(crate) fn is_leftover(name: &str, bases: &[Offset]) -> bool {
+    let orphan =
+        parse_segment_file_name(name).is_some_and(|(b, _)| bases.binary_search(&b).is_err());
+    name.ends_with(crate::small_file::TMP_SUFFIX) || orphan
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

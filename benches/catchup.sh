@@ -89,6 +89,8 @@ phase() { # pid args...
 }
 
 declare -A results
+pid=
+trap '[[ -n $pid ]] && kill "$pid" 2>/dev/null' EXIT
 for round in $(seq 1 "$rounds"); do
     order=("${brokers[@]}")
     if (( round % 2 == 0 )); then

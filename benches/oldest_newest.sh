@@ -31,6 +31,8 @@ port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); p
 data=$out/data
 echo "log.segment.bytes=$((segment_mib << 20))" >"$out/rill.properties"
 
+pid=
+trap '[[ -n $pid ]] && kill "$pid" 2>/dev/null' EXIT
 start() {
     "$bin" --listen "127.0.0.1:$port" --data-dir "$data" --shards 1 --config "$out/rill.properties" \
         >>"$out/rill.log" 2>&1 &

@@ -5,14 +5,16 @@
 //! - [`batch`]: [`RecordBatchView`] over one whole batch: validate (length, magic 2,
 //!   CRC-32C over attributes..end), rewrite baseOffset / partitionLeaderEpoch (CRC untouched).
 //! - [`records`]: record iteration with `nom` (varints, key, value, headers).
-//! - [`compression`]: capped decompression, for validation only.
+//! - [`compression`]: capped decompression, and compression of rebuilt batches.
 //! - [`blob`]: split a Produce partition's records blob into whole batches (validated views, or
 //!   raw slices for [`rill_types::batch::ValidatedBatch`]).
+//! - [`rebuild`]: a batch with only some of its records kept (log compaction).
 
 pub mod batch;
 pub mod blob;
 pub mod compression;
 pub mod plain_batch;
+pub mod rebuild;
 pub mod records;
 
 pub use rill_types::batch::{attributes, header};
@@ -22,6 +24,7 @@ pub use batch::{batch_size_bytes, BatchError, RecordBatchView};
 pub use blob::{batches, single_batch, split, Batches, Split};
 pub use header::{RecordBatchHeader, BATCH_HEADER_BYTES, MAGIC_V2};
 pub use plain_batch::{encode_plain_batch, PlainRecord};
+pub use rebuild::{for_each_record, retain_records, KeyedRecord};
 pub use records::{Record, RecordHeader, RecordIter};
 pub use rill_types::batch::ValidatedBatch;
 

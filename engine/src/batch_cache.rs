@@ -61,6 +61,18 @@ impl BatchCache {
         out
     }
 
+    /// Drops the batches that start below `offset` (compaction rewrote those offsets); the
+    /// rest stays a contiguous tail.
+    pub fn drop_below(&mut self, offset: Offset) {
+        while let Some(&(base, _, _)) = self.batches.front() {
+            if base >= offset {
+                break;
+            }
+            let (_, _, dropped) = self.batches.pop_front().expect("front exists");
+            self.bytes -= dropped.len();
+        }
+    }
+
     /// Drops everything (after a failure or truncation).
     pub fn clear(&mut self) {
         self.batches.clear();

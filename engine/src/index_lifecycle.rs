@@ -90,6 +90,7 @@ impl<S: Storage> PartitionLog<S> {
         tracing::warn!(dir = %self.dir.display(), base = segment.base.0, "index files do not verify; rebuilding");
         let (base, size, next) = (segment.base, segment.size_bytes, segment.next_offset);
         let mut scratch = Segment::new(base);
+        scratch.may_have_gaps = segment.may_have_gaps;
         scratch.file = segment.file.take();
         scratch.appender = segment.appender.take();
         let scanned = self.scan(&mut scratch, 0, base, size).await;
@@ -97,7 +98,12 @@ impl<S: Storage> PartitionLog<S> {
         segment.file = scratch.file.take();
         segment.appender = scratch.appender.take();
         let (end, _) = scanned?;
-        if end != size || scratch.next_offset != next {
+        let offsets_fit = if scratch.may_have_gaps {
+            scratch.next_offset <= next
+        } else {
+            scratch.next_offset == next
+        };
+        if end != size || !offsets_fit {
             return Err(EngineError::CorruptBatch(format!(
                 "segment {} does not verify: ends at {end} of {size} bytes",
                 segment.base

@@ -20,6 +20,7 @@
 //! - [`control`]: transaction markers (COMMIT/ABORT control batches) in Kafka's format;
 //!   `transactions.rs`: markers, the last stable offset and aborted transactions of a log.
 //! - [`producer_state`]: idempotent sequences and open transactions per producer.
+//! - [`cleaner`]: log compaction (offset map, cleaned segments, crash-safe swap).
 //!
 //! # On-disk layout
 //! ```text
@@ -33,8 +34,11 @@
 //!     producer.snapshot               producer state (sequences, open transactions) as of an
 //!                                     offset (CRC-32C protected)
 //!     log-start-offset                checkpoint of the log start after DeleteRecords
+//!     cleaner-checkpoint              where compaction's dirty section starts
+//!     *.cleaned, *.swap, *.deleted    a compaction swap in progress (see cleaner/swap.rs)
 //! ```
-//! Invariants: segments are contiguous (each base offset is the previous segment's next offset);
+//! Invariants: segments are contiguous (each base offset is the previous segment's next offset;
+//! inside a sealed segment compaction may leave gaps between batches);
 //! after a clean shutdown each `.log` is exactly its whole batches; indexes carry no checksum and
 //! are rebuilt from the log when they do not verify (the log is the truth).
 //!
@@ -91,6 +95,7 @@
 
 pub mod batch;
 pub mod batch_cache;
+pub mod cleaner;
 pub mod config;
 pub mod control;
 pub mod error;

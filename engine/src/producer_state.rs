@@ -304,6 +304,14 @@ impl ProducerState {
         self.producers.capacity() * per_producer + batches + open
     }
 
+    /// The last offset of every producer's last batch (the cleaner keeps those batches).
+    pub fn last_offsets(&self) -> HashMap<i64, Offset> {
+        self.producers
+            .iter()
+            .filter_map(|(&pid, e)| e.batches.back().map(|b| (pid, b.last)))
+            .collect()
+    }
+
     /// Number of producers known.
     pub fn len(&self) -> usize {
         self.producers.len()

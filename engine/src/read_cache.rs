@@ -49,6 +49,10 @@ pub struct Extent {
     batches: Vec<BatchSpan>,
     /// Size of the buffer `bytes` is a slice of (what the extent really keeps alive).
     held_bytes: usize,
+    /// One past the last offset the extent answers for: its last batch's, or, in a segment
+    /// compaction may have left gaps in, the planned end when every planned batch verified
+    /// (offsets after the last batch up to it hold nothing).
+    end: Offset,
 }
 
 impl Extent {
@@ -61,13 +65,26 @@ impl Extent {
         first: Offset,
         end: Offset,
     ) -> Result<Extent, EngineError> {
+        Self::parse_in(read, skip, first, end, false)
+    }
+
+    /// [`Self::parse`] of a segment that may have gaps (compaction): offsets only increase.
+    pub fn parse_in(
+        read: Bytes,
+        skip: usize,
+        first: Offset,
+        end: Offset,
+        may_have_gaps: bool,
+    ) -> Result<Extent, EngineError> {
         let held_bytes = read.len();
         let bytes = read.slice(skip.min(held_bytes)..);
         let mut batches = Vec::new();
         let (mut pos, mut expected) = (0usize, first);
+        let in_order =
+            |base: Offset, expected: Offset| base == expected || (may_have_gaps && base > expected);
         while pos < bytes.len() && expected < end {
             let meta = match validate_prefix(&bytes[pos..]) {
-                Ok(meta) if meta.base_offset == expected => meta,
+                Ok(meta) if in_order(meta.base_offset, expected) && meta.base_offset < end => meta,
                 Ok(meta) if batches.is_empty() => {
                     let why = format!("extent batch base {} not {expected}", meta.base_offset);
                     return Err(EngineError::CorruptBatch(why));
@@ -89,10 +106,17 @@ impl Extent {
                 "no whole batch at offset {first}"
             )));
         }
+        let last_end = batches.last().expect("not empty").last.plus(1);
+        let whole = pos == bytes.len();
         Ok(Extent {
             bytes: bytes.slice(..pos),
             batches,
             held_bytes,
+            end: if may_have_gaps && whole {
+                end.max(last_end)
+            } else {
+                last_end
+            },
         })
     }
 
@@ -101,13 +125,15 @@ impl Extent {
         self.batches[0].base
     }
 
-    /// One past the last offset held.
+    /// One past the last offset held (see the field).
     pub fn end(&self) -> Offset {
-        self.batches
-            .last()
-            .expect("an extent is never empty")
-            .last
-            .plus(1)
+        self.end
+    }
+
+    /// Whether a batch at or after `from` is held (none may be, in a gap compaction left
+    /// before the extent's end).
+    pub fn holds_from(&self, from: Offset) -> bool {
+        self.batches.last().is_some_and(|b| b.last >= from)
     }
 
     /// Whether the extent holds the batch containing `offset`.
@@ -517,6 +543,31 @@ mod tests {
         let (below, _) = e.take(Offset(0), Offset(5), usize::MAX, true).unwrap();
         assert_eq!(below.len(), sizes[0] + sizes[1], "stops at the limit");
         assert!(e.take(Offset(10), Offset(100), usize::MAX, true).is_none());
+    }
+
+    #[test]
+    fn a_compacted_extent_steps_over_gaps_and_answers_to_its_planned_end() {
+        let (mut bytes, first, _) = extent_of(&[(0, 3), (7, 2)]);
+        let contiguous = Extent::parse(bytes.clone(), 0, first, Offset(20)).unwrap();
+        assert_eq!(
+            contiguous.end(),
+            Offset(3),
+            "a gap ends an extent of a contiguous segment"
+        );
+        let e = Extent::parse_in(bytes.clone(), 0, first, Offset(20), true).unwrap();
+        assert_eq!(
+            (e.first(), e.end()),
+            (Offset(0), Offset(20)),
+            "planned end: 9..20 is empty"
+        );
+        let (gap_read, next) = e.take(Offset(4), Offset(100), usize::MAX, true).unwrap();
+        assert_eq!((gap_read.len(), next), (batch(7, 2, 100).len(), Offset(9)));
+        assert!(e.holds_from(Offset(8)) && !e.holds_from(Offset(9)));
+        assert!(e.take(Offset(12), Offset(100), usize::MAX, true).is_none());
+        let tail = bytes.split_off(bytes.len() - 5); // a torn last batch: no claim past the first
+        drop(tail);
+        let e = Extent::parse_in(bytes, 0, first, Offset(20), true).unwrap();
+        assert_eq!(e.end(), Offset(3), "not every planned batch verified");
     }
 
     #[test]

@@ -85,13 +85,9 @@ impl<S: Storage> PartitionLog<S> {
         self.check_in_range(from)?;
         assert!(limit <= self.positions.high_watermark());
         let sequential = self.last_read_end == Some(from);
-        let chunks = if from >= limit {
-            Vec::new()
-        } else if self.cache.covers(from) {
-            self.cache.read(from, limit, max_bytes)
-        } else {
-            self.read_cold(from, limit, max_bytes, sequential).await?
-        };
+        let chunks = self
+            .read_past_compaction(from, limit, max_bytes, sequential)
+            .await?;
         if let Some(last) = chunks.last() {
             self.last_read_end = Some(end_of_chunk(last));
         }
@@ -103,6 +99,45 @@ impl<S: Storage> PartitionLog<S> {
             high_watermark: self.positions.high_watermark(),
             log_start_offset: self.positions.log_start(),
         })
+    }
+
+    /// Reads from the batch cache or cold, and goes on where compaction would leave a plain
+    /// read answering badly:
+    /// - nothing at `from` in its segment (its tail was compacted away): the next segment's
+    ///   batches, not an empty answer;
+    /// - only batches without records (empty headers compaction keeps to mark a range's end):
+    ///   also the next batch that holds records, so no client takes the answer for "nothing up
+    ///   to the high watermark" (kafkajs does).
+    async fn read_past_compaction(
+        &mut self,
+        from: Offset,
+        limit: Offset,
+        max_bytes: usize,
+        sequential: bool,
+    ) -> Result<Vec<Bytes>, EngineError> {
+        let (mut chunks, mut at) = (Vec::new(), from);
+        while at < limit {
+            let budget = max_bytes.saturating_sub(chunks.iter().map(Bytes::len).sum());
+            let read = if self.cache.covers(at) {
+                self.cache.read(at, limit, budget)
+            } else {
+                self.read_cold(at, limit, budget, sequential).await?
+            };
+            let Some(last) = read.last() else {
+                let i = self.segment_index_for(at);
+                match self.segments.get(i + 1) {
+                    Some(next) => at = next.base,
+                    None => break,
+                }
+                continue;
+            };
+            at = end_of_chunk(last);
+            chunks.extend(read);
+            if chunks.iter().any(|c| holds_records(c)) {
+                break;
+            }
+        }
+        Ok(chunks)
     }
 
     /// Serves `from` out of extents, else reads it directly. The loads this read needs (up to
@@ -141,6 +176,10 @@ impl<S: Storage> PartitionLog<S> {
                 }
             };
             let Some((bytes, after)) = extent.take(next, hw, max_bytes - total, first) else {
+                if !extent.holds_from(next) && next < extent.end() {
+                    next = extent.end(); // a gap compaction left: on to the next extent
+                    continue;
+                }
                 break;
             };
             total += bytes.len();
@@ -246,6 +285,7 @@ impl<S: Storage> PartitionLog<S> {
         let skip = (plan.start_pos - read_pos) as usize;
         let want = skip + (plan.end_pos - plan.start_pos) as usize;
         let (first, end) = (plan.first, plan.end);
+        let may_have_gaps = segment.may_have_gaps;
         let load = async move {
             let bytes = read
                 .await
@@ -254,7 +294,7 @@ impl<S: Storage> PartitionLog<S> {
                 let why = format!("segment shorter than its size at offset {first}");
                 return Err(LoadError::Corrupt(why));
             }
-            let extent = Extent::parse(bytes.slice(..want), skip, first, end);
+            let extent = Extent::parse_in(bytes.slice(..want), skip, first, end, may_have_gaps);
             extent.map(Rc::new).map_err(LoadError::from_engine)
         }
         .boxed_local()
@@ -322,6 +362,19 @@ fn plan_in<F: BlockFile>(
         start_pos,
         end_pos,
     })
+}
+
+/// Whether a served chunk holds at least one record (compaction keeps some empty batches).
+fn holds_records(chunk: &[u8]) -> bool {
+    let mut rest = chunk;
+    while let Some(header) = BatchHeader::view(rest) {
+        if header.records_count.get() > 0 {
+            return true;
+        }
+        let total = header.total_bytes().expect("served batches verified");
+        rest = &rest[total.min(rest.len())..];
+    }
+    false
 }
 
 /// One past the last offset of the (whole, back to back) batches in `chunk`.

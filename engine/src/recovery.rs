@@ -2,7 +2,8 @@
 //! segment by validating batches from its last checkpointed index entry (the log is the truth).
 //!
 //! Steps:
-//! 1. List the directory; delete `*.tmp` leftovers and index files without a `.log`.
+//! 1. Finish or undo a compaction swap a crash interrupted (see `cleaner/swap.rs`); list the
+//!    directory; delete `*.tmp` leftovers and index files without a `.log`.
 //! 2. Read the log start checkpoint; delete segments wholly below it.
 //! 3. Sealed segments (all but the last) were synced and trimmed when rolled: verify that their
 //!    indexes decode (or rebuild them by scanning), keep only a summary (base, next offset,
@@ -154,6 +155,7 @@ impl<S: Storage> PartitionLog<S> {
 
     /// Deletes leftovers and segments below the checkpoint; returns the segment bases and checkpoint.
     async fn clean_directory(&self) -> Result<(Vec<Offset>, Option<Offset>), EngineError> {
+        self.recover_interrupted_swap().await?;
         let names = self.storage.list_dir(&self.dir).await?;
         let mut bases = log_bases(&names);
         for name in &names {
@@ -226,11 +228,19 @@ impl<S: Storage> PartitionLog<S> {
         let path = self.dir.join(segment_file_name(base, FileKind::Log));
         let file = self.storage.open(&path, OpenMode::Read).await?;
         let size = file.size_bytes().await?;
+        let mut segment = Segment::new(base);
+        segment.may_have_gaps = true; // compaction may have rewritten any sealed segment
+        if size == 0 {
+            // Emptied by compaction: no batch, no index entry, the range still its own.
+            segment.next_offset = next_base;
+            segment.drop_indexes();
+            file.close().await?;
+            return Ok(segment);
+        }
         let loaded = self
             .read_index_files(base, size, (next_base.0 - base.0) as u64)
             .await?
             .filter(|(index, time_index)| !index.is_empty() && !time_index.is_empty());
-        let mut segment = Segment::new(base);
         if let Some((_, time_index)) = loaded {
             segment.max_timestamp = time_index.last().expect("non-empty").0;
             (segment.size_bytes, segment.next_offset) = (size, next_base);
@@ -242,12 +252,13 @@ impl<S: Storage> PartitionLog<S> {
         self.recovery_stats.sealed_indexes_rebuilt += 1;
         segment.file = Some(file);
         let (end, _) = self.scan(&mut segment, 0, base, size).await?;
-        if end != size || segment.next_offset != next_base {
+        if end != size || segment.next_offset > next_base {
             return Err(EngineError::Layout(format!(
                 "sealed segment {base} does not verify: ends at {end} of {size} bytes, offset {}",
                 segment.next_offset
             )));
         }
+        segment.next_offset = next_base; // batches compaction removed may end it early
         segment.seal_time_index();
         self.write_indexes(&segment).await?;
         segment.drop_indexes();

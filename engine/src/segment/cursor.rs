@@ -1,5 +1,6 @@
 //! [`BatchCursor`]: walks whole batches of one segment forward from a known batch start,
-//! validating each (length, magic, CRC-32C, offset continuity). Reads ahead in large aligned
+//! validating each (length, magic, CRC-32C, offset continuity: contiguous, or only increasing in
+//! a segment that [may have gaps](super::Segment::may_have_gaps)). Reads ahead in large aligned
 //! chunks and hands out zero-copy slices of them.
 
 use super::Segment;
@@ -17,7 +18,7 @@ pub struct BatchCursor<'a, F: BlockFile> {
     segment: &'a Segment<F>,
     /// File position of the next batch.
     pos: u64,
-    /// The offset the next batch must start at.
+    /// The offset the next batch must start at (at or after, in a segment with gaps).
     expected: Offset,
     /// Read-ahead bytes starting at `buf_pos`.
     buf: Bytes,
@@ -68,7 +69,12 @@ impl<'a, F: BlockFile> BatchCursor<'a, F> {
             })?;
         let bytes = self.ensure(total).await?;
         let meta = validate_prefix(&bytes)?;
-        if meta.base_offset != self.expected {
+        let in_order = if self.segment.may_have_gaps {
+            meta.base_offset >= self.expected
+        } else {
+            meta.base_offset == self.expected
+        };
+        if !in_order {
             let why = format!(
                 "batch at {} has base {} not {}",
                 self.pos, meta.base_offset, self.expected

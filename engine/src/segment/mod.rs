@@ -10,9 +10,12 @@
 //!   in memory for the active segment; a sealed segment keeps only their smallest first offset
 //!   and reads its file when a read_committed fetch needs it.
 //!
-//! Invariants of a segment: batches are contiguous in offsets (each baseOffset is the previous
-//! batch's lastOffset + 1, the first is the segment base), `size_bytes` is the sum of whole
-//! batches, and every index entry points at the start of a batch below `size_bytes`.
+//! Invariants of a segment: batches are in offset order (each baseOffset is above the previous
+//! batch's lastOffset) and, unless the segment [may have gaps](Segment::may_have_gaps),
+//! contiguous (each baseOffset is the previous lastOffset + 1, the first is the segment base);
+//! `size_bytes` is the sum of whole batches, and every index entry points at the start of a
+//! batch below `size_bytes`. Segments themselves always cover contiguous offset ranges: a
+//! segment spans `[base, next_offset)` and the next one starts at `next_offset`.
 
 pub mod appender;
 pub mod cursor;
@@ -66,6 +69,10 @@ pub struct Segment<F: BlockFile> {
     /// Smallest first offset of this segment's aborted transactions (`None`: it has none), kept
     /// for every segment so read_committed fetches skip segments without reading their file.
     pub txn_first_offset_min: Option<Offset>,
+    /// Whether batches may leave offsets out (a sealed segment that compaction may have
+    /// rewritten). The active segment never has gaps, so its reads and recovery check that
+    /// each batch starts exactly where the previous one ended.
+    pub may_have_gaps: bool,
 }
 
 impl<F: BlockFile> Segment<F> {
@@ -86,6 +93,7 @@ impl<F: BlockFile> Segment<F> {
             last_batch_base: base,
             txn_index: TxnIndex::default(),
             txn_first_offset_min: None,
+            may_have_gaps: false,
         }
     }
 
@@ -109,10 +117,17 @@ impl<F: BlockFile> Segment<F> {
     /// Records a batch placed at `size_bytes`: indexes, sizes, offsets. No I/O.
     pub fn note_batch(&mut self, meta: &BatchMeta, index_interval_bytes: u32) {
         assert!(self.indexes_loaded, "indexes loaded before noting a batch");
-        assert_eq!(
-            meta.base_offset, self.next_offset,
-            "batches must be contiguous"
-        );
+        if self.may_have_gaps {
+            assert!(
+                meta.base_offset >= self.next_offset,
+                "batches in offset order"
+            );
+        } else {
+            assert_eq!(
+                meta.base_offset, self.next_offset,
+                "batches must be contiguous"
+            );
+        }
         assert!(meta.last_offset >= meta.base_offset);
         let rel = RelativeOffset::between(meta.base_offset, self.base);
         let pos = FilePosition(u32::try_from(self.size_bytes).expect("segment < 4 GiB"));

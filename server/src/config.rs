@@ -32,7 +32,7 @@ pub enum ConfigError {
 /// Log settings that every topic inherits unless its own config overrides them (Kafka's `log.*`
 /// broker properties). Kept as plain numbers here; [`crate::topic_config`] turns them into the
 /// engine's `LogConfig`.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct LogDefaults {
     /// `log.segment.bytes`: roll a segment when it reaches this size.
     pub segment_bytes_max: u64,
@@ -52,6 +52,19 @@ pub struct LogDefaults {
     pub index_interval_bytes: u32,
     /// `log.retention.check.interval.ms`: how often retention runs per partition.
     pub retention_check_interval_ms: u64,
+    /// `log.cleanup.policy`: `delete`, `compact` or both (comma-separated).
+    pub cleanup_policy: String,
+    /// `log.cleaner.delete.retention.ms`: how long tombstones stay after a clean kept them.
+    pub delete_retention_ms: u64,
+    /// `log.cleaner.min.cleanable.ratio`: dirty share of a log that triggers a clean.
+    pub min_cleanable_dirty_ratio: f64,
+    /// `log.cleaner.min.compaction.lag.ms`: records younger than this are not compacted.
+    pub min_compaction_lag_ms: u64,
+    /// `log.cleaner.max.compaction.lag.ms`: a dirty record older than this forces a clean;
+    /// `None` (Kafka's Long.MAX_VALUE) never.
+    pub max_compaction_lag_ms: Option<u64>,
+    /// The `log.cleaner.*` settings of the shards' cleaners.
+    pub cleaner: crate::compaction::CleanerSettings,
 }
 
 impl Default for LogDefaults {
@@ -67,6 +80,12 @@ impl Default for LogDefaults {
             message_bytes_max: (1 << 20) + 12,
             index_interval_bytes: 4096,
             retention_check_interval_ms: 5 * 60 * 1000,
+            cleanup_policy: "delete".to_string(),
+            delete_retention_ms: DAY_MS,
+            min_cleanable_dirty_ratio: 0.5,
+            min_compaction_lag_ms: 0,
+            max_compaction_lag_ms: None,
+            cleaner: crate::compaction::CleanerSettings::default(),
         }
     }
 }
@@ -352,6 +371,27 @@ impl LogDefaults {
             "log.retention.check.interval.ms" => {
                 self.retention_check_interval_ms = parse_at_least_one(key, v)?
             }
+            "log.cleanup.policy" => {
+                crate::topic_config::parse_cleanup_policy(v).map_err(|e| bad(key, v, e))?;
+                self.cleanup_policy = v.to_string();
+            }
+            "log.cleaner.delete.retention.ms" => self.delete_retention_ms = parse_num(key, v)?,
+            "log.cleaner.min.cleanable.ratio" => {
+                self.min_cleanable_dirty_ratio =
+                    crate::topic_config::parse_ratio(key, v).map_err(|e| bad(key, v, e))?
+            }
+            "log.cleaner.min.compaction.lag.ms" => self.min_compaction_lag_ms = parse_num(key, v)?,
+            "log.cleaner.max.compaction.lag.ms" => {
+                self.max_compaction_lag_ms = parse_lag_max(key, v)?
+            }
+            "log.cleaner.enable" => self.cleaner.enabled = parse_bool(key, v)?,
+            "log.cleaner.dedupe.buffer.size" => {
+                self.cleaner.dedupe_buffer_bytes = parse_at_least_one(key, v)?
+            }
+            "log.cleaner.io.max.bytes.per.second" => {
+                self.cleaner.io_bytes_per_second_max = parse_rate(key, v)?
+            }
+            "log.cleaner.backoff.ms" => self.cleaner.backoff_ms = parse_at_least_one(key, v)?,
             _ => return Ok(Applied::Unknown),
         }
         Ok(Applied::Yes)
@@ -456,6 +496,25 @@ fn parse_flush_setting(key: &str, v: &str) -> Result<Option<u64>, ConfigError> {
         n if n < 1 => Err(bad(key, v, "must be >= 1")),
         n => Ok(Some(n as u64)),
     }
+}
+
+/// `max.compaction.lag.ms`: Kafka's default `Long.MAX_VALUE` means never.
+fn parse_lag_max(key: &str, v: &str) -> Result<Option<u64>, ConfigError> {
+    let n: i64 = parse_num(key, v)?;
+    match n {
+        i64::MAX => Ok(None),
+        n if n < 1 => Err(bad(key, v, "must be at least 1")),
+        n => Ok(Some(n as u64)),
+    }
+}
+
+/// A byte rate; Kafka's default (`Double.MAX_VALUE`) and anything past `u64` mean unlimited.
+fn parse_rate(key: &str, v: &str) -> Result<Option<u64>, ConfigError> {
+    let n: f64 = parse_num(key, v)?;
+    if n.is_nan() || n < 1.0 {
+        return Err(bad(key, v, "must be at least 1"));
+    }
+    Ok((n < u64::MAX as f64).then_some(n as u64))
 }
 
 /// `PLAINTEXT://host:port` → `host:port` (Kafka's listener syntax; only the first listener).

@@ -13,12 +13,14 @@
 //!   and the shard's open-file budget; [`open_files`]: RLIMIT_NOFILE and each shard's share.
 //! - [`topics`], [`topic_config`]: durable topic metadata and per-topic log configs;
 //!   [`capacity`]: whether new partitions fit (partition limit, disk) before they are created.
+//! - [`compaction`]: the Kafka record codec for the engine's cleaner, and each shard's cleaner.
 //! - [`shutdown`]: SIGTERM/SIGINT → every shard stops accepting, drains, closes its logs.
 //! - [`admin`]: the admin HTTP listener: Prometheus metrics, health checks, status JSON and page.
 //! - [`tools`]: `rill dump-log`, `rill check`: offline inspection and repair of a data directory.
 pub mod admin;
 pub mod capacity;
 pub mod cli;
+pub mod compaction;
 pub mod config;
 pub mod data_dir_lock;
 pub mod dispatch;

@@ -5,10 +5,13 @@
 //! its records are appended and fdatasync'ed (acks=all semantics). Commits that arrive while a
 //! flush is in progress are appended together and share the next fdatasync (group commit).
 //!
-//! Startup replays each log from its log start. To keep that short the journal compacts: after
-//! [`COMPACT_AFTER_RECORDS`] appended records it writes every live entry again as a snapshot,
-//! then moves the log start to the snapshot (deleting the sealed segments below it), so replay
-//! reads at most one snapshot plus what came after it.
+//! Startup replays each log from its log start. The logs are compacted like Kafka's
+//! `__consumer_offsets` (`cleanup.policy=compact`, the engine's cleaner keyed by group, topic
+//! and partition): every [`CLEAN_CHECK_AFTER_RECORDS`] appended records the journal runs a clean
+//! if one is due, so a log holds about the live entries (twice, at the 0.5 dirty ratio) plus one
+//! active segment ([`OFFSETS_SEGMENT_BYTES`]), and replay reads that much. Deleted offsets
+//! (tombstones) go after [`TOMBSTONE_RETENTION_MS`]. Commits wait only while a cleaned segment
+//! is swapped in, not while it is written.
 
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
@@ -16,17 +19,24 @@ use std::rc::Rc;
 
 use futures::channel::oneshot;
 use futures::lock::Mutex;
+use rill_engine::cleaner::{CompactionConfig, Unpaced};
 use rill_engine::io::{Clock, Storage};
 use rill_engine::{FlushPolicy, LogConfig, LogManager, PartitionLog};
 
 use super::offsets::{decode_chunk, encode_batch, CommittedOffset, OffsetKey, OffsetRecord};
 use super::{offsets_partition, OFFSETS_TOPIC};
+use crate::compaction::KafkaRecords;
 use rill_protocol::ErrorCode;
 
-/// Records appended since the last snapshot before the journal compacts.
-pub const COMPACT_AFTER_RECORDS: u64 = 10_000;
-/// Records per batch when writing a snapshot.
-const SNAPSHOT_BATCH_RECORDS: usize = 1_000;
+/// Records appended between two looks at whether a clean is due.
+pub const CLEAN_CHECK_AFTER_RECORDS: u64 = 10_000;
+/// Segment size of an offsets log: what stays uncompacted at most (Kafka's
+/// `offsets.topic.segment.bytes` is 100 MiB; these logs hold one shard's share of small records).
+pub const OFFSETS_SEGMENT_BYTES: u64 = 1 << 20;
+/// How long an OffsetDelete/DeleteGroups tombstone stays (Kafka's `delete.retention.ms`).
+pub const TOMBSTONE_RETENTION_MS: u64 = 24 * 60 * 60 * 1000;
+/// Offset-map memory of a clean of an offsets log.
+const CLEAN_MAP_BYTES: usize = 8 << 20;
 /// Bytes read per step during replay.
 const REPLAY_READ_BYTES: usize = 1 << 20;
 
@@ -60,7 +70,7 @@ impl Journal for MemJournal {
 /// retention, small segments so compaction frees space.
 pub fn offsets_log_config() -> LogConfig {
     LogConfig {
-        segment_bytes_max: 8 << 20,
+        segment_bytes_max: OFFSETS_SEGMENT_BYTES,
         segment_ms_max: None,
         flush: FlushPolicy::EveryAppend,
         retention_ms: None,
@@ -68,6 +78,14 @@ pub fn offsets_log_config() -> LogConfig {
         batch_cache_bytes_max: 1 << 20,
         message_bytes_max: 8 << 20,
         ..LogConfig::default()
+    }
+}
+
+/// How an offsets partition is compacted.
+pub fn offsets_compaction() -> CompactionConfig {
+    CompactionConfig {
+        delete_retention_ms: TOMBSTONE_RETENTION_MS,
+        ..CompactionConfig::default()
     }
 }
 
@@ -79,7 +97,10 @@ pub struct OffsetsLog<S: Storage> {
     log: Mutex<Option<PartitionLog<S>>>,
     queue: RefCell<Vec<Waiter>>,
     live: RefCell<HashMap<OffsetKey, CommittedOffset>>,
-    since_snapshot: Cell<u64>,
+    /// Records appended since the journal last looked for a due clean.
+    since_clean_check: Cell<u64>,
+    /// Whether a clean is running (one at a time).
+    cleaning: Cell<bool>,
     clock: Rc<dyn Clock>,
 }
 
@@ -98,31 +119,7 @@ impl<S: Storage> OffsetsLog<S> {
                 clock.clone(),
             )
             .await?;
-        let mut live = HashMap::new();
-        let mut records = 0u64;
-        let mut from = log.log_start_offset();
-        while from < log.high_watermark() {
-            let read = log.read(from, REPLAY_READ_BYTES).await?;
-            let mut next = from;
-            for chunk in read.chunks {
-                let decoded = decode_chunk(chunk).map_err(|e| {
-                    tracing::error!(partition, error = %e, "offsets log record unreadable");
-                    rill_engine::EngineError::CorruptBatch(e.to_string())
-                })?;
-                for (offset, record) in decoded {
-                    next = next.max(offset.plus(1));
-                    if offset < from {
-                        continue; // before the log start (inside the first batch read)
-                    }
-                    records += 1;
-                    apply(&mut live, record);
-                }
-            }
-            if next == from {
-                break; // nothing more readable below the high watermark
-            }
-            from = next;
-        }
+        let (live, records) = replay(&mut log, partition).await?;
         tracing::info!(
             partition,
             records,
@@ -134,7 +131,8 @@ impl<S: Storage> OffsetsLog<S> {
             log: Mutex::new(Some(log)),
             queue: RefCell::new(Vec::new()),
             live: RefCell::new(live),
-            since_snapshot: Cell::new(records),
+            since_clean_check: Cell::new(records),
+            cleaning: Cell::new(false),
             clock,
         })
     }
@@ -165,7 +163,11 @@ impl<S: Storage> OffsetsLog<S> {
                 }
             }
         }
-        rx.await.unwrap_or(Err(ErrorCode::KafkaStorageError))
+        let result = rx.await.unwrap_or(Err(ErrorCode::KafkaStorageError));
+        if self.since_clean_check.get() >= CLEAN_CHECK_AFTER_RECORDS && !self.cleaning.get() {
+            self.clean().await;
+        }
+        result
     }
 
     async fn write(&self, log: &mut PartitionLog<S>, waiters: Vec<Waiter>) {
@@ -190,8 +192,8 @@ impl<S: Storage> OffsetsLog<S> {
             return;
         }
         for (records, tx) in appended {
-            self.since_snapshot
-                .set(self.since_snapshot.get() + records.len() as u64);
+            self.since_clean_check
+                .set(self.since_clean_check.get() + records.len() as u64);
             let mut live = self.live.borrow_mut();
             for record in records {
                 apply(&mut live, record);
@@ -199,38 +201,44 @@ impl<S: Storage> OffsetsLog<S> {
             drop(live);
             let _ = tx.send(Ok(()));
         }
-        if self.since_snapshot.get() >= COMPACT_AFTER_RECORDS {
-            if let Err(e) = self.compact(log).await {
-                tracing::error!(partition = self.partition, error = %e, "offsets compaction failed");
-            }
-        }
     }
 
-    /// Rewrite the live entries, then drop everything before them.
-    async fn compact(&self, log: &mut PartitionLog<S>) -> Result<(), rill_engine::EngineError> {
-        let now = self.clock.now();
-        let snapshot_start = log.log_end_offset();
-        let entries: Vec<OffsetRecord> = self
-            .live
-            .borrow()
-            .iter()
-            .map(|(key, value)| OffsetRecord {
-                key: key.clone(),
-                value: Some(value.clone()),
-            })
-            .collect();
-        for chunk in entries.chunks(SNAPSHOT_BATCH_RECORDS) {
-            log.append(encode_batch(chunk, now.0), now).await?;
+    /// Runs a clean if one is due. The log is locked only to plan it and to swap each cleaned
+    /// segment in; commits go on while the cleaned segments are written.
+    async fn clean(&self) {
+        self.cleaning.set(true);
+        self.since_clean_check.set(0);
+        if let Err(e) = self.clean_steps().await {
+            tracing::warn!(partition = self.partition, error = %e, "offsets log clean failed");
         }
-        log.flush().await?;
-        let start = log.delete_records_before(snapshot_start).await?;
-        self.since_snapshot.set(entries.len() as u64);
-        tracing::info!(
-            partition = self.partition,
-            live = entries.len(),
-            log_start = start.0,
-            "offsets log compacted"
-        );
+        self.cleaning.set(false);
+    }
+
+    async fn clean_steps(&self) -> Result<(), rill_engine::EngineError> {
+        let (config, now) = (offsets_compaction(), self.clock.now());
+        let planned = match self.log.lock().await.as_mut() {
+            Some(log) => log.plan_clean(&config, now).await?,
+            None => return Ok(()),
+        };
+        let Some(mut job) = planned else {
+            return Ok(());
+        };
+        job.build_offset_map(&KafkaRecords, &Unpaced, CLEAN_MAP_BYTES)
+            .await?;
+        for g in 0..job.group_count() {
+            let group = job.clean_group(g, &KafkaRecords, &Unpaced).await?;
+            let mut guard = self.log.lock().await;
+            let Some(log) = guard.as_mut() else {
+                return Ok(());
+            };
+            if !log.install_cleaned(&group).await? {
+                return Ok(());
+            }
+        }
+        if let Some(log) = self.log.lock().await.as_mut() {
+            log.finish_clean(job.checkpoint()).await?;
+            tracing::info!(partition = self.partition, stats = ?job.stats(), bytes = log.size_bytes(), "offsets log cleaned");
+        }
         Ok(())
     }
 
@@ -243,9 +251,9 @@ impl<S: Storage> OffsetsLog<S> {
             .map(|l| l.log_start_offset().0)
     }
 
-    /// Records replayed at open or appended since the last snapshot.
-    pub fn records_since_snapshot(&self) -> u64 {
-        self.since_snapshot.get()
+    /// Bytes of the log's segments (what a replay reads at most).
+    pub async fn size_bytes(&self) -> Option<u64> {
+        self.log.lock().await.as_ref().map(|l| l.size_bytes())
     }
 
     /// Flush and close the log (shutdown).
@@ -257,6 +265,42 @@ impl<S: Storage> OffsetsLog<S> {
             }
         }
     }
+}
+
+/// Reads the log from its start: the live entries and the number of records read.
+async fn replay<S: Storage>(
+    log: &mut PartitionLog<S>,
+    partition: i32,
+) -> Result<(HashMap<OffsetKey, CommittedOffset>, u64), rill_engine::EngineError> {
+    let mut live = HashMap::new();
+    let mut records = 0u64;
+    let mut from = log.log_start_offset();
+    while from < log.high_watermark() {
+        let read = log.read(from, REPLAY_READ_BYTES).await?;
+        let mut next = from;
+        for chunk in read.chunks {
+            // A batch compaction emptied has no record but still moves the position on.
+            for batch in rill_protocol::record::batches(chunk.clone()).map_while(Result::ok) {
+                next = next.max(batch.last_offset().plus(1));
+            }
+            let decoded = decode_chunk(chunk).map_err(|e| {
+                tracing::error!(partition, error = %e, "offsets log record unreadable");
+                rill_engine::EngineError::CorruptBatch(e.to_string())
+            })?;
+            for (offset, record) in decoded {
+                if offset < from {
+                    continue; // before the log start (inside the first batch read)
+                }
+                records += 1;
+                apply(&mut live, record);
+            }
+        }
+        if next == from {
+            break; // nothing more readable below the high watermark
+        }
+        from = next;
+    }
+    Ok((live, records))
 }
 
 fn apply(live: &mut HashMap<OffsetKey, CommittedOffset>, record: OffsetRecord) {

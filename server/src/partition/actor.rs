@@ -5,6 +5,10 @@
 //! and the new high watermark is published to waiting fetches. acks=0/1 are answered right after
 //! their append. Reads, offset lookups and deletes go through the same mailbox, so nothing else
 //! ever needs to borrow the log — no `RefCell` held across an `.await`.
+//!
+//! A compacted partition also plans cleans (every `log.cleaner.backoff.ms`) and hands them to
+//! the shard's cleaner, whose task sends each cleaned group back here to be swapped in
+//! (`crate::compaction::shard_cleaner`).
 
 use std::cell::Cell;
 use std::rc::Rc;
@@ -15,6 +19,7 @@ use std::time::{Duration, Instant};
 use futures::channel::{mpsc, oneshot};
 use futures::future::{select, Either};
 use futures::StreamExt;
+use rill_engine::cleaner::CompactionConfig;
 use rill_engine::io::{Clock, Storage};
 use rill_engine::{EngineError, FlushPolicy, LogConfig, LogManager, PartitionLog, Positions};
 use rill_types::batch::ValidatedBatch;
@@ -26,6 +31,7 @@ use crate::admin::state::PartitionStats;
 use super::file_budget::FileShare;
 use super::ops::{Acks, PartitionOp, PartitionReply};
 use super::watch::PartitionWatch;
+use crate::compaction::{CleanEvent, ShardCleaner};
 use rill_protocol::ErrorCode;
 
 /// Most mailbox messages handled as one group (bounds the latency of the first in the group).
@@ -85,6 +91,10 @@ pub struct ActorSetup<S: Storage> {
     pub idle_release_ms: u64,
     /// This partition's part of the shard's open-file budget.
     pub files: FileShare,
+    /// Compaction settings when the topic is compacted (and the cleaner enabled).
+    pub compaction: Option<CompactionConfig>,
+    /// The shard's cleaner.
+    pub cleaner: Rc<ShardCleaner>,
 }
 
 /// Spawnable body of the actor: open the log, serve the mailbox until it closes, close the log.
@@ -126,6 +136,9 @@ pub async fn run_actor<S: Storage + 'static>(
         last_activity_ms,
         idle_released: false,
         stats,
+        clean: None,
+        last_clean_check_ms: 0,
+        last_maintenance_ms: last_activity_ms,
     };
     if let Some(stats) = &actor.stats {
         stats.failed.store(false, Ordering::Relaxed);
@@ -162,12 +175,26 @@ struct Actor<S: Storage> {
     idle_released: bool,
     /// Where the admin listener reads this partition's positions and traffic.
     stats: Option<Arc<PartitionStats>>,
+    /// The clean of this log in flight (dropping it cancels the clean).
+    clean: Option<CleanInFlight>,
+    /// When the actor last asked the log whether a clean is due.
+    last_clean_check_ms: i64,
+    /// When time-driven work last ran: it also runs between messages once a tick is overdue,
+    /// so a partition that never goes quiet still gets its retention, flushes and cleans.
+    last_maintenance_ms: i64,
+}
+
+/// A clean running in the shard cleaner's task queue, and where its results arrive.
+struct CleanInFlight {
+    task: glommio::Task<()>,
+    events: mpsc::Receiver<CleanEvent>,
 }
 
 enum Next {
     Msg(ActorMsg),
     Tick,
     Closed,
+    Clean(Option<CleanEvent>),
 }
 
 impl<S: Storage + 'static> Actor<S> {
@@ -224,6 +251,10 @@ impl<S: Storage + 'static> Actor<S> {
                     self.publish_files();
                     continue;
                 }
+                Next::Clean(event) => {
+                    self.on_clean_event(event).await;
+                    continue;
+                }
                 Next::Closed => return None,
             };
             self.last_activity_ms = self.setup.clock.now().0;
@@ -240,6 +271,10 @@ impl<S: Storage + 'static> Actor<S> {
             self.publish_files();
             if let Some(delete_reply) = delete_reply {
                 return Some(delete_reply);
+            }
+            let now = self.setup.clock.now().0;
+            if now - self.last_maintenance_ms >= self.tick_ms() as i64 {
+                self.maintenance().await;
             }
         }
     }
@@ -261,6 +296,7 @@ impl<S: Storage + 'static> Actor<S> {
             return;
         }
         self.last_reopen_ms = now;
+        self.cancel_clean().await; // recovery must not race a clean's files
         let (topic, partition) = (self.setup.topic.clone(), self.setup.partition);
         let opened = self
             .setup
@@ -287,15 +323,24 @@ impl<S: Storage + 'static> Actor<S> {
         }
     }
 
-    /// The next message, or a tick when the flush interval or retention check is due.
+    /// The next message, a clean's result, or a tick when the flush interval, retention check
+    /// or clean check is due.
     async fn next(&mut self, mailbox: &mut mpsc::Receiver<ActorMsg>) -> Next {
         let tick = Duration::from_millis(self.tick_ms());
         let sleep = glommio::timer::sleep(tick);
         futures::pin_mut!(sleep);
-        match select(mailbox.next(), sleep).await {
+        let clean = async {
+            match self.clean.as_mut() {
+                Some(clean) => clean.events.next().await,
+                None => std::future::pending().await,
+            }
+        };
+        futures::pin_mut!(clean);
+        match select(mailbox.next(), select(sleep, clean)).await {
             Either::Left((Some(msg), _)) => Next::Msg(msg),
             Either::Left((None, _)) => Next::Closed,
-            Either::Right(_) => Next::Tick,
+            Either::Right((Either::Left(_), _)) => Next::Tick,
+            Either::Right((Either::Right((event, _)), _)) => Next::Clean(event),
         }
     }
 
@@ -304,15 +349,21 @@ impl<S: Storage + 'static> Actor<S> {
             FlushPolicy::Interval { ms: Some(ms), .. } => ms,
             _ => u64::MAX,
         };
+        let clean_ms = match self.setup.compaction {
+            Some(_) => self.setup.cleaner.backoff_ms(),
+            None => u64::MAX,
+        };
         flush_ms
             .min(self.setup.retention_check_interval_ms)
             .min(self.setup.idle_release_ms)
+            .min(clean_ms)
             .clamp(1, 60_000)
     }
 
     /// Time-driven work: a flush the interval policy owes, retention, idle memory release.
     async fn maintenance(&mut self) {
         let now = self.setup.clock.now();
+        self.last_maintenance_ms = now.0;
         if self.log().flush_due(now) {
             if let Err(e) = self.timed_flush().await {
                 tracing::error!(topic = self.setup.topic, error = %e, "periodic flush failed");
@@ -326,6 +377,7 @@ impl<S: Storage + 'static> Actor<S> {
                 tracing::error!(topic = self.setup.topic, error = %e, "retention failed");
             }
         }
+        self.maybe_start_clean(now).await;
         let idle_ms = self.setup.idle_release_ms;
         if idle_release_due(self.last_activity_ms, now.0, self.idle_released, idle_ms) {
             self.release().await;
@@ -340,6 +392,59 @@ impl<S: Storage + 'static> Actor<S> {
             Err(e) => {
                 tracing::warn!(topic = self.setup.topic, error = %e, "idle memory release failed");
             }
+        }
+    }
+
+    /// Plans a clean of a compacted log every `log.cleaner.backoff.ms` and hands a due one to
+    /// the shard's cleaner.
+    async fn maybe_start_clean(&mut self, now: rill_engine::TimestampMs) {
+        let Some(config) = self.setup.compaction.clone() else {
+            return;
+        };
+        let backoff_ms = self.setup.cleaner.backoff_ms() as i64;
+        if self.clean.is_some() || now.0 - self.last_clean_check_ms < backoff_ms {
+            return;
+        }
+        self.last_clean_check_ms = now.0;
+        match self.log().plan_clean(&config, now).await {
+            Ok(Some(job)) => {
+                let name = format!("{}-{}", self.setup.topic, self.setup.partition);
+                let (task, events) = self.setup.cleaner.spawn(job, name);
+                self.clean = Some(CleanInFlight { task, events });
+            }
+            Ok(None) => {}
+            Err(e) => {
+                tracing::warn!(topic = self.setup.topic, partition = self.setup.partition, error = %e, "planning a clean failed")
+            }
+        }
+    }
+
+    /// Swaps in a cleaned group, or records the end of a clean.
+    async fn on_clean_event(&mut self, event: Option<CleanEvent>) {
+        let (topic, partition) = (self.setup.topic.clone(), self.setup.partition);
+        match event {
+            Some(CleanEvent::Group(group)) => match self.log().install_cleaned(&group).await {
+                Ok(true) => {}
+                Ok(false) => self.cancel_clean().await,
+                Err(e) => {
+                    tracing::error!(topic, partition, error = %e, "swapping in a cleaned segment failed");
+                    self.cancel_clean().await;
+                }
+            },
+            Some(CleanEvent::Done { checkpoint, .. }) => {
+                self.clean = None;
+                if let Err(e) = self.log().finish_clean(checkpoint).await {
+                    tracing::warn!(topic, partition, error = %e, "writing the cleaner checkpoint failed");
+                }
+            }
+            Some(CleanEvent::Failed(_)) | None => self.clean = None,
+        }
+    }
+
+    /// Stops the clean in flight, if any (its leftover files are removed by the next one).
+    async fn cancel_clean(&mut self) {
+        if let Some(clean) = self.clean.take() {
+            clean.task.cancel().await;
         }
     }
 
@@ -508,6 +613,7 @@ impl<S: Storage + 'static> Actor<S> {
 
     /// Close the log cleanly; delete its directory if asked.
     async fn shut_down(mut self, delete_reply: Option<oneshot::Sender<PartitionReply>>) {
+        self.cancel_clean().await;
         let (topic, partition) = (self.setup.topic.clone(), self.setup.partition);
         if let Some(stats) = &self.stats {
             stats.online.store(false, Ordering::Relaxed);

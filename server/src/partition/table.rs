@@ -15,8 +15,9 @@ use super::actor::{run_actor, ActorMsg, ActorSetup, PartitionHandle};
 use super::file_budget::{releases_needed, FileBudget, FileShare};
 use super::ops::{PartitionOp, PartitionReply};
 use super::watch::PartitionWatch;
+use crate::compaction::ShardCleaner;
 use crate::config::BrokerConfig;
-use crate::topic_config::log_config;
+use crate::topic_config::{compaction_config, log_config};
 use crate::topics::TopicRegistry;
 use rill_protocol::ErrorCode;
 
@@ -41,6 +42,8 @@ pub struct PartitionTable<S: Storage> {
     keeper_wake: RefCell<Option<mpsc::UnboundedReceiver<()>>>,
     /// Requests routed so far: the clock of `PartitionHandle::last_use`.
     uses: Cell<u64>,
+    /// Cleans this shard's compacted partitions.
+    cleaner: Rc<ShardCleaner>,
 }
 
 impl<S: Storage + 'static> PartitionTable<S> {
@@ -58,7 +61,6 @@ impl<S: Storage + 'static> PartitionTable<S> {
         Self {
             log_manager,
             registry,
-            config,
             clock,
             partitions: Rc::new(RefCell::new(HashMap::new())),
             actors: RefCell::new(Vec::new()),
@@ -66,6 +68,8 @@ impl<S: Storage + 'static> PartitionTable<S> {
             files,
             keeper_wake: RefCell::new(Some(keeper_wake)),
             uses: Cell::new(0),
+            cleaner: ShardCleaner::new(&config.log.cleaner, config.shards),
+            config,
         }
     }
 
@@ -92,7 +96,9 @@ impl<S: Storage + 'static> PartitionTable<S> {
         if partition < 0 || partition >= meta.partitions {
             return Err(ErrorCode::UnknownTopicOrPartition);
         }
-        let config = log_config(&self.config.log, &meta.configs).map_err(|e| {
+        let configs = log_config(&self.config.log, &meta.configs)
+            .and_then(|log| Ok((log, compaction_config(&self.config.log, &meta.configs)?)));
+        let (config, compaction) = configs.map_err(|e| {
             tracing::error!(topic, error = %e, "stored topic config is invalid");
             ErrorCode::InvalidConfig
         })?;
@@ -114,6 +120,8 @@ impl<S: Storage + 'static> PartitionTable<S> {
             retention_check_interval_ms: self.config.log.retention_check_interval_ms,
             idle_release_ms: self.config.partition_idle_ms,
             files: FileShare::new(self.files.clone(), handle.files.clone()),
+            compaction: compaction.filter(|_| self.cleaner.enabled()),
+            cleaner: self.cleaner.clone(),
         };
         self.start_file_keeper();
         let task = run_actor(

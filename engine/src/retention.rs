@@ -24,11 +24,9 @@ impl<S: Storage> PartitionLog<S> {
 
     fn oldest_segment_expired(&self, now: TimestampMs) -> bool {
         let oldest = &self.segments[0];
-        // A segment compaction emptied has no timestamp left: it expires at once.
         let by_time = self.config.retention_ms.is_some_and(|ms| {
-            oldest.is_empty()
-                || (oldest.max_timestamp != TimestampMs::NONE
-                    && now.0.saturating_sub(oldest.max_timestamp.0) > ms as i64)
+            oldest.max_timestamp != TimestampMs::NONE
+                && now.0.saturating_sub(oldest.max_timestamp.0) > ms as i64
         });
         let total: u64 = self.segments.iter().map(|s| s.size_bytes).sum();
         let by_size = self

@@ -3,7 +3,8 @@
 //! Recovery at open trusts a sealed segment whose indexes decode, and validates only the active
 //! segment from its last checkpoint. [`verify_partition`] reads every byte instead, read-only:
 //! every batch of every segment through the same [`BatchCursor`] reads use (length, magic,
-//! CRC-32C, offset continuity), segments contiguous in offsets, and every `.index` and
+//! CRC-32C, offset continuity; inside sealed segments offsets only increase, as compaction
+//! leaves gaps), segments contiguous in offsets, and every `.index` and
 //! `.timeindex` entry against the batches it names. [`repair_partition`] then cuts the log at
 //! the first damaged batch, as recovery cuts a torn tail, drops the indexes found wrong, and
 //! opens the log: recovery itself rebuilds the indexes, trims and checkpoints.
@@ -93,7 +94,8 @@ pub enum Finding {
         /// after an unclean stop.
         active: bool,
     },
-    /// A segment does not start where the previous one ended.
+    /// A segment does not start where the previous one ended (compaction keeps the header of
+    /// a segment's last batch, so this holds for compacted segments too).
     OffsetGap {
         /// Base offset of the segment.
         segment: Offset,
@@ -109,7 +111,8 @@ pub enum Finding {
         /// What is wrong.
         problem: IndexProblem,
     },
-    /// A file recovery deletes: an index without its log, a `.tmp` left by a crash.
+    /// A file recovery deletes: an index without its log, a `.tmp` left by a crash; or a file
+    /// of a compaction swap a crash interrupted, which recovery finishes or undoes.
     Leftover {
         /// The file name.
         name: String,
@@ -236,7 +239,10 @@ pub async fn verify_partition<S: Storage>(
     let names = storage.list_dir(dir).await?;
     let bases = log_bases(&names);
     let mut report = PartitionReport::default();
-    let mut leftovers: Vec<&String> = names.iter().filter(|n| is_leftover(n, &bases)).collect();
+    let mut leftovers: Vec<&String> = names
+        .iter()
+        .filter(|n| is_leftover(n, &bases) || crate::cleaner::is_swap_leftover(n))
+        .collect();
     leftovers.sort();
     for name in leftovers {
         let name = name.clone();
@@ -276,6 +282,7 @@ async fn verify_segment<S: Storage>(
     let log_bytes = file.size_bytes().await?;
     let mut segment = Segment::new(base);
     segment.size_bytes = log_bytes;
+    segment.may_have_gaps = !active; // compaction may have rewritten any sealed segment
     segment.file = Some(file);
     let (offsets, times) = read_indexes(storage, dir, base, active, log_bytes, findings).await?;
     let mut entries = EntryCheck::new(base, offsets, times);

@@ -11,7 +11,8 @@
 //!   has no key, or it is a tombstone at least `delete.retention.ms` old;
 //! - no key comes back: when a key's latest record is gone (an expired tombstone), none of its
 //!   older records is visible;
-//! - the latest record of every key is visible unless it is such a tombstone.
+//! - the latest record of every key is visible unless it is such a tombstone;
+//! - now and then, `rill check` (`verify_partition`) finds no damage in the directory.
 //!
 //! `RILL_SIM_CASES=N` runs N cases (default 200) from `RILL_SIM_BASE`; `RILL_SIM_SEED=S`
 //! replays one. A failing case prints its seed and operations.

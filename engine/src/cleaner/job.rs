@@ -17,7 +17,9 @@ use crate::io::{BlockFile, Clock, OpenMode, Storage};
 use crate::partition_log::PartitionLog;
 use crate::segment::cursor::BatchCursor;
 use crate::segment::file_name::{segment_file_name, FileKind};
+use crate::segment::txn_index::{AbortedTxn, TxnIndex};
 use crate::segment::Segment;
+use crate::small_file;
 use crate::types::{Offset, TimestampMs};
 use std::collections::HashMap;
 use std::ops::Range;
@@ -31,18 +33,6 @@ const READ_AHEAD_BYTES: usize = 1 << 20;
 const MAP_BYTES_PER_LOG_BYTE: u64 = 4;
 /// Smallest offset map a job allocates (holds a 1 MiB batch of the smallest records).
 const MAP_BYTES_MIN: usize = 4 << 20;
-
-/// An aborted transaction's data range: `producer_id`'s transactional batches in
-/// `[first_offset, last_offset]` are dropped (from the transaction index, when it exists).
-#[derive(Copy, Clone, Debug, PartialEq, Eq)]
-pub struct AbortedTxn {
-    /// The transactional producer.
-    pub producer_id: i64,
-    /// First offset of the transaction.
-    pub first_offset: Offset,
-    /// Offset of its abort marker.
-    pub last_offset: Offset,
-}
 
 /// A cleaned segment on disk (`<base>.log.cleaned` and its indexes), ready to be swapped in
 /// for `members`.
@@ -58,6 +48,9 @@ pub struct CleanedGroup {
     pub size_bytes: u64,
     /// Largest batch max timestamp kept (`NONE` if empty).
     pub max_timestamp: TimestampMs,
+    /// Smallest first offset of the aborted transactions whose markers it holds (its
+    /// `.txnindex`, merged from the members'), `None` if none.
+    pub txn_first_offset_min: Option<Offset>,
 }
 
 /// What a clean did.
@@ -132,7 +125,8 @@ impl<S: Storage> PartitionLog<S> {
                 max_timestamp: s.max_timestamp,
             })
             .collect();
-        let bound = self.active().base.min(self.positions.high_watermark());
+        // Never past the last stable offset: an open transaction's batches are not decided.
+        let bound = self.active().base.min(self.last_stable_offset());
         let checkpoint = read_cleaner_checkpoint(&*self.storage, &self.dir).await?;
         let first_dirty = checkpoint.map(|c| c.first_dirty);
         let cleanable = plan::cleanable(&sealed, first_dirty, bound, config, now);
@@ -147,6 +141,10 @@ impl<S: Storage> PartitionLog<S> {
             return Ok(None);
         }
         remove_cleaned_leftovers(&*self.storage, &self.dir).await?;
+        let log_start = self.positions.log_start();
+        let aborted = self
+            .aborted_transactions(log_start, cleanable.first_uncleanable)
+            .await?;
         let mut segments = sealed;
         segments.truncate(cleanable.uncleanable_segment);
         Ok(Some(CleanJob {
@@ -160,7 +158,7 @@ impl<S: Storage> PartitionLog<S> {
             index_interval_bytes: self.config.index_interval_bytes,
             now,
             producer_last_offsets: self.producers.last_offsets(),
-            aborted: Vec::new(),
+            aborted,
             map: OffsetMap::with_memory(0),
             map_end: cleanable.first_dirty,
             groups: Vec::new(),
@@ -191,11 +189,6 @@ impl<S: Storage> CleanJob<S> {
     /// The sections this clean works on.
     pub fn cleanable(&self) -> Cleanable {
         self.cleanable
-    }
-
-    /// Aborted transactions in the cleanable range: their data batches are dropped.
-    pub fn set_aborted(&mut self, aborted: Vec<AbortedTxn>) {
-        self.aborted = aborted;
     }
 
     /// Number of groups to clean (known after [`Self::build_offset_map`]).
@@ -336,12 +329,13 @@ impl<S: Storage> CleanJob<S> {
         for summary in &members {
             let segment = self.open_segment(summary).await?;
             let copied = self
-                .clean_segment(&segment, &mut writer, codec, pacer)
+                .clean_segment(&segment, &mut writer, end, codec, pacer)
                 .await;
             close_segment(segment).await;
             copied?;
         }
-        let (size_bytes, max_timestamp) = writer.finish().await?;
+        let txn_index = self.merged_txn_index(&members).await?;
+        let (size_bytes, max_timestamp) = writer.finish(&txn_index).await?;
         self.stats.groups += 1;
         Ok(CleanedGroup {
             base,
@@ -349,14 +343,36 @@ impl<S: Storage> CleanJob<S> {
             members: members.iter().map(|s| (s.base, s.size_bytes)).collect(),
             size_bytes,
             max_timestamp,
+            txn_first_offset_min: txn_index.first_offset_min(),
         })
     }
 
-    /// Copies what one segment keeps into `writer`.
+    /// The aborted transactions whose markers the members hold (markers are always kept, so
+    /// the cleaned segment holds them all), in marker order.
+    async fn merged_txn_index(&self, members: &[SegmentSummary]) -> Result<TxnIndex, EngineError> {
+        let mut merged = TxnIndex::default();
+        for s in members {
+            let path = self.dir.join(segment_file_name(s.base, FileKind::TxnIndex));
+            let Some(bytes) = small_file::read_whole(&*self.storage, &path).await? else {
+                continue;
+            };
+            let index = TxnIndex::decode(&bytes, s.base, s.next_offset).ok_or_else(|| {
+                EngineError::Layout(format!("{} does not decode", path.display()))
+            })?;
+            for &entry in index.entries() {
+                merged.push(entry);
+            }
+        }
+        Ok(merged)
+    }
+
+    /// Copies what one segment keeps into `writer`; `group_end` is the end of the cleaned
+    /// segment's range.
     async fn clean_segment(
         &mut self,
         segment: &Segment<S::File>,
         writer: &mut CleanedWriter<S>,
+        group_end: Offset,
         codec: &impl RecordCodec,
         pacer: &impl Pacer,
     ) -> Result<(), EngineError> {
@@ -364,7 +380,7 @@ impl<S: Storage> CleanJob<S> {
         while let Some((meta, bytes)) = cursor.next().await? {
             pacer.pace(bytes.len() as u64).await;
             self.stats.bytes_read += bytes.len() as u64;
-            let written = match self.filter_batch(&meta, &bytes, codec)? {
+            let written = match self.filter_batch(&meta, &bytes, group_end, codec)? {
                 Kept::Nothing => 0,
                 Kept::Original => writer.append(&meta, &bytes).await?,
                 Kept::Rebuilt(rebuilt) => {
@@ -386,6 +402,7 @@ impl<S: Storage> CleanJob<S> {
         &mut self,
         meta: &BatchMeta,
         bytes: &[u8],
+        group_end: Offset,
         codec: &impl RecordCodec,
     ) -> Result<Kept, EngineError> {
         let kind = codec.batch_kind(bytes);
@@ -409,7 +426,7 @@ impl<S: Storage> CleanJob<S> {
         self.stats.records_read += total;
         self.stats.records_kept += kept.len() as u64;
         if kept.is_empty() {
-            return self.empty_batch(meta, bytes, total, codec);
+            return self.empty_batch(meta, bytes, total, group_end, codec);
         }
         let set_horizon = tombstone_kept && kind.delete_horizon.is_none();
         let horizon = set_horizon.then(|| {
@@ -436,16 +453,18 @@ impl<S: Storage> CleanJob<S> {
             .map_err(EngineError::InvalidRecord)
     }
 
-    /// A batch keeping no record: dropped, or kept as a bare header when it ends the
-    /// cleanable range or is a tracked producer's last batch.
+    /// A batch keeping no record: dropped, or kept as a bare header when it ends the cleaned
+    /// segment (so every segment still ends where the next begins, and a consumer steps to
+    /// the next segment) or is a tracked producer's last batch.
     fn empty_batch(
         &self,
         meta: &BatchMeta,
         bytes: &[u8],
         total: u64,
+        group_end: Offset,
         codec: &impl RecordCodec,
     ) -> Result<Kept, EngineError> {
-        let ends_range = meta.last_offset.plus(1) == self.cleanable.first_uncleanable;
+        let ends_range = meta.last_offset.plus(1) == group_end;
         let producers_last = meta.producer_id >= 0
             && self.producer_last_offsets.get(&meta.producer_id) == Some(&meta.last_offset);
         if !(ends_range || producers_last) {
@@ -472,11 +491,12 @@ impl<S: Storage> CleanJob<S> {
         latest && (!r.tombstone || !horizon_passed)
     }
 
+    /// Whether a transactional batch belongs to an aborted transaction.
     fn is_aborted(&self, meta: &BatchMeta) -> bool {
-        self.aborted.iter().any(|t| {
+        self.aborted.iter().any(|t: &AbortedTxn| {
             t.producer_id == meta.producer_id
                 && t.first_offset <= meta.base_offset
-                && meta.last_offset <= t.last_offset
+                && meta.last_offset < t.last_offset
         })
     }
 

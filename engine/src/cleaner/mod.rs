@@ -34,9 +34,11 @@
 //! record and needing no delete horizon is copied byte for byte; otherwise it is rebuilt with
 //! its kept records (same base offset, last offset delta, producer fields, codec: see
 //! `rill_protocol::record::rebuild`). A batch keeping nothing is dropped, except that an
-//! empty batch header stays (as in Kafka) when it ends the cleanable range (consumers advance
-//! past the range to the active segment) or is the last batch of a producer the log still
-//! tracks (its last sequence survives a rebuild of the producer state).
+//! empty batch header stays (as in Kafka) when it ends the cleaned segment (so a segment still
+//! ends where the next begins: consumers advance to it, and `rill check` can still tell a
+//! missing segment from a compacted one; Kafka keeps it at the end of a whole clean) or is
+//! the last batch of a producer the log still tracks (its last sequence survives a rebuild
+//! of the producer state).
 //!
 //! Tombstones are removed only after the older records of their key: a tombstone is first kept
 //! with a horizon, in the same pass that removed everything older than it. The earliest horizon
@@ -52,9 +54,13 @@
 //!   yielding to other tasks).
 //!
 //! # Transactions
-//! Aborted transactional records are dropped once the transaction layer supplies the aborted
-//! ranges (`CleanJob::set_aborted`); until then every data batch is treated as committed and
-//! markers are kept. The caller must bound the cleanable range by the last stable offset.
+//! The cleanable range ends at the last stable offset, so every transactional batch a clean
+//! sees is decided. A batch of an aborted transaction (from the `.txnindex` files) keeps no
+//! record and is dropped (or kept as a bare header, by the rules above); committed ones are
+//! cleaned like any other; markers (control batches) are kept, and with them every
+//! `.txnindex` entry: a cleaned segment's `.txnindex` is its members' merged. (Kafka also
+//! removes a marker once its transaction's records are gone and a delete horizon passed; here
+//! markers stay, which costs a few bytes per transaction and misleads nobody.)
 
 mod job;
 pub mod offset_map;
@@ -67,10 +73,10 @@ mod fuzz;
 #[cfg(test)]
 mod tests;
 
-pub use job::{AbortedTxn, CleanJob, CleanStats, CleanedGroup};
+pub use job::{CleanJob, CleanStats, CleanedGroup};
 pub use offset_map::OffsetMap;
 pub use plan::{Cleanable, SegmentSummary};
-pub use swap::{CleanerCheckpoint, CLEANER_CHECKPOINT_FILE};
+pub use swap::{is_swap_leftover, CleanerCheckpoint, CLEANER_CHECKPOINT_FILE};
 
 use crate::error::EngineError;
 use crate::io::Storage;

@@ -7,7 +7,7 @@
 //! | name                          | meaning                                                   |
 //! |-------------------------------|-----------------------------------------------------------|
 //! | `B.log.cleaned`               | a cleaned segment being written, or written and synced    |
-//! | `B.index.cleaned`, `B.timeindex.cleaned` | its indexes (each complete: atomic writes)     |
+//! | `B.index.cleaned`, `B.timeindex.cleaned`, `B.txnindex.cleaned` | its indexes (each complete: atomic writes; the `.txnindex` only if it has entries) |
 //! | `Bi.log.deleted`              | a replaced segment moved aside before the commit          |
 //! | `B.log.swap`                  | the commit: the cleaned segment is whole and replaces `B` and every `.deleted` |
 //! | `cleaner-checkpoint`          | `[i64 first dirty offset BE][i64 delete horizon BE, -1 if none][u32 crc32c BE of the 16 bytes]`: what the last whole clean left for the next |
@@ -17,14 +17,17 @@
 //!  0. B.log.cleaned and its indexes are durable          (CleanedWriter::finish)
 //!  1. rename Bi.log -> Bi.log.deleted, for each Bi        crash: undo (rename back)
 //!  2. rename B.log.cleaned -> B.log.swap                  commit point
-//!  3. remove Bi.log.deleted, Bi.index, Bi.timeindex       crash: redo from here
-//!  4. rename B.index.cleaned -> B.index, B.timeindex.cleaned -> B.timeindex
+//!  3. remove Bi.log.deleted, Bi.index, Bi.timeindex, Bi.txnindex   crash: redo from here
+//!  4. rename B.index.cleaned -> B.index, B.timeindex.cleaned -> B.timeindex,
+//!     B.txnindex.cleaned -> B.txnindex (if there is one)
 //!  5. rename B.log.swap -> B.log (replacing the old B.log)
 //! ```
 //! Recovery, before anything else opens the directory:
 //! - a `.log.swap` exists (committed): remove every `.log.deleted`; move each `.cleaned` index
-//!   of `B` over `B`'s, or, if it is gone (step 4 done or half done), remove `B`'s index so it
-//!   is rebuilt from the log; rename the swap to `B.log`;
+//!   of `B` over `B`'s, or, if it is gone (step 4 done or half done), remove `B`'s `.index` and
+//!   `.timeindex` so they are rebuilt from the log, and keep `B.txnindex` as it is (the merged
+//!   one if step 4 moved it, else `B`'s own: then the merged one was empty, and so was it);
+//!   rename the swap to `B.log`;
 //! - no `.log.swap` (not committed): rename every `.log.deleted` back to `.log`;
 //! - then remove every `.cleaned` file left.
 //!
@@ -48,8 +51,18 @@ pub const CLEANED_SUFFIX: &str = ".cleaned";
 pub const SWAP_SUFFIX: &str = ".swap";
 /// Suffix of a replaced `.log` moved aside before the commit.
 pub const DELETED_SUFFIX: &str = ".deleted";
+/// A segment's files besides its `.log`.
+const INDEX_KINDS: [FileKind; 3] = [FileKind::Index, FileKind::TimeIndex, FileKind::TxnIndex];
 /// File holding the cleaner checkpoint (the first dirty offset).
 pub const CLEANER_CHECKPOINT_FILE: &str = "cleaner-checkpoint";
+
+/// Whether `name` is a file of a compaction swap in progress (`.cleaned`, `.swap`, `.deleted`),
+/// which recovery finishes or undoes.
+pub fn is_swap_leftover(name: &str) -> bool {
+    [CLEANED_SUFFIX, SWAP_SUFFIX, DELETED_SUFFIX]
+        .iter()
+        .any(|suffix| name.ends_with(suffix))
+}
 
 /// `<base>.<ext>.cleaned`.
 pub(crate) fn cleaned_name(base: Offset, kind: FileKind) -> String {
@@ -122,15 +135,16 @@ impl<S: Storage> PartitionLog<S> {
             .await?;
         for &base in &members[1..] {
             remove_if_exists(storage, &dir.join(deleted_name(base))).await?;
-            for kind in [FileKind::Index, FileKind::TimeIndex] {
+            for kind in INDEX_KINDS {
                 remove_if_exists(storage, &dir.join(segment_file_name(base, kind))).await?;
             }
         }
-        for kind in [FileKind::Index, FileKind::TimeIndex] {
+        for kind in INDEX_KINDS {
             let from = dir.join(cleaned_name(group.base, kind));
-            storage
-                .rename(&from, &dir.join(segment_file_name(group.base, kind)))
-                .await?;
+            let to = dir.join(segment_file_name(group.base, kind));
+            if kind != FileKind::TxnIndex || storage.exists(&from).await? {
+                storage.rename(&from, &to).await?;
+            }
         }
         let log = dir.join(segment_file_name(group.base, FileKind::Log));
         storage
@@ -147,10 +161,12 @@ impl<S: Storage> PartitionLog<S> {
         cleaned.next_offset = group.end;
         cleaned.size_bytes = group.size_bytes;
         cleaned.max_timestamp = group.max_timestamp;
+        cleaned.txn_first_offset_min = group.txn_first_offset_min;
         cleaned.drop_indexes();
         let n = group.members.len();
         self.segments.splice(first..first + n, [cleaned]);
         self.cache.drop_below(group.end);
+        self.read_cache.forget_below(self.read_cache_log, group.end);
         debug_assert!(self
             .segments
             .windows(2)
@@ -188,12 +204,12 @@ impl<S: Storage> PartitionLog<S> {
         }
         for &base in &swaps {
             tracing::warn!(dir = %dir.display(), base = base.0, "finishing a committed compaction swap");
-            for kind in [FileKind::Index, FileKind::TimeIndex] {
+            for kind in INDEX_KINDS {
                 let cleaned = dir.join(cleaned_name(base, kind));
                 let target = dir.join(segment_file_name(base, kind));
                 if storage.exists(&cleaned).await? {
                     storage.rename(&cleaned, &target).await?;
-                } else {
+                } else if kind != FileKind::TxnIndex {
                     remove_if_exists(storage, &target).await?;
                 }
             }
@@ -231,7 +247,7 @@ async fn remove_cleaned_of<S: Storage>(
     dir: &Path,
     base: Offset,
 ) -> Result<(), EngineError> {
-    for kind in [FileKind::Log, FileKind::Index, FileKind::TimeIndex] {
+    for kind in FileKind::ALL {
         remove_if_exists(storage, &dir.join(cleaned_name(base, kind))).await?;
     }
     Ok(())

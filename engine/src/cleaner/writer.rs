@@ -1,5 +1,6 @@
 //! [`CleanedWriter`]: writes one cleaned segment, `<base>.log.cleaned`, with its indexes
-//! `<base>.index.cleaned` and `<base>.timeindex.cleaned`, all durable when
+//! `<base>.index.cleaned`, `<base>.timeindex.cleaned` and, if it has aborted transactions,
+//! `<base>.txnindex.cleaned`, all durable when
 //! [`CleanedWriter::finish`] returns (the swap that follows relies on it).
 
 use super::swap::cleaned_name;
@@ -9,6 +10,7 @@ use crate::io::{BlockFile, Clock, OpenMode, Storage};
 use crate::prealloc::{Prealloc, PreallocBudget};
 use crate::segment::appender::Appender;
 use crate::segment::file_name::FileKind;
+use crate::segment::txn_index::TxnIndex;
 use crate::segment::Segment;
 use crate::small_file;
 use crate::types::{Offset, TimestampMs};
@@ -78,8 +80,12 @@ impl<S: Storage> CleanedWriter<S> {
     }
 
     /// Writes everything out, trims the file to its batches, syncs and closes it, then writes
-    /// the indexes. Returns the size and max timestamp of the cleaned segment.
-    pub(crate) async fn finish(mut self) -> Result<(u64, TimestampMs), EngineError> {
+    /// the indexes (`txn_index` only if it has entries, as a `.txnindex` exists only then).
+    /// Returns the size and max timestamp of the cleaned segment.
+    pub(crate) async fn finish(
+        mut self,
+        txn_index: &TxnIndex,
+    ) -> Result<(u64, TimestampMs), EngineError> {
         let segment = &mut self.segment;
         let file = segment.file.take().expect("open while writing");
         let mut appender = segment.appender.take().expect("an appender while writing");
@@ -106,6 +112,10 @@ impl<S: Storage> CleanedWriter<S> {
             &index,
         )
         .await?;
+        if !txn_index.is_empty() {
+            let name = cleaned_name(base, FileKind::TxnIndex);
+            small_file::write_atomic(storage, &self.dir, &name, &txn_index.encode()).await?;
+        }
         Ok((segment.size_bytes, segment.max_timestamp))
     }
 }

@@ -187,7 +187,7 @@ mod tests {
             topic("a", 3, &[("retention.ms", "1000")]),
             topic("a", 3, &[]),
             topic("b", 0, &[]),
-            topic("c", 1, &[("cleanup.policy", "compact")]),
+            topic("c", 1, &[("cleanup.policy", "shred")]),
             topic("bad/name", 1, &[]),
             topic("d", -1, &[]),
         ]);

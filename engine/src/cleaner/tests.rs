@@ -136,13 +136,13 @@ pub(crate) fn visible<S: Storage>(log: &mut PartitionLog<S>) -> Visible {
             !read.chunks.is_empty(),
             "nothing read at {next} below the high watermark"
         );
-        for view in read.chunks.iter().flat_map(|c| batches_of(c)) {
+        for view in read.chunks.iter().flat_map(batches_of) {
             let last = view.last_offset();
             if view.attributes().is_control() {
                 next = last.plus(1); // a transaction marker, not data
                 continue;
             }
-            let mut bytes = view.as_bytes().clone();
+            let mut bytes = view.clone().into_inner();
             let set =
                 rill_protocol::kafka_protocol::records::RecordBatchDecoder::decode(&mut bytes)
                     .expect("a batch the log serves decodes");

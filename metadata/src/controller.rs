@@ -192,6 +192,12 @@ impl Controller {
             ControllerRequest::AllocateProducerIds { node_id } => {
                 self.allocate_producer_ids(image, *node_id)
             }
+            ControllerRequest::FetchImage { applied_index } => {
+                let newer = image.applied_index > *applied_index;
+                Decision::Reply(ControllerResponse::Image {
+                    image: newer.then(|| Box::new(image.clone())),
+                })
+            }
         }
     }
 

@@ -96,6 +96,7 @@ pub enum Rejected {
 
 /// The applied metadata (see the module doc).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(from = "StoredImage")]
 pub struct MetadataImage {
     /// Index of the last entry applied.
     pub applied_index: LogIndex,
@@ -114,6 +115,34 @@ pub struct MetadataImage {
     ids: HashMap<Uuid, String>,
 }
 
+/// [`MetadataImage`] as stored (snapshots) and sent (observers): without derived indexes,
+/// which deserializing rebuilds.
+#[derive(Deserialize)]
+struct StoredImage {
+    applied_index: LogIndex,
+    applied_term: u64,
+    cluster_id: Option<String>,
+    brokers: BTreeMap<NodeId, BrokerRegistration>,
+    topics: BTreeMap<String, Arc<TopicImage>>,
+    next_producer_id: ProducerId,
+}
+
+impl From<StoredImage> for MetadataImage {
+    fn from(stored: StoredImage) -> Self {
+        let mut image = MetadataImage {
+            applied_index: stored.applied_index,
+            applied_term: stored.applied_term,
+            cluster_id: stored.cluster_id,
+            brokers: stored.brokers,
+            topics: stored.topics,
+            next_producer_id: stored.next_producer_id,
+            ids: HashMap::new(),
+        };
+        image.reindex();
+        image
+    }
+}
+
 impl Default for MetadataImage {
     fn default() -> Self {
         Self {
@@ -129,8 +158,7 @@ impl Default for MetadataImage {
 }
 
 impl MetadataImage {
-    /// Rebuild derived indexes after deserializing a snapshot.
-    pub fn reindex(&mut self) {
+    fn reindex(&mut self) {
         self.ids = self
             .topics
             .values()
@@ -656,12 +684,11 @@ mod tests {
     }
 
     #[test]
-    fn snapshot_round_trip_rebuilds_the_id_index() {
+    fn deserializing_rebuilds_the_id_index() {
         let mut image = MetadataImage::default();
         apply(&mut image, vec![register(1), topic("t", 1, &[1])]);
         let bytes = serde_json::to_vec(&image).unwrap();
-        let mut back: MetadataImage = serde_json::from_slice(&bytes).unwrap();
-        back.reindex();
+        let back: MetadataImage = serde_json::from_slice(&bytes).unwrap();
         assert_eq!(back, image);
         assert_eq!(back.digest(), image.digest());
         assert!(back.topic_by_id(Uuid::from_u128(1)).is_some());

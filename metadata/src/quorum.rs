@@ -512,12 +512,11 @@ fn image_from_snapshot(snapshot: &Snapshot) -> Result<MetadataImage, QuorumError
         assert_eq!(index, 0, "only the initial snapshot is empty");
         return Ok(MetadataImage::default());
     }
-    let mut image: MetadataImage =
+    let image: MetadataImage =
         serde_json::from_slice(&snapshot.data).map_err(|e| QuorumError::Payload {
             index,
             source: PayloadError::Malformed(e.to_string()),
         })?;
-    image.reindex();
     if image.applied_index.0 != index {
         return Err(QuorumError::Payload {
             index,

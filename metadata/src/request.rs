@@ -35,8 +35,10 @@ pub enum TopicRef {
 }
 
 /// A request to the controller.
+///
+/// Externally tagged (serde's default): an internally tagged enum buffers its content, and the
+/// buffer cannot give back the image's integer-keyed maps (JSON keys are strings).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(tag = "type")]
 pub enum ControllerRequest {
     /// A broker starts (KIP-631 BrokerRegistration).
     RegisterBroker {
@@ -94,6 +96,12 @@ pub enum ControllerRequest {
         /// The broker asking.
         node_id: NodeId,
     },
+    /// A broker that is not a voter (an observer) follows the metadata: the applied image, if
+    /// the controller's is newer than `applied_index`.
+    FetchImage {
+        /// What the broker has applied.
+        applied_index: LogIndex,
+    },
 }
 
 /// The outcome for one topic of a CreateTopics / DeleteTopics / CreatePartitions.
@@ -136,9 +144,8 @@ impl TopicResult {
     }
 }
 
-/// The controller's answer.
+/// The controller's answer (externally tagged, as [`ControllerRequest`]).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(tag = "type")]
 pub enum ControllerResponse {
     /// Ask the node named instead (`None`: no leader known right now; retry shortly).
     NotController {
@@ -171,6 +178,11 @@ pub enum ControllerResponse {
         first: ProducerId,
         /// How many.
         count: i64,
+    },
+    /// The controller's applied image (`None`: not newer than the broker's).
+    Image {
+        /// The image.
+        image: Option<Box<crate::image::MetadataImage>>,
     },
     /// The request as a whole was refused.
     Error {

@@ -196,6 +196,42 @@ mod tests {
     }
 
     #[test]
+    fn a_whole_image_travels_to_an_observer() {
+        use crate::image::MetadataImage;
+        use crate::record::{MetadataRecord, PartitionAssignment};
+        use crate::types::{Endpoint, LogIndex};
+        let mut image = MetadataImage::default();
+        let register = MetadataRecord::RegisterBroker {
+            node_id: NodeId(4),
+            incarnation_id: uuid::Uuid::from_u128(1),
+            log_dir_id: uuid::Uuid::from_u128(2),
+            endpoint: Endpoint {
+                host: "127.0.0.1".into(),
+                port: 9092,
+            },
+            rack: None,
+        };
+        let topic = MetadataRecord::Topic {
+            name: "t".into(),
+            topic_id: uuid::Uuid::from_u128(3),
+            internal: false,
+            configs: Default::default(),
+            partitions: vec![PartitionAssignment {
+                replicas: vec![NodeId(4)],
+                isr: vec![NodeId(4)],
+                leader: Some(NodeId(4)),
+            }],
+        };
+        image.apply_entry(LogIndex(1), 1, &[register, topic]);
+        round_trip(WireMessage::Response {
+            id: 1,
+            response: ControllerResponse::Image {
+                image: Some(Box::new(image)),
+            },
+        });
+    }
+
+    #[test]
     fn kafka_requests_are_refused_by_their_first_eight_bytes() {
         // ApiVersions v3 as librdkafka sends it: size, api key 18, version 3, ...
         let kafka = [0, 0, 0, 30, 0, 18, 0, 3, 0, 0, 0, 1, 0, 7];

@@ -57,4 +57,52 @@ pub struct Cli {
     /// [default: 127.0.0.1:9644].
     #[arg(long, value_name = "HOST:PORT|off")]
     pub admin_listen: Option<String>,
+    /// `node.id`: this node's id in the cluster [default: 0].
+    #[arg(long, value_name = "ID")]
+    pub node_id: Option<i32>,
+    /// `process.roles`: broker, controller, or broker,controller (needs --controller-quorum).
+    #[arg(long, value_name = "ROLES")]
+    pub process_roles: Option<String>,
+    /// `controller.quorum.voters`: the metadata quorum, `id@host:port,...`.
+    #[arg(long, value_name = "VOTERS")]
+    pub controller_quorum: Option<String>,
+    /// This controller's listener address (the `listeners` entry `controller.listener.names`
+    /// names).
+    #[arg(long, value_name = "HOST:PORT")]
+    pub controller_listen: Option<String>,
+    /// `broker.session.timeout.ms`: a broker without a heartbeat this long is fenced [9000].
+    #[arg(long, value_name = "MS")]
+    pub broker_session_timeout_ms: Option<u64>,
+    /// `broker.heartbeat.interval.ms` [2000].
+    #[arg(long, value_name = "MS")]
+    pub broker_heartbeat_interval_ms: Option<u64>,
+    /// `controller.quorum.election.timeout.ms` [1000].
+    #[arg(long, value_name = "MS")]
+    pub controller_quorum_election_timeout_ms: Option<u64>,
+    /// `default.replication.factor`: replicas of a topic created without a factor [1].
+    #[arg(long, value_name = "N")]
+    pub default_replication_factor: Option<u16>,
+    /// `min.insync.replicas` [1].
+    #[arg(long, value_name = "N")]
+    pub min_insync_replicas: Option<u16>,
+    /// `offsets.topic.replication.factor`: replicas of `__consumer_offsets` [3].
+    #[arg(long, value_name = "N")]
+    pub offsets_topic_replication_factor: Option<u16>,
+}
+
+impl Cli {
+    /// The cluster flags, for [`crate::cluster::config::ClusterSettings::apply_flags`].
+    pub fn cluster_flags(&self) -> crate::cluster::config::ClusterFlags {
+        crate::cluster::config::ClusterFlags {
+            process_roles: self.process_roles.clone(),
+            voters: self.controller_quorum.clone(),
+            controller_listen: self.controller_listen.clone(),
+            session_timeout_ms: self.broker_session_timeout_ms,
+            heartbeat_interval_ms: self.broker_heartbeat_interval_ms,
+            election_timeout_ms: self.controller_quorum_election_timeout_ms,
+            default_replication_factor: self.default_replication_factor,
+            min_insync_replicas: self.min_insync_replicas,
+            offsets_replication_factor: self.offsets_topic_replication_factor,
+        }
+    }
 }

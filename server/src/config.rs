@@ -13,6 +13,7 @@ use std::path::{Path, PathBuf};
 
 use crate::admin::state::SeriesLimits;
 use crate::cli::Cli;
+use crate::cluster::config::{client_listener, ClusterConfig, ClusterSettings};
 
 /// Something wrong with a setting: which key, which value, and why.
 #[derive(Debug, thiserror::Error)]
@@ -142,6 +143,10 @@ pub struct BrokerConfig {
     pub log: LogDefaults,
     /// The admin listener and metric bounds (`rill.admin.listen`, `rill.metrics.*`).
     pub admin: AdminSettings,
+    /// The cluster this node belongs to; `None`: the single node (no quorum configured).
+    pub cluster: Option<ClusterConfig>,
+    /// Cluster properties as given, resolved into `cluster` once file and flags are read.
+    pub cluster_settings: ClusterSettings,
 }
 
 /// The admin HTTP listener (metrics, health, status) and its label cardinality bounds.
@@ -223,6 +228,8 @@ impl BrokerConfig {
             partition_idle_ms: 30_000,
             log: LogDefaults::default(),
             admin: AdminSettings::default(),
+            cluster: None,
+            cluster_settings: ClusterSettings::default(),
         }
     }
 
@@ -251,6 +258,11 @@ impl BrokerConfig {
         properties: &BTreeMap<String, String>,
     ) -> Result<Option<String>, ConfigError> {
         let mut advertise = None;
+        // It decides which `listeners` entry is the client's, whatever the key order.
+        if let Some(names) = properties.get("controller.listener.names") {
+            self.cluster_settings
+                .apply_property("controller.listener.names", names)?;
+        }
         for (key, value) in properties {
             match self.apply_property(key, value)? {
                 Applied::Yes => {}
@@ -264,9 +276,14 @@ impl BrokerConfig {
     fn apply_property(&mut self, key: &str, value: &str) -> Result<Applied, ConfigError> {
         let v = value.trim();
         match key {
-            "listeners" | "rill.listen" => self.listen = parse_listen(key, strip_scheme(v))?,
+            "listeners" | "rill.listen" => {
+                self.cluster_settings.set_listeners(v);
+                let names = self.cluster_settings.controller_listener_names();
+                self.listen = parse_listen(key, &client_listener(key, v, &names)?)?
+            }
             "advertised.listeners" | "rill.advertise" => {
-                return Ok(Applied::Advertise(strip_scheme(v).to_string()))
+                let names = self.cluster_settings.controller_listener_names();
+                return Ok(Applied::Advertise(client_listener(key, v, &names)?));
             }
             "log.dirs" | "log.dir" | "rill.data.dir" => {
                 let first = v.split(',').next().unwrap_or(v);
@@ -297,6 +314,7 @@ impl BrokerConfig {
                 self.broker_partitions_max = Some(parse_at_least_one(key, v)?)
             }
             "rill.partition.idle.ms" => self.partition_idle_ms = parse_at_least_one(key, v)?,
+            _ if self.cluster_settings.apply_property(key, v)? => {}
             _ => match self.admin.apply_property(key, v)? {
                 Applied::Unknown => return self.log.apply_property(key, v),
                 applied => return Ok(applied),
@@ -328,6 +346,11 @@ impl BrokerConfig {
         if let Some(admin) = &cli.admin_listen {
             self.admin.listen = parse_admin_listen("--admin-listen", admin)?;
         }
+        if let Some(node_id) = cli.node_id {
+            self.node_id = node_id;
+        }
+        self.cluster_settings.apply_flags(&cli.cluster_flags());
+        self.cluster = self.cluster_settings.resolve(self.node_id)?;
         // One request of the largest allowed size must always fit in the shard's budget.
         self.shard_inflight_bytes_max = self.shard_inflight_bytes_max.max(self.request_bytes_max);
         // advertise defaults to listen, so it is resolved after the listen address is final.
@@ -515,12 +538,6 @@ fn parse_rate(key: &str, v: &str) -> Result<Option<u64>, ConfigError> {
         return Err(bad(key, v, "must be at least 1"));
     }
     Ok((n < u64::MAX as f64).then_some(n as u64))
-}
-
-/// `PLAINTEXT://host:port` → `host:port` (Kafka's listener syntax; only the first listener).
-fn strip_scheme(v: &str) -> &str {
-    let first = v.split(',').next().unwrap_or(v).trim();
-    first.split_once("://").map_or(first, |(_, rest)| rest)
 }
 
 fn parse_listen(key: &str, v: &str) -> Result<SocketAddr, ConfigError> {

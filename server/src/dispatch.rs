@@ -103,13 +103,13 @@ pub async fn handle<B: Broker>(
             ResponseKind::ListOffsets(list_offsets::handle(broker, version, &r).await)
         }
         RequestKind::CreateTopics(r) => {
-            ResponseKind::CreateTopics(create_topics::handle(broker, version, &r))
+            ResponseKind::CreateTopics(create_topics::handle(broker, version, &r).await)
         }
         RequestKind::DeleteTopics(r) => {
             ResponseKind::DeleteTopics(delete_topics::handle(broker, version, &r).await)
         }
         RequestKind::CreatePartitions(r) => {
-            ResponseKind::CreatePartitions(create_partitions::handle(broker, &r))
+            ResponseKind::CreatePartitions(create_partitions::handle(broker, &r).await)
         }
         RequestKind::DescribeConfigs(r) => {
             ResponseKind::DescribeConfigs(describe_configs::handle(broker, &r))
@@ -327,7 +327,7 @@ mod every_version_encodes {
                 .with_num_partitions(1)
                 .with_replication_factor(1);
             let req = CreateTopicsRequest::default().with_topics(vec![t]);
-            ResponseKind::CreateTopics(handler::create_topics::handle(b, v, &req))
+            ResponseKind::CreateTopics(block_on(handler::create_topics::handle(b, v, &req)))
         });
         assert_encodes(ApiKey::DeleteTopics, |b, v| {
             let req = DeleteTopicsRequest::default().with_topic_names(vec![topic_name("absent")]);
@@ -338,7 +338,7 @@ mod every_version_encodes {
                 .with_name(topic_name("t"))
                 .with_count(1);
             let req = CreatePartitionsRequest::default().with_topics(vec![t]);
-            ResponseKind::CreatePartitions(handler::create_partitions::handle(b, &req))
+            ResponseKind::CreatePartitions(block_on(handler::create_partitions::handle(b, &req)))
         });
         assert_encodes(ApiKey::DescribeConfigs, |b, _| {
             let r = describe_configs_request::DescribeConfigsResource::default()

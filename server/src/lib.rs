@@ -3,6 +3,8 @@
 //!
 //! Map (a request's path, top to bottom):
 //! - [`cli`], [`config`]: flags and Kafka-style properties, resolved into [`config::BrokerConfig`].
+//! - [`cluster`]: the metadata quorum's edge (KRaft properties, controller, broker registration)
+//!   and the cluster view handlers answer from; absent on a single node.
 //! - [`shard`]: executors per core, the channel mesh between them, startup and shutdown.
 //! - [`net`]: accept loop; per-connection pipeline (frames in, responses out in request order).
 //! - [`dispatch`]: frame body → handler → response frame (or silence, or close).
@@ -20,6 +22,7 @@
 pub mod admin;
 pub mod capacity;
 pub mod cli;
+pub mod cluster;
 pub mod compaction;
 pub mod config;
 pub mod data_dir_lock;

@@ -70,6 +70,10 @@ pub enum TopicError {
     /// KAFKA_STORAGE_ERROR (56): the metadata file could not be written.
     #[error("metadata write failed: {0}")]
     Io(#[from] std::io::Error),
+    /// COORDINATOR_NOT_AVAILABLE (15, retriable): in a cluster, no producer-id block has come
+    /// from the controller yet.
+    #[error("waiting for a block of producer ids from the controller")]
+    ProducerIdsPending,
 }
 
 impl TopicError {
@@ -84,6 +88,7 @@ impl TopicError {
             TopicError::PartitionLimit(_) => ErrorCode::InvalidPartitions,
             TopicError::NoSpace(_) => ErrorCode::KafkaStorageError,
             TopicError::Io(_) => ErrorCode::KafkaStorageError,
+            TopicError::ProducerIdsPending => ErrorCode::CoordinatorNotAvailable,
         }
     }
 }
@@ -101,6 +106,9 @@ struct MetaDocument {
 struct ProducerIds {
     next: i64,
     reserved_until: i64,
+    /// In a cluster: blocks the controller handed this broker, oldest first (ids are unique
+    /// across brokers only if they come from the metadata log). `None` on a single node.
+    blocks: Option<std::collections::VecDeque<std::ops::Range<i64>>>,
 }
 
 /// Partitions a metadata change adds to the broker, shown to an admission check.
@@ -154,6 +162,7 @@ impl TopicRegistry {
             producer_ids: Mutex::new(ProducerIds {
                 next: document.producer_id_reserved_until,
                 reserved_until: document.producer_id_reserved_until,
+                blocks: None,
             }),
             document: RwLock::new(document),
             write_lock: Mutex::new(()),
@@ -294,9 +303,19 @@ impl TopicRegistry {
         Ok(meta)
     }
 
-    /// A producer id never handed out before, even across restarts.
+    /// A producer id never handed out before, even across restarts (in a cluster: by any
+    /// broker, see [`Self::add_producer_id_block`]).
     pub fn allocate_producer_id(&self) -> Result<ProducerId, TopicError> {
         let mut ids = self.producer_ids.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(blocks) = &mut ids.blocks {
+            while let Some(block) = blocks.front_mut() {
+                if let Some(id) = block.next() {
+                    return Ok(ProducerId(id));
+                }
+                blocks.pop_front();
+            }
+            return Err(TopicError::ProducerIdsPending);
+        }
         if ids.next >= ids.reserved_until {
             let _guard = self.write_lock.lock().unwrap_or_else(|e| e.into_inner());
             let mut next = self.read().clone();
@@ -309,6 +328,48 @@ impl TopicRegistry {
         ids.next += 1;
         assert!(ids.next <= ids.reserved_until);
         Ok(ProducerId(id))
+    }
+
+    /// Cluster mode: from now on producer ids come only from blocks the controller allocated.
+    pub fn use_producer_id_blocks(&self) {
+        let mut ids = self.producer_ids.lock().unwrap_or_else(|e| e.into_inner());
+        ids.blocks.get_or_insert_with(Default::default);
+    }
+
+    /// A block the controller allocated to this broker (ids `first..first + count`).
+    pub fn add_producer_id_block(&self, first: ProducerId, count: i64) {
+        assert!(first.0 >= 0 && count > 0);
+        let mut ids = self.producer_ids.lock().unwrap_or_else(|e| e.into_inner());
+        let blocks = ids.blocks.get_or_insert_with(Default::default);
+        blocks.push_back(first.0..first.0 + count);
+    }
+
+    /// Producer ids left in the controller's blocks (the broker asks for more below a mark).
+    pub fn producer_ids_left(&self) -> i64 {
+        let ids = self.producer_ids.lock().unwrap_or_else(|e| e.into_inner());
+        ids.blocks
+            .as_ref()
+            .map_or(0, |b| b.iter().map(|r| r.end - r.start).sum())
+    }
+
+    /// Cluster mode: make the topics (and cluster id) those of the metadata log, durably; a
+    /// no-op when nothing differs. Returns whether anything changed.
+    pub fn mirror(
+        &self,
+        cluster_id: &str,
+        topics: BTreeMap<String, Arc<TopicMeta>>,
+    ) -> Result<bool, TopicError> {
+        let _guard = self.write_lock.lock().unwrap_or_else(|e| e.into_inner());
+        let current = self.read();
+        if current.cluster_id == cluster_id && current.topics == topics {
+            return Ok(false);
+        }
+        let mut next = current.clone();
+        drop(current);
+        next.cluster_id = cluster_id.to_string();
+        next.topics = topics;
+        self.commit(next)?;
+        Ok(true)
     }
 
     fn commit(&self, next: MetaDocument) -> Result<(), TopicError> {
@@ -467,6 +528,37 @@ mod tests {
         let reg = TopicRegistry::open(dir.path()).unwrap();
         let next = reg.allocate_producer_id().unwrap().0;
         assert!(next > 2, "reused producer id {next}");
+    }
+
+    #[test]
+    fn cluster_mode_takes_topics_and_producer_ids_from_the_controller() {
+        let dir = tempfile::tempdir().unwrap();
+        let reg = TopicRegistry::open(dir.path()).unwrap();
+        reg.use_producer_id_blocks();
+        assert!(matches!(
+            reg.allocate_producer_id(),
+            Err(TopicError::ProducerIdsPending)
+        ));
+        reg.add_producer_id_block(ProducerId(2000), 2);
+        reg.add_producer_id_block(ProducerId(5000), 1);
+        assert_eq!(reg.producer_ids_left(), 3);
+        let ids: Vec<i64> = (0..3)
+            .map(|_| reg.allocate_producer_id().unwrap().0)
+            .collect();
+        assert_eq!(ids, vec![2000, 2001, 5000]);
+        assert!(reg.allocate_producer_id().is_err());
+        let meta = Arc::new(TopicMeta {
+            id: Uuid::from_u128(1),
+            partitions: 3,
+            configs: BTreeMap::new(),
+        });
+        let topics = BTreeMap::from([("t".to_string(), meta)]);
+        assert!(reg.mirror("cid", topics.clone()).unwrap());
+        assert!(!reg.mirror("cid", topics).unwrap(), "unchanged: no write");
+        drop(reg);
+        let reg = TopicRegistry::open(dir.path()).unwrap();
+        assert_eq!(reg.cluster_id(), "cid");
+        assert_eq!(reg.get("t").unwrap().id, Uuid::from_u128(1));
     }
 
     #[test]

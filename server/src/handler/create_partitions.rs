@@ -9,11 +9,14 @@ use rill_protocol::ErrorCode;
 use super::{str_bytes, Broker};
 use crate::topics::Growth;
 
-/// Answer CreatePartitions.
-pub fn handle<B: Broker>(
+/// Answer CreatePartitions (in a cluster: decided by the controller, [`crate::cluster::admin`]).
+pub async fn handle<B: Broker>(
     broker: &B,
     request: &CreatePartitionsRequest,
 ) -> CreatePartitionsResponse {
+    if let Some(cluster) = broker.cluster() {
+        return crate::cluster::admin::create_partitions(broker, cluster, request).await;
+    }
     let results = request
         .topics
         .iter()
@@ -64,6 +67,7 @@ mod tests {
     use super::*;
     use crate::handler::fake::FakeBroker;
     use crate::handler::topic_name;
+    use futures::executor::block_on;
     use rill_protocol::kafka_protocol::messages::create_partitions_request::CreatePartitionsTopic;
 
     #[test]
@@ -75,9 +79,9 @@ mod tests {
                 .with_name(topic_name("t"))
                 .with_count(n)])
         };
-        assert_eq!(handle(&broker, &req(3)).results[0].error_code, 0);
+        assert_eq!(block_on(handle(&broker, &req(3))).results[0].error_code, 0);
         assert_eq!(broker.topics().get("t").unwrap().partitions, 3);
-        assert_eq!(handle(&broker, &req(2)).results[0].error_code, 37);
+        assert_eq!(block_on(handle(&broker, &req(2))).results[0].error_code, 37);
     }
 
     #[test]
@@ -91,11 +95,17 @@ mod tests {
                     .with_name(topic_name("t"))
                     .with_count(n)])
         };
-        let refused = &handle(&broker, &req(5, true)).results[0];
+        let refused = &block_on(handle(&broker, &req(5, true))).results[0];
         assert_eq!(refused.error_code, 37);
-        assert_eq!(handle(&broker, &req(5, false)).results[0].error_code, 37);
+        assert_eq!(
+            block_on(handle(&broker, &req(5, false))).results[0].error_code,
+            37
+        );
         assert_eq!(broker.topics().get("t").unwrap().partitions, 1);
-        assert_eq!(handle(&broker, &req(4, false)).results[0].error_code, 0);
+        assert_eq!(
+            block_on(handle(&broker, &req(4, false))).results[0].error_code,
+            0
+        );
         assert_eq!(broker.topics().get("t").unwrap().partitions, 4);
     }
 }

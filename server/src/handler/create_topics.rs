@@ -17,12 +17,15 @@ use super::{str_bytes, Broker};
 use crate::topic_config::{describe, log_config};
 use crate::topics::{validate_topic_name, Growth, TopicError, TopicMeta};
 
-/// Answer CreateTopics.
-pub fn handle<B: Broker>(
+/// Answer CreateTopics (in a cluster: decided by the controller, [`crate::cluster::admin`]).
+pub async fn handle<B: Broker>(
     broker: &B,
     version: i16,
     request: &CreateTopicsRequest,
 ) -> CreateTopicsResponse {
+    if let Some(cluster) = broker.cluster() {
+        return crate::cluster::admin::create_topics(broker, cluster, version, request).await;
+    }
     // Partitions admitted by earlier topics of this request: they have no files yet.
     let pending = Cell::new(0);
     let topics = request
@@ -49,11 +52,6 @@ fn create_one<B: Broker>(
             .with_error_code(code.code())
             .with_error_message(Some(str_bytes(&message)))
     };
-    let partitions = match (topic.num_partitions, topic.assignments.len()) {
-        (-1, 0) => broker.config().default_partitions,
-        (-1, n) => n as i32,
-        (n, _) => n,
-    };
     if topic.replication_factor != -1 && topic.replication_factor != 1 {
         let message = format!(
             "replication factor {} > 1 on a single node",
@@ -61,6 +59,37 @@ fn create_one<B: Broker>(
         );
         return fail(ErrorCode::InvalidReplicationFactor, message);
     }
+    let (partitions, configs) = match requested(broker, topic) {
+        Ok(requested) => requested,
+        Err((code, message)) => return fail(code, message),
+    };
+    let created = create_or_validate(broker, name, partitions, &configs, validate_only, pending);
+    match created {
+        Ok(meta) => {
+            if meta.is_some() {
+                tracing::info!(topic = name, partitions, "created topic");
+            }
+            let id = meta.map_or(uuid::Uuid::nil(), |m| m.id);
+            created_result(broker, version, result, (id, partitions, 1), &configs)
+        }
+        Err(e) => {
+            let code = e.kafka_error_code();
+            fail(code, e.to_string())
+        }
+    }
+}
+
+/// A requested topic's partition count (-1: `num.partitions`) and configs, checked as every
+/// broker checks them (name, config values); the replication factor is the caller's to check.
+pub(crate) fn requested<B: Broker>(
+    broker: &B,
+    topic: &CreatableTopic,
+) -> Result<(i32, BTreeMap<String, String>), (ErrorCode, String)> {
+    let partitions = match (topic.num_partitions, topic.assignments.len()) {
+        (-1, 0) => broker.config().default_partitions,
+        (-1, n) => n as i32,
+        (n, _) => n,
+    };
     let configs: BTreeMap<String, String> = topic
         .configs
         .iter()
@@ -71,26 +100,10 @@ fn create_one<B: Broker>(
             ))
         })
         .collect();
-    if let Err(message) = log_config(&broker.config().log, &configs) {
-        return fail(ErrorCode::InvalidConfig, message);
-    }
-    if let Err(e) = validate_topic_name(name) {
-        return fail(ErrorCode::InvalidTopicException, e.to_string());
-    }
-    let created = create_or_validate(broker, name, partitions, &configs, validate_only, pending);
-    match created {
-        Ok(meta) => {
-            if meta.is_some() {
-                tracing::info!(topic = name, partitions, "created topic");
-            }
-            let id = meta.map_or(uuid::Uuid::nil(), |m| m.id);
-            created_result(broker, version, result, id, partitions, &configs)
-        }
-        Err(e) => {
-            let code = e.kafka_error_code();
-            fail(code, e.to_string())
-        }
-    }
+    log_config(&broker.config().log, &configs).map_err(|m| (ErrorCode::InvalidConfig, m))?;
+    validate_topic_name(topic.name.0.as_str())
+        .map_err(|e| (ErrorCode::InvalidTopicException, e.to_string()))?;
+    Ok((partitions, configs))
 }
 
 /// Creates the topic if it fits on this broker (or, `validate_only`, says whether it would).
@@ -123,14 +136,13 @@ fn create_or_validate<B: Broker>(
     Ok(None)
 }
 
-/// A created (or validated) topic's result: its id from v7, its partitions and effective configs
-/// from v5.
-fn created_result<B: Broker>(
+/// A created (or validated) topic's result: its id from v7, its partitions, replication factor
+/// and effective configs from v5.
+pub(crate) fn created_result<B: Broker>(
     broker: &B,
     version: i16,
     result: CreatableTopicResult,
-    id: uuid::Uuid,
-    partitions: i32,
+    (id, partitions, replication_factor): (uuid::Uuid, i32, i16),
     configs: &BTreeMap<String, String>,
 ) -> CreatableTopicResult {
     let result = if version >= 7 {
@@ -152,7 +164,7 @@ fn created_result<B: Broker>(
         .collect();
     result
         .with_num_partitions(partitions)
-        .with_replication_factor(1)
+        .with_replication_factor(replication_factor)
         .with_configs(Some(rows))
 }
 
@@ -161,6 +173,7 @@ mod tests {
     use super::*;
     use crate::handler::fake::FakeBroker;
     use crate::handler::topic_name;
+    use futures::executor::block_on;
     use rill_protocol::kafka_protocol::messages::create_topics_request::CreatableTopicConfig;
 
     fn topic(name: &str, partitions: i32, configs: &[(&str, &str)]) -> CreatableTopic {
@@ -191,7 +204,7 @@ mod tests {
             topic("bad/name", 1, &[]),
             topic("d", -1, &[]),
         ]);
-        let r = handle(&broker, 7, &req);
+        let r = block_on(handle(&broker, 7, &req));
         let codes: Vec<i16> = r.topics.iter().map(|t| t.error_code).collect();
         assert_eq!(codes, vec![0, 36, 37, 40, 17, 0]);
         assert_eq!(broker.topics().get("a").unwrap().partitions, 3);
@@ -211,7 +224,7 @@ mod tests {
             topic("b", 3, &[]),
             topic("c", 2, &[]),
         ]);
-        let r = handle(&broker, 7, &req);
+        let r = block_on(handle(&broker, 7, &req));
         let codes: Vec<i16> = r.topics.iter().map(|t| t.error_code).collect();
         assert_eq!(codes, vec![0, 37, 0]);
         let message = r.topics[1].error_message.as_ref().unwrap().as_str();
@@ -229,7 +242,7 @@ mod tests {
         let req = CreateTopicsRequest::default()
             .with_validate_only(true)
             .with_topics(vec![topic("x", 3, &[]), topic("y", 3, &[])]);
-        let codes: Vec<i16> = handle(&broker, 7, &req)
+        let codes: Vec<i16> = block_on(handle(&broker, 7, &req))
             .topics
             .iter()
             .map(|t| t.error_code)
@@ -244,7 +257,7 @@ mod tests {
         let req = CreateTopicsRequest::default()
             .with_validate_only(true)
             .with_topics(vec![topic("v", 2, &[])]);
-        assert_eq!(handle(&broker, 7, &req).topics[0].error_code, 0);
+        assert_eq!(block_on(handle(&broker, 7, &req)).topics[0].error_code, 0);
         assert!(broker.topics().get("v").is_none());
     }
 }

@@ -16,6 +16,9 @@ pub async fn handle<B: Broker>(
     version: i16,
     request: &DeleteTopicsRequest,
 ) -> DeleteTopicsResponse {
+    if let Some(cluster) = broker.cluster() {
+        return crate::cluster::admin::delete_topics(broker, cluster, version, request).await;
+    }
     let mut targets: Vec<(Option<String>, Uuid)> = request
         .topic_names
         .iter()

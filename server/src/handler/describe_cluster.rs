@@ -1,4 +1,5 @@
-//! DescribeCluster (60): this one node, its advertised address and the cluster id.
+//! DescribeCluster (60): the live brokers with their advertised addresses, the controller and
+//! the cluster id (on a single node: this node, which is its own controller).
 
 use rill_protocol::kafka_protocol::messages::describe_cluster_response::DescribeClusterBroker;
 use rill_protocol::kafka_protocol::messages::{
@@ -10,12 +11,32 @@ use super::{str_bytes, Broker};
 /// Answer DescribeCluster.
 pub fn handle<B: Broker>(broker: &B, _request: &DescribeClusterRequest) -> DescribeClusterResponse {
     let config = broker.config();
-    let node = DescribeClusterBroker::default()
-        .with_broker_id(BrokerId(config.node_id))
-        .with_host(str_bytes(&config.advertise_host))
-        .with_port(i32::from(config.advertise_port));
+    let entry = |id: i32, host: &str, port: u16| {
+        DescribeClusterBroker::default()
+            .with_broker_id(BrokerId(id))
+            .with_host(str_bytes(host))
+            .with_port(i32::from(port))
+    };
+    let (brokers, controller) = match broker.cluster() {
+        None => {
+            let me = entry(
+                config.node_id,
+                &config.advertise_host,
+                config.advertise_port,
+            );
+            (vec![me], config.node_id)
+        }
+        Some(cluster) => {
+            let image = cluster.image();
+            let brokers = image
+                .live_brokers()
+                .map(|b| entry(b.node_id.0, &b.endpoint.host, b.endpoint.port))
+                .collect();
+            (brokers, cluster.controller().map_or(-1, |c| c.0))
+        }
+    };
     DescribeClusterResponse::default()
         .with_cluster_id(str_bytes(&broker.topics().cluster_id()))
-        .with_controller_id(BrokerId(config.node_id))
-        .with_brokers(vec![node])
+        .with_controller_id(BrokerId(controller))
+        .with_brokers(brokers)
 }

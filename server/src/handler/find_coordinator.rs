@@ -1,5 +1,7 @@
-//! FindCoordinator (10): this single node coordinates every group and transaction; the group's
-//! state then lives on one of its shards (requests reaching another shard are forwarded).
+//! FindCoordinator (10): on a single node this node coordinates every group and transaction; the
+//! group's state then lives on one of its shards (requests reaching another shard are
+//! forwarded). In a cluster a group's coordinator is the broker leading its `__consumer_offsets`
+//! partition, so groups spread over the brokers; transactions stay with the broker asked.
 
 use rill_protocol::kafka_protocol::messages::find_coordinator_response::Coordinator;
 use rill_protocol::kafka_protocol::messages::{
@@ -19,39 +21,64 @@ pub fn handle<B: Broker>(
     version: i16,
     req: &FindCoordinatorRequest,
 ) -> FindCoordinatorResponse {
-    let config = broker.config();
-    let error = if KEY_TYPES.contains(&req.key_type) {
-        ErrorCode::None
-    } else {
-        ErrorCode::InvalidRequest
-    };
-    let (node_id, host, port) = if error.is_ok() {
-        (
-            config.node_id,
-            str_bytes(&config.advertise_host),
-            i32::from(config.advertise_port),
-        )
-    } else {
-        (-1, StrBytes::default(), -1)
-    };
     if version >= 4 {
         let coordinators = req
             .coordinator_keys
             .iter()
             .map(|key| {
+                let (error, node_id, host, port) = coordinator(broker, req.key_type, key);
                 Coordinator::default()
                     .with_key(key.clone())
                     .with_node_id(BrokerId(node_id))
-                    .with_host(host.clone())
+                    .with_host(host)
                     .with_port(port)
                     .with_error_code(error.code())
             })
             .collect();
         return FindCoordinatorResponse::default().with_coordinators(coordinators);
     }
+    let (error, node_id, host, port) = coordinator(broker, req.key_type, &req.key);
     FindCoordinatorResponse::default()
         .with_error_code(error.code())
         .with_node_id(BrokerId(node_id))
         .with_host(host)
         .with_port(port)
+}
+
+/// The coordinator of one key: (error, node id, host, port); -1 and empty on an error.
+fn coordinator<B: Broker>(
+    broker: &B,
+    key_type: i8,
+    key: &StrBytes,
+) -> (ErrorCode, i32, StrBytes, i32) {
+    let none = |error| (error, -1, StrBytes::default(), -1);
+    if !KEY_TYPES.contains(&key_type) {
+        return none(ErrorCode::InvalidRequest);
+    }
+    let config = broker.config();
+    let this_node = (
+        ErrorCode::None,
+        config.node_id,
+        str_bytes(&config.advertise_host),
+        i32::from(config.advertise_port),
+    );
+    let Some(cluster) = broker.cluster().filter(|_| key_type == 0) else {
+        return this_node;
+    };
+    cluster.ensure_offsets_topic();
+    let found = cluster.group_coordinator(key.as_str()).and_then(|node| {
+        cluster
+            .endpoint(node)
+            .map(|e| (node, e))
+            .ok_or(ErrorCode::CoordinatorNotAvailable)
+    });
+    match found {
+        Ok((node, endpoint)) => (
+            ErrorCode::None,
+            node.0,
+            str_bytes(&endpoint.host),
+            i32::from(endpoint.port),
+        ),
+        Err(code) => none(code),
+    }
 }

@@ -12,7 +12,7 @@ use rill_protocol::kafka_protocol::messages::{ListOffsetsRequest, ListOffsetsRes
 use rill_protocol::ErrorCode;
 use rill_types::{Offset, TimestampMs};
 
-use super::{topic_name, Broker, LEADER_EPOCH};
+use super::{topic_name, Broker};
 use crate::partition::ops::{PartitionOp, PartitionReply};
 
 /// Kafka's special timestamps.
@@ -67,6 +67,7 @@ async fn lookup<B: Broker>(
     } else {
         PartitionOp::Offsets
     };
+    let base = base.with_leader_epoch(broker.leader_epoch(topic, partition).0);
     match (broker.partition(topic, partition, op).await, timestamp) {
         (PartitionReply::Offsets(p), EARLIEST) => found(base, p.log_start(), TimestampMs::NONE),
         (PartitionReply::Offsets(p), LATEST) => found(base, p.high_watermark(), TimestampMs::NONE),
@@ -82,9 +83,7 @@ fn found(
     offset: Offset,
     timestamp: TimestampMs,
 ) -> ListOffsetsPartitionResponse {
-    base.with_offset(offset.0)
-        .with_timestamp(timestamp.0)
-        .with_leader_epoch(LEADER_EPOCH.0)
+    base.with_offset(offset.0).with_timestamp(timestamp.0)
 }
 
 fn not_found(base: ListOffsetsPartitionResponse) -> ListOffsetsPartitionResponse {

@@ -1,11 +1,15 @@
-//! Metadata (3): brokers (this node), topics with their partitions and ids; auto-creates
-//! requested topics when allowed.
+//! Metadata (3): brokers, topics with their partitions and ids; auto-creates requested topics
+//! when allowed.
 //!
-//! Every partition is led by this node at [`LEADER_EPOCH`]; topic ids are the registry's stable
-//! UUIDs (so Fetch v13+ clients can name topics by id).
+//! On a single node this node leads every partition at [`LEADER_EPOCH`]. In a cluster the
+//! metadata image says who: every live broker with its advertised listener, and each partition's
+//! leader (LEADER_NOT_AVAILABLE while none is alive), leader epoch, replicas, ISR and offline
+//! replicas. Topic ids are the registry's stable UUIDs (Fetch v13+ names topics by id).
 
 use std::sync::Arc;
 
+use rill_metadata::image::MetadataImage;
+use rill_metadata::types::NodeId;
 use rill_protocol::kafka_protocol::messages::metadata_response::{
     MetadataResponseBroker, MetadataResponsePartition, MetadataResponseTopic,
 };
@@ -16,14 +20,94 @@ use rill_protocol::ErrorCode;
 use super::{str_bytes, topic_name, topic_or_auto_create, Broker, LEADER_EPOCH};
 use crate::topics::TopicMeta;
 
+/// Who leads and replicates each partition: this node alone, or the cluster's image.
+enum Layout {
+    Single(BrokerId),
+    Cluster(Arc<MetadataImage>),
+}
+
+impl Layout {
+    fn of<B: Broker>(broker: &B) -> Self {
+        match broker.cluster() {
+            Some(cluster) => Layout::Cluster(cluster.image()),
+            None => Layout::Single(BrokerId(broker.config().node_id)),
+        }
+    }
+
+    /// The brokers clients may connect to.
+    fn brokers<B: Broker>(&self, broker: &B) -> Vec<MetadataResponseBroker> {
+        let entry = |id: i32, host: &str, port: u16| {
+            MetadataResponseBroker::default()
+                .with_node_id(BrokerId(id))
+                .with_host(str_bytes(host))
+                .with_port(i32::from(port))
+        };
+        match self {
+            Layout::Single(node) => {
+                let config = broker.config();
+                vec![entry(node.0, &config.advertise_host, config.advertise_port)]
+            }
+            Layout::Cluster(image) => image
+                .live_brokers()
+                .map(|b| entry(b.node_id.0, &b.endpoint.host, b.endpoint.port))
+                .collect(),
+        }
+    }
+
+    /// The partition's entry (without its index and error, which the caller sets).
+    fn partition(&self, version: i16, topic: &str, index: i32) -> MetadataResponsePartition {
+        let ids = |nodes: &[NodeId]| nodes.iter().map(|n| BrokerId(n.0)).collect::<Vec<_>>();
+        let entry = MetadataResponsePartition::default().with_partition_index(index);
+        let (leader, epoch, replicas, isr, offline) = match self {
+            Layout::Single(node) => (*node, LEADER_EPOCH, vec![*node], vec![*node], Vec::new()),
+            Layout::Cluster(image) => {
+                let Some(state) = image.partition(topic, index) else {
+                    return entry
+                        .with_error_code(ErrorCode::LeaderNotAvailable.code())
+                        .with_leader_id(BrokerId(-1));
+                };
+                let leader = image
+                    .live_leader(state)
+                    .map_or(BrokerId(-1), |l| BrokerId(l.0));
+                let offline: Vec<NodeId> = state
+                    .replicas
+                    .iter()
+                    .copied()
+                    .filter(|r| image.live_broker(*r).is_none())
+                    .collect();
+                let (replicas, isr) = (ids(&state.replicas), ids(&state.isr));
+                (leader, state.leader_epoch, replicas, isr, ids(&offline))
+            }
+        };
+        let error = if leader.0 < 0 {
+            ErrorCode::LeaderNotAvailable
+        } else {
+            ErrorCode::None
+        };
+        // Fields a version lacks must stay at their defaults or the codec refuses to encode.
+        entry
+            .with_error_code(error.code())
+            .with_leader_id(leader)
+            .with_leader_epoch(if version >= 7 { epoch.0 } else { -1 })
+            .with_replica_nodes(replicas)
+            .with_isr_nodes(isr)
+            .with_offline_replicas(if version >= 5 { offline } else { Vec::new() })
+    }
+
+    /// The controller clients send admin requests to (any broker forwards them in a cluster):
+    /// the active controller if it is a live broker, else this node.
+    fn controller<B: Broker>(&self, broker: &B) -> BrokerId {
+        let me = BrokerId(broker.config().node_id);
+        match (self, broker.cluster().and_then(|c| c.controller())) {
+            (Layout::Cluster(image), Some(c)) if image.live_broker(c).is_some() => BrokerId(c.0),
+            _ => me,
+        }
+    }
+}
+
 /// Answer Metadata.
 pub fn handle<B: Broker>(broker: &B, version: i16, request: &MetadataRequest) -> MetadataResponse {
-    let config = broker.config();
-    let node = BrokerId(config.node_id);
-    let broker_entry = MetadataResponseBroker::default()
-        .with_node_id(node)
-        .with_host(str_bytes(&config.advertise_host))
-        .with_port(i32::from(config.advertise_port));
+    let layout = Layout::of(broker);
     // v0: an empty list means all topics; v1+: null means all, empty means none.
     let all = match &request.topics {
         None => true,
@@ -34,7 +118,7 @@ pub fn handle<B: Broker>(broker: &B, version: i16, request: &MetadataRequest) ->
             .topics()
             .list()
             .into_iter()
-            .map(|(name, meta)| topic_entry(version, &name, Ok(meta), node))
+            .map(|(name, meta)| topic_entry(version, &name, Ok(meta), &layout))
             .collect()
     } else {
         // v4+ carries the flag; older clients always allowed auto-creation.
@@ -45,10 +129,10 @@ pub fn handle<B: Broker>(broker: &B, version: i16, request: &MetadataRequest) ->
             .map(|t| match &t.name {
                 Some(name) => {
                     let meta = topic_or_auto_create(broker, name.as_str(), allow);
-                    topic_entry(version, name.as_str(), meta, node)
+                    topic_entry(version, name.as_str(), meta, &layout)
                 }
                 None => match broker.topics().by_id(t.topic_id) {
-                    Some((name, meta)) => topic_entry(version, &name, Ok(meta), node),
+                    Some((name, meta)) => topic_entry(version, &name, Ok(meta), &layout),
                     None => MetadataResponseTopic::default()
                         .with_topic_id(t.topic_id)
                         .with_error_code(ErrorCode::UnknownTopicId.code()),
@@ -58,10 +142,10 @@ pub fn handle<B: Broker>(broker: &B, version: i16, request: &MetadataRequest) ->
     };
     // Fields a version lacks must stay at their defaults or the codec refuses to encode.
     let mut response = MetadataResponse::default()
-        .with_brokers(vec![broker_entry])
+        .with_brokers(layout.brokers(broker))
         .with_topics(topics);
     if version >= 1 {
-        response.controller_id = node;
+        response.controller_id = layout.controller(broker);
     }
     if version >= 2 {
         response.cluster_id = Some(StrBytes::from_string(broker.topics().cluster_id()));
@@ -73,7 +157,7 @@ fn topic_entry(
     version: i16,
     name: &str,
     meta: Result<Arc<TopicMeta>, ErrorCode>,
-    node: BrokerId,
+    layout: &Layout,
 ) -> MetadataResponseTopic {
     let entry = MetadataResponseTopic::default().with_name(Some(topic_name(name)));
     let meta = match meta {
@@ -81,14 +165,7 @@ fn topic_entry(
         Err(code) => return entry.with_error_code(code.code()),
     };
     let partitions = (0..meta.partitions)
-        .map(|index| {
-            MetadataResponsePartition::default()
-                .with_partition_index(index)
-                .with_leader_id(node)
-                .with_leader_epoch(if version >= 7 { LEADER_EPOCH.0 } else { -1 })
-                .with_replica_nodes(vec![node])
-                .with_isr_nodes(vec![node])
-        })
+        .map(|index| layout.partition(version, name, index))
         .collect();
     let entry = entry.with_partitions(partitions);
     if version >= 10 {

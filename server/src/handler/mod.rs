@@ -12,6 +12,7 @@ use rill_protocol::kafka_protocol::protocol::StrBytes;
 use rill_protocol::ErrorCode;
 use rill_types::LeaderEpoch;
 
+use crate::cluster::ClusterView;
 use crate::config::BrokerConfig;
 use crate::group::ops::GroupListing;
 use crate::group::{GroupOp, GroupReply};
@@ -64,6 +65,16 @@ pub trait Broker {
     async fn group(&self, group_id: &str, op: GroupOp) -> GroupReply;
     /// Every group on every shard (ListGroups).
     async fn list_groups(&self) -> Vec<GroupListing>;
+    /// The cluster this broker belongs to; `None` on a single node.
+    fn cluster(&self) -> Option<&ClusterView> {
+        None
+    }
+    /// A partition's current leader epoch: the cluster's, or [`LEADER_EPOCH`] on a single node.
+    fn leader_epoch(&self, topic: &str, partition: i32) -> LeaderEpoch {
+        self.cluster()
+            .and_then(|c| c.leader_epoch(topic, partition))
+            .unwrap_or(LEADER_EPOCH)
+    }
 }
 
 /// The leader epoch Rill reports for every partition: one node, never a leader change. A real
@@ -85,6 +96,17 @@ pub fn topic_or_auto_create<B: Broker>(
         return Err(ErrorCode::UnknownTopicOrPartition);
     }
     let partitions = broker.config().default_partitions;
+    if let Some(cluster) = broker.cluster() {
+        // Kafka's answer while the controller creates it: the client asks again shortly.
+        cluster.create_once(rill_metadata::request::NewTopic {
+            name: name.to_string(),
+            partitions: partitions as u32,
+            replication_factor: None,
+            configs: Default::default(),
+            internal: false,
+        });
+        return Err(ErrorCode::LeaderNotAvailable);
+    }
     let admit = |growth| crate::capacity::admit(broker.config(), growth, 0);
     match broker
         .topics()

@@ -1,7 +1,11 @@
 //! OffsetForLeaderEpoch (23): clients validate their position after a Metadata leader epoch.
 //!
-//! One node, one epoch ([`LEADER_EPOCH`]) for the life of the partition: the end offset of
-//! that epoch is the log end offset. A later epoch than ours is unknown (-1/-1, as Kafka answers).
+//! The partition's current epoch is [`Broker::leader_epoch`] ([`super::LEADER_EPOCH`] on one
+//! node, the metadata log's in a cluster). A client naming a later current epoch gets
+//! UNKNOWN_LEADER_EPOCH, an earlier one FENCED_LEADER_EPOCH (its metadata is stale). Data never
+//! moves between brokers yet (replication is issue 14), so no epoch's data was ever truncated:
+//! the end offset of any epoch up to the current one is the log end offset. A later epoch than
+//! ours is unknown (-1/-1, as Kafka answers).
 
 use futures::future::join_all;
 use rill_protocol::kafka_protocol::messages::offset_for_leader_epoch_response::{
@@ -13,7 +17,7 @@ use rill_protocol::kafka_protocol::messages::{
 use rill_protocol::ErrorCode;
 use rill_types::LeaderEpoch;
 
-use super::{topic_name, Broker, LEADER_EPOCH};
+use super::{topic_name, Broker};
 use crate::partition::ops::{PartitionOp, PartitionReply};
 
 /// Answer OffsetForLeaderEpoch.
@@ -35,10 +39,15 @@ pub async fn handle<B: Broker>(
                 if !known {
                     return base.with_error_code(ErrorCode::UnknownTopicOrPartition.code());
                 }
-                if LeaderEpoch(p.current_leader_epoch) > LEADER_EPOCH {
+                let current = broker.leader_epoch(name, p.partition);
+                let asked = LeaderEpoch(p.current_leader_epoch);
+                if asked > current {
                     return base.with_error_code(ErrorCode::UnknownLeaderEpoch.code());
                 }
-                if LeaderEpoch(p.leader_epoch) > LEADER_EPOCH {
+                if asked != LeaderEpoch::NONE && asked < current {
+                    return base.with_error_code(ErrorCode::FencedLeaderEpoch.code());
+                }
+                if LeaderEpoch(p.leader_epoch) > current {
                     return base;
                 }
                 match broker
@@ -46,7 +55,7 @@ pub async fn handle<B: Broker>(
                     .await
                 {
                     PartitionReply::Offsets(pos) => base
-                        .with_leader_epoch(LEADER_EPOCH.0)
+                        .with_leader_epoch(current.0)
                         .with_end_offset(pos.log_end().0),
                     other => base.with_error_code(other.error_code().code()),
                 }

@@ -14,6 +14,7 @@ use glommio::channels::channel_mesh::Senders;
 use rill_engine::io::Storage;
 use rill_protocol::ErrorCode;
 
+use crate::cluster::ClusterView;
 use crate::config::BrokerConfig;
 use crate::group::ops::GroupListing;
 use crate::group::router::{GroupRouter, ShardCoordinator};
@@ -51,6 +52,8 @@ pub struct Shard<S: Storage> {
     pub groups: Rc<ShardCoordinator>,
     /// Routes group operations to their coordinating shard.
     pub group_router: GroupRouter,
+    /// The cluster this broker belongs to (`None` on a single node).
+    pub cluster: Option<Arc<ClusterView>>,
 }
 
 impl<S: Storage + 'static> Broker for Shard<S> {
@@ -62,9 +65,23 @@ impl<S: Storage + 'static> Broker for Shard<S> {
         &self.registry
     }
 
+    fn cluster(&self) -> Option<&ClusterView> {
+        self.cluster.as_deref()
+    }
+
     async fn partition(&self, topic: &str, partition: i32, op: PartitionOp) -> PartitionReply {
         if partition < 0 {
             return PartitionReply::Error(ErrorCode::UnknownTopicOrPartition);
+        }
+        // In a cluster only the partition's leader serves it; deleting local data is always ours.
+        if let Some(cluster) = self
+            .cluster
+            .as_deref()
+            .filter(|_| !matches!(op, PartitionOp::Delete))
+        {
+            if let Err(code) = cluster.route(topic, partition) {
+                return PartitionReply::Error(code);
+            }
         }
         let owner = owner_shard(topic, partition, self.shards);
         if owner == self.id {
@@ -97,6 +114,14 @@ impl<S: Storage + 'static> Broker for Shard<S> {
     }
 
     async fn group(&self, group_id: &str, op: GroupOp) -> GroupReply {
+        // In a cluster a group belongs to the leader of its offsets partition.
+        if let Some(cluster) = &self.cluster {
+            match cluster.group_coordinator(group_id) {
+                Ok(node) if node == cluster.node_id() => {}
+                Ok(_) => return GroupReply::Unavailable(ErrorCode::NotCoordinator),
+                Err(code) => return GroupReply::Unavailable(code),
+            }
+        }
         self.group_router.route(&self.groups, group_id, op).await
     }
 

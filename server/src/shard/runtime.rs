@@ -26,6 +26,7 @@ use super::mesh::{serve_peer, REMOTE_REQUESTS_MAX};
 use super::Shard;
 use crate::admin::shard::ShardLocal;
 use crate::admin::state::AdminState;
+use crate::cluster::{deletions, ClusterView};
 use crate::config::{available_cores, BrokerConfig};
 use crate::group::router::GroupMesh;
 use crate::net::listener::accept_loop;
@@ -71,6 +72,9 @@ pub fn run(mut config: BrokerConfig, stop: Arc<AtomicBool>) -> anyhow::Result<()
         TopicRegistry::open(&config.data_dir)
             .with_context(|| format!("opening topic metadata in {}", config.data_dir.display()))?,
     );
+    if config.cluster.as_ref().is_some_and(|c| !c.roles.broker) {
+        return run_controller_only(&config, &registry, &stop);
+    }
     if config.listen.port() == 0 {
         // Every shard must bind the same port: pick one now.
         let probe = std::net::TcpListener::bind(config.listen).context("picking a free port")?;
@@ -81,6 +85,10 @@ pub fn run(mut config: BrokerConfig, stop: Arc<AtomicBool>) -> anyhow::Result<()
     } else {
         wait_port_free(config.listen, &stop)?;
     }
+    // The cluster side starts first: a voter publishes the metadata it holds before any shard
+    // opens a partition, so each shard opens only those this broker leads.
+    let cluster = crate::cluster::start(&config, &registry, &stop)?;
+    let view = cluster.as_ref().map(|c| c.view.clone());
     let config = Arc::new(config);
     let admin = AdminState::new(&config, registry.clone());
     crate::admin::start(&config, &admin)?;
@@ -98,6 +106,7 @@ pub fn run(mut config: BrokerConfig, stop: Arc<AtomicBool>) -> anyhow::Result<()
         config: &config,
         registry: &registry,
         admin: &admin,
+        cluster: &view,
     };
     let executors = spawn_shards(shared, &stop, &startup, &running, meshes);
     drop(running);
@@ -107,14 +116,33 @@ pub fn run(mut config: BrokerConfig, stop: Arc<AtomicBool>) -> anyhow::Result<()
             executors,
         ))
     });
-    match started {
+    let served = match started {
         Ok(((), executors)) => join_shards(executors, &stop),
         Err(e) => {
             // Shards may still run (stuck): leave them the builders rather than race their drop.
             std::mem::forget((mesh, group_mesh));
             Err(e)
         }
+    };
+    match cluster {
+        Some(cluster) => served.and(cluster.shutdown()),
+        None => served,
     }
+}
+
+/// A node with `process.roles=controller`: the metadata quorum only, no client listener.
+fn run_controller_only(
+    config: &BrokerConfig,
+    registry: &Arc<TopicRegistry>,
+    stop: &Arc<AtomicBool>,
+) -> anyhow::Result<()> {
+    let cluster = crate::cluster::start(config, registry, stop)?
+        .ok_or_else(|| anyhow::anyhow!("a controller needs controller.quorum.voters"))?;
+    tracing::info!("controller only: no client listener");
+    while !stop.load(Ordering::SeqCst) {
+        std::thread::sleep(STOP_POLL);
+    }
+    cluster.shutdown()
 }
 
 /// Wait until nothing else listens on `addr`. The shards bind with SO_REUSEPORT, which would
@@ -148,6 +176,8 @@ struct Shared<'a> {
     config: &'a Arc<BrokerConfig>,
     registry: &'a Arc<TopicRegistry>,
     admin: &'a Arc<AdminState>,
+    /// The cluster this broker belongs to (`None` on a single node).
+    cluster: &'a Option<Arc<ClusterView>>,
 }
 
 fn spawn_shards(
@@ -168,6 +198,7 @@ fn spawn_shards(
         };
         let (config, registry, mesh) = (config.clone(), shared.registry.clone(), mesh.clone());
         let admin = shared.admin.clone();
+        let cluster = shared.cluster.clone();
         let (group_mesh, startup, running) = (group_mesh.clone(), startup.clone(), running.clone());
         let shard_stop = stop.clone();
         let executor = LocalExecutorBuilder::new(placement)
@@ -179,7 +210,7 @@ fn spawn_shards(
                 let observer = crate::admin::shard::install(index, admin);
                 let result = shard_main(
                     config,
-                    registry,
+                    (registry, cluster),
                     mesh,
                     group_mesh,
                     shard_stop.clone(),
@@ -268,7 +299,7 @@ fn join_shards(executors: Vec<ShardExecutor>, stop: &AtomicBool) -> anyhow::Resu
 
 async fn shard_main(
     config: Arc<BrokerConfig>,
-    registry: Arc<TopicRegistry>,
+    (registry, cluster): (Arc<TopicRegistry>, Option<Arc<ClusterView>>),
     mesh: Option<PartitionMesh>,
     group_mesh: Option<GroupMesh>,
     stop: Arc<AtomicBool>,
@@ -278,7 +309,12 @@ async fn shard_main(
     // Watch the stop flag from the first moment: a signal during start-up must end it.
     let shutdown = Rc::new(ShutdownSignal::default());
     glommio::spawn_local(watch_stop_flag(stop, shutdown.clone())).detach();
-    let prepare = Box::pin(prepare_shard(config.clone(), registry, mesh, group_mesh));
+    let prepare = Box::pin(prepare_shard(
+        config.clone(),
+        (registry, cluster),
+        mesh,
+        group_mesh,
+    ));
     let shard = match select(prepare, Box::pin(shutdown.wait())).await {
         Either::Left((shard, _)) => shard?,
         Either::Right(_) => {
@@ -288,6 +324,13 @@ async fn shard_main(
     };
     let groups = shard.groups.clone();
     observer.set_group_source(move || groups.snapshot());
+    if let Some(cluster) = &shard.cluster {
+        let topics = cluster.topics_at_start().clone();
+        let (table, registry) = (shard.table.clone(), shard.registry.clone());
+        let shape = (shard.id, shard.shards);
+        let follow = deletions::follow(table, registry, topics, shape, shutdown.clone());
+        glommio::spawn_local(follow).detach();
+    }
     let (groups, signal) = (shard.groups.clone(), shutdown.clone());
     glommio::spawn_local(async move {
         signal.wait().await;
@@ -322,7 +365,7 @@ async fn shard_main(
 /// Join the meshes, start the group coordinator and open the owned partitions.
 async fn prepare_shard(
     config: Arc<BrokerConfig>,
-    registry: Arc<TopicRegistry>,
+    (registry, cluster): (Arc<TopicRegistry>, Option<Arc<ClusterView>>),
     mesh: Option<PartitionMesh>,
     group_mesh: Option<GroupMesh>,
 ) -> anyhow::Result<Rc<Shard<GlommioStorage>>> {
@@ -365,7 +408,11 @@ async fn prepare_shard(
         }
     }
     let shards = config.shards;
-    table.open_owned(|topic, partition| owner_shard(topic, partition, shards) == id);
+    // In a cluster, only partitions this broker leads live here.
+    let leads = |topic: &str, partition| cluster.as_ref().is_none_or(|c| c.leads(topic, partition));
+    table.open_owned(|topic, partition| {
+        owner_shard(topic, partition, shards) == id && leads(topic, partition)
+    });
     let inflight_bytes = Rc::new(Semaphore::new(config.shard_inflight_bytes_max as u64));
     Ok(Rc::new(Shard {
         id,
@@ -377,6 +424,7 @@ async fn prepare_shard(
         inflight_bytes,
         groups,
         group_router,
+        cluster,
     }))
 }
 

@@ -1,0 +1,129 @@
+//! A cluster of brokers (issue 13): this node's part in the metadata quorum and the cluster view
+//! its handlers answer from. The quorum itself (records, image, controller decisions, raft log)
+//! is the runtime-free `rill-metadata` crate; this module is its edge: configuration, threads,
+//! sockets, and the glue to the broker's shards.
+//!
+//! - [`config`]: KRaft properties and flags, validated at start.
+//! - [`view`]: [`ClusterView`], the image and controller every shard reads; routing decisions.
+//! - [`quorum_loop`]: a voter's metadata thread (raft-rs through `rill-metadata`).
+//! - [`transport`]: the controller listener and raft links (std threads, blocking sockets).
+//! - [`agent`]: the broker's registration, heartbeats and requests to the controller.
+//! - [`admin`]: CreateTopics, DeleteTopics, CreatePartitions through the controller.
+//! - [`mirror`]: the topic registry follows the image.
+//! - [`deletions`]: each shard deletes the partitions of topics the log removed.
+//!
+//! Threads per node: a voter runs the listener, one reader per controller connection, one raft
+//! sender per other voter and the quorum loop; a broker runs the agent and its reader. None
+//! touches a partition: the shards do, as on a single node.
+
+pub mod admin;
+pub mod agent;
+pub mod config;
+pub mod deletions;
+pub mod mirror;
+pub mod quorum_loop;
+pub mod transport;
+pub mod view;
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+
+use rill_metadata::types::Endpoint;
+
+pub use view::ClusterView;
+
+use crate::config::BrokerConfig;
+use crate::topics::TopicRegistry;
+
+/// The running cluster side of this node.
+pub struct ClusterRuntime {
+    /// What the shards read.
+    pub view: Arc<ClusterView>,
+    agent: JoinHandle<()>,
+    agent_stop: Arc<AtomicBool>,
+    voter: Vec<JoinHandle<()>>,
+    voter_stop: Arc<AtomicBool>,
+}
+
+/// Start this node's cluster threads: a voter recovers its metadata log (and publishes what it
+/// holds before returning, so the shards start with the cluster as this node last knew it), binds
+/// the controller listener and joins the quorum; a broker starts its agent. `stop` ends them.
+pub fn start(
+    config: &BrokerConfig,
+    registry: &Arc<TopicRegistry>,
+    stop: &Arc<AtomicBool>,
+) -> anyhow::Result<Option<ClusterRuntime>> {
+    let Some(cluster) = config.cluster.clone() else {
+        return Ok(None);
+    };
+    let view = ClusterView::new(cluster.clone(), registry.list().into_iter().collect());
+    registry.use_producer_id_blocks();
+    let mut voter_threads = Vec::new();
+    // The cluster threads stop after the shards: the agent first (its controlled shutdown may
+    // need this node's own quorum loop), then the voter.
+    let (agent_stop, voter_stop) = (
+        Arc::new(AtomicBool::new(false)),
+        Arc::new(AtomicBool::new(false)),
+    );
+    if let Some(listen) = cluster.controller_listen {
+        let voter = quorum_loop::open(&cluster, &config.data_dir, registry, &view)?;
+        let listener = transport::bind(listen, cluster.node_id)?;
+        tracing::info!(%listen, node = cluster.node_id.0, "controller listening");
+        voter_threads = quorum_loop::spawn(
+            voter,
+            listener,
+            &cluster,
+            registry.clone(),
+            view.clone(),
+            voter_stop.clone(),
+        )?;
+    }
+    let endpoint = Endpoint {
+        host: config.advertise_host.clone(),
+        port: config.advertise_port,
+    };
+    let log_dir_id = agent::log_dir_id(&config.data_dir, cluster.node_id)?;
+    let (agent, events) = agent::Agent::new(view.clone(), registry.clone(), endpoint, log_dir_id);
+    view.set_agent(events);
+    let stop_agent = agent_stop.clone();
+    let agent = std::thread::Builder::new()
+        .name("rill-agent".into())
+        .spawn(move || agent.run(&stop_agent))?;
+    // A fatal condition (duplicate node.id, failed metadata log) stops the whole node.
+    let (watched, node_stop) = (view.clone(), stop.clone());
+    std::thread::Builder::new()
+        .name("rill-cluster-watch".into())
+        .spawn(move || {
+            while !node_stop.load(Ordering::Relaxed) {
+                if watched.fatal().is_some() {
+                    node_stop.store(true, Ordering::SeqCst);
+                }
+                std::thread::sleep(std::time::Duration::from_millis(50));
+            }
+        })?;
+    Ok(Some(ClusterRuntime {
+        view,
+        agent,
+        agent_stop,
+        voter: voter_threads,
+        voter_stop,
+    }))
+}
+
+impl ClusterRuntime {
+    /// Stop the cluster threads (the agent fences this broker first, bounded) and report a
+    /// fatal condition, if one stopped the node.
+    pub fn shutdown(self) -> anyhow::Result<()> {
+        self.agent_stop.store(true, Ordering::SeqCst);
+        let _ = self.agent.join();
+        self.voter_stop.store(true, Ordering::SeqCst);
+        for thread in self.voter {
+            let _ = thread.join();
+        }
+        match self.view.fatal() {
+            Some(why) => Err(anyhow::anyhow!(why)),
+            None => Ok(()),
+        }
+    }
+}

@@ -1,0 +1,263 @@
+//! What every shard of this node knows about the cluster: the metadata image as far as this node
+//! applied it, the active controller, and a way to ask the controller (through the agent).
+//!
+//! One process-wide value, like the topic registry: the metadata thread (a voter's quorum loop,
+//! or an observer's agent) publishes each new image; handlers read it by cloning an `Arc` and
+//! never hold the lock across an `.await`.
+
+use std::collections::{BTreeMap, HashSet};
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::{mpsc, Arc, Mutex, RwLock};
+use std::time::Duration;
+
+use futures::channel::oneshot;
+use rill_metadata::image::{MetadataImage, PartitionState};
+use rill_metadata::request::{ControllerRequest, ControllerResponse, NewTopic};
+use rill_metadata::types::{LogIndex, NodeId};
+use rill_types::{ErrorCode, LeaderEpoch};
+
+use super::agent::{AgentEvent, Reply};
+use super::config::ClusterConfig;
+use crate::topics::TopicMeta;
+
+/// How long a handler waits for its own change to reach this node's image (read-your-writes
+/// after CreateTopics and friends) before answering anyway.
+pub const APPLY_WAIT_MAX: Duration = Duration::from_secs(5);
+/// How often that wait looks.
+const APPLY_POLL: Duration = Duration::from_millis(5);
+
+/// The cluster as this node sees it (see the module doc).
+pub struct ClusterView {
+    config: ClusterConfig,
+    image: RwLock<Arc<MetadataImage>>,
+    /// The active controller's id, or -1 when unknown.
+    controller: AtomicI64,
+    agent: Mutex<Option<mpsc::Sender<AgentEvent>>>,
+    /// Topics whose auto-creation was asked for and not yet answered (one request each).
+    auto_creating: Arc<Mutex<HashSet<String>>>,
+    /// Why this node must stop (a duplicate `node.id`, a broken metadata log).
+    fatal: Mutex<Option<String>>,
+    /// The registry's topics before this start's first mirror (see [`super::deletions`]).
+    topics_at_start: BTreeMap<String, Arc<TopicMeta>>,
+}
+
+impl ClusterView {
+    /// A view with an empty image; `topics_at_start` is the registry before the first mirror.
+    pub fn new(
+        config: ClusterConfig,
+        topics_at_start: BTreeMap<String, Arc<TopicMeta>>,
+    ) -> Arc<Self> {
+        Arc::new(Self {
+            config,
+            topics_at_start,
+            image: RwLock::new(Arc::new(MetadataImage::default())),
+            controller: AtomicI64::new(-1),
+            agent: Mutex::new(None),
+            auto_creating: Arc::new(Mutex::new(HashSet::new())),
+            fatal: Mutex::new(None),
+        })
+    }
+
+    /// The registry's topics before this start's first mirror.
+    pub fn topics_at_start(&self) -> &BTreeMap<String, Arc<TopicMeta>> {
+        &self.topics_at_start
+    }
+
+    /// The cluster configuration.
+    pub fn config(&self) -> &ClusterConfig {
+        &self.config
+    }
+
+    /// This node.
+    pub fn node_id(&self) -> NodeId {
+        self.config.node_id
+    }
+
+    /// The applied image.
+    pub fn image(&self) -> Arc<MetadataImage> {
+        self.image.read().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    /// Install a newer image (an older one is ignored: the image never goes back).
+    pub fn publish(&self, image: Arc<MetadataImage>) {
+        let mut current = self.image.write().unwrap_or_else(|e| e.into_inner());
+        if image.applied_index > current.applied_index {
+            *current = image;
+        }
+    }
+
+    /// How far this node applied the metadata log.
+    pub fn applied_index(&self) -> LogIndex {
+        self.image().applied_index
+    }
+
+    /// Remember the active controller.
+    pub fn set_controller(&self, controller: Option<NodeId>) {
+        let id = controller.map_or(-1, |c| i64::from(c.0));
+        self.controller.store(id, Ordering::Relaxed);
+    }
+
+    /// The active controller, if known.
+    pub fn controller(&self) -> Option<NodeId> {
+        let id = self.controller.load(Ordering::Relaxed);
+        (id >= 0).then_some(NodeId(id as i32))
+    }
+
+    /// Connect the agent that forwards requests to the controller.
+    pub fn set_agent(&self, agent: mpsc::Sender<AgentEvent>) {
+        *self.agent.lock().unwrap_or_else(|e| e.into_inner()) = Some(agent);
+    }
+
+    /// Record a condition this node cannot run with; the runtime stops and reports it.
+    pub fn fail(&self, why: String) {
+        tracing::error!("{why}");
+        self.fatal
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get_or_insert(why);
+    }
+
+    /// The fatal condition, if one was recorded.
+    pub fn fatal(&self) -> Option<String> {
+        self.fatal.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    /// Whether this broker may serve `topic`/`partition`: `Ok` if it is the live leader;
+    /// NOT_LEADER_OR_FOLLOWER if another broker leads it, LEADER_NOT_AVAILABLE if none does.
+    pub fn route(&self, topic: &str, partition: i32) -> Result<(), ErrorCode> {
+        let image = self.image();
+        let state = image
+            .partition(topic, partition)
+            .ok_or(ErrorCode::UnknownTopicOrPartition)?;
+        match image.live_leader(state) {
+            Some(leader) if leader == self.node_id() => Ok(()),
+            Some(_) => Err(ErrorCode::NotLeaderOrFollower),
+            None => Err(ErrorCode::LeaderNotAvailable),
+        }
+    }
+
+    /// The broker coordinating `group_id`: the leader of its `__consumer_offsets` partition.
+    /// COORDINATOR_NOT_AVAILABLE until that topic exists and the partition has a live leader
+    /// (the first FindCoordinator asks the controller to create it, see
+    /// [`Self::ensure_offsets_topic`]).
+    pub fn group_coordinator(&self, group_id: &str) -> Result<NodeId, ErrorCode> {
+        let image = self.image();
+        let partition = crate::group::offsets_partition(group_id);
+        let state = image
+            .partition(crate::group::OFFSETS_TOPIC, partition)
+            .ok_or(ErrorCode::CoordinatorNotAvailable)?;
+        image
+            .live_leader(state)
+            .ok_or(ErrorCode::CoordinatorNotAvailable)
+    }
+
+    /// Ask the controller for `__consumer_offsets` if it does not exist yet (Kafka creates it
+    /// on the first FindCoordinator): [`crate::group::OFFSETS_PARTITIONS`] partitions,
+    /// `offsets.topic.replication.factor` replicas (refused until that many brokers are live,
+    /// as in Kafka; asked again on the next FindCoordinator).
+    pub fn ensure_offsets_topic(&self) {
+        if self
+            .image()
+            .topics
+            .contains_key(crate::group::OFFSETS_TOPIC)
+        {
+            return;
+        }
+        self.create_once(NewTopic {
+            name: crate::group::OFFSETS_TOPIC.to_string(),
+            partitions: crate::group::OFFSETS_PARTITIONS as u32,
+            replication_factor: Some(self.config.offsets_replication_factor),
+            configs: BTreeMap::new(),
+            internal: true,
+        });
+    }
+
+    /// Where clients reach `node`, if it is a live broker.
+    pub fn endpoint(&self, node: NodeId) -> Option<rill_metadata::types::Endpoint> {
+        self.image().live_broker(node).map(|b| b.endpoint.clone())
+    }
+
+    /// Whether this broker leads `topic`/`partition` now.
+    pub fn leads(&self, topic: &str, partition: i32) -> bool {
+        self.route(topic, partition).is_ok()
+    }
+
+    /// The partition's leader epoch, if the partition exists.
+    pub fn leader_epoch(&self, topic: &str, partition: i32) -> Option<LeaderEpoch> {
+        self.image()
+            .partition(topic, partition)
+            .map(|p: &PartitionState| p.leader_epoch)
+    }
+
+    /// Ask the active controller; the agent retries elsewhere on NOT_CONTROLLER and answers
+    /// REQUEST_TIMED_OUT when no controller answers in time.
+    pub async fn request(&self, request: ControllerRequest) -> ControllerResponse {
+        let (reply, answer) = oneshot::channel();
+        if !self.send(request, Reply::Future(reply)) {
+            return ControllerResponse::error(ErrorCode::NotController, "no controller client");
+        }
+        answer.await.unwrap_or_else(|_| {
+            ControllerResponse::error(ErrorCode::RequestTimedOut, "the controller client stopped")
+        })
+    }
+
+    /// Ask for a topic's creation once (auto-creation, `__consumer_offsets`): later calls for
+    /// the same topic send nothing until the first one is answered. Returns whether it asked.
+    pub fn create_once(&self, topic: NewTopic) -> bool {
+        let name = topic.name.clone();
+        let creating = self.auto_creating.clone();
+        if !creating
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(name.clone())
+        {
+            return false;
+        }
+        let forget = {
+            let (creating, name) = (creating.clone(), name.clone());
+            move |response: ControllerResponse| {
+                tracing::info!(topic = %name, ?response, "automatic topic creation answered");
+                creating
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .remove(&name);
+            }
+        };
+        let request = ControllerRequest::CreateTopics {
+            topics: vec![topic],
+            validate_only: false,
+        };
+        let sent = self.send(request, Reply::Callback(Box::new(forget)));
+        if !sent {
+            creating
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .remove(&name);
+        }
+        sent
+    }
+
+    fn send(&self, request: ControllerRequest, reply: Reply) -> bool {
+        let agent = self.agent.lock().unwrap_or_else(|e| e.into_inner());
+        agent
+            .as_ref()
+            .is_some_and(|agent| agent.send(AgentEvent::Submit { request, reply }).is_ok())
+    }
+
+    /// Wait (bounded by [`APPLY_WAIT_MAX`]) until this node applied `index`.
+    pub async fn wait_applied<F: std::future::Future<Output = ()>>(
+        &self,
+        index: LogIndex,
+        sleep: impl Fn(Duration) -> F,
+    ) -> bool {
+        let mut waited = Duration::ZERO;
+        while self.applied_index() < index {
+            if waited >= APPLY_WAIT_MAX {
+                return false;
+            }
+            sleep(APPLY_POLL).await;
+            waited += APPLY_POLL;
+        }
+        true
+    }
+}

@@ -274,7 +274,12 @@ def test_killing_the_controller_a_new_topic_within_30s_and_the_node_rejoins(tmp_
     try:
         old = unique("before-kill")
         create(c.bootstrap(1), old, partitions=3)
+        doomed = unique("doomed")
+        create(c.bootstrap(1), doomed, partitions=3)
         wait_topic_everywhere(c, old, 3)
+        wait_topic_everywhere(c, doomed, 3)
+        for p in range(3):
+            kcat(c.bootstrap(1), "-P", "-t", doomed, "-p", str(p), input=b"gone\n")
         producer = Producer({"bootstrap.servers": c.bootstrap(1), "acks": "all"})
         for i in range(30):
             producer.produce(old, f"o{i}".encode(), partition=i % 3)
@@ -308,6 +313,11 @@ def test_killing_the_controller_a_new_topic_within_30s_and_the_node_rejoins(tmp_
         assert all(parts[p][0] == ERR_LEADER_NOT_AVAILABLE and parts[p][1] == -1
                    for p in led_by_victim), parts
         assert len(node_metadata(survivor)["brokers"]) == 2
+        # A topic deleted while it is down...
+        survivor_admin = AdminClient({"bootstrap.servers": survivor.bootstrap})
+        survivor_admin.delete_topics([doomed])[doomed].result(15)
+        victim_dir = c.node(victim).data_dir
+        assert any(victim_dir.glob(f"{doomed}-*")), "the victim held doomed's data"
         # It restarts and rejoins: it catches up on the log and leads its partitions again.
         c.node(victim).start()
         c.wait_brokers(3, timeout_s=30)
@@ -315,6 +325,11 @@ def test_killing_the_controller_a_new_topic_within_30s_and_the_node_rejoins(tmp_
         wait_topic_everywhere(c, old, 3, timeout_s=10)
         out = kcat(c.bootstrap(victim), "-C", "-t", old, "-e", "-q", "-o", "beginning").stdout.decode()
         assert sorted(out.split()) == sorted(f"o{i}" for i in range(30))
+        # ...is deleted from its disk once it caught up.
+        deadline = time.monotonic() + 5
+        while any(victim_dir.glob(f"{doomed}-*")) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not any(victim_dir.glob(f"{doomed}-*"))
     finally:
         c.stop()
     for node in c.nodes:

@@ -42,6 +42,9 @@ const HEARTBEAT_TICKS: usize = 2;
 const SNAPSHOT_EVERY_ENTRIES: u64 = 1024;
 /// Events handled per poll (a burst is persisted and answered together).
 const EVENTS_PER_POLL: usize = 256;
+/// A loop step slower than this is logged (a stalled fsync, a blocked peer): at two election
+/// timeouts the other voters elect someone else, and the log should say why.
+const SLOW_STEP: Duration = Duration::from_millis(500);
 
 /// What reaches the quorum loop.
 pub enum QuorumEvent {
@@ -136,7 +139,10 @@ impl Voter {
                 self.node.tick(now_ms(Instant::now()));
                 next_tick += self.tick;
             }
-            match self.node.poll() {
+            let polled = Instant::now();
+            let out = self.node.poll();
+            let persisted = polled.elapsed();
+            match out {
                 Ok(out) => deliver(out, peers, registry, view),
                 Err(e) => {
                     view.fail(format!("metadata log failed, stopping this node: {e}"));
@@ -145,6 +151,13 @@ impl Voter {
                 }
             }
             view.set_controller(self.node.leader());
+            if polled.elapsed() > SLOW_STEP {
+                tracing::warn!(
+                    persist_ms = persisted.as_millis() as u64,
+                    deliver_ms = (polled.elapsed() - persisted).as_millis() as u64,
+                    "slow metadata step (persisting the raft log, or mirroring topics)"
+                );
+            }
         }
     }
 

@@ -28,7 +28,7 @@ use uuid::Uuid;
 
 use crate::image::{MetadataImage, PartitionState, PARTITIONS_PER_TOPIC_MAX};
 use crate::placement::{assign, PlacementError};
-use crate::record::{MetadataRecord, PartitionAssignment};
+use crate::record::{BrokerIdentity, MetadataRecord, PartitionAssignment};
 use crate::request::{ControllerRequest, ControllerResponse, NewTopic, TopicRef, TopicResult};
 use crate::types::{BrokerEpoch, LogIndex, NodeId};
 
@@ -149,22 +149,7 @@ impl Controller {
         now_ms: u64,
     ) -> Decision {
         match request {
-            ControllerRequest::RegisterBroker {
-                node_id,
-                incarnation_id,
-                log_dir_id,
-                endpoint,
-                rack,
-            } => {
-                let record = MetadataRecord::RegisterBroker {
-                    node_id: *node_id,
-                    incarnation_id: *incarnation_id,
-                    log_dir_id: *log_dir_id,
-                    endpoint: endpoint.clone(),
-                    rack: rack.clone(),
-                };
-                self.register(image, record, now_ms)
-            }
+            ControllerRequest::RegisterBroker(identity) => self.register(image, identity, now_ms),
             ControllerRequest::BrokerHeartbeat {
                 node_id,
                 broker_epoch,
@@ -217,25 +202,22 @@ impl Controller {
         }
     }
 
-    fn register(&mut self, image: &MetadataImage, record: MetadataRecord, now_ms: u64) -> Decision {
-        let MetadataRecord::RegisterBroker {
-            node_id,
-            incarnation_id,
-            log_dir_id,
-            ..
-        } = &record
-        else {
-            unreachable!("register takes a RegisterBroker record")
-        };
+    fn register(
+        &mut self,
+        image: &MetadataImage,
+        identity: &BrokerIdentity,
+        now_ms: u64,
+    ) -> Decision {
+        let node_id = &identity.node_id;
         if let Some(existing) = image.brokers.get(node_id) {
-            if existing.incarnation_id == *incarnation_id {
+            if existing.incarnation_id == identity.incarnation_id {
                 // A retry of a registration that already applied.
                 return Decision::Reply(ControllerResponse::Registered {
                     broker_epoch: existing.epoch,
                 });
             }
             if !existing.fenced
-                && existing.log_dir_id != *log_dir_id
+                && existing.log_dir_id != identity.log_dir_id
                 && self.alive(*node_id, now_ms)
             {
                 return Decision::Reply(ControllerResponse::error(
@@ -250,7 +232,7 @@ impl Controller {
         }
         let node = *node_id;
         self.sessions.insert(node, now_ms);
-        let mut records = vec![record];
+        let mut records = vec![MetadataRecord::RegisterBroker(identity.clone())];
         records.extend(reconcile(image, &|n| {
             n != node && image.live_broker(n).is_some()
         }));
@@ -728,7 +710,7 @@ mod tests {
     use crate::types::Endpoint;
 
     fn register(node: i32, incarnation: u128, log_dir: u128) -> ControllerRequest {
-        ControllerRequest::RegisterBroker {
+        ControllerRequest::RegisterBroker(BrokerIdentity {
             node_id: NodeId(node),
             incarnation_id: Uuid::from_u128(incarnation),
             log_dir_id: Uuid::from_u128(log_dir),
@@ -737,7 +719,7 @@ mod tests {
                 port: 9090 + node as u16,
             },
             rack: None,
-        }
+        })
     }
 
     fn heartbeat(image: &MetadataImage, node: i32, shut_down: bool) -> ControllerRequest {

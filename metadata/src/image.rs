@@ -20,7 +20,7 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
-use crate::record::{MetadataRecord, PartitionAssignment};
+use crate::record::{BrokerIdentity, MetadataRecord, PartitionAssignment};
 use crate::types::{BrokerEpoch, Endpoint, LogIndex, NodeId, PartitionEpoch};
 use rill_types::{LeaderEpoch, ProducerId};
 
@@ -44,6 +44,21 @@ pub struct BrokerRegistration {
     pub rack: Option<String>,
     /// Fenced brokers lead nothing and are not listed to clients.
     pub fenced: bool,
+}
+
+impl BrokerRegistration {
+    /// A fresh registration (fenced until it catches up) at `epoch`.
+    pub fn new(identity: &BrokerIdentity, epoch: BrokerEpoch) -> Self {
+        Self {
+            node_id: identity.node_id,
+            incarnation_id: identity.incarnation_id,
+            log_dir_id: identity.log_dir_id,
+            epoch,
+            endpoint: identity.endpoint.clone(),
+            rack: identity.rack.clone(),
+            fenced: true,
+        }
+    }
 }
 
 /// One partition's placement and leadership.
@@ -197,23 +212,10 @@ impl MetadataImage {
                     Ok(())
                 }
             },
-            MetadataRecord::RegisterBroker {
-                node_id,
-                incarnation_id,
-                log_dir_id,
-                endpoint,
-                rack,
-            } => {
-                let registration = BrokerRegistration {
-                    node_id: *node_id,
-                    incarnation_id: *incarnation_id,
-                    log_dir_id: *log_dir_id,
-                    epoch: BrokerEpoch(i64::try_from(index.0).expect("log index fits i64")),
-                    endpoint: endpoint.clone(),
-                    rack: rack.clone(),
-                    fenced: true,
-                };
-                self.brokers.insert(*node_id, registration);
+            MetadataRecord::RegisterBroker(identity) => {
+                let epoch = BrokerEpoch(i64::try_from(index.0).expect("log index fits i64"));
+                let registration = BrokerRegistration::new(identity, epoch);
+                self.brokers.insert(identity.node_id, registration);
                 Ok(())
             }
             MetadataRecord::FenceBroker {
@@ -519,7 +521,7 @@ mod tests {
     use super::*;
 
     fn register(node: i32) -> MetadataRecord {
-        MetadataRecord::RegisterBroker {
+        MetadataRecord::RegisterBroker(BrokerIdentity {
             node_id: NodeId(node),
             incarnation_id: Uuid::from_u128(node as u128),
             log_dir_id: Uuid::from_u128(100 + node as u128),
@@ -528,7 +530,7 @@ mod tests {
                 port: 9000 + node as u16,
             },
             rack: None,
-        }
+        })
     }
 
     fn topic(name: &str, id: u128, leaders: &[i32]) -> MetadataRecord {

@@ -321,7 +321,7 @@ fn create(name: &str) -> ControllerRequest {
 }
 
 fn register(node: i32) -> ControllerRequest {
-    ControllerRequest::RegisterBroker {
+    ControllerRequest::RegisterBroker(crate::record::BrokerIdentity {
         node_id: NodeId(node),
         incarnation_id: uuid::Uuid::from_u128(node as u128),
         log_dir_id: uuid::Uuid::from_u128(node as u128),
@@ -330,7 +330,7 @@ fn register(node: i32) -> ControllerRequest {
             port: 9000 + node as u16,
         },
         rack: None,
-    }
+    })
 }
 
 fn created(response: &ControllerResponse) -> bool {

@@ -23,6 +23,22 @@ pub const PAYLOAD_VERSION: u32 = 1;
 /// Largest encoded entry accepted (a CreateTopics of many large topics stays far below this).
 pub const PAYLOAD_BYTES_MAX: usize = 16 << 20;
 
+/// Who a broker is: what it registers with (the RegisterBroker request and record).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BrokerIdentity {
+    /// Its `node.id`.
+    pub node_id: NodeId,
+    /// Random per process start.
+    pub incarnation_id: Uuid,
+    /// Stable per data directory (KIP-858's directory id): the same broker restarting presents
+    /// the same one, a second process with the same `node.id` cannot.
+    pub log_dir_id: Uuid,
+    /// Its advertised client listener.
+    pub endpoint: Endpoint,
+    /// `broker.rack`, if set.
+    pub rack: Option<String>,
+}
+
 /// One partition as a `Topic` or `Partitions` record creates it.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PartitionAssignment {
@@ -44,18 +60,7 @@ pub enum MetadataRecord {
         cluster_id: String,
     },
     /// A broker (re)registers; its epoch is this record's log index. Starts fenced.
-    RegisterBroker {
-        /// The broker.
-        node_id: NodeId,
-        /// Random per process start.
-        incarnation_id: Uuid,
-        /// Stable per data directory: the same broker restarting presents the same one.
-        log_dir_id: Uuid,
-        /// Its advertised client listener.
-        endpoint: Endpoint,
-        /// `broker.rack`, if set.
-        rack: Option<String>,
-    },
+    RegisterBroker(BrokerIdentity),
     /// The broker missed its session (or shut down): clients must not be sent to it.
     FenceBroker {
         /// The broker.
@@ -193,7 +198,7 @@ mod tests {
             MetadataRecord::ClusterInit {
                 cluster_id: "c".into(),
             },
-            MetadataRecord::RegisterBroker {
+            MetadataRecord::RegisterBroker(BrokerIdentity {
                 node_id: NodeId(1),
                 incarnation_id: Uuid::from_u128(9),
                 log_dir_id: Uuid::from_u128(10),
@@ -202,7 +207,7 @@ mod tests {
                     port: 9092,
                 },
                 rack: None,
-            },
+            }),
             MetadataRecord::FenceBroker {
                 node_id: NodeId(1),
                 broker_epoch: BrokerEpoch(3),

@@ -8,7 +8,8 @@ use rill_types::{ErrorCode, ProducerId};
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
-use crate::types::{BrokerEpoch, Endpoint, LogIndex, NodeId};
+use crate::record::BrokerIdentity;
+use crate::types::{BrokerEpoch, LogIndex, NodeId};
 
 /// A topic to create.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -41,19 +42,7 @@ pub enum TopicRef {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum ControllerRequest {
     /// A broker starts (KIP-631 BrokerRegistration).
-    RegisterBroker {
-        /// Its `node.id`.
-        node_id: NodeId,
-        /// Random per process start.
-        incarnation_id: Uuid,
-        /// Stable per data directory (KIP-858's directory id): the same broker restarting
-        /// presents the same one, a second process with the same `node.id` cannot.
-        log_dir_id: Uuid,
-        /// Its advertised client listener.
-        endpoint: Endpoint,
-        /// `broker.rack`.
-        rack: Option<String>,
-    },
+    RegisterBroker(BrokerIdentity),
     /// A registered broker is alive (KIP-631 BrokerHeartbeat).
     BrokerHeartbeat {
         /// Its `node.id`.

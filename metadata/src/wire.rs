@@ -201,7 +201,7 @@ mod tests {
         use crate::record::{MetadataRecord, PartitionAssignment};
         use crate::types::{Endpoint, LogIndex};
         let mut image = MetadataImage::default();
-        let register = MetadataRecord::RegisterBroker {
+        let register = MetadataRecord::RegisterBroker(crate::record::BrokerIdentity {
             node_id: NodeId(4),
             incarnation_id: uuid::Uuid::from_u128(1),
             log_dir_id: uuid::Uuid::from_u128(2),
@@ -210,7 +210,7 @@ mod tests {
                 port: 9092,
             },
             rack: None,
-        };
+        });
         let topic = MetadataRecord::Topic {
             name: "t".into(),
             topic_id: uuid::Uuid::from_u128(3),

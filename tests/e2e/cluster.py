@@ -9,6 +9,8 @@ in time fails the test: no retries here.
 
 from __future__ import annotations
 
+import os
+import subprocess
 import time
 from pathlib import Path
 
@@ -22,16 +24,17 @@ class ClusterNode(Broker):
     """One node: a Broker whose only argument is its properties file."""
 
     def __init__(self, root: Path, node_id: int, client_port: int, controller_port: int,
-                 voters: str, properties: dict[str, object]):
+                 voters: str, properties: dict[str, object], roles: str = "broker,controller"):
         super().__init__(root / f"node{node_id}", root / f"node{node_id}.log",
                          partitions_default=None, auto_create_topics=None, shards=1,
                          config_path=root / f"node{node_id}.properties")
         self.node_id = node_id
         self.port = client_port
         self.controller_port = controller_port
+        self.roles = roles
         lines = {
             "node.id": node_id,
-            "process.roles": "broker,controller",
+            "process.roles": roles,
             "listeners": f"PLAINTEXT://127.0.0.1:{client_port},"
                          f"CONTROLLER://127.0.0.1:{controller_port}",
             "advertised.listeners": f"PLAINTEXT://127.0.0.1:{client_port}",
@@ -51,17 +54,38 @@ class ClusterNode(Broker):
     def command(self) -> list[str]:
         return [str(rill_binary()), "--config", str(self.config_path)]
 
+    @property
+    def is_broker(self) -> bool:
+        return "broker" in self.roles
+
     def start(self) -> None:
-        self._start_once()
+        if self.is_broker:
+            self._start_once()
+            return
+        # A controller-only node has no client listener: ready once it says so.
+        log = open(self.log_path, "ab")
+        start = log.tell()
+        self.proc = subprocess.Popen(self.command(), stdout=log, stderr=subprocess.STDOUT,
+                                     stdin=subprocess.DEVNULL, cwd=self.data_dir.parent,
+                                     env={**os.environ, "RUST_LOG": "info", "NO_COLOR": "1"})
+        log.close()
+        deadline = time.monotonic() + FORM_TIMEOUT_S
+        while not self._logged_since(start, "controller only: no client listener"):
+            assert self.proc.poll() is None, f"controller exited:\n{self.log_tail()}"
+            assert time.monotonic() < deadline, f"controller not up:\n{self.log_tail()}"
+            time.sleep(0.05)
 
 
 class Cluster:
     """`size` combined broker+controller nodes; `properties` go into every node's file."""
 
-    def __init__(self, root: Path, size: int = 3, **properties):
+    def __init__(self, root: Path, size: int = 3, roles: dict[int, str] | None = None,
+                 **properties):
         ports = [(free_port(), free_port()) for _ in range(size)]
         voters = ",".join(f"{i + 1}@127.0.0.1:{c}" for i, (_, c) in enumerate(ports))
-        self.nodes = [ClusterNode(root, i + 1, p, c, voters, properties)
+        roles = roles or {}
+        self.nodes = [ClusterNode(root, i + 1, p, c, voters, properties,
+                                  roles.get(i + 1, "broker,controller"))
                       for i, (p, c) in enumerate(ports)]
 
     def node(self, node_id: int) -> ClusterNode:
@@ -74,13 +98,14 @@ class Cluster:
         """Start every node, then wait until each lists every broker."""
         for node in self.nodes:
             node.start()
-        self.wait_brokers(len(self.nodes))
+        self.wait_brokers(sum(n.is_broker for n in self.nodes))
 
     def stop(self) -> list[int | None]:
         return [node.stop() for node in self.nodes if node.alive()]
 
     def live_nodes(self) -> list[ClusterNode]:
-        return [n for n in self.nodes if n.alive()]
+        """Nodes whose process runs and that serve clients."""
+        return [n for n in self.nodes if n.alive() and n.is_broker]
 
     def wait_brokers(self, count: int, timeout_s: float = FORM_TIMEOUT_S) -> None:
         """Until every live node's Metadata lists exactly `count` brokers."""

@@ -18,7 +18,7 @@ from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
 from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer
 
 import kafka_wire as kw
-from broker import free_port, rill_binary
+from broker import Broker, free_port, rill_binary
 from cluster import Cluster, node_metadata, wait_topic_everywhere
 from clients import kcat
 from conftest import _BROKERS
@@ -216,14 +216,20 @@ def test_kafka_clients_on_the_controller_port_are_refused_and_the_node_lives_on(
     assert len(node_metadata(node)["brokers"]) == 3
 
 
-def test_a_second_node_with_a_taken_id_stops_with_an_error_naming_node_id(cluster3, tmp_path):
-    voters = cluster3.node(1).config_path.read_text().split("controller.quorum.voters=")[1]
+def broker_only_properties(cluster: Cluster, node_id: int, stem):
+    """A properties file for a broker-only node (an observer) of `cluster`; (path, client port)."""
+    voters = cluster.node(1).config_path.read_text().split("controller.quorum.voters=")[1]
     voters = voters.splitlines()[0]
     port = free_port()
-    props = tmp_path / "dup.properties"
-    props.write_text(f"node.id=2\nprocess.roles=broker\ncontroller.quorum.voters={voters}\n"
-                     f"listeners=PLAINTEXT://127.0.0.1:{port}\nlog.dirs={tmp_path / 'data'}\n"
-                     "rill.shards=1\nrill.shard.io.memory.bytes=1048576\nrill.admin.listen=off\n")
+    path = stem.with_suffix(".properties")
+    path.write_text(f"node.id={node_id}\nprocess.roles=broker\ncontroller.quorum.voters={voters}\n"
+                    f"listeners=PLAINTEXT://127.0.0.1:{port}\nlog.dirs={stem}-data\n"
+                    "rill.shards=1\nrill.shard.io.memory.bytes=1048576\nrill.admin.listen=off\n")
+    return path, port
+
+
+def test_a_second_node_with_a_taken_id_stops_with_an_error_naming_node_id(cluster3, tmp_path):
+    props, _ = broker_only_properties(cluster3, 2, tmp_path / "dup")
     run = subprocess.run([str(rill_binary()), "--config", str(props)], capture_output=True,
                          timeout=30)
     assert run.returncode != 0
@@ -232,16 +238,10 @@ def test_a_second_node_with_a_taken_id_stops_with_an_error_naming_node_id(cluste
 
 
 def test_a_broker_only_node_joins_follows_the_metadata_and_leaves(cluster3, tmp_path):
-    voters = cluster3.node(1).config_path.read_text().split("controller.quorum.voters=")[1]
-    voters = voters.splitlines()[0]
-    from broker import Broker
-    port = free_port()
-    props = tmp_path / "observer.properties"
-    props.write_text(f"node.id=4\nprocess.roles=broker\ncontroller.quorum.voters={voters}\n"
-                     f"listeners=PLAINTEXT://127.0.0.1:{port}\nlog.dirs={tmp_path / 'data'}\n"
-                     "rill.shards=1\nrill.shard.io.memory.bytes=1048576\n")
-    observer = Broker(tmp_path / "data", tmp_path / "observer.log", partitions_default=None,
-                      auto_create_topics=None, shards=1, config_path=props)
+    props, port = broker_only_properties(cluster3, 4, tmp_path / "observer")
+    observer = Broker(tmp_path / "observer-data", tmp_path / "observer.log",
+                      partitions_default=None, auto_create_topics=None, shards=1,
+                      config_path=props)
     observer.port = port
     _BROKERS.append(observer)
     observer.start()
@@ -334,6 +334,25 @@ def test_killing_the_controller_a_new_topic_within_30s_and_the_node_rejoins(tmp_
         c.stop()
     for node in c.nodes:
         assert "panicked" not in node.log_text(), f"node {node.node_id} panicked"
+
+
+def test_controller_only_and_combined_nodes_form_one_cluster(tmp_path):
+    c = Cluster(tmp_path, roles={1: "controller"}, **{"default.replication.factor": 2,
+                                                       "offsets.topic.replication.factor": 2})
+    _BROKERS.extend(c.nodes)
+    c.start()
+    try:
+        for node in c.live_nodes():
+            assert sorted(node_metadata(node)["brokers"]) == [2, 3]
+        topic = unique("mixed")
+        create(c.bootstrap(2), topic, partitions=4, replicas=2)
+        wait_topic_everywhere(c, topic, 4)
+        kcat(c.bootstrap(3), "-P", "-t", topic, "-p", "0", input=b"x\ny\n")
+        out = kcat(c.bootstrap(2), "-C", "-t", topic, "-p", "0", "-e", "-q", "-o", "beginning")
+        assert out.stdout.decode().split() == ["x", "y"]
+    finally:
+        codes = c.stop()
+    assert codes == [0, 0, 0], codes
 
 
 @pytest.mark.parametrize("change, property_named", [

@@ -25,6 +25,7 @@ use std::time::{Duration, Instant};
 
 use futures::channel::oneshot;
 use rill_metadata::controller::PRODUCER_ID_BLOCK;
+use rill_metadata::record::BrokerIdentity;
 use rill_metadata::request::{ControllerRequest, ControllerResponse};
 use rill_metadata::types::{BrokerEpoch, Endpoint, NodeId};
 use rill_metadata::wire::WireMessage;
@@ -104,9 +105,7 @@ struct Connection {
 
 /// This broker's registration.
 struct Registration {
-    incarnation_id: Uuid,
-    log_dir_id: Uuid,
-    endpoint: Endpoint,
+    identity: BrokerIdentity,
     epoch: Option<BrokerEpoch>,
     fenced: bool,
     shut_down: bool,
@@ -163,9 +162,13 @@ impl Agent {
             next_request_id: 0,
             inflight: BTreeMap::new(),
             registration: Registration {
-                incarnation_id: Uuid::new_v4(),
-                log_dir_id,
-                endpoint,
+                identity: BrokerIdentity {
+                    node_id: config.node_id,
+                    incarnation_id: Uuid::new_v4(),
+                    log_dir_id,
+                    endpoint,
+                    rack: None,
+                },
                 epoch: None,
                 fenced: true,
                 shut_down: false,
@@ -300,14 +303,7 @@ impl Agent {
     }
 
     fn register(&mut self) {
-        let r = &self.registration;
-        let request = ControllerRequest::RegisterBroker {
-            node_id: self.view.node_id(),
-            incarnation_id: r.incarnation_id,
-            log_dir_id: r.log_dir_id,
-            endpoint: r.endpoint.clone(),
-            rack: None,
-        };
+        let request = ControllerRequest::RegisterBroker(self.registration.identity.clone());
         self.send(request, Purpose::Register);
     }
 

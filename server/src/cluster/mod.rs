@@ -25,6 +25,9 @@ pub mod quorum_loop;
 pub mod transport;
 pub mod view;
 
+#[cfg(test)]
+mod handler_tests;
+
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;

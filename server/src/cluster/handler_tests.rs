@@ -1,0 +1,243 @@
+//! The handlers' cluster answers, without sockets: a [`FakeBroker`] that belongs to a cluster
+//! whose image holds a live leader, a fenced leader and a leaderless partition. Every answer
+//! must encode at every version the registry advertises (the codec refuses a field set on a
+//! version that lacks it, which would close the client's connection).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::BytesMut;
+use futures::executor::block_on;
+use rill_metadata::image::MetadataImage;
+use rill_metadata::record::{BrokerIdentity, MetadataRecord, PartitionAssignment};
+use rill_metadata::types::{Endpoint, LogIndex, NodeId};
+use rill_protocol::api_registry::entry;
+use rill_protocol::kafka_protocol::messages::*;
+use rill_protocol::kafka_protocol::protocol::StrBytes;
+use rill_protocol::response::encode_response;
+use rill_types::ErrorCode;
+use uuid::Uuid;
+
+use super::config::{ClusterConfig, Roles, Voter};
+use super::mirror::mirror;
+use super::ClusterView;
+use crate::config::BrokerConfig;
+use crate::group::ops::GroupListing;
+use crate::group::{GroupOp, GroupReply};
+use crate::handler::fake::FakeBroker;
+use crate::handler::{self, topic_name, Broker};
+use crate::partition::ops::{PartitionOp, PartitionReply};
+use crate::topics::TopicRegistry;
+
+/// A fake broker (node 1) in a cluster.
+struct ClusterFake {
+    fake: FakeBroker,
+    view: Arc<ClusterView>,
+}
+
+impl Broker for ClusterFake {
+    fn config(&self) -> &BrokerConfig {
+        self.fake.config()
+    }
+    fn topics(&self) -> &Arc<TopicRegistry> {
+        self.fake.topics()
+    }
+    async fn partition(&self, topic: &str, partition: i32, op: PartitionOp) -> PartitionReply {
+        self.fake.partition(topic, partition, op).await
+    }
+    async fn sleep(&self, duration: Duration) {
+        self.fake.sleep(duration).await
+    }
+    fn now(&self) -> std::time::Instant {
+        self.fake.now()
+    }
+    async fn group(&self, group_id: &str, op: GroupOp) -> GroupReply {
+        self.fake.group(group_id, op).await
+    }
+    async fn list_groups(&self) -> Vec<GroupListing> {
+        self.fake.list_groups().await
+    }
+    fn cluster(&self) -> Option<&ClusterView> {
+        Some(&self.view)
+    }
+}
+
+fn register(node: i32) -> MetadataRecord {
+    MetadataRecord::RegisterBroker(BrokerIdentity {
+        node_id: NodeId(node),
+        incarnation_id: Uuid::from_u128(node as u128),
+        log_dir_id: Uuid::from_u128(node as u128),
+        endpoint: Endpoint {
+            host: "127.0.0.1".into(),
+            port: 9000 + node as u16,
+        },
+        rack: None,
+    })
+}
+
+fn led_by(leader: Option<i32>, replicas: &[i32]) -> PartitionAssignment {
+    let replicas: Vec<NodeId> = replicas.iter().copied().map(NodeId).collect();
+    PartitionAssignment {
+        isr: vec![leader.map_or(replicas[0], NodeId)],
+        leader: leader.map(NodeId),
+        replicas,
+    }
+}
+
+/// Brokers 1 and 2 live, 3 registered but fenced; topic "t": partition 0 led by 1, partition 1
+/// led by fenced 3, partition 2 without a leader.
+fn cluster_fake() -> ClusterFake {
+    let mut image = MetadataImage::default();
+    let mut records = vec![MetadataRecord::ClusterInit {
+        cluster_id: "c1".into(),
+    }];
+    records.extend([register(1), register(2), register(3)]);
+    image.apply_entry(LogIndex(1), 1, &records);
+    let unfence = |node: i32, epoch| MetadataRecord::UnfenceBroker {
+        node_id: NodeId(node),
+        broker_epoch: rill_metadata::types::BrokerEpoch(epoch),
+    };
+    image.apply_entry(LogIndex(2), 1, &[unfence(1, 1), unfence(2, 1)]);
+    let topic = MetadataRecord::Topic {
+        name: "t".into(),
+        topic_id: Uuid::from_u128(7),
+        internal: false,
+        configs: Default::default(),
+        partitions: vec![
+            led_by(Some(1), &[1, 2, 3]),
+            led_by(Some(3), &[3, 1, 2]),
+            led_by(None, &[2, 3, 1]),
+        ],
+    };
+    image.apply_entry(LogIndex(3), 1, &[topic]);
+    let config = ClusterConfig {
+        node_id: NodeId(1),
+        roles: Roles {
+            broker: true,
+            controller: true,
+        },
+        controller_listen: None,
+        voters: vec![Voter {
+            id: NodeId(1),
+            address: "127.0.0.1:1".into(),
+        }],
+        session_timeout_ms: 9000,
+        heartbeat_interval_ms: 2000,
+        election_timeout_ms: 1000,
+        default_replication_factor: 3,
+        min_insync_replicas: 1,
+        offsets_replication_factor: 3,
+    };
+    let fake = FakeBroker::new();
+    let view = ClusterView::new(config, Default::default());
+    mirror(fake.topics(), &image).unwrap();
+    view.publish(Arc::new(image));
+    view.set_controller(Some(NodeId(2)));
+    ClusterFake { fake, view }
+}
+
+fn versions(api_key: ApiKey) -> std::ops::RangeInclusive<i16> {
+    let e = entry(api_key).expect("registered");
+    e.decodable_min..=e.advertised_max
+}
+
+fn encodes(api_key: ApiKey, version: i16, body: &ResponseKind) {
+    let mut out = BytesMut::new();
+    if let Err(e) = encode_response(&mut out, 1, api_key, version, body) {
+        panic!("{api_key:?} v{version}: {e}");
+    }
+}
+
+#[test]
+fn metadata_lists_live_brokers_and_each_partitions_leadership_at_every_version() {
+    let broker = cluster_fake();
+    for v in versions(ApiKey::Metadata) {
+        let request = MetadataRequest::default().with_topics(None);
+        let r = handler::metadata::handle(&broker, v, &request);
+        encodes(ApiKey::Metadata, v, &ResponseKind::Metadata(r.clone()));
+        let ids: Vec<i32> = r.brokers.iter().map(|b| b.node_id.0).collect();
+        assert_eq!(ids, vec![1, 2], "v{v}: only live brokers");
+        if v >= 1 {
+            assert_eq!(r.controller_id.0, 2);
+        }
+        let t = &r.topics[0];
+        let p: Vec<(i16, i32)> = t
+            .partitions
+            .iter()
+            .map(|p| (p.error_code, p.leader_id.0))
+            .collect();
+        let unavailable = ErrorCode::LeaderNotAvailable.code();
+        assert_eq!(
+            p,
+            vec![(0, 1), (unavailable, -1), (unavailable, -1)],
+            "v{v}"
+        );
+        assert_eq!(t.partitions[0].replica_nodes.len(), 3);
+        if v >= 5 {
+            let offline: Vec<i32> = t.partitions[0]
+                .offline_replicas
+                .iter()
+                .map(|b| b.0)
+                .collect();
+            assert_eq!(offline, vec![3]);
+        }
+        if v >= 7 {
+            assert_eq!(t.partitions[0].leader_epoch, 0);
+        }
+    }
+}
+
+#[test]
+fn describe_cluster_and_find_coordinator_encode_at_every_version() {
+    let broker = cluster_fake();
+    for v in versions(ApiKey::DescribeCluster) {
+        let r = handler::describe_cluster::handle(&broker, &DescribeClusterRequest::default());
+        assert_eq!(r.controller_id.0, 2);
+        assert_eq!(r.brokers.len(), 2);
+        assert_eq!(r.cluster_id.as_str(), "c1");
+        encodes(
+            ApiKey::DescribeCluster,
+            v,
+            &ResponseKind::DescribeCluster(r),
+        );
+    }
+    for v in versions(ApiKey::FindCoordinator) {
+        let key = StrBytes::from_static_str("g");
+        let request = FindCoordinatorRequest::default()
+            .with_key(key.clone())
+            .with_coordinator_keys(vec![key]);
+        let r = handler::find_coordinator::handle(&broker, v, &request);
+        // No __consumer_offsets yet: not available (its creation was asked for).
+        let code = if v >= 4 {
+            r.coordinators[0].error_code
+        } else {
+            r.error_code
+        };
+        assert_eq!(code, ErrorCode::CoordinatorNotAvailable.code(), "v{v}");
+        encodes(
+            ApiKey::FindCoordinator,
+            v,
+            &ResponseKind::FindCoordinator(r),
+        );
+    }
+}
+
+#[test]
+fn leader_epochs_come_from_the_image() {
+    let broker = cluster_fake();
+    assert_eq!(broker.leader_epoch("t", 0), rill_types::LeaderEpoch(0));
+    let stale = offset_for_leader_epoch_request::OffsetForLeaderPartition::default()
+        .with_partition(0)
+        .with_current_leader_epoch(1)
+        .with_leader_epoch(0);
+    let t = offset_for_leader_epoch_request::OffsetForLeaderTopic::default()
+        .with_topic(topic_name("t"))
+        .with_partitions(vec![stale]);
+    let request = OffsetForLeaderEpochRequest::default().with_topics(vec![t]);
+    let r = block_on(handler::offset_for_leader_epoch::handle(&broker, &request));
+    assert_eq!(
+        r.topics[0].partitions[0].error_code,
+        ErrorCode::UnknownLeaderEpoch.code(),
+        "a newer epoch than the log's is unknown here"
+    );
+}

@@ -95,10 +95,17 @@ class Cluster:
         return self.node(node_id).bootstrap
 
     def start(self) -> None:
-        """Start every node, then wait until each lists every broker."""
-        for node in self.nodes:
-            node.start()
-        self.wait_brokers(sum(n.is_broker for n in self.nodes))
+        """Start every node, then wait until each lists every broker. A failure stops (kill -9)
+        whatever started, so no node outlives its test."""
+        try:
+            for node in self.nodes:
+                node.start()
+            self.wait_brokers(sum(n.is_broker for n in self.nodes))
+        except BaseException:
+            for node in self.nodes:
+                if node.alive():
+                    node.kill9()
+            raise
 
     def stop(self) -> list[int | None]:
         return [node.stop() for node in self.nodes if node.alive()]

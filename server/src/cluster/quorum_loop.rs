@@ -135,9 +135,15 @@ impl Voter {
                 Err(RecvTimeoutError::Timeout) => {}
                 Err(RecvTimeoutError::Disconnected) => break,
             }
-            if Instant::now() >= next_tick {
-                self.node.tick(now_ms(Instant::now()));
+            let now = Instant::now();
+            if now >= next_tick {
+                self.node.tick(now_ms(now));
                 next_tick += self.tick;
+                // After a stall (a stopped process, a slow disk) tick once, not once per
+                // missed tick: a burst would run election timers out in an instant.
+                if next_tick <= now {
+                    next_tick = now + self.tick;
+                }
             }
             let polled = Instant::now();
             let out = self.node.poll();

@@ -113,6 +113,10 @@ def test_metric_values_are_exact_after_a_known_workload(broker_factory, topic_na
     assert m["rill_ready"] == 1 and m["rill_live"] == 1
     assert sum(series(m, "rill_shard_connections_accepted_total").values()) >= 3
     assert m['rill_request_duration_seconds_count{api="Produce"}'] == 11
+    # Every request was acks=all on a topic that syncs before answering: 11 durable produces,
+    # each after at least one flush.
+    assert m["rill_produce_durable_seconds_count"] == 11
+    assert 1 <= m["rill_log_flush_duration_seconds_count"] <= 11
 
     # Every family the Grafana dashboard queries is exposed.
     dashboard = (Path(__file__).resolve().parents[2] / "ops/grafana/rill.json").read_text()
@@ -214,3 +218,25 @@ def test_status_page_renders_in_headless_chromium(broker_factory, topic_name, tm
     assert png_size(shot) == (1280, 900)
     assert shot.stat().st_size > 20_000, "a blank page compresses to a few KB"
     print(f"status page screenshot: {shot}")
+
+
+def test_a_cluster_node_is_ready_once_registered_and_lists_the_brokers(tmp_path):
+    from cluster import Cluster
+    from conftest import _BROKERS
+    c = Cluster(tmp_path, size=1, **{"default.replication.factor": 1, "min.insync.replicas": 1,
+                                     "offsets.topic.replication.factor": 1})
+    _BROKERS.extend(c.nodes)
+    try:
+        c.start()                           # returns once the node's Metadata lists itself
+        admin = f"127.0.0.1:{c.node(1).admin_port}"
+        assert http_get(admin, "/health/ready")[:3:2] == (200, "ready\n")
+        doc = json.loads(http_get(admin, "/v1/status")[2])
+        assert doc["brokers"] == [{"node_id": 1, "address": c.bootstrap(1), "this_broker": True,
+                                   "fenced": False, "controller": True}]
+        m = metrics(admin)
+        assert m['rill_cluster_brokers{state="live"}'] == 1
+        assert m['rill_cluster_brokers{state="fenced"}'] == 0
+        assert m["rill_cluster_controller_id"] == 1
+        assert m["rill_cluster_metadata_applied_index"] >= 1
+    finally:
+        assert c.stop() == [0]

@@ -15,6 +15,7 @@
 //! | group_topic_lag                                   | group, topic           | groups_max × topics_max |
 //! | group_members, group_state                        | group (state)          | groups_max       |
 //! | build_info, ready, live, metrics_series_dropped   | version / family       | —                |
+//! | cluster_brokers, cluster_controller_id, cluster_metadata_applied_index (in a cluster) | state | — |
 //!
 //! Cardinality: per-partition families emit at most `partition_series_max` series each (none
 //! when switched off), counting the rest in `rill_metrics_series_dropped{family}`; topics and
@@ -41,6 +42,7 @@ pub fn render(state: &AdminState, groups: &[GroupSnapshot]) -> String {
     shard_families(&mut out, state);
     group_families(&mut out, &partitions, groups);
     broker_families(&mut out, state);
+    cluster_families(&mut out, state);
     families.extend(out.finish());
     let mut text = String::new();
     prometheus::TextEncoder::new()
@@ -481,6 +483,40 @@ fn broker_families(out: &mut Families, state: &AdminState) {
             n as f64,
         );
     }
+}
+
+/// The cluster as this node's metadata image has it (nothing on a single node).
+fn cluster_families(out: &mut Families, state: &AdminState) {
+    let Some(cluster) = state.cluster() else {
+        return;
+    };
+    let image = cluster.image();
+    let fenced = image.brokers.values().filter(|b| b.fenced).count();
+    let live = image.brokers.len() - fenced;
+    for (s, n) in [("live", live), ("fenced", fenced)] {
+        out.add(
+            "rill_cluster_brokers",
+            "Registered brokers in this node's metadata image, by state.",
+            MetricType::GAUGE,
+            &[("state", s)],
+            n as f64,
+        );
+    }
+    let controller = cluster.controller().map_or(-1.0, |c| f64::from(c.0));
+    out.add(
+        "rill_cluster_controller_id",
+        "node.id of the active controller as this node knows it (-1: unknown).",
+        MetricType::GAUGE,
+        &[],
+        controller,
+    );
+    out.add(
+        "rill_cluster_metadata_applied_index",
+        "How far this node applied the metadata log.",
+        MetricType::GAUGE,
+        &[],
+        image.applied_index.0 as f64,
+    );
 }
 
 /// "0.1.0 (git abc123)" → ("0.1.0", "abc123").

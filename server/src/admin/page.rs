@@ -75,9 +75,13 @@ fn brokers_and_shards(s: &Status) -> Markup {
     html! {
         h2 { "Brokers" }
         table {
-            tr { th { "node" } th.l { "address" } th.l { "" } }
+            tr { th { "node" } th.l { "address" } th.l { "state" } th.l { "" } }
             @for b in &s.brokers {
-                tr { td { (b.node_id) } td.l { (b.address) } td.l { @if b.this_broker { "this broker" } } }
+                tr {
+                    td { (b.node_id) } td.l { (b.address) }
+                    td.l { (if b.fenced { "fenced" } else { "live" }) @if b.controller { ", controller" } }
+                    td.l { @if b.this_broker { "this broker" } }
+                }
             }
         }
         h2 { "Shards" }

@@ -11,13 +11,14 @@
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::{Arc, Mutex, OnceLock, RwLock};
 use std::time::{Duration, Instant, SystemTime};
 
 use futures::channel::mpsc;
 use rill_types::Offset;
 
 use super::metrics::Metrics;
+use crate::cluster::ClusterView;
 use crate::config::BrokerConfig;
 use crate::topics::TopicRegistry;
 
@@ -248,6 +249,8 @@ pub struct AdminState {
     pub limits: SeriesLimits,
     /// Where each shard takes snapshot requests (set when the shard starts).
     snapshot_requests: Mutex<Vec<Option<mpsc::UnboundedSender<SnapshotRequest>>>>,
+    /// The cluster this broker belongs to, once it started (`None` on a single node).
+    cluster: OnceLock<Arc<ClusterView>>,
     /// When the state was created (the heartbeat clock).
     started: Instant,
     /// Wall-clock start, for uptime on the status page.
@@ -275,9 +278,21 @@ impl AdminState {
             health: Health::default(),
             limits: config.admin.limits,
             snapshot_requests: Mutex::new(vec![None; config.shards]),
+            cluster: OnceLock::new(),
             started: Instant::now(),
             started_at: SystemTime::now(),
         })
+    }
+
+    /// Joins the broker to `cluster`: readiness then also needs the controller's registration,
+    /// and the status lists every broker.
+    pub fn set_cluster(&self, cluster: Arc<ClusterView>) {
+        let _ = self.cluster.set(cluster);
+    }
+
+    /// The cluster, if this broker is part of one.
+    pub fn cluster(&self) -> Option<&Arc<ClusterView>> {
+        self.cluster.get()
     }
 
     /// Milliseconds since the state was created (monotonic).
@@ -371,10 +386,20 @@ impl AdminState {
         Ok(())
     }
 
-    /// Ready: every shard listens and start-up recovery is done, and the broker is not stopping.
+    /// Ready: every shard listens and start-up recovery is done, the broker is not stopping,
+    /// and in a cluster the controller has registered it (it is live in the metadata image this
+    /// node applied, so it caught up at least to its own registration).
     pub fn ready(&self) -> Result<(), String> {
         if self.health.stopping.load(Ordering::Relaxed) {
             return Err("stopping".into());
+        }
+        if let Some(cluster) = self.cluster() {
+            if let Some(why) = cluster.fatal() {
+                return Err(why);
+            }
+            if cluster.image().live_broker(cluster.node_id()).is_none() {
+                return Err("not registered with the controller yet".into());
+            }
         }
         let listening = self
             .shards

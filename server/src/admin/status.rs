@@ -65,6 +65,10 @@ pub struct BrokerEntry {
     pub address: String,
     /// Whether this is the broker answering.
     pub this_broker: bool,
+    /// Fenced by the controller (missed its heartbeats): not live.
+    pub fenced: bool,
+    /// Whether it is the active controller.
+    pub controller: bool,
 }
 
 /// One shard.
@@ -152,11 +156,7 @@ fn partition_state(v: &PartitionView) -> &'static str {
 /// Builds the document from the state and the shards' snapshots.
 pub fn build(state: &AdminState, groups: &[GroupSnapshot], not_answering: usize) -> Status {
     let broker = state.info.read().expect("not poisoned").clone();
-    let brokers = vec![BrokerEntry {
-        node_id: broker.node_id,
-        address: broker.advertise.clone(),
-        this_broker: true,
-    }];
+    let brokers = brokers(state, &broker);
     let views = state.partition_views();
     Status {
         uptime_seconds: state.started_at.elapsed().map_or(0, |d| d.as_secs()),
@@ -170,6 +170,33 @@ pub fn build(state: &AdminState, groups: &[GroupSnapshot], not_answering: usize)
         recent_errors: recent(),
         broker,
     }
+}
+
+/// Every registered broker of the cluster as this node's metadata image has them, or this
+/// broker alone.
+fn brokers(state: &AdminState, this: &BrokerInfo) -> Vec<BrokerEntry> {
+    let Some(cluster) = state.cluster() else {
+        return vec![BrokerEntry {
+            node_id: this.node_id,
+            address: this.advertise.clone(),
+            this_broker: true,
+            fenced: false,
+            controller: false,
+        }];
+    };
+    let controller = cluster.controller();
+    cluster
+        .image()
+        .brokers
+        .values()
+        .map(|b| BrokerEntry {
+            node_id: b.node_id.0,
+            address: b.endpoint.to_string(),
+            this_broker: b.node_id == cluster.node_id(),
+            fenced: b.fenced,
+            controller: controller == Some(b.node_id),
+        })
+        .collect()
 }
 
 fn shards(state: &AdminState) -> Vec<ShardEntry> {

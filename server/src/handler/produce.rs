@@ -18,8 +18,11 @@
 //!
 //! acks=0 requests still append but get no response (protocol-notes trap 8).
 
+use std::time::Instant;
+
 use bytes::{Bytes, BytesMut};
 use futures::future::join_all;
+use rill_engine::FlushPolicy;
 use rill_protocol::kafka_protocol::messages::produce_request::PartitionProduceData;
 use rill_protocol::kafka_protocol::messages::produce_response::{
     PartitionProduceResponse, TopicProduceResponse,
@@ -30,6 +33,7 @@ use rill_protocol::ErrorCode;
 use rill_types::batch::ValidatedBatch;
 
 use super::{topic_or_auto_create, Broker};
+use crate::admin::shard::hooks;
 use crate::partition::ops::{Acks, PartitionOp, PartitionReply};
 use crate::topic_config::log_config;
 
@@ -42,17 +46,24 @@ pub async fn handle<B: Broker>(
     version: i16,
     request: ProduceRequest,
 ) -> Option<ProduceResponse> {
+    let arrived = Instant::now();
     let acks = Acks::from_wire(request.acks);
     let mut plans = Vec::new();
     for topic in request.topic_data {
         let name = topic.name.0.as_str().to_string();
         let meta = topic_or_auto_create(broker, &name, true);
-        let message_bytes_max = meta.as_ref().ok().map(|m| {
-            log_config(&broker.config().log, &m.configs)
+        let config = meta
+            .as_ref()
+            .ok()
+            .map(|m| log_config(&broker.config().log, &m.configs));
+        let message_bytes_max = config.as_ref().map(|c| {
+            c.as_ref()
                 .map_or(broker.config().log.message_bytes_max, |c| {
                     c.message_bytes_max
                 })
         });
+        // acks=all answers mean durable only when the topic syncs before answering.
+        let durable = config.is_some_and(|c| c.is_ok_and(|c| c.flush == FlushPolicy::EveryAppend));
         for partition in topic.partition_data {
             let index = partition.index;
             let plan = match (&meta, acks, message_bytes_max) {
@@ -64,20 +75,26 @@ pub async fn handle<B: Broker>(
                 (Ok(_), _, Some(max)) => plan_partition(partition, max as usize),
                 (Ok(_), _, None) => unreachable!("known topics have a size limit"),
             };
-            plans.push((name.clone(), index, plan));
+            plans.push((name.clone(), index, plan, durable));
         }
     }
     let acks = acks.unwrap_or(Acks::All);
-    let appends = plans.into_iter().map(|(topic, index, plan)| async move {
-        let result = match plan {
-            Ok(batches) => {
-                let op = PartitionOp::Append { batches, acks };
-                broker.partition(&topic, index, op).await
-            }
-            Err(code) => PartitionReply::Error(code),
-        };
-        (topic, index, result)
-    });
+    let appends = plans
+        .into_iter()
+        .map(|(topic, index, plan, durable)| async move {
+            let result = match plan {
+                Ok(batches) => {
+                    let op = PartitionOp::Append { batches, acks };
+                    let reply = broker.partition(&topic, index, op).await;
+                    if durable && acks == Acks::All && reply.error_code().is_ok() {
+                        hooks::produce_durable(arrived.elapsed());
+                    }
+                    reply
+                }
+                Err(code) => PartitionReply::Error(code),
+            };
+            (topic, index, result)
+        });
     let results = join_all(appends).await;
     if acks == Acks::None {
         return None;

@@ -91,6 +91,9 @@ pub fn run(mut config: BrokerConfig, stop: Arc<AtomicBool>) -> anyhow::Result<()
     let view = cluster.as_ref().map(|c| c.view.clone());
     let config = Arc::new(config);
     let admin = AdminState::new(&config, registry.clone());
+    if let Some(view) = &view {
+        admin.set_cluster(view.clone());
+    }
     crate::admin::start(&config, &admin)?;
     let startup = Arc::new(Startup::default());
     // Each executor holds a clone until its thread ends (even by panic): when all are gone,

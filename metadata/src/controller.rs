@@ -67,6 +67,13 @@ pub enum Decision {
     },
 }
 
+impl Decision {
+    /// Whether it answers without writing anything.
+    pub fn is_reply(&self) -> bool {
+        matches!(self, Decision::Reply(_))
+    }
+}
+
 /// How to answer a request once its entry is applied.
 #[derive(Debug, Clone)]
 pub enum ReplyPlan {
@@ -87,6 +94,13 @@ pub enum ReplyPlan {
         first: ProducerId,
         /// How many.
         count: i64,
+    },
+    /// `Partition` with the partition's state after the entry (AlterPartition).
+    Partition {
+        /// The topic.
+        topic_id: Uuid,
+        /// The partition.
+        partition: u32,
     },
     /// Nobody waits (the controller's own decisions).
     Nothing,
@@ -176,6 +190,9 @@ impl Controller {
             }
             ControllerRequest::AllocateProducerIds { node_id } => {
                 self.allocate_producer_ids(image, *node_id)
+            }
+            ControllerRequest::AlterPartition(alter) => {
+                crate::alter_partition::decide(image, alter)
             }
             ControllerRequest::FetchImage { applied_index } => {
                 let newer = image.applied_index > *applied_index;
@@ -516,6 +533,10 @@ impl Controller {
                     should_shut_down: shutting_down && fenced,
                 }
             }
+            ReplyPlan::Partition {
+                topic_id,
+                partition,
+            } => crate::alter_partition::reply(image, (topic_id, partition), first_ok),
             ReplyPlan::Topics(slots) => ControllerResponse::Topics {
                 results: slots
                     .into_iter()
@@ -665,6 +686,7 @@ pub fn reconcile(image: &MetadataImage, live: &dyn Fn(NodeId) -> bool) -> Vec<Me
                     topic_id: topic.id,
                     partition: index as u32,
                     expected_leader_epoch: state.leader_epoch,
+                    expected_partition_epoch: None,
                     leader,
                     isr,
                 });

@@ -250,9 +250,13 @@ impl MetadataImage {
                 topic_id,
                 partition,
                 expected_leader_epoch,
+                expected_partition_epoch,
                 leader,
                 isr,
-            } => self.change_partition(*topic_id, *partition, *expected_leader_epoch, *leader, isr),
+            } => {
+                let expected = (*expected_leader_epoch, *expected_partition_epoch);
+                self.change_partition(*topic_id, *partition, expected, *leader, isr)
+            }
             MetadataRecord::ProducerIds {
                 node_id: _,
                 first,
@@ -389,7 +393,7 @@ impl MetadataImage {
         &mut self,
         topic_id: Uuid,
         partition: u32,
-        expected_leader_epoch: LeaderEpoch,
+        (expected_leader_epoch, expected_partition_epoch): (LeaderEpoch, Option<PartitionEpoch>),
         leader: Option<NodeId>,
         isr: &[NodeId],
     ) -> Result<(), Rejected> {
@@ -402,6 +406,12 @@ impl MetadataImage {
             return Err(Rejected::Stale(format!(
                 "leader epoch is {}, not {}",
                 state.leader_epoch.0, expected_leader_epoch.0
+            )));
+        }
+        if let Some(expected) = expected_partition_epoch.filter(|e| *e != state.partition_epoch) {
+            return Err(Rejected::Stale(format!(
+                "partition epoch is {}, not {}",
+                state.partition_epoch.0, expected.0
             )));
         }
         check_membership(&state.replicas, isr, leader)?;
@@ -606,6 +616,7 @@ mod tests {
             topic_id: Uuid::from_u128(1),
             partition: 0,
             expected_leader_epoch: LeaderEpoch(expected),
+            expected_partition_epoch: None,
             leader: leader.map(NodeId),
             isr: vec![NodeId(1)],
         };
@@ -628,6 +639,7 @@ mod tests {
             topic_id: Uuid::from_u128(1),
             partition: 0,
             expected_leader_epoch: LeaderEpoch(2),
+            expected_partition_epoch: None,
             leader: Some(NodeId(2)),
             isr: vec![NodeId(1)],
         };

@@ -15,7 +15,8 @@
 //! - [`image`]: the state the records build, applied deterministically on every node.
 //! - [`placement`]: round-robin replica placement (Kafka's rack-unaware assignment).
 //! - [`request`]: what brokers ask the controller (register, heartbeat, admin) and its answers.
-//! - [`controller`]: the active controller's decisions: requests and time → records.
+//! - [`controller`]: the active controller's decisions: requests and time → records;
+//!   [`alter_partition`]: the ISR changes a leader asks for (KIP-497).
 //! - [`quorum`]: one voter: raft-rs `RawNode` + durable store + image + controller.
 //! - [`store`], [`files`]: the durable raft log and snapshots, over a file trait with a
 //!   simulated, crashable implementation.
@@ -32,10 +33,14 @@
 //! # What issue 14 adds on top
 //! Records already carry what replication needs: replicas in preference order, ISR, leader
 //! epoch and partition epoch ([`record::MetadataRecord::PartitionChange`] is KRaft's
-//! PartitionChangeRecord, checked against the epoch it was decided on). AlterPartition
-//! (KIP-497) becomes one more controller request producing a `PartitionChange`; leader election
-//! from the ISR is already [`controller::reconcile`]'s rule.
+//! PartitionChangeRecord, checked against the epochs it was decided on). AlterPartition
+//! (KIP-497) is decided already ([`alter_partition`]), though no broker sends it yet; leader
+//! election from the live ISR is [`controller::reconcile`]'s rule. What 14 changes here: new
+//! partitions start with every replica in the ISR (today the leader alone, because only the
+//! leader holds data); with followers in the ISR, the same rule moves a fenced leader's
+//! partitions to one of them.
 
+pub mod alter_partition;
 pub mod controller;
 pub mod files;
 pub mod image;

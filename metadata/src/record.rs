@@ -14,7 +14,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
-use crate::types::{BrokerEpoch, Endpoint, NodeId};
+use crate::types::{BrokerEpoch, Endpoint, NodeId, PartitionEpoch};
 use rill_types::{LeaderEpoch, ProducerId};
 
 /// Format version of [`EntryPayload`]; a node refuses entries of a version it does not know.
@@ -120,6 +120,10 @@ pub enum MetadataRecord {
         partition: u32,
         /// The leader epoch the controller saw when it decided.
         expected_leader_epoch: LeaderEpoch,
+        /// The partition epoch the change was asked against (AlterPartition checks it; the
+        /// controller's own leader elections leave it out).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        expected_partition_epoch: Option<PartitionEpoch>,
         /// The new leader (`None`: no eligible replica is alive).
         leader: Option<NodeId>,
         /// The new in-sync replica set.
@@ -227,6 +231,7 @@ mod tests {
                 topic_id,
                 partition: 0,
                 expected_leader_epoch: LeaderEpoch(0),
+                expected_partition_epoch: None,
                 leader: None,
                 isr: vec![NodeId(1)],
             },

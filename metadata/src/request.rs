@@ -4,12 +4,12 @@
 
 use std::collections::BTreeMap;
 
-use rill_types::{ErrorCode, ProducerId};
+use rill_types::{ErrorCode, LeaderEpoch, ProducerId};
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
 use crate::record::BrokerIdentity;
-use crate::types::{BrokerEpoch, LogIndex, NodeId};
+use crate::types::{BrokerEpoch, LogIndex, NodeId, PartitionEpoch};
 
 /// A topic to create.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -85,12 +85,34 @@ pub enum ControllerRequest {
         /// The broker asking.
         node_id: NodeId,
     },
+    /// A partition's leader changes its ISR (KIP-497 AlterPartition): followers that caught
+    /// up join, followers that fell behind leave. Issue 14's leaders send it.
+    AlterPartition(AlterPartition),
     /// A broker that is not a voter (an observer) follows the metadata: the applied image, if
     /// the controller's is newer than `applied_index`.
     FetchImage {
         /// What the broker has applied.
         applied_index: LogIndex,
     },
+}
+
+/// An AlterPartition request: what the leader saw and the ISR it wants.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AlterPartition {
+    /// The leader asking.
+    pub node_id: NodeId,
+    /// Its registration.
+    pub broker_epoch: BrokerEpoch,
+    /// The topic.
+    pub topic_id: Uuid,
+    /// The partition.
+    pub partition: u32,
+    /// The epoch it leads at.
+    pub leader_epoch: LeaderEpoch,
+    /// The partition epoch its view of the ISR is from.
+    pub partition_epoch: PartitionEpoch,
+    /// The ISR it wants (the leader among them).
+    pub new_isr: Vec<NodeId>,
 }
 
 /// The outcome for one topic of a CreateTopics / DeleteTopics / CreatePartitions.
@@ -167,6 +189,17 @@ pub enum ControllerResponse {
         first: ProducerId,
         /// How many.
         count: i64,
+    },
+    /// A partition's state after an AlterPartition.
+    Partition {
+        /// Its leader.
+        leader: Option<NodeId>,
+        /// Its leader epoch.
+        leader_epoch: LeaderEpoch,
+        /// Its partition epoch (the leader's next AlterPartition names it).
+        partition_epoch: PartitionEpoch,
+        /// Its ISR.
+        isr: Vec<NodeId>,
     },
     /// The controller's applied image (`None`: not newer than the broker's).
     Image {

@@ -8,8 +8,10 @@ confluent-kafka, kcat and kafka-python bootstrapping from any node. Kill tests u
 
 from __future__ import annotations
 
+import json
 import subprocess
 import time
+import urllib.request
 import uuid
 
 import pytest
@@ -349,6 +351,13 @@ def test_controller_only_and_combined_nodes_form_one_cluster(tmp_path):
     try:
         for node in c.live_nodes():
             assert sorted(node_metadata(node)["brokers"]) == [2, 3]
+        # The controller-only node's admin listener (issue 16): ready, and it lists the brokers.
+        admin = f"http://127.0.0.1:{c.node(1).admin_port}"
+        with urllib.request.urlopen(f"{admin}/health/ready", timeout=10) as r:
+            assert r.status == 200
+        with urllib.request.urlopen(f"{admin}/v1/status", timeout=10) as r:
+            status = json.load(r)
+        assert [b["node_id"] for b in status["brokers"]] == [2, 3] and status["shards"] == []
         topic = unique("mixed")
         create(c.bootstrap(2), topic, partitions=4, replicas=2)
         wait_topic_everywhere(c, topic, 4)

@@ -251,6 +251,8 @@ pub struct AdminState {
     snapshot_requests: Mutex<Vec<Option<mpsc::UnboundedSender<SnapshotRequest>>>>,
     /// The cluster this broker belongs to, once it started (`None` on a single node).
     cluster: OnceLock<Arc<ClusterView>>,
+    /// A controller-only node: no shards, no registration as a broker.
+    controller_only: bool,
     /// When the state was created (the heartbeat clock).
     started: Instant,
     /// Wall-clock start, for uptime on the status page.
@@ -260,6 +262,21 @@ pub struct AdminState {
 impl AdminState {
     /// The state of a broker about to start with `config`.
     pub fn new(config: &BrokerConfig, registry: Arc<TopicRegistry>) -> Arc<Self> {
+        Self::with_shards(config, registry, config.shards, false)
+    }
+
+    /// The state of a controller-only node (`process.roles=controller`): no shards, no client
+    /// listener; ready once it knows the active controller.
+    pub fn controller_only(config: &BrokerConfig, registry: Arc<TopicRegistry>) -> Arc<Self> {
+        Self::with_shards(config, registry, 0, true)
+    }
+
+    fn with_shards(
+        config: &BrokerConfig,
+        registry: Arc<TopicRegistry>,
+        shards: usize,
+        controller_only: bool,
+    ) -> Arc<Self> {
         let info = BrokerInfo {
             node_id: config.node_id,
             version: crate::cli::VERSION.to_string(),
@@ -267,18 +284,19 @@ impl AdminState {
             advertise: format!("{}:{}", config.advertise_host, config.advertise_port),
             admin_listen: "off".to_string(),
             data_dir: config.data_dir.display().to_string(),
-            shards: config.shards,
+            shards,
         };
         Arc::new(AdminState {
             info: RwLock::new(info),
-            shards: (0..config.shards).map(|_| ShardStats::default()).collect(),
+            shards: (0..shards).map(|_| ShardStats::default()).collect(),
             partitions: RwLock::new(BTreeMap::new()),
             metrics: Metrics::new(),
             registry,
             health: Health::default(),
             limits: config.admin.limits,
-            snapshot_requests: Mutex::new(vec![None; config.shards]),
+            snapshot_requests: Mutex::new(vec![None; shards]),
             cluster: OnceLock::new(),
+            controller_only,
             started: Instant::now(),
             started_at: SystemTime::now(),
         })
@@ -388,7 +406,8 @@ impl AdminState {
 
     /// Ready: every shard listens and start-up recovery is done, the broker is not stopping,
     /// and in a cluster the controller has registered it (it is live in the metadata image this
-    /// node applied, so it caught up at least to its own registration).
+    /// node applied, so it caught up at least to its own registration). A controller-only node
+    /// is ready once it knows the active controller.
     pub fn ready(&self) -> Result<(), String> {
         if self.health.stopping.load(Ordering::Relaxed) {
             return Err("stopping".into());
@@ -396,6 +415,12 @@ impl AdminState {
         if let Some(cluster) = self.cluster() {
             if let Some(why) = cluster.fatal() {
                 return Err(why);
+            }
+            if self.controller_only {
+                return match cluster.controller() {
+                    Some(_) => Ok(()),
+                    None => Err("no active controller known yet".into()),
+                };
             }
             if cluster.image().live_broker(cluster.node_id()).is_none() {
                 return Err("not registered with the controller yet".into());

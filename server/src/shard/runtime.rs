@@ -141,10 +141,14 @@ fn run_controller_only(
 ) -> anyhow::Result<()> {
     let cluster = crate::cluster::start(config, registry, stop)?
         .ok_or_else(|| anyhow::anyhow!("a controller needs controller.quorum.voters"))?;
+    let admin = AdminState::controller_only(config, registry.clone());
+    admin.set_cluster(cluster.view.clone());
+    crate::admin::start(config, &admin)?;
     tracing::info!("controller only: no client listener");
     while !stop.load(Ordering::SeqCst) {
         std::thread::sleep(STOP_POLL);
     }
+    admin.health.stopping.store(true, Ordering::Relaxed);
     cluster.shutdown()
 }
 

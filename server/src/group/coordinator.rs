@@ -32,11 +32,14 @@ impl<J: Journal> GroupCoordinator<J> {
     pub fn new(journal: J, clock: Rc<dyn Clock>, live: Vec<(OffsetKey, CommittedOffset)>) -> Self {
         let mut groups: HashMap<String, Group> = HashMap::new();
         for (key, value) in live {
-            groups
+            let group = groups
                 .entry(key.group.clone())
-                .or_insert_with(|| Group::new(&key.group))
-                .offsets
-                .insert((key.topic, key.partition), value);
+                .or_insert_with(|| Group::new(&key.group));
+            let record = OffsetRecord {
+                key,
+                value: Some(value),
+            };
+            super::txn_offsets::apply_record(group, record);
         }
         GroupCoordinator {
             groups: RefCell::new(groups),
@@ -95,11 +98,24 @@ impl<J: Journal> GroupCoordinator<J> {
             GroupOp::Describe => GroupReply::Describe(self.describe(group_id)),
             GroupOp::Delete => GroupReply::Delete(self.delete_group(group_id).await),
             GroupOp::List => GroupReply::List(self.list()),
+            GroupOp::TxnCommit {
+                producer_id,
+                member,
+                offsets,
+            } => {
+                self.txn_commit(group_id, producer_id, member, offsets, now)
+                    .await
+            }
+            GroupOp::TxnEnd {
+                producer_id,
+                commit,
+            } => self.txn_end(group_id, producer_id, commit).await,
+            GroupOp::PendingTxn(topics) => self.pending_txn(group_id, topics),
         }
     }
 
     /// Run `f` on the group (creating it if asked); `None` if it does not exist.
-    fn with_group<T>(
+    pub(super) fn with_group<T>(
         &self,
         group_id: &str,
         create: bool,
@@ -141,11 +157,7 @@ impl<J: Journal> GroupCoordinator<J> {
             errors.push(ErrorCode::None);
             value.commit_time_ms = now;
             records.push(OffsetRecord {
-                key: OffsetKey {
-                    group: group_id.to_string(),
-                    topic,
-                    partition,
-                },
+                key: OffsetKey::committed(group_id, &topic, partition),
                 value: Some(value),
             });
         }
@@ -162,21 +174,13 @@ impl<J: Journal> GroupCoordinator<J> {
     }
 
     /// Apply durable records to the in-memory groups.
-    fn apply(&self, group_id: &str, records: Vec<OffsetRecord>) {
+    pub(super) fn apply(&self, group_id: &str, records: Vec<OffsetRecord>) {
         let mut groups = self.groups.borrow_mut();
         let group = groups
             .entry(group_id.to_string())
             .or_insert_with(|| Group::new(group_id));
         for record in records {
-            let key = (record.key.topic, record.key.partition);
-            match record.value {
-                Some(value) => {
-                    group.offsets.insert(key, value);
-                }
-                None => {
-                    group.offsets.remove(&key);
-                }
-            }
+            super::txn_offsets::apply_record(group, record);
         }
     }
 
@@ -245,11 +249,7 @@ impl<J: Journal> GroupCoordinator<J> {
                 }
                 errors.push(ErrorCode::None);
                 records.push(OffsetRecord {
-                    key: OffsetKey {
-                        group: group_id.to_string(),
-                        topic: topic.clone(),
-                        partition,
-                    },
+                    key: OffsetKey::committed(group_id, &topic, partition),
                     value: None,
                 });
             }
@@ -281,18 +281,16 @@ impl<J: Journal> GroupCoordinator<J> {
             if group.state() == GroupState::Dead {
                 return ErrorCode::GroupIdNotFound;
             }
-            if group.has_members() || group.state() != GroupState::Empty {
+            // Offsets pending in an open transaction keep the group too: its end writes them.
+            let in_txn = !group.pending_txn.is_empty();
+            if group.has_members() || group.state() != GroupState::Empty || in_txn {
                 return ErrorCode::NonEmptyGroup;
             }
             group
                 .offsets
                 .keys()
                 .map(|(topic, partition)| OffsetRecord {
-                    key: OffsetKey {
-                        group: group_id.to_string(),
-                        topic: topic.clone(),
-                        partition: *partition,
-                    },
+                    key: OffsetKey::committed(group_id, topic, *partition),
                     value: None,
                 })
                 .collect::<Vec<_>>()
@@ -388,6 +386,11 @@ fn invalid_group_id(op: &GroupOp) -> GroupReply {
             ..Default::default()
         }),
         GroupOp::Delete => GroupReply::Delete(ErrorCode::InvalidGroupId),
+        GroupOp::TxnCommit { offsets, .. } => {
+            GroupReply::Commit(vec![ErrorCode::InvalidGroupId; offsets.len()])
+        }
+        GroupOp::TxnEnd { .. } => GroupReply::TxnEnd(ErrorCode::InvalidGroupId),
+        GroupOp::PendingTxn(_) => GroupReply::PendingTxn(Vec::new()),
         GroupOp::Fetch(_) | GroupOp::List => unreachable!("allowed with an empty id"),
     }
 }

@@ -6,7 +6,7 @@ use crate::group::ops::{JoinArgs, SyncArgs};
 use futures::executor::block_on;
 use rill_engine::io::sim::ManualClock;
 use rill_protocol::ErrorCode;
-use rill_types::{LeaderEpoch, Offset};
+use rill_types::{LeaderEpoch, Offset, ProducerId};
 
 fn coordinator() -> GroupCoordinator<MemJournal> {
     GroupCoordinator::new(
@@ -139,14 +139,7 @@ fn commits_from_unknown_generations_are_refused() {
 
 #[test]
 fn rebuilt_from_replayed_offsets() {
-    let live = vec![(
-        OffsetKey {
-            group: "g".into(),
-            topic: "t".into(),
-            partition: 3,
-        },
-        offset(9, None),
-    )];
+    let live = vec![(OffsetKey::committed("g", "t", 3), offset(9, None))];
     let c = GroupCoordinator::new(MemJournal::default(), Rc::new(ManualClock::new(0)), live);
     assert_eq!(
         fetch(&c, "g", None)[0].2.as_ref().unwrap().offset,
@@ -286,4 +279,126 @@ fn groups_left_with_nothing_are_forgotten_on_tick() {
     c.tick();
     let left: Vec<String> = c.list().into_iter().map(|g| g.group_id).collect();
     assert_eq!(left, vec!["kept".to_string()], "offsets keep a group");
+}
+
+fn txn_commit(
+    c: &GroupCoordinator<MemJournal>,
+    who: MemberRef,
+    pid: i64,
+    o: i64,
+) -> Vec<ErrorCode> {
+    let op = GroupOp::TxnCommit {
+        producer_id: ProducerId(pid),
+        member: who,
+        offsets: vec![("t".into(), 0, offset(o, None))],
+    };
+    match block_on(c.handle("g", op)) {
+        GroupReply::Commit(errors) => errors,
+        other => panic!("{other:?}"),
+    }
+}
+
+fn txn_end(c: &GroupCoordinator<MemJournal>, pid: i64, commit: bool) {
+    let op = GroupOp::TxnEnd {
+        producer_id: ProducerId(pid),
+        commit,
+    };
+    assert_eq!(
+        block_on(c.handle("g", op)),
+        GroupReply::TxnEnd(ErrorCode::None)
+    );
+}
+
+fn pending(c: &GroupCoordinator<MemJournal>) -> Vec<(String, i32)> {
+    match block_on(c.handle("g", GroupOp::PendingTxn(None))) {
+        GroupReply::PendingTxn(p) => p,
+        other => panic!("{other:?}"),
+    }
+}
+
+fn committed_offset(c: &GroupCoordinator<MemJournal>) -> Option<Offset> {
+    fetch(c, "g", Some(vec![("t".into(), vec![0])]))[0]
+        .2
+        .as_ref()
+        .map(|v| v.offset)
+}
+
+#[test]
+fn transactional_offsets_are_visible_only_when_the_transaction_commits() {
+    let c = coordinator();
+    commit(&c, "g", simple(), 0, 5);
+    assert_eq!(txn_commit(&c, simple(), 77, 10), vec![ErrorCode::None]);
+    assert_eq!(
+        committed_offset(&c),
+        Some(Offset(5)),
+        "pending, not committed"
+    );
+    assert_eq!(pending(&c), vec![("t".to_string(), 0)]);
+    txn_end(&c, 77, true);
+    assert_eq!(committed_offset(&c), Some(Offset(10)));
+    assert!(pending(&c).is_empty());
+    assert_eq!(txn_commit(&c, simple(), 77, 20), vec![ErrorCode::None]);
+    txn_end(&c, 77, false);
+    assert_eq!(
+        committed_offset(&c),
+        Some(Offset(10)),
+        "an abort drops them"
+    );
+    txn_end(&c, 99, true); // nothing pending: nothing written
+    let journal = c.journal().records.borrow();
+    let pending_keys = journal
+        .iter()
+        .filter(|r| r.key.pending_for.is_some())
+        .count();
+    assert_eq!(pending_keys, 4, "two pending writes, two tombstones");
+    assert_eq!(journal.len(), 6);
+}
+
+#[test]
+fn pending_offsets_survive_a_replay_and_keep_the_group_from_deletion() {
+    let live = vec![(
+        OffsetKey::pending("g", "t", 0, ProducerId(3)),
+        offset(9, None),
+    )];
+    let c = GroupCoordinator::new(MemJournal::default(), Rc::new(ManualClock::new(0)), live);
+    assert_eq!(pending(&c), vec![("t".to_string(), 0)]);
+    assert_eq!(committed_offset(&c), None);
+    assert_eq!(
+        block_on(c.handle("g", GroupOp::Delete)),
+        GroupReply::Delete(ErrorCode::NonEmptyGroup)
+    );
+    txn_end(&c, 3, true);
+    assert_eq!(committed_offset(&c), Some(Offset(9)));
+}
+
+#[test]
+fn transactional_commits_check_members_only_when_they_name_one() {
+    let c = coordinator();
+    let join = JoinArgs {
+        member_id: String::new(),
+        group_instance_id: None,
+        client_id: "c".into(),
+        client_host: "h".into(),
+        session_timeout_ms: 10_000,
+        rebalance_timeout_ms: 10_000,
+        protocol_type: "consumer".into(),
+        protocols: vec![("range".into(), bytes::Bytes::new())],
+        require_known_member_id: false,
+    };
+    let joined = block_on(c.handle("g", GroupOp::Join(join)));
+    assert!(matches!(joined, GroupReply::Join(_)));
+    assert_eq!(
+        txn_commit(&c, simple(), 1, 3),
+        vec![ErrorCode::None],
+        "pre-KIP-447 clients"
+    );
+    let stranger = MemberRef {
+        member_id: "nobody".into(),
+        group_instance_id: None,
+        generation_id: 1,
+    };
+    assert_eq!(
+        txn_commit(&c, stranger, 1, 3),
+        vec![ErrorCode::UnknownMemberId]
+    );
 }

@@ -8,11 +8,7 @@ use std::path::PathBuf;
 
 fn record(group: &str, partition: i32, offset: Option<i64>) -> OffsetRecord {
     OffsetRecord {
-        key: OffsetKey {
-            group: group.into(),
-            topic: "t".into(),
-            partition,
-        },
+        key: OffsetKey::committed(group, "t", partition),
         value: offset.map(|offset| CommittedOffset {
             offset: Offset(offset),
             leader_epoch: LeaderEpoch::NONE,

@@ -7,6 +7,7 @@
 //! - [`journal`]: where commits become durable — an engine log per offsets partition with group
 //!   commit, replay on start and snapshot compaction; an in-memory journal for unit tests.
 //! - [`coordinator`]: one shard's groups, answering [`GroupOp`]s.
+//! - `txn_offsets`: offsets committed inside transactions, pending until the transaction ends.
 //!
 //! Placement: a group lives in offsets partition `crc32c(group) % OFFSETS_PARTITIONS`, and that
 //! partition (its log and all of its groups) lives on shard `partition % shards`. The partition
@@ -18,6 +19,7 @@ pub mod offsets;
 pub mod ops;
 pub mod router;
 pub mod state;
+mod txn_offsets;
 
 pub use ops::{GroupMsg, GroupOp, GroupReply};
 

@@ -3,17 +3,24 @@
 //! A record's key is (group, topic, partition), its value the committed position; a tombstone
 //! (no value) forgets it (OffsetDelete, DeleteGroups). Later records win, so replaying the log
 //! in order rebuilds the map. Encodings carry a version byte so the format can evolve.
+//!
+//! Transactions: an offset committed inside a producer's transaction (TxnOffsetCommit) is
+//! stored under a *pending* key that also names the producer. When the transaction ends, one
+//! batch (atomic) tombstones the pending keys and, for a commit, writes the same offsets under
+//! the committed keys; so the log stays a plain keyed map, and replay or compaction need no
+//! notion of transactions.
 
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 use rill_protocol::kafka_protocol::records::RecordBatchDecoder;
 use rill_protocol::record::{encode_plain_batch, PlainRecord};
 use rill_types::batch::ValidatedBatch;
-use rill_types::{LeaderEpoch, Offset};
+use rill_types::{LeaderEpoch, Offset, ProducerId};
 
 /// Kafka's `offset.metadata.max.bytes` default: longer metadata gets OFFSET_METADATA_TOO_LARGE.
 pub const METADATA_BYTES_MAX: usize = 4096;
 
 const KEY_VERSION: u8 = 1;
+const PENDING_KEY_VERSION: u8 = 2;
 const VALUE_VERSION: u8 = 1;
 
 /// One committed position.
@@ -38,6 +45,29 @@ pub struct OffsetKey {
     pub topic: String,
     /// Partition.
     pub partition: i32,
+    /// `Some(producer)`: an offset committed inside that producer's transaction (TxnOffsetCommit),
+    /// pending until the transaction ends; `None`: the group's committed offset.
+    pub pending_for: Option<ProducerId>,
+}
+
+impl OffsetKey {
+    /// The key of `group`'s committed offset for a partition.
+    pub fn committed(group: &str, topic: &str, partition: i32) -> OffsetKey {
+        OffsetKey {
+            group: group.to_string(),
+            topic: topic.to_string(),
+            partition,
+            pending_for: None,
+        }
+    }
+
+    /// The key of an offset pending in `producer`'s transaction.
+    pub fn pending(group: &str, topic: &str, partition: i32, producer: ProducerId) -> OffsetKey {
+        OffsetKey {
+            pending_for: Some(producer),
+            ..OffsetKey::committed(group, topic, partition)
+        }
+    }
 }
 
 /// One record of the offsets log: a commit, or a tombstone when `value` is `None`.
@@ -77,31 +107,45 @@ fn get_str(buf: &mut Bytes) -> Result<String, DecodeError> {
     String::from_utf8(buf.split_to(len).to_vec()).map_err(|_| DecodeError::Record)
 }
 
-/// Key bytes: version, group, topic, partition.
+/// Key bytes: version 1 (committed) `[group][topic][i32 partition]`, or version 2 (pending in a
+/// transaction) with the producer id after them.
 pub fn encode_key(key: &OffsetKey) -> Bytes {
-    let mut out = BytesMut::with_capacity(9 + key.group.len() + key.topic.len());
-    out.put_u8(KEY_VERSION);
+    let mut out = BytesMut::with_capacity(17 + key.group.len() + key.topic.len());
+    out.put_u8(match key.pending_for {
+        None => KEY_VERSION,
+        Some(_) => PENDING_KEY_VERSION,
+    });
     put_str(&mut out, &key.group);
     put_str(&mut out, &key.topic);
     out.put_i32(key.partition);
+    if let Some(producer) = key.pending_for {
+        out.put_i64(producer.0);
+    }
     out.freeze()
 }
 
 /// Parse [`encode_key`]'s bytes.
 pub fn decode_key(mut buf: Bytes) -> Result<OffsetKey, DecodeError> {
-    if buf.remaining() < 1 || buf.get_u8() != KEY_VERSION {
+    if buf.remaining() < 1 {
         return Err(DecodeError::Record);
     }
+    let tail = match buf.get_u8() {
+        KEY_VERSION => 4,
+        PENDING_KEY_VERSION => 12,
+        _ => return Err(DecodeError::Record),
+    };
     let group = get_str(&mut buf)?;
     let topic = get_str(&mut buf)?;
-    if buf.remaining() != 4 {
+    if buf.remaining() != tail {
         return Err(DecodeError::Record);
     }
     let partition = buf.get_i32();
+    let pending_for = (tail == 12).then(|| ProducerId(buf.get_i64()));
     Ok(OffsetKey {
         group,
         topic,
         partition,
+        pending_for,
     })
 }
 
@@ -181,11 +225,7 @@ mod tests {
 
     fn rec(group: &str, partition: i32, offset: Option<i64>) -> OffsetRecord {
         OffsetRecord {
-            key: OffsetKey {
-                group: group.into(),
-                topic: "t".into(),
-                partition,
-            },
+            key: OffsetKey::committed(group, "t", partition),
             value: offset.map(|offset| CommittedOffset {
                 offset: Offset(offset),
                 leader_epoch: LeaderEpoch(3),
@@ -213,6 +253,20 @@ mod tests {
             back.into_iter().map(|(_, r)| r).collect::<Vec<_>>(),
             records
         );
+    }
+
+    #[test]
+    fn pending_keys_round_trip_and_differ_from_committed_ones() {
+        let pending = OffsetKey::pending("g", "t", 4, ProducerId(77));
+        let back = decode_key(encode_key(&pending)).unwrap();
+        assert_eq!(back, pending);
+        let committed = decode_key(encode_key(&OffsetKey::committed("g", "t", 4))).unwrap();
+        assert_eq!(committed.pending_for, None);
+        assert_ne!(encode_key(&pending), encode_key(&committed));
+        let key = encode_key(&pending);
+        for cut in 0..key.len() {
+            assert!(decode_key(key.slice(..cut)).is_err());
+        }
     }
 
     #[test]

@@ -3,6 +3,7 @@
 
 use bytes::Bytes;
 use rill_protocol::ErrorCode;
+use rill_types::ProducerId;
 
 use super::offsets::CommittedOffset;
 
@@ -191,6 +192,26 @@ pub enum GroupOp {
     Delete,
     /// ListGroups: every group on the receiving shard (the group id is ignored).
     List,
+    /// TxnOffsetCommit (already checked against the transaction): offsets pending in the
+    /// producer's transaction.
+    TxnCommit {
+        /// The transactional producer.
+        producer_id: ProducerId,
+        /// Who commits (generation -1 and no member id: not checked, as Kafka).
+        member: MemberRef,
+        /// (topic, partition, offset) triples.
+        offsets: Vec<(String, i32, CommittedOffset)>,
+    },
+    /// The producer's transaction ended: its pending offsets become committed, or are dropped.
+    TxnEnd {
+        /// The transactional producer.
+        producer_id: ProducerId,
+        /// Commit (true) or abort.
+        commit: bool,
+    },
+    /// Which of these partitions (`None`: any) have offsets pending in an open transaction
+    /// (OffsetFetch with `require_stable`, KIP-447).
+    PendingTxn(Option<Vec<TopicPartitions>>),
 }
 
 /// The answer to a [`GroupOp`] (same variant order).
@@ -216,6 +237,10 @@ pub enum GroupReply {
     Delete(ErrorCode),
     /// ListGroups.
     List(Vec<GroupListing>),
+    /// TxnEnd error code.
+    TxnEnd(ErrorCode),
+    /// PendingTxn: the partitions with pending transactional offsets.
+    PendingTxn(Vec<(String, i32)>),
     /// The coordinator could not be reached (shard gone): this Kafka error for everything.
     Unavailable(ErrorCode),
 }

@@ -19,6 +19,7 @@ use super::ops::{
     SyncResult,
 };
 use rill_protocol::ErrorCode;
+use rill_types::ProducerId;
 
 /// Kafka's `group.min.session.timeout.ms` is 6000; Rill accepts shorter sessions (tests, fast
 /// failure detection on one node) down to this.
@@ -111,6 +112,9 @@ pub struct Group {
     next_join_seq: u64,
     /// Committed offsets by (topic, partition).
     pub offsets: BTreeMap<(String, i32), CommittedOffset>,
+    /// Offsets committed inside open transactions (TxnOffsetCommit), by producer: visible
+    /// (moved to `offsets`) when the transaction commits, dropped when it aborts.
+    pub pending_txn: BTreeMap<ProducerId, BTreeMap<(String, i32), CommittedOffset>>,
 }
 
 /// A join answer sent now.
@@ -135,6 +139,7 @@ impl Group {
             deadline_ms: None,
             next_join_seq: 0,
             offsets: BTreeMap::new(),
+            pending_txn: BTreeMap::new(),
         }
     }
 
@@ -164,6 +169,7 @@ impl Group {
             && self.members.is_empty()
             && self.pending.is_empty()
             && self.offsets.is_empty()
+            && self.pending_txn.is_empty()
     }
 
     /// Member ids (tests, descriptions).

@@ -175,6 +175,7 @@ impl<S: Storage> PartitionLog<S> {
         }
         self.cache.push(meta.base_offset, meta.last_offset, bytes);
         self.positions.appended(meta.last_offset.plus(1));
+        self.refresh_last_stable();
         self.unflushed_messages += (delta + 1) as u64;
         let log_start_offset = self.positions.log_start();
         Ok(AppendInfo {
@@ -368,7 +369,7 @@ impl<S: Storage> PartitionLog<S> {
             return Err(EngineError::from_io(e));
         }
         self.positions.flushed();
-        self.prune_unstable_markers();
+        self.refresh_last_stable();
         self.unflushed_messages = 0;
         self.last_flush_ms = self.clock.now();
         Ok(self.positions.durable())

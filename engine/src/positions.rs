@@ -1,14 +1,16 @@
 //! [`Positions`]: the named offsets of a partition log and the order they always keep.
 //!
 //! ```text
-//!  log_start_offset <= high_watermark <= log_end_offset
-//!                      durable_offset <= log_end_offset
+//!  log_start_offset <= last_stable_offset <= high_watermark <= log_end_offset
+//!                                          durable_offset <= log_end_offset
 //! ```
 //! All are "next offset" positions (exclusive ends), except `log_start_offset`, the first offset
 //! still readable. `durable_offset`: every offset below it survives a crash (fdatasync'ed).
 //! `high_watermark`: consumers may read below it; equal to `durable_offset` under
 //! `FlushPolicy::EveryAppend` (consumers never see what a crash could take back), equal to
 //! `log_end_offset` under an interval policy. Never "committed": Kafka means something else by it.
+//! `last_stable_offset` (LSO): read_committed consumers read below it; the log sets it from its
+//! open transactions after every change (`transactions.rs`); a moving log start drags it along.
 
 use crate::types::Offset;
 
@@ -16,6 +18,7 @@ use crate::types::Offset;
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
 pub struct Positions {
     log_start: Offset,
+    last_stable: Offset,
     high_watermark: Offset,
     durable: Offset,
     log_end: Offset,
@@ -28,6 +31,7 @@ impl Positions {
     pub fn recovered(log_start: Offset, log_end: Offset, hw_follows_durable: bool) -> Self {
         let p = Positions {
             log_start,
+            last_stable: log_end,
             high_watermark: log_end,
             durable: log_end,
             log_end,
@@ -44,6 +48,14 @@ impl Positions {
             "log start above high watermark: {self:?}"
         );
         assert!(
+            self.log_start <= self.last_stable,
+            "log start above last stable offset: {self:?}"
+        );
+        assert!(
+            self.last_stable <= self.high_watermark,
+            "last stable offset above high watermark: {self:?}"
+        );
+        assert!(
             self.high_watermark <= self.log_end,
             "high watermark above log end: {self:?}"
         );
@@ -57,6 +69,17 @@ impl Positions {
     /// First offset still in the log.
     pub fn log_start(&self) -> Offset {
         self.log_start
+    }
+
+    /// Read_committed consumers may read below this.
+    pub fn last_stable(&self) -> Offset {
+        self.last_stable
+    }
+
+    /// The log computed a new last stable offset (within `[log_start, high_watermark]`).
+    pub fn set_last_stable(&mut self, last_stable: Offset) {
+        self.last_stable = last_stable;
+        self.check();
     }
 
     /// Consumers may read below this.
@@ -98,6 +121,7 @@ impl Positions {
     pub fn advance_log_start(&mut self, new_start: Offset) {
         assert!(new_start >= self.log_start, "log start only moves forward");
         self.log_start = new_start;
+        self.last_stable = self.last_stable.max(new_start);
         self.check();
     }
 }
@@ -123,6 +147,21 @@ mod tests {
         let mut p = Positions::recovered(Offset(0), Offset(0), false);
         p.appended(Offset(3));
         assert_eq!((p.high_watermark(), p.durable()), (Offset(3), Offset(0)));
+    }
+
+    #[test]
+    fn the_last_stable_offset_stays_between_log_start_and_hw() {
+        let mut p = Positions::recovered(Offset(0), Offset(10), true);
+        p.set_last_stable(Offset(4));
+        p.advance_log_start(Offset(6));
+        assert_eq!(p.last_stable(), Offset(6), "dragged along by the log start");
+    }
+
+    #[test]
+    #[should_panic(expected = "last stable offset above high watermark")]
+    fn lso_past_hw_is_a_bug() {
+        let mut p = Positions::recovered(Offset(0), Offset(5), true);
+        p.set_last_stable(Offset(6));
     }
 
     #[test]

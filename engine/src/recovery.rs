@@ -139,6 +139,7 @@ impl<S: Storage> PartitionLog<S> {
         }
         log.positions = Positions::recovered(log_start, log_end, hw_follows_durable);
         log.recover_producers(tail).await?;
+        log.refresh_last_stable();
         log.checkpoint_after_recovery().await?;
         let stats = log.recovery_stats;
         if stats.checkpoint_written

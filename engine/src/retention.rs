@@ -51,6 +51,7 @@ impl<S: Storage> PartitionLog<S> {
         self.open_sealed.retain(|&base| base != removed.base);
         if next_base > self.positions.log_start() {
             self.positions.advance_log_start(next_base);
+            self.refresh_last_stable();
         }
         self.read_cache.forget_below(self.read_cache_log, next_base);
         if let Some(file) = removed.file {
@@ -86,6 +87,7 @@ impl<S: Storage> PartitionLog<S> {
         )
         .await?;
         self.positions.advance_log_start(target);
+        self.refresh_last_stable();
         while self.segments.len() > 1 && self.segments[1].base <= target {
             self.delete_oldest_segment().await?;
         }

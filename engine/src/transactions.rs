@@ -19,7 +19,7 @@
 //! Recovery keeps the checkpointed entries below its producer-state replay point and re-derives
 //! the rest from the markers it replays (see `recovery.rs`).
 
-use crate::batch::{meta_of_validated, ValidatedBatch};
+use crate::batch::{meta_of_validated, BatchHeader, ValidatedBatch};
 use crate::control::{encode_marker_batch, TxnMarker};
 use crate::error::EngineError;
 use crate::io::Storage;
@@ -53,6 +53,24 @@ impl<S: Storage> PartitionLog<S> {
 
     /// Read_committed consumers read below this offset (see the module doc).
     pub fn last_stable_offset(&self) -> Offset {
+        let lso = self.positions.last_stable();
+        debug_assert_eq!(
+            lso,
+            self.compute_last_stable(),
+            "refreshed after every change"
+        );
+        lso
+    }
+
+    /// Sets the positions' last stable offset from the open transactions (after every change
+    /// of the high watermark, the log start or the transactions).
+    pub(crate) fn refresh_last_stable(&mut self) {
+        self.prune_unstable_markers();
+        let lso = self.compute_last_stable();
+        self.positions.set_last_stable(lso);
+    }
+
+    fn compute_last_stable(&self) -> Offset {
         let hw = self.positions.high_watermark();
         let open = self.producers.first_open_txn_offset();
         let unstable = self
@@ -77,15 +95,21 @@ impl<S: Storage> PartitionLog<S> {
         self.unstable_markers.retain(|(marker, _)| *marker >= hw);
     }
 
-    /// Whole batches from the one containing `from`, below the last stable offset (what a
-    /// read_committed fetch may return), up to `max_bytes` but at least one batch if any.
+    /// What a read_committed fetch returns: whole batches from the one containing `from`, below
+    /// the last stable offset, up to `max_bytes` (at least one batch if any); and the aborted
+    /// transactions among them (overlapping `[from, end of the last batch)`).
     pub async fn read_committed(
         &mut self,
         from: Offset,
         max_bytes: usize,
-    ) -> Result<ReadBatches, EngineError> {
+    ) -> Result<(ReadBatches, Vec<AbortedTxn>), EngineError> {
         let limit = self.last_stable_offset();
-        self.read_below(from, max_bytes, limit).await
+        let read = self.read_below(from, max_bytes, limit).await?;
+        let aborted = match read.chunks.last().and_then(|c| offset_after(c)) {
+            Some(upper) => self.aborted_transactions(from, upper).await?,
+            None => Vec::new(),
+        };
+        Ok((read, aborted))
     }
 
     /// Whether `producer_id` has an open transaction here.
@@ -195,4 +219,20 @@ impl<S: Storage> PartitionLog<S> {
         small_file::write_atomic(&*self.storage, &self.dir, &name, &bytes).await?;
         Ok(())
     }
+}
+
+/// The offset after the last whole batch of a chunk of batches back to back (headers only:
+/// the read already validated them).
+fn offset_after(chunk: &[u8]) -> Option<Offset> {
+    let mut pos = 0;
+    let mut next = None;
+    while let Some(header) = chunk.get(pos..).and_then(BatchHeader::view) {
+        let total = header.total_bytes()?;
+        if total == 0 || pos + total > chunk.len() {
+            break;
+        }
+        next = Some(header.last().plus(1));
+        pos += total;
+    }
+    next
 }

@@ -57,7 +57,7 @@ fn lso_stops_at_an_open_transaction_until_its_marker_is_durable() {
     assert_eq!(first, Offset(2));
     assert_eq!(log.high_watermark(), Offset(6));
     assert_eq!(log.last_stable_offset(), Offset(2));
-    let committed = block_on(log.read_committed(Offset(0), 1 << 20)).unwrap();
+    let (committed, _) = block_on(log.read_committed(Offset(0), 1 << 20)).unwrap();
     assert_eq!(
         committed.chunks.len(),
         1,
@@ -65,6 +65,7 @@ fn lso_stops_at_an_open_transaction_until_its_marker_is_durable() {
     );
     assert!(block_on(log.read_committed(Offset(2), 1 << 20))
         .unwrap()
+        .0
         .chunks
         .is_empty());
     let marker = end_txn(&mut log, 7, true); // 6
@@ -79,6 +80,7 @@ fn lso_stops_at_an_open_transaction_until_its_marker_is_durable() {
     assert_eq!(
         block_on(log.read_committed(Offset(2), 1 << 20))
             .unwrap()
+            .0
             .chunks
             .len(),
         3
@@ -100,6 +102,13 @@ fn aborts_are_reported_for_overlapping_reads_only() {
     end_txn(&mut log, 2, false); // 5
     flush(&mut log);
     assert_eq!(aborted(&mut log, 0, 6), vec![(1, 0, 3), (2, 2, 5)]);
+    let (read, with_read) = block_on(log.read_committed(Offset(4), 1)).unwrap();
+    assert_eq!(read.chunks.len(), 1, "one batch: offset 4");
+    let pairs: Vec<_> = with_read
+        .iter()
+        .map(|a| (a.producer_id, a.last_offset.0))
+        .collect();
+    assert_eq!(pairs, vec![(2, 5)], "only what overlaps [4, 5)");
     assert_eq!(aborted(&mut log, 4, 6), vec![(2, 2, 5)]);
     assert_eq!(
         aborted(&mut log, 0, 2),

@@ -23,11 +23,18 @@
 //! | DeleteTopics (20)        |   1..=6    | codec minimum 1                                                    |
 //! | InitProducerId (22)      |   0..=4    | v0 = librdkafka idempotence check and aiokafka's only version      |
 //! | OffsetForLeaderEpoch (23)|   2..=4    | codec minimum 2 (librdkafka 2.0.2 sends v2)                        |
+//! | AddPartitionsToTxn (24)  |   0..=5    | clients send 0-3 (librdkafka 0, kafkajs 0-1, kafka-python 3); 4-5 are the brokers' batched / verify-only form (KIP-890) |
+//! | AddOffsetsToTxn (25)     |   0..=4    | librdkafka and aiokafka 0, kafkajs 1, kafka-python 3               |
+//! | EndTxn (26)              |   0..=4    | v5 bumps the epoch per transaction (KIP-890 part 2): not offered   |
+//! | TxnOffsetCommit (28)     |   0..=4    | librdkafka 3 (KIP-447 member fields); v5 is KIP-890 part 2         |
 //! | DescribeConfigs (32)     |   1..=4    | codec minimum 1                                                    |
 //! | CreatePartitions (37)    |   0..=3    |                                                                    |
 //! | DeleteGroups (42)        |   0..=2    |                                                                    |
 //! | OffsetDelete (47)        |   0..=0    |                                                                    |
 //! | DescribeCluster (60)     |   0..=1    | v2 only adds fenced-broker listing                                 |
+//! | DescribeProducers (61)   |   0..=0    |                                                                    |
+//! | DescribeTransactions (65)|   0..=0    |                                                                    |
+//! | ListTransactions (66)    |   0..=1    | v1 adds the duration filter; v2's id pattern is not offered        |
 //!
 //! The server decides which of these it implements and answers ApiVersions with
 //! [`api_versions_response_for`], passing that set; the ranges stay here.
@@ -91,11 +98,18 @@ pub const ENTRIES: &[ApiEntry] = &[
     ApiEntry::new(ApiKey::DeleteTopics, 1, 6),
     ApiEntry::new(ApiKey::InitProducerId, 0, 4),
     ApiEntry::new(ApiKey::OffsetForLeaderEpoch, 2, 4),
+    ApiEntry::new(ApiKey::AddPartitionsToTxn, 0, 5),
+    ApiEntry::new(ApiKey::AddOffsetsToTxn, 0, 4),
+    ApiEntry::new(ApiKey::EndTxn, 0, 4),
+    ApiEntry::new(ApiKey::TxnOffsetCommit, 0, 4),
     ApiEntry::new(ApiKey::DescribeConfigs, 1, 4),
     ApiEntry::new(ApiKey::CreatePartitions, 0, 3),
     ApiEntry::new(ApiKey::DeleteGroups, 0, 2),
     ApiEntry::new(ApiKey::OffsetDelete, 0, 0),
     ApiEntry::new(ApiKey::DescribeCluster, 0, 1),
+    ApiEntry::new(ApiKey::DescribeProducers, 0, 0),
+    ApiEntry::new(ApiKey::DescribeTransactions, 0, 0),
+    ApiEntry::new(ApiKey::ListTransactions, 0, 1),
 ];
 
 /// All registry entries (for listing, docs and tests).

@@ -191,6 +191,31 @@ const REQUEST_SPECS: &[(ApiKey, &str)] = &[
         ApiKey::DescribeCluster,
         include_str!("../specs/DescribeClusterRequest.json"),
     ),
+    (
+        ApiKey::AddPartitionsToTxn,
+        include_str!("../specs/AddPartitionsToTxnRequest.json"),
+    ),
+    (
+        ApiKey::AddOffsetsToTxn,
+        include_str!("../specs/AddOffsetsToTxnRequest.json"),
+    ),
+    (ApiKey::EndTxn, include_str!("../specs/EndTxnRequest.json")),
+    (
+        ApiKey::TxnOffsetCommit,
+        include_str!("../specs/TxnOffsetCommitRequest.json"),
+    ),
+    (
+        ApiKey::DescribeProducers,
+        include_str!("../specs/DescribeProducersRequest.json"),
+    ),
+    (
+        ApiKey::DescribeTransactions,
+        include_str!("../specs/DescribeTransactionsRequest.json"),
+    ),
+    (
+        ApiKey::ListTransactions,
+        include_str!("../specs/ListTransactionsRequest.json"),
+    ),
 ];
 
 /// The pinned request-header spec.

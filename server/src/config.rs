@@ -147,6 +147,8 @@ pub struct BrokerConfig {
     pub cluster: Option<ClusterConfig>,
     /// Cluster properties as given, resolved into `cluster` once file and flags are read.
     pub cluster_settings: ClusterSettings,
+    /// Transaction coordinator settings (`transaction.*`, `transactional.id.expiration.ms`).
+    pub txn: crate::txn::TxnConfig,
 }
 
 /// The admin HTTP listener (metrics, health, status) and its label cardinality bounds.
@@ -230,6 +232,7 @@ impl BrokerConfig {
             admin: AdminSettings::default(),
             cluster: None,
             cluster_settings: ClusterSettings::default(),
+            txn: crate::txn::TxnConfig::default(),
         }
     }
 
@@ -314,6 +317,9 @@ impl BrokerConfig {
                 self.broker_partitions_max = Some(parse_at_least_one(key, v)?)
             }
             "rill.partition.idle.ms" => self.partition_idle_ms = parse_at_least_one(key, v)?,
+            _ if key.starts_with("transaction") => {
+                return apply_txn_property(&mut self.txn, key, v)
+            }
             _ if self.cluster_settings.apply_property(key, v)? => {}
             _ => match self.admin.apply_property(key, v)? {
                 Applied::Unknown => return self.log.apply_property(key, v),
@@ -419,6 +425,28 @@ impl LogDefaults {
         }
         Ok(Applied::Yes)
     }
+}
+
+/// Kafka's transaction coordinator settings.
+fn apply_txn_property(
+    txn: &mut crate::txn::TxnConfig,
+    key: &str,
+    v: &str,
+) -> Result<Applied, ConfigError> {
+    match key {
+        "transaction.max.timeout.ms" => txn.max_timeout_ms = parse_positive_i32(key, v)?,
+        "transactional.id.expiration.ms" => {
+            txn.id_expiration_ms = i64::from(parse_positive_i32(key, v)?)
+        }
+        "transaction.abort.timed.out.transaction.cleanup.interval.ms" => {
+            txn.abort_check_interval_ms = parse_at_least_one(key, v)?
+        }
+        "transaction.remove.expired.transaction.cleanup.interval.ms" => {
+            txn.expiration_check_interval_ms = parse_at_least_one(key, v)?
+        }
+        _ => return Ok(Applied::Unknown),
+    }
+    Ok(Applied::Yes)
 }
 
 fn hours_to_ms(hours: u64) -> u64 {
@@ -615,12 +643,16 @@ mod tests {
             "# kafka style\nnum.partitions=3\nlog.segment.bytes = 1048576\n\
              log.retention.ms=-1\nlog.flush.interval.messages=100\n\
              auto.create.topics.enable=false\nsome.unknown.key=1\n\
-             listeners=PLAINTEXT://127.0.0.1:9999\nrill.read.cache.bytes=1000\n",
+             listeners=PLAINTEXT://127.0.0.1:9999\nrill.read.cache.bytes=1000\n\
+             transaction.max.timeout.ms=60000\n\
+             transaction.abort.timed.out.transaction.cleanup.interval.ms=200\n",
         )
         .unwrap();
         let p = path.to_str().unwrap();
         let c = BrokerConfig::resolve(&cli(&["--config", p])).unwrap();
         assert_eq!(c.default_partitions, 3);
+        assert_eq!(c.txn.max_timeout_ms, 60_000);
+        assert_eq!(c.txn.abort_check_interval_ms, 200);
         assert_eq!(c.read_cache_bytes, 1000);
         assert_eq!(c.log.segment_bytes_max, 1 << 20);
         assert_eq!(c.log.retention_ms, None);

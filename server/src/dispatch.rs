@@ -121,11 +121,43 @@ pub async fn handle<B: Broker>(
             ResponseKind::OffsetForLeaderEpoch(offset_for_leader_epoch::handle(broker, &r).await)
         }
         RequestKind::InitProducerId(r) => {
-            ResponseKind::InitProducerId(init_producer_id::handle(broker, &r))
+            ResponseKind::InitProducerId(init_producer_id::handle(broker, version, &r).await)
         }
-        other => handle_group(broker, version, client_id, other).await,
+        other => handle_group_or_txn(broker, version, client_id, other).await,
     };
     Answer::Body(response)
+}
+
+/// Transaction APIs (issue 15), then the consumer-group ones.
+async fn handle_group_or_txn<B: Broker>(
+    broker: &B,
+    version: i16,
+    client_id: &str,
+    body: RequestKind,
+) -> ResponseKind {
+    use handler::*;
+    match body {
+        RequestKind::AddPartitionsToTxn(r) => ResponseKind::AddPartitionsToTxn(
+            add_partitions_to_txn::handle(broker, version, &r).await,
+        ),
+        RequestKind::AddOffsetsToTxn(r) => {
+            ResponseKind::AddOffsetsToTxn(add_offsets_to_txn::handle(broker, version, &r).await)
+        }
+        RequestKind::EndTxn(r) => ResponseKind::EndTxn(end_txn::handle(broker, version, &r).await),
+        RequestKind::TxnOffsetCommit(r) => {
+            ResponseKind::TxnOffsetCommit(txn_offset_commit::handle(broker, version, &r).await)
+        }
+        RequestKind::DescribeProducers(r) => {
+            ResponseKind::DescribeProducers(describe_producers::handle(broker, &r).await)
+        }
+        RequestKind::DescribeTransactions(r) => {
+            ResponseKind::DescribeTransactions(describe_transactions::handle(broker, &r).await)
+        }
+        RequestKind::ListTransactions(r) => {
+            ResponseKind::ListTransactions(list_transactions::handle(broker, version, &r).await)
+        }
+        other => handle_group(broker, version, client_id, other).await,
+    }
 }
 
 /// Consumer-group APIs (issue 5).
@@ -364,14 +396,73 @@ mod every_version_encodes {
                 b, &req,
             )))
         });
-        assert_encodes(ApiKey::InitProducerId, |b, _| {
+        assert_encodes(ApiKey::InitProducerId, |b, v| {
             let req = InitProducerIdRequest::default()
                 .with_transactional_id(None)
                 .with_producer_id(ProducerId(-1));
-            ResponseKind::InitProducerId(handler::init_producer_id::handle(b, &req))
+            ResponseKind::InitProducerId(block_on(handler::init_producer_id::handle(b, v, &req)))
         });
         assert_encodes(ApiKey::ApiVersions, |_, v| {
             ResponseKind::ApiVersions(handler::api_versions::handle(v))
+        });
+    }
+
+    #[test]
+    fn transaction_apis() {
+        let tid = || TransactionalId(handler::str_bytes("tx"));
+        assert_encodes(ApiKey::AddPartitionsToTxn, |b, v| {
+            let t = add_partitions_to_txn_request::AddPartitionsToTxnTopic::default()
+                .with_name(topic_name("t"))
+                .with_partitions(vec![0]);
+            let req = if v >= 4 {
+                let txn = add_partitions_to_txn_request::AddPartitionsToTxnTransaction::default()
+                    .with_transactional_id(tid())
+                    .with_verify_only(true)
+                    .with_topics(vec![t]);
+                AddPartitionsToTxnRequest::default().with_transactions(vec![txn])
+            } else {
+                AddPartitionsToTxnRequest::default()
+                    .with_v3_and_below_transactional_id(tid())
+                    .with_v3_and_below_topics(vec![t])
+            };
+            ResponseKind::AddPartitionsToTxn(block_on(handler::add_partitions_to_txn::handle(
+                b, v, &req,
+            )))
+        });
+        assert_encodes(ApiKey::AddOffsetsToTxn, |b, v| {
+            let req = AddOffsetsToTxnRequest::default().with_transactional_id(tid());
+            ResponseKind::AddOffsetsToTxn(block_on(handler::add_offsets_to_txn::handle(b, v, &req)))
+        });
+        assert_encodes(ApiKey::EndTxn, |b, v| {
+            let req = EndTxnRequest::default().with_transactional_id(tid());
+            ResponseKind::EndTxn(block_on(handler::end_txn::handle(b, v, &req)))
+        });
+        assert_encodes(ApiKey::TxnOffsetCommit, |b, v| {
+            let p = txn_offset_commit_request::TxnOffsetCommitRequestPartition::default();
+            let t = txn_offset_commit_request::TxnOffsetCommitRequestTopic::default()
+                .with_name(topic_name("t"))
+                .with_partitions(vec![p]);
+            let req = TxnOffsetCommitRequest::default()
+                .with_transactional_id(tid())
+                .with_topics(vec![t]);
+            ResponseKind::TxnOffsetCommit(block_on(handler::txn_offset_commit::handle(b, v, &req)))
+        });
+        assert_encodes(ApiKey::DescribeTransactions, |b, _| {
+            let req = DescribeTransactionsRequest::default().with_transactional_ids(vec![tid()]);
+            ResponseKind::DescribeTransactions(block_on(handler::describe_transactions::handle(
+                b, &req,
+            )))
+        });
+        assert_encodes(ApiKey::ListTransactions, |b, v| {
+            let req = ListTransactionsRequest::default().with_duration_filter(-1);
+            ResponseKind::ListTransactions(block_on(handler::list_transactions::handle(b, v, &req)))
+        });
+        assert_encodes(ApiKey::DescribeProducers, |b, _| {
+            let t = describe_producers_request::TopicRequest::default()
+                .with_name(topic_name("t"))
+                .with_partition_indexes(vec![0, 9]);
+            let req = DescribeProducersRequest::default().with_topics(vec![t]);
+            ResponseKind::DescribeProducers(block_on(handler::describe_producers::handle(b, &req)))
         });
     }
 }

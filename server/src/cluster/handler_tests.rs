@@ -60,6 +60,19 @@ impl Broker for ClusterFake {
     fn cluster(&self) -> Option<&ClusterView> {
         Some(&self.view)
     }
+    async fn txn(
+        &self,
+        transactional_id: &str,
+        op: crate::txn::ops::TxnOp,
+    ) -> crate::txn::ops::TxnReply {
+        self.fake.txn(transactional_id, op).await
+    }
+    async fn list_txns(
+        &self,
+        filter: crate::txn::ops::TxnListFilter,
+    ) -> Vec<crate::txn::ops::TxnListing> {
+        self.fake.list_txns(filter).await
+    }
 }
 
 fn register(node: i32) -> MetadataRecord {

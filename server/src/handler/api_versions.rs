@@ -35,6 +35,13 @@ pub fn implemented(api_key: ApiKey) -> bool {
             | ApiKey::ListGroups
             | ApiKey::DescribeGroups
             | ApiKey::DeleteGroups
+            | ApiKey::AddPartitionsToTxn
+            | ApiKey::AddOffsetsToTxn
+            | ApiKey::EndTxn
+            | ApiKey::TxnOffsetCommit
+            | ApiKey::DescribeProducers
+            | ApiKey::DescribeTransactions
+            | ApiKey::ListTransactions
     )
 }
 

@@ -19,6 +19,9 @@ use crate::group::ops::GroupListing;
 use crate::group::{GroupOp, GroupReply};
 use crate::partition::ops::{PartitionOp, PartitionReply};
 use crate::topics::TopicRegistry;
+use crate::txn::coordinator::TxnCoordinator;
+use crate::txn::log::MemTxnJournal;
+use crate::txn::ops::{TxnListFilter, TxnListing, TxnOp, TxnReply};
 use rill_engine::Positions;
 use rill_types::batch::RecordBatchHeader;
 use rill_types::{Offset, TimestampMs};
@@ -47,6 +50,8 @@ pub struct FakeBroker {
     /// The virtual clock: `clock_origin` plus the time slept so far.
     clock_origin: Instant,
     slept: Cell<Duration>,
+    /// Transaction coordinator over an in-memory journal (one shard owns every id).
+    pub txns: TxnCoordinator<MemTxnJournal>,
 }
 
 impl Default for FakeBroker {
@@ -79,6 +84,12 @@ impl FakeBroker {
             ),
             clock_origin: Instant::now(),
             slept: Cell::new(Duration::ZERO),
+            txns: TxnCoordinator::new(
+                MemTxnJournal::default(),
+                std::rc::Rc::new(rill_engine::io::SystemClock),
+                config_txn(),
+                Vec::new(),
+            ),
         }
     }
 
@@ -162,7 +173,11 @@ impl Broker for FakeBroker {
                             .collect()
                     })
                     .unwrap_or_default();
-                PartitionReply::Read { positions, chunks }
+                PartitionReply::Read {
+                    positions,
+                    chunks,
+                    aborted: Vec::new(),
+                }
             }
             PartitionOp::Offsets => PartitionReply::Offsets(positions),
             PartitionOp::OffsetForTimestamp { timestamp } => {
@@ -180,6 +195,13 @@ impl Broker for FakeBroker {
                 PartitionReply::Waited
             }
             PartitionOp::Release => PartitionReply::Released,
+            PartitionOp::WriteTxnMarker(marker) => {
+                let now = TimestampMs(0);
+                let bytes = rill_engine::control::encode_marker_batch(&marker, now);
+                self.append(topic, partition, Bytes::from(bytes));
+                PartitionReply::MarkerWritten
+            }
+            PartitionOp::DescribeProducers => PartitionReply::Producers(Vec::new()),
             PartitionOp::Delete => {
                 self.logs
                     .borrow_mut()
@@ -204,4 +226,17 @@ impl Broker for FakeBroker {
     async fn list_groups(&self) -> Vec<GroupListing> {
         self.groups.list()
     }
+
+    async fn txn(&self, transactional_id: &str, op: TxnOp) -> TxnReply {
+        self.txns.handle(transactional_id, op, self).await
+    }
+
+    async fn list_txns(&self, filter: TxnListFilter) -> Vec<TxnListing> {
+        self.txns.list(&filter)
+    }
+}
+
+/// The fake's transaction settings: Kafka's defaults.
+fn config_txn() -> crate::txn::TxnConfig {
+    crate::txn::TxnConfig::default()
 }

@@ -1,9 +1,12 @@
 //! Fetch (1): read many partitions at once on their owning shards; long-poll until `min_bytes`
 //! are available or `max_wait_ms` passes, woken by appends.
 //!
-//! One node and no transactions: `last_stable_offset` is the high watermark under both
-//! isolation levels and the aborted-transactions list is empty (protocol-notes trap 11).
-//! Fetch sessions are not kept: `session_id` 0 tells clients to send full requests.
+//! Isolation (v4+): read_uncommitted reads below the high watermark; read_committed below the
+//! last stable offset, and gets the aborted transactions among the records it is sent (the
+//! client drops their records). Every response carries the partition's last stable offset.
+//! Long polls wait for the high watermark or, read_committed, the last stable offset to pass
+//! the fetch position. Fetch sessions are not kept: `session_id` 0 tells clients to send full
+//! requests.
 //!
 //! Byte budgets (KIP-74): each partition reads up to its `partition_max_bytes`; the response
 //! keeps partitions in request order while the total stays within `max_bytes`, but the first
@@ -17,15 +20,15 @@ use std::time::Duration;
 use bytes::Bytes;
 use futures::future::{join_all, select, select_all, Either};
 use rill_protocol::kafka_protocol::messages::fetch_response::{
-    FetchableTopicResponse, PartitionData,
+    AbortedTransaction, FetchableTopicResponse, PartitionData,
 };
 use rill_protocol::kafka_protocol::messages::{FetchRequest, FetchResponse};
 use rill_protocol::ErrorCode;
 use uuid::Uuid;
 
 use super::Broker;
-use crate::partition::ops::{PartitionOp, PartitionReply};
-use rill_engine::Positions;
+use crate::partition::ops::{Isolation, PartitionOp, PartitionReply};
+use rill_engine::{AbortedTxn, Positions};
 use rill_types::Offset;
 
 /// Upper bound on how long one fetch may park (clients send ~500 ms; a lying value is capped).
@@ -39,6 +42,8 @@ struct Want {
     partition: i32,
     fetch_offset: Offset,
     max_bytes: usize,
+    /// The request's isolation level.
+    isolation: Isolation,
     /// Set when the topic is unknown: answered without touching a shard.
     error: Option<ErrorCode>,
 }
@@ -49,6 +54,8 @@ struct Got {
     /// `None` when the partition could not be asked (unknown): -1s on the wire.
     positions: Option<Positions>,
     chunks: Vec<Bytes>,
+    /// read_committed: the aborted transactions among the chunks.
+    aborted: Vec<AbortedTxn>,
 }
 
 /// Answer Fetch: the response without record bytes, plus each partition's record chunks in
@@ -110,6 +117,7 @@ fn resolve<B: Broker>(broker: &B, version: i16, request: &FetchRequest) -> Vec<W
                 partition: p.partition,
                 fetch_offset: Offset(p.fetch_offset),
                 max_bytes: p.partition_max_bytes.max(0) as usize,
+                isolation: Isolation::from_wire(request.isolation_level),
                 error: error.or((!in_range).then_some(ErrorCode::UnknownTopicOrPartition)),
             });
         }
@@ -127,17 +135,24 @@ async fn read_one<B: Broker>(broker: &B, want: &Want) -> Got {
             error: code,
             positions: None,
             chunks: Vec::new(),
+            aborted: Vec::new(),
         };
     }
     let op = PartitionOp::Read {
         from: want.fetch_offset,
         max_bytes: want.max_bytes,
+        isolation: want.isolation,
     };
     match broker.partition(&want.topic, want.partition, op).await {
-        PartitionReply::Read { positions, chunks } => Got {
+        PartitionReply::Read {
+            positions,
+            chunks,
+            aborted,
+        } => Got {
             error: ErrorCode::None,
             positions: Some(positions),
             chunks,
+            aborted,
         },
         other => {
             // OFFSET_OUT_OF_RANGE still reports positions so the client can reset; fetch them.
@@ -152,6 +167,7 @@ async fn read_one<B: Broker>(broker: &B, want: &Want) -> Got {
                 error: other.error_code(),
                 positions,
                 chunks: Vec::new(),
+                aborted: Vec::new(),
             }
         }
     }
@@ -161,7 +177,8 @@ fn bytes_of(chunks: &[Bytes]) -> usize {
     chunks.iter().map(Bytes::len).sum()
 }
 
-/// Park until any partition's high watermark passes its fetch position, or `wait` elapses.
+/// Park until any partition's visible end (high watermark, read_committed: last stable
+/// offset) passes its fetch position, or `wait` elapses.
 async fn wait_for_any<B: Broker>(broker: &B, wants: &[Want], gots: &[Got], wait: Duration) {
     let wait_ms = wait.as_millis() as u64;
     let waits: Vec<_> = wants
@@ -169,13 +186,12 @@ async fn wait_for_any<B: Broker>(broker: &B, wants: &[Want], gots: &[Got], wait:
         .zip(gots)
         .filter(|(w, g)| w.error.is_none() && g.error.is_ok())
         .map(|(w, _)| {
-            // Data is there once the high watermark passes the consumer's position.
-            let from = w.fetch_offset;
-            Box::pin(broker.partition(
-                &w.topic,
-                w.partition,
-                PartitionOp::WaitForData { from, wait_ms },
-            ))
+            let op = PartitionOp::WaitForData {
+                from: w.fetch_offset,
+                wait_ms,
+                isolation: w.isolation,
+            };
+            Box::pin(broker.partition(&w.topic, w.partition, op))
         })
         .collect();
     if waits.is_empty() {
@@ -209,6 +225,9 @@ fn response(
         first_data_sent |= size > 0;
         used += size;
         let mut partition = partition_data(want.partition, got.error, got.positions);
+        if want.isolation == Isolation::ReadCommitted && !chunks.is_empty() {
+            partition.aborted_transactions = Some(aborted_list(&got.aborted));
+        }
         records.push(chunks);
         if version < 5 {
             partition.log_start_offset = -1; // not in the schema before v5
@@ -237,15 +256,30 @@ fn response(
     (response, records)
 }
 
+/// The wire form of aborted transactions (producer id, first offset).
+fn aborted_list(aborted: &[AbortedTxn]) -> Vec<AbortedTransaction> {
+    aborted
+        .iter()
+        .map(|a| {
+            AbortedTransaction::default()
+                .with_producer_id(rill_protocol::kafka_protocol::messages::ProducerId(
+                    a.producer_id,
+                ))
+                .with_first_offset(a.first_offset.0)
+        })
+        .collect()
+}
+
 fn partition_data(index: i32, error: ErrorCode, positions: Option<Positions>) -> PartitionData {
     // Unknown positions are -1 on the wire.
     let high_watermark = positions.map_or(-1, |p| p.high_watermark().0);
+    let last_stable_offset = positions.map_or(-1, |p| p.last_stable().0);
     let log_start_offset = positions.map_or(-1, |p| p.log_start().0);
     PartitionData::default()
         .with_partition_index(index)
         .with_error_code(error.code())
         .with_high_watermark(high_watermark)
-        .with_last_stable_offset(high_watermark)
+        .with_last_stable_offset(last_stable_offset)
         .with_log_start_offset(log_start_offset)
         .with_aborted_transactions(Some(Vec::new()))
         .with_preferred_read_replica(rill_protocol::kafka_protocol::messages::BrokerId(-1))

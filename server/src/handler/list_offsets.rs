@@ -1,8 +1,8 @@
 //! ListOffsets (2): earliest (-2), latest (-1), by timestamp (>= 0), max timestamp (-3, not
 //! tracked: answered "not found").
 //!
-//! "Latest" is the high watermark under both isolation levels (no transactions: the last stable
-//! offset equals it).
+//! Isolation (v2+): read_uncommitted sees up to the high watermark, read_committed up to the
+//! last stable offset ("latest" is then the LSO; a timestamp found at or past it is not found).
 
 use futures::future::join_all;
 use rill_protocol::kafka_protocol::messages::list_offsets_response::{
@@ -13,7 +13,7 @@ use rill_protocol::ErrorCode;
 use rill_types::{Offset, TimestampMs};
 
 use super::{topic_name, Broker};
-use crate::partition::ops::{PartitionOp, PartitionReply};
+use crate::partition::ops::{Isolation, PartitionOp, PartitionReply};
 
 /// Kafka's special timestamps.
 const EARLIEST: i64 = -2;
@@ -25,6 +25,11 @@ pub async fn handle<B: Broker>(
     version: i16,
     request: &ListOffsetsRequest,
 ) -> ListOffsetsResponse {
+    let isolation = if version >= 2 {
+        Isolation::from_wire(request.isolation_level)
+    } else {
+        Isolation::ReadUncommitted
+    };
     let topics = request.topics.iter().map(|topic| async move {
         let name = topic.name.0.as_str();
         let meta = broker.topics().get(name);
@@ -39,7 +44,8 @@ pub async fn handle<B: Broker>(
                     return not_found(base)
                         .with_error_code(ErrorCode::UnknownTopicOrPartition.code());
                 }
-                let mut answer = lookup(broker, name, p.partition_index, p.timestamp, base).await;
+                let at = (p.partition_index, p.timestamp);
+                let mut answer = lookup(broker, name, at, isolation, base).await;
                 if version < 4 {
                     answer.leader_epoch = -1; // not in the schema before v4
                 }
@@ -56,10 +62,14 @@ pub async fn handle<B: Broker>(
 async fn lookup<B: Broker>(
     broker: &B,
     topic: &str,
-    partition: i32,
-    timestamp: i64,
+    (partition, timestamp): (i32, i64),
+    isolation: Isolation,
     base: ListOffsetsPartitionResponse,
 ) -> ListOffsetsPartitionResponse {
+    let visible_end = |p: &rill_engine::Positions| match isolation {
+        Isolation::ReadUncommitted => p.high_watermark(),
+        Isolation::ReadCommitted => p.last_stable(),
+    };
     let op = if timestamp >= 0 {
         PartitionOp::OffsetForTimestamp {
             timestamp: TimestampMs(timestamp),
@@ -70,10 +80,14 @@ async fn lookup<B: Broker>(
     let base = base.with_leader_epoch(broker.leader_epoch(topic, partition).0);
     match (broker.partition(topic, partition, op).await, timestamp) {
         (PartitionReply::Offsets(p), EARLIEST) => found(base, p.log_start(), TimestampMs::NONE),
-        (PartitionReply::Offsets(p), LATEST) => found(base, p.high_watermark(), TimestampMs::NONE),
+        (PartitionReply::Offsets(p), LATEST) => found(base, visible_end(&p), TimestampMs::NONE),
         (PartitionReply::Offsets(_), _) => not_found(base),
-        (PartitionReply::OffsetForTimestamp(Some((offset, ts)), _), _) => found(base, offset, ts),
-        (PartitionReply::OffsetForTimestamp(None, _), _) => not_found(base),
+        (PartitionReply::OffsetForTimestamp(Some((offset, ts)), p), _)
+            if offset < visible_end(&p) =>
+        {
+            found(base, offset, ts)
+        }
+        (PartitionReply::OffsetForTimestamp(_, _), _) => not_found(base),
         (other, _) => not_found(base).with_error_code(other.error_code().code()),
     }
 }

@@ -18,7 +18,10 @@ use crate::group::ops::GroupListing;
 use crate::group::{GroupOp, GroupReply};
 use crate::partition::ops::{PartitionOp, PartitionReply};
 use crate::topics::{TopicError, TopicMeta, TopicRegistry};
+use crate::txn::ops::{TxnListFilter, TxnListing, TxnOp, TxnReply};
 
+pub mod add_offsets_to_txn;
+pub mod add_partitions_to_txn;
 pub mod api_versions;
 pub mod create_partitions;
 pub mod create_topics;
@@ -27,6 +30,9 @@ pub mod delete_topics;
 pub mod describe_cluster;
 pub mod describe_configs;
 pub mod describe_groups;
+pub mod describe_producers;
+pub mod describe_transactions;
+pub mod end_txn;
 pub mod fetch;
 pub mod find_coordinator;
 pub mod heartbeat;
@@ -35,13 +41,16 @@ pub mod join_group;
 pub mod leave_group;
 pub mod list_groups;
 pub mod list_offsets;
+pub mod list_transactions;
 pub mod metadata;
 pub mod offset_commit;
 pub mod offset_delete;
 pub mod offset_fetch;
 pub mod offset_for_leader_epoch;
 pub mod produce;
+pub mod produce_txn;
 pub mod sync_group;
+pub mod txn_offset_commit;
 
 /// The in-memory broker: handler unit tests, and the request-path fuzz targets (server/fuzz).
 #[cfg(any(test, feature = "fuzzing"))]
@@ -75,6 +84,10 @@ pub trait Broker {
             .and_then(|c| c.leader_epoch(topic, partition))
             .unwrap_or(LEADER_EPOCH)
     }
+    /// Run a transaction operation on the shard that coordinates `transactional_id`.
+    async fn txn(&self, transactional_id: &str, op: TxnOp) -> TxnReply;
+    /// Every transactional id on every shard that passes `filter` (ListTransactions).
+    async fn list_txns(&self, filter: TxnListFilter) -> Vec<TxnListing>;
 }
 
 /// The leader epoch Rill reports for every partition: one node, never a leader change. A real

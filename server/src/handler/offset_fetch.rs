@@ -1,5 +1,8 @@
 //! OffsetFetch (9): a group's committed positions (all of them when `topics` is null);
 //! v8+ asks for several groups in one request, each answered by its own coordinator shard.
+//! v7+ `require_stable` (KIP-447): a partition with offsets pending in an open transaction is
+//! answered UNSTABLE_OFFSET_COMMIT (the consumer retries) instead of the offset that
+//! transaction is about to replace.
 
 use rill_protocol::kafka_protocol::messages::offset_fetch_response::{
     OffsetFetchResponseGroup, OffsetFetchResponsePartition, OffsetFetchResponsePartitions,
@@ -13,8 +16,13 @@ use crate::group::offsets::CommittedOffset;
 use crate::group::ops::TopicPartitions;
 use crate::group::{GroupOp, GroupReply};
 
-/// One group's answer: error, then (topic, partition, committed).
-type Fetched = (ErrorCode, Vec<(String, i32, Option<CommittedOffset>)>);
+/// One group's answer: error, then (topic, partition, committed), then the partitions that are
+/// unstable (offsets pending in a transaction) when the request requires stable offsets.
+type Fetched = (
+    ErrorCode,
+    Vec<(String, i32, Option<CommittedOffset>)>,
+    Vec<(String, i32)>,
+);
 
 /// Answer OffsetFetch.
 pub async fn handle<B: Broker>(
@@ -30,8 +38,8 @@ pub async fn handle<B: Broker>(
                     .map(|t| (t.name.0.to_string(), t.partition_indexes.clone()))
                     .collect()
             });
-            let (error, found) = fetch(broker, &g.group_id.0, topics).await;
-            groups.push(group_v8(g.group_id.clone(), error, found));
+            let fetched = fetch(broker, &g.group_id.0, topics, req.require_stable).await;
+            groups.push(group_v8(g.group_id.clone(), fetched));
         }
         return OffsetFetchResponse::default().with_groups(groups);
     }
@@ -40,18 +48,21 @@ pub async fn handle<B: Broker>(
             .map(|t| (t.name.0.to_string(), t.partition_indexes.clone()))
             .collect()
     });
-    let (error, found) = fetch(broker, &req.group_id.0, topics).await;
+    let require_stable = version >= 7 && req.require_stable;
+    let (error, found, unstable) = fetch(broker, &req.group_id.0, topics, require_stable).await;
     let mut out: Vec<OffsetFetchResponseTopic> = Vec::new();
     for (topic, partition, value) in found {
         if out.last().is_none_or(|t| t.name.0.as_str() != topic) {
             out.push(OffsetFetchResponseTopic::default().with_name(topic_name(&topic)));
         }
-        let (offset, epoch, metadata) = fields(value);
+        let pending = unstable.iter().any(|(t, p)| *t == topic && *p == partition);
+        let (offset, epoch, metadata) = fields(if pending { None } else { value });
         let p = OffsetFetchResponsePartition::default()
             .with_partition_index(partition)
             .with_committed_offset(offset)
             .with_committed_leader_epoch(if version >= 5 { epoch } else { -1 })
-            .with_metadata(Some(str_bytes(&metadata)));
+            .with_metadata(Some(str_bytes(&metadata)))
+            .with_error_code(unstable_code(pending));
         out.last_mut().expect("pushed").partitions.push(p);
     }
     OffsetFetchResponse::default()
@@ -59,15 +70,40 @@ pub async fn handle<B: Broker>(
         .with_error_code(if version >= 2 { error.code() } else { 0 })
 }
 
+/// A group's committed offsets; with `require_stable`, first the partitions with offsets
+/// pending in a transaction (asked first: a transaction that commits in between then only
+/// makes the answer more conservative, never stale).
 async fn fetch<B: Broker>(
     broker: &B,
     group_id: &str,
     topics: Option<Vec<TopicPartitions>>,
+    require_stable: bool,
 ) -> Fetched {
+    let unstable = if require_stable {
+        match broker
+            .group(group_id, GroupOp::PendingTxn(topics.clone()))
+            .await
+        {
+            GroupReply::PendingTxn(pending) => pending,
+            GroupReply::Unavailable(code) => return (code, Vec::new(), Vec::new()),
+            other => unreachable!("pending answered with {other:?}"),
+        }
+    } else {
+        Vec::new()
+    };
     match broker.group(group_id, GroupOp::Fetch(topics)).await {
-        GroupReply::Fetch(error, found) => (error, found),
-        GroupReply::Unavailable(code) => (code, Vec::new()),
+        GroupReply::Fetch(error, found) => (error, found, unstable),
+        GroupReply::Unavailable(code) => (code, Vec::new(), Vec::new()),
         other => unreachable!("fetch answered with {other:?}"),
+    }
+}
+
+/// A partition's error: UNSTABLE_OFFSET_COMMIT while offsets are pending in a transaction.
+fn unstable_code(pending: bool) -> i16 {
+    if pending {
+        ErrorCode::UnstableOffsetCommit.code()
+    } else {
+        ErrorCode::None.code()
     }
 }
 
@@ -79,22 +115,20 @@ fn fields(value: Option<CommittedOffset>) -> (i64, i32, String) {
     }
 }
 
-fn group_v8(
-    group_id: GroupId,
-    error: ErrorCode,
-    found: Vec<(String, i32, Option<CommittedOffset>)>,
-) -> OffsetFetchResponseGroup {
+fn group_v8(group_id: GroupId, (error, found, unstable): Fetched) -> OffsetFetchResponseGroup {
     let mut topics: Vec<OffsetFetchResponseTopics> = Vec::new();
     for (topic, partition, value) in found {
         if topics.last().is_none_or(|t| t.name.0.as_str() != topic) {
             topics.push(OffsetFetchResponseTopics::default().with_name(topic_name(&topic)));
         }
-        let (offset, epoch, metadata) = fields(value);
+        let pending = unstable.iter().any(|(t, p)| *t == topic && *p == partition);
+        let (offset, epoch, metadata) = fields(if pending { None } else { value });
         let p = OffsetFetchResponsePartitions::default()
             .with_partition_index(partition)
             .with_committed_offset(offset)
             .with_committed_leader_epoch(epoch)
-            .with_metadata(Some(str_bytes(&metadata)));
+            .with_metadata(Some(str_bytes(&metadata)))
+            .with_error_code(unstable_code(pending));
         topics.last_mut().expect("pushed").partitions.push(p);
     }
     OffsetFetchResponseGroup::default()

@@ -17,6 +17,9 @@
 //! appends what it is handed without checking again.
 //!
 //! acks=0 requests still append but get no response (protocol-notes trap 8).
+//! A transactional producer's first append to a partition in a transaction is verified with
+//! its coordinator first (`produce_txn.rs`); control batches from clients are refused by the
+//! log (INVALID_RECORD).
 
 use std::time::Instant;
 
@@ -48,6 +51,7 @@ pub async fn handle<B: Broker>(
 ) -> Option<ProduceResponse> {
     let arrived = Instant::now();
     let acks = Acks::from_wire(request.acks);
+    let transactional_id = request.transactional_id.as_ref().map(|id| id.to_string());
     let mut plans = Vec::new();
     for topic in request.topic_data {
         let name = topic.name.0.as_str().to_string();
@@ -84,7 +88,11 @@ pub async fn handle<B: Broker>(
         .map(|(topic, index, plan, durable)| async move {
             let result = match plan {
                 Ok(batches) => {
-                    let op = PartitionOp::Append { batches, acks };
+                    let op = PartitionOp::Append {
+                        batches,
+                        acks,
+                        txn_guard: None,
+                    };
                     let reply = broker.partition(&topic, index, op).await;
                     if durable && acks == Acks::All && reply.error_code().is_ok() {
                         hooks::produce_durable(arrived.elapsed());
@@ -96,6 +104,14 @@ pub async fn handle<B: Broker>(
             (topic, index, result)
         });
     let results = join_all(appends).await;
+    let results = super::produce_txn::verify_first_appends(
+        broker,
+        version,
+        transactional_id.as_deref(),
+        acks,
+        results,
+    )
+    .await;
     if acks == Acks::None {
         return None;
     }

@@ -21,15 +21,18 @@ use futures::future::{select, Either};
 use futures::StreamExt;
 use rill_engine::cleaner::CompactionConfig;
 use rill_engine::io::{Clock, Storage};
-use rill_engine::{EngineError, FlushPolicy, LogConfig, LogManager, PartitionLog, Positions};
+use rill_engine::{
+    EngineError, FlushPolicy, LogConfig, LogManager, PartitionLog, Positions, TxnMarker,
+};
 use rill_types::batch::ValidatedBatch;
-use rill_types::{Offset, TimestampMs};
+use rill_types::{Offset, ProducerId, TimestampMs};
 
 use crate::admin::shard::hooks;
 use crate::admin::state::PartitionStats;
 
 use super::file_budget::FileShare;
-use super::ops::{Acks, PartitionOp, PartitionReply};
+use super::ops::{Acks, Isolation, PartitionOp, PartitionReply};
+use super::txn_guard::{Admit, TxnGuards};
 use super::watch::PartitionWatch;
 use crate::compaction::{CleanEvent, ShardCleaner};
 use rill_protocol::ErrorCode;
@@ -139,6 +142,7 @@ pub async fn run_actor<S: Storage + 'static>(
         clean: None,
         last_clean_check_ms: 0,
         last_maintenance_ms: last_activity_ms,
+        txn_guards: TxnGuards::default(),
     };
     if let Some(stats) = &actor.stats {
         stats.failed.store(false, Ordering::Relaxed);
@@ -182,6 +186,8 @@ struct Actor<S: Storage> {
     /// When time-driven work last ran: it also runs between messages once a tick is overdue,
     /// so a partition that never goes quiet still gets its retention, flushes and cleans.
     last_maintenance_ms: i64,
+    /// Transactional producers' first appends awaiting their coordinator (KIP-890).
+    txn_guards: TxnGuards,
 }
 
 /// A clean running in the shard cleaner's task queue, and where its results arrive.
@@ -211,8 +217,9 @@ impl<S: Storage + 'static> Actor<S> {
     }
 
     fn publish(&mut self) {
-        let hw = self.log().high_watermark();
-        self.watch.publish(hw);
+        let positions = self.log().positions();
+        let hw = positions.high_watermark();
+        self.watch.publish(hw, positions.last_stable());
         let Some(stats) = self.stats.clone() else {
             return;
         };
@@ -464,16 +471,35 @@ impl<S: Storage + 'static> Actor<S> {
                 continue;
             }
             match msg.op {
-                PartitionOp::Append { batches, acks } => {
+                PartitionOp::Append {
+                    batches,
+                    acks,
+                    txn_guard,
+                } => {
                     appended = true;
-                    let reply = self.append(batches).await;
+                    let reply = match self.admit_txn(batches, txn_guard) {
+                        Ok(batches) => self.append(batches).await,
+                        Err(reply) => reply,
+                    };
                     let wait_for_flush = acks == Acks::All
-                        && reply.error_code().is_ok()
+                        && matches!(reply, PartitionReply::Appended { .. })
                         && self.setup.config.flush == FlushPolicy::EveryAppend;
                     if wait_for_flush {
                         durable_waiters.push((msg.reply, reply));
                     } else {
                         let _ = msg.reply.send(reply);
+                    }
+                }
+                PartitionOp::WriteTxnMarker(marker) => {
+                    appended = true;
+                    // A marker is answered once durable, whatever the flush policy.
+                    match self.write_marker(marker).await {
+                        PartitionReply::MarkerWritten => {
+                            durable_waiters.push((msg.reply, PartitionReply::MarkerWritten))
+                        }
+                        failed => {
+                            let _ = msg.reply.send(failed);
+                        }
                     }
                 }
                 PartitionOp::Delete => delete_reply = Some(msg.reply),
@@ -556,15 +582,80 @@ impl<S: Storage + 'static> Actor<S> {
         }
     }
 
+    /// KIP-890: a transactional producer's first append since its transaction began waits for
+    /// its coordinator's word (see `txn_guard.rs`); the batches come back with the guard.
+    fn admit_txn(
+        &mut self,
+        batches: Vec<ValidatedBatch>,
+        guard: Option<u64>,
+    ) -> Result<Vec<ValidatedBatch>, PartitionReply> {
+        let Some(header) = batches.first().map(ValidatedBatch::header) else {
+            return Ok(batches);
+        };
+        let attributes = header.attrs();
+        let (pid, epoch, _) = header.producer();
+        // Control batches and producer-less ones are the engine's to refuse.
+        if !attributes.is_transactional() || attributes.is_control() || !pid.is_some() {
+            return Ok(batches);
+        }
+        let pid = pid.0;
+        let open_here = self.log().has_open_txn(pid);
+        match self.txn_guards.admit(pid, open_here, guard) {
+            Admit::Append => Ok(batches),
+            Admit::Verify(guard) => Err(PartitionReply::NeedsTxnVerification {
+                producer: (ProducerId(pid), epoch),
+                guard,
+                batches,
+            }),
+            Admit::Refuse => Err(PartitionReply::Error(ErrorCode::InvalidTxnState)),
+        }
+    }
+
+    /// Appends a transaction marker (flushed by the caller's group before it is answered).
+    async fn write_marker(&mut self, marker: TxnMarker) -> PartitionReply {
+        self.txn_guards.void(marker.producer_id);
+        let now = self.setup.clock.now();
+        match self.log().append_marker(&marker, now).await {
+            Ok(_) => PartitionReply::MarkerWritten,
+            Err(e) => {
+                tracing::warn!(topic = self.setup.topic, partition = self.setup.partition, error = %e, "transaction marker refused");
+                PartitionReply::Error(e.kafka_error_code())
+            }
+        }
+    }
+
+    async fn read(
+        &mut self,
+        from: Offset,
+        max_bytes: usize,
+        isolation: Isolation,
+    ) -> PartitionReply {
+        let read = match isolation {
+            Isolation::ReadUncommitted => self
+                .log()
+                .read(from, max_bytes)
+                .await
+                .map(|read| (read, Vec::new())),
+            Isolation::ReadCommitted => self.log().read_committed(from, max_bytes).await,
+        };
+        match read {
+            Ok((read, aborted)) => PartitionReply::Read {
+                positions: self.positions(),
+                chunks: read.chunks,
+                aborted,
+            },
+            Err(e) => PartitionReply::Error(e.kafka_error_code()),
+        }
+    }
+
     async fn serve_other(&mut self, op: PartitionOp) -> PartitionReply {
         match op {
-            PartitionOp::Read { from, max_bytes } => match self.log().read(from, max_bytes).await {
-                Ok(read) => PartitionReply::Read {
-                    positions: self.positions(),
-                    chunks: read.chunks,
-                },
-                Err(e) => PartitionReply::Error(e.kafka_error_code()),
-            },
+            PartitionOp::Read {
+                from,
+                max_bytes,
+                isolation,
+            } => self.read(from, max_bytes, isolation).await,
+            PartitionOp::DescribeProducers => PartitionReply::Producers(self.log().producers()),
             PartitionOp::Offsets => PartitionReply::Offsets(self.positions()),
             PartitionOp::OffsetForTimestamp { timestamp } => {
                 match self.log().offset_for_timestamp(timestamp).await {
@@ -588,7 +679,7 @@ impl<S: Storage + 'static> Actor<S> {
                 self.release().await;
                 PartitionReply::Released
             }
-            PartitionOp::Append { .. } | PartitionOp::Delete => {
+            PartitionOp::Append { .. } | PartitionOp::Delete | PartitionOp::WriteTxnMarker(_) => {
                 unreachable!("handled by serve_group")
             }
         }

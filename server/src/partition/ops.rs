@@ -6,9 +6,30 @@
 //! messages.
 
 use bytes::Bytes;
-use rill_engine::Positions;
+use rill_engine::{AbortedTxn, Positions, ProducerView, TxnMarker};
 use rill_types::batch::ValidatedBatch;
-use rill_types::{ErrorCode, Offset, TimestampMs};
+use rill_types::{ErrorCode, Offset, ProducerEpoch, ProducerId, TimestampMs};
+
+/// Kafka's isolation level: which records a reader may see.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Isolation {
+    /// Everything below the high watermark (aborted and open transactions included).
+    #[default]
+    ReadUncommitted,
+    /// Only below the last stable offset, with the aborted transactions listed beside.
+    ReadCommitted,
+}
+
+impl Isolation {
+    /// Kafka's wire value (1 = read_committed; anything else reads uncommitted).
+    pub fn from_wire(level: i8) -> Isolation {
+        if level == 1 {
+            Isolation::ReadCommitted
+        } else {
+            Isolation::ReadUncommitted
+        }
+    }
+}
 
 /// Kafka's `acks`: how much of the append the producer waits for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -42,13 +63,20 @@ pub enum PartitionOp {
         batches: Vec<ValidatedBatch>,
         /// When to answer.
         acks: Acks,
+        /// The verification guard this partition handed out for a transactional producer
+        /// ([`PartitionReply::NeedsTxnVerification`]), once its coordinator confirmed that the
+        /// partition is in the producer's transaction (KIP-890). `None` on the first try.
+        txn_guard: Option<u64>,
     },
-    /// Whole batches from `from`, below the high watermark, up to `max_bytes` (at least one).
+    /// Whole batches from `from`, below the high watermark (read_committed: the last stable
+    /// offset), up to `max_bytes` (at least one).
     Read {
         /// The consumer's position.
         from: Offset,
         /// Partition byte budget (Kafka's partition_max_bytes).
         max_bytes: usize,
+        /// Which records the reader may see.
+        isolation: Isolation,
     },
     /// Log start, high watermark and log end.
     Offsets,
@@ -57,13 +85,20 @@ pub enum PartitionOp {
         /// The target time.
         timestamp: TimestampMs,
     },
-    /// Resolve once the high watermark passes `from` or `wait_ms` elapses (Fetch long poll).
+    /// Resolve once the high watermark (read_committed: the last stable offset) passes `from`
+    /// or `wait_ms` elapses (Fetch long poll).
     WaitForData {
-        /// The consumer's position: data is "there" when high_watermark > from.
+        /// The consumer's position: data is "there" when the visible end passes it.
         from: Offset,
         /// Upper bound of the wait.
         wait_ms: u64,
+        /// Which end counts.
+        isolation: Isolation,
     },
+    /// Append a transaction marker and make it durable (the coordinator's decision).
+    WriteTxnMarker(TxnMarker),
+    /// Every producer this partition knows (DescribeProducers).
+    DescribeProducers,
     /// Close the log and delete its directory (DeleteTopics).
     Delete,
     /// Release what an idle partition does not need: caches, preallocation, open files (sent by
@@ -89,7 +124,24 @@ pub enum PartitionReply {
         positions: Positions,
         /// Whole record batches, ready to send as they are.
         chunks: Vec<Bytes>,
+        /// read_committed: the aborted transactions among the chunks, in marker order.
+        aborted: Vec<AbortedTxn>,
     },
+    /// A transactional producer's first write here since its transaction began: its
+    /// coordinator must confirm the partition is in the transaction, then the append is sent
+    /// again with `guard` (a marker for the producer in between voids the guard).
+    NeedsTxnVerification {
+        /// The producer to verify.
+        producer: (ProducerId, ProducerEpoch),
+        /// What to send back with the batches.
+        guard: u64,
+        /// The batches, handed back unwritten.
+        batches: Vec<ValidatedBatch>,
+    },
+    /// Answer to [`PartitionOp::WriteTxnMarker`]: the marker is durable.
+    MarkerWritten,
+    /// Answer to [`PartitionOp::DescribeProducers`].
+    Producers(Vec<ProducerView>),
     /// Answer to [`PartitionOp::Offsets`].
     Offsets(Positions),
     /// Answer to [`PartitionOp::OffsetForTimestamp`]: `(offset, timestamp)` if any.

@@ -159,7 +159,11 @@ impl<S: Storage + 'static> PartitionTable<S> {
     /// Run `op` on a partition this shard owns.
     pub async fn call(&self, topic: &str, partition: i32, op: PartitionOp) -> PartitionReply {
         match op {
-            PartitionOp::WaitForData { from, wait_ms } => {
+            PartitionOp::WaitForData {
+                from,
+                wait_ms,
+                isolation,
+            } => {
                 let handle = match self.use_handle(topic, partition) {
                     Ok(handle) => handle,
                     Err(code) => return PartitionReply::Error(code),
@@ -167,7 +171,7 @@ impl<S: Storage + 'static> PartitionTable<S> {
                 let wait = Duration::from_millis(wait_ms);
                 handle
                     .watch
-                    .wait_for_data(from, glommio::timer::sleep, wait)
+                    .wait_for_data(from, isolation, glommio::timer::sleep, wait)
                     .await;
                 PartitionReply::Waited
             }

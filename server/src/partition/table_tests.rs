@@ -15,7 +15,7 @@ use rill_protocol::ErrorCode;
 use rill_types::batch::ValidatedBatch;
 use rill_types::Offset;
 
-use super::ops::{Acks, PartitionOp, PartitionReply};
+use super::ops::{Acks, Isolation, PartitionOp, PartitionReply};
 use super::table::PartitionTable;
 use crate::config::BrokerConfig;
 use crate::handler::fake::batch;
@@ -71,6 +71,7 @@ fn append(records: usize, acks: Acks) -> PartitionOp {
             ValidatedBatch::new(BytesMut::from(&batch(records)[..]), usize::MAX).unwrap(),
         ],
         acks,
+        txn_guard: None,
     }
 }
 
@@ -109,11 +110,14 @@ fn concurrent_appends_get_contiguous_offsets_and_are_readable() {
                 PartitionOp::Read {
                     from: Offset(0),
                     max_bytes: 1 << 20,
+                    isolation: Isolation::ReadUncommitted,
                 },
             )
             .await
         {
-            PartitionReply::Read { positions, chunks } => {
+            PartitionReply::Read {
+                positions, chunks, ..
+            } => {
                 assert_eq!(positions.high_watermark().0, 100);
                 let bytes: usize = chunks.iter().map(|c| c.len()).sum();
                 assert_eq!(bytes, 50 * batch(2).len());
@@ -136,6 +140,7 @@ fn a_parked_fetch_wakes_on_append() {
                 let op = PartitionOp::WaitForData {
                     from: Offset(0),
                     wait_ms: 600_000,
+                    isolation: Isolation::ReadUncommitted,
                 };
                 table.call("t", 1, op).await
             })
@@ -236,6 +241,7 @@ fn open_files_stay_within_the_shard_budget() {
                     PartitionOp::Read {
                         from: Offset(0),
                         max_bytes: 1 << 20,
+                        isolation: Isolation::ReadUncommitted,
                     },
                 )
                 .await

@@ -24,6 +24,8 @@ use crate::partition::ops::{PartitionOp, PartitionReply, ShardMsg};
 use crate::partition::table::PartitionTable;
 use crate::routing::owner_shard;
 use crate::topics::TopicRegistry;
+use crate::txn::ops::{TxnListFilter, TxnListing, TxnOp, TxnReply};
+use crate::txn::router::{ShardTxnCoordinator, TxnRouter};
 
 pub mod mesh;
 pub mod runtime;
@@ -54,6 +56,10 @@ pub struct Shard<S: Storage> {
     pub group_router: GroupRouter,
     /// The cluster this broker belongs to (`None` on a single node).
     pub cluster: Option<Arc<ClusterView>>,
+    /// The transactional ids this shard coordinates.
+    pub txns: Rc<ShardTxnCoordinator>,
+    /// Routes transaction operations to their coordinating shard.
+    pub txn_router: TxnRouter,
 }
 
 impl<S: Storage + 'static> Broker for Shard<S> {
@@ -127,5 +133,15 @@ impl<S: Storage + 'static> Broker for Shard<S> {
 
     async fn list_groups(&self) -> Vec<GroupListing> {
         self.group_router.list(&self.groups).await
+    }
+
+    async fn txn(&self, transactional_id: &str, op: TxnOp) -> TxnReply {
+        self.txn_router
+            .route(&self.txns, self, transactional_id, op)
+            .await
+    }
+
+    async fn list_txns(&self, filter: TxnListFilter) -> Vec<TxnListing> {
+        self.txn_router.list(&self.txns, filter).await
     }
 }

@@ -29,6 +29,10 @@ use crate::admin::state::AdminState;
 use crate::cluster::{deletions, ClusterView};
 use crate::config::{available_cores, BrokerConfig};
 use crate::group::router::GroupMesh;
+use crate::txn::router::TxnMesh;
+
+/// The coordinators' channel meshes (groups, transactions); `None`s with one shard.
+type CoordinatorMeshes = (Option<GroupMesh>, Option<TxnMesh>);
 use crate::net::listener::accept_loop;
 use crate::partition::ops::ShardMsg;
 use crate::partition::table::PartitionTable;
@@ -103,7 +107,10 @@ pub fn run(mut config: BrokerConfig, stop: Arc<AtomicBool>) -> anyhow::Result<()
     // stay alive here so that no drop on this thread races the shards' own.
     let mesh = (config.shards > 1)
         .then(|| MeshBuilder::<ShardMsg, _>::full(config.shards, config.shard_channel_capacity));
-    let group_mesh = crate::group::router::group_mesh(&config);
+    let group_mesh = (
+        crate::group::router::group_mesh(&config),
+        crate::txn::router::txn_mesh(&config),
+    );
     let meshes = (&mesh, &group_mesh);
     let shared = Shared {
         config: &config,
@@ -192,7 +199,7 @@ fn spawn_shards(
     stop: &Arc<AtomicBool>,
     startup: &Arc<Startup>,
     running: &mpsc::Sender<()>,
-    (mesh, group_mesh): (&Option<PartitionMesh>, &Option<GroupMesh>),
+    (mesh, group_mesh): (&Option<PartitionMesh>, &CoordinatorMeshes),
 ) -> anyhow::Result<Vec<ShardExecutor>> {
     let config = shared.config;
     let pin = config.shards <= available_cores();
@@ -308,7 +315,7 @@ async fn shard_main(
     config: Arc<BrokerConfig>,
     (registry, cluster): (Arc<TopicRegistry>, Option<Arc<ClusterView>>),
     mesh: Option<PartitionMesh>,
-    group_mesh: Option<GroupMesh>,
+    group_mesh: CoordinatorMeshes,
     stop: Arc<AtomicBool>,
     startup: Arc<Startup>,
     observer: Rc<ShardLocal>,
@@ -344,6 +351,10 @@ async fn shard_main(
         groups.release_waiters(); // parked JoinGroups must not hold up the drain
     })
     .detach();
+    crate::txn::router::serve(&shard.txns, &shard.txn_router, &shard);
+    // Finish transactions decided before a crash (markers, group offsets) before clients come:
+    // a consumer must not read the offsets of a group from before a commit it cannot see yet.
+    shard.txns.tick(&*shard).await;
     startup.prepared.fetch_add(1, Ordering::SeqCst);
     // Listen only once every shard can serve: a request forwarded to a shard still starting
     // would wait on it (or on its partitions) while the client already counts its timeout.
@@ -365,16 +376,17 @@ async fn shard_main(
     }
     shard.table.close_all().await;
     shard.groups.journal().close().await;
+    shard.txns.journal().close().await;
     tracing::info!(shard = shard.id, "shard stopped; partition logs closed");
     Ok(())
 }
 
-/// Join the meshes, start the group coordinator and open the owned partitions.
+/// Join the meshes, start the group and transaction coordinators and open the owned partitions.
 async fn prepare_shard(
     config: Arc<BrokerConfig>,
     (registry, cluster): (Arc<TopicRegistry>, Option<Arc<ClusterView>>),
     mesh: Option<PartitionMesh>,
-    group_mesh: Option<GroupMesh>,
+    (group_mesh, txn_mesh): CoordinatorMeshes,
 ) -> anyhow::Result<Rc<Shard<GlommioStorage>>> {
     let (senders, receivers) = match mesh {
         Some(mesh) => {
@@ -388,6 +400,7 @@ async fn prepare_shard(
     };
     let id = senders.as_ref().map_or(0, |s| s.peer_id());
     let (groups, group_router) = crate::group::router::start(&config, group_mesh).await?;
+    let (txns, txn_router) = crate::txn::router::start(&config, txn_mesh).await?;
     let read_cache = Rc::new(ReadCache::new(config.read_cache_bytes));
     if let Some(observer) = crate::admin::shard::local() {
         let cache = read_cache.clone();
@@ -432,6 +445,8 @@ async fn prepare_shard(
         groups,
         group_router,
         cluster,
+        txns,
+        txn_router,
     }))
 }
 

@@ -8,6 +8,9 @@ use rill_protocol::ErrorCode;
 use super::ProducerId;
 use crate::group::offsets::CommittedOffset;
 use crate::group::ops::MemberRef;
+use crate::group::{GroupOp, GroupReply};
+use crate::handler::Broker;
+use crate::partition::ops::{PartitionOp, PartitionReply};
 
 /// A transaction's offsets for one group: (topic, partition, offset).
 pub type TxnOffsets = Vec<(String, i32, CommittedOffset)>;
@@ -43,4 +46,73 @@ pub trait TxnEnv {
         member: MemberRef,
         offsets: TxnOffsets,
     ) -> Vec<ErrorCode>;
+}
+
+/// The broker is the coordinator's environment: markers go through [`Broker::partition`] (the
+/// partition's owner, in a cluster its leader), group offsets through [`Broker::group`].
+impl<B: Broker> TxnEnv for B {
+    fn allocate_producer_id(&self) -> Result<ProducerId, ErrorCode> {
+        self.topics().allocate_producer_id().map_err(|e| {
+            tracing::error!(error = %e, "cannot allocate a producer id");
+            ErrorCode::CoordinatorNotAvailable
+        })
+    }
+
+    fn partition_exists(&self, topic: &str, partition: i32) -> bool {
+        self.topics()
+            .get(topic)
+            .is_some_and(|m| partition >= 0 && partition < m.partitions)
+    }
+
+    async fn write_marker(
+        &self,
+        topic: &str,
+        partition: i32,
+        marker: TxnMarker,
+    ) -> Result<(), ErrorCode> {
+        match self
+            .partition(topic, partition, PartitionOp::WriteTxnMarker(marker))
+            .await
+        {
+            PartitionReply::MarkerWritten => Ok(()),
+            other => Err(other.error_code()),
+        }
+    }
+
+    async fn end_group_txn(
+        &self,
+        group: &str,
+        producer_id: ProducerId,
+        commit: bool,
+    ) -> Result<(), ErrorCode> {
+        let op = GroupOp::TxnEnd {
+            producer_id,
+            commit,
+        };
+        match self.group(group, op).await {
+            GroupReply::TxnEnd(ErrorCode::None) => Ok(()),
+            GroupReply::TxnEnd(code) | GroupReply::Unavailable(code) => Err(code),
+            other => unreachable!("TxnEnd answered with {other:?}"),
+        }
+    }
+
+    async fn commit_group_txn_offsets(
+        &self,
+        group: &str,
+        producer_id: ProducerId,
+        member: MemberRef,
+        offsets: TxnOffsets,
+    ) -> Vec<ErrorCode> {
+        let n = offsets.len();
+        let op = GroupOp::TxnCommit {
+            producer_id,
+            member,
+            offsets,
+        };
+        match self.group(group, op).await {
+            GroupReply::Commit(codes) => codes,
+            GroupReply::Unavailable(code) => vec![code; n],
+            other => unreachable!("TxnCommit answered with {other:?}"),
+        }
+    }
 }

@@ -31,7 +31,7 @@ pub mod env;
 pub mod log;
 pub mod ops;
 pub mod record;
-// pub mod router; (next)
+pub mod router;
 pub mod state;
 
 pub use rill_types::{ProducerEpoch, ProducerId};

@@ -135,3 +135,19 @@ pub struct TxnMsg {
     /// Completed on the coordinator shard.
     pub reply: futures::channel::oneshot::Sender<TxnReply>,
 }
+
+/// `code` as a client at `version` of an API knows it: PRODUCER_FENCED exists from
+/// `fenced_from` on (older clients get INVALID_PRODUCER_EPOCH), TRANSACTION_ABORTABLE from
+/// `abortable_from` (older ones get INVALID_TXN_STATE), as Kafka answers them.
+pub fn for_client(
+    code: ErrorCode,
+    version: i16,
+    fenced_from: i16,
+    abortable_from: i16,
+) -> ErrorCode {
+    match code {
+        ErrorCode::ProducerFenced if version < fenced_from => ErrorCode::InvalidProducerEpoch,
+        ErrorCode::TransactionAbortable if version < abortable_from => ErrorCode::InvalidTxnState,
+        other => other,
+    }
+}

@@ -1,0 +1,105 @@
+//! Verification guards for transactional appends (KIP-890 part 1, Kafka's VerificationGuard).
+//!
+//! A transactional producer's first append to a partition since its transaction began must be
+//! confirmed by its coordinator (the partition is in the transaction), or an append racing the
+//! transaction's end would open a transaction the coordinator never ends, and the last stable
+//! offset would stop there for good. The flow:
+//!
+//! | append                               | partition                                        |
+//! |--------------------------------------|--------------------------------------------------|
+//! | producer's transaction open here     | append                                           |
+//! | no guard                             | hand out a new guard, append nothing             |
+//! | the guard handed out (still current) | append (the transaction opens), guard used up    |
+//! | another guard (a marker voided it)   | INVALID_TXN_STATE                                |
+//!
+//! A marker for the producer voids its guard: a verification that raced the transaction's end
+//! can then no longer open a transaction.
+
+use std::collections::HashMap;
+
+/// Guards handed out and not yet used or voided, per partition; beyond this many the oldest
+/// are forgotten (their appends are refused and retried by the client).
+pub const GUARDS_MAX: usize = 10_000;
+
+/// What to do with a transactional append.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Admit {
+    /// Append it.
+    Append,
+    /// Ask the coordinator, then send it again with this guard.
+    Verify(u64),
+    /// Refuse it: its guard was voided (INVALID_TXN_STATE).
+    Refuse,
+}
+
+/// The guards of one partition.
+#[derive(Debug, Default)]
+pub struct TxnGuards {
+    by_producer: HashMap<i64, u64>,
+    next: u64,
+}
+
+impl TxnGuards {
+    /// Decides on a transactional append of `producer`; `open_here` says whether its
+    /// transaction is already open in this partition.
+    pub fn admit(&mut self, producer: i64, open_here: bool, guard: Option<u64>) -> Admit {
+        if open_here {
+            self.by_producer.remove(&producer);
+            return Admit::Append;
+        }
+        match guard {
+            Some(g) if self.by_producer.get(&producer) == Some(&g) => {
+                self.by_producer.remove(&producer);
+                Admit::Append
+            }
+            Some(_) => Admit::Refuse,
+            None => {
+                if self.by_producer.len() >= GUARDS_MAX {
+                    self.by_producer.clear();
+                }
+                self.next += 1;
+                self.by_producer.insert(producer, self.next);
+                Admit::Verify(self.next)
+            }
+        }
+    }
+
+    /// A marker for `producer` was written: its guard, if any, is void.
+    pub fn void(&mut self, producer: i64) {
+        self.by_producer.remove(&producer);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn first_append_is_verified_then_admitted_once() {
+        let mut g = TxnGuards::default();
+        let Admit::Verify(guard) = g.admit(7, false, None) else {
+            panic!("a first append is verified")
+        };
+        assert_eq!(g.admit(7, false, Some(guard)), Admit::Append);
+        assert_eq!(g.admit(7, false, Some(guard)), Admit::Refuse, "used up");
+        assert_eq!(
+            g.admit(7, true, None),
+            Admit::Append,
+            "open here: no verification"
+        );
+    }
+
+    #[test]
+    fn a_marker_voids_a_guard_that_raced_it() {
+        let mut g = TxnGuards::default();
+        let Admit::Verify(guard) = g.admit(7, false, None) else {
+            panic!()
+        };
+        g.void(7);
+        assert_eq!(g.admit(7, false, Some(guard)), Admit::Refuse);
+        let Admit::Verify(newer) = g.admit(7, false, None) else {
+            panic!()
+        };
+        assert_ne!(newer, guard);
+    }
+}

@@ -79,6 +79,29 @@ impl Compression {
     }
 }
 
+/// How the throughput producer writes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ProducerMode {
+    /// No producer id: the plain path.
+    Plain,
+    /// `enable.idempotence=true` (needs acks=all).
+    Idempotent,
+    /// A transactional producer committing every `--txn-messages` messages (acks=all).
+    Transactional,
+}
+
+impl ProducerMode {
+    /// The name reported with the result.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ProducerMode::Plain => "plain",
+            ProducerMode::Idempotent => "idempotent",
+            ProducerMode::Transactional => "transactional",
+        }
+    }
+}
+
 /// Where and what to send: shared by latency and throughput.
 #[derive(Debug, Clone, Args)]
 pub struct Target {
@@ -151,6 +174,12 @@ pub struct ThroughputArgs {
     /// Only produce.
     #[arg(long)]
     pub skip_consume: bool,
+    /// Plain, idempotent or transactional producer.
+    #[arg(long, value_enum, default_value = "plain")]
+    pub producer: ProducerMode,
+    /// Messages per transaction with `--producer transactional`.
+    #[arg(long, default_value_t = 1000)]
+    pub txn_messages: u64,
 }
 
 /// `rill-bench compare`.

@@ -194,6 +194,8 @@ fn run_throughput(
         batch_bytes: 1_000_000,
         broker_pid: Some(pid),
         skip_consume: false,
+        producer: crate::cli::ProducerMode::Plain,
+        txn_messages: 0,
     };
     let result = crate::throughput::run(&args)?;
     crate::throughput::print(&result);

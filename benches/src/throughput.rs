@@ -11,7 +11,7 @@ use rdkafka::producer::{BaseRecord, DeliveryResult, Producer, ProducerContext, T
 use rdkafka::ClientContext;
 use serde::Serialize;
 
-use crate::cli::ThroughputArgs;
+use crate::cli::{ProducerMode, ThroughputArgs};
 use crate::client::{self, ProducerKnobs};
 use crate::payload;
 use crate::proc_stat::CpuMeter;
@@ -53,6 +53,7 @@ pub struct ThroughputResult {
     pub partitions: i32,
     pub acks: &'static str,
     pub compression: &'static str,
+    pub producer: &'static str,
     pub produce: PhaseResult,
     pub produce_errors: u64,
     pub consume: Option<PhaseResult>,
@@ -100,6 +101,7 @@ pub fn run(args: &ThroughputArgs) -> anyhow::Result<ThroughputResult> {
         partitions: target.partitions,
         acks: target.acks.as_config(),
         compression: args.compression.as_config(),
+        producer: args.producer.as_str(),
         produce,
         produce_errors,
         consume,
@@ -114,9 +116,21 @@ fn produce_phase(args: &ThroughputArgs) -> anyhow::Result<(PhaseResult, u64)> {
         linger_ms: args.linger_ms,
         batch_bytes: args.batch_bytes,
     };
-    let producer: ThreadedProducer<CountContext> = client::producer_config(&target.brokers, knobs)
+    let mut config = client::producer_config(&target.brokers, knobs);
+    match args.producer {
+        ProducerMode::Plain => {}
+        ProducerMode::Idempotent => {
+            config.set("enable.idempotence", "true");
+        }
+        ProducerMode::Transactional => {
+            let id = format!("rill-bench-{}", std::process::id());
+            config.set("transactional.id", id);
+        }
+    }
+    let producer: ThreadedProducer<CountContext> = config
         .create_with_context(CountContext::default())
         .context("creating the producer")?;
+    let txn = Transactions::start(&producer, args)?;
     let value = payload::template(target.size, payload::new_run_id());
     let partitions = target.partitions.max(1) as u64;
     let cpu = CpuMeter::start(args.broker_pid);
@@ -131,7 +145,10 @@ fn produce_phase(args: &ThroughputArgs) -> anyhow::Result<(PhaseResult, u64)> {
                 .partition(partition)
                 .payload(&value);
             match producer.send(record) {
-                Ok(()) => index += 1,
+                Ok(()) => {
+                    index += 1;
+                    txn.after_send(&producer, index)?;
+                }
                 Err((KafkaError::MessageProduction(RDKafkaErrorCode::QueueFull), _)) => {
                     std::thread::sleep(Duration::from_micros(200));
                 }
@@ -139,6 +156,7 @@ fn produce_phase(args: &ThroughputArgs) -> anyhow::Result<(PhaseResult, u64)> {
             }
         }
     }
+    txn.finish(&producer)?;
     producer
         .flush(Duration::from_secs(120))
         .context("waiting for the last acks")?;
@@ -148,6 +166,57 @@ fn produce_phase(args: &ThroughputArgs) -> anyhow::Result<(PhaseResult, u64)> {
     let phase = PhaseResult::new(acked, target.size, seconds, cpu.elapsed_seconds());
     Ok((phase, context.errors.load(Ordering::Relaxed)))
 }
+
+/// With `--producer transactional`: a transaction is open while sending, committed (which
+/// waits for its messages' acks) every `--txn-messages` messages and at the end.
+struct Transactions {
+    every: Option<u64>,
+}
+
+impl Transactions {
+    fn start(
+        producer: &ThreadedProducer<CountContext>,
+        args: &ThroughputArgs,
+    ) -> anyhow::Result<Self> {
+        if args.producer != ProducerMode::Transactional {
+            return Ok(Transactions { every: None });
+        }
+        anyhow::ensure!(args.txn_messages > 0, "--txn-messages must be at least 1");
+        producer
+            .init_transactions(TXN_TIMEOUT)
+            .context("init_transactions")?;
+        producer.begin_transaction().context("begin_transaction")?;
+        Ok(Transactions {
+            every: Some(args.txn_messages),
+        })
+    }
+
+    fn after_send(
+        &self,
+        producer: &ThreadedProducer<CountContext>,
+        sent: u64,
+    ) -> anyhow::Result<()> {
+        if self.every.is_some_and(|n| sent.is_multiple_of(n)) {
+            producer
+                .commit_transaction(TXN_TIMEOUT)
+                .context("commit_transaction")?;
+            producer.begin_transaction().context("begin_transaction")?;
+        }
+        Ok(())
+    }
+
+    fn finish(&self, producer: &ThreadedProducer<CountContext>) -> anyhow::Result<()> {
+        if self.every.is_some() {
+            producer
+                .commit_transaction(TXN_TIMEOUT)
+                .context("the last commit_transaction")?;
+        }
+        Ok(())
+    }
+}
+
+/// Longest a transaction call may take.
+const TXN_TIMEOUT: Duration = Duration::from_secs(60);
 
 fn consume_phase(consumer: &BaseConsumer, expected: u64, args: &ThroughputArgs) -> PhaseResult {
     let cpu = CpuMeter::start(args.broker_pid);
@@ -170,8 +239,13 @@ fn consume_phase(consumer: &BaseConsumer, expected: u64, args: &ThroughputArgs) 
 /// Prints a short table and, last, the JSON result line.
 pub fn print(result: &ThroughputResult) {
     println!(
-        "{} B, {} partition(s), acks={}, compression={}, produce errors {}",
-        result.size, result.partitions, result.acks, result.compression, result.produce_errors
+        "{} B, {} partition(s), acks={}, compression={}, {} producer, produce errors {}",
+        result.size,
+        result.partitions,
+        result.acks,
+        result.compression,
+        result.producer,
+        result.produce_errors
     );
     println!(
         "{:<8} {:>10} {:>8} {:>12} {:>9} {:>16}",

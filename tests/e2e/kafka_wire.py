@@ -1,7 +1,8 @@
 """A tiny hand-rolled Kafka wire encoder/decoder for sending bad input on purpose.
 
-Only what the bad-input tests need: request header v1, ApiVersions v0, Produce v3, Metadata v1, and
-record batch v2 with a correct (or deliberately wrong) CRC-32C. Real clients cover the happy paths.
+Only what the bad-input tests need: request header v1, ApiVersions v0, Produce v3, Metadata v1,
+InitProducerId v0, AddPartitionsToTxn v0, EndTxn v0, and record batch v2 (transactional and control
+batches too) with a correct (or deliberately wrong) CRC-32C. Real clients cover the happy paths.
 """
 
 from __future__ import annotations
@@ -14,6 +15,12 @@ API_PRODUCE = 0
 API_METADATA = 3
 API_VERSIONS = 18
 API_INIT_PRODUCER_ID = 22
+API_ADD_PARTITIONS_TO_TXN = 24
+API_END_TXN = 26
+
+#: Record batch attribute bits.
+ATTR_TRANSACTIONAL = 0x10
+ATTR_CONTROL = 0x20
 
 ERR_NONE = 0
 ERR_CORRUPT_MESSAGE = 2
@@ -25,6 +32,8 @@ ERR_UNSUPPORTED_VERSION = 35
 ERR_INVALID_REQUEST = 42
 ERR_OUT_OF_ORDER_SEQUENCE_NUMBER = 45
 ERR_DUPLICATE_SEQUENCE_NUMBER = 46
+ERR_INVALID_PRODUCER_EPOCH = 47
+ERR_INVALID_TXN_STATE = 48
 ERR_INVALID_RECORD = 87
 
 
@@ -77,7 +86,7 @@ def kbytes(b: bytes | None) -> bytes:
     return struct.pack(">i", len(b)) + b
 
 
-def record(value: bytes, offset_delta: int, key: bytes | None = None) -> bytes:
+def record(value: bytes | None, offset_delta: int, key: bytes | None = None) -> bytes:
     body = bytes([0])                       # attributes
     body += zigzag_varint(0)                # timestamp delta
     body += zigzag_varint(offset_delta)
@@ -85,21 +94,24 @@ def record(value: bytes, offset_delta: int, key: bytes | None = None) -> bytes:
         body += zigzag_varint(-1)
     else:
         body += zigzag_varint(len(key)) + key
-    body += zigzag_varint(len(value)) + value
+    body += zigzag_varint(-1) if value is None else zigzag_varint(len(value)) + value
     body += zigzag_varint(0)                # headers
     return zigzag_varint(len(body)) + body
 
 
 def record_batch(values: list[bytes], timestamp_ms: int | None = None, producer_id: int = -1,
-                 producer_epoch: int = -1, base_sequence: int = -1) -> bytes:
+                 producer_epoch: int = -1, base_sequence: int = -1, attributes: int = 0,
+                 keys: list[bytes | None] | None = None) -> bytes:
     """An uncompressed record batch v2 with a correct CRC and baseOffset 0.
 
-    With producer_id >= 0 it is an idempotent batch (producer id/epoch and first sequence).
+    With producer_id >= 0 it is an idempotent batch (producer id/epoch and first sequence);
+    `attributes` may add ATTR_TRANSACTIONAL / ATTR_CONTROL.
     """
     ts = int(time.time() * 1000) if timestamp_ms is None else timestamp_ms
-    records = b"".join(record(v, i) for i, v in enumerate(values))
-    after_crc = struct.pack(">hiqqqhii", 0, len(values) - 1, ts, ts, producer_id, producer_epoch,
-                            base_sequence, len(values))
+    keys = keys or [None] * len(values)
+    records = b"".join(record(v, i, k) for i, (v, k) in enumerate(zip(values, keys)))
+    after_crc = struct.pack(">hiqqqhii", attributes, len(values) - 1, ts, ts, producer_id,
+                            producer_epoch, base_sequence, len(values))
     after_crc += records
     crc = crc32c(after_crc)
     after_len = struct.pack(">ibI", 0, 2, crc) + after_crc   # leader epoch, magic, crc
@@ -122,8 +134,8 @@ def request(api_key: int, api_version: int, correlation_id: int, body: bytes,
 
 
 def produce_v3_body(topic_partitions: dict[str, dict[int, bytes]], acks: int = -1,
-                    timeout_ms: int = 10000) -> bytes:
-    body = kstring(None) + struct.pack(">hi", acks, timeout_ms)
+                    timeout_ms: int = 10000, transactional_id: str | None = None) -> bytes:
+    body = kstring(transactional_id) + struct.pack(">hi", acks, timeout_ms)
     body += struct.pack(">i", len(topic_partitions))
     for topic, parts in topic_partitions.items():
         body += kstring(topic) + struct.pack(">i", len(parts))
@@ -189,9 +201,50 @@ def parse_produce_v3_offsets(body: bytes) -> dict[tuple[str, int], tuple[int, in
     return out
 
 
-def init_producer_id_v0_body() -> bytes:
-    """InitProducerId v0 for an idempotent (non-transactional) producer."""
-    return kstring(None) + struct.pack(">i", 60000)
+def init_producer_id_v0_body(transactional_id: str | None = None,
+                             timeout_ms: int = 60000) -> bytes:
+    """InitProducerId v0: idempotent without a transactional id, transactional with one."""
+    return kstring(transactional_id) + struct.pack(">i", timeout_ms)
+
+
+def add_partitions_to_txn_v0_body(transactional_id: str, producer_id: int, epoch: int,
+                                  partitions: dict[str, list[int]]) -> bytes:
+    body = kstring(transactional_id) + struct.pack(">qhi", producer_id, epoch, len(partitions))
+    for topic, parts in partitions.items():
+        body += kstring(topic) + struct.pack(">i", len(parts))
+        body += b"".join(struct.pack(">i", p) for p in parts)
+    return body
+
+
+def parse_add_partitions_to_txn_v0(body: bytes) -> dict[tuple[str, int], int]:
+    """{(topic, partition): error_code}."""
+    r = Reader(body)
+    r.take(">i")                           # throttle
+    out = {}
+    for _ in range(r.take(">i")):
+        topic = r.string()
+        for _ in range(r.take(">i")):
+            idx, err = r.take(">ih")
+            out[(topic, idx)] = err
+    return out
+
+
+def end_txn_v0_body(transactional_id: str, producer_id: int, epoch: int, commit: bool) -> bytes:
+    return kstring(transactional_id) + struct.pack(">qhb", producer_id, epoch, int(commit))
+
+
+def parse_end_txn_v0(body: bytes) -> int:
+    """The error code."""
+    _throttle, err = Reader(body).take(">ih")
+    return err
+
+
+def commit_marker_batch(producer_id: int, epoch: int) -> bytes:
+    """A COMMIT control batch as only a transaction coordinator may write it."""
+    key = struct.pack(">hh", 0, 1)
+    value = struct.pack(">hi", 0, 0)
+    return record_batch([value], producer_id=producer_id, producer_epoch=epoch,
+                        attributes=ATTR_TRANSACTIONAL | ATTR_CONTROL, keys=[key])
 
 
 def parse_init_producer_id_v0(body: bytes) -> tuple[int, int, int]:

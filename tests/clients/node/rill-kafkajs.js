@@ -143,8 +143,36 @@ async function groupConsume(kafka, a) {
   return out
 }
 
+async function txnProduce(kafka, a) {
+  // A transactional producer: one transaction per entry of `a.transactions`, committed or aborted.
+  const producer = kafka.producer({
+    transactionalId: a.transactionalId,
+    idempotent: true,
+    maxInFlightRequests: 1,
+    transactionTimeout: a.transactionTimeout || 30000,
+  })
+  await producer.connect()
+  try {
+    for (const t of a.transactions) {
+      const txn = await producer.transaction()
+      await txn.send({
+        topic: a.topic,
+        acks: -1,
+        timeout: 30000,
+        messages: t.messages.map(value => ({ value, partition: a.partition })),
+      })
+      if (t.commit) await txn.commit()
+      else await txn.abort()
+    }
+    return true
+  } finally {
+    await producer.disconnect()
+  }
+}
+
 const COMMANDS = {
   produce,
+  'txn-produce': txnProduce,
   fetch: fetchPartition,
   'group-consume': groupConsume,
   'create-topics': (kafka, a) => withAdmin(kafka, admin => admin.createTopics({

@@ -309,6 +309,33 @@ mod tests {
             ApiKey::DescribeCluster => {
                 RequestKind::DescribeCluster(DescribeClusterRequest::default())
             }
+            other => transaction_default(other),
+        }
+    }
+
+    /// The transaction APIs' default requests (kept apart: one match arm per API).
+    fn transaction_default(api_key: ApiKey) -> RequestKind {
+        use crate::kafka_protocol::messages::*;
+        match api_key {
+            ApiKey::AddPartitionsToTxn => {
+                RequestKind::AddPartitionsToTxn(AddPartitionsToTxnRequest::default())
+            }
+            ApiKey::AddOffsetsToTxn => {
+                RequestKind::AddOffsetsToTxn(AddOffsetsToTxnRequest::default())
+            }
+            ApiKey::EndTxn => RequestKind::EndTxn(EndTxnRequest::default()),
+            ApiKey::TxnOffsetCommit => {
+                RequestKind::TxnOffsetCommit(TxnOffsetCommitRequest::default())
+            }
+            ApiKey::DescribeProducers => {
+                RequestKind::DescribeProducers(DescribeProducersRequest::default())
+            }
+            ApiKey::DescribeTransactions => {
+                RequestKind::DescribeTransactions(DescribeTransactionsRequest::default())
+            }
+            ApiKey::ListTransactions => {
+                RequestKind::ListTransactions(ListTransactionsRequest::default())
+            }
             other => panic!("no default for {other:?}"),
         }
     }

@@ -65,7 +65,8 @@ impl Broker for ClusterFake {
         transactional_id: &str,
         op: crate::txn::ops::TxnOp,
     ) -> crate::txn::ops::TxnReply {
-        self.fake.txn(transactional_id, op).await
+        // The coordinator asks this broker (cluster routing included) about partitions.
+        self.fake.txns.handle(transactional_id, op, self).await
     }
     async fn list_txns(
         &self,
@@ -253,4 +254,38 @@ fn leader_epochs_come_from_the_image() {
         ErrorCode::UnknownLeaderEpoch.code(),
         "a newer epoch than the log's is unknown here"
     );
+}
+
+#[test]
+fn transactions_take_only_partitions_this_broker_leads() {
+    use crate::txn::ops::{TxnOp, TxnProducer, TxnReply};
+    let broker = cluster_fake();
+    if broker.topics().get("t").is_none() {
+        broker.topics().create("t", 3, Default::default()).unwrap();
+    }
+    let init = TxnOp::InitProducerId {
+        timeout_ms: 60_000,
+        expected: None,
+    };
+    let TxnReply::Init(Ok((id, epoch))) = futures::executor::block_on(broker.txn("tx", init))
+    else {
+        panic!("init failed")
+    };
+    let add = |partitions: Vec<(String, i32)>| TxnOp::AddPartitions {
+        producer: TxnProducer { id, epoch },
+        partitions,
+        verify_only: false,
+    };
+    let reply =
+        futures::executor::block_on(broker.txn("tx", add(vec![("t".into(), 0), ("t".into(), 1)])));
+    assert_eq!(
+        reply,
+        TxnReply::Partitions(vec![
+            ErrorCode::OperationNotAttempted,
+            ErrorCode::LeaderNotAvailable
+        ]),
+        "partition 1 is not led by this broker (its leader 3 is fenced): no marker from here"
+    );
+    let reply = futures::executor::block_on(broker.txn("tx", add(vec![("t".into(), 0)])));
+    assert_eq!(reply, TxnReply::Partitions(vec![ErrorCode::None]));
 }

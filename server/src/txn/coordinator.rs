@@ -230,7 +230,8 @@ impl<J: TxnJournal> TxnCoordinator<J> {
         }
     }
 
-    /// AddPartitionsToTxn: unknown partitions fail the request (the others are not attempted).
+    /// AddPartitionsToTxn: partitions that cannot join (unknown, or led elsewhere) fail the
+    /// request, the others are not attempted.
     async fn add_partitions<E: TxnEnv>(
         &self,
         id: &str,
@@ -238,20 +239,14 @@ impl<J: TxnJournal> TxnCoordinator<J> {
         partitions: Vec<TopicPartition>,
         env: &E,
     ) -> Vec<ErrorCode> {
-        let unknown: Vec<bool> = partitions
+        let refused: Vec<Option<ErrorCode>> = partitions
             .iter()
-            .map(|(t, p)| !env.partition_exists(t, *p))
+            .map(|(t, p)| env.partition_refusal(t, *p))
             .collect();
-        if unknown.iter().any(|u| *u) {
-            return unknown
+        if refused.iter().any(Option::is_some) {
+            return refused
                 .into_iter()
-                .map(|u| {
-                    if u {
-                        ErrorCode::UnknownTopicOrPartition
-                    } else {
-                        ErrorCode::OperationNotAttempted
-                    }
-                })
+                .map(|r| r.unwrap_or(ErrorCode::OperationNotAttempted))
                 .collect();
         }
         let code = self.add(id, producer, &partitions, &[]).await;

@@ -23,8 +23,9 @@ impl TxnEnv for FakeEnv {
         self.next_id.set(self.next_id.get() + 1);
         Ok(ProducerId(1000 + self.next_id.get()))
     }
-    fn partition_exists(&self, topic: &str, partition: i32) -> bool {
-        topic != "missing" && (0..4).contains(&partition)
+    fn partition_refusal(&self, topic: &str, partition: i32) -> Option<ErrorCode> {
+        (topic == "missing" || !(0..4).contains(&partition))
+            .then_some(ErrorCode::UnknownTopicOrPartition)
     }
     async fn write_marker(
         &self,

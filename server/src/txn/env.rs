@@ -1,6 +1,13 @@
 //! [`TxnEnv`]: what the transaction coordinator needs from the rest of the broker. The real one
-//! is the shard (through [`crate::handler::Broker`]), so a cluster routes markers to partition
-//! leaders and group offsets to group coordinators by implementing `Broker`; tests use fakes.
+//! is the shard (through [`crate::handler::Broker`]); tests use fakes.
+//!
+//! The cluster seam: a coordinator writes each marker through [`Broker::partition`] and ends
+//! each group's offsets through [`Broker::group`], so routing them to the partition's leader and
+//! the group's coordinator on other brokers (Kafka's WriteTxnMarkers, and the verify-only
+//! AddPartitionsToTxn back from partition leaders) belongs there. Until brokers can send those to
+//! each other, a coordinator in a cluster accepts only partitions it leads itself
+//! ([`TxnEnv::partition_refusal`]): a partition it could not end a transaction on would keep
+//! its last stable offset there for good.
 
 use rill_engine::TxnMarker;
 use rill_protocol::ErrorCode;
@@ -20,8 +27,10 @@ pub type TxnOffsets = Vec<(String, i32, CommittedOffset)>;
 pub trait TxnEnv {
     /// A new producer id (durable: never handed out twice).
     fn allocate_producer_id(&self) -> Result<ProducerId, ErrorCode>;
-    /// Whether the partition exists (AddPartitionsToTxn refuses unknown ones).
-    fn partition_exists(&self, topic: &str, partition: i32) -> bool;
+    /// Why a partition cannot join a transaction coordinated here, if it cannot:
+    /// UNKNOWN_TOPIC_OR_PARTITION, or in a cluster the error of a partition another broker
+    /// leads (its markers could not be written from here, see the module doc).
+    fn partition_refusal(&self, topic: &str, partition: i32) -> Option<ErrorCode>;
     /// Appends `marker` to the partition and makes it durable. UNKNOWN_TOPIC_OR_PARTITION means
     /// the partition is gone (nothing to write); other errors are retried later.
     async fn write_marker(
@@ -58,10 +67,20 @@ impl<B: Broker> TxnEnv for B {
         })
     }
 
-    fn partition_exists(&self, topic: &str, partition: i32) -> bool {
-        self.topics()
+    fn partition_refusal(&self, topic: &str, partition: i32) -> Option<ErrorCode> {
+        let exists = self
+            .topics()
             .get(topic)
-            .is_some_and(|m| partition >= 0 && partition < m.partitions)
+            .is_some_and(|m| partition >= 0 && partition < m.partitions);
+        if !exists {
+            return Some(ErrorCode::UnknownTopicOrPartition);
+        }
+        let cluster = self.cluster()?;
+        let refused = cluster.route(topic, partition).err();
+        if let Some(code) = refused {
+            tracing::warn!(topic, partition, ?code, "a transaction asked for a partition this broker does not lead: markers to other brokers are not written yet");
+        }
+        refused
     }
 
     async fn write_marker(

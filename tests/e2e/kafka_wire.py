@@ -150,6 +150,20 @@ def metadata_v1_body(topics: list[str] | None) -> bytes:
     return struct.pack(">i", len(topics)) + b"".join(kstring(t) for t in topics)
 
 
+def fetch_v4_body(offsets: dict[tuple[str, int], int], max_wait_ms: int = 0, min_bytes: int = 1,
+                  max_bytes: int = 1 << 24, partition_max_bytes: int = 1 << 22) -> bytes:
+    """Fetch v4 (a consumer, read_uncommitted) of each (topic, partition) from its offset."""
+    body = struct.pack(">iiiib", -1, max_wait_ms, min_bytes, max_bytes, 0)
+    topics: dict[str, list[tuple[int, int]]] = {}
+    for (topic, partition), offset in offsets.items():
+        topics.setdefault(topic, []).append((partition, offset))
+    body += struct.pack(">i", len(topics))
+    for topic, parts in topics.items():
+        body += kstring(topic) + struct.pack(">i", len(parts))
+        body += b"".join(struct.pack(">iqi", p, o, partition_max_bytes) for p, o in parts)
+    return body
+
+
 class Reader:
     """Cursor over a response body."""
 
@@ -198,6 +212,24 @@ def parse_produce_v3_offsets(body: bytes) -> dict[tuple[str, int], tuple[int, in
         for _ in range(r.take(">i")):
             idx, err, base, _append_time = r.take(">ihqq")
             out[(topic, idx)] = (err, base)
+    return out
+
+
+def parse_fetch_v4(body: bytes) -> dict[tuple[str, int], tuple[int, int, bytes]]:
+    """{(topic, partition): (error_code, high_watermark, records)} from a Fetch v4 response."""
+    r = Reader(body)
+    r.take(">i")  # throttle_time_ms
+    out = {}
+    for _ in range(r.take(">i")):
+        topic = r.string()
+        for _ in range(r.take(">i")):
+            idx, err, hw, _lso = r.take(">ihqq")
+            for _ in range(max(r.take(">i"), 0)):  # aborted transactions
+                r.take(">qq")
+            n = r.take(">i")
+            records = r.data[r.pos:r.pos + max(n, 0)]
+            r.pos += max(n, 0)
+            out[(topic, idx)] = (err, hw, records)
     return out
 
 

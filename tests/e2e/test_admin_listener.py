@@ -64,6 +64,15 @@ def produce_raw(bootstrap: str, topic: str, partition: int, batches: list[bytes]
             assert kw.parse_produce_v3(body) == {(topic, partition): 0}
 
 
+def fetch_raw(bootstrap: str, offsets: dict[tuple[str, int], int], max_wait_ms: int) -> dict:
+    """One Fetch v4 (min_bytes 1): {(topic, partition): (error, high watermark, records)}."""
+    host, port = bootstrap.rsplit(":", 1)
+    with kw.Conn(host, int(port)) as conn:
+        conn.send(kw.request(1, 4, 1, kw.fetch_v4_body(offsets, max_wait_ms=max_wait_ms)))
+        _, body = conn.recv_response()
+    return kw.parse_fetch_v4(body)
+
+
 def commit(bootstrap: str, group: str, offsets: list[TopicPartition]) -> None:
     c = Consumer({"bootstrap.servers": bootstrap, "group.id": group,
                   "enable.auto.commit": False})
@@ -117,6 +126,28 @@ def test_metric_values_are_exact_after_a_known_workload(broker_factory, topic_na
     # each after at least one flush.
     assert m["rill_produce_durable_seconds_count"] == 11
     assert 1 <= m["rill_log_flush_duration_seconds_count"] <= 11
+
+    # Out: one Fetch of both partitions from offset 0 gets every batch back at once; a second
+    # one at the end parks for its whole max wait.
+    everything = fetch_raw(b.bootstrap, {(topic_name, 0): 0, (topic_name, 1): 0}, max_wait_ms=0)
+    assert {k: v[:2] for k, v in everything.items()} == \
+        {(topic_name, 0): (0, 21), (topic_name, 1): (0, 12)}
+    for p in (0, 1):  # the stored batches differ from the sent ones only in their offsets
+        assert len(everything[(topic_name, p)][2]) == sum(len(x) for x in sent[p])
+    nothing = fetch_raw(b.bootstrap, {(topic_name, 0): 21, (topic_name, 1): 12}, max_wait_ms=300)
+    assert [v[2] for v in nothing.values()] == [b"", b""]
+    deadline = time.monotonic() + FLUSH_WAIT_S
+    while metrics(admin).get('rill_requests_total{api="Fetch"}', 0) < 2:
+        assert time.monotonic() < deadline, "Fetch requests not counted in /metrics"
+        time.sleep(0.1)
+    m = metrics(admin)
+    assert m[f"rill_topic_bytes_out_total{{{t}}}"] == sum(len(x) for x in sent[0] + sent[1])
+    assert m[f"rill_topic_messages_out_total{{{t}}}"] == 3 * 11
+    assert m["rill_fetch_wait_seconds_count"] == 2
+    assert m['rill_fetch_wait_seconds_bucket{le="0.0001"}'] == 1  # the first did not wait
+    assert m['rill_fetch_wait_seconds_bucket{le="0.25"}'] == 1
+    assert m["rill_fetch_wait_seconds_sum"] > 0.25  # parked until its deadline, less the first read
+    assert m['rill_request_duration_seconds_count{api="Fetch"}'] == 2
 
     # Every family the Grafana dashboard queries is exposed.
     dashboard = (Path(__file__).resolve().parents[2] / "ops/grafana/rill.json").read_text()

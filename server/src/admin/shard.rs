@@ -11,6 +11,7 @@
 //! readiness latch, and the answers to snapshot requests (the groups this shard coordinates).
 
 use std::cell::RefCell;
+use std::collections::HashMap;
 use std::rc::Rc;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -27,6 +28,37 @@ type GroupSource = Box<dyn Fn() -> Vec<GroupSnapshot>>;
 /// Source of a shard's read cache counters: (lookups served, lookups missed), since start.
 type ReadCacheSource = Box<dyn Fn() -> (u64, u64)>;
 
+/// Bytes and records this shard sent to consumers since its last flush, by topic and
+/// partition. Counted here, not in the partition's [`PartitionStats`]: the partition may be
+/// another core's, and its counters share a cache line with the ones its owner writes on every
+/// append.
+#[derive(Default)]
+struct SentSinceFlush(HashMap<String, HashMap<i32, (u64, u64)>>);
+
+impl SentSinceFlush {
+    fn add(&mut self, topic: &str, partition: i32, bytes: u64, records: u64) {
+        let by_partition = match self.0.get_mut(topic) {
+            Some(by_partition) => by_partition,
+            None => self.0.entry(topic.to_string()).or_default(),
+        };
+        let sent = by_partition.entry(partition).or_default();
+        sent.0 += bytes;
+        sent.1 += records;
+    }
+
+    /// Adds everything into the partitions' shared counters and starts over (counts of a
+    /// partition deleted meanwhile are dropped with it).
+    fn flush(&mut self, state: &AdminState) {
+        for (topic, by_partition) in self.0.drain() {
+            for (partition, (bytes, records)) in by_partition {
+                if let Some(stats) = state.known_partition(&topic, partition) {
+                    stats.fetched(bytes, records);
+                }
+            }
+        }
+    }
+}
+
 /// What a shard keeps for the admin listener, in its own thread.
 pub struct ShardLocal {
     /// This shard's index.
@@ -37,6 +69,7 @@ pub struct ShardLocal {
     pub metrics: ShardMetrics,
     groups: RefCell<Option<GroupSource>>,
     read_cache: RefCell<Option<ReadCacheSource>>,
+    sent: RefCell<SentSinceFlush>,
 }
 
 impl ShardLocal {
@@ -84,6 +117,7 @@ pub fn install(id: usize, state: Arc<AdminState>) -> Rc<ShardLocal> {
         state,
         groups: RefCell::new(None),
         read_cache: RefCell::new(None),
+        sent: RefCell::new(SentSinceFlush::default()),
     });
     local
         .stats()
@@ -109,6 +143,8 @@ async fn observe(local: Rc<ShardLocal>, mut requests: mpsc::UnboundedReceiver<Sn
         stats
             .heartbeat_ms
             .store(local.state.now_ms(), Ordering::Relaxed);
+        // Traffic first: a scrape that sees a Fetch counted then also sees what it sent.
+        local.sent.borrow_mut().flush(&local.state);
         local.metrics.flush();
         // Taking the stats resets them: each call returns the time since the previous one.
         let busy = glommio::executor().executor_stats().executor_runtime();
@@ -135,6 +171,9 @@ pub mod hooks {
     use std::sync::atomic::Ordering;
     use std::sync::Arc;
     use std::time::{Duration, Instant};
+
+    use bytes::Bytes;
+    use rill_types::batch::RecordBatchHeader;
 
     use super::local;
     use crate::admin::state::PartitionStats;
@@ -187,11 +226,41 @@ pub mod hooks {
         }
     }
 
-    /// A Fetch waited `elapsed` for data.
-    pub fn fetch_waited(elapsed: Duration) {
-        if let Some(l) = local() {
-            l.metrics.fetch_waited(elapsed);
+    /// A Fetch was answered after waiting `waited` for data (zero when it had data at once);
+    /// when it came from a consumer (not a follower), `sent` are the record chunks of each
+    /// (topic, partition) in the response, counted as bytes and messages out.
+    pub fn fetch_answered<'a>(
+        waited: Duration,
+        sent: Option<impl Iterator<Item = (&'a str, i32, &'a [Bytes])>>,
+    ) {
+        let Some(l) = local() else {
+            return;
+        };
+        l.metrics.fetch_waited(waited);
+        let mut counts = l.sent.borrow_mut();
+        for (topic, partition, chunks) in sent.into_iter().flatten() {
+            let bytes: usize = chunks.iter().map(Bytes::len).sum();
+            if bytes > 0 {
+                let records = chunks.iter().map(|c| records_in(c)).sum();
+                counts.add(topic, partition, bytes as u64, records);
+            }
         }
+    }
+
+    /// Records in the whole batches of `chunk`, control batches (transaction markers) left
+    /// out as they are on the way in; stops at anything that is not a whole batch.
+    pub(crate) fn records_in(mut chunk: &[u8]) -> u64 {
+        let mut records = 0;
+        while let Some(header) = RecordBatchHeader::view(chunk) {
+            let Some(size) = header.total_bytes().filter(|&n| n <= chunk.len()) else {
+                break;
+            };
+            if !header.attrs().is_control() {
+                records += u64::try_from(header.records_count.get()).unwrap_or(0);
+            }
+            chunk = &chunk[size..];
+        }
+        records
     }
 
     /// A connection was accepted.
@@ -263,5 +332,29 @@ pub mod hooks {
         if let Some(l) = local() {
             l.state.remove_partition(topic, partition);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::hooks::records_in;
+    use crate::handler::fake::batch;
+    use rill_types::batch::attributes::CONTROL_BIT;
+    use rill_types::batch::{write_crc, RecordBatchHeader};
+
+    #[test]
+    fn records_in_counts_whole_batches_and_leaves_out_control_ones() {
+        let mut chunk = [batch(3), batch(1), batch(5)].concat();
+        assert_eq!(records_in(&chunk), 9);
+        assert_eq!(records_in(&[]), 0);
+        // A torn tail (not a whole batch) is not counted, nor anything after it.
+        assert_eq!(records_in(&chunk[..chunk.len() - 1]), 4);
+        assert_eq!(records_in(&chunk[..10]), 0);
+        // A transaction marker is a control batch: not a message.
+        let first = RecordBatchHeader::view_mut(&mut chunk).unwrap();
+        first.attributes.set(first.attributes.get() | CONTROL_BIT);
+        let size = first.total_bytes().unwrap();
+        write_crc(&mut chunk[..size]);
+        assert_eq!(records_in(&chunk), 6);
     }
 }

@@ -27,6 +27,7 @@ use rill_protocol::ErrorCode;
 use uuid::Uuid;
 
 use super::Broker;
+use crate::admin::shard::hooks;
 use crate::partition::ops::{Isolation, PartitionOp, PartitionReply};
 use rill_engine::{AbortedTxn, Positions};
 use rill_types::Offset;
@@ -71,6 +72,7 @@ pub async fn handle<B: Broker>(
     let min_bytes = request.min_bytes.max(0) as usize;
     let deadline = broker.now() + wait;
     let mut gots = read_all(broker, &wants).await;
+    let mut waited = Duration::ZERO;
     loop {
         let total: usize = gots.iter().map(|g| bytes_of(&g.chunks)).sum();
         let any_error = gots.iter().any(|g| !g.error.is_ok());
@@ -79,6 +81,7 @@ pub async fn handle<B: Broker>(
             break;
         }
         wait_for_any(broker, &wants, &gots, deadline - now).await;
+        waited += broker.now() - now;
         gots = read_all(broker, &wants).await;
     }
     let budget = if request.max_bytes > 0 {
@@ -86,7 +89,25 @@ pub async fn handle<B: Broker>(
     } else {
         usize::MAX
     };
-    response(version, wants, gots, budget)
+    let (response, records) = response(version, wants, gots, budget);
+    let from_consumer = request.replica_id.0 < 0 && request.replica_state.replica_id.0 < 0;
+    hooks::fetch_answered(waited, from_consumer.then(|| sent(&response, &records)));
+    (response, records)
+}
+
+/// Each partition's record chunks in `response`, with its topic name (for the metrics).
+fn sent<'a>(
+    response: &'a FetchResponse,
+    records: &'a [Vec<Bytes>],
+) -> impl Iterator<Item = (&'a str, i32, &'a [Bytes])> {
+    let partitions = response.responses.iter().flat_map(|t| {
+        t.partitions
+            .iter()
+            .map(move |p| (t.topic.0.as_str(), p.partition_index))
+    });
+    partitions
+        .zip(records)
+        .map(|((topic, partition), chunks)| (topic, partition, chunks.as_slice()))
 }
 
 fn resolve<B: Broker>(broker: &B, version: i16, request: &FetchRequest) -> Vec<Want> {

@@ -73,6 +73,15 @@ impl BatchCache {
         }
     }
 
+    /// Changes the bound, evicting the oldest batches past it.
+    pub fn set_bytes_max(&mut self, bytes_max: usize) {
+        self.bytes_max = bytes_max;
+        while self.bytes > self.bytes_max {
+            let (_, _, evicted) = self.batches.pop_front().expect("bytes > 0 means non-empty");
+            self.bytes -= evicted.len();
+        }
+    }
+
     /// Drops everything (after a failure or truncation).
     pub fn clear(&mut self) {
         self.batches.clear();

@@ -35,10 +35,20 @@ pub struct LogConfig {
     /// Largest accepted record batch (`max.message.bytes`): the Produce handler checks it when it
     /// builds a `ValidatedBatch`; the engine appends what it is given.
     pub message_bytes_max: u32,
+    /// Roll the active segment when its offset index would grow past this (`segment.index.bytes`;
+    /// 8 bytes per entry, as Kafka's `.index`).
+    pub index_bytes_max: u64,
+    /// Up to this much is taken off `segment_ms_max` per segment (`segment.jitter.ms`), so the
+    /// segments of many partitions do not all roll at once.
+    pub segment_jitter_ms: u64,
+    /// Stamp each appended batch with the append time (`message.timestamp.type=LogAppendTime`).
+    pub log_append_time: bool,
 }
 
 /// Kafka's default `segment.bytes`: 1 GiB.
 pub const SEGMENT_BYTES_MAX_DEFAULT: u64 = 1 << 30;
+/// Kafka's default `segment.index.bytes`: 10 MiB.
+pub const INDEX_BYTES_MAX_DEFAULT: u64 = 10 << 20;
 /// Kafka's default `segment.ms` and `retention.ms`: 7 days.
 pub const WEEK_MS: u64 = 7 * 24 * 60 * 60 * 1000;
 
@@ -53,6 +63,9 @@ impl Default for LogConfig {
             retention_bytes: None,
             batch_cache_bytes_max: 4 << 20,
             message_bytes_max: (1 << 20) + 12,
+            index_bytes_max: INDEX_BYTES_MAX_DEFAULT,
+            segment_jitter_ms: 0,
+            log_append_time: false,
         }
     }
 }
@@ -71,6 +84,9 @@ impl LogConfig {
         }
         if self.message_bytes_max < 61 {
             return Err("message_bytes_max must hold a batch header".into());
+        }
+        if self.index_bytes_max < 8 {
+            return Err("index_bytes_max must hold an index entry".into());
         }
         Ok(())
     }

@@ -115,6 +115,8 @@ mod small_file;
 mod transactions;
 
 #[cfg(test)]
+mod config_tests;
+#[cfg(test)]
 mod index_lifecycle_tests;
 #[cfg(test)]
 mod log_tests;

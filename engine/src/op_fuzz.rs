@@ -262,6 +262,7 @@ fn random_config(rng: &mut fastrand::Rng, big_batches: bool) -> LogConfig {
         },
         batch_cache_bytes_max: [0, 2048, 1 << 20][rng.usize(0..3)],
         message_bytes_max: (1 << 20) + 12,
+        ..LogConfig::default()
     }
 }
 

@@ -159,10 +159,21 @@ impl<S: Storage> PartitionLog<S> {
         self.maybe_roll(batch.len(), now).await?;
         let base = self.positions.log_end();
         batch.set_base_offset(base);
+        let log_append_time = if self.config.log_append_time && sent.control.is_none() {
+            batch.set_log_append_time(now);
+            now
+        } else {
+            TimestampMs::NONE
+        };
         let delta = sent.last_offset.0 - sent.base_offset.0;
         let meta = BatchMeta {
             base_offset: base,
             last_offset: base.plus(delta),
+            max_timestamp: if log_append_time == TimestampMs::NONE {
+                sent.max_timestamp
+            } else {
+                log_append_time
+            },
             ..sent
         };
         let bytes = batch.freeze();
@@ -181,7 +192,7 @@ impl<S: Storage> PartitionLog<S> {
         Ok(AppendInfo {
             base_offset: meta.base_offset,
             last_offset: meta.last_offset,
-            log_append_time: TimestampMs::NONE,
+            log_append_time,
             log_start_offset,
         })
     }
@@ -228,12 +239,15 @@ impl<S: Storage> PartitionLog<S> {
         let age_ms = active
             .first_append_ms
             .map_or(0, |t| now.0.saturating_sub(t.0));
+        let jitter_ms = segment_jitter_ms(active.base, self.config.segment_jitter_ms);
         let by_age = self
             .config
             .segment_ms_max
-            .is_some_and(|max| age_ms >= max as i64);
+            .is_some_and(|max| age_ms >= max.saturating_sub(jitter_ms) as i64);
         let by_offsets = self.positions.log_end().0 - active.base.0 > i64::from(i32::MAX);
-        if by_size || by_age || by_offsets {
+        // A full offset index rolls too (Kafka's `segment.index.bytes`): 8 bytes per entry.
+        let by_index = (active.index.len() as u64 + 1) * 8 > self.config.index_bytes_max;
+        if by_size || by_age || by_offsets || by_index {
             let rolled = self.roll().await;
             self.failed |= rolled.is_err();
             rolled?;
@@ -389,6 +403,27 @@ impl<S: Storage> PartitionLog<S> {
                 by_count || by_time
             }
         }
+    }
+
+    /// Applies a changed configuration at once (a topic's configs altered while it is open):
+    /// rolls, retention, flushes and appends follow the new values from the next operation.
+    /// A switch to `EveryAppend` flushes first, so the high watermark never moves back.
+    pub async fn reconfigure(&mut self, config: LogConfig) -> Result<(), EngineError> {
+        self.check_usable()?;
+        config.validate().map_err(EngineError::InvalidConfig)?;
+        let every_append = config.flush == FlushPolicy::EveryAppend;
+        if every_append && self.config.flush != FlushPolicy::EveryAppend {
+            self.flush_inner().await?;
+        }
+        self.positions.set_hw_follows_durable(every_append);
+        self.cache.set_bytes_max(config.batch_cache_bytes_max);
+        self.config = config;
+        Ok(())
+    }
+
+    /// The configuration in force.
+    pub fn config(&self) -> &LogConfig {
+        &self.config
     }
 
     /// First offset still in the log.
@@ -627,6 +662,17 @@ impl<S: Storage> PartitionLog<S> {
     pub(crate) fn active_mut(&mut self) -> &mut Segment<S::File> {
         self.segments.last_mut().expect("at least one segment")
     }
+}
+
+/// The part of `segment.jitter.ms` taken off `segment.ms` for the segment at `base`: spread
+/// over `[0, jitter_ms)` by the base offset, so it is the same after a restart and differs
+/// between partitions and segments (Kafka draws it at random per segment).
+pub(crate) fn segment_jitter_ms(base: Offset, jitter_ms: u64) -> u64 {
+    if jitter_ms == 0 {
+        return 0;
+    }
+    let mixed = (base.0 as u64 ^ 0x9e37_79b9_7f4a_7c15).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    (mixed >> 17) % jitter_ms
 }
 
 /// Outcome of a timestamp search in one segment.

@@ -117,6 +117,22 @@ impl Positions {
         self.check();
     }
 
+    /// Switches the high watermark between following the durable offset (`EveryAppend`) and
+    /// the log end (interval flushes). It never moves back: switch to following the durable
+    /// offset only when everything appended is durable.
+    pub fn set_hw_follows_durable(&mut self, follows: bool) {
+        if follows && !self.hw_follows_durable {
+            assert_eq!(
+                self.durable, self.log_end,
+                "flush before the HW follows durability"
+            );
+        } else if !follows {
+            self.high_watermark = self.log_end;
+        }
+        self.hw_follows_durable = follows;
+        self.check();
+    }
+
     /// The log start moves forward (retention, DeleteRecords); never past the high watermark.
     pub fn advance_log_start(&mut self, new_start: Offset) {
         assert!(new_start >= self.log_start, "log start only moves forward");

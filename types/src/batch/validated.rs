@@ -24,8 +24,8 @@ use bytes::{Bytes, BytesMut};
 
 use super::check::{check_crc, check_shape};
 use super::error::BatchError;
-use super::header::RecordBatchHeader;
-use crate::{LeaderEpoch, Offset};
+use super::header::{write_crc, RecordBatchHeader};
+use crate::{LeaderEpoch, Offset, TimestampMs};
 
 /// One whole v2 record batch that passed every check a broker makes before appending it.
 #[derive(Debug)]
@@ -90,6 +90,16 @@ impl ValidatedBatch {
     pub fn set_leader_epoch(&mut self, epoch: LeaderEpoch) {
         let header = RecordBatchHeader::view_mut(&mut self.bytes).expect("validated");
         header.partition_leader_epoch.set(epoch.0);
+    }
+
+    /// Stamps the broker's append time on a `LogAppendTime` topic: the timestamp-type bit and
+    /// maxTimestamp (what consumers use for every record of the batch), then a new CRC.
+    pub fn set_log_append_time(&mut self, now: TimestampMs) {
+        let header = RecordBatchHeader::view_mut(&mut self.bytes).expect("validated");
+        let attributes = header.attributes.get() | super::attributes::TIMESTAMP_TYPE_BIT;
+        header.attributes.set(attributes);
+        header.max_timestamp.set(now.0);
+        write_crc(&mut self.bytes);
     }
 
     /// The bytes, ready to store and send.
@@ -248,5 +258,19 @@ mod tests {
             c[byte] ^= 0x10;
             assert!(check(&c, 1 << 20).is_err(), "flip at {byte} undetected");
         }
+    }
+
+    #[test]
+    fn log_append_time_sets_the_bit_and_max_timestamp_and_keeps_the_crc_valid() {
+        let bytes = BytesMut::from(&batch(3, 10)[..]);
+        let mut batch = ValidatedBatch::new(bytes, 1 << 20).unwrap();
+        batch.set_log_append_time(TimestampMs(12_345));
+        assert_eq!(batch.header().max_ts(), TimestampMs(12_345));
+        assert_eq!(
+            batch.header().attrs().timestamp_type(),
+            super::super::TimestampType::LogAppendTime
+        );
+        let again = BytesMut::from(batch.as_bytes());
+        assert!(ValidatedBatch::new(again, 1 << 20).is_ok(), "CRC rewritten");
     }
 }

@@ -22,19 +22,33 @@ const XERIAL_BLOCK_BYTES: usize = 32 << 10;
 /// zstd level: the library default, as Kafka's producer uses.
 const ZSTD_LEVEL: i32 = 3;
 
-/// Compresses `input` with `codec` (the inverse of [`decompress`]).
+/// Compresses `input` with `codec` (the inverse of [`decompress`]) at its default level.
 pub fn compress(codec: Compression, input: &[u8]) -> Result<Vec<u8>, String> {
+    compress_with_level(codec, input, None)
+}
+
+/// [`compress`] at `level` (Kafka's `compression.{gzip,lz4,zstd}.level`; `None`: the
+/// default; ignored by codecs without levels). Out-of-range levels are the caller's to refuse.
+pub fn compress_with_level(
+    codec: Compression,
+    input: &[u8],
+    level: Option<i32>,
+) -> Result<Vec<u8>, String> {
     use std::io::Write;
     match codec {
         Compression::None => Ok(input.to_vec()),
         Compression::Gzip => {
-            let mut enc = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+            let level = level.map_or(flate2::Compression::default(), |l| {
+                flate2::Compression::new(l.clamp(0, 9) as u32)
+            });
+            let mut enc = flate2::write::GzEncoder::new(Vec::new(), level);
             enc.write_all(input).map_err(|e| format!("gzip: {e}"))?;
             enc.finish().map_err(|e| format!("gzip: {e}"))
         }
         Compression::Snappy => snappy_xerial(input),
         Compression::Lz4 => {
             let mut enc = lz4::EncoderBuilder::new()
+                .level(level.map_or(0, |l| l.clamp(0, 16) as u32))
                 .block_size(lz4::BlockSize::Max64KB)
                 .block_mode(lz4::BlockMode::Independent)
                 .build(Vec::new())
@@ -44,7 +58,9 @@ pub fn compress(codec: Compression, input: &[u8]) -> Result<Vec<u8>, String> {
             result.map_err(|e| format!("lz4: {e}"))?;
             Ok(out)
         }
-        Compression::Zstd => zstd::encode_all(input, ZSTD_LEVEL).map_err(|e| format!("zstd: {e}")),
+        Compression::Zstd => {
+            zstd::encode_all(input, level.unwrap_or(ZSTD_LEVEL)).map_err(|e| format!("zstd: {e}"))
+        }
     }
 }
 

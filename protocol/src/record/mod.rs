@@ -24,7 +24,7 @@ pub use batch::{batch_size_bytes, BatchError, RecordBatchView};
 pub use blob::{batches, single_batch, split, Batches, Split};
 pub use header::{RecordBatchHeader, BATCH_HEADER_BYTES, MAGIC_V2};
 pub use plain_batch::{encode_plain_batch, PlainRecord};
-pub use rebuild::{for_each_record, retain_records, KeyedRecord};
+pub use rebuild::{for_each_record, recompress, retain_records, KeyedRecord};
 pub use records::{Record, RecordHeader, RecordIter};
 pub use rill_types::batch::ValidatedBatch;
 

@@ -22,7 +22,7 @@
 
 use super::attributes::{Attributes, Compression, TimestampType};
 use super::batch::{BatchError, RecordBatchView};
-use super::compression::compress;
+use super::compression::compress_with_level;
 use super::header::{RecordBatchHeader, BATCH_HEADER_BYTES, BATCH_LENGTH_OVERHEAD_BYTES, MAGIC_V2};
 use super::records::{Record, RecordIter};
 use rill_types::batch::write_crc;
@@ -36,6 +36,10 @@ const DELETE_HORIZON_BIT: i16 = 1 << 6;
 pub struct KeyedRecord<'a> {
     /// Absolute offset (baseOffset + offsetDelta).
     pub offset: Offset,
+    /// Its index in the batch (Produce's record errors name records by it).
+    pub index: i32,
+    /// Its timestamp (baseTimestamp + timestampDelta; the batch's for LogAppendTime).
+    pub timestamp: TimestampMs,
     /// The key; `None` for a null key.
     pub key: Option<&'a [u8]>,
     /// True for a tombstone (null value).
@@ -50,9 +54,23 @@ pub fn for_each_record(
     mut each: impl FnMut(KeyedRecord<'_>),
 ) -> Result<(), BatchError> {
     let view = RecordBatchView::new(batch)?;
+    let log_append_time = view.attributes().timestamp_type() == TimestampType::LogAppendTime;
+    let mut index = 0;
     with_records(&view, decompressed_bytes_max, |record| {
+        let timestamp = if log_append_time {
+            view.max_timestamp()
+        } else {
+            TimestampMs(
+                view.base_timestamp()
+                    .0
+                    .saturating_add(record.timestamp_delta),
+            )
+        };
+        index += 1;
         each(KeyedRecord {
             offset: view.base_offset().plus(i64::from(record.offset_delta)),
+            index: index - 1,
+            timestamp,
             key: record.key,
             tombstone: record.value.is_none(),
         });
@@ -88,11 +106,39 @@ pub fn retain_records(
     delete_horizon: Option<TimestampMs>,
     decompressed_bytes_max: usize,
 ) -> Result<Vec<u8>, BatchError> {
+    rebuild(batch, keep, delete_horizon, None, decompressed_bytes_max)
+}
+
+/// `batch` with the same records compressed with `codec` at `level` (a topic's
+/// `compression.type` other than `producer`); everything else as [`retain_records`] keeps it.
+pub fn recompress(
+    batch: &[u8],
+    codec: Compression,
+    level: Option<i32>,
+    decompressed_bytes_max: usize,
+) -> Result<Vec<u8>, BatchError> {
+    rebuild(
+        batch,
+        |_| true,
+        None,
+        Some((codec, level)),
+        decompressed_bytes_max,
+    )
+}
+
+fn rebuild(
+    batch: &[u8],
+    keep: impl Fn(Offset) -> bool,
+    delete_horizon: Option<TimestampMs>,
+    target: Option<(Compression, Option<i32>)>,
+    decompressed_bytes_max: usize,
+) -> Result<Vec<u8>, BatchError> {
     let view = RecordBatchView::new(batch)?;
     let attributes = view.attributes();
     let codec = attributes
         .compression()
         .map_err(|code| BatchError::UnknownCompression { code })?;
+    let (codec, level) = target.unwrap_or((codec, None));
     let horizon = delete_horizon
         .or(attributes
             .has_delete_horizon()
@@ -121,7 +167,8 @@ pub fn retain_records(
     } else {
         (codec, horizon)
     };
-    let body = compress(codec, &body).map_err(|reason| BatchError::Decompression { reason })?;
+    let body = compress_with_level(codec, &body, level)
+        .map_err(|reason| BatchError::Decompression { reason })?;
     let mut attrs = attributes.0 & !(COMPRESSION_MASK | DELETE_HORIZON_BIT);
     attrs |= codec_bits(codec);
     if horizon.is_some() {
@@ -325,6 +372,34 @@ mod tests {
             assert_eq!(set.records[0].value.as_deref(), Some(&b"value-1"[..]));
             assert_eq!(set.records[0].headers.len(), 1);
         }
+    }
+
+    #[test]
+    fn recompression_keeps_every_record_and_field() {
+        let b = encoded_batch(5, Kp::Gzip);
+        for (codec, level) in [
+            (Compression::Zstd, Some(9)),
+            (Compression::None, None),
+            (Compression::Lz4, Some(12)),
+            (Compression::Gzip, Some(1)),
+            (Compression::Snappy, None),
+        ] {
+            let out = recompress(&b, codec, level, CAP).unwrap();
+            let view = RecordBatchView::validate(&out[..]).unwrap();
+            view.validate_records(CAP).unwrap();
+            assert_eq!(view.attributes().compression(), Ok(codec));
+            assert_eq!(offsets_and_keys(&out), offsets_and_keys(&b));
+            let orig = RecordBatchView::new(&b[..]).unwrap();
+            assert_eq!(view.max_timestamp(), orig.max_timestamp());
+            assert_eq!(view.producer_id(), orig.producer_id());
+        }
+        let mut indexes = Vec::new();
+        for_each_record(&b, CAP, |r| indexes.push((r.index, r.timestamp.0))).unwrap();
+        let base = 1_700_000_000_000;
+        assert_eq!(
+            indexes,
+            (0..5).map(|i| (i as i32, base + i)).collect::<Vec<_>>()
+        );
     }
 
     #[test]

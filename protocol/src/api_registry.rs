@@ -28,8 +28,10 @@
 //! | EndTxn (26)              |   0..=4    | v5 bumps the epoch per transaction (KIP-890 part 2): not offered   |
 //! | TxnOffsetCommit (28)     |   0..=4    | librdkafka 3 (KIP-447 member fields); v5 is KIP-890 part 2         |
 //! | DescribeConfigs (32)     |   1..=4    | codec minimum 1                                                    |
+//! | AlterConfigs (33)        |   0..=2    | kafkajs and kafka-python's non-incremental path                    |
 //! | CreatePartitions (37)    |   0..=3    |                                                                    |
 //! | DeleteGroups (42)        |   0..=2    |                                                                    |
+//! | IncrementalAlterConfigs (44) | 0..=1  | confluent-kafka and kafka-python                                   |
 //! | OffsetDelete (47)        |   0..=0    |                                                                    |
 //! | DescribeCluster (60)     |   0..=1    | v2 only adds fenced-broker listing                                 |
 //! | DescribeProducers (61)   |   0..=0    |                                                                    |
@@ -103,8 +105,10 @@ pub const ENTRIES: &[ApiEntry] = &[
     ApiEntry::new(ApiKey::EndTxn, 0, 4),
     ApiEntry::new(ApiKey::TxnOffsetCommit, 0, 4),
     ApiEntry::new(ApiKey::DescribeConfigs, 1, 4),
+    ApiEntry::new(ApiKey::AlterConfigs, 0, 2),
     ApiEntry::new(ApiKey::CreatePartitions, 0, 3),
     ApiEntry::new(ApiKey::DeleteGroups, 0, 2),
+    ApiEntry::new(ApiKey::IncrementalAlterConfigs, 0, 1),
     ApiEntry::new(ApiKey::OffsetDelete, 0, 0),
     ApiEntry::new(ApiKey::DescribeCluster, 0, 1),
     ApiEntry::new(ApiKey::DescribeProducers, 0, 0),

@@ -301,6 +301,10 @@ mod tests {
             ApiKey::DescribeConfigs => {
                 RequestKind::DescribeConfigs(DescribeConfigsRequest::default())
             }
+            ApiKey::AlterConfigs => RequestKind::AlterConfigs(AlterConfigsRequest::default()),
+            ApiKey::IncrementalAlterConfigs => {
+                RequestKind::IncrementalAlterConfigs(IncrementalAlterConfigsRequest::default())
+            }
             ApiKey::CreatePartitions => {
                 RequestKind::CreatePartitions(CreatePartitionsRequest::default())
             }

@@ -176,6 +176,14 @@ const REQUEST_SPECS: &[(ApiKey, &str)] = &[
         include_str!("../specs/DescribeConfigsRequest.json"),
     ),
     (
+        ApiKey::AlterConfigs,
+        include_str!("../specs/AlterConfigsRequest.json"),
+    ),
+    (
+        ApiKey::IncrementalAlterConfigs,
+        include_str!("../specs/IncrementalAlterConfigsRequest.json"),
+    ),
+    (
         ApiKey::CreatePartitions,
         include_str!("../specs/CreatePartitionsRequest.json"),
     ),

@@ -31,63 +31,41 @@ pub enum ConfigError {
 }
 
 /// Log settings that every topic inherits unless its own config overrides them (Kafka's `log.*`
-/// broker properties). Kept as plain numbers here; [`crate::topic_config`] turns them into the
-/// engine's `LogConfig`.
-#[derive(Debug, Clone, PartialEq)]
+/// broker properties) and the broker's own log machinery. The topic-config defaults are kept
+/// as the file gave them (`static_props`, by broker property name, each checked by the topic
+/// config's rule); [`crate::topic_config`] resolves them under a topic's own configs.
+#[derive(Debug, Clone, PartialEq, Default)]
 pub struct LogDefaults {
-    /// `log.segment.bytes`: roll a segment when it reaches this size.
-    pub segment_bytes_max: u64,
-    /// `log.roll.ms`: roll a segment when it is this old; `None` never.
-    pub segment_ms_max: Option<u64>,
-    /// `log.retention.ms`: delete sealed segments older than this; `None` (-1) keeps forever.
-    pub retention_ms: Option<u64>,
-    /// `log.retention.bytes`: delete sealed segments beyond this size; `None` (-1) unbounded.
-    pub retention_bytes: Option<u64>,
-    /// `log.flush.interval.messages`: `None` means flush before every acks=all acknowledgement.
-    pub flush_interval_messages: Option<u64>,
-    /// `log.flush.interval.ms`: `None` means flush before every acks=all acknowledgement.
-    pub flush_interval_ms: Option<u64>,
-    /// `message.max.bytes`: the largest record batch a producer may send.
-    pub message_bytes_max: u32,
-    /// `log.index.interval.bytes`: one sparse index entry per this many log bytes.
-    pub index_interval_bytes: u32,
+    /// Broker properties that set topic-config defaults (`log.retention.hours=168`,
+    /// `message.max.bytes`, `compression.type`, ...), as set in the file.
+    pub static_props: BTreeMap<String, String>,
     /// `log.retention.check.interval.ms`: how often retention runs per partition.
     pub retention_check_interval_ms: u64,
-    /// `log.cleanup.policy`: `delete`, `compact` or both (comma-separated).
-    pub cleanup_policy: String,
-    /// `log.cleaner.delete.retention.ms`: how long tombstones stay after a clean kept them.
-    pub delete_retention_ms: u64,
-    /// `log.cleaner.min.cleanable.ratio`: dirty share of a log that triggers a clean.
-    pub min_cleanable_dirty_ratio: f64,
-    /// `log.cleaner.min.compaction.lag.ms`: records younger than this are not compacted.
-    pub min_compaction_lag_ms: u64,
-    /// `log.cleaner.max.compaction.lag.ms`: a dirty record older than this forces a clean;
-    /// `None` (Kafka's Long.MAX_VALUE) never.
-    pub max_compaction_lag_ms: Option<u64>,
     /// The `log.cleaner.*` settings of the shards' cleaners.
     pub cleaner: crate::compaction::CleanerSettings,
 }
 
-impl Default for LogDefaults {
-    fn default() -> Self {
-        const DAY_MS: u64 = 24 * 60 * 60 * 1000;
-        Self {
-            segment_bytes_max: 1 << 30,
-            segment_ms_max: Some(7 * DAY_MS),
-            retention_ms: Some(7 * DAY_MS),
-            retention_bytes: None,
-            flush_interval_messages: None,
-            flush_interval_ms: None,
-            message_bytes_max: (1 << 20) + 12,
-            index_interval_bytes: 4096,
+impl LogDefaults {
+    /// Kafka's defaults: nothing set by the file.
+    pub fn kafka() -> Self {
+        LogDefaults {
+            static_props: BTreeMap::new(),
             retention_check_interval_ms: 5 * 60 * 1000,
-            cleanup_policy: "delete".to_string(),
-            delete_retention_ms: DAY_MS,
-            min_cleanable_dirty_ratio: 0.5,
-            min_compaction_lag_ms: 0,
-            max_compaction_lag_ms: None,
             cleaner: crate::compaction::CleanerSettings::default(),
         }
+    }
+
+    /// The effective value of topic config `name` at broker level (no topic override and no
+    /// dynamic config): what DescribeConfigs shows and what a topic inherits.
+    pub fn topic_default(&self, name: &str) -> String {
+        let empty = BTreeMap::new();
+        crate::topic_config::ConfigLayers {
+            topic: &empty,
+            dynamic_broker: &empty,
+            dynamic_default: &empty,
+            static_broker: &self.static_props,
+        }
+        .value(name)
     }
 }
 
@@ -141,6 +119,9 @@ pub struct BrokerConfig {
     pub partition_idle_ms: u64,
     /// Log settings topics inherit.
     pub log: LogDefaults,
+    /// Properties set by the file or the command line (DescribeConfigs reports them as
+    /// STATIC_BROKER_CONFIG, the others as DEFAULT_CONFIG).
+    pub explicit: std::collections::BTreeSet<String>,
     /// The admin listener and metric bounds (`rill.admin.listen`, `rill.metrics.*`).
     pub admin: AdminSettings,
     /// The cluster this node belongs to; `None`: the single node (no quorum configured).
@@ -228,7 +209,8 @@ impl BrokerConfig {
             shard_open_files_max: None,
             broker_partitions_max: None,
             partition_idle_ms: 30_000,
-            log: LogDefaults::default(),
+            log: LogDefaults::kafka(),
+            explicit: Default::default(),
             admin: AdminSettings::default(),
             cluster: None,
             cluster_settings: ClusterSettings::default(),
@@ -268,8 +250,13 @@ impl BrokerConfig {
         }
         for (key, value) in properties {
             match self.apply_property(key, value)? {
-                Applied::Yes => {}
-                Applied::Advertise(address) => advertise = Some(address),
+                Applied::Yes => {
+                    self.explicit.insert(key.clone());
+                }
+                Applied::Advertise(address) => {
+                    self.explicit.insert(key.clone());
+                    advertise = Some(address);
+                }
                 Applied::Unknown => tracing::warn!(key, "ignoring unknown config property"),
             }
         }
@@ -357,6 +344,21 @@ impl BrokerConfig {
         }
         self.cluster_settings.apply_flags(&cli.cluster_flags());
         self.cluster = self.cluster_settings.resolve(self.node_id)?;
+        let flags = [
+            (cli.listen.is_some(), "listeners"),
+            (cli.data_dir.is_some(), "log.dirs"),
+            (cli.shards.is_some(), "rill.shards"),
+            (cli.default_partitions.is_some(), "num.partitions"),
+            (
+                cli.auto_create_topics.is_some(),
+                "auto.create.topics.enable",
+            ),
+            (cli.advertise.is_some(), "advertised.listeners"),
+            (cli.node_id.is_some(), "node.id"),
+        ];
+        for (_, property) in flags.into_iter().filter(|(given, _)| *given) {
+            self.explicit.insert(property.to_string());
+        }
         // One request of the largest allowed size must always fit in the shard's budget.
         self.shard_inflight_bytes_max = self.shard_inflight_bytes_max.max(self.request_bytes_max);
         // advertise defaults to listen, so it is resolved after the listen address is final.
@@ -379,39 +381,21 @@ enum Applied {
 
 impl LogDefaults {
     fn apply_property(&mut self, key: &str, v: &str) -> Result<Applied, ConfigError> {
+        if let Some((def, synonym)) = crate::topic_config::defs::by_synonym(key) {
+            // Checked in the topic config's unit, as it will be used.
+            let value = match v.parse::<i64>() {
+                Ok(n) if synonym.factor != 1 && n >= 0 => {
+                    n.saturating_mul(synonym.factor).to_string()
+                }
+                _ => v.to_string(),
+            };
+            (def.check)(&value).map_err(|reason| bad(key, v, reason))?;
+            self.static_props.insert(key.to_string(), v.to_string());
+            return Ok(Applied::Yes);
+        }
         match key {
-            "log.segment.bytes" => self.segment_bytes_max = parse_at_least_one(key, v)?,
-            "log.roll.ms" => self.segment_ms_max = parse_optional_ms(key, v)?,
-            "log.roll.hours" => self.segment_ms_max = parse_optional_ms(key, v)?.map(hours_to_ms),
-            "log.retention.ms" => self.retention_ms = parse_optional_ms(key, v)?,
-            "log.retention.minutes" => {
-                self.retention_ms = parse_optional_ms(key, v)?.map(|m| m * 60_000)
-            }
-            "log.retention.hours" => {
-                self.retention_ms = parse_optional_ms(key, v)?.map(hours_to_ms)
-            }
-            "log.retention.bytes" => self.retention_bytes = parse_optional_ms(key, v)?,
-            "log.flush.interval.messages" => {
-                self.flush_interval_messages = parse_flush_setting(key, v)?
-            }
-            "log.flush.interval.ms" => self.flush_interval_ms = parse_flush_setting(key, v)?,
-            "message.max.bytes" => self.message_bytes_max = parse_at_least_one(key, v)?,
-            "log.index.interval.bytes" => self.index_interval_bytes = parse_at_least_one(key, v)?,
             "log.retention.check.interval.ms" => {
                 self.retention_check_interval_ms = parse_at_least_one(key, v)?
-            }
-            "log.cleanup.policy" => {
-                crate::topic_config::parse_cleanup_policy(v).map_err(|e| bad(key, v, e))?;
-                self.cleanup_policy = v.to_string();
-            }
-            "log.cleaner.delete.retention.ms" => self.delete_retention_ms = parse_num(key, v)?,
-            "log.cleaner.min.cleanable.ratio" => {
-                self.min_cleanable_dirty_ratio =
-                    crate::topic_config::parse_ratio(key, v).map_err(|e| bad(key, v, e))?
-            }
-            "log.cleaner.min.compaction.lag.ms" => self.min_compaction_lag_ms = parse_num(key, v)?,
-            "log.cleaner.max.compaction.lag.ms" => {
-                self.max_compaction_lag_ms = parse_lag_max(key, v)?
             }
             "log.cleaner.enable" => self.cleaner.enabled = parse_bool(key, v)?,
             "log.cleaner.dedupe.buffer.size" => {
@@ -447,10 +431,6 @@ fn apply_txn_property(
         _ => return Ok(Applied::Unknown),
     }
     Ok(Applied::Yes)
-}
-
-fn hours_to_ms(hours: u64) -> u64 {
-    hours.saturating_mul(60 * 60 * 1000)
 }
 
 /// Upper bound on `--shards`: more shards than cores run unpinned, far more is a mistake.
@@ -528,37 +508,6 @@ fn parse_bool(key: &str, v: &str) -> Result<bool, ConfigError> {
     }
 }
 
-/// Kafka's "-1 means unlimited" convention for times and sizes.
-fn parse_optional_ms(key: &str, v: &str) -> Result<Option<u64>, ConfigError> {
-    let n: i64 = parse_num(key, v)?;
-    match n {
-        -1 => Ok(None),
-        n if n < 0 => Err(bad(key, v, "must be -1 (unlimited) or >= 0")),
-        n => Ok(Some(n as u64)),
-    }
-}
-
-/// Kafka's flush defaults are `Long.MAX_VALUE`, meaning "never flush on a schedule"; Rill's default
-/// instead is "flush before acks=all acknowledgements", so the maximum and -1 both map to `None`.
-fn parse_flush_setting(key: &str, v: &str) -> Result<Option<u64>, ConfigError> {
-    let n: i64 = parse_num(key, v)?;
-    match n {
-        -1 | i64::MAX => Ok(None),
-        n if n < 1 => Err(bad(key, v, "must be >= 1")),
-        n => Ok(Some(n as u64)),
-    }
-}
-
-/// `max.compaction.lag.ms`: Kafka's default `Long.MAX_VALUE` means never.
-fn parse_lag_max(key: &str, v: &str) -> Result<Option<u64>, ConfigError> {
-    let n: i64 = parse_num(key, v)?;
-    match n {
-        i64::MAX => Ok(None),
-        n if n < 1 => Err(bad(key, v, "must be at least 1")),
-        n => Ok(Some(n as u64)),
-    }
-}
-
 /// A byte rate; Kafka's default (`Double.MAX_VALUE`) and anything past `u64` mean unlimited.
 fn parse_rate(key: &str, v: &str) -> Result<Option<u64>, ConfigError> {
     let n: f64 = parse_num(key, v)?;
@@ -614,7 +563,8 @@ mod tests {
         assert_eq!(c.shards, available_cores());
         assert_eq!(c.default_partitions, 1);
         assert!(c.auto_create_topics);
-        assert_eq!(c.log.flush_interval_messages, None);
+        assert!(c.log.static_props.is_empty());
+        assert!(c.explicit.is_empty());
     }
 
     #[test]
@@ -654,9 +604,10 @@ mod tests {
         assert_eq!(c.txn.max_timeout_ms, 60_000);
         assert_eq!(c.txn.abort_check_interval_ms, 200);
         assert_eq!(c.read_cache_bytes, 1000);
-        assert_eq!(c.log.segment_bytes_max, 1 << 20);
-        assert_eq!(c.log.retention_ms, None);
-        assert_eq!(c.log.flush_interval_messages, Some(100));
+        assert_eq!(c.log.topic_default("segment.bytes"), "1048576");
+        assert_eq!(c.log.topic_default("retention.ms"), "-1");
+        assert_eq!(c.log.topic_default("flush.messages"), "100");
+        assert!(c.explicit.contains("num.partitions") && c.explicit.contains("listeners"));
         assert!(!c.auto_create_topics);
         assert_eq!(c.listen.port(), 9999);
         let c = BrokerConfig::resolve(&cli(&[
@@ -680,7 +631,9 @@ mod tests {
             ("num.partitions", "x"),
             ("auto.create.topics.enable", "yes"),
             ("log.retention.ms", "-5"),
-            ("log.flush.interval.ms", "0"),
+            ("log.flush.interval.ms", "-2"),
+            ("log.cleanup.policy", "shred"),
+            ("log.retention.hours", "x"),
             ("log.segment.bytes", "0"),
             ("rill.broker.partitions.max", "0"),
             ("rill.shard.open.files.max", "-3"),

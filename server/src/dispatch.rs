@@ -112,8 +112,14 @@ pub async fn handle<B: Broker>(
             ResponseKind::CreatePartitions(create_partitions::handle(broker, &r).await)
         }
         RequestKind::DescribeConfigs(r) => {
-            ResponseKind::DescribeConfigs(describe_configs::handle(broker, &r))
+            ResponseKind::DescribeConfigs(describe_configs::handle(broker, version, &r))
         }
+        RequestKind::AlterConfigs(r) => {
+            ResponseKind::AlterConfigs(alter_configs::handle(broker, &r).await)
+        }
+        RequestKind::IncrementalAlterConfigs(r) => ResponseKind::IncrementalAlterConfigs(
+            incremental_alter_configs::handle(broker, &r).await,
+        ),
         RequestKind::DescribeCluster(r) => {
             ResponseKind::DescribeCluster(describe_cluster::handle(broker, &r))
         }
@@ -377,7 +383,7 @@ mod every_version_encodes {
                 .with_resource_type(2)
                 .with_resource_name(handler::str_bytes("t"));
             let req = DescribeConfigsRequest::default().with_resources(vec![r]);
-            ResponseKind::DescribeConfigs(handler::describe_configs::handle(b, &req))
+            ResponseKind::DescribeConfigs(handler::describe_configs::handle(b, 4, &req))
         });
         assert_encodes(ApiKey::DescribeCluster, |b, _| {
             ResponseKind::DescribeCluster(handler::describe_cluster::handle(

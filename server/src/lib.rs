@@ -16,15 +16,21 @@
 //! - [`topics`], [`topic_config`]: durable topic metadata and per-topic log configs;
 //!   [`capacity`]: whether new partitions fit (partition limit, disk) before they are created.
 //! - [`compaction`]: the Kafka record codec for the engine's cleaner, and each shard's cleaner.
+//! - [`broker_configs`], [`config_changes`]: the broker's configs as DescribeConfigs shows them,
+//!   and (Incremental)AlterConfigs of topics and brokers, persisted and applied live;
+//!   [`produce_rules`]: what a topic's configs require of produced batches (keys, timestamps,
+//!   codec, min.insync.replicas).
 //! - [`shutdown`]: SIGTERM/SIGINT → every shard stops accepting, drains, closes its logs.
 //! - [`admin`]: the admin HTTP listener: Prometheus metrics, health checks, status JSON and page.
 //! - [`tools`]: `rill dump-log`, `rill check`: offline inspection and repair of a data directory.
 pub mod admin;
+pub mod broker_configs;
 pub mod capacity;
 pub mod cli;
 pub mod cluster;
 pub mod compaction;
 pub mod config;
+pub mod config_changes;
 pub mod data_dir_lock;
 pub mod dispatch;
 pub mod group;
@@ -32,6 +38,7 @@ pub mod handler;
 pub mod net;
 pub mod open_files;
 pub mod partition;
+pub mod produce_rules;
 pub mod routing;
 pub mod shard;
 pub mod shutdown;

@@ -14,6 +14,7 @@
 use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 
 use rill_protocol::ErrorCode;
@@ -100,6 +101,36 @@ struct MetaDocument {
     /// Producer ids below this are handed out or reserved; restart resumes here (never reuses).
     producer_id_reserved_until: i64,
     topics: BTreeMap<String, Arc<TopicMeta>>,
+    /// Dynamic broker configs (AlterConfigs on a broker resource), by resource name: `""` the
+    /// cluster-wide default, a node id that broker. Absent in documents of older versions.
+    #[serde(default)]
+    broker_configs: Arc<BrokerConfigs>,
+}
+
+/// Dynamic broker configs: each broker's and the cluster's default, by broker property name.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct BrokerConfigs(BTreeMap<String, BTreeMap<String, String>>);
+
+/// The resource name of the cluster-wide default broker configs.
+pub const CLUSTER_DEFAULT_RESOURCE: &str = "";
+
+impl BrokerConfigs {
+    /// The dynamic configs of resource `name` (empty if none).
+    pub fn of_resource(&self, name: &str) -> &BTreeMap<String, String> {
+        static EMPTY: BTreeMap<String, String> = BTreeMap::new();
+        self.0.get(name).unwrap_or(&EMPTY)
+    }
+
+    /// Broker `node_id`'s own dynamic configs.
+    pub fn of_broker(&self, node_id: i32) -> &BTreeMap<String, String> {
+        self.of_resource(&node_id.to_string())
+    }
+
+    /// The cluster-wide dynamic defaults.
+    pub fn cluster_default(&self) -> &BTreeMap<String, String> {
+        self.of_resource(CLUSTER_DEFAULT_RESOURCE)
+    }
 }
 
 #[derive(Debug)]
@@ -128,6 +159,9 @@ pub struct TopicRegistry {
     producer_ids: Mutex<ProducerIds>,
     /// Serializes read-modify-write-persist sequences.
     write_lock: Mutex<()>,
+    /// Bumped by every change of a topic's or a broker's dynamic configs: open partitions
+    /// compare it to apply changes live.
+    config_generation: AtomicU64,
 }
 
 impl TopicRegistry {
@@ -148,6 +182,7 @@ impl TopicRegistry {
                 cluster_id: new_cluster_id(),
                 producer_id_reserved_until: 0,
                 topics: BTreeMap::new(),
+                broker_configs: Arc::default(),
             },
             Err(e) => return Err(e),
         };
@@ -166,6 +201,7 @@ impl TopicRegistry {
             }),
             document: RwLock::new(document),
             write_lock: Mutex::new(()),
+            config_generation: AtomicU64::new(0),
         };
         let snapshot = registry.read().clone();
         registry.persist(&snapshot)?;
@@ -303,6 +339,62 @@ impl TopicRegistry {
         Ok(meta)
     }
 
+    /// Replaces a topic's configs durably (`validate` checks the new set under the write lock,
+    /// so two concurrent changes cannot both pass against a stale base).
+    pub fn set_topic_configs(
+        &self,
+        name: &str,
+        update: impl FnOnce(&BTreeMap<String, String>) -> Result<BTreeMap<String, String>, TopicError>,
+    ) -> Result<Arc<TopicMeta>, TopicError> {
+        let _guard = self.write_lock.lock().unwrap_or_else(|e| e.into_inner());
+        let mut next = self.read().clone();
+        let old = next
+            .topics
+            .get(name)
+            .cloned()
+            .ok_or_else(|| TopicError::Unknown(name.to_string()))?;
+        let meta = Arc::new(TopicMeta {
+            configs: update(&old.configs)?,
+            ..(*old).clone()
+        });
+        next.topics.insert(name.to_string(), meta.clone());
+        self.commit(next)?;
+        self.config_generation.fetch_add(1, Ordering::SeqCst);
+        Ok(meta)
+    }
+
+    /// The dynamic broker configs.
+    pub fn broker_configs(&self) -> Arc<BrokerConfigs> {
+        self.read().broker_configs.clone()
+    }
+
+    /// Replaces the dynamic configs of broker resource `resource` durably (`update` as in
+    /// [`Self::set_topic_configs`]).
+    pub fn set_broker_configs(
+        &self,
+        resource: &str,
+        update: impl FnOnce(&BTreeMap<String, String>) -> Result<BTreeMap<String, String>, TopicError>,
+    ) -> Result<(), TopicError> {
+        let _guard = self.write_lock.lock().unwrap_or_else(|e| e.into_inner());
+        let mut next = self.read().clone();
+        let configs = update(next.broker_configs.of_resource(resource))?;
+        let mut all = (*next.broker_configs).clone();
+        if configs.is_empty() {
+            all.0.remove(resource);
+        } else {
+            all.0.insert(resource.to_string(), configs);
+        }
+        next.broker_configs = Arc::new(all);
+        self.commit(next)?;
+        self.config_generation.fetch_add(1, Ordering::SeqCst);
+        Ok(())
+    }
+
+    /// Bumped by every config change (see the field).
+    pub fn config_generation(&self) -> u64 {
+        self.config_generation.load(Ordering::SeqCst)
+    }
+
     /// A producer id never handed out before, even across restarts (in a cluster: by any
     /// broker, see [`Self::add_producer_id_block`]).
     pub fn allocate_producer_id(&self) -> Result<ProducerId, TopicError> {
@@ -369,6 +461,8 @@ impl TopicRegistry {
         next.cluster_id = cluster_id.to_string();
         next.topics = topics;
         self.commit(next)?;
+        // Topic configs may have changed: open partitions re-read theirs.
+        self.config_generation.fetch_add(1, Ordering::SeqCst);
         Ok(true)
     }
 

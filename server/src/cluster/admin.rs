@@ -167,6 +167,26 @@ fn missing() -> (ErrorCode, String) {
     )
 }
 
+/// A topic's config changes (`None`: remove the override) in a cluster, already checked by
+/// the caller; decided by the controller and applied here before the answer.
+pub async fn alter_topic_configs<B: Broker>(
+    broker: &B,
+    cluster: &ClusterView,
+    topic: &str,
+    changes: BTreeMap<String, Option<String>>,
+) -> Result<(), Refusal> {
+    let request = ControllerRequest::AlterTopicConfigs {
+        topic: topic.to_string(),
+        changes,
+    };
+    let decided = ask(cluster, request, broker).await?;
+    let r = decided.get(topic).ok_or_else(missing)?;
+    if r.error_code != 0 {
+        return Err((r.error(), r.message.clone().unwrap_or_default()));
+    }
+    Ok(())
+}
+
 /// DeleteTopics in a cluster (names in v0-5, names or ids in v6+).
 pub async fn delete_topics<B: Broker>(
     broker: &B,

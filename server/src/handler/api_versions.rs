@@ -22,6 +22,8 @@ pub fn implemented(api_key: ApiKey) -> bool {
             | ApiKey::InitProducerId
             | ApiKey::OffsetForLeaderEpoch
             | ApiKey::DescribeConfigs
+            | ApiKey::AlterConfigs
+            | ApiKey::IncrementalAlterConfigs
             | ApiKey::CreatePartitions
             | ApiKey::DescribeCluster
             | ApiKey::FindCoordinator

@@ -14,7 +14,7 @@ use rill_protocol::kafka_protocol::messages::{CreateTopicsRequest, CreateTopicsR
 use rill_protocol::ErrorCode;
 
 use super::{str_bytes, Broker};
-use crate::topic_config::{describe, log_config};
+use crate::topic_config::{describe, BrokerLayers, TopicSettings};
 use crate::topics::{validate_topic_name, Growth, TopicError, TopicMeta};
 
 /// Answer CreateTopics (in a cluster: decided by the controller, [`crate::cluster::admin`]).
@@ -100,7 +100,9 @@ pub(crate) fn requested<B: Broker>(
             ))
         })
         .collect();
-    log_config(&broker.config().log, &configs).map_err(|m| (ErrorCode::InvalidConfig, m))?;
+    let layers = BrokerLayers::of(broker.config(), broker.topics());
+    TopicSettings::from_layers(&layers.with_topic(&configs))
+        .map_err(|e| (ErrorCode::InvalidConfig, e.to_string()))?;
     validate_topic_name(topic.name.0.as_str())
         .map_err(|e| (ErrorCode::InvalidTopicException, e.to_string()))?;
     Ok((partitions, configs))
@@ -153,13 +155,14 @@ pub(crate) fn created_result<B: Broker>(
     if version < 5 {
         return result;
     }
-    let rows = describe(&broker.config().log, configs)
+    let layers = BrokerLayers::of(broker.config(), broker.topics());
+    let rows = describe(&layers.with_topic(configs))
         .into_iter()
         .map(|row| {
             CreatableTopicConfigs::default()
-                .with_name(str_bytes(row.name))
-                .with_value(Some(str_bytes(&row.value)))
-                .with_config_source(if row.is_topic_override { 1 } else { 5 })
+                .with_name(str_bytes(row.def.name))
+                .with_value(Some(str_bytes(&row.resolved.value)))
+                .with_config_source(row.resolved.source as i8)
         })
         .collect();
     result

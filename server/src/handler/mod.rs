@@ -22,6 +22,7 @@ use crate::txn::ops::{TxnListFilter, TxnListing, TxnOp, TxnReply};
 
 pub mod add_offsets_to_txn;
 pub mod add_partitions_to_txn;
+pub mod alter_configs;
 pub mod api_versions;
 pub mod create_partitions;
 pub mod create_topics;
@@ -36,6 +37,7 @@ pub mod end_txn;
 pub mod fetch;
 pub mod find_coordinator;
 pub mod heartbeat;
+pub mod incremental_alter_configs;
 pub mod init_producer_id;
 pub mod join_group;
 pub mod leave_group;
@@ -70,6 +72,11 @@ pub trait Broker {
     fn now(&self) -> Instant;
     /// The runtime's timer (long polls).
     async fn sleep(&self, duration: Duration);
+    /// The wall clock, as Kafka timestamps count (timestamp bounds of produced records).
+    fn wall_clock(&self) -> rill_types::TimestampMs {
+        use rill_engine::io::Clock;
+        rill_engine::io::SystemClock.now()
+    }
     /// Run a consumer-group operation on the shard that coordinates `group_id`.
     async fn group(&self, group_id: &str, op: GroupOp) -> GroupReply;
     /// Every group on every shard (ListGroups).

@@ -26,9 +26,11 @@ use std::time::Instant;
 use bytes::{Bytes, BytesMut};
 use futures::future::join_all;
 use rill_engine::FlushPolicy;
-use rill_protocol::kafka_protocol::messages::produce_request::PartitionProduceData;
+use rill_protocol::kafka_protocol::messages::produce_request::{
+    PartitionProduceData, TopicProduceData,
+};
 use rill_protocol::kafka_protocol::messages::produce_response::{
-    PartitionProduceResponse, TopicProduceResponse,
+    BatchIndexAndErrorMessage, PartitionProduceResponse, TopicProduceResponse,
 };
 use rill_protocol::kafka_protocol::messages::{ProduceRequest, ProduceResponse};
 use rill_protocol::record::split;
@@ -38,10 +40,11 @@ use rill_types::batch::ValidatedBatch;
 use super::{topic_or_auto_create, Broker};
 use crate::admin::shard::hooks;
 use crate::partition::ops::{Acks, PartitionOp, PartitionReply};
-use crate::topic_config::log_config;
+use crate::produce_rules::{self, Refusal};
+use crate::topic_config::TopicSettings;
 
-/// One partition's plan: the batches to append, or the error to answer.
-type Planned = Result<Vec<ValidatedBatch>, ErrorCode>;
+/// One partition's plan: the batches to append, or the refusal to answer.
+type Planned = Result<Vec<ValidatedBatch>, Refusal>;
 
 /// Answer Produce; `None` for acks=0 (no response at all).
 pub async fn handle<B: Broker>(
@@ -52,36 +55,7 @@ pub async fn handle<B: Broker>(
     let arrived = Instant::now();
     let acks = Acks::from_wire(request.acks);
     let transactional_id = request.transactional_id.as_ref().map(|id| id.to_string());
-    let mut plans = Vec::new();
-    for topic in request.topic_data {
-        let name = topic.name.0.as_str().to_string();
-        let meta = topic_or_auto_create(broker, &name, true);
-        let config = meta
-            .as_ref()
-            .ok()
-            .map(|m| log_config(&broker.config().log, &m.configs));
-        let message_bytes_max = config.as_ref().map(|c| {
-            c.as_ref()
-                .map_or(broker.config().log.message_bytes_max, |c| {
-                    c.message_bytes_max
-                })
-        });
-        // acks=all answers mean durable only when the topic syncs before answering.
-        let durable = config.is_some_and(|c| c.is_ok_and(|c| c.flush == FlushPolicy::EveryAppend));
-        for partition in topic.partition_data {
-            let index = partition.index;
-            let plan = match (&meta, acks, message_bytes_max) {
-                (_, None, _) => Err(ErrorCode::InvalidRequiredAcks),
-                (Err(code), _, _) => Err(*code),
-                (Ok(m), _, _) if index < 0 || index >= m.partitions => {
-                    Err(ErrorCode::UnknownTopicOrPartition)
-                }
-                (Ok(_), _, Some(max)) => plan_partition(partition, max as usize),
-                (Ok(_), _, None) => unreachable!("known topics have a size limit"),
-            };
-            plans.push((name.clone(), index, plan, durable));
-        }
-    }
+    let plans = plan_request(broker, request.topic_data, acks);
     let acks = acks.unwrap_or(Acks::All);
     let appends = plans
         .into_iter()
@@ -97,33 +71,85 @@ pub async fn handle<B: Broker>(
                     if durable && acks == Acks::All && reply.error_code().is_ok() {
                         hooks::produce_durable(arrived.elapsed());
                     }
-                    reply
+                    Ok(reply)
                 }
-                Err(code) => PartitionReply::Error(code),
+                Err(refusal) => Err(refusal),
             };
             (topic, index, result)
         });
-    let results = join_all(appends).await;
-    let results = super::produce_txn::verify_first_appends(
+    let (replies, refusals) = set_refusals_aside(join_all(appends).await);
+    let replies = super::produce_txn::verify_first_appends(
         broker,
         version,
         transactional_id.as_deref(),
         acks,
-        results,
+        replies,
     )
     .await;
     if acks == Acks::None {
         return None;
     }
+    let results = replies
+        .into_iter()
+        .zip(refusals)
+        .map(|((topic, index, reply), refusal)| (topic, index, refusal.map_or(Ok(reply), Err)))
+        .collect();
     Some(response(version, results))
+}
+
+/// Each partition of the request: topic, index, the checked batches or the refusal, and
+/// whether the topic syncs before acks=all answers.
+fn plan_request<B: Broker>(
+    broker: &B,
+    topic_data: Vec<TopicProduceData>,
+    acks: Option<Acks>,
+) -> Vec<(String, i32, Planned, bool)> {
+    let now = broker.wall_clock();
+    let mut plans = Vec::new();
+    for topic in topic_data {
+        let name = topic.name.0.as_str().to_string();
+        let meta = topic_or_auto_create(broker, &name, true);
+        let settings = meta.as_ref().ok().map(|m| {
+            TopicSettings::of_topic(broker.config(), broker.topics(), &m.configs).map_err(|e| {
+                tracing::error!(topic = name, error = %e, "stored topic config is invalid");
+                Refusal::from(ErrorCode::InvalidConfig)
+            })
+        });
+        // acks=all answers mean durable only when the topic syncs before answering.
+        let durable = settings.as_ref().is_some_and(|s| {
+            s.as_ref()
+                .is_ok_and(|s| s.log.flush == FlushPolicy::EveryAppend)
+        });
+        for partition in topic.partition_data {
+            let index = partition.index;
+            let plan = match (&meta, acks, &settings) {
+                (_, None, _) => Err(ErrorCode::InvalidRequiredAcks.into()),
+                (Err(code), _, _) => Err((*code).into()),
+                (Ok(m), _, _) if index < 0 || index >= m.partitions => {
+                    Err(ErrorCode::UnknownTopicOrPartition.into())
+                }
+                (Ok(_), Some(acks), Some(Ok(s))) => produce_rules::check_acks(s, acks)
+                    .and_then(|()| plan_partition(partition, s, now)),
+                (Ok(_), _, Some(Err(refusal))) => Err(refusal.clone()),
+                (Ok(_), _, None) => unreachable!("known topics have settings"),
+            };
+            plans.push((name.clone(), index, plan, durable));
+        }
+    }
+    plans
 }
 
 /// Split one partition's records into whole batches and check each once, copying it into an
 /// owned buffer for the owner shard (which rewrites its baseOffset).
-fn plan_partition(partition: PartitionProduceData, message_bytes_max: usize) -> Planned {
+fn plan_partition(
+    partition: PartitionProduceData,
+    settings: &TopicSettings,
+    now: rill_types::TimestampMs,
+) -> Planned {
+    let message_bytes_max = settings.log.message_bytes_max as usize;
     let records: Bytes = match partition.records {
         Some(records) if !records.is_empty() => records,
-        _ => return Err(ErrorCode::InvalidRecord),
+        _ => return Err(ErrorCode::InvalidRecord.into()),
     };
     let mut out = Vec::new();
     for slice in split(records) {
@@ -131,18 +157,46 @@ fn plan_partition(partition: PartitionProduceData, message_bytes_max: usize) -> 
             .and_then(|bytes| ValidatedBatch::new(BytesMut::from(&bytes[..]), message_bytes_max));
         let batch = checked.map_err(|e| {
             tracing::debug!(error = %e, "refusing record batch");
-            e.error_code()
+            Refusal::from(e.error_code())
         })?;
-        out.push(batch);
+        out.push(produce_rules::apply(
+            batch,
+            settings,
+            message_bytes_max,
+            now,
+        )?);
     }
     assert!(!out.is_empty());
     Ok(out)
 }
 
-fn response(version: i16, results: Vec<(String, i32, PartitionReply)>) -> ProduceResponse {
+/// A partition's outcome: the owner's answer, or the refusal made before any append.
+type Outcome = Result<PartitionReply, Refusal>;
+
+/// The partition answers the transactional verification works on, with each refusal (its
+/// message and record errors) set aside by position to be put back into the response.
+fn set_refusals_aside(
+    outcomes: Vec<(String, i32, Outcome)>,
+) -> (super::produce_txn::Results, Vec<Option<Refusal>>) {
+    outcomes
+        .into_iter()
+        .map(|(topic, index, outcome)| match outcome {
+            Ok(reply) => ((topic, index, reply), None),
+            Err(refusal) => (
+                (topic, index, PartitionReply::Error(refusal.code)),
+                Some(refusal),
+            ),
+        })
+        .unzip()
+}
+
+fn response(version: i16, results: Vec<(String, i32, Outcome)>) -> ProduceResponse {
     let mut topics: Vec<TopicProduceResponse> = Vec::new();
-    for (topic, index, reply) in results {
-        let mut partition = partition_response(index, reply);
+    for (topic, index, outcome) in results {
+        let mut partition = match outcome {
+            Ok(reply) => partition_response(index, reply),
+            Err(refusal) => refused_response(version, index, refusal),
+        };
         if version < 5 {
             partition.log_start_offset = -1; // not in the schema before v5
         }
@@ -177,12 +231,30 @@ fn partition_response(index: i32, reply: PartitionReply) -> PartitionProduceResp
     }
 }
 
+/// A refusal with its message and the records at fault (KIP-467, in the schema from v8).
+fn refused_response(version: i16, index: i32, refusal: Refusal) -> PartitionProduceResponse {
+    let base = partition_response(index, PartitionReply::Error(refusal.code));
+    if version < 8 {
+        return base;
+    }
+    let errors = refusal
+        .record_errors
+        .into_iter()
+        .map(|e| {
+            BatchIndexAndErrorMessage::default()
+                .with_batch_index(e.batch_index)
+                .with_batch_index_error_message(Some(super::str_bytes(&e.message)))
+        })
+        .collect();
+    base.with_record_errors(errors)
+        .with_error_message(refusal.message.as_deref().map(super::str_bytes))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::handler::fake::{batch, FakeBroker};
     use futures::executor::block_on;
-    use rill_protocol::kafka_protocol::messages::produce_request::TopicProduceData;
 
     fn request(topic: &str, partition: i32, records: Option<Bytes>, acks: i16) -> ProduceRequest {
         let data = PartitionProduceData::default()
@@ -245,7 +317,11 @@ mod tests {
 
     #[test]
     fn oversized_batch_is_message_too_large() {
-        let broker = FakeBroker::with_config(|c| c.log.message_bytes_max = 100);
+        let broker = FakeBroker::with_config(|c| {
+            c.log
+                .static_props
+                .insert("message.max.bytes".into(), "100".into());
+        });
         let r = block_on(handle(&broker, 9, request("t", 0, Some(batch(20)), 1))).unwrap();
         assert_eq!(error_of(&r), 10);
     }

@@ -35,6 +35,9 @@ use super::ops::{Acks, Isolation, PartitionOp, PartitionReply};
 use super::txn_guard::{Admit, TxnGuards};
 use super::watch::PartitionWatch;
 use crate::compaction::{CleanEvent, ShardCleaner};
+use crate::config::BrokerConfig;
+use crate::topic_config::TopicSettings;
+use crate::topics::TopicRegistry;
 use rill_protocol::ErrorCode;
 
 /// Most mailbox messages handled as one group (bounds the latency of the first in the group).
@@ -98,6 +101,19 @@ pub struct ActorSetup<S: Storage> {
     pub compaction: Option<CompactionConfig>,
     /// The shard's cleaner.
     pub cleaner: Rc<ShardCleaner>,
+    /// Where changed configs come from (AlterConfigs), to apply them live.
+    pub configs: ConfigWatch,
+}
+
+/// The registry and broker config a partition's settings come from, and the registry's config
+/// generation they were computed at.
+pub struct ConfigWatch {
+    /// Topic and dynamic broker configs.
+    pub registry: Arc<TopicRegistry>,
+    /// The broker's static config.
+    pub broker: Arc<BrokerConfig>,
+    /// `registry.config_generation()` when the settings were computed.
+    pub generation: u64,
 }
 
 /// Spawnable body of the actor: open the log, serve the mailbox until it closes, close the log.
@@ -266,6 +282,7 @@ impl<S: Storage + 'static> Actor<S> {
             };
             self.last_activity_ms = self.setup.clock.now().0;
             self.idle_released = false;
+            self.refresh_config().await;
             let mut group = Vec::with_capacity(8);
             group.push(first);
             while group.len() < GROUP_OPS_MAX {
@@ -369,6 +386,7 @@ impl<S: Storage + 'static> Actor<S> {
 
     /// Time-driven work: a flush the interval policy owes, retention, idle memory release.
     async fn maintenance(&mut self) {
+        self.refresh_config().await;
         let now = self.setup.clock.now();
         self.last_maintenance_ms = now.0;
         if self.log().flush_due(now) {
@@ -399,6 +417,46 @@ impl<S: Storage + 'static> Actor<S> {
             Err(e) => {
                 tracing::warn!(topic = self.setup.topic, error = %e, "idle memory release failed");
             }
+        }
+    }
+
+    /// Applies changed topic or broker configs (AlterConfigs) before the next operation: the
+    /// registry's config generation says whether anything changed since they were computed.
+    async fn refresh_config(&mut self) {
+        let generation = self.setup.configs.registry.config_generation();
+        if generation == self.setup.configs.generation {
+            return;
+        }
+        let (topic, partition) = (self.setup.topic.clone(), self.setup.partition);
+        let Some(meta) = self.setup.configs.registry.get(&topic) else {
+            return; // being deleted
+        };
+        let watch = &self.setup.configs;
+        let settings = TopicSettings::of_topic(&watch.broker, &watch.registry, &meta.configs);
+        self.setup.configs.generation = generation;
+        let settings = match settings {
+            Ok(settings) => settings,
+            Err(e) => {
+                tracing::error!(topic, partition, error = %e, "changed configs do not apply");
+                return;
+            }
+        };
+        if settings.log != self.setup.config {
+            if let Err(e) = self.log().reconfigure(settings.log.clone()).await {
+                tracing::error!(topic, partition, error = %e, "applying changed configs failed");
+                self.setup.configs.generation = 0; // try again before the next operation
+                return;
+            }
+            tracing::info!(topic, partition, "applied changed configs");
+            self.setup.config = settings.log;
+            self.publish(); // a flush policy change may move the high watermark
+        }
+        let compaction = settings.compaction.filter(|_| self.setup.cleaner.enabled());
+        if compaction != self.setup.compaction {
+            if compaction.is_none() {
+                self.cancel_clean().await;
+            }
+            self.setup.compaction = compaction;
         }
     }
 

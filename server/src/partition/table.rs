@@ -11,13 +11,13 @@ use futures::{SinkExt, StreamExt};
 use rill_engine::io::{Clock, Storage};
 use rill_engine::LogManager;
 
-use super::actor::{run_actor, ActorMsg, ActorSetup, PartitionHandle};
+use super::actor::{run_actor, ActorMsg, ActorSetup, ConfigWatch, PartitionHandle};
 use super::file_budget::{releases_needed, FileBudget, FileShare};
 use super::ops::{PartitionOp, PartitionReply};
 use super::watch::PartitionWatch;
 use crate::compaction::ShardCleaner;
 use crate::config::BrokerConfig;
-use crate::topic_config::{compaction_config, log_config};
+use crate::topic_config::TopicSettings;
 use crate::topics::TopicRegistry;
 use rill_protocol::ErrorCode;
 
@@ -96,9 +96,9 @@ impl<S: Storage + 'static> PartitionTable<S> {
         if partition < 0 || partition >= meta.partitions {
             return Err(ErrorCode::UnknownTopicOrPartition);
         }
-        let configs = log_config(&self.config.log, &meta.configs)
-            .and_then(|log| Ok((log, compaction_config(&self.config.log, &meta.configs)?)));
-        let (config, compaction) = configs.map_err(|e| {
+        let generation = self.registry.config_generation();
+        let settings = TopicSettings::of_topic(&self.config, &self.registry, &meta.configs);
+        let (config, compaction) = settings.map(|s| (s.log, s.compaction)).map_err(|e| {
             tracing::error!(topic, error = %e, "stored topic config is invalid");
             ErrorCode::InvalidConfig
         })?;
@@ -122,6 +122,11 @@ impl<S: Storage + 'static> PartitionTable<S> {
             files: FileShare::new(self.files.clone(), handle.files.clone()),
             compaction: compaction.filter(|_| self.cleaner.enabled()),
             cleaner: self.cleaner.clone(),
+            configs: ConfigWatch {
+                registry: self.registry.clone(),
+                broker: self.config.clone(),
+                generation,
+            },
         };
         self.start_file_keeper();
         let task = run_actor(

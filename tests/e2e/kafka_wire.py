@@ -17,6 +17,7 @@ API_VERSIONS = 18
 API_INIT_PRODUCER_ID = 22
 API_ADD_PARTITIONS_TO_TXN = 24
 API_END_TXN = 26
+API_INCREMENTAL_ALTER_CONFIGS = 44
 
 #: Record batch attribute bits.
 ATTR_TRANSACTIONAL = 0x10
@@ -305,6 +306,30 @@ def parse_metadata_v1_topic_errors(body: bytes) -> dict[str, int]:
                 n = r.take(">i")
                 r.pos += 4 * max(n, 0)
         out[name] = err
+    return out
+
+
+def incremental_alter_configs_v0_body(resource_type: int, name: str,
+                                      sets: dict[str, str]) -> bytes:
+    """IncrementalAlterConfigs v0 setting `sets` on one resource (the cluster-wide broker default
+    is resource type 4 with name "", which the client libraries refuse to name)."""
+    body = struct.pack(">i", 1) + struct.pack(">b", resource_type) + kstring(name)
+    body += struct.pack(">i", len(sets))
+    for key, value in sets.items():
+        body += kstring(key) + struct.pack(">b", 0) + kstring(value)
+    return body + struct.pack(">?", False)
+
+
+def parse_incremental_alter_configs_v0(body: bytes) -> list[tuple[int, str | None, int, str]]:
+    """[(error_code, error_message, resource_type, resource_name)]."""
+    r = Reader(body)
+    r.take(">i")                           # throttle
+    out = []
+    for _ in range(r.take(">i")):
+        err = r.take(">h")
+        message = r.string()
+        kind = r.take(">b")
+        out.append((err, message, kind, r.string()))
     return out
 
 

@@ -196,6 +196,28 @@ def test_delete_and_grow_topics_through_any_node(cluster3):
     assert out.strip() == ""
 
 
+def test_topic_configs_altered_through_one_node_are_described_by_another(cluster3):
+    from confluent_kafka.admin import (AlterConfigOpType, ConfigEntry, ConfigResource,
+                                       ConfigSource)
+    topic = unique("configs")
+    create(cluster3.bootstrap(1), topic, partitions=1)
+    wait_topic_everywhere(cluster3, topic, 1, timeout_s=5.0)
+    entry = ConfigEntry("retention.ms", "123456", incremental_operation=AlterConfigOpType.SET)
+    admin = AdminClient({"bootstrap.servers": cluster3.bootstrap(1)})
+    resource = ConfigResource(ConfigResource.Type.TOPIC, topic, incremental_configs=[entry])
+    admin.incremental_alter_configs([resource])[resource].result(15)
+    deadline = time.monotonic() + 5
+    while True:
+        other = AdminClient({"bootstrap.servers": cluster3.bootstrap(3)})
+        res = other.describe_configs([ConfigResource(ConfigResource.Type.TOPIC, topic)])
+        configs = list(res.values())[0].result(15)
+        if configs["retention.ms"].value == "123456" or time.monotonic() > deadline:
+            break
+        time.sleep(0.1)
+    assert configs["retention.ms"].value == "123456"
+    assert configs["retention.ms"].source == ConfigSource.DYNAMIC_TOPIC_CONFIG.value
+
+
 def test_auto_created_topics_work_through_any_node(cluster3):
     topic = unique("auto")
     kcat(cluster3.bootstrap(2), "-P", "-t", topic, input=b"a\nb\nc\n")

@@ -182,6 +182,17 @@ const COMMANDS = {
   'list-topics': kafka => withAdmin(kafka, admin => admin.listTopics()),
   'topic-metadata': (kafka, a) => withAdmin(kafka, admin => admin.fetchTopicMetadata({ topics: a.topics })),
   offsets: (kafka, a) => withAdmin(kafka, admin => admin.fetchTopicOffsets(a.topic)),
+  'describe-configs': (kafka, a) => withAdmin(kafka, admin => admin.describeConfigs({
+    resources: a.resources, includeSynonyms: !!a.includeSynonyms,
+  })),
+  'alter-configs': (kafka, a) => withAdmin(kafka, admin => admin.alterConfigs({
+    resources: a.resources, validateOnly: !!a.validateOnly,
+  })),
+  'delete-records': (kafka, a) => withAdmin(kafka, admin => admin.deleteTopicRecords({
+    topic: a.topic, partitions: a.partitions,
+  }).then(() => true)),
+  'list-groups': kafka => withAdmin(kafka, admin => admin.listGroups()),
+
   'offsets-by-time': (kafka, a) => withAdmin(kafka, admin => admin.fetchTopicOffsetsByTimestamp(a.topic, a.timestamp)),
 }
 

@@ -19,6 +19,9 @@
 //! - [`verify`]: offline check of every batch and index of a partition, and its repair (`rill check`).
 //! - [`control`]: transaction markers (COMMIT/ABORT control batches) in Kafka's format;
 //!   `transactions.rs`: markers, the last stable offset and aborted transactions of a log.
+//! - [`leader_epochs`]: which leader epoch wrote which offsets (`leader-epoch-checkpoint`);
+//!   `replica.rs`: what replication asks of a log (stamped appends, follower appends keeping
+//!   the leader's offsets, a high watermark set from outside, truncation to a divergence point).
 //! - [`producer_state`]: idempotent sequences and open transactions per producer.
 //! - [`cleaner`]: log compaction (offset map, cleaned segments, crash-safe swap).
 //!
@@ -34,6 +37,7 @@
 //!     producer.snapshot               producer state (sequences, open transactions) as of an
 //!                                     offset (CRC-32C protected)
 //!     log-start-offset                checkpoint of the log start after DeleteRecords
+//!     leader-epoch-checkpoint         leader epochs and the offset each started at (Kafka's text)
 //!     cleaner-checkpoint              where compaction's dirty section starts
 //!     *.cleaned, *.swap, *.deleted    a compaction swap in progress (see cleaner/swap.rs)
 //! ```
@@ -101,6 +105,7 @@ pub mod control;
 pub mod error;
 mod index_lifecycle;
 pub mod io;
+pub mod leader_epochs;
 pub mod log_manager;
 pub mod partition_log;
 pub mod positions;
@@ -109,6 +114,7 @@ pub mod producer_state;
 pub mod read_cache;
 mod read_path;
 mod recovery;
+mod replica;
 mod retention;
 pub mod segment;
 mod small_file;
@@ -124,6 +130,8 @@ mod log_tests;
 mod op_fuzz;
 #[cfg(test)]
 mod read_path_tests;
+#[cfg(test)]
+mod replica_tests;
 #[cfg(test)]
 mod txn_tests;
 pub mod types;

@@ -114,6 +114,11 @@ pub struct PartitionLog<S: Storage> {
     pub(crate) read_cache_log: LogId,
     /// One past the last offset the previous read returned: a read from here is sequential.
     pub(crate) last_read_end: Option<Offset>,
+    /// Which leader epoch wrote which offsets (`leader-epoch-checkpoint`, see `leader_epochs.rs`).
+    pub(crate) epochs: crate::leader_epochs::LeaderEpochs,
+    /// The epoch this replica leads at: appends are stamped with it (`None`: appends keep the
+    /// epoch the batch carries, as a single node and a follower do).
+    pub(crate) stamp_epoch: Option<rill_types::LeaderEpoch>,
 }
 
 impl<S: Storage> Drop for PartitionLog<S> {
@@ -159,12 +164,19 @@ impl<S: Storage> PartitionLog<S> {
         self.maybe_roll(batch.len(), now).await?;
         let base = self.positions.log_end();
         batch.set_base_offset(base);
-        let log_append_time = if self.config.log_append_time && sent.control.is_none() {
+        // A follower keeps the leader's bytes: its append time and epoch were set there.
+        let follower = self.positions.is_replicated() && self.stamp_epoch.is_none();
+        let log_append_time = if self.config.log_append_time && sent.control.is_none() && !follower
+        {
             batch.set_log_append_time(now);
             now
         } else {
             TimestampMs::NONE
         };
+        if let Some(epoch) = self.stamp_epoch {
+            batch.set_leader_epoch(epoch);
+        }
+        self.note_epoch(batch.header().leader_epoch(), base).await?;
         let delta = sent.last_offset.0 - sent.base_offset.0;
         let meta = BatchMeta {
             base_offset: base,
@@ -632,7 +644,7 @@ impl<S: Storage> PartitionLog<S> {
     }
 
     /// Closes every open file.
-    async fn close_files(&mut self) -> Result<(), EngineError> {
+    pub(crate) async fn close_files(&mut self) -> Result<(), EngineError> {
         for segment in &mut self.segments {
             segment.appender = None;
             if let Some(file) = segment.file.take() {

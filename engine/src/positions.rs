@@ -8,7 +8,10 @@
 //! still readable. `durable_offset`: every offset below it survives a crash (fdatasync'ed).
 //! `high_watermark`: consumers may read below it; equal to `durable_offset` under
 //! `FlushPolicy::EveryAppend` (consumers never see what a crash could take back), equal to
-//! `log_end_offset` under an interval policy. Never "committed": Kafka means something else by it.
+//! `log_end_offset` under an interval policy; in a replicated partition, set by replication
+//! ([`Positions::replicated`]): the leader's is the least log end over the in-sync replicas,
+//! a follower's the leader's, capped by its own log end. Never "committed": Kafka means
+//! something else by it.
 //! `last_stable_offset` (LSO): read_committed consumers read below it; the log sets it from its
 //! open transactions after every change (`transactions.rs`); a moving log start drags it along.
 
@@ -24,6 +27,9 @@ pub struct Positions {
     log_end: Offset,
     /// Whether the high watermark follows the durable offset (EveryAppend) or the log end.
     hw_follows_durable: bool,
+    /// Replication sets the high watermark ([`Positions::set_high_watermark`]); appends and
+    /// flushes leave it alone.
+    hw_replicated: bool,
 }
 
 impl Positions {
@@ -36,9 +42,37 @@ impl Positions {
             durable: log_end,
             log_end,
             hw_follows_durable,
+            hw_replicated: false,
         };
         p.check();
         p
+    }
+
+    /// From now on replication moves the high watermark. It starts at `high_watermark`
+    /// (clamped into the log): a replica that just opened its log does not know how much of it
+    /// the other replicas hold, so it exposes no more than it was told.
+    pub fn replicated(&mut self, high_watermark: Offset) {
+        self.hw_replicated = true;
+        self.high_watermark = high_watermark.max(self.log_start).min(self.log_end);
+        self.last_stable = self.last_stable.min(self.high_watermark);
+        self.check();
+    }
+
+    /// Whether replication moves the high watermark.
+    pub fn is_replicated(&self) -> bool {
+        self.hw_replicated
+    }
+
+    /// Replication moved the high watermark (it must be inside the log). A last stable offset
+    /// above it comes down to it; the log then recomputes the LSO from its transactions.
+    pub fn set_high_watermark(&mut self, high_watermark: Offset) {
+        assert!(
+            self.hw_replicated,
+            "only a replicated log is told its high watermark"
+        );
+        self.high_watermark = high_watermark;
+        self.last_stable = self.last_stable.min(high_watermark);
+        self.check();
     }
 
     /// Asserts the order of the positions.
@@ -101,7 +135,7 @@ impl Positions {
     pub fn appended(&mut self, new_end: Offset) {
         assert!(new_end > self.log_end, "log end only grows");
         self.log_end = new_end;
-        if !self.hw_follows_durable {
+        if !self.hw_follows_durable && !self.hw_replicated {
             self.high_watermark = new_end;
         }
         self.check();
@@ -111,7 +145,7 @@ impl Positions {
     pub fn flushed(&mut self) {
         assert!(self.durable <= self.log_end);
         self.durable = self.log_end;
-        if self.hw_follows_durable {
+        if self.hw_follows_durable && !self.hw_replicated {
             self.high_watermark = self.durable;
         }
         self.check();
@@ -178,6 +212,28 @@ mod tests {
     fn lso_past_hw_is_a_bug() {
         let mut p = Positions::recovered(Offset(0), Offset(5), true);
         p.set_last_stable(Offset(6));
+    }
+
+    #[test]
+    fn replicated_hw_is_only_what_replication_says() {
+        let mut p = Positions::recovered(Offset(0), Offset(10), true);
+        p.replicated(Offset(4));
+        assert_eq!(p.high_watermark(), Offset(4));
+        p.appended(Offset(15));
+        p.flushed();
+        assert_eq!(p.high_watermark(), Offset(4));
+        p.set_high_watermark(Offset(12));
+        assert_eq!(p.high_watermark(), Offset(12));
+        p.replicated(Offset(99));
+        assert_eq!(p.high_watermark(), Offset(15), "clamped to the log end");
+    }
+
+    #[test]
+    #[should_panic(expected = "high watermark above log end")]
+    fn replicated_hw_past_the_log_end_is_a_bug() {
+        let mut p = Positions::recovered(Offset(0), Offset(10), true);
+        p.replicated(Offset(0));
+        p.set_high_watermark(Offset(11));
     }
 
     #[test]

@@ -81,9 +81,21 @@ impl<S: Storage> PartitionLog<S> {
         max_bytes: usize,
         limit: Offset,
     ) -> Result<ReadBatches, EngineError> {
+        assert!(limit <= self.positions.high_watermark());
+        self.read_below_end(from, max_bytes, limit).await
+    }
+
+    /// [`Self::read_below`] with any `limit` up to the log end (a follower's fetch reads what
+    /// is not replicated yet; consumers never get past the high watermark).
+    pub(crate) async fn read_below_end(
+        &mut self,
+        from: Offset,
+        max_bytes: usize,
+        limit: Offset,
+    ) -> Result<ReadBatches, EngineError> {
         self.check_usable()?;
         self.check_in_range(from)?;
-        assert!(limit <= self.positions.high_watermark());
+        assert!(limit <= self.positions.log_end());
         let sequential = self.last_read_end == Some(from);
         let chunks = self
             .read_past_compaction(from, limit, max_bytes, sequential)

@@ -122,6 +122,8 @@ impl<S: Storage> PartitionLog<S> {
             read_cache_log: read_cache.register(),
             read_cache,
             last_read_end: None,
+            epochs: crate::leader_epochs::LeaderEpochs::default(),
+            stamp_epoch: None,
         };
         let (bases, checkpoint) = log.clean_directory().await?;
         let tail = log
@@ -138,6 +140,7 @@ impl<S: Storage> PartitionLog<S> {
             small_file::write_atomic(&*log.storage, &log.dir, LOG_START_FILE, &bytes).await?;
         }
         log.positions = Positions::recovered(log_start, log_end, hw_follows_durable);
+        log.load_leader_epochs().await?;
         log.recover_producers(tail).await?;
         log.refresh_last_stable();
         log.checkpoint_after_recovery().await?;

@@ -20,7 +20,7 @@ import pytest
 from confluent_kafka import Consumer, TopicPartition
 
 import kafka_wire as kw
-from clients import create_topic
+from clients import CLIENT_TIMEOUT_S, create_topic, produce_all, producer
 
 #: Local metrics reach /metrics within one flush interval (200 ms, admin/metrics.rs); waiting for
 #: the request count to arrive is bounded by this.
@@ -164,6 +164,72 @@ def test_metric_values_are_exact_after_a_known_workload(broker_factory, topic_na
     [g] = [x for x in doc["groups"] if x["group"] == group]
     assert g["lag"] == 16 and [o["lag"] for o in g["offsets"]] == [16, 0]
     assert doc["ready"] == {"ok": True} and len(doc["shards"]) == 2
+
+
+def wait_for_metric(admin: str, name: str, value: float, timeout_s: float = 30.0) -> dict:
+    """/metrics once sample `name` reached `value` (fails after `timeout_s`)."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        m = metrics(admin)
+        if m.get(name, 0) >= value:
+            return m
+        assert time.monotonic() < deadline, f"{name} stayed at {m.get(name)}, wanted {value}"
+        time.sleep(0.2)
+
+
+def test_cleaner_and_transaction_figures_are_exact(broker_factory, tmp_path, topic_name):
+    """A compacted log of KEYS keys written ROUNDS times is cleaned once: the cleaner counts
+    every record it read and removes all but the latest of each key. Two committed transactions,
+    one aborted and one left to time out are counted by result, and the ids by state."""
+    props = tmp_path / "rill.properties"
+    props.write_text("log.cleaner.backoff.ms=200\n"
+                     "transaction.abort.timed.out.transaction.cleanup.interval.ms=200\n")
+    b = broker_factory(config_path=props, shards=1)
+    admin = f"127.0.0.1:{b.admin_port}"
+    m = metrics(admin)
+    assert m['rill_cleaner_cleans_total{result="done"}'] == 0
+    assert m['rill_txn_ended_total{result="commit"}'] == 0
+    assert m['rill_txn_ids{state="Ongoing"}'] == 0
+
+    keys, rounds = 50, 6
+    compacted = topic_name + "-compacted"
+    create_topic(b.bootstrap, compacted, config={
+        "cleanup.policy": "compact", "segment.ms": "2000", "min.cleanable.dirty.ratio": "0.01"})
+    p = producer(b.bootstrap, acks="all")
+    produce_all(p, compacted, [(b"k%02d" % k, b"v%d" % r) for r in range(rounds) for k in range(keys)])
+    time.sleep(2.1)  # segment.ms: the next append seals the segment holding every update
+    produce_all(p, compacted, [(b"sentinel", b"end")])
+    m = wait_for_metric(admin, 'rill_cleaner_cleans_total{result="done"}', 1)
+    assert m['rill_cleaner_cleans_total{result="done"}'] == 1
+    assert m['rill_cleaner_cleans_total{result="failed"}'] == 0
+    assert m["rill_cleaner_clean_duration_seconds_count"] == 1
+    assert m["rill_cleaner_records_read_total"] == keys * rounds
+    assert m["rill_cleaner_records_removed_total"] == keys * (rounds - 1)
+    assert 0 < m["rill_cleaner_written_bytes_total"] < m["rill_cleaner_read_bytes_total"]
+
+    txn_topic = topic_name + "-txn"
+    create_topic(b.bootstrap, txn_topic)
+    tx = producer(b.bootstrap, **{"transactional.id": f"{topic_name}-a"})
+    tx.init_transactions(CLIENT_TIMEOUT_S)
+    for commit in (True, False, True):
+        tx.begin_transaction()
+        tx.produce(txn_topic, value=b"x", partition=0)
+        tx.flush(CLIENT_TIMEOUT_S)
+        tx.commit_transaction(CLIENT_TIMEOUT_S) if commit else tx.abort_transaction(CLIENT_TIMEOUT_S)
+    left_open = producer(b.bootstrap, **{"transactional.id": f"{topic_name}-b",
+                                         "transaction.timeout.ms": 2000,
+                                         "message.timeout.ms": 2000})
+    left_open.init_transactions(CLIENT_TIMEOUT_S)
+    left_open.begin_transaction()
+    produce_all(left_open, txn_topic, [(None, b"never committed")])
+    m = wait_for_metric(admin, 'rill_txn_ended_total{result="abort"}', 2)
+    assert m['rill_txn_ended_total{result="commit"}'] == 2
+    assert m['rill_txn_ended_total{result="abort"}'] == 2
+    assert m["rill_txn_timed_out_total"] == 1
+    ids = series(m, "rill_txn_ids")
+    assert ids['rill_txn_ids{state="CompleteCommit"}'] == 1
+    assert ids['rill_txn_ids{state="CompleteAbort"}'] == 1
+    assert sum(ids.values()) == 2
 
 
 def test_label_cardinality_stays_within_its_bounds(broker_factory, tmp_path):

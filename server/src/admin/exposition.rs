@@ -5,6 +5,8 @@
 //! |---------------------------------------------------|------------------------|------------------|
 //! | requests_total, request_duration_seconds          | api                    | Kafka's APIs     |
 //! | log_flush_duration_seconds, produce_durable_seconds, fetch_wait_seconds | —  | —                |
+//! | cleaner_{cleans_total, clean_duration_seconds, read_bytes_total, written_bytes_total, records_read_total, records_removed_total} | result (cleans) | — |
+//! | txn_ended_total, txn_timed_out_total              | result (ended)         | —                |
 //! | partition_{log_start_offset, log_end_offset, high_watermark, last_stable_offset, segments, log_bytes} | topic, partition | partition series |
 //! | topic_{partitions, segments, log_bytes, bytes_in_total, messages_in_total, bytes_out_total, messages_out_total} | topic | topics_max |
 //! | log_segments, log_bytes, partitions               | state (partitions)     | —                |
@@ -14,6 +16,7 @@
 //! | group_lag                                         | group, topic, partition | partition series |
 //! | group_topic_lag                                   | group, topic           | groups_max × topics_max |
 //! | group_members, group_state                        | group (state)          | groups_max       |
+//! | txn_ids                                           | state                  | Kafka's 6 states |
 //! | build_info, ready, live, metrics_series_dropped   | version / family       | —                |
 //! | cluster_brokers, cluster_controller_id, cluster_metadata_applied_index (in a cluster) | state | — |
 //!
@@ -27,20 +30,25 @@ use std::sync::atomic::Ordering;
 
 use prometheus::proto::{Counter, Gauge, LabelPair, Metric, MetricFamily, MetricType};
 
-use super::state::{AdminState, GroupSnapshot, PartitionView, SeriesLimits, ShardStats};
+use super::state::{
+    AdminState, GroupSnapshot, PartitionView, SeriesLimits, ShardSnapshot, ShardStats,
+};
+use crate::txn::state::TxnState;
 
 /// The label value that sums topics or groups beyond their maximum.
 pub const OTHER: &str = "_other";
 
-/// The whole `/metrics` body.
-pub fn render(state: &AdminState, groups: &[GroupSnapshot]) -> String {
+/// The whole `/metrics` body, with what the shards answered (`snapshots`).
+pub fn render(state: &AdminState, snapshots: &[ShardSnapshot]) -> String {
     let mut families = state.metrics.registry.gather();
     let partitions = state.partition_views();
+    let groups: Vec<GroupSnapshot> = snapshots.iter().flat_map(|s| s.groups.clone()).collect();
     let mut out = Families::new(state.limits);
     partition_families(&mut out, &partitions);
     topic_families(&mut out, &partitions);
     shard_families(&mut out, state);
-    group_families(&mut out, &partitions, groups);
+    group_families(&mut out, &partitions, &groups);
+    txn_families(&mut out, snapshots);
     broker_families(&mut out, state);
     cluster_families(&mut out, state);
     families.extend(out.finish());
@@ -415,6 +423,23 @@ fn group_families(
             "Live members of the consumer group.",
             MetricType::GAUGE,
             &[("group", group)],
+            n as f64,
+        );
+    }
+}
+
+/// Transactional ids by state, summed over the shards' coordinators (every state, 0s too).
+fn txn_families(out: &mut Families, snapshots: &[ShardSnapshot]) {
+    let mut by_state: BTreeMap<&str, u64> = TxnState::ALL.iter().map(|s| (s.name(), 0)).collect();
+    for (state, n) in snapshots.iter().flat_map(|s| &s.transactions) {
+        *by_state.entry(state).or_default() += n;
+    }
+    for (state, n) in by_state {
+        out.add(
+            "rill_txn_ids",
+            "Transactional ids the coordinators on this broker hold, by state.",
+            MetricType::GAUGE,
+            &[("state", state)],
             n as f64,
         );
     }

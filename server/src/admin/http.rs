@@ -149,11 +149,10 @@ pub fn route(method: &str, path: &str, state: &AdminState) -> Response {
     match path {
         "/metrics" => {
             let (snapshots, _) = state.snapshots();
-            let groups: Vec<_> = snapshots.into_iter().flat_map(|s| s.groups).collect();
             Response {
                 status: 200,
                 content_type: "text/plain; version=0.0.4; charset=utf-8",
-                body: exposition::render(state, &groups).into_bytes(),
+                body: exposition::render(state, &snapshots).into_bytes(),
             }
         }
         "/health/live" => probe(state.live(), "live"),

@@ -1,5 +1,6 @@
 //! The metrics recorded on the data path: request counts and latencies per API, flush and
-//! produce-to-durable latency, Fetch wait. Gauges of state (offsets, lag, connections) are not
+//! produce-to-durable latency, Fetch wait, the log cleaner's work and the transactions the
+//! coordinators ended. Gauges of state (offsets, lag, connections) are not
 //! here: [`super::exposition`] reads them from [`super::state`] at scrape time.
 //!
 //! # Why the `prometheus` crate (tikv/rust-prometheus)
@@ -14,7 +15,10 @@ use std::cell::RefCell;
 use std::time::Duration;
 
 use prometheus::local::{LocalHistogram, LocalIntCounter};
-use prometheus::{Histogram, HistogramOpts, HistogramVec, IntCounterVec, Opts, Registry};
+use prometheus::{
+    Histogram, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, Opts, Registry,
+};
+use rill_engine::cleaner::CleanStats;
 use rill_protocol::kafka_protocol::messages::ApiKey;
 
 /// How often a shard folds its local metrics into the shared ones.
@@ -38,10 +42,127 @@ pub struct Metrics {
     flush_duration: Histogram,
     produce_durable: Histogram,
     fetch_wait: Histogram,
+    cleaner: CleanerMetrics<IntCounter, Histogram>,
+    txn_ended: IntCounterVec,
+    txn_timed_out: IntCounter,
+}
+
+/// The log cleaner's figures (compaction): shared ones, or a shard's local copies.
+struct CleanerMetrics<C, H> {
+    /// Cleans that finished, and cleans that stopped on an error.
+    done: C,
+    failed: C,
+    /// How long finished cleans took (waiting for a cleaner slot left out).
+    duration: H,
+    bytes_read: C,
+    bytes_written: C,
+    records_read: C,
+    records_removed: C,
+}
+
+fn counter(name: &str, help: &str) -> IntCounter {
+    IntCounter::new(name, help).expect("valid metric")
 }
 
 fn histogram(name: &str, help: &str) -> HistogramOpts {
     HistogramOpts::new(name, help).buckets(LATENCY_BUCKETS.to_vec())
+}
+
+fn register<M: prometheus::core::Collector + Clone + 'static>(registry: &Registry, metric: &M) {
+    registry
+        .register(Box::new(metric.clone()))
+        .expect("unique metric names");
+}
+
+impl CleanerMetrics<IntCounter, Histogram> {
+    fn new(registry: &Registry) -> Self {
+        let cleans = IntCounterVec::new(
+            Opts::new(
+                "rill_cleaner_cleans_total",
+                "Cleans of compacted logs, by result (done, failed).",
+            ),
+            &["result"],
+        )
+        .expect("valid metric");
+        register(registry, &cleans);
+        let metrics = CleanerMetrics {
+            done: cleans.with_label_values(&["done"]),
+            failed: cleans.with_label_values(&["failed"]),
+            duration: Histogram::with_opts(histogram(
+                "rill_cleaner_clean_duration_seconds",
+                "Time a finished clean of one log took.",
+            ))
+            .expect("valid metric"),
+            bytes_read: counter(
+                "rill_cleaner_read_bytes_total",
+                "Log bytes the cleaner read (offset map and cleaning).",
+            ),
+            bytes_written: counter(
+                "rill_cleaner_written_bytes_total",
+                "Log bytes the cleaner wrote to cleaned segments.",
+            ),
+            records_read: counter(
+                "rill_cleaner_records_read_total",
+                "Records the cleaner looked at while cleaning.",
+            ),
+            records_removed: counter(
+                "rill_cleaner_records_removed_total",
+                "Records the cleaner removed (superseded by a later value of their key, or expired tombstones).",
+            ),
+        };
+        register(registry, &metrics.duration);
+        for c in metrics.counters() {
+            register(registry, c);
+        }
+        metrics
+    }
+
+    fn local(&self) -> CleanerMetrics<LocalIntCounter, LocalHistogram> {
+        CleanerMetrics {
+            done: self.done.local(),
+            failed: self.failed.local(),
+            duration: self.duration.local(),
+            bytes_read: self.bytes_read.local(),
+            bytes_written: self.bytes_written.local(),
+            records_read: self.records_read.local(),
+            records_removed: self.records_removed.local(),
+        }
+    }
+}
+
+impl<C, H> CleanerMetrics<C, H> {
+    /// The counters with a family of their own (`done` and `failed` share one).
+    fn counters(&self) -> [&C; 4] {
+        [
+            &self.bytes_read,
+            &self.bytes_written,
+            &self.records_read,
+            &self.records_removed,
+        ]
+    }
+}
+
+/// Transactions ended by result (both results exist from the start, so a dashboard's rate()
+/// has a series before the first), and transactions timed out.
+fn txn_metrics(registry: &Registry) -> (IntCounterVec, IntCounter) {
+    let ended = IntCounterVec::new(
+        Opts::new(
+            "rill_txn_ended_total",
+            "Transactions this broker's coordinators completed (markers written), by result (commit, abort).",
+        ),
+        &["result"],
+    )
+    .expect("valid metric");
+    for result in ["commit", "abort"] {
+        ended.with_label_values(&[result]);
+    }
+    let timed_out = counter(
+        "rill_txn_timed_out_total",
+        "Transactions the coordinators aborted because they ran past their timeout.",
+    );
+    register(registry, &ended);
+    register(registry, &timed_out);
+    (ended, timed_out)
 }
 
 impl Metrics {
@@ -86,6 +207,8 @@ impl Metrics {
         ] {
             registry.register(collector).expect("unique metric names");
         }
+        let cleaner = CleanerMetrics::new(&registry);
+        let (txn_ended, txn_timed_out) = txn_metrics(&registry);
         Metrics {
             registry,
             requests,
@@ -93,6 +216,9 @@ impl Metrics {
             flush_duration,
             produce_durable,
             fetch_wait,
+            cleaner,
+            txn_ended,
+            txn_timed_out,
         }
     }
 
@@ -103,6 +229,10 @@ impl Metrics {
             flush_duration: self.flush_duration.local(),
             produce_durable: self.produce_durable.local(),
             fetch_wait: self.fetch_wait.local(),
+            cleaner: self.cleaner.local(),
+            txn_commits: self.txn_ended.with_label_values(&["commit"]).local(),
+            txn_aborts: self.txn_ended.with_label_values(&["abort"]).local(),
+            txn_timed_out: self.txn_timed_out.local(),
             requests_shared: self.requests.clone(),
             request_duration_shared: self.request_duration.clone(),
         }
@@ -123,6 +253,10 @@ pub struct ShardMetrics {
     flush_duration: LocalHistogram,
     produce_durable: LocalHistogram,
     fetch_wait: LocalHistogram,
+    cleaner: CleanerMetrics<LocalIntCounter, LocalHistogram>,
+    txn_commits: LocalIntCounter,
+    txn_aborts: LocalIntCounter,
+    txn_timed_out: LocalIntCounter,
     requests_shared: IntCounterVec,
     request_duration_shared: HistogramVec,
 }
@@ -167,6 +301,35 @@ impl ShardMetrics {
         self.fetch_wait.observe(elapsed.as_secs_f64());
     }
 
+    /// A clean of one log finished after `elapsed` having done `stats`, or (`None`) stopped.
+    pub fn clean_finished(&self, elapsed: Duration, stats: Option<&CleanStats>) {
+        let c = &self.cleaner;
+        let Some(stats) = stats else {
+            c.failed.inc();
+            return;
+        };
+        c.done.inc();
+        c.duration.observe(elapsed.as_secs_f64());
+        c.bytes_read.inc_by(stats.bytes_read);
+        c.bytes_written.inc_by(stats.bytes_written);
+        c.records_read.inc_by(stats.records_read);
+        c.records_removed
+            .inc_by(stats.records_read.saturating_sub(stats.records_kept));
+    }
+
+    /// A transaction was completed: its markers are written and its end recorded.
+    pub fn txn_ended(&self, committed: bool) {
+        match committed {
+            true => self.txn_commits.inc(),
+            false => self.txn_aborts.inc(),
+        }
+    }
+
+    /// A transaction ran past its timeout and is being aborted.
+    pub fn txn_timed_out(&self) {
+        self.txn_timed_out.inc();
+    }
+
     /// Folds everything recorded since the last flush into the shared metrics.
     pub fn flush(&self) {
         for (count, latency) in self.requests.borrow().iter().flatten() {
@@ -176,6 +339,13 @@ impl ShardMetrics {
         self.flush_duration.flush();
         self.produce_durable.flush();
         self.fetch_wait.flush();
+        let c = &self.cleaner;
+        let others = [&c.done, &c.failed, &self.txn_commits, &self.txn_aborts];
+        for counter in c.counters().into_iter().chain(others) {
+            counter.flush();
+        }
+        self.txn_timed_out.flush();
+        c.duration.flush();
     }
 }
 
@@ -216,5 +386,50 @@ mod tests {
         let buckets = value(&metrics, "rill_request_duration_seconds_bucket");
         assert!(buckets.contains("le=\"0.0005\"} 1"), "{buckets}");
         assert!(buckets.contains("le=\"0.005\"} 2"), "{buckets}");
+    }
+
+    #[test]
+    fn cleans_and_transactions_are_counted_by_result() {
+        let metrics = Metrics::new();
+        let shard = metrics.local();
+        let stats = CleanStats {
+            bytes_read: 1000,
+            bytes_written: 300,
+            records_read: 40,
+            records_kept: 10,
+            ..CleanStats::default()
+        };
+        shard.clean_finished(Duration::from_millis(20), Some(&stats));
+        shard.clean_finished(Duration::from_millis(5), None);
+        shard.txn_ended(true);
+        shard.txn_ended(false);
+        shard.txn_ended(false);
+        shard.txn_timed_out();
+        assert_eq!(
+            value(&metrics, "rill_txn_ended_total"),
+            "rill_txn_ended_total{result=\"abort\"} 0\nrill_txn_ended_total{result=\"commit\"} 0"
+        );
+        shard.flush();
+        let cleans = value(&metrics, "rill_cleaner_cleans_total");
+        assert_eq!(
+            cleans,
+            "rill_cleaner_cleans_total{result=\"done\"} 1\nrill_cleaner_cleans_total{result=\"failed\"} 1"
+        );
+        assert_eq!(
+            value(&metrics, "rill_cleaner_records_removed_total"),
+            "rill_cleaner_records_removed_total 30"
+        );
+        assert_eq!(
+            value(&metrics, "rill_cleaner_clean_duration_seconds_count"),
+            "rill_cleaner_clean_duration_seconds_count 1"
+        );
+        assert_eq!(
+            value(&metrics, "rill_txn_ended_total"),
+            "rill_txn_ended_total{result=\"abort\"} 2\nrill_txn_ended_total{result=\"commit\"} 1"
+        );
+        assert_eq!(
+            value(&metrics, "rill_txn_timed_out_total"),
+            "rill_txn_timed_out_total 1"
+        );
     }
 }

@@ -11,7 +11,7 @@
 //! readiness latch, and the answers to snapshot requests (the groups this shard coordinates).
 
 use std::cell::RefCell;
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::rc::Rc;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -25,6 +25,8 @@ use super::state::{AdminState, GroupSnapshot, ShardSnapshot, ShardStats, Snapsho
 
 /// Source of a shard's group snapshots (its group coordinator, once started).
 type GroupSource = Box<dyn Fn() -> Vec<GroupSnapshot>>;
+/// Source of a shard's transactional ids counted by state (its transaction coordinator).
+type TxnSource = Box<dyn Fn() -> BTreeMap<&'static str, u64>>;
 /// Source of a shard's read cache counters: (lookups served, lookups missed), since start.
 type ReadCacheSource = Box<dyn Fn() -> (u64, u64)>;
 
@@ -68,6 +70,7 @@ pub struct ShardLocal {
     /// Local copies of the data-path metrics.
     pub metrics: ShardMetrics,
     groups: RefCell<Option<GroupSource>>,
+    transactions: RefCell<Option<TxnSource>>,
     read_cache: RefCell<Option<ReadCacheSource>>,
     sent: RefCell<SentSinceFlush>,
 }
@@ -83,6 +86,11 @@ impl ShardLocal {
         *self.groups.borrow_mut() = Some(Box::new(source));
     }
 
+    /// Where the transaction counts come from once the coordinator runs.
+    pub fn set_txn_source(&self, source: impl Fn() -> BTreeMap<&'static str, u64> + 'static) {
+        *self.transactions.borrow_mut() = Some(Box::new(source));
+    }
+
     /// Where the read cache counters come from once the shard's cache exists.
     pub fn set_read_cache_source(&self, source: impl Fn() -> (u64, u64) + 'static) {
         *self.read_cache.borrow_mut() = Some(Box::new(source));
@@ -95,7 +103,16 @@ impl ShardLocal {
             .as_ref()
             .map(|f| f())
             .unwrap_or_default();
-        ShardSnapshot { groups }
+        let transactions = self
+            .transactions
+            .borrow()
+            .as_ref()
+            .map(|f| f())
+            .unwrap_or_default();
+        ShardSnapshot {
+            groups,
+            transactions,
+        }
     }
 }
 
@@ -116,6 +133,7 @@ pub fn install(id: usize, state: Arc<AdminState>) -> Rc<ShardLocal> {
         metrics: state.metrics.local(),
         state,
         groups: RefCell::new(None),
+        transactions: RefCell::new(None),
         read_cache: RefCell::new(None),
         sent: RefCell::new(SentSinceFlush::default()),
     });
@@ -173,6 +191,7 @@ pub mod hooks {
     use std::time::{Duration, Instant};
 
     use bytes::Bytes;
+    use rill_engine::cleaner::CleanStats;
     use rill_types::batch::RecordBatchHeader;
 
     use super::local;
@@ -261,6 +280,27 @@ pub mod hooks {
             chunk = &chunk[size..];
         }
         records
+    }
+
+    /// A clean of one log finished after `elapsed` having done `stats`, or (`None`) stopped.
+    pub fn clean_finished(elapsed: Duration, stats: Option<&CleanStats>) {
+        if let Some(l) = local() {
+            l.metrics.clean_finished(elapsed, stats);
+        }
+    }
+
+    /// A transaction was completed (markers written, end recorded): committed or aborted.
+    pub fn txn_ended(committed: bool) {
+        if let Some(l) = local() {
+            l.metrics.txn_ended(committed);
+        }
+    }
+
+    /// A transaction ran past its timeout and is being aborted.
+    pub fn txn_timed_out() {
+        if let Some(l) = local() {
+            l.metrics.txn_timed_out();
+        }
     }
 
     /// A connection was accepted.

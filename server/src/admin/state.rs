@@ -183,6 +183,8 @@ pub struct GroupSnapshot {
 pub struct ShardSnapshot {
     /// The groups this shard coordinates.
     pub groups: Vec<GroupSnapshot>,
+    /// The transactional ids this shard coordinates, counted by state (Kafka's names).
+    pub transactions: BTreeMap<&'static str, u64>,
 }
 
 /// A request from the admin thread to one shard: answer on `reply`.

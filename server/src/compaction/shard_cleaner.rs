@@ -28,6 +28,7 @@ use rill_engine::cleaner::{CleanJob, CleanStats, CleanedGroup, CleanerCheckpoint
 use rill_engine::io::Storage;
 
 use super::KafkaRecords;
+use crate::admin::shard::hooks;
 
 /// Broker-wide cleaner settings (Kafka's `log.cleaner.*` properties).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -154,9 +155,10 @@ impl ShardCleaner {
         };
         let started = Instant::now();
         let outcome = self.clean(&mut job, &mut events).await;
+        let stats = job.stats();
+        hooks::clean_finished(started.elapsed(), outcome.is_ok().then_some(&stats));
         let event = match outcome {
             Ok(()) => {
-                let stats = job.stats();
                 tracing::info!(
                     partition = name,
                     ?stats,

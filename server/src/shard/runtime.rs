@@ -338,6 +338,8 @@ async fn shard_main(
     };
     let groups = shard.groups.clone();
     observer.set_group_source(move || groups.snapshot());
+    let txns = shard.txns.clone();
+    observer.set_txn_source(move || txns.count_by_state());
     if let Some(cluster) = &shard.cluster {
         let topics = cluster.topics_at_start().clone();
         let (table, registry) = (shard.table.clone(), shard.registry.clone());

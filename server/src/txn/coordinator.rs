@@ -19,7 +19,7 @@
 //! | expiry (tick)   | tombstone                  | the id is forgotten                     |
 
 use std::cell::RefCell;
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::rc::Rc;
 
 use futures::future::join_all;
@@ -33,6 +33,7 @@ use super::ops::{TxnDescription, TxnListFilter, TxnListing, TxnOp, TxnProducer, 
 use super::record::TxnRecord;
 use super::state::{self, EndPlan, InitPlan, TopicPartition, TxnMetadata};
 use super::{ProducerEpoch, ProducerId, TxnConfig};
+use crate::admin::shard::hooks;
 use crate::group::ops::MemberRef;
 use crate::group::{offsets_partition, OFFSETS_TOPIC};
 
@@ -359,7 +360,10 @@ impl<J: TxnJournal> TxnCoordinator<J> {
         }
         let done = state::complete(&m, self.now());
         match self.persist(id, done).await {
-            Ok(()) => true,
+            Ok(()) => {
+                hooks::txn_ended(m.commits());
+                true
+            }
             Err(code) => {
                 tracing::warn!(
                     id,
@@ -471,6 +475,7 @@ impl<J: TxnJournal> TxnCoordinator<J> {
             };
             let Some(m) = self.get(&id) else { continue };
             if state::timed_out(&m, now) {
+                hooks::txn_timed_out();
                 tracing::info!(
                     id,
                     timeout_ms = m.timeout_ms,
@@ -516,6 +521,15 @@ impl<J: TxnJournal> TxnCoordinator<J> {
                 tracing::info!(id, "transactional id expired");
             }
         }
+    }
+
+    /// How many ids are in each state (for the admin listener's metrics).
+    pub fn count_by_state(&self) -> BTreeMap<&'static str, u64> {
+        let mut counts = BTreeMap::new();
+        for m in self.txns.borrow().values() {
+            *counts.entry(m.state.name()).or_default() += 1;
+        }
+        counts
     }
 
     /// The configuration (the router reads its intervals).

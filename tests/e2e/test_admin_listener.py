@@ -177,6 +177,75 @@ def wait_for_metric(admin: str, name: str, value: float, timeout_s: float = 30.0
         time.sleep(0.2)
 
 
+def total(samples: dict[str, float], family: str) -> float:
+    """The sum of a family's samples over its labels (e.g. over shards)."""
+    return sum(series(samples, family).values())
+
+
+def test_connections_queue_depth_and_a_live_group_are_exact(broker_factory, topic_name):
+    """Three connections each parked in a long-poll Fetch are three open connections and three
+    requests in flight; closed, they are counted closed. A consumer in a group is a Stable group
+    of one member, lagging by what it has not committed; once it leaves, the group is Empty."""
+    b = broker_factory(shards=2)
+    admin = f"127.0.0.1:{b.admin_port}"
+    create_topic(b.bootstrap, topic_name, partitions=1)
+    produce_raw(b.bootstrap, topic_name, 0, [kw.record_batch([b"a", b"b", b"c"]),
+                                             kw.record_batch([b"d"])])
+    deadline = time.monotonic() + FLUSH_WAIT_S
+    while total(m := metrics(admin), "rill_shard_connections_open") != 0:
+        assert time.monotonic() < deadline, "set-up clients' connections never closed"
+        time.sleep(0.1)
+    accepted, closed = (total(m, f"rill_shard_connections_{x}_total") for x in ("accepted", "closed"))
+    assert total(m, "rill_shard_requests_in_flight") == 0
+    assert total(m, "rill_shard_busy_seconds_total") > 0
+
+    host, port = b.bootstrap.rsplit(":", 1)
+    conns = [kw.Conn(host, int(port)) for _ in range(3)]
+    for i, c in enumerate(conns):
+        c.send(kw.request(1, 4, i, kw.fetch_v4_body({(topic_name, 0): 4}, max_wait_ms=3000)))
+    deadline = time.monotonic() + FLUSH_WAIT_S
+    while total(m := metrics(admin), "rill_shard_requests_in_flight") != 3:
+        assert time.monotonic() < deadline, "the parked Fetches are not in flight"
+        time.sleep(0.05)
+    assert total(m, "rill_shard_connections_open") == 3
+    assert total(m, "rill_shard_connections_accepted_total") == accepted + 3
+    for c in conns:
+        assert c.recv_response()[0] in (0, 1, 2)   # answered empty at the end of the wait
+        c.close()
+    deadline = time.monotonic() + FLUSH_WAIT_S
+    while total(m := metrics(admin), "rill_shard_connections_closed_total") != closed + 3:
+        assert time.monotonic() < deadline, "closed connections not counted"
+        time.sleep(0.05)
+    assert total(m, "rill_shard_connections_open") == 0
+    assert total(m, "rill_shard_requests_in_flight") == 0
+
+    group = "live-" + topic_name
+    consumer = Consumer({"bootstrap.servers": b.bootstrap, "group.id": group,
+                         "enable.auto.commit": False, "auto.offset.reset": "earliest"})
+    try:
+        consumer.subscribe([topic_name])
+        got = []
+        deadline = time.monotonic() + CLIENT_TIMEOUT_S
+        while len(got) < 4:
+            assert time.monotonic() < deadline, f"consumed only {got}"
+            msg = consumer.poll(0.5)
+            if msg is not None and not msg.error():
+                got.append(msg.value())
+        assert got == [b"a", b"b", b"c", b"d"]
+        consumer.commit(offsets=[TopicPartition(topic_name, 0, 1)], asynchronous=False)
+        m = metrics(admin)
+        g, t = f'group="{group}"', f'topic="{topic_name}"'
+        assert m[f'rill_group_state{{{g},state="Stable"}}'] == 1
+        assert m[f"rill_group_members{{{g}}}"] == 1
+        assert m[f'rill_group_lag{{{g},{t},partition="0"}}'] == 4 - 1
+    finally:
+        consumer.close()                            # LeaveGroup
+    m = metrics(admin)
+    assert m[f'rill_group_state{{{g},state="Empty"}}'] == 1
+    assert m[f"rill_group_members{{{g}}}"] == 0
+    assert m[f"rill_group_topic_lag{{{g},{t}}}"] == 3
+
+
 def test_cleaner_and_transaction_figures_are_exact(broker_factory, tmp_path, topic_name):
     """A compacted log of KEYS keys written ROUNDS times is cleaned once: the cleaner counts
     every record it read and removes all but the latest of each key. Two committed transactions,
@@ -293,12 +362,17 @@ def png_size(path: Path) -> tuple[int, int]:
 
 
 def test_status_page_renders_in_headless_chromium(broker_factory, topic_name, tmp_path):
-    b = broker_factory(shards=2)
+    props = tmp_path / "rill.properties"
+    props.write_text("rill.no.such.property=1\n")
+    b = broker_factory(config_path=props, shards=2)
     admin = f"127.0.0.1:{b.admin_port}"
     create_topic(b.bootstrap, topic_name, partitions=1)
     produce_raw(b.bootstrap, topic_name, 0, [kw.record_batch([b"a", b"b", b"c"])])
     group = "<b>page</b>-" + topic_name          # a hostile group id must come out escaped
     commit(b.bootstrap, group, [TopicPartition(topic_name, 0, 1)])
+    # The unknown property was logged as a warning at start: it shows among the recent errors.
+    [error] = json.loads(http_get(admin, "/v1/status")[2])["recent_errors"]
+    assert error["level"] == "WARN" and "rill.no.such.property" in json.dumps(error), error
     chrome = [chromium_binary(), "--headless", "--no-sandbox", "--disable-gpu",
               "--disable-background-networking", "--disable-dev-shm-usage", "--no-first-run",
               "--hide-scrollbars", "--window-size=1280,900"]
@@ -308,6 +382,7 @@ def test_status_page_renders_in_headless_chromium(broker_factory, topic_name, tm
     assert topic_name in dom.stdout and "Consumer groups" in dom.stdout
     assert "&lt;b&gt;page&lt;/b&gt;" in dom.stdout and "<b>page</b>" not in dom.stdout
     assert re.search(r"<td>3</td>\s*<td>3</td>", dom.stdout), "log end and high watermark 3"
+    assert "rill.no.such.property" in dom.stdout and "None since start." not in dom.stdout
     shot = tmp_path / "status-page.png"
     run = subprocess.run(chrome + [f"--screenshot={shot}", f"http://{admin}/"],
                          capture_output=True, text=True, timeout=120)

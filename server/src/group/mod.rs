@@ -8,6 +8,8 @@
 //!   commit, replay on start and snapshot compaction; an in-memory journal for unit tests.
 //! - [`coordinator`]: one shard's groups, answering [`GroupOp`]s.
 //! - `txn_offsets`: offsets committed inside transactions, pending until the transaction ends.
+//! - [`runtime`]: starting a shard's coordinator with the storage and clock handed in; other
+//!   shards reach it through the shard's generic router ([`crate::shard::router`]).
 //!
 //! Placement: a group lives in offsets partition `crc32c(group) % OFFSETS_PARTITIONS`, and that
 //! partition (its log and all of its groups) lives on shard `partition % shards`. The partition
@@ -17,11 +19,11 @@ pub mod coordinator;
 pub mod journal;
 pub mod offsets;
 pub mod ops;
-pub mod router;
+pub mod runtime;
 pub mod state;
 mod txn_offsets;
 
-pub use ops::{GroupMsg, GroupOp, GroupReply};
+pub use ops::{GroupCall, GroupOp, GroupReply};
 
 /// Partitions of the internal offsets log (fixed forever: group → partition must not change).
 pub const OFFSETS_PARTITIONS: i32 = 8;

@@ -245,13 +245,14 @@ pub enum GroupReply {
     Unavailable(ErrorCode),
 }
 
-/// A group operation crossing cores.
+/// An operation on one group, as it crosses to the coordinating shard.
 #[derive(Debug)]
-pub struct GroupMsg {
-    /// The group.
+pub struct GroupCall {
+    /// The group ("" for [`GroupOp::List`]).
     pub group_id: String,
     /// What to do.
     pub op: GroupOp,
-    /// Completed on the coordinator shard.
-    pub reply: futures::channel::oneshot::Sender<GroupReply>,
 }
+
+/// A [`GroupCall`] and where its answer goes: what the group mesh carries.
+pub type GroupEnvelope = crate::shard::router::Envelope<GroupCall, GroupReply>;

@@ -166,15 +166,16 @@ impl PartitionReply {
     }
 }
 
-/// A cross-shard request: the partition, what to do, and where to send the answer.
+/// An operation on one partition, as it crosses to the owning shard.
 #[derive(Debug)]
-pub struct ShardMsg {
+pub struct PartitionCall {
     /// Topic name.
     pub topic: String,
     /// Partition index.
     pub partition: i32,
     /// The operation.
     pub op: PartitionOp,
-    /// Completed on the owner shard; wakes the asking task on its own shard.
-    pub reply: futures::channel::oneshot::Sender<PartitionReply>,
 }
+
+/// A [`PartitionCall`] and where its answer goes: what the partition mesh carries.
+pub type PartitionEnvelope = crate::shard::router::Envelope<PartitionCall, PartitionReply>;

@@ -299,3 +299,19 @@ async fn send(handle: &PartitionHandle, op: PartitionOp) -> PartitionReply {
         .await
         .unwrap_or(PartitionReply::Error(ErrorCode::UnknownTopicOrPartition))
 }
+
+impl<S: Storage + 'static> crate::shard::router::Service<super::ops::PartitionCall>
+    for PartitionTable<S>
+{
+    type Reply = PartitionReply;
+
+    async fn serve(&self, call: super::ops::PartitionCall) -> PartitionReply {
+        self.call(&call.topic, call.partition, call.op).await
+    }
+
+    /// A long-poll wait is dropped once its fetch completed through another partition, so
+    /// parked waits do not pile up.
+    fn abandon_unheard(call: &super::ops::PartitionCall) -> bool {
+        matches!(call.op, PartitionOp::WaitForData { .. })
+    }
+}

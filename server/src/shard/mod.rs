@@ -1,37 +1,47 @@
 //! A shard: one glommio executor pinned to one core, owning the partitions that
-//! [`crate::routing::owner_shard`] assigns it, accepting its own connections on the shared port.
+//! [`crate::routing::owner_shard`] assigns it and the groups [`crate::group::coordinator_shard`]
+//! assigns it, accepting its own connections on the shared port.
 //!
-//! Requests for partitions owned elsewhere cross cores over the channel mesh ([`mesh`]); each
-//! carries a oneshot sender, so many are in flight at once and the answer wakes the asking task
-//! directly on its own core.
+//! - [`router`]: one generic [`router::Router`] per kind of request (partitions, groups,
+//!   transactions) takes
+//!   it to the owning shard over that kind's channel mesh, and serves other shards' requests
+//!   with bounded concurrency.
+//! - [`mesh`]: the channels between shards, built on the main thread and connected at start-up
+//!   without waiting on any wake-up; [`rendezvous`]: the start-up barrier that makes that work.
+//! - [`runtime`]: start the executors, serve until the stop flag turns, close cleanly.
 
 use std::rc::Rc;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use futures::channel::oneshot;
-use glommio::channels::channel_mesh::Senders;
 use rill_engine::io::Storage;
 use rill_protocol::ErrorCode;
 
 use crate::cluster::ClusterView;
 use crate::config::BrokerConfig;
 use crate::group::ops::GroupListing;
-use crate::group::router::{GroupRouter, ShardCoordinator};
-use crate::group::{GroupOp, GroupReply};
+use crate::group::runtime::ShardCoordinator;
+use crate::group::{coordinator_shard, GroupCall, GroupOp, GroupReply};
 use crate::handler::Broker;
-use crate::partition::ops::{PartitionOp, PartitionReply, ShardMsg};
+use crate::partition::ops::{PartitionCall, PartitionOp, PartitionReply};
 use crate::partition::table::PartitionTable;
 use crate::routing::owner_shard;
 use crate::topics::TopicRegistry;
-use crate::txn::ops::{TxnListFilter, TxnListing, TxnOp, TxnReply};
-use crate::txn::router::{ShardTxnCoordinator, TxnRouter};
+use crate::txn::ops::{TxnCall, TxnListFilter, TxnListing, TxnOp, TxnReply};
+use crate::txn::runtime::{Coordinating, ShardTxnCoordinator};
 
 pub mod mesh;
+pub mod rendezvous;
+pub mod router;
 pub mod runtime;
+
+use router::Router;
 
 /// The owner shard is gone (shutting down).
 const OWNER_UNAVAILABLE: ErrorCode = ErrorCode::KafkaStorageError;
+
+/// The coordinating shard is gone (shutting down).
+const COORDINATOR_UNAVAILABLE: ErrorCode = ErrorCode::CoordinatorNotAvailable;
 
 /// One shard's view of the broker (implements [`Broker`] for the handlers).
 pub struct Shard<S: Storage> {
@@ -45,21 +55,21 @@ pub struct Shard<S: Storage> {
     pub registry: Arc<TopicRegistry>,
     /// The partitions this shard owns.
     pub table: Rc<PartitionTable<S>>,
-    /// Senders to every other shard (`None` with one shard).
-    pub mesh: Option<Senders<ShardMsg>>,
+    /// Takes partition operations to the owning shard.
+    pub partitions: Router<PartitionCall, PartitionReply>,
     /// Request bytes read but not yet answered, across this shard's connections, in permits of
     /// one byte: when exhausted, connections stop reading (back-pressure, bounded memory).
     pub inflight_bytes: Rc<glommio::sync::Semaphore>,
     /// The consumer groups this shard coordinates.
-    pub groups: Rc<ShardCoordinator>,
-    /// Routes group operations to their coordinating shard.
-    pub group_router: GroupRouter,
+    pub groups: Rc<ShardCoordinator<S>>,
+    /// Takes group operations to the coordinating shard.
+    pub group_router: Router<GroupCall, GroupReply>,
     /// The cluster this broker belongs to (`None` on a single node).
     pub cluster: Option<Arc<ClusterView>>,
     /// The transactional ids this shard coordinates.
-    pub txns: Rc<ShardTxnCoordinator>,
-    /// Routes transaction operations to their coordinating shard.
-    pub txn_router: TxnRouter,
+    pub txns: Rc<ShardTxnCoordinator<S>>,
+    /// Takes transaction operations to the coordinating shard.
+    pub txn_router: Router<TxnCall, TxnReply>,
 }
 
 impl<S: Storage + 'static> Broker for Shard<S> {
@@ -91,24 +101,17 @@ impl<S: Storage + 'static> Broker for Shard<S> {
         }
         let owner = owner_shard(topic, partition, self.shards);
         if owner == self.id {
+            // The hot path borrows the topic name; only a call that crosses cores owns one.
             return self.table.call(topic, partition, op).await;
         }
-        let Some(mesh) = &self.mesh else {
-            unreachable!("a single shard owns every partition")
-        };
-        let (reply, answer) = oneshot::channel();
-        let msg = ShardMsg {
+        let call = PartitionCall {
             topic: topic.to_string(),
             partition,
             op,
-            reply,
         };
-        if mesh.send_to(owner, msg).await.is_err() {
-            return PartitionReply::Error(OWNER_UNAVAILABLE);
-        }
-        answer
-            .await
-            .unwrap_or(PartitionReply::Error(OWNER_UNAVAILABLE))
+        let unavailable = || PartitionReply::Error(OWNER_UNAVAILABLE);
+        let table = &*self.table;
+        self.partitions.call(owner, table, call, unavailable).await
     }
 
     fn now(&self) -> Instant {
@@ -128,20 +131,73 @@ impl<S: Storage + 'static> Broker for Shard<S> {
                 Err(code) => return GroupReply::Unavailable(code),
             }
         }
-        self.group_router.route(&self.groups, group_id, op).await
-    }
-
-    async fn list_groups(&self) -> Vec<GroupListing> {
-        self.group_router.list(&self.groups).await
-    }
-
-    async fn txn(&self, transactional_id: &str, op: TxnOp) -> TxnReply {
-        self.txn_router
-            .route(&self.txns, self, transactional_id, op)
+        let owner = coordinator_shard(group_id, self.shards);
+        let call = GroupCall {
+            group_id: group_id.to_string(),
+            op,
+        };
+        let unavailable = || GroupReply::Unavailable(COORDINATOR_UNAVAILABLE);
+        self.group_router
+            .call(owner, &*self.groups, call, unavailable)
             .await
     }
 
+    async fn list_groups(&self) -> Vec<GroupListing> {
+        let mut all = self.groups.list();
+        for peer in self.group_router.peers() {
+            let call = GroupCall {
+                group_id: String::new(),
+                op: GroupOp::List,
+            };
+            let unavailable = || GroupReply::Unavailable(COORDINATOR_UNAVAILABLE);
+            let reply = self
+                .group_router
+                .call(peer, &*self.groups, call, unavailable);
+            if let GroupReply::List(more) = reply.await {
+                all.extend(more);
+            }
+        }
+        all.sort_by(|a, b| a.group_id.cmp(&b.group_id));
+        all
+    }
+
+    async fn txn(&self, transactional_id: &str, op: TxnOp) -> TxnReply {
+        let owner = crate::txn::coordinator_shard(transactional_id, self.shards);
+        let call = TxnCall {
+            transactional_id: transactional_id.to_string(),
+            op,
+        };
+        let local = self.coordinating();
+        let unavailable = || TxnReply::Unavailable(COORDINATOR_UNAVAILABLE);
+        self.txn_router.call(owner, &local, call, unavailable).await
+    }
+
     async fn list_txns(&self, filter: TxnListFilter) -> Vec<TxnListing> {
-        self.txn_router.list(&self.txns, filter).await
+        let mut all = self.txns.list(&filter);
+        for peer in self.txn_router.peers() {
+            let call = TxnCall {
+                transactional_id: String::new(),
+                op: TxnOp::List(filter.clone()),
+            };
+            let local = self.coordinating();
+            let unavailable = || TxnReply::Unavailable(COORDINATOR_UNAVAILABLE);
+            if let TxnReply::List(more) =
+                self.txn_router.call(peer, &local, call, unavailable).await
+            {
+                all.extend(more);
+            }
+        }
+        all.sort_by(|a, b| a.transactional_id.cmp(&b.transactional_id));
+        all
+    }
+}
+
+impl<S: Storage + 'static> Shard<S> {
+    /// This shard's transaction coordinator, acting through this shard.
+    fn coordinating(&self) -> Coordinating<'_, crate::txn::log::TxnStateLog<S>, Self> {
+        Coordinating {
+            coordinator: &self.txns,
+            env: self,
+        }
     }
 }

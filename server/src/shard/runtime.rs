@@ -1,9 +1,11 @@
-//! Start one pinned glommio executor per shard, join them into a channel mesh, serve until the
+//! Start one pinned glommio executor per shard, connect them by channel meshes, serve until the
 //! stop flag turns, then close every log cleanly.
 //!
-//! Start-up is bounded: the main thread watches it and gives up with an error when the shards do
-//! not all listen within [`STARTUP_TIMEOUT`], and a stop signal during start-up ends it (each
-//! shard watches the stop flag from its first moment, not only once it serves).
+//! Start-up never waits for a wake-up: the meshes are built here on the main thread and each
+//! shard connects its ends around a [`Rendezvous`] of the shard threads (see [`super::mesh`] for
+//! the glommio executor bug this avoids); the same rendezvous holds every shard until all can
+//! serve, then they listen. A failed shard, a stop signal or [`STARTUP_TIMEOUT`] abandons the
+//! rendezvous, so no shard waits in it for good, and `rill` exits with an error rather than hang.
 
 use std::rc::Rc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -13,7 +15,6 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use futures::future::{select, Either};
-use glommio::channels::channel_mesh::MeshBuilder;
 use glommio::net::TcpListener;
 use glommio::sync::Semaphore;
 use glommio::{LocalExecutorBuilder, Placement};
@@ -22,26 +23,26 @@ use rill_engine::io::{Clock, SystemClock};
 use rill_engine::read_cache::ReadCache;
 use rill_engine::LogManager;
 
-use super::mesh::{serve_peer, REMOTE_REQUESTS_MAX};
+use super::mesh::{ChannelMesh, Links, MeshEnds};
+use super::rendezvous::{Abandoned, Rendezvous};
+use super::router::{self, Router, REMOTE_REQUESTS_MAX};
 use super::Shard;
 use crate::admin::shard::ShardLocal;
 use crate::admin::state::AdminState;
 use crate::cluster::{deletions, ClusterView};
 use crate::config::{available_cores, BrokerConfig};
-use crate::group::router::GroupMesh;
-use crate::txn::router::TxnMesh;
-
-/// The coordinators' channel meshes (groups, transactions); `None`s with one shard.
-type CoordinatorMeshes = (Option<GroupMesh>, Option<TxnMesh>);
+use crate::group::ops::GroupEnvelope;
 use crate::net::listener::accept_loop;
-use crate::partition::ops::ShardMsg;
+use crate::partition::ops::PartitionEnvelope;
 use crate::partition::table::PartitionTable;
 use crate::routing::owner_shard;
 use crate::shutdown::ShutdownSignal;
 use crate::topics::TopicRegistry;
+use crate::txn::ops::{TxnCall, TxnEnvelope, TxnReply};
+use crate::txn::runtime::RemoteTxns;
 
-/// How often a shard looks at the process-wide stop flag. The timer also wakes a shard's
-/// reactor at least this often, so no shard parks indefinitely while it waits on a peer.
+/// How often a shard looks at the process-wide stop flag (set by the signal handler thread):
+/// how soon SIGTERM starts a shard's drain. Start-up does not depend on it.
 const STOP_POLL: Duration = Duration::from_millis(50);
 
 /// Longest a start-up may take until every shard listens; past it `rill` exits with an error
@@ -58,12 +59,59 @@ const PORT_PROBE_TIMEOUT: Duration = Duration::from_millis(200);
 const STARTUP_POLL: Duration = Duration::from_millis(10);
 
 /// Process-wide start-up progress shared by the main thread and the shards.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 struct Startup {
     /// Shards whose listener is bound.
     listening: AtomicUsize,
     /// Shards past their part of start-up that wait for the others before they bind.
     prepared: AtomicUsize,
+    /// The shard threads' barrier (meshes connected, all prepared).
+    rendezvous: Rendezvous,
+}
+
+impl Startup {
+    fn new(shards: usize) -> Self {
+        Startup {
+            listening: AtomicUsize::new(0),
+            prepared: AtomicUsize::new(0),
+            rendezvous: Rendezvous::new(shards),
+        }
+    }
+}
+
+/// Abandons start-up when a shard's thread leaves its body, by any path (an error, a panic, a
+/// stop): no other shard may wait for it in the rendezvous then. Harmless once start-up is over.
+struct AbandonOnExit(Arc<Startup>);
+
+impl Drop for AbandonOnExit {
+    fn drop(&mut self) {
+        self.0.rendezvous.abandon();
+    }
+}
+
+/// One shard's ends of the meshes (`None` with one shard).
+struct ShardEnds {
+    partitions: Option<MeshEnds<PartitionEnvelope>>,
+    groups: Option<MeshEnds<GroupEnvelope>>,
+    txns: Option<MeshEnds<TxnEnvelope>>,
+}
+
+/// One shard's connected mesh links (`None` with one shard).
+struct ShardLinks {
+    partitions: Option<Links<PartitionEnvelope>>,
+    groups: Option<Links<GroupEnvelope>>,
+    txns: Option<Links<TxnEnvelope>>,
+}
+
+impl ShardEnds {
+    /// Connects both meshes (blocking: see [`MeshEnds::connect`]).
+    fn connect(self, rendezvous: &Rendezvous) -> Result<ShardLinks, Abandoned> {
+        Ok(ShardLinks {
+            partitions: self.partitions.map(|e| e.connect(rendezvous)).transpose()?,
+            groups: self.groups.map(|e| e.connect(rendezvous)).transpose()?,
+            txns: self.txns.map(|e| e.connect(rendezvous)).transpose()?,
+        })
+    }
 }
 
 /// Run the broker until `stop` turns true; returns after every shard closed its logs.
@@ -99,26 +147,32 @@ pub fn run(mut config: BrokerConfig, stop: Arc<AtomicBool>) -> anyhow::Result<()
         admin.set_cluster(view.clone());
     }
     crate::admin::start(&config, &admin)?;
-    let startup = Arc::new(Startup::default());
+    let startup = Arc::new(Startup::new(config.shards));
     // Each executor holds a clone until its thread ends (even by panic): when all are gone,
     // `finished` disconnects.
     let (running, finished) = mpsc::channel::<()>();
-    // The mesh builders share a plain `Rc` across executors (glommio's design): the originals
-    // stay alive here so that no drop on this thread races the shards' own.
-    let mesh = (config.shards > 1)
-        .then(|| MeshBuilder::<ShardMsg, _>::full(config.shards, config.shard_channel_capacity));
-    let group_mesh = (
-        crate::group::router::group_mesh(&config),
-        crate::txn::router::txn_mesh(&config),
-    );
-    let meshes = (&mesh, &group_mesh);
+    let mut meshes = (config.shards > 1).then(|| {
+        let capacity = config.shard_channel_capacity;
+        (
+            ChannelMesh::<PartitionEnvelope>::new(config.shards, capacity),
+            ChannelMesh::<GroupEnvelope>::new(config.shards, capacity),
+            ChannelMesh::<TxnEnvelope>::new(config.shards, capacity),
+        )
+    });
+    let ends = (0..config.shards)
+        .map(|shard| ShardEnds {
+            partitions: meshes.as_mut().map(|m| m.0.take(shard)),
+            groups: meshes.as_mut().map(|m| m.1.take(shard)),
+            txns: meshes.as_mut().map(|m| m.2.take(shard)),
+        })
+        .collect();
     let shared = Shared {
         config: &config,
         registry: &registry,
         admin: &admin,
         cluster: &view,
     };
-    let executors = spawn_shards(shared, &stop, &startup, &running, meshes);
+    let executors = spawn_shards(shared, &stop, &startup, &running, ends);
     drop(running);
     let started = executors.and_then(|executors| {
         Ok((
@@ -128,11 +182,7 @@ pub fn run(mut config: BrokerConfig, stop: Arc<AtomicBool>) -> anyhow::Result<()
     });
     let served = match started {
         Ok(((), executors)) => join_shards(executors, &stop),
-        Err(e) => {
-            // Shards may still run (stuck): leave them the builders rather than race their drop.
-            std::mem::forget((mesh, group_mesh));
-            Err(e)
-        }
+        Err(e) => Err(e),
     };
     match cluster {
         Some(cluster) => served.and(cluster.shutdown()),
@@ -182,7 +232,6 @@ fn wait_port_free(addr: std::net::SocketAddr, stop: &AtomicBool) -> anyhow::Resu
 }
 
 type ShardExecutor = glommio::ExecutorJoinHandle<anyhow::Result<()>>;
-type PartitionMesh = MeshBuilder<ShardMsg, glommio::channels::channel_mesh::Full>;
 
 /// What every shard shares with the process.
 #[derive(Clone, Copy)]
@@ -199,34 +248,35 @@ fn spawn_shards(
     stop: &Arc<AtomicBool>,
     startup: &Arc<Startup>,
     running: &mpsc::Sender<()>,
-    (mesh, group_mesh): (&Option<PartitionMesh>, &CoordinatorMeshes),
+    ends: Vec<ShardEnds>,
 ) -> anyhow::Result<Vec<ShardExecutor>> {
     let config = shared.config;
     let pin = config.shards <= available_cores();
     let mut executors = Vec::with_capacity(config.shards);
-    for index in 0..config.shards {
+    for (index, ends) in ends.into_iter().enumerate() {
         let placement = if pin {
             Placement::Fixed(index)
         } else {
             Placement::Unbound
         };
-        let (config, registry, mesh) = (config.clone(), shared.registry.clone(), mesh.clone());
+        let (config, registry) = (config.clone(), shared.registry.clone());
         let admin = shared.admin.clone();
         let cluster = shared.cluster.clone();
-        let (group_mesh, startup, running) = (group_mesh.clone(), startup.clone(), running.clone());
+        let (shard_startup, running) = (startup.clone(), running.clone());
         let shard_stop = stop.clone();
         let executor = LocalExecutorBuilder::new(placement)
             .name(&format!("rill-shard-{index}"))
             .io_memory(config.io_memory_bytes)
             .spawn(move || async move {
                 let _running = running;
+                let startup = shard_startup;
+                let _abandon = AbandonOnExit(startup.clone());
                 // First of all, so that metrics and liveness cover start-up too.
                 let observer = crate::admin::shard::install(index, admin);
                 let result = shard_main(
                     config,
                     (registry, cluster),
-                    mesh,
-                    group_mesh,
+                    ends,
                     shard_stop.clone(),
                     startup,
                     observer,
@@ -243,6 +293,7 @@ fn spawn_shards(
             Err(e) => {
                 // The shards already started must not wait for this one forever.
                 stop.store(true, Ordering::SeqCst);
+                startup.rendezvous.abandon();
                 return Err(anyhow::anyhow!("starting executor for shard {index}: {e}"));
             }
         }
@@ -267,6 +318,7 @@ fn wait_for_startup(
             return Ok(());
         }
         if stop.load(Ordering::SeqCst) {
+            startup.rendezvous.abandon(); // shards blocked in it cannot see the stop flag
             return match finished.recv_timeout(STARTUP_STOP_GRACE) {
                 Err(mpsc::RecvTimeoutError::Disconnected) => Ok(()),
                 _ => Err(anyhow::anyhow!(
@@ -280,6 +332,7 @@ fn wait_for_startup(
             _ if Instant::now() < deadline => {}
             _ => {
                 stop.store(true, Ordering::SeqCst);
+                startup.rendezvous.abandon();
                 return Err(anyhow::anyhow!(
                     "start-up did not finish within {:?}: {} of {shards} shards listening, {} \
                      past start-up; giving up",
@@ -314,8 +367,7 @@ fn join_shards(executors: Vec<ShardExecutor>, stop: &AtomicBool) -> anyhow::Resu
 async fn shard_main(
     config: Arc<BrokerConfig>,
     (registry, cluster): (Arc<TopicRegistry>, Option<Arc<ClusterView>>),
-    mesh: Option<PartitionMesh>,
-    group_mesh: CoordinatorMeshes,
+    ends: ShardEnds,
     stop: Arc<AtomicBool>,
     startup: Arc<Startup>,
     observer: Rc<ShardLocal>,
@@ -323,14 +375,13 @@ async fn shard_main(
     // Watch the stop flag from the first moment: a signal during start-up must end it.
     let shutdown = Rc::new(ShutdownSignal::default());
     glommio::spawn_local(watch_stop_flag(stop, shutdown.clone())).detach();
-    let prepare = Box::pin(prepare_shard(
-        config.clone(),
-        (registry, cluster),
-        mesh,
-        group_mesh,
-    ));
-    let shard = match select(prepare, Box::pin(shutdown.wait())).await {
-        Either::Left((shard, _)) => shard?,
+    let Ok(links) = ends.connect(&startup.rendezvous) else {
+        tracing::info!("start-up abandoned before the meshes connected: shard not started");
+        return Ok(());
+    };
+    let prepare = Box::pin(prepare_shard(config.clone(), (registry, cluster), links));
+    let (shard, txn_inbox) = match select(prepare, Box::pin(shutdown.wait())).await {
+        Either::Left((prepared, _)) => prepared?,
         Either::Right(_) => {
             tracing::info!("stop signal during start-up: shard not started");
             return Ok(());
@@ -353,19 +404,18 @@ async fn shard_main(
         groups.release_waiters(); // parked JoinGroups must not hold up the drain
     })
     .detach();
-    crate::txn::router::serve(&shard.txns, &shard.txn_router, &shard);
+    // Transactions act through the shard: served from now on.
+    let txns = RemoteTxns::new(&shard.txns, &shard);
+    serve_inbox(txn_inbox, Rc::new(txns));
+    crate::txn::runtime::run_timers(&shard.txns, &shard);
     // Finish transactions decided before a crash (markers, group offsets) before clients come:
     // a consumer must not read the offsets of a group from before a commit it cannot see yet.
     shard.txns.tick(&*shard).await;
     startup.prepared.fetch_add(1, Ordering::SeqCst);
     // Listen only once every shard can serve: a request forwarded to a shard still starting
     // would wait on it (or on its partitions) while the client already counts its timeout.
-    let all_prepared = Box::pin(wait_all_prepared(&startup, config.shards));
-    let prepared = matches!(
-        select(all_prepared, Box::pin(shutdown.wait())).await,
-        Either::Left(_)
-    );
-    if prepared {
+    // Blocking, like the mesh connect: nothing here may wait for a wake-up.
+    if startup.rendezvous.wait().is_ok() {
         let listener = TcpListener::bind(config.listen)
             .map_err(|e| anyhow::anyhow!("shard {}: binding {}: {e}", shard.id, config.listen))?;
         let local = listener
@@ -383,26 +433,25 @@ async fn shard_main(
     Ok(())
 }
 
-/// Join the meshes, start the group and transaction coordinators and open the owned partitions.
+/// Other shards' transaction calls, to be served once the shard exists.
+type TxnInbox = router::Inbox<TxnCall, TxnReply>;
+
+/// Start the group and transaction coordinators, open the owned partitions, serve other
+/// shards' partition and group requests (transaction ones need the shard: see [`TxnInbox`]).
+/// The storage and the clock are chosen here, at the glommio edge, and handed in below.
 async fn prepare_shard(
     config: Arc<BrokerConfig>,
     (registry, cluster): (Arc<TopicRegistry>, Option<Arc<ClusterView>>),
-    mesh: Option<PartitionMesh>,
-    (group_mesh, txn_mesh): CoordinatorMeshes,
-) -> anyhow::Result<Rc<Shard<GlommioStorage>>> {
-    let (senders, receivers) = match mesh {
-        Some(mesh) => {
-            let (s, r) = mesh
-                .join()
-                .await
-                .map_err(|_| anyhow::anyhow!("channel mesh join failed"))?;
-            (Some(s), Some(r))
-        }
-        None => (None, None),
-    };
-    let id = senders.as_ref().map_or(0, |s| s.peer_id());
-    let (groups, group_router) = crate::group::router::start(&config, group_mesh).await?;
-    let (txns, txn_router) = crate::txn::router::start(&config, txn_mesh).await?;
+    links: ShardLinks,
+) -> anyhow::Result<(Rc<Shard<GlommioStorage>>, TxnInbox)> {
+    let id = links.partitions.as_ref().map_or(0, |l| l.shard);
+    let clock: Rc<dyn Clock> = Rc::new(SystemClock);
+    let groups =
+        crate::group::runtime::start(&config, id, GlommioStorage::new(), clock.clone()).await?;
+    let group_router = route(links.groups, &groups);
+    let txns =
+        crate::txn::runtime::start(&config, id, GlommioStorage::new(), clock.clone()).await?;
+    let (txn_router, txn_inbox) = connect_router(links.txns);
     let read_cache = Rc::new(ReadCache::new(config.read_cache_bytes));
     if let Some(observer) = crate::admin::shard::local() {
         let cache = read_cache.clone();
@@ -416,19 +465,13 @@ async fn prepare_shard(
             .with_read_cache(read_cache)
             .with_prealloc_budget(config.shard_prealloc_bytes_max),
     );
-    let clock: Rc<dyn Clock> = Rc::new(SystemClock);
     let table = Rc::new(PartitionTable::new(
         log_manager,
         registry.clone(),
         config.clone(),
         clock,
     ));
-    if let Some(mut receivers) = receivers {
-        let permits = Rc::new(Semaphore::new(REMOTE_REQUESTS_MAX));
-        for (_, stream) in receivers.streams() {
-            glommio::spawn_local(serve_peer(stream, table.clone(), permits.clone())).detach();
-        }
-    }
+    let partitions = route(links.partitions, &table);
     let shards = config.shards;
     // In a cluster, only partitions this broker leads live here.
     let leads = |topic: &str, partition| cluster.as_ref().is_none_or(|c| c.leads(topic, partition));
@@ -436,28 +479,60 @@ async fn prepare_shard(
         owner_shard(topic, partition, shards) == id && leads(topic, partition)
     });
     let inflight_bytes = Rc::new(Semaphore::new(config.shard_inflight_bytes_max as u64));
-    Ok(Rc::new(Shard {
+    let shard = Shard {
         id,
         shards,
         config,
         registry,
         table,
-        mesh: senders,
+        partitions,
         inflight_bytes,
         groups,
         group_router,
         cluster,
         txns,
         txn_router,
-    }))
+    };
+    Ok((Rc::new(shard), txn_inbox))
 }
 
-/// Resolves once every shard is past its part of start-up (a barrier across executors; polled,
-/// as it runs once per start).
-async fn wait_all_prepared(startup: &Startup, shards: usize) {
-    while startup.prepared.load(Ordering::SeqCst) < shards {
-        glommio::timer::sleep(Duration::from_millis(2)).await;
+/// The router over `links` (a single-shard router without), serving other shards' requests
+/// with `service`, at most [`REMOTE_REQUESTS_MAX`] at once.
+fn route<Req, Rep, S>(
+    links: Option<Links<router::Envelope<Req, Rep>>>,
+    service: &Rc<S>,
+) -> Router<Req, Rep>
+where
+    Req: Send + 'static,
+    Rep: Send + 'static,
+    S: router::Service<Req, Reply = Rep> + 'static,
+{
+    let (router, receivers) = connect_router(links);
+    serve_inbox(receivers, service.clone());
+    router
+}
+
+/// The router over `links` (a single-shard router without), and the receivers of other shards'
+/// requests.
+fn connect_router<Req: Send + 'static, Rep: Send + 'static>(
+    links: Option<Links<router::Envelope<Req, Rep>>>,
+) -> (Router<Req, Rep>, router::Inbox<Req, Rep>) {
+    match links {
+        Some(links) => Router::over(links),
+        None => (Router::single(), Vec::new()),
     }
+}
+
+/// Serves other shards' requests from `receivers` with `service`, at most
+/// [`REMOTE_REQUESTS_MAX`] at once.
+fn serve_inbox<Req, Rep, S>(receivers: router::Inbox<Req, Rep>, service: Rc<S>)
+where
+    Req: Send + 'static,
+    Rep: Send + 'static,
+    S: router::Service<Req, Reply = Rep> + 'static,
+{
+    let permits = Rc::new(Semaphore::new(REMOTE_REQUESTS_MAX));
+    router::serve(receivers, service, permits);
 }
 
 async fn watch_stop_flag(stop: Arc<AtomicBool>, shutdown: Rc<ShutdownSignal>) {

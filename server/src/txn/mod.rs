@@ -10,7 +10,8 @@
 //!   markers through [`env::TxnEnv`].
 //! - [`env`]: what the coordinator needs from the broker (producer ids, partitions, markers,
 //!   group offsets) — the seam where a cluster routes markers to partition leaders.
-//! - [`ops`]: the operations and answers that cross cores; [`router`]: the glommio wiring.
+//! - [`ops`]: the operations and answers that cross cores; [`runtime`]: starting a shard's
+//!   coordinator and its timers; other shards reach it through the shard's generic router.
 //!
 //! Placement, as for groups: a transactional id lives in state-log partition
 //! `crc32c(id) % TXN_PARTITIONS`, and that partition lives on shard `partition % shards`. In a
@@ -31,7 +32,7 @@ pub mod env;
 pub mod log;
 pub mod ops;
 pub mod record;
-pub mod router;
+pub mod runtime;
 pub mod state;
 
 pub use rill_types::{ProducerEpoch, ProducerId};

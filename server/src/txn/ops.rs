@@ -125,16 +125,17 @@ pub enum TxnReply {
     Unavailable(ErrorCode),
 }
 
-/// A transaction operation crossing cores.
+/// A transaction operation for the shard that coordinates its transactional id.
 #[derive(Debug)]
-pub struct TxnMsg {
-    /// The transactional id.
+pub struct TxnCall {
+    /// The transactional id ("" for [`TxnOp::List`]).
     pub transactional_id: String,
     /// What to do.
     pub op: TxnOp,
-    /// Completed on the coordinator shard.
-    pub reply: futures::channel::oneshot::Sender<TxnReply>,
 }
+
+/// A [`TxnCall`] and where its answer goes: what the transaction mesh carries.
+pub type TxnEnvelope = crate::shard::router::Envelope<TxnCall, TxnReply>;
 
 /// `code` as a client at `version` of an API knows it: PRODUCER_FENCED exists from
 /// `fenced_from` on (older clients get INVALID_PRODUCER_EPOCH), TRANSACTION_ABORTABLE from

@@ -21,12 +21,8 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 
 #: How long a broker may take to accept connections after it was started (debug build, 2 cores).
 START_TIMEOUT_S = 20.0
-#: Attempts at starting before a start-up hang fails the test (see Broker.start).
-START_ATTEMPTS = 3
 #: What rill logs once every shard listens (server/src/shard/runtime.rs): the readiness signal.
 READY_LINE = "all shards listening"
-#: Every start-up hang seen in this session (should stay empty); conftest prints them in the summary.
-STARTUP_HANGS: list[str] = []
 #: How long a graceful stop (SIGTERM: finish in-flight, flush, close) may take before we SIGKILL.
 STOP_TIMEOUT_S = 20.0
 
@@ -60,10 +56,6 @@ def rill_binary() -> Path:
 def external_broker() -> str | None:
     """host:port of an externally managed broker (RILL_E2E_BROKER), or None to spawn rill."""
     return os.environ.get("RILL_E2E_BROKER") or None
-
-
-class _StartupHang(Exception):
-    """The process runs but never accepted a connection within START_TIMEOUT_S."""
 
 
 class Broker:
@@ -108,25 +100,9 @@ class Broker:
         return cmd
 
     def start(self) -> None:
-        """Start the process and wait until its port accepts connections.
-
-        A start that never becomes ready (once ~1 start in 250, a lost wakeup inside glommio's
-        mesh join, fixed in 3395cca; rill now also bounds its own start-up at 30 s) is killed,
-        recorded in STARTUP_HANGS (printed in pytest's summary) and retried, so that a regression
-        shows in every run's output without failing an unrelated test.
-        """
-        for attempt in range(1, START_ATTEMPTS + 1):
-            try:
-                self._start_once()
-                return
-            except _StartupHang as hang:
-                STARTUP_HANGS.append(f"{self.log_path}: {hang}")
-                self.kill9()
-                if attempt == START_ATTEMPTS:
-                    raise RuntimeError(f"rill hung at start-up {attempt} times in a row; log tail:"
-                                       f"\n{self.log_tail()}") from None
-
-    def _start_once(self) -> None:
+        """Start the process and wait until it logs that every shard listens and its port
+        accepts connections. A start that does not get there within START_TIMEOUT_S fails the
+        test (the process is killed so the run can go on): start-up must never hang."""
         assert self.proc is None or self.proc.poll() is not None, "broker already running"
         binary = rill_binary()
         if not binary.exists():
@@ -155,8 +131,9 @@ class Broker:
             if self._logged_since(log_start, READY_LINE) and port_accepts(self.host, self.port):
                 return
             time.sleep(0.05)
-        raise _StartupHang(f"start #{self.starts} did not accept on {self.bootstrap} "
-                           f"within {START_TIMEOUT_S}s")
+        self.kill9()
+        raise RuntimeError(f"rill start #{self.starts} did not listen on {self.bootstrap} within "
+                           f"{START_TIMEOUT_S}s (killed); log tail:\n{self.log_tail()}")
 
     def _logged_since(self, offset: int, needle: str) -> bool:
         """True when the broker log, from byte `offset` on, contains `needle`."""

@@ -3,8 +3,8 @@
 Each node is one process started from its own KRaft-style `.properties` file, exactly as an
 operator would write it (node.id, process.roles=broker,controller, listeners with a CONTROLLER
 entry, controller.listener.names, controller.quorum.voters, ...), on free 127.0.0.1 ports, with
-rill.shards=1 (the whole suite shares two cores). Unlike Broker.start, a node that does not come up
-in time fails the test: no retries here.
+rill.shards=1 (the whole suite shares two cores). As with Broker.start, a node that does not come
+up in time fails the test: no retries.
 """
 
 from __future__ import annotations
@@ -60,7 +60,7 @@ class ClusterNode(Broker):
 
     def start(self) -> None:
         if self.is_broker:
-            self._start_once()
+            super().start()
             return
         # A controller-only node has no client listener: ready once it says so.
         log = open(self.log_path, "ab")

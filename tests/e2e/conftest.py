@@ -73,15 +73,6 @@ def pytest_runtest_makereport(item, call):
             report.sections.append((f"rill log tail ({b.log_path})", b.log_tail(60)))
 
 
-def pytest_terminal_summary(terminalreporter):
-    """Make start-up hangs that Broker.start retried visible in every run's output."""
-    from broker import STARTUP_HANGS
-    if STARTUP_HANGS:
-        terminalreporter.section("rill start-up hangs (regression of 3395cca; killed and retried)")
-        for line in STARTUP_HANGS:
-            terminalreporter.write_line(line)
-
-
 def pytest_report_header(config):
     address = external_broker()
     if address:

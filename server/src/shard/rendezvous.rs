@@ -1,11 +1,15 @@
 //! [`Rendezvous`]: a barrier of the shard threads at start-up that a failure or a stop signal
 //! can break.
 //!
-//! Start-up waits in it with the executor thread blocked, on purpose: a blocked thread needs no
-//! wake-up. glommio 0.9 can park an executor while one of its tasks is runnable (see
-//! [`super::mesh`]), so a start-up step that waits for a wake-up can wait forever; a step that
-//! blocks the thread until every shard has arrived cannot. Nothing else runs on a shard's thread
-//! before start-up ends, so the block costs nothing.
+//! The mesh connect waits in it with the executor thread blocked ([`Rendezvous::wait`]), on
+//! purpose: a blocked thread needs no wake-up. glommio 0.9 can park an executor while one of its
+//! tasks is runnable (see [`super::mesh`]), so a connect that waits for a wake-up can wait
+//! forever; one that blocks the thread until every shard has arrived cannot. Nothing else runs on
+//! a shard's thread before its meshes are connected, so the block costs nothing.
+//!
+//! Later steps, when a shard must keep serving the others while it waits, [`Rendezvous::arrive`]
+//! and poll [`Rendezvous::passed`] on a timer instead: a timer always fires, so such a wait is
+//! never lost either.
 
 use std::sync::{Condvar, Mutex};
 
@@ -22,6 +26,10 @@ struct State {
     generation: u64,
     abandoned: bool,
 }
+
+/// One party's arrival in one generation of a [`Rendezvous`].
+#[derive(Debug, Clone, Copy)]
+pub struct Ticket(u64);
 
 /// A reusable barrier for `parties` threads, breakable with [`Rendezvous::abandon`].
 #[derive(Debug)]
@@ -42,9 +50,23 @@ impl Rendezvous {
         }
     }
 
-    /// Blocks until all parties have called `wait` in this generation, or the rendezvous is
-    /// abandoned (before or during the wait).
+    /// Blocks until all parties have called `wait` (or [`Rendezvous::arrive`]) in this
+    /// generation, or the rendezvous is abandoned (before or during the wait).
     pub fn wait(&self) -> Result<(), Abandoned> {
+        let Ticket(generation) = self.arrive()?;
+        let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        while state.generation == generation && !state.abandoned {
+            state = self.changed.wait(state).unwrap_or_else(|e| e.into_inner());
+        }
+        if state.generation == generation {
+            return Err(Abandoned);
+        }
+        Ok(())
+    }
+
+    /// Arrives in this generation without waiting; [`Rendezvous::passed`] tells when every
+    /// party has.
+    pub fn arrive(&self) -> Result<Ticket, Abandoned> {
         let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
         if state.abandoned {
             return Err(Abandoned);
@@ -56,15 +78,19 @@ impl Rendezvous {
             state.arrived = 0;
             state.generation += 1;
             self.changed.notify_all();
-            return Ok(());
         }
-        while state.generation == generation && !state.abandoned {
-            state = self.changed.wait(state).unwrap_or_else(|e| e.into_inner());
+        Ok(Ticket(generation))
+    }
+
+    /// Whether every party has arrived in `ticket`'s generation; [`Abandoned`] once the
+    /// rendezvous is broken before they all did.
+    pub fn passed(&self, ticket: Ticket) -> Result<bool, Abandoned> {
+        let state = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        match (state.generation > ticket.0, state.abandoned) {
+            (true, _) => Ok(true),
+            (false, true) => Err(Abandoned),
+            (false, false) => Ok(false),
         }
-        if state.generation == generation {
-            return Err(Abandoned);
-        }
-        Ok(())
     }
 
     /// Breaks the rendezvous for good: every current and later `wait` returns [`Abandoned`].
@@ -103,6 +129,28 @@ mod tests {
         r.abandon();
         assert_eq!(waiter.join().unwrap(), Err(Abandoned));
         assert_eq!(r.wait(), Err(Abandoned));
+    }
+
+    #[test]
+    fn arrivals_pass_once_all_parties_arrived_and_mix_with_blocking_waits() {
+        let r = Arc::new(Rendezvous::new(2));
+        let first = r.arrive().unwrap();
+        assert_eq!(r.passed(first), Ok(false));
+        let waiter = {
+            let r = r.clone();
+            std::thread::spawn(move || r.wait())
+        };
+        assert_eq!(waiter.join().unwrap(), Ok(()));
+        assert_eq!(r.passed(first), Ok(true));
+        let second = r.arrive().unwrap();
+        r.abandon();
+        assert_eq!(r.passed(second), Err(Abandoned));
+        assert_eq!(
+            r.passed(first),
+            Ok(true),
+            "an earlier generation stays passed"
+        );
+        assert!(r.arrive().is_err());
     }
 
     #[test]

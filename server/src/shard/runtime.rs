@@ -3,8 +3,8 @@
 //!
 //! Start-up never waits for a wake-up: the meshes are built here on the main thread and each
 //! shard connects its ends around a [`Rendezvous`] of the shard threads (see [`super::mesh`] for
-//! the glommio executor bug this avoids); the same rendezvous holds every shard until all can
-//! serve, then they listen. A failed shard, a stop signal or [`STARTUP_TIMEOUT`] abandons the
+//! the glommio executor bug this avoids); the same rendezvous, polled on a timer so that shards
+//! keep serving each other, holds every shard until all can serve, then they listen. A failed shard, a stop signal or [`STARTUP_TIMEOUT`] abandons the
 //! rendezvous, so no shard waits in it for good, and `rill` exits with an error rather than hang.
 
 use std::rc::Rc;
@@ -54,6 +54,9 @@ const STARTUP_STOP_GRACE: Duration = Duration::from_secs(5);
 
 /// How long a probe connect to our own port may take before the port counts as free.
 const PORT_PROBE_TIMEOUT: Duration = Duration::from_millis(200);
+
+/// How often a prepared shard looks whether all the others are.
+const PREPARED_POLL: Duration = Duration::from_millis(1);
 
 /// How often the main thread looks at start-up progress.
 const STARTUP_POLL: Duration = Duration::from_millis(10);
@@ -414,8 +417,7 @@ async fn shard_main(
     startup.prepared.fetch_add(1, Ordering::SeqCst);
     // Listen only once every shard can serve: a request forwarded to a shard still starting
     // would wait on it (or on its partitions) while the client already counts its timeout.
-    // Blocking, like the mesh connect: nothing here may wait for a wake-up.
-    if startup.rendezvous.wait().is_ok() {
+    if all_prepared(&startup.rendezvous).await.is_ok() {
         let listener = TcpListener::bind(config.listen)
             .map_err(|e| anyhow::anyhow!("shard {}: binding {}: {e}", shard.id, config.listen))?;
         let local = listener
@@ -533,6 +535,19 @@ where
 {
     let permits = Rc::new(Semaphore::new(REMOTE_REQUESTS_MAX));
     router::serve(receivers, service, permits);
+}
+
+/// Resolves once every shard is past its part of start-up, or start-up was abandoned. Polled on
+/// a timer rather than blocking the thread like the mesh connect: meanwhile this shard must
+/// serve the others, whose transaction coordinators may still be finishing decided
+/// transactions with this shard's partitions and groups. A timer always fires, so this wait
+/// cannot be lost (see [`super::mesh`] for the one that could).
+async fn all_prepared(rendezvous: &Rendezvous) -> Result<(), Abandoned> {
+    let ticket = rendezvous.arrive()?;
+    while !rendezvous.passed(ticket)? {
+        glommio::timer::sleep(PREPARED_POLL).await;
+    }
+    Ok(())
 }
 
 async fn watch_stop_flag(stop: Arc<AtomicBool>, shutdown: Rc<ShutdownSignal>) {

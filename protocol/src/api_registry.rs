@@ -29,6 +29,7 @@
 //! | TxnOffsetCommit (28)     |   0..=4    | librdkafka 3 (KIP-447 member fields); v5 is KIP-890 part 2         |
 //! | DescribeConfigs (32)     |   1..=4    | codec minimum 1                                                    |
 //! | AlterConfigs (33)        |   0..=2    | kafkajs and kafka-python's non-incremental path                    |
+//! | DescribeLogDirs (35)     |   1..=4    | codec minimum 1; v4 adds the directory's total and usable bytes    |
 //! | CreatePartitions (37)    |   0..=3    |                                                                    |
 //! | DeleteGroups (42)        |   0..=2    |                                                                    |
 //! | IncrementalAlterConfigs (44) | 0..=1  | confluent-kafka and kafka-python                                   |
@@ -106,6 +107,7 @@ pub const ENTRIES: &[ApiEntry] = &[
     ApiEntry::new(ApiKey::TxnOffsetCommit, 0, 4),
     ApiEntry::new(ApiKey::DescribeConfigs, 1, 4),
     ApiEntry::new(ApiKey::AlterConfigs, 0, 2),
+    ApiEntry::new(ApiKey::DescribeLogDirs, 1, 4),
     ApiEntry::new(ApiKey::CreatePartitions, 0, 3),
     ApiEntry::new(ApiKey::DeleteGroups, 0, 2),
     ApiEntry::new(ApiKey::IncrementalAlterConfigs, 0, 1),

@@ -340,6 +340,17 @@ mod tests {
             ApiKey::ListTransactions => {
                 RequestKind::ListTransactions(ListTransactionsRequest::default())
             }
+            other => replication_default(other),
+        }
+    }
+
+    /// The replication admin APIs' default requests (issue 14).
+    fn replication_default(api_key: ApiKey) -> RequestKind {
+        use crate::kafka_protocol::messages::*;
+        match api_key {
+            ApiKey::DescribeLogDirs => {
+                RequestKind::DescribeLogDirs(DescribeLogDirsRequest::default())
+            }
             other => panic!("no default for {other:?}"),
         }
     }

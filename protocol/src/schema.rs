@@ -184,6 +184,10 @@ const REQUEST_SPECS: &[(ApiKey, &str)] = &[
         include_str!("../specs/IncrementalAlterConfigsRequest.json"),
     ),
     (
+        ApiKey::DescribeLogDirs,
+        include_str!("../specs/DescribeLogDirsRequest.json"),
+    ),
+    (
         ApiKey::CreatePartitions,
         include_str!("../specs/CreatePartitionsRequest.json"),
     ),

@@ -123,6 +123,9 @@ pub async fn handle<B: Broker>(
         RequestKind::DescribeCluster(r) => {
             ResponseKind::DescribeCluster(describe_cluster::handle(broker, &r))
         }
+        RequestKind::DescribeLogDirs(r) => {
+            ResponseKind::DescribeLogDirs(describe_log_dirs::handle(broker, &r).await)
+        }
         RequestKind::OffsetForLeaderEpoch(r) => {
             ResponseKind::OffsetForLeaderEpoch(offset_for_leader_epoch::handle(broker, &r).await)
         }
@@ -390,6 +393,10 @@ mod every_version_encodes {
                 b,
                 &DescribeClusterRequest::default(),
             ))
+        });
+        assert_encodes(ApiKey::DescribeLogDirs, |b, _| {
+            let req = DescribeLogDirsRequest::default().with_topics(None);
+            ResponseKind::DescribeLogDirs(block_on(handler::describe_log_dirs::handle(b, &req)))
         });
         assert_encodes(ApiKey::OffsetForLeaderEpoch, |b, v| {
             let p = offset_for_leader_epoch_request::OffsetForLeaderPartition::default();

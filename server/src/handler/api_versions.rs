@@ -26,6 +26,7 @@ pub fn implemented(api_key: ApiKey) -> bool {
             | ApiKey::IncrementalAlterConfigs
             | ApiKey::CreatePartitions
             | ApiKey::DescribeCluster
+            | ApiKey::DescribeLogDirs
             | ApiKey::FindCoordinator
             | ApiKey::JoinGroup
             | ApiKey::SyncGroup

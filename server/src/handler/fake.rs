@@ -104,6 +104,13 @@ impl FakeBroker {
         base
     }
 
+    /// Bytes of a partition's batches.
+    pub fn log_bytes(&self, topic: &str, partition: i32) -> u64 {
+        let logs = self.logs.borrow();
+        logs.get(&(topic.to_string(), partition))
+            .map_or(0, |l| l.iter().map(|(_, batch)| batch.len() as u64).sum())
+    }
+
     /// Next offset of a partition.
     pub fn log_end(&self, topic: &str, partition: i32) -> i64 {
         let logs = self.logs.borrow();
@@ -180,6 +187,10 @@ impl Broker for FakeBroker {
                 }
             }
             PartitionOp::Offsets => PartitionReply::Offsets(positions),
+            PartitionOp::LogSize => PartitionReply::LogSize {
+                bytes: self.log_bytes(topic, partition),
+                positions,
+            },
             PartitionOp::OffsetForTimestamp { timestamp } => {
                 let logs = self.logs.borrow();
                 let found = logs.get(&(topic.to_string(), partition)).and_then(|l| {

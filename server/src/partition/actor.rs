@@ -715,6 +715,10 @@ impl<S: Storage + 'static> Actor<S> {
             } => self.read(from, max_bytes, isolation).await,
             PartitionOp::DescribeProducers => PartitionReply::Producers(self.log().producers()),
             PartitionOp::Offsets => PartitionReply::Offsets(self.positions()),
+            PartitionOp::LogSize => PartitionReply::LogSize {
+                bytes: self.log().size_bytes(),
+                positions: self.positions(),
+            },
             PartitionOp::OffsetForTimestamp { timestamp } => {
                 match self.log().offset_for_timestamp(timestamp).await {
                     Ok(found) => {

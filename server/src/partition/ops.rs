@@ -99,6 +99,8 @@ pub enum PartitionOp {
     WriteTxnMarker(TxnMarker),
     /// Every producer this partition knows (DescribeProducers).
     DescribeProducers,
+    /// The bytes the log holds and its positions (DescribeLogDirs); served on any replica.
+    LogSize,
     /// Close the log and delete its directory (DeleteTopics).
     Delete,
     /// Release what an idle partition does not need: caches, preallocation, open files (sent by
@@ -144,6 +146,13 @@ pub enum PartitionReply {
     Producers(Vec<ProducerView>),
     /// Answer to [`PartitionOp::Offsets`].
     Offsets(Positions),
+    /// Answer to [`PartitionOp::LogSize`].
+    LogSize {
+        /// Bytes of whole batches in the log's segments.
+        bytes: u64,
+        /// The log's positions.
+        positions: Positions,
+    },
     /// Answer to [`PartitionOp::OffsetForTimestamp`]: `(offset, timestamp)` if any.
     OffsetForTimestamp(Option<(Offset, TimestampMs)>, Positions),
     /// Answer to [`PartitionOp::WaitForData`] (whether data arrived or time ran out).

@@ -89,11 +89,12 @@ impl<S: Storage + 'static> Broker for Shard<S> {
         if partition < 0 {
             return PartitionReply::Error(ErrorCode::UnknownTopicOrPartition);
         }
-        // In a cluster only the partition's leader serves it; deleting local data is always ours.
+        // In a cluster only the partition's leader serves it; deleting or sizing local data is
+        // always ours.
         if let Some(cluster) = self
             .cluster
             .as_deref()
-            .filter(|_| !matches!(op, PartitionOp::Delete))
+            .filter(|_| !matches!(op, PartitionOp::Delete | PartitionOp::LogSize))
         {
             if let Err(code) = cluster.route(topic, partition) {
                 return PartitionReply::Error(code);

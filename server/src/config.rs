@@ -670,6 +670,37 @@ mod tests {
     }
 
     #[test]
+    fn admin_listener_defaults_to_9644_and_can_be_moved_or_switched_off() {
+        let c = BrokerConfig::resolve(&cli(&[])).unwrap();
+        assert_eq!(c.admin.listen, Some("127.0.0.1:9644".parse().unwrap()));
+        assert!(c.admin.limits.partition_series);
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("server.properties");
+        std::fs::write(
+            &path,
+            "rill.admin.listen=127.0.0.1:19644\nrill.metrics.topics.max=7\n\
+             rill.metrics.partition.series.enable=false\n",
+        )
+        .unwrap();
+        let p = path.to_str().unwrap();
+        let c = BrokerConfig::resolve(&cli(&["--config", p])).unwrap();
+        assert_eq!(c.admin.listen, Some("127.0.0.1:19644".parse().unwrap()));
+        assert_eq!(c.admin.limits.topics_max, 7);
+        assert!(!c.admin.limits.partition_series);
+        let c = BrokerConfig::resolve(&cli(&["--config", p, "--admin-listen", "OFF"])).unwrap();
+        assert_eq!(c.admin.listen, None);
+        assert!(BrokerConfig::resolve(&cli(&["--admin-listen", "nowhere"])).is_err());
+        let mut c = BrokerConfig::defaults();
+        for (k, v) in [
+            ("rill.metrics.topics.max", "0"),
+            ("rill.metrics.partition.series.enable", "sometimes"),
+        ] {
+            let map = BTreeMap::from([(k.to_string(), v.to_string())]);
+            assert!(c.apply_properties(&map).is_err(), "{k}={v} accepted");
+        }
+    }
+
+    #[test]
     fn missing_config_file_is_an_error() {
         assert!(
             BrokerConfig::resolve(&cli(&["--config", "/nonexistent/rill.properties"])).is_err()

@@ -14,7 +14,12 @@ use rill_types::ErrorCode;
 use std::path::Path;
 
 /// Appends a transactional batch of `records` for producer `pid` (epoch 0, sequence `seq`).
-fn txn_append(log: &mut PartitionLog<SimStorage>, pid: i64, seq: i32, records: i32) -> Offset {
+pub(crate) fn txn_append(
+    log: &mut PartitionLog<SimStorage>,
+    pid: i64,
+    seq: i32,
+    records: i32,
+) -> Offset {
     let mut b = build_test_batch(records, 40, TimestampMs(5), Some((pid, 0, seq)));
     mark_transactional(&mut b);
     block_on(log.append(validated(&b), TimestampMs(5)))
@@ -22,7 +27,7 @@ fn txn_append(log: &mut PartitionLog<SimStorage>, pid: i64, seq: i32, records: i
         .base_offset
 }
 
-fn end_txn(log: &mut PartitionLog<SimStorage>, pid: i64, commit: bool) -> Offset {
+pub(crate) fn end_txn(log: &mut PartitionLog<SimStorage>, pid: i64, commit: bool) -> Offset {
     let marker = TxnMarker {
         producer_id: pid,
         producer_epoch: 0,
@@ -38,7 +43,11 @@ fn flush(log: &mut PartitionLog<SimStorage>) {
     block_on(log.flush()).unwrap();
 }
 
-fn aborted(log: &mut PartitionLog<SimStorage>, from: i64, upper: i64) -> Vec<(i64, i64, i64)> {
+pub(crate) fn aborted(
+    log: &mut PartitionLog<SimStorage>,
+    from: i64,
+    upper: i64,
+) -> Vec<(i64, i64, i64)> {
     block_on(log.aborted_transactions(Offset(from), Offset(upper)))
         .unwrap()
         .iter()

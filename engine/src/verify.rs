@@ -5,7 +5,8 @@
 //! every batch of every segment through the same [`BatchCursor`] reads use (length, magic,
 //! CRC-32C, offset continuity; inside sealed segments offsets only increase, as compaction
 //! leaves gaps), segments contiguous in offsets, and every `.index` and
-//! `.timeindex` entry against the batches it names. [`repair_partition`] then cuts the log at
+//! `.timeindex` entry against the batches it names, every sealed `.txnindex` against the ABORT
+//! markers of its segment. [`repair_partition`] then cuts the log at
 //! the first damaged batch, as recovery cuts a torn tail, drops the indexes found wrong, and
 //! opens the log: recovery itself rebuilds the indexes, trims and checkpoints.
 //!
@@ -17,6 +18,7 @@
 //! | zero or torn tail                   | sealed segment | damage   | cut there, later segments gone  |
 //! | segment not starting where the previous ended | start | damage | it and later segments removed |
 //! | index missing (sealed), malformed, or an entry not naming a batch | index | damage | rebuilt |
+//! | `.txnindex` of a sealed segment malformed, or not one entry per ABORT marker | index | damage | rebuilt from the log |
 //! | index or `.tmp` file without its log, bad producer snapshot | directory | note | deleted / replaced |
 //!
 //! A torn tail is told from damage by where its zeros start: a crash loses whole sectors of a
@@ -25,6 +27,7 @@
 
 use crate::batch::{BatchHeader, HEADER_BYTES};
 use crate::config::LogConfig;
+use crate::control::ControlType;
 use crate::error::EngineError;
 use crate::io::{BlockFile, Clock, OpenMode, Storage};
 use crate::partition_log::{PartitionLog, PRODUCER_SNAPSHOT_FILE};
@@ -35,6 +38,7 @@ use crate::segment::cursor::{BatchCursor, READ_AHEAD_BYTES};
 use crate::segment::file_name::{is_leftover, log_bases, segment_file_name, FileKind};
 use crate::segment::offset_index::OffsetIndex;
 use crate::segment::time_index::TimeIndex;
+use crate::segment::txn_index::TxnIndex;
 use crate::segment::Segment;
 use crate::small_file;
 use crate::types::{Offset, RelativeOffset, TimestampMs};
@@ -285,10 +289,28 @@ async fn verify_segment<S: Storage>(
     segment.may_have_gaps = !active; // compaction may have rewritten any sealed segment
     segment.file = Some(file);
     let (offsets, times) = read_indexes(storage, dir, base, active, log_bytes, findings).await?;
+    // The active segment's `.txnindex` is a checkpoint recovery completes from the log.
+    let txn_index = match active {
+        true => None,
+        false => {
+            let path = dir.join(segment_file_name(base, FileKind::TxnIndex));
+            small_file::read_whole(storage, &path).await?
+        }
+    };
     let mut entries = EntryCheck::new(base, offsets, times);
     let walked = walk(&segment, &mut entries).await;
     let result = match walked {
-        Ok(walk) => finish_segment(&segment, walk, active, entries, findings).await,
+        Ok(walk) => {
+            if let Some(problem) = check_txn_index(txn_index.as_deref(), &walk) {
+                let kind = FileKind::TxnIndex;
+                findings.push(Finding::Index {
+                    segment: base,
+                    kind,
+                    problem,
+                });
+            }
+            finish_segment(&segment, walk, active, entries, findings).await
+        }
         Err(e) => Err(e),
     };
     segment.file.take().expect("opened above").close().await?;
@@ -300,6 +322,43 @@ struct Walk {
     summary: SegmentSummary,
     /// Why the batch at `valid_bytes` is not valid (`None`: too short for a header).
     failure: Option<String>,
+    /// The ABORT markers among the valid batches: (offset, producer id), in offset order.
+    aborts: Vec<(Offset, i64)>,
+}
+
+/// What is wrong with a sealed segment's `.txnindex` (`bytes`, `None` if there is none): it must
+/// decode, and hold exactly one entry per ABORT marker of the segment, for that marker's
+/// producer (markers are never cleaned away, so a compacted segment keeps them all).
+fn check_txn_index(bytes: Option<&[u8]>, walk: &Walk) -> Option<IndexProblem> {
+    let (base, next) = (walk.summary.base, walk.summary.next_offset);
+    let index = match bytes {
+        None => TxnIndex::default(),
+        Some(b) => match TxnIndex::decode(b, base, next) {
+            Some(index) => index,
+            None => return Some(IndexProblem::Malformed),
+        },
+    };
+    let held: Vec<(Offset, i64)> = index
+        .entries()
+        .iter()
+        .map(|e| (e.last_offset, e.producer_id))
+        .collect();
+    let mut wrong = (0, None);
+    for &(offset, producer) in held.iter().filter(|e| !walk.aborts.contains(e)) {
+        note(&mut wrong, || {
+            format!("offset {offset}: no ABORT marker of producer {producer} there")
+        });
+    }
+    for &(offset, producer) in walk.aborts.iter().filter(|m| !held.contains(m)) {
+        note(&mut wrong, || {
+            format!("offset {offset}: the ABORT marker of producer {producer} has no entry")
+        });
+    }
+    let (count, first) = wrong;
+    Some(IndexProblem::Entries {
+        count,
+        first: first?,
+    })
 }
 
 /// Validates batches from position 0 until the end or the first invalid one.
@@ -317,6 +376,7 @@ async fn walk<F: BlockFile>(
         max_timestamp: TimestampMs::NONE,
     };
     let mut valid = (0, segment.base);
+    let mut aborts = Vec::new();
     let failure = loop {
         let position = cursor.position();
         match cursor.next().await {
@@ -330,6 +390,9 @@ async fn walk<F: BlockFile>(
                 summary.max_timestamp = summary.max_timestamp.max(meta.max_timestamp);
                 summary.batches += 1;
                 entries.on_batch(meta.base_offset, position, summary.max_timestamp);
+                if meta.control.is_some_and(|c| c.kind == ControlType::Abort) {
+                    aborts.push((meta.base_offset, meta.producer_id));
+                }
                 valid = (cursor.position(), cursor.expected());
             }
             Ok(None) => break None,
@@ -338,7 +401,11 @@ async fn walk<F: BlockFile>(
         }
     };
     (summary.valid_bytes, summary.next_offset) = valid;
-    Ok(Walk { summary, failure })
+    Ok(Walk {
+        summary,
+        failure,
+        aborts,
+    })
 }
 
 async fn finish_segment<F: BlockFile>(
@@ -625,20 +692,35 @@ pub async fn repair_partition<S: Storage>(
         }
     }
     repair.segments_removed.sort_unstable();
-    for s in &report.segments[..kept] {
+    let mut replay_producers = report.findings.contains(&Finding::ProducerSnapshot);
+    for (i, s) in report.segments[..kept].iter().enumerate() {
         let cut_here = repair.cut.is_some_and(|(base, _, _)| base == s.base);
-        let wrong = report
-            .findings
-            .iter()
-            .any(|f| matches!(f, Finding::Index { segment, .. } if *segment == s.base));
-        if cut_here || wrong {
+        let wrong = |kinds: &[FileKind]| {
+            report.findings.iter().any(|f| {
+                matches!(f, Finding::Index { segment, kind, .. } if *segment == s.base && kinds.contains(kind))
+            })
+        };
+        let txn_index_wrong = wrong(&[FileKind::TxnIndex]);
+        if cut_here || wrong(&[FileKind::Index, FileKind::TimeIndex]) {
             for kind in [FileKind::Index, FileKind::TimeIndex] {
                 remove_if_present(&*storage, &dir.join(segment_file_name(s.base, kind))).await?;
             }
+        }
+        if txn_index_wrong && i + 1 < kept {
+            // Still sealed: recovery rebuilds a sealed `.txnindex` that does not decode (it
+            // replays producers from the log start), never one that is absent (no aborts).
+            // One byte is not a whole entry.
+            let name = segment_file_name(s.base, FileKind::TxnIndex);
+            small_file::write_atomic(&*storage, &dir, &name, &[0]).await?;
+        }
+        // Now the active segment: recovery re-derives its entries from its producer
+        // replay, which starts at the snapshot; without one it starts at the log start.
+        replay_producers |= txn_index_wrong && i + 1 == kept;
+        if cut_here || wrong(&[FileKind::Index, FileKind::TimeIndex, FileKind::TxnIndex]) {
             repair.indexes_rebuilt.push(s.base);
         }
     }
-    if report.findings.contains(&Finding::ProducerSnapshot) {
+    if replay_producers {
         // Recovery ignores a snapshot that does not decode; without it, it replays the log
         // and the close writes a fresh one.
         remove_if_present(&*storage, &dir.join(PRODUCER_SNAPSHOT_FILE)).await?;

@@ -417,3 +417,98 @@ fn verify_reads_what_the_log_itself_wrote_while_open() {
     block_on(log.close()).unwrap();
     assert_eq!(verify(&s).findings, vec![]);
 }
+
+/// A sealed segment holding two aborted transactions and a committed one between them, and
+/// later segments of plain batches: the aborts' (producer, first, marker) offsets.
+fn log_with_aborts(s: &SimStorage) -> Vec<(i64, i64, i64)> {
+    use crate::txn_tests::{end_txn, txn_append};
+    let mut log = open(s, small_config());
+    let mut aborts = Vec::new();
+    for (pid, commit) in [(5, false), (6, true), (7, false)] {
+        let first = txn_append(&mut log, pid, 0, 1);
+        let marker = end_txn(&mut log, pid, commit);
+        if !commit {
+            aborts.push((pid, first.0, marker.0));
+        }
+    }
+    for i in 0..30 {
+        append(&mut log, 1, 300, i); // seals the first segment
+    }
+    block_on(log.close()).unwrap();
+    aborts
+}
+
+/// A way to damage a file, named, with what verify must find after it.
+type Damage<'a> = (&'a str, Box<dyn Fn() + 'a>, Finding);
+
+fn txn_index_finding(count: usize, first: String) -> Finding {
+    let problem = IndexProblem::Entries { count, first };
+    Finding::Index {
+        segment: Offset(0),
+        kind: FileKind::TxnIndex,
+        problem,
+    }
+}
+
+#[test]
+fn a_txnindex_must_hold_one_entry_per_abort_marker_and_repair_rebuilds_it() {
+    let s = SimStorage::new(3, FaultConfig::default());
+    let aborts = log_with_aborts(&s);
+    assert!(verify(&s).findings.is_empty(), "{:?}", verify(&s).findings);
+    let txn_index = path(Offset(0), FileKind::TxnIndex);
+    let good = s.file_bytes(&txn_index).unwrap();
+    assert_eq!(good.len(), 2 * 34);
+    let (second_marker, first_marker) = (aborts[1].2, aborts[0].2);
+    let damages: [Damage; 4] = [
+        (
+            "an entry lost",
+            Box::new(|| truncate(&s, &txn_index, 34)),
+            txn_index_finding(
+                1,
+                format!("offset {second_marker}: the ABORT marker of producer 7 has no entry"),
+            ),
+        ),
+        (
+            "an entry naming another producer",
+            Box::new(|| s.corrupt(&txn_index, 2 + 7, &[6])),
+            txn_index_finding(
+                2,
+                format!("offset {first_marker}: no ABORT marker of producer 6 there"),
+            ),
+        ),
+        (
+            "the file gone",
+            Box::new(|| remove(&s, &txn_index)),
+            txn_index_finding(
+                2,
+                format!("offset {first_marker}: the ABORT marker of producer 5 has no entry"),
+            ),
+        ),
+        (
+            "not whole entries",
+            Box::new(|| truncate(&s, &txn_index, 50)),
+            Finding::Index {
+                segment: Offset(0),
+                kind: FileKind::TxnIndex,
+                problem: IndexProblem::Malformed,
+            },
+        ),
+    ];
+    for (what, damage, finding) in damages {
+        damage();
+        let report = verify(&s);
+        assert_eq!(report.findings, vec![finding], "{what}");
+        assert!(report.is_damaged(), "{what}");
+        let repaired = repair(&s, &report);
+        assert_eq!(repaired.indexes_rebuilt, vec![Offset(0)], "{what}");
+        assert!(verify(&s).findings.is_empty(), "{what}: {:?}", verify(&s));
+        let mut log = open(&s, small_config());
+        let end = log.log_end_offset().0;
+        assert_eq!(
+            crate::txn_tests::aborted(&mut log, 0, end),
+            aborts,
+            "{what}"
+        );
+        block_on(log.close()).unwrap();
+    }
+}

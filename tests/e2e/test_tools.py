@@ -7,10 +7,13 @@ from __future__ import annotations
 import json
 import re
 import subprocess
+import time
 from pathlib import Path
 
+from confluent_kafka import Consumer, TopicPartition
+
 from broker import rill_binary
-from clients import create_topic, kcat
+from clients import CLIENT_TIMEOUT_S, create_topic, kcat, producer
 
 SEGMENT = "00000000000000000000.log"
 
@@ -93,3 +96,63 @@ def test_dump_log_check_and_repair_on_a_real_data_dir(broker_factory, topic_name
     b.start()
     served = consume_all(b.bootstrap, topic_name)
     assert [f"{m['key']}:{m['payload']}" for m in served] == lines[:first_lost]
+
+
+def test_check_and_dump_log_know_transactions(broker_factory, topic_name):
+    """A sealed segment with an aborted and a committed transaction: dump-log shows the markers
+    and the `.txnindex`; check passes it, names a `.txnindex` that lost its entry, and --repair
+    rebuilds it so read_committed consumers still skip the aborted records."""
+    b = broker_factory(shards=1)
+    create_topic(b.bootstrap, topic_name, partitions=1, config={"segment.ms": "1000"})
+    tx = producer(b.bootstrap, **{"transactional.id": f"{topic_name}-tx"})
+    tx.init_transactions(CLIENT_TIMEOUT_S)
+    for value, commit in ((b"aborted", False), (b"committed", True)):
+        tx.begin_transaction()
+        tx.produce(topic_name, value=value, partition=0)
+        tx.flush(CLIENT_TIMEOUT_S)
+        tx.commit_transaction(CLIENT_TIMEOUT_S) if commit else tx.abort_transaction(CLIENT_TIMEOUT_S)
+    time.sleep(1.2)  # segment.ms: the next append seals the segment holding both transactions
+    kcat(b.bootstrap, "-P", "-t", topic_name, "-p", "0", "-X", "acks=all", input=b"after\n")
+    b.stop()
+    data = Path(b.data_dir)
+    log = data / f"{topic_name}-0" / SEGMENT
+    txn_index = log.with_suffix(".txnindex")
+
+    assert rill("check", str(data)).returncode == 0
+    dump = rill("dump-log", "--print-records", str(log))
+    assert dump.returncode == 0, dump.stdout + dump.stderr
+    assert "endTxnMarker: ABORT" in dump.stdout and "endTxnMarker: COMMIT" in dump.stdout
+    assert dump.stdout.count("isTransactional: true isControl: true") == 2
+    entries = rill("dump-log", str(txn_index))
+    assert re.fullmatch(r"(?s).*producerId: \d+ firstOffset: 0 lastOffset: 1 lastStableOffset: \d+\n",
+                        entries.stdout), entries.stdout
+
+    txn_index.unlink()  # as if the entry were lost: the aborted record would show
+    damaged = rill("check", str(data))
+    assert damaged.returncode == 1, damaged.stdout
+    assert re.search(rf"DAMAGED +{re.escape(topic_name)}-0 {SEGMENT.replace('.log', '.txnindex')}: "
+                     r"1 wrong entry: offset 1: the ABORT marker of producer \d+ has no entry",
+                     damaged.stdout), damaged.stdout
+    repaired = rill("check", "--repair", str(data))
+    assert repaired.returncode == 0, repaired.stdout + repaired.stderr
+    assert rill("check", str(data)).returncode == 0
+    assert rill("dump-log", str(txn_index)).stdout == entries.stdout
+
+    b.start()
+    c = Consumer({"bootstrap.servers": b.bootstrap, "group.id": "rill-e2e-unused",
+                  "isolation.level": "read_committed", "enable.partition.eof": True})
+    try:
+        c.assign([TopicPartition(topic_name, 0, 0)])
+        values = []
+        deadline = time.monotonic() + CLIENT_TIMEOUT_S
+        while time.monotonic() < deadline:
+            m = c.poll(0.5)
+            if m is None:
+                continue
+            if m.error():
+                assert m.error().code() == -191, m.error()   # _PARTITION_EOF
+                break
+            values.append(m.value())
+        assert values == [b"committed", b"after"]
+    finally:
+        c.close()

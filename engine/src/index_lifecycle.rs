@@ -9,16 +9,16 @@
 //!   file is closed (the LRU of `OPEN_SEALED_FILES_MAX`). An index file that no longer decodes
 //!   is rebuilt by scanning the segment (the log is the truth).
 //! - **Idle release**: [`PartitionLog::release_idle_memory`] drops the batch cache and the
-//!   log's extents in the shard's read cache, closes sealed files, checkpoints and drops the
-//!   active segment's indexes and its write buffer (the partial tail block is re-read from disk
-//!   on the next append), trims the active `.log`'s preallocation and closes it, so an idle
+//!   log's extents in the shard's read cache, closes sealed files, checkpoints (unless at most
+//!   `CLOSE_SCAN_BYTES_MAX` past the last checkpoint) and drops the active segment's indexes and
+//!   its write buffer (the partial tail block is re-read from disk on the next append), trims the active `.log`'s preallocation and closes it, so an idle
 //!   partition costs a few KiB of memory ([`PartitionLog::resident_bytes`]), no open file and
 //!   no disk beyond its data. The active file is reopened read-write by the next read or append.
 
 use crate::batch_cache::BatchCache;
 use crate::error::EngineError;
 use crate::io::{align_down, BlockFile, OpenMode, Storage};
-use crate::partition_log::PartitionLog;
+use crate::partition_log::{PartitionLog, CLOSE_SCAN_BYTES_MAX};
 use crate::segment::appender::Appender;
 use crate::segment::file_name::{segment_file_name, FileKind};
 use crate::segment::Segment;
@@ -128,6 +128,14 @@ impl<S: Storage> PartitionLog<S> {
     pub(crate) async fn ensure_active_writable(&mut self) -> Result<(), EngineError> {
         let last = self.segments.len() - 1;
         self.ensure_open(last).await?;
+        if self.dir_entries_unsynced {
+            let storage = &*self.storage;
+            storage.sync_dir(&self.dir).await?;
+            if let Some(parent) = self.dir.parent() {
+                storage.sync_dir(parent).await?;
+            }
+            self.dir_entries_unsynced = false;
+        }
         if self.active().appender.is_some() {
             return Ok(());
         }
@@ -157,7 +165,7 @@ impl<S: Storage> PartitionLog<S> {
     /// Trims the active `.log` to exactly its batches (as close does, so the next open cuts
     /// nothing), giving its preallocation back to the disk and the shard's budget, drops its
     /// write path and closes it. Everything appended must be flushed.
-    async fn release_active_file(&mut self) -> Result<(), EngineError> {
+    pub(crate) async fn release_active_file(&mut self) -> Result<(), EngineError> {
         assert_eq!(self.positions.durable(), self.positions.log_end());
         self.prealloc_step = 0; // idle: the next writes start slow
         let active = self.active_mut();
@@ -178,7 +186,8 @@ impl<S: Storage> PartitionLog<S> {
     }
 
     /// Frees what an idle partition does not need: the batch cache, open sealed files and
-    /// their indexes, the active segment's indexes (checkpointed first), write buffer,
+    /// their indexes, the active segment's indexes (checkpointed first if more than
+    /// [`CLOSE_SCAN_BYTES_MAX`] past the last checkpoint), write buffer,
     /// preallocation and open file. Unflushed appends are flushed first. Everything is
     /// reloaded on the next use; calling it on a busy partition is correct, only slower. The
     /// server calls it after a partition has been idle for a while, or to keep its open files
@@ -198,13 +207,16 @@ impl<S: Storage> PartitionLog<S> {
             }
         }
         self.open_sealed = std::collections::VecDeque::new();
-        if self.active().indexes_loaded && self.checkpointed_bytes != self.active().size_bytes {
+        let behind = self.past_checkpoint_bytes();
+        if self.active().indexes_loaded && behind > CLOSE_SCAN_BYTES_MAX {
             self.write_checkpoint().await?;
         }
         self.release_active_file().await?;
+        // Reloaded from the files on the next use: at most CLOSE_SCAN_BYTES_MAX short of what
+        // was in memory (a sparser index over that tail, still correct).
         self.active_mut().drop_indexes();
         self.segments.shrink_to_fit();
-        self.clean_on_disk = true;
+        self.clean_on_disk = self.past_checkpoint_bytes() == 0;
         Ok(())
     }
 

@@ -513,3 +513,34 @@ fn a_released_or_cleanly_reopened_log_closes_without_writing() {
     fail_all_io(&s);
     block_on(fresh.close()).unwrap();
 }
+
+#[test]
+fn close_leaves_a_short_tail_to_recovery_and_checkpoints_a_long_one() {
+    let s = SimStorage::new(23, FaultConfig::default());
+    let config = LogConfig {
+        segment_bytes_max: 4 << 20, // checkpoints every 1 MiB
+        ..checkpoint_config()
+    };
+    let mut log = open(&s, config.clone());
+    fill(&mut log, 300, 1_000); // ~170 KB past the (absent) checkpoint
+    let end = log.log_end_offset();
+    block_on(log.close()).unwrap();
+    let mut log = open(&s, config.clone());
+    let stats = log.recovery_stats();
+    assert!(
+        stats.active_scanned_bytes <= 1024,
+        "checkpointed at close: {stats:?}"
+    );
+    assert_eq!(log.log_end_offset(), end);
+    append(&mut log, 2, PAYLOAD_BYTES, 5_000); // a short tail past the checkpoint
+    block_on(log.close()).unwrap();
+    let mut log = open(&s, config);
+    let stats = log.recovery_stats();
+    assert!(
+        stats.active_scanned_bytes > 0 && stats.active_cut_bytes == 0,
+        "{stats:?}"
+    );
+    assert!(stats.active_scanned_bytes <= crate::partition_log::CLOSE_SCAN_BYTES_MAX);
+    assert_eq!(log.log_end_offset(), end.plus(2));
+    assert_eq!(read_all(&mut log, Offset(0)).len(), 301);
+}

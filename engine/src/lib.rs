@@ -65,10 +65,13 @@
 //!   active segment and the open sealed ones; other sealed segments keep a summary of a few
 //!   dozen bytes and reload their indexes when a read opens them.
 //! - Idle partition: [`PartitionLog::release_idle_memory`] drops the batch cache, sealed files
-//!   and indexes, the active indexes (checkpointed) and write buffer, trims the active `.log` to
-//!   its batches and closes it: a few KiB remain ([`PartitionLog::resident_bytes`]; tested
-//!   below 8 KiB), and closing it later writes nothing (nor does closing a log that opened
-//!   clean and was not written).
+//!   and indexes, the active indexes (checkpointed when more than
+//!   [`partition_log::CLOSE_SCAN_BYTES_MAX`], 64 KiB, past the last checkpoint) and write
+//!   buffer, trims the active `.log` to its batches and closes it: a few KiB remain
+//!   ([`PartitionLog::resident_bytes`]; tested below 8 KiB). Closing a log writes indexes and
+//!   snapshot only past that same 64 KiB; below it the next open validates the tail instead.
+//! - A new, empty partition costs no fsync: its directory and `.log` entries are synced before
+//!   its first write.
 //! - Crash recovery scans at most about [`partition_log::CHECKPOINT_BYTES`] (256 MiB, or a quarter
 //!   segment) plus one flush's worth of the active segment: its indexes and the producer snapshot
 //!   are checkpointed that often.

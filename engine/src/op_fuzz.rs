@@ -68,6 +68,7 @@ static STATS: Mutex<SimStats> = Mutex::new(SimStats {
     blocks_torn_by_crash: 0,
     polls_delayed: 0,
     background_writes: 0,
+    entries_lost_by_crash: 0,
 });
 
 /// Runs an engine future to completion, or for `budget` polls if given; `None` if cut off.
@@ -928,6 +929,7 @@ fn add_stats(s: SimStats) {
     total.blocks_torn_by_crash += s.blocks_torn_by_crash;
     total.polls_delayed += s.polls_delayed;
     total.background_writes += s.background_writes;
+    total.entries_lost_by_crash += s.entries_lost_by_crash;
 }
 
 fn run_case(seed: u64) {
@@ -1003,7 +1005,8 @@ fn op_fuzz_against_model() {
                 && stats.io_errors_injected > 0
                 && stats.lengths_changed_by_crash > 0
                 && stats.blocks_torn_by_crash > 0
-                && stats.writes_in_flight_at_crash > 0,
+                && stats.writes_in_flight_at_crash > 0
+                && stats.entries_lost_by_crash > 0,
             "faults were not exercised"
         );
     }

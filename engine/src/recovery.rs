@@ -97,7 +97,11 @@ impl<S: Storage> PartitionLog<S> {
         read_cache: Rc<crate::read_cache::ReadCache>,
     ) -> Result<Self, EngineError> {
         config.validate().map_err(EngineError::InvalidConfig)?;
-        storage.create_dir_all(&dir).await?;
+        if let Some(parent) = dir.parent() {
+            storage.create_dir_all(parent).await?;
+        }
+        // Not durable yet: see `dir_entries_unsynced`.
+        storage.create_dir(&dir).await?;
         let hw_follows_durable = config.flush == FlushPolicy::EveryAppend;
         let now = clock.now();
         let mut log = PartitionLog {
@@ -118,6 +122,7 @@ impl<S: Storage> PartitionLog<S> {
             prealloc_budget,
             prealloc_step: 0,
             clean_on_disk: false,
+            dir_entries_unsynced: false,
             unstable_markers: std::collections::VecDeque::new(),
             read_cache_log: read_cache.register(),
             read_cache,
@@ -144,6 +149,7 @@ impl<S: Storage> PartitionLog<S> {
         log.recover_producers(tail).await?;
         log.refresh_last_stable();
         log.checkpoint_after_recovery().await?;
+        log.dir_entries_unsynced = log.segments.len() == 1 && log.active().size_bytes == 0;
         let stats = log.recovery_stats;
         if stats.checkpoint_written
             || (stats.active_indexes_current && stats.producer_snapshot_current)
@@ -198,7 +204,9 @@ impl<S: Storage> PartitionLog<S> {
         checkpoint: Offset,
     ) -> Result<ScannedTail, EngineError> {
         let Some((&active_base, sealed)) = bases.split_last() else {
-            let segment = self.create_segment(checkpoint).await?;
+            let segment = self
+                .create_segment(checkpoint, OpenMode::CreateReadWriteUnsynced)
+                .await?;
             self.segments.push(segment);
             self.recovery_stats.active_indexes_current = true; // empty, exact
             return Ok(ScannedTail {

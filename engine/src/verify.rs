@@ -729,9 +729,11 @@ pub async fn repair_partition<S: Storage>(
     // read but what recovery replays (no read cache).
     let no_prealloc = PreallocBudget::new(0);
     let no_cache = Rc::new(crate::read_cache::ReadCache::new(0));
-    let log = PartitionLog::open(storage, dir, config, clock, no_prealloc, no_cache).await?;
+    let mut log = PartitionLog::open(storage, dir, config, clock, no_prealloc, no_cache).await?;
     repair.log_end = log.log_end_offset();
     repair.recovery = log.recovery_stats();
+    // Fresh indexes and snapshot now: a close leaves a short tail to the next open instead.
+    log.write_checkpoint().await?;
     log.close().await?;
     Ok(repair)
 }

@@ -25,13 +25,17 @@ fn path(base: Offset, kind: FileKind) -> PathBuf {
     Path::new(DIR).join(segment_file_name(base, kind))
 }
 
-/// A cleanly closed log of `batches` batches over several 4 KiB segments.
+/// A cleanly closed log of `batches` batches over several 4 KiB segments, its active segment's
+/// indexes checkpointed up to its last batch (a close leaves them so when the log is more than
+/// `CLOSE_SCAN_BYTES_MAX` past its last checkpoint; these tests damage and check them).
 fn closed_log(seed: u64, batches: usize) -> SimStorage {
     let s = SimStorage::new(seed, FaultConfig::default());
     let mut log = open(&s, small_config());
     for i in 0..batches {
         append(&mut log, RECORDS, PAYLOAD_BYTES, 1_000 + i as i64);
     }
+    block_on(log.flush()).unwrap();
+    block_on(log.write_checkpoint()).unwrap();
     block_on(log.close()).unwrap();
     s
 }

@@ -16,7 +16,7 @@ use glommio::io::{DmaBuffer, DmaFile, OpenOptions};
 use std::cell::RefCell;
 use std::collections::HashSet;
 use std::io;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::rc::Rc;
 
 /// Name of the probe file used to prime glommio's per-device poll detection.
@@ -25,8 +25,8 @@ const PROBE_FILE_NAME: &str = ".rill-dma-probe";
 /// Storage on the local file system through glommio DMA files. Must be used inside a glommio executor.
 #[derive(Debug, Default)]
 pub struct GlommioStorage {
-    /// Directories whose device has been primed (see the module doc).
-    primed: RefCell<HashSet<PathBuf>>,
+    /// Devices (`st_dev`) primed (see the module doc).
+    primed: RefCell<HashSet<u64>>,
     /// Write buffers that came back from full-buffer writes, for the next append to reuse.
     buffers: Rc<BufferPool>,
 }
@@ -37,9 +37,13 @@ impl GlommioStorage {
         Self::default()
     }
 
-    /// Opens a non-empty file read-only in `dir` so glommio probes polled reads correctly.
+    /// Opens a non-empty file read-only in `dir` so glommio probes polled reads correctly, once
+    /// per device (glommio decides per device; a probe per partition directory cost a file
+    /// creation and removal in each of 10,000 partitions at start-up).
     async fn prime(&self, dir: &Path) -> io::Result<()> {
-        if self.primed.borrow().contains(dir) {
+        use std::os::unix::fs::MetadataExt;
+        let device = std::fs::metadata(dir)?.dev();
+        if self.primed.borrow().contains(&device) {
             return Ok(());
         }
         let probe = dir.join(PROBE_FILE_NAME);
@@ -51,7 +55,7 @@ impl GlommioStorage {
             .map_err(to_io)?;
         file.close().await.map_err(to_io)?;
         std::fs::remove_file(&probe)?;
-        self.primed.borrow_mut().insert(dir.to_path_buf());
+        self.primed.borrow_mut().insert(device);
         Ok(())
     }
 }
@@ -77,21 +81,37 @@ impl Storage for GlommioStorage {
         match mode {
             OpenMode::Read => options.read(true),
             OpenMode::ReadWrite => options.read(true).write(true),
-            OpenMode::CreateReadWrite => options.read(true).write(true).create(true),
+            OpenMode::CreateReadWrite | OpenMode::CreateReadWriteUnsynced => {
+                options.read(true).write(true).create(true)
+            }
         };
         let file = options.dma_open(path).await.map_err(to_io)?;
-        if !existed {
+        if !existed && mode != OpenMode::CreateReadWriteUnsynced {
             sync_dir(dir)?;
         }
         Ok(GlommioFile::new(file, self.buffers.clone()))
     }
 
     async fn create_dir_all(&self, path: &Path) -> io::Result<()> {
+        if path.is_dir() {
+            return Ok(()); // durable already: no fsync of the parent at every open
+        }
         std::fs::create_dir_all(path)?;
         if let Some(parent) = path.parent() {
             sync_dir(parent)?;
         }
         Ok(())
+    }
+
+    async fn create_dir(&self, path: &Path) -> io::Result<()> {
+        match std::fs::create_dir(path) {
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => Ok(()),
+            other => other,
+        }
+    }
+
+    async fn sync_dir(&self, path: &Path) -> io::Result<()> {
+        sync_dir(path)
     }
 
     async fn list_dir(&self, path: &Path) -> io::Result<Vec<String>> {

@@ -48,6 +48,9 @@ pub enum OpenMode {
     ReadWrite,
     /// Create if missing, read and write.
     CreateReadWrite,
+    /// Create if missing, read and write; a new file's directory entry is durable only after
+    /// [`Storage::sync_dir`] of its directory (a crash before that may take the file away).
+    CreateReadWriteUnsynced,
 }
 
 /// An aligned buffer lent by a [`BlockFile`]: the append path fills it in place and gives it
@@ -133,6 +136,13 @@ pub trait Storage {
     async fn open(&self, path: &Path, mode: OpenMode) -> io::Result<Self::File>;
     /// Creates a directory and its parents; durable on return.
     async fn create_dir_all(&self, path: &Path) -> io::Result<()>;
+    /// Creates the directory `path` if missing (its parent must exist). Not durable: the new
+    /// entry survives a crash only after [`Self::sync_dir`] of the parent; until then a crash
+    /// may take it away with everything below it.
+    async fn create_dir(&self, path: &Path) -> io::Result<()>;
+    /// Makes every entry created, renamed or removed in directory `path` durable (an fsync of
+    /// the directory).
+    async fn sync_dir(&self, path: &Path) -> io::Result<()>;
     /// Names of the entries in a directory (files only), unsorted.
     async fn list_dir(&self, path: &Path) -> io::Result<Vec<String>>;
     /// Whether a path exists.

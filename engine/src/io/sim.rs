@@ -4,7 +4,10 @@
 //! crash), plus the changes made since its last sync, oldest first: writes (with a copy of their
 //! bytes) and length changes. `sync` (fdatasync) makes a file's data AND its length durable.
 //! Directory operations (create, rename, remove) are durable on return, because the real storage
-//! fsyncs the directory in each of them.
+//! fsyncs the directory in each of them; except the two that say they are not,
+//! [`Storage::create_dir`] and opening with [`OpenMode::CreateReadWriteUnsynced`]: such a new
+//! entry survives a crash only once [`Storage::sync_dir`] of its parent ran, and a crash before
+//! that removes it, a directory with everything below it.
 //!
 //! Faults, all drawn from one seeded PRNG:
 //! - **EIO** (or ENOSPC on writes and `allocate`): any write, sync, read, allocate or truncate
@@ -72,6 +75,8 @@ pub struct SimStats {
     pub polls_delayed: u64,
     /// Writes issued with `write_at_background`.
     pub background_writes: u64,
+    /// Files and directories whose unsynced creation a crash took away.
+    pub entries_lost_by_crash: u64,
 }
 
 /// A change to a file not yet made durable by a sync.
@@ -140,6 +145,8 @@ struct Disk {
     latency_polls_max: u32,
     files: BTreeMap<PathBuf, FileData>,
     dirs: BTreeSet<PathBuf>,
+    /// Files and directories created without a sync of their parent directory yet.
+    unsynced_entries: BTreeSet<PathBuf>,
     /// Bumped by every crash; handles from an older generation fail.
     generation: u64,
     next_handle: u64,
@@ -229,6 +236,7 @@ impl SimStorage {
             latency_polls_max: 0,
             files: BTreeMap::new(),
             dirs: BTreeSet::new(),
+            unsynced_entries: BTreeSet::new(),
             generation: 0,
             next_handle: 0,
             tick: 0,
@@ -290,6 +298,13 @@ impl SimStorage {
             }
         }
         disk.write_errors.clear();
+        for entry in std::mem::take(&mut disk.unsynced_entries) {
+            let lost = disk.files.len() + disk.dirs.len();
+            disk.files.retain(|p, _| !p.starts_with(&entry));
+            disk.dirs.retain(|p| !p.starts_with(&entry));
+            let lost = lost - disk.files.len() - disk.dirs.len();
+            disk.stats.entries_lost_by_crash += lost as u64;
+        }
         for data in disk.files.values_mut() {
             let before = data.current.len();
             crash_file(&mut disk.rng, &disk.faults, &mut disk.stats, data);
@@ -537,11 +552,19 @@ impl Storage for SimStorage {
             let mut disk = self.disk.borrow_mut();
             if !disk.files.contains_key(path) {
                 let parent = path.parent().unwrap_or(Path::new(""));
-                if mode != OpenMode::CreateReadWrite || !disk.dirs.contains(parent) {
+                let creates = matches!(
+                    mode,
+                    OpenMode::CreateReadWrite | OpenMode::CreateReadWriteUnsynced
+                );
+                if !creates || !disk.dirs.contains(parent) {
                     return Err(not_found(path));
                 }
-                // A new entry: the real storage fsyncs the directory before returning.
+                // A new entry: the real storage fsyncs the directory before returning, unless
+                // asked not to.
                 disk.files.insert(path.to_path_buf(), FileData::default());
+                if mode == OpenMode::CreateReadWriteUnsynced {
+                    disk.unsynced_entries.insert(path.to_path_buf());
+                }
             }
             disk.next_handle += 1;
             disk.next_handle
@@ -569,6 +592,34 @@ impl Storage for SimStorage {
         Ok(())
     }
 
+    async fn create_dir(&self, path: &Path) -> io::Result<()> {
+        self.delay().await;
+        let mut disk = self.disk.borrow_mut();
+        if disk.dirs.contains(path) {
+            return Ok(());
+        }
+        let parent = path.parent().unwrap_or(Path::new(""));
+        if !disk.dirs.contains(parent) {
+            return Err(not_found(parent));
+        }
+        disk.dirs.insert(path.to_path_buf());
+        disk.unsynced_entries.insert(path.to_path_buf());
+        Ok(())
+    }
+
+    async fn sync_dir(&self, path: &Path) -> io::Result<()> {
+        self.delay().await;
+        {
+            let mut disk = self.disk.borrow_mut();
+            if !disk.dirs.contains(path) {
+                return Err(not_found(path));
+            }
+            disk.unsynced_entries.retain(|p| p.parent() != Some(path));
+        }
+        self.delay().await;
+        Ok(())
+    }
+
     async fn list_dir(&self, path: &Path) -> io::Result<Vec<String>> {
         self.delay().await;
         let disk = self.disk.borrow();
@@ -590,7 +641,11 @@ impl Storage for SimStorage {
 
     async fn remove_file(&self, path: &Path) -> io::Result<()> {
         self.delay().await;
-        let removed = self.disk.borrow_mut().files.remove(path);
+        let removed = {
+            let mut disk = self.disk.borrow_mut();
+            disk.unsynced_entries.remove(path);
+            disk.files.remove(path)
+        };
         removed.ok_or_else(|| not_found(path))?;
         self.delay().await; // the directory fsync: a crash now keeps the removal
         Ok(())
@@ -602,6 +657,7 @@ impl Storage for SimStorage {
             let mut disk = self.disk.borrow_mut();
             disk.files.retain(|p, _| !p.starts_with(path));
             disk.dirs.retain(|p| !p.starts_with(path));
+            disk.unsynced_entries.retain(|p| !p.starts_with(path));
         }
         self.delay().await;
         Ok(())
@@ -612,6 +668,9 @@ impl Storage for SimStorage {
         {
             let mut disk = self.disk.borrow_mut();
             let data = disk.files.remove(from).ok_or_else(|| not_found(from))?;
+            // The rename is durable: the file lives on under its new name (its directory may
+            // still be unsynced, which its own entry says).
+            disk.unsynced_entries.remove(from);
             disk.files.insert(to.to_path_buf(), data);
         }
         self.delay().await;
@@ -1077,6 +1136,42 @@ mod tests {
             .count();
         assert!(errors > 10 && errors < 90);
         assert_eq!(s.io_errors_injected() as usize, errors);
+    }
+
+    #[test]
+    fn unsynced_entries_vanish_in_a_crash_until_their_directory_is_synced() {
+        let s = SimStorage::new(1, FaultConfig::default());
+        block_on(s.create_dir_all(Path::new("/d"))).unwrap();
+        block_on(s.create_dir(Path::new("/d/p"))).unwrap();
+        let f = block_on(s.open(Path::new("/d/p/a"), OpenMode::CreateReadWriteUnsynced)).unwrap();
+        block_on(f.write_at(0, &[1u8; 4096])).unwrap();
+        block_on(f.sync()).unwrap();
+        s.crash();
+        assert!(
+            !block_on(s.exists(Path::new("/d/p"))).unwrap(),
+            "its directory was never synced"
+        );
+        assert_eq!(s.stats().entries_lost_by_crash, 2);
+        block_on(s.create_dir(Path::new("/d/p"))).unwrap();
+        let f = block_on(s.open(Path::new("/d/p/a"), OpenMode::CreateReadWriteUnsynced)).unwrap();
+        block_on(s.sync_dir(Path::new("/d"))).unwrap();
+        block_on(f.write_at(0, &[2u8; 4096])).unwrap();
+        block_on(f.sync()).unwrap();
+        s.crash();
+        assert!(
+            block_on(s.exists(Path::new("/d/p"))).unwrap(),
+            "its directory was synced"
+        );
+        assert!(
+            s.file_bytes(Path::new("/d/p/a")).is_none(),
+            "the file's own entry was not"
+        );
+        let f = block_on(s.open(Path::new("/d/p/a"), OpenMode::CreateReadWriteUnsynced)).unwrap();
+        block_on(s.sync_dir(Path::new("/d/p"))).unwrap();
+        block_on(f.write_at(0, &[3u8; 4096])).unwrap();
+        block_on(f.sync()).unwrap();
+        s.crash();
+        assert_eq!(s.file_bytes(Path::new("/d/p/a")).unwrap(), vec![3u8; 4096]);
     }
 
     #[test]

@@ -109,10 +109,12 @@ impl Storage for StdStorage {
         match mode {
             OpenMode::Read => options.read(true),
             OpenMode::ReadWrite => options.read(true).write(true),
-            OpenMode::CreateReadWrite => options.read(true).write(true).create(true),
+            OpenMode::CreateReadWrite | OpenMode::CreateReadWriteUnsynced => {
+                options.read(true).write(true).create(true)
+            }
         };
         let file = options.open(path)?;
-        if !existed {
+        if !existed && mode != OpenMode::CreateReadWriteUnsynced {
             sync_dir(path)?;
         }
         Ok(StdFile { file })
@@ -121,6 +123,17 @@ impl Storage for StdStorage {
     async fn create_dir_all(&self, path: &Path) -> io::Result<()> {
         std::fs::create_dir_all(path)?;
         sync_dir(path)
+    }
+
+    async fn create_dir(&self, path: &Path) -> io::Result<()> {
+        match std::fs::create_dir(path) {
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => Ok(()),
+            other => other,
+        }
+    }
+
+    async fn sync_dir(&self, path: &Path) -> io::Result<()> {
+        std::fs::File::open(path)?.sync_all()
     }
 
     async fn list_dir(&self, path: &Path) -> io::Result<Vec<String>> {

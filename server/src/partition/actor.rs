@@ -103,6 +103,8 @@ pub struct ActorSetup<S: Storage> {
     pub cleaner: Rc<ShardCleaner>,
     /// Where changed configs come from (AlterConfigs), to apply them live.
     pub configs: ConfigWatch,
+    /// Logs the shard opens at once (shared by its actors).
+    pub open_permits: Rc<glommio::sync::Semaphore>,
 }
 
 /// The registry and broker config a partition's settings come from, and the registry's config
@@ -123,33 +125,59 @@ pub async fn run_actor<S: Storage + 'static>(
     watch: Rc<PartitionWatch>,
     stopped: Rc<Cell<bool>>,
 ) {
-    let (topic, partition) = (setup.topic.clone(), setup.partition);
-    let stats = hooks::partition(&topic, partition);
-    let opened = setup
-        .log_manager
-        .open_partition(&topic, partition, setup.config.clone(), setup.clock.clone())
-        .await;
-    hooks::log_opened(); // counted as opening where the actor was spawned
-    let log = match opened {
-        Ok(log) => log,
-        Err(e) => {
-            tracing::error!(topic, partition, error = %e, "cannot open partition log");
-            if let Some(stats) = &stats {
-                stats.failed.store(true, Ordering::Relaxed);
-            }
+    // Large futures (recovery, a group's appends, close) are boxed while they run: the actor's
+    // own future stays small between messages, which is most of an idle partition's memory.
+    let mut actor = match open_actor(setup, watch.clone()).await {
+        Ok(actor) => actor,
+        Err(code) => {
             stopped.set(true);
             watch.close();
-            fail_all(&mut mailbox, e.kafka_error_code());
+            fail_all(&mut mailbox, code);
             return;
         }
     };
+    actor.publish();
+    let delete_reply = actor.serve(&mut mailbox).await;
+    stopped.set(true);
+    actor.watch.close();
+    mailbox.close();
+    fail_all(&mut mailbox, ErrorCode::UnknownTopicOrPartition);
+    Box::pin(actor.shut_down(delete_reply)).await;
+}
+
+/// Opens the partition's log (at most [`ActorSetup::open_permits`] at once on the shard, so
+/// thousands of partitions opening at start-up do not all hold their recovery's buffers at the
+/// same time) and builds its actor.
+async fn open_actor<S: Storage + 'static>(
+    setup: ActorSetup<S>,
+    watch: Rc<PartitionWatch>,
+) -> Result<Actor<S>, ErrorCode> {
+    let (topic, partition) = (setup.topic.as_str(), setup.partition);
+    let stats = hooks::partition(topic, partition);
+    let opened = {
+        let _permit = setup.open_permits.acquire_permit(1).await;
+        // Boxed only now: the partitions waiting for a permit hold no recovery state.
+        let manager = &setup.log_manager;
+        let (config, clock) = (setup.config.clone(), setup.clock.clone());
+        Box::pin(manager.open_partition(topic, partition, config, clock)).await
+    };
+    hooks::log_opened(); // counted as opening where the actor was spawned
+    let log = opened.map_err(|e| {
+        tracing::error!(topic, partition, error = %e, "cannot open partition log");
+        if let Some(stats) = &stats {
+            stats.failed.store(true, Ordering::Relaxed);
+        }
+        e.kafka_error_code()
+    })?;
     tracing::debug!(topic, partition, "partition log open");
     setup.files.publish(log.open_files());
+    if let Some(stats) = &stats {
+        stats.failed.store(false, Ordering::Relaxed);
+        stats.online.store(true, Ordering::Relaxed);
+    }
     let last_activity_ms = setup.clock.now().0;
-    let mut actor = Actor {
+    Ok(Actor {
         log: Some(log),
-        setup,
-        watch,
         last_retention_ms: 0,
         last_reopen_ms: 0,
         last_activity_ms,
@@ -159,18 +187,18 @@ pub async fn run_actor<S: Storage + 'static>(
         last_clean_check_ms: 0,
         last_maintenance_ms: last_activity_ms,
         txn_guards: TxnGuards::default(),
-    };
-    if let Some(stats) = &actor.stats {
-        stats.failed.store(false, Ordering::Relaxed);
-        stats.online.store(true, Ordering::Relaxed);
-    }
-    actor.publish();
-    let delete_reply = actor.serve(&mut mailbox).await;
-    stopped.set(true);
-    actor.watch.close();
-    mailbox.close();
-    fail_all(&mut mailbox, ErrorCode::UnknownTopicOrPartition);
-    actor.shut_down(delete_reply).await;
+        jitter: jitter(topic, partition),
+        setup,
+        watch,
+    })
+}
+
+/// A fixed pseudo-random 0..1000 per partition (a hash of its name), to spread timers.
+fn jitter(topic: &str, partition: i32) -> u16 {
+    use std::hash::{Hash, Hasher};
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    (topic, partition).hash(&mut hasher);
+    (hasher.finish() % 1000) as u16
 }
 
 /// Answer every queued message with `code` (the actor is going away).
@@ -204,6 +232,8 @@ struct Actor<S: Storage> {
     last_maintenance_ms: i64,
     /// Transactional producers' first appends awaiting their coordinator (KIP-890).
     txn_guards: TxnGuards,
+    /// This partition's stretch of its tick, in thousandths of a quarter (from its name).
+    jitter: u16,
 }
 
 /// A clean running in the shard cleaner's task queue, and where its results arrive.
@@ -266,23 +296,27 @@ impl<S: Storage + 'static> Actor<S> {
     ) -> Option<oneshot::Sender<PartitionReply>> {
         loop {
             let next = self.next(mailbox).await;
-            self.reopen_if_failed().await;
+            if self.log().is_failed() {
+                Box::pin(self.reopen_if_failed()).await;
+            }
             let first = match next {
                 Next::Msg(msg) => msg,
                 Next::Tick => {
-                    self.maintenance().await;
+                    Box::pin(self.maintenance()).await;
                     self.publish_files();
                     continue;
                 }
                 Next::Clean(event) => {
-                    self.on_clean_event(event).await;
+                    Box::pin(self.on_clean_event(event)).await;
                     continue;
                 }
                 Next::Closed => return None,
             };
             self.last_activity_ms = self.setup.clock.now().0;
             self.idle_released = false;
-            self.refresh_config().await;
+            if self.setup.configs.registry.config_generation() != self.setup.configs.generation {
+                Box::pin(self.refresh_config()).await; // boxed: rare, and kept out of the idle future
+            }
             let mut group = Vec::with_capacity(8);
             group.push(first);
             while group.len() < GROUP_OPS_MAX {
@@ -291,14 +325,14 @@ impl<S: Storage + 'static> Actor<S> {
                     _ => break,
                 }
             }
-            let delete_reply = self.serve_group(group).await;
+            let delete_reply = Box::pin(self.serve_group(group)).await;
             self.publish_files();
             if let Some(delete_reply) = delete_reply {
                 return Some(delete_reply);
             }
             let now = self.setup.clock.now().0;
             if now - self.last_maintenance_ms >= self.tick_ms() as i64 {
-                self.maintenance().await;
+                Box::pin(self.maintenance()).await;
             }
         }
     }
@@ -368,6 +402,10 @@ impl<S: Storage + 'static> Actor<S> {
         }
     }
 
+    /// Time to the next tick: the flush interval, retention check, clean check or idle
+    /// release, whichever comes first (a released partition has no release left to wait for),
+    /// stretched by up to a quarter by [`Actor::jitter`] so that thousands of partitions opened
+    /// together do not all wake at the same moment, again and again.
     fn tick_ms(&self) -> u64 {
         let flush_ms = match self.setup.config.flush {
             FlushPolicy::Interval { ms: Some(ms), .. } => ms,
@@ -377,11 +415,17 @@ impl<S: Storage + 'static> Actor<S> {
             Some(_) => self.setup.cleaner.backoff_ms(),
             None => u64::MAX,
         };
-        flush_ms
+        let idle_ms = if self.idle_released {
+            u64::MAX
+        } else {
+            self.setup.idle_release_ms
+        };
+        let tick = flush_ms
             .min(self.setup.retention_check_interval_ms)
-            .min(self.setup.idle_release_ms)
+            .min(idle_ms)
             .min(clean_ms)
-            .clamp(1, 60_000)
+            .clamp(1, 60_000);
+        tick + tick * u64::from(self.jitter) / 4000
     }
 
     /// Time-driven work: a flush the interval policy owes, retention, idle memory release.

@@ -24,6 +24,11 @@ use rill_protocol::ErrorCode;
 /// Pause of the file keeper between release rounds (releases flush and close, they take a moment).
 const KEEPER_PAUSE: Duration = Duration::from_millis(20);
 
+/// Partition logs a shard opens (recovers) at once: enough to keep the disk busy, few enough
+/// that 10,000 partitions opening at start-up do not all hold their recovery buffers at once
+/// (the peak stays in the allocator's heap, i.e. in every idle partition's share of RSS).
+pub const OPENING_MAX: u64 = 64;
+
 type PartitionMap = HashMap<(String, i32), Rc<PartitionHandle>>;
 
 /// The partition logs one shard owns, keyed by (topic, partition).
@@ -44,6 +49,8 @@ pub struct PartitionTable<S: Storage> {
     uses: Cell<u64>,
     /// Cleans this shard's compacted partitions.
     cleaner: Rc<ShardCleaner>,
+    /// Logs opening at once on this shard ([`OPENING_MAX`]).
+    open_permits: Rc<glommio::sync::Semaphore>,
 }
 
 impl<S: Storage + 'static> PartitionTable<S> {
@@ -69,6 +76,7 @@ impl<S: Storage + 'static> PartitionTable<S> {
             keeper_wake: RefCell::new(Some(keeper_wake)),
             uses: Cell::new(0),
             cleaner: ShardCleaner::new(&config.log.cleaner, config.shards),
+            open_permits: Rc::new(glommio::sync::Semaphore::new(OPENING_MAX)),
             config,
         }
     }
@@ -127,6 +135,7 @@ impl<S: Storage + 'static> PartitionTable<S> {
                 broker: self.config.clone(),
                 generation,
             },
+            open_permits: self.open_permits.clone(),
         };
         self.start_file_keeper();
         let task = run_actor(
@@ -203,15 +212,27 @@ impl<S: Storage + 'static> PartitionTable<S> {
         }
     }
 
-    /// Open every partition this shard owns (recovery runs now, not on the first request).
-    pub fn open_owned(&self, owns: impl Fn(&str, i32) -> bool) {
+    /// Open every partition this shard owns that exists on disk (recovery runs now, not on the
+    /// first request).
+    pub async fn open_owned(&self, owns: impl Fn(&str, i32) -> bool) {
         for (topic, meta) in self.registry.list() {
             for partition in 0..meta.partitions {
-                if owns(&topic, partition) {
+                if owns(&topic, partition) && self.has_files(&topic, partition).await {
                     let _ = self.handle(&topic, partition);
                 }
             }
         }
+    }
+
+    /// Whether the partition has a directory: one never used has nothing to recover and opens
+    /// (is created) on its first request, costing nothing until then.
+    async fn has_files(&self, topic: &str, partition: i32) -> bool {
+        let dir = self.log_manager.partition_dir(topic, partition);
+        self.log_manager
+            .storage()
+            .exists(&dir)
+            .await
+            .unwrap_or(true)
     }
 
     /// Close every log cleanly (shutdown): close the mailboxes, then wait for each actor to

@@ -477,9 +477,11 @@ async fn prepare_shard(
     let shards = config.shards;
     // In a cluster, only partitions this broker leads live here.
     let leads = |topic: &str, partition| cluster.as_ref().is_none_or(|c| c.leads(topic, partition));
-    table.open_owned(|topic, partition| {
-        owner_shard(topic, partition, shards) == id && leads(topic, partition)
-    });
+    table
+        .open_owned(|topic, partition| {
+            owner_shard(topic, partition, shards) == id && leads(topic, partition)
+        })
+        .await;
     let inflight_bytes = Rc::new(Semaphore::new(config.shard_inflight_bytes_max as u64));
     let shard = Shard {
         id,

@@ -103,6 +103,29 @@ impl Broker {
         self.child.id()
     }
 
+    /// Stops the broker with SIGTERM (a clean shutdown) and returns how long it took to exit.
+    pub fn stop(mut self) -> anyhow::Result<Duration> {
+        let started = Instant::now();
+        let pid = self.child.id() as libc::pid_t;
+        // SAFETY: kill(2) on the pid of a child we spawned and have not yet reaped.
+        unsafe { libc::kill(pid, libc::SIGTERM) };
+        let status = self
+            .child
+            .wait()
+            .context("waiting for the broker to exit")?;
+        if !status.success() {
+            bail!("{} exited with {status} on SIGTERM", self.kind.name());
+        }
+        Ok(started.elapsed())
+    }
+
+    /// Kills the broker with SIGKILL (a crash: the next start recovers).
+    pub fn kill9(mut self) -> anyhow::Result<()> {
+        self.child.kill().context("killing the broker")?;
+        self.child.wait().context("reaping the broker")?;
+        Ok(())
+    }
+
     fn wait_ready(&mut self, log_path: &Path) -> anyhow::Result<()> {
         let deadline = Instant::now() + READY_TIMEOUT;
         while Instant::now() < deadline {
@@ -128,6 +151,9 @@ impl Broker {
 
 impl Drop for Broker {
     fn drop(&mut self) {
+        if matches!(self.child.try_wait(), Ok(Some(_))) {
+            return; // stopped or killed already
+        }
         let pid = self.child.id() as libc::pid_t;
         // SAFETY: kill(2) on the pid of a child we spawned and have not yet reaped.
         unsafe { libc::kill(pid, libc::SIGTERM) };

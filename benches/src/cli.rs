@@ -23,6 +23,9 @@ pub enum Command {
     Compare(CompareArgs),
     /// This machine's limits: sequential O_DIRECT write (dd) and loopback TCP bandwidth.
     Machine(MachineArgs),
+    /// Many partitions on one Rill: start-up and recovery, Metadata, RSS/fds/disk per partition,
+    /// produce latency to one partition beside idle ones vs a lone partition.
+    Partitions(PartitionsArgs),
     /// `perf script` output → flame graph SVG and the top self costs.
     Flamegraph(FlamegraphArgs),
 }
@@ -149,6 +152,10 @@ pub struct LatencyArgs {
     /// Write a percentile chart (SVG) of this run here.
     #[arg(long)]
     pub svg: Option<PathBuf>,
+    /// Send to and read from only this partition of the topic (the others stay idle); by
+    /// default messages go round-robin over `--partitions`.
+    #[arg(long)]
+    pub partition: Option<i32>,
 }
 
 /// `rill-bench throughput`.
@@ -237,6 +244,39 @@ pub enum WorkloadSet {
     Latency,
     /// A producer at `--mixed-rate` acks=all alone, then beside a catch-up consumer.
     Mixed,
+}
+
+/// `rill-bench partitions`.
+#[derive(Debug, Clone, Args)]
+pub struct PartitionsArgs {
+    /// The `rill` binary (built --release).
+    #[arg(long)]
+    pub rill_bin: PathBuf,
+    /// Output directory: the brokers' data directories and logs, results.json.
+    #[arg(long, default_value = "bench-partitions")]
+    pub out: PathBuf,
+    /// Partitions on the broker: N-1 in the topic `many`, 1 in `hot` (the one written to).
+    #[arg(long, default_value_t = 10_000)]
+    pub partitions: i32,
+    /// Rill's `--shards`.
+    #[arg(long, default_value_t = 2)]
+    pub shards: u32,
+    /// Metadata requests timed.
+    #[arg(long, default_value_t = 50)]
+    pub metadata_requests: u32,
+    /// Seconds to wait for the idle release (the broker releases after 30 to 37.5 s: 30 s
+    /// `rill.partition.idle.ms` stretched by each partition's timer jitter).
+    #[arg(long, default_value_t = 45.0)]
+    pub idle_wait_seconds: f64,
+    /// Latency runs: messages per second, open loop.
+    #[arg(long, default_value_t = 1000)]
+    pub rate: u64,
+    /// Latency runs: seconds each (two rounds on each broker).
+    #[arg(long, default_value_t = 15.0)]
+    pub seconds: f64,
+    /// Latency runs: message value size in bytes.
+    #[arg(long, default_value_t = 1024)]
+    pub size: usize,
 }
 
 /// `rill-bench machine`.

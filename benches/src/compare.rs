@@ -218,6 +218,7 @@ fn run_latency(
         drain_seconds: 15.0,
         hgrm: None,
         svg: None,
+        partition: None,
     };
     let result = crate::latency::run(&args)?;
     crate::latency::print(&args, &result)?;

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use hdrhistogram::Histogram;
-use rdkafka::consumer::BaseConsumer;
+use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 use rdkafka::message::Message;
 use rdkafka::producer::{BaseRecord, DeliveryResult, Producer, ProducerContext, ThreadedProducer};
@@ -103,8 +103,20 @@ pub fn run(args: &LatencyArgs) -> anyhow::Result<LatencyResult> {
     let target = &args.target;
     client::ensure_topic(&target.brokers, &target.topic, target.partitions)?;
     let consumer: BaseConsumer = client::consumer_config(&target.brokers).create()?;
-    let start_offsets = client::end_offsets(&consumer, &target.topic, target.partitions)?;
-    client::assign_from(&consumer, &target.topic, &start_offsets)?;
+    match args.partition {
+        Some(partition) => {
+            let (_, high) = consumer
+                .fetch_watermarks(&target.topic, partition, Duration::from_secs(15))
+                .with_context(|| format!("ListOffsets for {}-{partition}", target.topic))?;
+            let mut list = rdkafka::TopicPartitionList::new();
+            list.add_partition_offset(&target.topic, partition, rdkafka::Offset::Offset(high))?;
+            consumer.assign(&list).context("assigning the partition")?;
+        }
+        None => {
+            let start_offsets = client::end_offsets(&consumer, &target.topic, target.partitions)?;
+            client::assign_from(&consumer, &target.topic, &start_offsets)?;
+        }
+    }
 
     let base = Instant::now();
     let warmup_ns = (args.warmup_seconds.max(0.0) * 1e9) as u64;
@@ -177,7 +189,7 @@ fn send_paced(
                 intended_ns,
             }
             .write(&mut value);
-            let partition = (index % partitions) as i32;
+            let partition = args.partition.unwrap_or((index % partitions) as i32);
             send_one(producer, &args.target.topic, partition, &value, intended_ns)?;
         }
     }
@@ -241,12 +253,13 @@ pub fn print(args: &LatencyArgs, result: &LatencyResult) -> anyhow::Result<()> {
     let ack = Percentiles::of(&result.ack);
     let e2e = Percentiles::of(&result.e2e);
     println!(
-        "rate {} msg/s for {} s, {} B, acks={}, {} partition(s): sent {}, acked {}, errors {}, consumed {}",
+        "rate {} msg/s for {} s, {} B, acks={}, {} partition(s){}: sent {}, acked {}, errors {}, consumed {}",
         args.rate,
         args.seconds,
         args.target.size,
         args.target.acks.as_config(),
         args.target.partitions,
+        args.partition.map_or(String::new(), |p| format!(", all to partition {p}")),
         result.sent,
         result.acked,
         result.errors,

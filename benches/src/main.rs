@@ -23,6 +23,7 @@
 //! - [`proc_stat`]: CPU time of a local broker from `/proc/<pid>/stat`.
 //! - [`machine`]: this machine's limits (O_DIRECT write with `dd`, loopback TCP blast).
 //! - [`broker`], [`compare`], [`chart`]: Rill vs a peer broker side by side, with SVG charts.
+//! - [`partitions`]: `rill-bench partitions`, what thousands of partitions cost one broker.
 //! - [`flamegraph`]: `perf script` output → folded stacks → flame graph SVG + top self costs.
 
 mod broker;
@@ -35,6 +36,7 @@ mod latency;
 mod machine;
 mod mixed;
 mod pacer;
+mod partitions;
 mod payload;
 mod proc_stat;
 mod report;
@@ -56,6 +58,7 @@ fn main() -> anyhow::Result<()> {
         }
         cli::Command::Compare(args) => compare::run(&args),
         cli::Command::Machine(args) => machine::run_cli(&args),
+        cli::Command::Partitions(args) => partitions::run(&args),
         cli::Command::Flamegraph(args) => flamegraph::run(&args),
     }
 }

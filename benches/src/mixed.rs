@@ -53,6 +53,7 @@ pub fn run(
         drain_seconds: 15.0,
         hgrm: None,
         svg: None,
+        partition: None,
     };
     let alone = crate::latency::run(&probe)?.ack;
     let stop = Arc::new(AtomicBool::new(false));

@@ -108,8 +108,9 @@ def test_topics_that_cannot_fit_are_refused_whole(tmp_path, topic_name):
 
 
 def _open_partition_files(pid: int, data_dir) -> int:
-    """Descriptors of `pid` open on topic partitions' `.log` files (not the consumer-group offset
-    logs in `__rill_groups`, a constant few always open)."""
+    """Descriptors of `pid` open on topic partitions' `.log` files (not the broker's internal logs
+    under `__rill_*`, such as the consumer-group offsets and the transaction state: a constant
+    few, always open)."""
     count = 0
     fd_dir = f"/proc/{pid}/fd"
     for fd in os.listdir(fd_dir):
@@ -117,9 +118,8 @@ def _open_partition_files(pid: int, data_dir) -> int:
             target = os.readlink(os.path.join(fd_dir, fd))
         except OSError:
             continue  # closed meanwhile
-        groups = os.path.join(str(data_dir), "__rill_groups")
-        if target.startswith(str(data_dir)) and not target.startswith(groups) \
-                and target.endswith(".log"):
+        inside = os.path.relpath(target, str(data_dir))
+        if not inside.startswith(("..", "__rill_")) and target.endswith(".log"):
             count += 1
     return count
 

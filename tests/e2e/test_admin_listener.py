@@ -251,7 +251,7 @@ def test_cleaner_and_transaction_figures_are_exact(broker_factory, tmp_path, top
     every record it read and removes all but the latest of each key. Two committed transactions,
     one aborted and one left to time out are counted by result, and the ids by state."""
     props = tmp_path / "rill.properties"
-    props.write_text("log.cleaner.backoff.ms=200\n"
+    props.write_text("log.cleaner.backoff.ms=200\nlog.retention.check.interval.ms=200\n"
                      "transaction.abort.timed.out.transaction.cleanup.interval.ms=200\n")
     b = broker_factory(config_path=props, shards=1)
     admin = f"127.0.0.1:{b.admin_port}"
@@ -268,6 +268,8 @@ def test_cleaner_and_transaction_figures_are_exact(broker_factory, tmp_path, top
     produce_all(p, compacted, [(b"k%02d" % k, b"v%d" % r) for r in range(rounds) for k in range(keys)])
     time.sleep(2.1)  # segment.ms: the next append seals the segment holding every update
     produce_all(p, compacted, [(b"sentinel", b"end")])
+    log_bytes = f'rill_partition_log_bytes{{topic="{compacted}",partition="0"}}'
+    dirty = metrics(admin)[log_bytes]
     m = wait_for_metric(admin, 'rill_cleaner_cleans_total{result="done"}', 1)
     assert m['rill_cleaner_cleans_total{result="done"}'] == 1
     assert m['rill_cleaner_cleans_total{result="failed"}'] == 0
@@ -275,6 +277,19 @@ def test_cleaner_and_transaction_figures_are_exact(broker_factory, tmp_path, top
     assert m["rill_cleaner_records_read_total"] == keys * rounds
     assert m["rill_cleaner_records_removed_total"] == keys * (rounds - 1)
     assert 0 < m["rill_cleaner_written_bytes_total"] < m["rill_cleaner_read_bytes_total"]
+    # The partition's figures follow the swap without waiting for traffic.
+    assert m[log_bytes] < dirty / 3, (m[log_bytes], dirty)
+
+    # Retention deleting a segment moves the log start at once too.
+    expiring = topic_name + "-expiring"
+    create_topic(b.bootstrap, expiring, config={"segment.ms": "1000", "retention.ms": "1000"})
+    produce_all(p, expiring, [(None, b"old")] * 3)
+    time.sleep(1.1)
+    produce_all(p, expiring, [(None, b"new")])   # seals the segment of the first three
+    start = f'rill_partition_log_start_offset{{topic="{expiring}",partition="0"}}'
+    m = wait_for_metric(admin, start, 3)
+    assert m[start] == 3
+    assert m[f'rill_partition_segments{{topic="{expiring}",partition="0"}}'] == 1
 
     txn_topic = topic_name + "-txn"
     create_topic(b.bootstrap, txn_topic)

@@ -10,10 +10,9 @@ import subprocess
 import time
 from pathlib import Path
 
-from confluent_kafka import Consumer, TopicPartition
-
 from broker import rill_binary
 from clients import CLIENT_TIMEOUT_S, create_topic, kcat, producer
+from test_transactions import read_all
 
 SEGMENT = "00000000000000000000.log"
 
@@ -139,20 +138,4 @@ def test_check_and_dump_log_know_transactions(broker_factory, topic_name):
     assert rill("dump-log", str(txn_index)).stdout == entries.stdout
 
     b.start()
-    c = Consumer({"bootstrap.servers": b.bootstrap, "group.id": "rill-e2e-unused",
-                  "isolation.level": "read_committed", "enable.partition.eof": True})
-    try:
-        c.assign([TopicPartition(topic_name, 0, 0)])
-        values = []
-        deadline = time.monotonic() + CLIENT_TIMEOUT_S
-        while time.monotonic() < deadline:
-            m = c.poll(0.5)
-            if m is None:
-                continue
-            if m.error():
-                assert m.error().code() == -191, m.error()   # _PARTITION_EOF
-                break
-            values.append(m.value())
-        assert values == [b"committed", b"after"]
-    finally:
-        c.close()
+    assert read_all(b.bootstrap, topic_name, "read_committed") == ["committed", "after"]

@@ -445,6 +445,7 @@ impl<S: Storage + 'static> Actor<S> {
             if let Err(e) = self.log().apply_retention(now).await {
                 tracing::error!(topic = self.setup.topic, error = %e, "retention failed");
             }
+            self.publish(); // the log start, segments and bytes may have moved
         }
         self.maybe_start_clean(now).await;
         let idle_ms = self.setup.idle_release_ms;
@@ -533,7 +534,7 @@ impl<S: Storage + 'static> Actor<S> {
         let (topic, partition) = (self.setup.topic.clone(), self.setup.partition);
         match event {
             Some(CleanEvent::Group(group)) => match self.log().install_cleaned(&group).await {
-                Ok(true) => {}
+                Ok(true) => self.publish(), // fewer bytes, maybe fewer segments
                 Ok(false) => self.cancel_clean().await,
                 Err(e) => {
                     tracing::error!(topic, partition, error = %e, "swapping in a cleaned segment failed");

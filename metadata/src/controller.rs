@@ -12,6 +12,8 @@
 //! | CreateTopics / CreatePartitions        | Topic / Partitions, replicas round-robin         |
 //! | DeleteTopics, AlterTopicConfigs        | RemoveTopic, TopicConfigs                        |
 //! | first tick of the first leader         | ClusterInit                                      |
+//! | ElectLeaders                           | PartitionChange per elected partition            |
+//! | leader imbalance check (periodic)      | PartitionChange back to preferred replicas       |
 //!
 //! Leadership ([`reconcile`]): a partition is led by its first live ISR member in replica order;
 //! with no live ISR member it has no leader (LEADER_NOT_AVAILABLE) and keeps its last ISR, so the
@@ -42,6 +44,15 @@ pub struct ControllerConfig {
     pub session_timeout_ms: u64,
     /// `default.replication.factor`: replicas of a topic created without a factor.
     pub default_replication_factor: u16,
+    /// `unclean.leader.election.enable`: topics without their own setting allow unclean
+    /// elections ([`crate::elect_leaders`]).
+    pub unclean_leader_election: bool,
+    /// `auto.leader.rebalance.enable`: move leadership back to preferred replicas.
+    pub auto_leader_rebalance: bool,
+    /// `leader.imbalance.check.interval.seconds`, in ms: how often the rebalance looks.
+    pub leader_imbalance_check_interval_ms: u64,
+    /// `leader.imbalance.per.broker.percentage`: the imbalance a broker may have untouched.
+    pub leader_imbalance_per_broker_percentage: u32,
 }
 
 impl Default for ControllerConfig {
@@ -49,6 +60,10 @@ impl Default for ControllerConfig {
         Self {
             session_timeout_ms: 9000,
             default_replication_factor: 1,
+            unclean_leader_election: false,
+            auto_leader_rebalance: true,
+            leader_imbalance_check_interval_ms: 300_000,
+            leader_imbalance_per_broker_percentage: 10,
         }
     }
 }
@@ -95,6 +110,8 @@ pub enum ReplyPlan {
         /// How many.
         count: i64,
     },
+    /// `Elections`, one result per slot (ElectLeaders).
+    Elections(Vec<crate::elect_leaders::ElectionSlot>),
     /// `Partition` with the partition's state after the entry (AlterPartition).
     Partition {
         /// The topic.
@@ -132,6 +149,8 @@ pub struct Controller {
     producer_ids_proposed_until: ProducerId,
     /// The image index and expiry set of the last reconciliation (skip when nothing changed).
     last_reconciled: Option<(LogIndex, BTreeSet<NodeId>)>,
+    /// When the next leader-imbalance check is due (`None` until the first tick).
+    next_rebalance_ms: Option<u64>,
     rng: fastrand::Rng,
 }
 
@@ -143,6 +162,7 @@ impl Controller {
             sessions: BTreeMap::new(),
             producer_ids_proposed_until: ProducerId(0),
             last_reconciled: None,
+            next_rebalance_ms: None,
             rng: fastrand::Rng::with_seed(seed),
         }
     }
@@ -153,6 +173,7 @@ impl Controller {
         self.sessions = image.brokers.keys().map(|id| (*id, now_ms)).collect();
         self.producer_ids_proposed_until = ProducerId(0);
         self.last_reconciled = None;
+        self.next_rebalance_ms = None;
     }
 
     /// Decide a request against the applied image.
@@ -193,6 +214,12 @@ impl Controller {
             }
             ControllerRequest::AlterPartition(alter) => {
                 crate::alter_partition::decide(image, alter)
+            }
+            ControllerRequest::ElectLeaders {
+                election,
+                partitions,
+            } => {
+                crate::elect_leaders::decide(image, &self.config, *election, partitions.as_deref())
             }
             ControllerRequest::FetchImage { applied_index } => {
                 let newer = image.applied_index > *applied_index;
@@ -500,7 +527,26 @@ impl Controller {
             }));
             self.last_reconciled = Some(key);
         }
+        // A rebalance change that meets a reconciliation of the same partition is rejected
+        // when applied (both name the epoch they were decided on): the log keeps the first.
+        if self.rebalance_due(now_ms) {
+            records.extend(crate::elect_leaders::rebalance(image, &self.config));
+        }
         records
+    }
+
+    /// Whether the leader-imbalance check is due now (then the next one is scheduled).
+    fn rebalance_due(&mut self, now_ms: u64) -> bool {
+        if !self.config.auto_leader_rebalance {
+            return false;
+        }
+        let interval = self.config.leader_imbalance_check_interval_ms;
+        let next = *self.next_rebalance_ms.get_or_insert(now_ms + interval);
+        if now_ms < next {
+            return false;
+        }
+        self.next_rebalance_ms = Some(now_ms + interval);
+        true
     }
 
     /// Build the answer to a request whose entry applied at `index` with `outcomes`.
@@ -537,6 +583,7 @@ impl Controller {
                 topic_id,
                 partition,
             } => crate::alter_partition::reply(image, (topic_id, partition), first_ok),
+            ReplyPlan::Elections(slots) => crate::elect_leaders::reply(image, slots, index),
             ReplyPlan::Topics(slots) => ControllerResponse::Topics {
                 results: slots
                     .into_iter()

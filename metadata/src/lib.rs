@@ -16,7 +16,8 @@
 //! - [`placement`]: round-robin replica placement (Kafka's rack-unaware assignment).
 //! - [`request`]: what brokers ask the controller (register, heartbeat, admin) and its answers.
 //! - [`controller`]: the active controller's decisions: requests and time → records;
-//!   [`alter_partition`]: the ISR changes a leader asks for (KIP-497).
+//!   [`alter_partition`]: the ISR changes a leader asks for (KIP-497);
+//!   [`elect_leaders`]: ElectLeaders and the preferred-leader rebalance.
 //! - [`quorum`]: one voter: raft-rs `RawNode` + durable store + image + controller.
 //! - [`store`], [`files`]: the durable raft log and snapshots, over a file trait with a
 //!   simulated, crashable implementation.
@@ -42,6 +43,7 @@
 
 pub mod alter_partition;
 pub mod controller;
+pub mod elect_leaders;
 pub mod files;
 pub mod image;
 pub mod placement;

@@ -101,6 +101,7 @@ impl Sim {
             controller: ControllerConfig {
                 session_timeout_ms: self.session_timeout_ms,
                 default_replication_factor: 1,
+                ..ControllerConfig::default()
             },
             seed: self.seed.wrapping_mul(1_000_003) ^ (self.starts << 8) ^ node.0 as u64,
         }

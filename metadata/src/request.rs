@@ -88,6 +88,13 @@ pub enum ControllerRequest {
     /// A partition's leader changes its ISR (KIP-497 AlterPartition): followers that caught
     /// up join, followers that fell behind leave. Issue 14's leaders send it.
     AlterPartition(AlterPartition),
+    /// ElectLeaders (KIP-460): `partitions` by topic name, `None` for every partition.
+    ElectLeaders {
+        /// Preferred or unclean.
+        election: ElectionType,
+        /// (topic, partition indexes).
+        partitions: Option<Vec<(String, Vec<i32>)>>,
+    },
     /// A broker that is not a voter (an observer) follows the metadata: the applied image, if
     /// the controller's is newer than `applied_index`.
     FetchImage {
@@ -113,6 +120,66 @@ pub struct AlterPartition {
     pub partition_epoch: PartitionEpoch,
     /// The ISR it wants (the leader among them).
     pub new_isr: Vec<NodeId>,
+}
+
+/// Which leader an ElectLeaders asks for (Kafka's `ElectionType`).
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum ElectionType {
+    /// The first replica, if it is live and in the ISR (wire 0).
+    Preferred,
+    /// Any live replica when no ISR member is live (wire 1), if unclean elections are enabled.
+    Unclean,
+}
+
+impl ElectionType {
+    /// The wire value (0 preferred, 1 unclean); `None` for anything else.
+    pub fn from_wire(value: i8) -> Option<ElectionType> {
+        match value {
+            0 => Some(ElectionType::Preferred),
+            1 => Some(ElectionType::Unclean),
+            _ => None,
+        }
+    }
+}
+
+/// The outcome of one partition's election.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ElectionResult {
+    /// Topic name.
+    pub topic: String,
+    /// Partition index.
+    pub partition: i32,
+    /// Kafka error code (0 = elected).
+    pub error_code: i16,
+    /// Why, for the client.
+    pub message: Option<String>,
+}
+
+impl ElectionResult {
+    /// Elected.
+    pub fn ok(topic: &str, partition: i32) -> Self {
+        Self {
+            topic: topic.to_string(),
+            partition,
+            error_code: 0,
+            message: None,
+        }
+    }
+
+    /// Not elected, and why.
+    pub fn failed(
+        topic: &str,
+        partition: i32,
+        code: ErrorCode,
+        message: impl Into<String>,
+    ) -> Self {
+        Self {
+            topic: topic.to_string(),
+            partition,
+            error_code: code.code(),
+            message: Some(message.into()),
+        }
+    }
 }
 
 /// The outcome for one topic of a CreateTopics / DeleteTopics / CreatePartitions.
@@ -200,6 +267,13 @@ pub enum ControllerResponse {
         partition_epoch: PartitionEpoch,
         /// Its ISR.
         isr: Vec<NodeId>,
+    },
+    /// One result per partition of an ElectLeaders; the changes are in the log at `index`.
+    Elections {
+        /// In request order (every partition when the request named none).
+        results: Vec<ElectionResult>,
+        /// Log index of the changes (0 when nothing was written).
+        index: LogIndex,
     },
     /// The controller's applied image (`None`: not newer than the broker's).
     Image {

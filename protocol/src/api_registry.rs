@@ -32,6 +32,7 @@
 //! | DescribeLogDirs (35)     |   1..=4    | codec minimum 1; v4 adds the directory's total and usable bytes    |
 //! | CreatePartitions (37)    |   0..=3    |                                                                    |
 //! | DeleteGroups (42)        |   0..=2    |                                                                    |
+//! | ElectLeaders (43)        |   0..=2    | v1 adds the election type and a top-level error                    |
 //! | IncrementalAlterConfigs (44) | 0..=1  | confluent-kafka and kafka-python                                   |
 //! | OffsetDelete (47)        |   0..=0    |                                                                    |
 //! | DescribeCluster (60)     |   0..=1    | v2 only adds fenced-broker listing                                 |
@@ -110,6 +111,7 @@ pub const ENTRIES: &[ApiEntry] = &[
     ApiEntry::new(ApiKey::DescribeLogDirs, 1, 4),
     ApiEntry::new(ApiKey::CreatePartitions, 0, 3),
     ApiEntry::new(ApiKey::DeleteGroups, 0, 2),
+    ApiEntry::new(ApiKey::ElectLeaders, 0, 2),
     ApiEntry::new(ApiKey::IncrementalAlterConfigs, 0, 1),
     ApiEntry::new(ApiKey::OffsetDelete, 0, 0),
     ApiEntry::new(ApiKey::DescribeCluster, 0, 1),

@@ -351,6 +351,7 @@ mod tests {
             ApiKey::DescribeLogDirs => {
                 RequestKind::DescribeLogDirs(DescribeLogDirsRequest::default())
             }
+            ApiKey::ElectLeaders => RequestKind::ElectLeaders(ElectLeadersRequest::default()),
             other => panic!("no default for {other:?}"),
         }
     }

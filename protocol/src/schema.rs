@@ -196,6 +196,10 @@ const REQUEST_SPECS: &[(ApiKey, &str)] = &[
         include_str!("../specs/DeleteGroupsRequest.json"),
     ),
     (
+        ApiKey::ElectLeaders,
+        include_str!("../specs/ElectLeadersRequest.json"),
+    ),
+    (
         ApiKey::OffsetDelete,
         include_str!("../specs/OffsetDeleteRequest.json"),
     ),

@@ -344,6 +344,11 @@ impl BrokerConfig {
         }
         self.cluster_settings.apply_flags(&cli.cluster_flags());
         self.cluster = self.cluster_settings.resolve(self.node_id)?;
+        // A topic config's broker default, so it stays with the log defaults (DescribeConfigs).
+        let unclean = self.log.static_props.get("unclean.leader.election.enable");
+        if let (Some(cluster), Some(v)) = (&mut self.cluster, unclean) {
+            cluster.leadership.unclean_election = v.trim().eq_ignore_ascii_case("true");
+        }
         let flags = [
             (cli.listen.is_some(), "listeners"),
             (cli.data_dir.is_some(), "log.dirs"),

@@ -126,6 +126,9 @@ pub async fn handle<B: Broker>(
         RequestKind::DescribeLogDirs(r) => {
             ResponseKind::DescribeLogDirs(describe_log_dirs::handle(broker, &r).await)
         }
+        RequestKind::ElectLeaders(r) => {
+            ResponseKind::ElectLeaders(elect_leaders::handle(broker, version, &r).await)
+        }
         RequestKind::OffsetForLeaderEpoch(r) => {
             ResponseKind::OffsetForLeaderEpoch(offset_for_leader_epoch::handle(broker, &r).await)
         }
@@ -397,6 +400,10 @@ mod every_version_encodes {
         assert_encodes(ApiKey::DescribeLogDirs, |b, _| {
             let req = DescribeLogDirsRequest::default().with_topics(None);
             ResponseKind::DescribeLogDirs(block_on(handler::describe_log_dirs::handle(b, &req)))
+        });
+        assert_encodes(ApiKey::ElectLeaders, |b, v| {
+            let req = ElectLeadersRequest::default().with_topic_partitions(None);
+            ResponseKind::ElectLeaders(block_on(handler::elect_leaders::handle(b, v, &req)))
         });
         assert_encodes(ApiKey::OffsetForLeaderEpoch, |b, v| {
             let p = offset_for_leader_epoch_request::OffsetForLeaderPartition::default();

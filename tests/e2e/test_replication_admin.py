@@ -99,3 +99,106 @@ def test_describe_log_dirs_in_a_cluster_lists_each_brokers_replicas(cluster3):
         assert sizes[leader0][(topic, 0)] > 20 * 100, sizes
     finally:
         admin.close()
+
+
+ERR_NONE = 0
+ERR_UNKNOWN_TOPIC_OR_PARTITION = 3
+ERR_PREFERRED_LEADER_NOT_AVAILABLE = 80
+ERR_ELIGIBLE_LEADERS_NOT_AVAILABLE = 83
+ERR_ELECTION_NOT_NEEDED = 84
+PREFERRED, UNCLEAN = 0, 1
+
+
+def elect(bootstrap: str, election: int, partitions: dict | None) -> dict[tuple[str, int], int]:
+    """kafka-python's elect_leaders → {(topic, partition): error code}."""
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap)
+    try:
+        response = admin.elect_leaders(election, partitions, raise_errors=False)
+    finally:
+        admin.close()
+    assert getattr(response, "error_code", 0) == 0, response
+    return {(t.topic, p.partition_id): p.error_code
+            for t in response.replica_election_results for p in t.partition_result}
+
+
+def test_elect_leaders_on_a_single_node_needs_no_election(broker, topic_name):
+    from kafka.admin import NewTopic
+    admin = KafkaAdminClient(bootstrap_servers=broker.bootstrap)
+    try:
+        admin.create_topics([NewTopic(topic_name, 2, 1)])
+    finally:
+        admin.close()
+    codes = elect(broker.bootstrap, PREFERRED, {topic_name: [0, 1, 5]})
+    assert codes == {(topic_name, 0): ERR_ELECTION_NOT_NEEDED,
+                     (topic_name, 1): ERR_ELECTION_NOT_NEEDED,
+                     (topic_name, 5): ERR_UNKNOWN_TOPIC_OR_PARTITION}, codes
+
+
+def leaders(node, topic: str) -> dict[int, tuple[int, list[int], list[int]]]:
+    """{partition: (leader, replicas, isr)} as `node` answers Metadata."""
+    parts = node_metadata(node)["topics"][topic][1]
+    return {p: (leader, replicas, isr) for p, (_, leader, replicas, isr) in parts.items()}
+
+
+def wait_for(what: str, check, timeout_s: float = 15.0):
+    import time
+    deadline = time.monotonic() + timeout_s
+    while True:
+        value = check()
+        if value:
+            return value
+        assert time.monotonic() < deadline, f"{what}: not within {timeout_s}s"
+        time.sleep(0.1)
+
+
+@pytest.mark.timeout(120)
+def test_elections_through_the_controller_preferred_and_unclean(tmp_path):
+    """Preferred elections find nothing to do on fresh topics; with the leader of an ISR of one
+    killed, unclean election is refused unless the topic allows it, and then a live replica
+    leads; the returning preferred replica, outside the ISR, cannot take leadership back."""
+    from kafka.admin import NewTopic
+    c = Cluster(tmp_path, **{"broker.session.timeout.ms": 4000,
+                             "broker.heartbeat.interval.ms": 1000})
+    _BROKERS.extend(c.nodes)
+    c.start()
+    try:
+        dis, en = unique("clean-only"), unique("unclean-ok")
+        admin = KafkaAdminClient(bootstrap_servers=c.bootstrap(1))
+        admin.create_topics([NewTopic(dis, 3, 2),
+                             NewTopic(en, 3, 2,
+                                      topic_configs={"unclean.leader.election.enable": "true"})])
+        admin.close()
+        wait_topic_everywhere(c, dis, 3, timeout_s=10)
+        wait_topic_everywhere(c, en, 3, timeout_s=10)
+        fresh = elect(c.bootstrap(2), PREFERRED, None)
+        assert {fresh[(t, p)] for t in (dis, en) for p in range(3)} == {ERR_ELECTION_NOT_NEEDED}
+        controller = c.controller()
+        victim = next(n.node_id for n in c.nodes if n.node_id != controller)
+        survivor = c.node(controller)
+        led = {t: next(p for p, (leader, _, _) in leaders(survivor, t).items() if leader == victim)
+               for t in (dis, en)}
+        c.node(victim).kill9()
+        wait_for("victim fenced, its partitions leaderless",
+                 lambda: all(leaders(survivor, t)[led[t]][0] == -1 for t in (dis, en)))
+        codes = elect(survivor.bootstrap, UNCLEAN, {dis: [led[dis]], en: [led[en]]})
+        assert codes == {(dis, led[dis]): ERR_ELIGIBLE_LEADERS_NOT_AVAILABLE,
+                         (en, led[en]): ERR_NONE}, codes
+        leader, replicas, isr = leaders(survivor, en)[led[en]]
+        assert leader != victim and leader in replicas and isr == [leader], (leader, replicas, isr)
+        assert leaders(survivor, dis)[led[dis]][0] == -1
+        # The new leader serves produce requests.
+        produce(c.bootstrap(leader), en, 10, partition=led[en])
+        # The preferred replica returns, but outside the ISR: it may not lead.
+        c.node(victim).start()
+        c.wait_brokers(3, timeout_s=20)
+        codes = elect(survivor.bootstrap, PREFERRED, {en: [led[en]]})
+        assert codes == {(en, led[en]): ERR_PREFERRED_LEADER_NOT_AVAILABLE}, codes
+        assert leaders(survivor, en)[led[en]][0] == leader
+        # The clean-only partition's data returned with its broker: it leads again by itself.
+        wait_for("the returning replica leads its clean-only partition again",
+                 lambda: leaders(survivor, dis)[led[dis]][0] == victim)
+    finally:
+        codes = c.stop()
+        for node in c.nodes:
+            assert "panicked" not in node.log_text(), f"node {node.node_id} panicked"
+    assert codes == [0, 0, 0], codes

@@ -14,6 +14,10 @@
 //! | `default.replication.factor`              | `--default-replication-factor`      | 1       |
 //! | `min.insync.replicas`                     | `--min-insync-replicas`             | 1       |
 //! | `offsets.topic.replication.factor`        | `--offsets-topic-replication-factor`| 3       |
+//! | `auto.leader.rebalance.enable`            | —                                   | true    |
+//! | `leader.imbalance.check.interval.seconds` | —                                   | 300     |
+//! | `leader.imbalance.per.broker.percentage`  | —                                   | 10      |
+//! | `unclean.leader.election.enable` (also a topic config, read with the log defaults) | — | false |
 //!
 //! Without `controller.quorum.voters` (and `process.roles`) Rill is the single node it always
 //! was and none of this applies. With them, every mistake below stops the start with an error
@@ -80,6 +84,32 @@ pub struct ClusterConfig {
     pub min_insync_replicas: u16,
     /// `offsets.topic.replication.factor`.
     pub offsets_replication_factor: u16,
+    /// Who leads: preferred-leader rebalance and unclean elections.
+    pub leadership: Leadership,
+}
+
+/// The controller's leadership settings (Kafka's names, [`rill_metadata::elect_leaders`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Leadership {
+    /// `auto.leader.rebalance.enable`.
+    pub auto_rebalance: bool,
+    /// `leader.imbalance.check.interval.seconds`, in ms.
+    pub imbalance_check_interval_ms: u64,
+    /// `leader.imbalance.per.broker.percentage`.
+    pub imbalance_per_broker_percentage: u32,
+    /// `unclean.leader.election.enable`, for topics without their own.
+    pub unclean_election: bool,
+}
+
+impl Default for Leadership {
+    fn default() -> Self {
+        Self {
+            auto_rebalance: true,
+            imbalance_check_interval_ms: 300_000,
+            imbalance_per_broker_percentage: 10,
+            unclean_election: false,
+        }
+    }
 }
 
 /// The cluster properties as given, before validation (file first, flags over it).
@@ -96,6 +126,9 @@ pub struct ClusterSettings {
     default_replication_factor: Option<u16>,
     min_insync_replicas: Option<u16>,
     offsets_replication_factor: Option<u16>,
+    auto_leader_rebalance: Option<bool>,
+    leader_imbalance_check_interval_s: Option<u64>,
+    leader_imbalance_per_broker_percentage: Option<u32>,
 }
 
 /// Cluster flags (a subset of [`crate::cli::Cli`]).
@@ -155,6 +188,27 @@ impl ClusterSettings {
             "min.insync.replicas" => self.min_insync_replicas = Some(number(key, v)?),
             "offsets.topic.replication.factor" => {
                 self.offsets_replication_factor = Some(number(key, v)?)
+            }
+            "auto.leader.rebalance.enable" => {
+                self.auto_leader_rebalance = Some(match v.to_ascii_lowercase().as_str() {
+                    "true" => true,
+                    "false" => false,
+                    _ => return Err(bad(key, v, "expected true or false")),
+                })
+            }
+            "leader.imbalance.check.interval.seconds" => {
+                let seconds: u64 = number(key, v)?;
+                if seconds == 0 {
+                    return Err(bad(key, v, "must be at least 1"));
+                }
+                self.leader_imbalance_check_interval_s = Some(seconds)
+            }
+            "leader.imbalance.per.broker.percentage" => {
+                let percent: u32 = number(key, v)?;
+                if percent > 100 {
+                    return Err(bad(key, v, "must be 0..=100"));
+                }
+                self.leader_imbalance_per_broker_percentage = Some(percent)
             }
             // Kafka properties a KRaft file carries that Rill reads elsewhere or has no use for
             // (PLAINTEXT only; the broker listener is the first non-controller listener).
@@ -251,9 +305,26 @@ impl ClusterSettings {
             offsets_replication_factor: self
                 .offsets_replication_factor
                 .unwrap_or(OFFSETS_REPLICATION_DEFAULT),
+            leadership: self.leadership(),
         };
         check_timings_and_factors(&config)?;
         Ok(Some(config))
+    }
+
+    fn leadership(&self) -> Leadership {
+        let default = Leadership::default();
+        Leadership {
+            auto_rebalance: self.auto_leader_rebalance.unwrap_or(default.auto_rebalance),
+            imbalance_check_interval_ms: self
+                .leader_imbalance_check_interval_s
+                .map_or(default.imbalance_check_interval_ms, |s| {
+                    s.saturating_mul(1000)
+                }),
+            imbalance_per_broker_percentage: self
+                .leader_imbalance_per_broker_percentage
+                .unwrap_or(default.imbalance_per_broker_percentage),
+            unclean_election: default.unclean_election,
+        }
     }
 
     /// The controller listener: `--controller-listen`, else the `listeners` entry named in
@@ -535,6 +606,33 @@ mod tests {
             (3, 2)
         );
         assert_eq!(c.session_timeout_ms, 9000);
+    }
+
+    #[test]
+    fn leadership_settings_resolve_and_refuse_nonsense() {
+        let c = settings(&combined()).resolve(1).unwrap().unwrap();
+        assert_eq!(c.leadership, Leadership::default());
+        let mut pairs = combined();
+        pairs.push(("auto.leader.rebalance.enable", "FALSE"));
+        pairs.push(("leader.imbalance.check.interval.seconds", "5"));
+        pairs.push(("leader.imbalance.per.broker.percentage", "0"));
+        let c = settings(&pairs).resolve(1).unwrap().unwrap();
+        let expected = Leadership {
+            auto_rebalance: false,
+            imbalance_check_interval_ms: 5000,
+            imbalance_per_broker_percentage: 0,
+            unclean_election: false,
+        };
+        assert_eq!(c.leadership, expected);
+        let mut s = ClusterSettings::default();
+        for (key, value) in [
+            ("auto.leader.rebalance.enable", "yes"),
+            ("leader.imbalance.check.interval.seconds", "0"),
+            ("leader.imbalance.per.broker.percentage", "101"),
+        ] {
+            let e = s.apply_property(key, value).unwrap_err().to_string();
+            assert!(e.contains(key), "{e}");
+        }
     }
 
     #[test]

@@ -141,6 +141,7 @@ fn cluster_fake() -> ClusterFake {
         default_replication_factor: 3,
         min_insync_replicas: 1,
         offsets_replication_factor: 3,
+        leadership: Default::default(),
     };
     let fake = FakeBroker::new();
     let view = ClusterView::new(config, Default::default());

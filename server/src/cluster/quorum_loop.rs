@@ -88,6 +88,12 @@ pub fn open(
         controller: ControllerConfig {
             session_timeout_ms: config.session_timeout_ms,
             default_replication_factor: config.default_replication_factor,
+            unclean_leader_election: config.leadership.unclean_election,
+            auto_leader_rebalance: config.leadership.auto_rebalance,
+            leader_imbalance_check_interval_ms: config.leadership.imbalance_check_interval_ms,
+            leader_imbalance_per_broker_percentage: config
+                .leadership
+                .imbalance_per_broker_percentage,
         },
         seed: uuid::Uuid::new_v4().as_u64_pair().0,
     };

@@ -27,6 +27,7 @@ pub fn implemented(api_key: ApiKey) -> bool {
             | ApiKey::CreatePartitions
             | ApiKey::DescribeCluster
             | ApiKey::DescribeLogDirs
+            | ApiKey::ElectLeaders
             | ApiKey::FindCoordinator
             | ApiKey::JoinGroup
             | ApiKey::SyncGroup

@@ -149,6 +149,16 @@ def test_metric_values_are_exact_after_a_known_workload(broker_factory, topic_na
     assert m["rill_fetch_wait_seconds_sum"] > 0.25  # parked until its deadline, less the first read
     assert m['rill_request_duration_seconds_count{api="Fetch"}'] == 2
 
+    # Prometheus naming: counters end in _total, histograms in their unit, gauges never in _total.
+    types = dict(re.findall(r"^# TYPE (\S+) (\S+)$", http_get(admin, "/metrics")[2], re.M))
+    assert len(types) > 40
+    for name, kind in types.items():
+        assert name.startswith(("rill_", "process_")), name
+        assert kind in ("counter", "gauge", "histogram"), (name, kind)
+        assert (kind == "counter") == name.endswith("_total"), (name, kind)
+        if kind == "histogram":
+            assert name.endswith("_seconds"), name
+
     # Every family the Grafana dashboard queries is exposed.
     dashboard = (Path(__file__).resolve().parents[2] / "ops/grafana/rill.json").read_text()
     exposed = {re.sub(r"(_bucket|_count|_sum)?(\{.*)?$", "", k) for k in m}
@@ -318,7 +328,8 @@ def test_cleaner_and_transaction_figures_are_exact(broker_factory, tmp_path, top
 
 def test_label_cardinality_stays_within_its_bounds(broker_factory, tmp_path):
     props = tmp_path / "bounds.properties"
-    props.write_text("rill.metrics.topics.max=2\nrill.metrics.partition.series.max=3\n")
+    props.write_text("rill.metrics.topics.max=2\nrill.metrics.partition.series.max=3\n"
+                     "rill.metrics.groups.max=1\n")
     b = broker_factory(config_path=props, shards=1)
     admin = f"127.0.0.1:{b.admin_port}"
     topics = [f"card-{i}" for i in range(4)]
@@ -333,6 +344,15 @@ def test_label_cardinality_stays_within_its_bounds(broker_factory, tmp_path):
     assert m['rill_topic_partitions{topic="_other"}'] == 4
     assert len(series(m, "rill_partition_high_watermark")) == 3
     assert m['rill_metrics_series_dropped{family="rill_partition_high_watermark"}'] == 5
+    for group in ("card-g0", "card-g1", "card-g2"):
+        commit(b.bootstrap, group, [TopicPartition(topics[0], 0, 1)])
+    m = metrics(admin)
+    assert series(m, "rill_group_topic_lag") == {
+        'rill_group_topic_lag{group="card-g0",topic="card-0"}': 0,
+        'rill_group_topic_lag{group="_other",topic="card-0"}': 0}
+    assert set(series(m, "rill_group_members")) == {
+        'rill_group_members{group="card-g0"}', 'rill_group_members{group="_other"}'}
+    assert len(series(m, "rill_group_lag")) == 3   # per group and partition, not summed
 
     b.stop()
     props.write_text("rill.metrics.partition.series.enable=false\n")

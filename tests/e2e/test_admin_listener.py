@@ -20,6 +20,7 @@ import pytest
 from confluent_kafka import Consumer, TopicPartition
 
 import kafka_wire as kw
+from broker import free_port, rill_binary
 from clients import CLIENT_TIMEOUT_S, create_topic, produce_all, producer
 
 #: Local metrics reach /metrics within one flush interval (200 ms, admin/metrics.rs); waiting for
@@ -381,6 +382,40 @@ def test_health_endpoints_and_bad_requests(broker_factory):
     b.stop()
     with pytest.raises(OSError):
         socket.create_connection((host, int(port)), timeout=2)
+
+
+def test_a_broker_its_controller_has_not_registered_is_live_but_not_ready(tmp_path):
+    """Readiness waits for the controller: a broker node whose quorum is unreachable runs (live)
+    and answers 503 with the reason until it is registered (the cluster test below shows the
+    other side)."""
+    admin = f"127.0.0.1:{free_port()}"
+    props = tmp_path / "broker.properties"
+    props.write_text(f"node.id=2\nprocess.roles=broker\ncontroller.quorum.voters=1@127.0.0.1:{free_port()}\n"
+                     f"listeners=PLAINTEXT://127.0.0.1:{free_port()}\nlog.dirs={tmp_path / 'data'}\n"
+                     f"rill.shards=1\nrill.shard.io.memory.bytes=1048576\nrill.admin.listen={admin}\n")
+    log = (tmp_path / "rill.log").open("wb")
+    proc = subprocess.Popen([str(rill_binary()), "--config", str(props)], stdout=log, stderr=log)
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                status = http_get(admin, "/health/live")[0]
+                break
+            except urllib.error.URLError:
+                assert proc.poll() is None and time.monotonic() < deadline, "admin listener never up"
+                time.sleep(0.1)
+        assert status == 200
+        time.sleep(1)  # a second more: still no controller
+        assert http_get(admin, "/health/ready")[:3:2] == \
+            (503, "not ready: not registered with the controller yet\n")
+        m = metrics(admin)
+        assert (m["rill_ready"], m["rill_live"]) == (0, 1)
+        assert json.loads(http_get(admin, "/v1/status")[2])["ready"] == \
+            {"ok": False, "reason": "not registered with the controller yet"}
+    finally:
+        proc.terminate()
+        assert proc.wait(timeout=30) == 0, "a broker waiting for its controller stops cleanly"
+        log.close()
 
 
 def chromium_binary() -> str:

@@ -18,7 +18,7 @@
 //! | zero or torn tail                   | sealed segment | damage   | cut there, later segments gone  |
 //! | segment not starting where the previous ended | start | damage | it and later segments removed |
 //! | index missing (sealed), malformed, or an entry not naming a batch | index | damage | rebuilt |
-//! | `.txnindex` of a sealed segment malformed, or not one entry per ABORT marker | index | damage | rebuilt from the log |
+//! | `.txnindex` of a sealed segment malformed, an entry not naming an ABORT marker, or an abort of a transaction seen open without its entry | index | damage | rebuilt from the log |
 //! | index or `.tmp` file without its log, bad producer snapshot | directory | note | deleted / replaced |
 //!
 //! A torn tail is told from damage by where its zeros start: a crash loses whole sectors of a
@@ -42,6 +42,7 @@ use crate::segment::txn_index::TxnIndex;
 use crate::segment::Segment;
 use crate::small_file;
 use crate::types::{Offset, RelativeOffset, TimestampMs};
+use std::collections::HashSet;
 use std::fmt;
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
@@ -257,6 +258,7 @@ pub async fn verify_partition<S: Storage>(
         report.findings.push(Finding::ProducerSnapshot);
     }
     let mut expected = None;
+    let mut open_txns = HashSet::new();
     for (i, &base) in bases.iter().enumerate() {
         if let Some(expected) = expected.filter(|&e| e != base) {
             let gap = Finding::OffsetGap {
@@ -266,7 +268,8 @@ pub async fn verify_partition<S: Storage>(
             report.findings.push(gap);
         }
         let active = i + 1 == bases.len();
-        let summary = verify_segment(storage, dir, base, active, &mut report.findings).await?;
+        let found = &mut report.findings;
+        let summary = verify_segment(storage, dir, base, active, &mut open_txns, found).await?;
         expected = Some(summary.next_offset);
         report.segments.push(summary);
     }
@@ -274,11 +277,13 @@ pub async fn verify_partition<S: Storage>(
 }
 
 /// Walks one segment's batches, checks its indexes against them, classifies any tail.
+/// `open_txns`: the producers seen with a transaction open so far (segments in order).
 async fn verify_segment<S: Storage>(
     storage: &S,
     dir: &Path,
     base: Offset,
     active: bool,
+    open_txns: &mut HashSet<i64>,
     findings: &mut Vec<Finding>,
 ) -> Result<SegmentSummary, EngineError> {
     let path = dir.join(segment_file_name(base, FileKind::Log));
@@ -298,7 +303,7 @@ async fn verify_segment<S: Storage>(
         }
     };
     let mut entries = EntryCheck::new(base, offsets, times);
-    let walked = walk(&segment, &mut entries).await;
+    let walked = walk(&segment, &mut entries, open_txns).await;
     let result = match walked {
         Ok(walk) => {
             if let Some(problem) = check_txn_index(txn_index.as_deref(), &walk) {
@@ -322,13 +327,24 @@ struct Walk {
     summary: SegmentSummary,
     /// Why the batch at `valid_bytes` is not valid (`None`: too short for a header).
     failure: Option<String>,
-    /// The ABORT markers among the valid batches: (offset, producer id), in offset order.
-    aborts: Vec<(Offset, i64)>,
+    /// The ABORT markers among the valid batches, in offset order.
+    aborts: Vec<AbortMarker>,
+}
+
+/// An ABORT marker met by a walk.
+struct AbortMarker {
+    offset: Offset,
+    producer_id: i64,
+    /// Whether the walk saw the transaction it ends (a transactional batch of the producer
+    /// since its previous marker). A marker also ends transactions that wrote nothing here,
+    /// which get no entry, and the start of one may lie before the log start.
+    seen_open: bool,
 }
 
 /// What is wrong with a sealed segment's `.txnindex` (`bytes`, `None` if there is none): it must
-/// decode, and hold exactly one entry per ABORT marker of the segment, for that marker's
-/// producer (markers are never cleaned away, so a compacted segment keeps them all).
+/// decode, each entry must name an ABORT marker of its producer in the segment, and each marker
+/// ending a transaction the walk saw must have its entry (markers are never cleaned away, so a
+/// compacted segment keeps them all).
 fn check_txn_index(bytes: Option<&[u8]>, walk: &Walk) -> Option<IndexProblem> {
     let (base, next) = (walk.summary.base, walk.summary.next_offset);
     let index = match bytes {
@@ -343,13 +359,23 @@ fn check_txn_index(bytes: Option<&[u8]>, walk: &Walk) -> Option<IndexProblem> {
         .iter()
         .map(|e| (e.last_offset, e.producer_id))
         .collect();
+    let markers: Vec<(Offset, i64)> = walk
+        .aborts
+        .iter()
+        .map(|m| (m.offset, m.producer_id))
+        .collect();
     let mut wrong = (0, None);
-    for &(offset, producer) in held.iter().filter(|e| !walk.aborts.contains(e)) {
+    for &(offset, producer) in held.iter().filter(|e| !markers.contains(e)) {
         note(&mut wrong, || {
             format!("offset {offset}: no ABORT marker of producer {producer} there")
         });
     }
-    for &(offset, producer) in walk.aborts.iter().filter(|m| !held.contains(m)) {
+    let unindexed = walk
+        .aborts
+        .iter()
+        .filter(|m| m.seen_open && !held.contains(&(m.offset, m.producer_id)));
+    for m in unindexed {
+        let (offset, producer) = (m.offset, m.producer_id);
         note(&mut wrong, || {
             format!("offset {offset}: the ABORT marker of producer {producer} has no entry")
         });
@@ -365,6 +391,7 @@ fn check_txn_index(bytes: Option<&[u8]>, walk: &Walk) -> Option<IndexProblem> {
 async fn walk<F: BlockFile>(
     segment: &Segment<F>,
     entries: &mut EntryCheck,
+    open_txns: &mut HashSet<i64>,
 ) -> Result<Walk, EngineError> {
     let mut cursor = BatchCursor::new(segment, 0, segment.base, READ_AHEAD_BYTES);
     let mut summary = SegmentSummary {
@@ -390,8 +417,21 @@ async fn walk<F: BlockFile>(
                 summary.max_timestamp = summary.max_timestamp.max(meta.max_timestamp);
                 summary.batches += 1;
                 entries.on_batch(meta.base_offset, position, summary.max_timestamp);
-                if meta.control.is_some_and(|c| c.kind == ControlType::Abort) {
-                    aborts.push((meta.base_offset, meta.producer_id));
+                match meta.control.map(|c| c.kind) {
+                    None if meta.transactional => {
+                        open_txns.insert(meta.producer_id);
+                    }
+                    None | Some(ControlType::Other(_)) => {}
+                    Some(kind) => {
+                        let seen_open = open_txns.remove(&meta.producer_id);
+                        if kind == ControlType::Abort {
+                            aborts.push(AbortMarker {
+                                offset: meta.base_offset,
+                                producer_id: meta.producer_id,
+                                seen_open,
+                            });
+                        }
+                    }
                 }
                 valid = (cursor.position(), cursor.expected());
             }

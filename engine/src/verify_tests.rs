@@ -422,12 +422,14 @@ fn verify_reads_what_the_log_itself_wrote_while_open() {
     assert_eq!(verify(&s).findings, vec![]);
 }
 
-/// A sealed segment holding two aborted transactions and a committed one between them, and
-/// later segments of plain batches: the aborts' (producer, first, marker) offsets.
+/// A sealed segment holding two aborted transactions and a committed one between them, then
+/// an abort of a transaction that wrote nothing here (a marker without an entry), and later
+/// segments of plain batches: the aborts' (producer, first, marker) offsets.
 fn log_with_aborts(s: &SimStorage) -> Vec<(i64, i64, i64)> {
     use crate::txn_tests::{end_txn, txn_append};
     let mut log = open(s, small_config());
     let mut aborts = Vec::new();
+    end_txn(&mut log, 8, false);
     for (pid, commit) in [(5, false), (6, true), (7, false)] {
         let first = txn_append(&mut log, pid, 0, 1);
         let marker = end_txn(&mut log, pid, commit);

@@ -14,6 +14,8 @@
 //! | first tick of the first leader         | ClusterInit                                      |
 //! | ElectLeaders                           | PartitionChange per elected partition            |
 //! | leader imbalance check (periodic)      | PartitionChange back to preferred replicas       |
+//! | AlterPartitionReassignments            | PartitionReassignment (start, replace, cancel)   |
+//! | a reassignment's target in the ISR     | PartitionReassignment (the switch)               |
 //!
 //! Leadership ([`reconcile`]): a partition is led by its first live ISR member in replica order;
 //! with no live ISR member it has no leader (LEADER_NOT_AVAILABLE) and keeps its last ISR, so the
@@ -110,8 +112,10 @@ pub enum ReplyPlan {
         /// How many.
         count: i64,
     },
-    /// `Elections`, one result per slot (ElectLeaders).
+    /// `PartitionResults`, one result per slot (ElectLeaders).
     Elections(Vec<crate::elect_leaders::ElectionSlot>),
+    /// `PartitionResults`, one result per slot (AlterPartitionReassignments).
+    Reassignments(Vec<crate::reassign::ReassignSlot>),
     /// `Partition` with the partition's state after the entry (AlterPartition).
     Partition {
         /// The topic.
@@ -220,6 +224,9 @@ impl Controller {
                 partitions,
             } => {
                 crate::elect_leaders::decide(image, &self.config, *election, partitions.as_deref())
+            }
+            ControllerRequest::AlterPartitionReassignments { topics } => {
+                crate::reassign::decide(image, topics)
             }
             ControllerRequest::FetchImage { applied_index } => {
                 let newer = image.applied_index > *applied_index;
@@ -527,6 +534,7 @@ impl Controller {
             }));
             self.last_reconciled = Some(key);
         }
+        records.extend(crate::reassign::complete_ready(image));
         // A rebalance change that meets a reconciliation of the same partition is rejected
         // when applied (both name the epoch they were decided on): the log keeps the first.
         if self.rebalance_due(now_ms) {
@@ -584,6 +592,7 @@ impl Controller {
                 partition,
             } => crate::alter_partition::reply(image, (topic_id, partition), first_ok),
             ReplyPlan::Elections(slots) => crate::elect_leaders::reply(image, slots, index),
+            ReplyPlan::Reassignments(slots) => crate::reassign::reply(slots, outcomes, index),
             ReplyPlan::Topics(slots) => ControllerResponse::Topics {
                 results: slots
                     .into_iter()

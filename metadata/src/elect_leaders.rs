@@ -31,7 +31,7 @@ use uuid::Uuid;
 use crate::controller::{ControllerConfig, Decision, ReplyPlan};
 use crate::image::{MetadataImage, PartitionState, TopicImage};
 use crate::record::MetadataRecord;
-use crate::request::{ControllerResponse, ElectionResult, ElectionType};
+use crate::request::{ControllerResponse, ElectionType, PartitionResult};
 use crate::types::{LogIndex, NodeId};
 
 /// The topic config (and controller setting) that allows unclean elections.
@@ -41,7 +41,7 @@ pub const UNCLEAN_CONFIG: &str = "unclean.leader.election.enable";
 #[derive(Debug, Clone)]
 pub enum ElectionSlot {
     /// Decided without writing.
-    Done(ElectionResult),
+    Done(PartitionResult),
     /// The outcome of record number `record` of the entry: `leader` leads once it applied.
     Record {
         /// Position in the entry.
@@ -83,7 +83,7 @@ pub fn decide(
             Some((t, state))
         });
         let Some((t, state)) = found else {
-            slots.push(ElectionSlot::Done(ElectionResult::failed(
+            slots.push(ElectionSlot::Done(PartitionResult::failed(
                 &topic,
                 partition,
                 ErrorCode::UnknownTopicOrPartition,
@@ -105,7 +105,7 @@ pub fn decide(
                 });
                 records.push(change(t.id, partition as u32, state, leader, isr));
             }
-            Err((code, message)) => slots.push(ElectionSlot::Done(ElectionResult::failed(
+            Err((code, message)) => slots.push(ElectionSlot::Done(PartitionResult::failed(
                 &topic, partition, code, message,
             ))),
         }
@@ -118,7 +118,7 @@ pub fn decide(
                 ElectionSlot::Record { .. } => unreachable!("no records, so no record slots"),
             })
             .collect();
-        return Decision::Reply(ControllerResponse::Elections {
+        return Decision::Reply(ControllerResponse::PartitionResults {
             results,
             index: LogIndex(0),
         });
@@ -147,15 +147,15 @@ pub fn reply(
                 ..
             } => match image.partition(&topic, partition) {
                 Some(state) if state.leader == Some(leader) => {
-                    ElectionResult::ok(&topic, partition)
+                    PartitionResult::ok(&topic, partition)
                 }
-                Some(_) => ElectionResult::failed(
+                Some(_) => PartitionResult::failed(
                     &topic,
                     partition,
                     ErrorCode::RequestTimedOut,
                     "the partition changed while electing; retry",
                 ),
-                None => ElectionResult::failed(
+                None => PartitionResult::failed(
                     &topic,
                     partition,
                     ErrorCode::UnknownTopicOrPartition,
@@ -164,7 +164,7 @@ pub fn reply(
             },
         })
         .collect();
-    ControllerResponse::Elections { results, index }
+    ControllerResponse::PartitionResults { results, index }
 }
 
 /// The controller's preferred-leader rebalance (module doc): the changes for every broker whose
@@ -288,72 +288,8 @@ fn change(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::record::{BrokerIdentity, PartitionAssignment};
-    use crate::types::{BrokerEpoch, Endpoint};
 
-    const TOPIC: u128 = 7;
-
-    /// Brokers 1..=3 registered and live; topic "t" with the given (replicas, isr, leader).
-    fn image(partitions: &[(&[i32], &[i32], Option<i32>)]) -> MetadataImage {
-        let mut image = MetadataImage::default();
-        let ids = |ns: &[i32]| ns.iter().copied().map(NodeId).collect::<Vec<_>>();
-        let mut records = vec![MetadataRecord::ClusterInit {
-            cluster_id: "c".into(),
-        }];
-        for node in 1..=3 {
-            records.push(MetadataRecord::RegisterBroker(BrokerIdentity {
-                node_id: NodeId(node),
-                incarnation_id: Uuid::from_u128(node as u128),
-                log_dir_id: Uuid::from_u128(node as u128),
-                endpoint: Endpoint {
-                    host: "127.0.0.1".into(),
-                    port: 9000 + node as u16,
-                },
-                rack: None,
-            }));
-        }
-        apply(&mut image, records);
-        let unfence = (1..=3)
-            .map(|node| MetadataRecord::UnfenceBroker {
-                node_id: NodeId(node),
-                broker_epoch: BrokerEpoch(1),
-            })
-            .collect();
-        apply(&mut image, unfence);
-        let topic = MetadataRecord::Topic {
-            name: "t".into(),
-            topic_id: Uuid::from_u128(TOPIC),
-            internal: false,
-            configs: Default::default(),
-            partitions: partitions
-                .iter()
-                .map(|(replicas, isr, leader)| PartitionAssignment {
-                    replicas: ids(replicas),
-                    isr: ids(isr),
-                    leader: leader.map(NodeId),
-                })
-                .collect(),
-        };
-        assert_eq!(apply(&mut image, vec![topic]), vec![Ok(())]);
-        image
-    }
-
-    fn apply(
-        image: &mut MetadataImage,
-        records: Vec<MetadataRecord>,
-    ) -> Vec<Result<(), crate::image::Rejected>> {
-        let index = LogIndex(image.applied_index.0 + 1);
-        image.apply_entry(index, 1, &records)
-    }
-
-    fn fence(image: &mut MetadataImage, node: i32) {
-        let epoch = image.brokers[&NodeId(node)].epoch;
-        let fence = MetadataRecord::FenceBroker {
-            node_id: NodeId(node),
-            broker_epoch: epoch,
-        };
-        assert_eq!(apply(image, vec![fence]), vec![Ok(())]);
-    }
+    use crate::test_support::{apply, fence, image, TOPIC};
 
     /// Decide, apply and answer: (error code per partition, leader per partition after).
     fn elect(
@@ -372,7 +308,7 @@ mod tests {
                 reply(image, slots, image.applied_index)
             }
         };
-        let ControllerResponse::Elections { results, .. } = response else {
+        let ControllerResponse::PartitionResults { results, .. } = response else {
             panic!("{response:?}")
         };
         results.iter().map(|r| r.error_code).collect()

@@ -20,7 +20,7 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
-use crate::record::{BrokerIdentity, MetadataRecord, PartitionAssignment};
+use crate::record::{BrokerIdentity, MetadataRecord, PartitionAssignment, PartitionReassignment};
 use crate::types::{BrokerEpoch, Endpoint, LogIndex, NodeId, PartitionEpoch};
 use rill_types::{LeaderEpoch, ProducerId};
 
@@ -74,6 +74,19 @@ pub struct PartitionState {
     pub leader_epoch: LeaderEpoch,
     /// Bumped on every change of this partition.
     pub partition_epoch: PartitionEpoch,
+    /// Replicas a reassignment adds (in `replicas`, catching up; KIP-455).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub adding_replicas: Vec<NodeId>,
+    /// Replicas a reassignment removes once the added ones are in the ISR (in `replicas`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub removing_replicas: Vec<NodeId>,
+}
+
+impl PartitionState {
+    /// Whether a reassignment is under way.
+    pub fn reassigning(&self) -> bool {
+        !self.adding_replicas.is_empty() || !self.removing_replicas.is_empty()
+    }
 }
 
 /// One topic.
@@ -262,6 +275,7 @@ impl MetadataImage {
                 first,
                 count,
             } => self.take_producer_ids(*first, *count),
+            MetadataRecord::PartitionReassignment(change) => self.reassign(change),
         }
     }
 
@@ -427,6 +441,40 @@ impl MetadataImage {
         Ok(())
     }
 
+    fn reassign(&mut self, change: &PartitionReassignment) -> Result<(), Rejected> {
+        let topic = self.topic_mut(change.topic_id)?;
+        let state = topic
+            .partitions
+            .get_mut(change.partition as usize)
+            .ok_or(Rejected::UnknownTopic)?;
+        if (state.leader_epoch, state.partition_epoch)
+            != (
+                change.expected_leader_epoch,
+                change.expected_partition_epoch,
+            )
+        {
+            return Err(Rejected::Stale(format!(
+                "epochs are {}/{}, not {}/{}",
+                state.leader_epoch.0,
+                state.partition_epoch.0,
+                change.expected_leader_epoch.0,
+                change.expected_partition_epoch.0
+            )));
+        }
+        check_membership(&change.replicas, &change.isr, change.leader)?;
+        check_reassignment(&change.replicas, &change.adding, &change.removing)?;
+        if state.leader != change.leader {
+            state.leader_epoch = state.leader_epoch.next();
+        }
+        state.replicas.clone_from(&change.replicas);
+        state.isr.clone_from(&change.isr);
+        state.leader = change.leader;
+        state.adding_replicas.clone_from(&change.adding);
+        state.removing_replicas.clone_from(&change.removing);
+        state.partition_epoch = state.partition_epoch.next();
+        Ok(())
+    }
+
     fn topic_mut(&mut self, topic_id: Uuid) -> Result<&mut TopicImage, Rejected> {
         let name = self.ids.get(&topic_id).ok_or(Rejected::UnknownTopic)?;
         let topic = self.topics.get_mut(name).ok_or(Rejected::UnknownTopic)?;
@@ -479,6 +527,9 @@ impl MetadataImage {
             }
             for (index, p) in topic.partitions.iter().enumerate() {
                 check_membership(&p.replicas, &p.isr, p.leader)
+                    .and_then(|()| {
+                        check_reassignment(&p.replicas, &p.adding_replicas, &p.removing_replicas)
+                    })
                     .map_err(|e| format!("{name}-{index}: {e}"))?;
             }
         }
@@ -494,7 +545,29 @@ fn new_partition(assignment: &PartitionAssignment) -> Result<PartitionState, Rej
         leader: assignment.leader,
         leader_epoch: LeaderEpoch(0),
         partition_epoch: PartitionEpoch(0),
+        adding_replicas: Vec::new(),
+        removing_replicas: Vec::new(),
     })
+}
+
+/// Adding and removing replicas are replicas, distinct from each other, and leave a target.
+fn check_reassignment(
+    replicas: &[NodeId],
+    adding: &[NodeId],
+    removing: &[NodeId],
+) -> Result<(), Rejected> {
+    let within = |ids: &[NodeId]| ids.iter().all(|r| replicas.contains(r));
+    if !within(adding) || !within(removing) || adding.iter().any(|r| removing.contains(r)) {
+        return Err(Rejected::Invalid(format!(
+            "adding {adding:?} / removing {removing:?} of replicas {replicas:?}"
+        )));
+    }
+    if removing.len() >= replicas.len() {
+        return Err(Rejected::Invalid(format!(
+            "removing every replica of {replicas:?}"
+        )));
+    }
+    Ok(())
 }
 
 /// Replicas non-empty and distinct, `isr` ⊆ `replicas` and distinct, leader ∈ `isr`.

@@ -17,7 +17,8 @@
 //! - [`request`]: what brokers ask the controller (register, heartbeat, admin) and its answers.
 //! - [`controller`]: the active controller's decisions: requests and time → records;
 //!   [`alter_partition`]: the ISR changes a leader asks for (KIP-497);
-//!   [`elect_leaders`]: ElectLeaders and the preferred-leader rebalance.
+//!   [`elect_leaders`]: ElectLeaders and the preferred-leader rebalance;
+//!   [`reassign`]: partition reassignments (KIP-455).
 //! - [`quorum`]: one voter: raft-rs `RawNode` + durable store + image + controller.
 //! - [`store`], [`files`]: the durable raft log and snapshots, over a file trait with a
 //!   simulated, crashable implementation.
@@ -49,6 +50,7 @@ pub mod image;
 pub mod placement;
 pub mod quorum;
 mod raft_log;
+pub mod reassign;
 pub mod record;
 pub mod request;
 pub mod store;
@@ -57,5 +59,7 @@ pub mod wire;
 
 #[cfg(test)]
 mod quorum_sim;
+#[cfg(test)]
+mod test_support;
 
 pub use raft::eraftpb::Message as RaftMessage;

@@ -129,6 +129,9 @@ pub enum MetadataRecord {
         /// The new in-sync replica set.
         isr: Vec<NodeId>,
     },
+    /// A partition's replicas change (KIP-455 reassignment: started, replaced, completed or
+    /// cancelled). Rejected unless the partition is still at both expected epochs.
+    PartitionReassignment(PartitionReassignment),
     /// A block of producer ids handed to one broker (KIP-730), never handed out again.
     ProducerIds {
         /// The broker that asked.
@@ -138,6 +141,30 @@ pub enum MetadataRecord {
         /// Ids in the block.
         count: i64,
     },
+}
+
+/// A partition's whole placement after a reassignment step (KRaft writes these fields in its
+/// PartitionChangeRecord; a record of its own keeps the leader/ISR changes unchanged).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PartitionReassignment {
+    /// The topic.
+    pub topic_id: Uuid,
+    /// The partition.
+    pub partition: u32,
+    /// The leader epoch the controller decided on.
+    pub expected_leader_epoch: LeaderEpoch,
+    /// The partition epoch the controller decided on.
+    pub expected_partition_epoch: PartitionEpoch,
+    /// Replicas: the target first, then those being removed.
+    pub replicas: Vec<NodeId>,
+    /// Replicas being added (not yet caught up).
+    pub adding: Vec<NodeId>,
+    /// Replicas being removed once the target is in sync.
+    pub removing: Vec<NodeId>,
+    /// The leader.
+    pub leader: Option<NodeId>,
+    /// The ISR.
+    pub isr: Vec<NodeId>,
 }
 
 /// What one raft entry carries.

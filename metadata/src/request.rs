@@ -95,6 +95,12 @@ pub enum ControllerRequest {
         /// (topic, partition indexes).
         partitions: Option<Vec<(String, Vec<i32>)>>,
     },
+    /// AlterPartitionReassignments (KIP-455): per topic, (partition, target replicas or `None`
+    /// to cancel).
+    AlterPartitionReassignments {
+        /// The topics.
+        topics: Vec<(String, Vec<crate::reassign::Target>)>,
+    },
     /// A broker that is not a voter (an observer) follows the metadata: the applied image, if
     /// the controller's is newer than `applied_index`.
     FetchImage {
@@ -142,21 +148,21 @@ impl ElectionType {
     }
 }
 
-/// The outcome of one partition's election.
+/// The outcome for one partition (an election, a reassignment).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ElectionResult {
+pub struct PartitionResult {
     /// Topic name.
     pub topic: String,
     /// Partition index.
     pub partition: i32,
-    /// Kafka error code (0 = elected).
+    /// Kafka error code (0 = done).
     pub error_code: i16,
     /// Why, for the client.
     pub message: Option<String>,
 }
 
-impl ElectionResult {
-    /// Elected.
+impl PartitionResult {
+    /// Done.
     pub fn ok(topic: &str, partition: i32) -> Self {
         Self {
             topic: topic.to_string(),
@@ -166,7 +172,7 @@ impl ElectionResult {
         }
     }
 
-    /// Not elected, and why.
+    /// Not done, and why.
     pub fn failed(
         topic: &str,
         partition: i32,
@@ -268,10 +274,11 @@ pub enum ControllerResponse {
         /// Its ISR.
         isr: Vec<NodeId>,
     },
-    /// One result per partition of an ElectLeaders; the changes are in the log at `index`.
-    Elections {
+    /// One result per partition (ElectLeaders, AlterPartitionReassignments); the changes are in
+    /// the log at `index`.
+    PartitionResults {
         /// In request order (every partition when the request named none).
-        results: Vec<ElectionResult>,
+        results: Vec<PartitionResult>,
         /// Log index of the changes (0 when nothing was written).
         index: LogIndex,
     },

@@ -33,6 +33,8 @@
 //! | CreatePartitions (37)    |   0..=3    |                                                                    |
 //! | DeleteGroups (42)        |   0..=2    |                                                                    |
 //! | ElectLeaders (43)        |   0..=2    | v1 adds the election type and a top-level error                    |
+//! | AlterPartitionReassignments (45) | 0..=0 | v1 (KIP-860 replication factor change) is past the pinned specs |
+//! | ListPartitionReassignments (46)  | 0..=0 |                                                           |
 //! | IncrementalAlterConfigs (44) | 0..=1  | confluent-kafka and kafka-python                                   |
 //! | OffsetDelete (47)        |   0..=0    |                                                                    |
 //! | DescribeCluster (60)     |   0..=1    | v2 only adds fenced-broker listing                                 |
@@ -113,6 +115,8 @@ pub const ENTRIES: &[ApiEntry] = &[
     ApiEntry::new(ApiKey::DeleteGroups, 0, 2),
     ApiEntry::new(ApiKey::ElectLeaders, 0, 2),
     ApiEntry::new(ApiKey::IncrementalAlterConfigs, 0, 1),
+    ApiEntry::new(ApiKey::AlterPartitionReassignments, 0, 0),
+    ApiEntry::new(ApiKey::ListPartitionReassignments, 0, 0),
     ApiEntry::new(ApiKey::OffsetDelete, 0, 0),
     ApiEntry::new(ApiKey::DescribeCluster, 0, 1),
     ApiEntry::new(ApiKey::DescribeProducers, 0, 0),

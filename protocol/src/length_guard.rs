@@ -352,6 +352,12 @@ mod tests {
                 RequestKind::DescribeLogDirs(DescribeLogDirsRequest::default())
             }
             ApiKey::ElectLeaders => RequestKind::ElectLeaders(ElectLeadersRequest::default()),
+            ApiKey::AlterPartitionReassignments => RequestKind::AlterPartitionReassignments(
+                AlterPartitionReassignmentsRequest::default(),
+            ),
+            ApiKey::ListPartitionReassignments => {
+                RequestKind::ListPartitionReassignments(ListPartitionReassignmentsRequest::default())
+            }
             other => panic!("no default for {other:?}"),
         }
     }

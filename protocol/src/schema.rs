@@ -200,6 +200,14 @@ const REQUEST_SPECS: &[(ApiKey, &str)] = &[
         include_str!("../specs/ElectLeadersRequest.json"),
     ),
     (
+        ApiKey::AlterPartitionReassignments,
+        include_str!("../specs/AlterPartitionReassignmentsRequest.json"),
+    ),
+    (
+        ApiKey::ListPartitionReassignments,
+        include_str!("../specs/ListPartitionReassignmentsRequest.json"),
+    ),
+    (
         ApiKey::OffsetDelete,
         include_str!("../specs/OffsetDeleteRequest.json"),
     ),

@@ -129,6 +129,12 @@ pub async fn handle<B: Broker>(
         RequestKind::ElectLeaders(r) => {
             ResponseKind::ElectLeaders(elect_leaders::handle(broker, version, &r).await)
         }
+        RequestKind::AlterPartitionReassignments(r) => ResponseKind::AlterPartitionReassignments(
+            alter_partition_reassignments::handle(broker, &r).await,
+        ),
+        RequestKind::ListPartitionReassignments(r) => ResponseKind::ListPartitionReassignments(
+            list_partition_reassignments::handle(broker, &r),
+        ),
         RequestKind::OffsetForLeaderEpoch(r) => {
             ResponseKind::OffsetForLeaderEpoch(offset_for_leader_epoch::handle(broker, &r).await)
         }
@@ -364,6 +370,30 @@ mod every_version_encodes {
     }
 
     #[test]
+    fn replication_admin_apis() {
+        assert_encodes(ApiKey::DescribeLogDirs, |b, _| {
+            let req = DescribeLogDirsRequest::default().with_topics(None);
+            ResponseKind::DescribeLogDirs(block_on(handler::describe_log_dirs::handle(b, &req)))
+        });
+        assert_encodes(ApiKey::ElectLeaders, |b, v| {
+            let req = ElectLeadersRequest::default().with_topic_partitions(None);
+            ResponseKind::ElectLeaders(block_on(handler::elect_leaders::handle(b, v, &req)))
+        });
+        assert_encodes(ApiKey::AlterPartitionReassignments, |b, _| {
+            let req = AlterPartitionReassignmentsRequest::default();
+            ResponseKind::AlterPartitionReassignments(block_on(
+                handler::alter_partition_reassignments::handle(b, &req),
+            ))
+        });
+        assert_encodes(ApiKey::ListPartitionReassignments, |b, _| {
+            let req = ListPartitionReassignmentsRequest::default();
+            ResponseKind::ListPartitionReassignments(handler::list_partition_reassignments::handle(
+                b, &req,
+            ))
+        });
+    }
+
+    #[test]
     fn admin_apis() {
         assert_encodes(ApiKey::CreateTopics, |b, v| {
             let t = create_topics_request::CreatableTopic::default()
@@ -396,14 +426,6 @@ mod every_version_encodes {
                 b,
                 &DescribeClusterRequest::default(),
             ))
-        });
-        assert_encodes(ApiKey::DescribeLogDirs, |b, _| {
-            let req = DescribeLogDirsRequest::default().with_topics(None);
-            ResponseKind::DescribeLogDirs(block_on(handler::describe_log_dirs::handle(b, &req)))
-        });
-        assert_encodes(ApiKey::ElectLeaders, |b, v| {
-            let req = ElectLeadersRequest::default().with_topic_partitions(None);
-            ResponseKind::ElectLeaders(block_on(handler::elect_leaders::handle(b, v, &req)))
         });
         assert_encodes(ApiKey::OffsetForLeaderEpoch, |b, v| {
             let p = offset_for_leader_epoch_request::OffsetForLeaderPartition::default();

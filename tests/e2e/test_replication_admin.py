@@ -152,10 +152,12 @@ def wait_for(what: str, check, timeout_s: float = 15.0):
 
 
 @pytest.mark.timeout(120)
-def test_elections_through_the_controller_preferred_and_unclean(tmp_path):
+def test_elections_and_reassignments_through_the_controller_with_a_broker_down(tmp_path):
     """Preferred elections find nothing to do on fresh topics; with the leader of an ISR of one
     killed, unclean election is refused unless the topic allows it, and then a live replica
-    leads; the returning preferred replica, outside the ISR, cannot take leadership back."""
+    leads; the returning preferred replica, outside the ISR, cannot take leadership back.
+    A reassignment onto the dead broker stays under way (listed) until cancelled; one whose
+    target is in sync switches at once."""
     from kafka.admin import NewTopic
     c = Cluster(tmp_path, **{"broker.session.timeout.ms": 4000,
                              "broker.heartbeat.interval.ms": 1000})
@@ -163,8 +165,9 @@ def test_elections_through_the_controller_preferred_and_unclean(tmp_path):
     c.start()
     try:
         dis, en = unique("clean-only"), unique("unclean-ok")
+        moved, shrunk = unique("moved"), unique("shrunk")
         admin = KafkaAdminClient(bootstrap_servers=c.bootstrap(1))
-        admin.create_topics([NewTopic(dis, 3, 2),
+        admin.create_topics([NewTopic(moved, 3, 1), NewTopic(shrunk, 3, 2), NewTopic(dis, 3, 2),
                              NewTopic(en, 3, 2,
                                       topic_configs={"unclean.leader.election.enable": "true"})])
         admin.close()
@@ -188,6 +191,7 @@ def test_elections_through_the_controller_preferred_and_unclean(tmp_path):
         assert leaders(survivor, dis)[led[dis]][0] == -1
         # The new leader serves produce requests.
         produce(c.bootstrap(leader), en, 10, partition=led[en])
+        reassignments_with_a_broker_down(c, survivor, victim, moved, shrunk)
         # The preferred replica returns, but outside the ISR: it may not lead.
         c.node(victim).start()
         c.wait_brokers(3, timeout_s=20)
@@ -202,3 +206,44 @@ def test_elections_through_the_controller_preferred_and_unclean(tmp_path):
         for node in c.nodes:
             assert "panicked" not in node.log_text(), f"node {node.node_id} panicked"
     assert codes == [0, 0, 0], codes
+
+
+def reassignments_with_a_broker_down(c: Cluster, survivor, victim: int, moved: str,
+                                     shrunk: str) -> None:
+    from kafka import TopicPartition
+    from kafka.errors import (InvalidReplicationAssignmentError, NoReassignmentInProgressError,
+                              UnknownTopicOrPartitionError)
+    admin = KafkaAdminClient(bootstrap_servers=survivor.bootstrap)
+    try:
+        here = next(p for p, (_, replicas, _) in leaders(survivor, moved).items()
+                    if replicas == [survivor.node_id])
+        tp = TopicPartition(moved, here)
+        assert admin.list_partition_reassignments() == {}
+        # Onto the dead broker: under way (it cannot catch up) and listed by every live node.
+        assert admin.alter_partition_reassignments({tp: [survivor.node_id, victim]}) == {tp: None}
+        ongoing = {"replicas": [survivor.node_id, victim], "adding_replicas": [victim],
+                   "removing_replicas": []}
+        assert admin.list_partition_reassignments() == {tp: ongoing}
+        assert admin.list_partition_reassignments({moved: [here]}) == {tp: ongoing}
+        assert leaders(survivor, moved)[here][1] == [survivor.node_id, victim]
+        # Cancelled: back to where it was; a second cancel finds nothing.
+        assert admin.alter_partition_reassignments({tp: None}) == {tp: None}
+        assert admin.list_partition_reassignments() == {}
+        assert leaders(survivor, moved)[here][1] == [survivor.node_id]
+        assert admin.alter_partition_reassignments({tp: None}) == {
+            tp: NoReassignmentInProgressError}
+        bad = admin.alter_partition_reassignments({tp: [survivor.node_id, 99],
+                                                   TopicPartition(moved, 7): [victim]})
+        assert bad == {tp: InvalidReplicationAssignmentError,
+                       TopicPartition(moved, 7): UnknownTopicOrPartitionError}, bad
+        # Down to its leader alone: the target is in the ISR, so it switches at once.
+        # (One partition per broker leads; one of the two live ones.)
+        p, (leader, replicas, _) = next((p, s) for p, s in leaders(survivor, shrunk).items()
+                                        if s[0] not in (-1, victim))
+        assert len(replicas) == 2
+        tp = TopicPartition(shrunk, p)
+        assert admin.alter_partition_reassignments({tp: [leader]}) == {tp: None}
+        assert leaders(survivor, shrunk)[p][:2] == (leader, [leader])
+        assert admin.list_partition_reassignments() == {}
+    finally:
+        admin.close()

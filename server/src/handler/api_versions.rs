@@ -28,6 +28,8 @@ pub fn implemented(api_key: ApiKey) -> bool {
             | ApiKey::DescribeCluster
             | ApiKey::DescribeLogDirs
             | ApiKey::ElectLeaders
+            | ApiKey::AlterPartitionReassignments
+            | ApiKey::ListPartitionReassignments
             | ApiKey::FindCoordinator
             | ApiKey::JoinGroup
             | ApiKey::SyncGroup

@@ -5,9 +5,11 @@
 //! leaders. On a single node every partition is led by its only replica, the preferred one:
 //! nothing to elect (ELECTION_NOT_NEEDED), unknown partitions aside.
 
-use rill_metadata::request::{ControllerRequest, ControllerResponse, ElectionResult, ElectionType};
+use rill_metadata::request::{
+    ControllerRequest, ControllerResponse, ElectionType, PartitionResult,
+};
 use rill_protocol::kafka_protocol::messages::elect_leaders_response::{
-    PartitionResult, ReplicaElectionResult,
+    PartitionResult as WirePartitionResult, ReplicaElectionResult,
 };
 use rill_protocol::kafka_protocol::messages::{ElectLeadersRequest, ElectLeadersResponse};
 use rill_protocol::ErrorCode;
@@ -44,7 +46,7 @@ pub async fn handle<B: Broker>(
                 partitions: asked.clone(),
             };
             match cluster.request(request).await {
-                ControllerResponse::Elections { results, index } => {
+                ControllerResponse::PartitionResults { results, index } => {
                     if !cluster.wait_applied(index, |d| broker.sleep(d)).await {
                         tracing::warn!(index = index.0, "elections not applied here yet");
                     }
@@ -69,7 +71,10 @@ pub async fn handle<B: Broker>(
 }
 
 /// The single node's answer: its partitions need no election.
-fn single_node<B: Broker>(broker: &B, asked: Option<&[(String, Vec<i32>)]>) -> Vec<ElectionResult> {
+fn single_node<B: Broker>(
+    broker: &B,
+    asked: Option<&[(String, Vec<i32>)]>,
+) -> Vec<PartitionResult> {
     let pairs: Vec<(String, i32)> = match asked {
         Some(asked) => asked
             .iter()
@@ -91,11 +96,11 @@ fn single_node<B: Broker>(broker: &B, asked: Option<&[(String, Vec<i32>)]>) -> V
                 .is_some_and(|m| (0..m.partitions).contains(&partition));
             if known {
                 let message = "a single node leads every partition as its preferred replica";
-                ElectionResult::failed(&topic, partition, ErrorCode::ElectionNotNeeded, message)
+                PartitionResult::failed(&topic, partition, ErrorCode::ElectionNotNeeded, message)
             } else {
                 let message = "unknown topic or partition";
                 let code = ErrorCode::UnknownTopicOrPartition;
-                ElectionResult::failed(&topic, partition, code, message)
+                PartitionResult::failed(&topic, partition, code, message)
             }
         })
         .collect()
@@ -114,7 +119,7 @@ fn refuse(
         .into_iter()
         .flat_map(|(t, ps)| {
             ps.into_iter()
-                .map(move |p| ElectionResult::failed(&t, p, code, message))
+                .map(move |p| PartitionResult::failed(&t, p, code, message))
         })
         .collect();
     let mut response = response(results);
@@ -125,10 +130,10 @@ fn refuse(
 }
 
 /// Results grouped by topic, topics in first-seen order.
-fn response(results: Vec<ElectionResult>) -> ElectLeadersResponse {
+fn response(results: Vec<PartitionResult>) -> ElectLeadersResponse {
     let mut topics: Vec<ReplicaElectionResult> = Vec::new();
     for r in results {
-        let partition = PartitionResult::default()
+        let partition = WirePartitionResult::default()
             .with_partition_id(r.partition)
             .with_error_code(r.error_code)
             .with_error_message(r.message.as_deref().map(str_bytes));

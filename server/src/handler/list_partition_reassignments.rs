@@ -1,0 +1,49 @@
+//! ListPartitionReassignments (46): the reassignments under way, with each partition's
+//! replicas and those being added and removed (`kafka-reassign-partitions.sh --verify`,
+//! AdminClient `listPartitionReassignments`). Answered from this broker's metadata image, which
+//! every broker follows; a single node never has one under way.
+
+use rill_metadata::types::NodeId;
+use rill_protocol::kafka_protocol::messages::list_partition_reassignments_response::{
+    OngoingPartitionReassignment, OngoingTopicReassignment,
+};
+use rill_protocol::kafka_protocol::messages::{
+    BrokerId, ListPartitionReassignmentsRequest, ListPartitionReassignmentsResponse,
+};
+
+use super::{topic_name, Broker};
+
+/// Answer ListPartitionReassignments.
+pub fn handle<B: Broker>(
+    broker: &B,
+    req: &ListPartitionReassignmentsRequest,
+) -> ListPartitionReassignmentsResponse {
+    let Some(cluster) = broker.cluster() else {
+        return ListPartitionReassignmentsResponse::default();
+    };
+    let asked: Option<Vec<(String, Vec<i32>)>> = req.topics.as_ref().map(|topics| {
+        topics
+            .iter()
+            .map(|t| (t.name.0.to_string(), t.partition_indexes.clone()))
+            .collect()
+    });
+    let image = cluster.image();
+    let ids = |nodes: &[NodeId]| nodes.iter().map(|n| BrokerId(n.0)).collect::<Vec<_>>();
+    let mut topics: Vec<OngoingTopicReassignment> = Vec::new();
+    for (topic, partition, state) in rill_metadata::reassign::list(&image, asked.as_deref()) {
+        let ongoing = OngoingPartitionReassignment::default()
+            .with_partition_index(partition)
+            .with_replicas(ids(&state.replicas))
+            .with_adding_replicas(ids(&state.adding_replicas))
+            .with_removing_replicas(ids(&state.removing_replicas));
+        match topics.iter_mut().find(|t| t.name.0.as_str() == topic) {
+            Some(t) => t.partitions.push(ongoing),
+            None => topics.push(
+                OngoingTopicReassignment::default()
+                    .with_name(topic_name(&topic))
+                    .with_partitions(vec![ongoing]),
+            ),
+        }
+    }
+    ListPartitionReassignmentsResponse::default().with_topics(topics)
+}

@@ -14,13 +14,15 @@ import pytest
 from confluent_kafka import Consumer, KafkaException, OFFSET_BEGINNING, TopicPartition
 
 import kafka_wire as kw
-from clients import CLIENT_TIMEOUT_S, create_topic, kafkajs, produce_all, producer
+from clients import CLIENT_TIMEOUT_S, admin, create_topic, kafkajs, produce_all, producer
 
 COMMITTED_FIRST = [f"c{i}" for i in range(5)]
 ABORTED = ["a0", "a1", "a2"]
 COMMITTED_LAST = ["c5"]
 #: What every client writes: a committed transaction, an aborted one, a committed one.
 TRANSACTIONS = [(COMMITTED_FIRST, True), (ABORTED, False), (COMMITTED_LAST, True)]
+#: What confluent-kafka reports for a partition the group never committed.
+NO_OFFSET = -1001
 #: The broker's timed-out-transaction check, fast enough for the tests.
 TXN_PROPERTIES = "transaction.abort.timed.out.transaction.cleanup.interval.ms=200\n"
 
@@ -212,6 +214,85 @@ def test_unadded_partitions_control_batches_and_stale_epochs_are_refused(broker,
     assert kw.parse_end_txn_v0(end) == kw.ERR_INVALID_PRODUCER_EPOCH
     assert read_all(broker.bootstrap, topic_name, "read_committed") == []
     assert read_all(broker.bootstrap, topic_name, "read_uncommitted") == ["x"]
+
+
+# --- admin: the transactions and producers a real admin client sees -----------------------------
+
+def test_admin_lists_and_describes_transactions_and_producers(broker, topic_name):
+    from kafka import KafkaAdminClient
+    from kafka import TopicPartition as KTopicPartition
+    create_topic(broker.bootstrap, topic_name, partitions=2)
+    tid = f"{topic_name}-tx"
+    p = producer(broker.bootstrap, **{"transactional.id": tid})
+    p.init_transactions(CLIENT_TIMEOUT_S)
+    p.begin_transaction()
+    for part in (0, 1):
+        produce_all(p, topic_name, [(None, b"open")], partition=part)
+    a = KafkaAdminClient(bootstrap_servers=broker.bootstrap)
+    try:
+        listed = [t for ts in a.list_transactions().values() for t in ts
+                  if t.transactional_id == tid]
+        assert [t.state for t in listed] == ["Ongoing"], listed
+        d = a.describe_transactions([tid])[tid]
+        assert d.state == "Ongoing" and d.producer_id == listed[0].producer_id
+        assert d.topic_partitions == {KTopicPartition(topic_name, 0),
+                                      KTopicPartition(topic_name, 1)}
+        tps = [KTopicPartition(topic_name, part) for part in (0, 1)]
+        producers = a.describe_producers(tps)
+        for tp in tps:
+            [ps] = producers[tp].active_producers
+            assert (ps.producer_id, ps.producer_epoch) == (d.producer_id, d.producer_epoch)
+            assert ps.current_transaction_start_offset == 0, "the open transaction starts at 0"
+        p.commit_transaction(CLIENT_TIMEOUT_S)
+        assert a.describe_transactions([tid])[tid].state == "CompleteCommit"
+        ongoing = a.list_transactions(state_filters=["Ongoing"])
+        assert not any(t.transactional_id == tid for ts in ongoing.values() for t in ts)
+        for tp in tps:
+            [ps] = a.describe_producers([tp])[tp].active_producers
+            assert ps.current_transaction_start_offset == -1, "nothing open after the commit"
+    finally:
+        a.close()
+
+
+# --- offsets sent to a transaction ---------------------------------------------------------------
+
+def test_offsets_sent_to_a_transaction_are_visible_only_once_it_commits(broker, topic_name):
+    from confluent_kafka import ConsumerGroupTopicPartitions
+    from confluent_kafka.error import KafkaError
+    create_topic(broker.bootstrap, topic_name)
+    group = f"{topic_name}-g"
+    c = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": group,
+                  "enable.auto.commit": False})
+    a = admin(broker.bootstrap)
+
+    def committed(require_stable: bool) -> int:
+        request = [ConsumerGroupTopicPartitions(group, [TopicPartition(topic_name, 0)])]
+        f = a.list_consumer_group_offsets(request, require_stable=require_stable,
+                                          request_timeout=10)[group]
+        [tp] = f.result(timeout=CLIENT_TIMEOUT_S).topic_partitions
+        if tp.error is not None:
+            return tp.error.code()
+        return tp.offset
+
+    p = producer(broker.bootstrap, **{"transactional.id": f"{topic_name}-tx"})
+    p.init_transactions(CLIENT_TIMEOUT_S)
+    try:
+        for offset, commit in ((7, False), (5, True)):
+            p.begin_transaction()
+            p.send_offsets_to_transaction([TopicPartition(topic_name, 0, offset)],
+                                          c.consumer_group_metadata(), CLIENT_TIMEOUT_S)
+            # Pending: a plain fetch sees the last committed offset, a stable one is told to wait.
+            assert committed(require_stable=False) == NO_OFFSET
+            assert committed(require_stable=True) == KafkaError.UNSTABLE_OFFSET_COMMIT
+            if commit:
+                p.commit_transaction(CLIENT_TIMEOUT_S)
+            else:
+                p.abort_transaction(CLIENT_TIMEOUT_S)
+            want = 5 if commit else NO_OFFSET   # the aborted 7 is never seen
+            assert committed(require_stable=False) == want
+            assert committed(require_stable=True) == want
+    finally:
+        c.close()
 
 
 # --- kill -9 --------------------------------------------------------------------------------------

@@ -26,6 +26,7 @@
 //! | AddPartitionsToTxn (24)  |   0..=5    | clients send 0-3 (librdkafka 0, kafkajs 0-1, kafka-python 3); 4-5 are the brokers' batched / verify-only form (KIP-890) |
 //! | AddOffsetsToTxn (25)     |   0..=4    | librdkafka and aiokafka 0, kafkajs 1, kafka-python 3               |
 //! | EndTxn (26)              |   0..=4    | v5 bumps the epoch per transaction (KIP-890 part 2): not offered   |
+//! | WriteTxnMarkers (27)     |   1..=1    | brokers (a coordinator to partition leaders) and admin tools aborting a hanging transaction; v0 is gone in Kafka 4, v2 is transactions V2 |
 //! | TxnOffsetCommit (28)     |   0..=4    | librdkafka 3 (KIP-447 member fields); v5 is KIP-890 part 2         |
 //! | DescribeConfigs (32)     |   1..=4    | codec minimum 1                                                    |
 //! | AlterConfigs (33)        |   0..=2    | kafkajs and kafka-python's non-incremental path                    |
@@ -107,6 +108,7 @@ pub const ENTRIES: &[ApiEntry] = &[
     ApiEntry::new(ApiKey::AddPartitionsToTxn, 0, 5),
     ApiEntry::new(ApiKey::AddOffsetsToTxn, 0, 4),
     ApiEntry::new(ApiKey::EndTxn, 0, 4),
+    ApiEntry::new(ApiKey::WriteTxnMarkers, 1, 1),
     ApiEntry::new(ApiKey::TxnOffsetCommit, 0, 4),
     ApiEntry::new(ApiKey::DescribeConfigs, 1, 4),
     ApiEntry::new(ApiKey::AlterConfigs, 0, 2),

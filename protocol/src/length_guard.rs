@@ -328,6 +328,9 @@ mod tests {
                 RequestKind::AddOffsetsToTxn(AddOffsetsToTxnRequest::default())
             }
             ApiKey::EndTxn => RequestKind::EndTxn(EndTxnRequest::default()),
+            ApiKey::WriteTxnMarkers => {
+                RequestKind::WriteTxnMarkers(WriteTxnMarkersRequest::default())
+            }
             ApiKey::TxnOffsetCommit => {
                 RequestKind::TxnOffsetCommit(TxnOffsetCommitRequest::default())
             }

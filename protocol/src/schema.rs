@@ -225,6 +225,10 @@ const REQUEST_SPECS: &[(ApiKey, &str)] = &[
     ),
     (ApiKey::EndTxn, include_str!("../specs/EndTxnRequest.json")),
     (
+        ApiKey::WriteTxnMarkers,
+        include_str!("../specs/WriteTxnMarkersRequest.json"),
+    ),
+    (
         ApiKey::TxnOffsetCommit,
         include_str!("../specs/TxnOffsetCommitRequest.json"),
     ),

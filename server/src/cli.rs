@@ -88,6 +88,9 @@ pub struct Cli {
     /// `offsets.topic.replication.factor`: replicas of `__consumer_offsets` [3].
     #[arg(long, value_name = "N")]
     pub offsets_topic_replication_factor: Option<u16>,
+    /// `transaction.state.log.replication.factor`: replicas of `__transaction_state` [3].
+    #[arg(long, value_name = "N")]
+    pub transaction_state_log_replication_factor: Option<u16>,
 }
 
 impl Cli {
@@ -103,6 +106,7 @@ impl Cli {
             default_replication_factor: self.default_replication_factor,
             min_insync_replicas: self.min_insync_replicas,
             offsets_replication_factor: self.offsets_topic_replication_factor,
+            txn_replication_factor: self.transaction_state_log_replication_factor,
         }
     }
 }

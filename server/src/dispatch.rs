@@ -162,6 +162,9 @@ async fn handle_group_or_txn<B: Broker>(
             ResponseKind::AddOffsetsToTxn(add_offsets_to_txn::handle(broker, version, &r).await)
         }
         RequestKind::EndTxn(r) => ResponseKind::EndTxn(end_txn::handle(broker, version, &r).await),
+        RequestKind::WriteTxnMarkers(r) => {
+            ResponseKind::WriteTxnMarkers(write_txn_markers::handle(broker, &r).await)
+        }
         RequestKind::TxnOffsetCommit(r) => {
             ResponseKind::TxnOffsetCommit(txn_offset_commit::handle(broker, version, &r).await)
         }
@@ -488,6 +491,14 @@ mod every_version_encodes {
                 .with_transactional_id(tid())
                 .with_topics(vec![t]);
             ResponseKind::TxnOffsetCommit(block_on(handler::txn_offset_commit::handle(b, v, &req)))
+        });
+        assert_encodes(ApiKey::WriteTxnMarkers, |b, _| {
+            let t = write_txn_markers_request::WritableTxnMarkerTopic::default()
+                .with_name(topic_name("t"))
+                .with_partition_indexes(vec![0, 9]);
+            let m = write_txn_markers_request::WritableTxnMarker::default().with_topics(vec![t]);
+            let req = WriteTxnMarkersRequest::default().with_markers(vec![m]);
+            ResponseKind::WriteTxnMarkers(block_on(handler::write_txn_markers::handle(b, &req)))
         });
         assert_encodes(ApiKey::DescribeTransactions, |b, _| {
             let req = DescribeTransactionsRequest::default().with_transactional_ids(vec![tid()]);

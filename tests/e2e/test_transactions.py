@@ -254,6 +254,34 @@ def test_admin_lists_and_describes_transactions_and_producers(broker, topic_name
         a.close()
 
 
+def test_admin_aborts_a_hanging_transaction_on_its_partition(broker, topic_name):
+    """What `kafka-transactions.sh abort` does: a WriteTxnMarkers ABORT straight to the partition
+    leader, for the producer and epochs DescribeProducers shows there."""
+    from kafka import KafkaAdminClient
+    from kafka import TopicPartition as KTopicPartition
+    from kafka.admin import AbortTransactionSpec
+    create_topic(broker.bootstrap, topic_name)
+    p = producer(broker.bootstrap, **{"transactional.id": f"{topic_name}-tx"})
+    p.init_transactions(CLIENT_TIMEOUT_S)
+    p.begin_transaction()
+    produce_all(p, topic_name, [(None, b"hanging-0"), (None, b"hanging-1")])
+    assert visible_end(broker.bootstrap, topic_name, "read_committed") == 0
+    tp = KTopicPartition(topic_name, 0)
+    a = KafkaAdminClient(bootstrap_servers=broker.bootstrap)
+    try:
+        [ps] = a.describe_producers([tp])[tp].active_producers
+        assert ps.current_transaction_start_offset == 0
+        a.abort_transaction(AbortTransactionSpec(tp, ps.producer_id, ps.producer_epoch,
+                                                 ps.coordinator_epoch))
+        [ps] = a.describe_producers([tp])[tp].active_producers
+        assert ps.current_transaction_start_offset == -1
+    finally:
+        a.close()
+    # Two records and the ABORT marker: read_committed reaches the end and sees nothing.
+    assert visible_end(broker.bootstrap, topic_name, "read_committed") == 3
+    assert read_all(broker.bootstrap, topic_name, "read_committed") == []
+
+
 # --- offsets sent to a transaction ---------------------------------------------------------------
 
 def test_offsets_sent_to_a_transaction_are_visible_only_once_it_commits(broker, topic_name):

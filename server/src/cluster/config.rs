@@ -18,6 +18,7 @@
 //! | `leader.imbalance.check.interval.seconds` | —                                   | 300     |
 //! | `leader.imbalance.per.broker.percentage`  | —                                   | 10      |
 //! | `unclean.leader.election.enable` (also a topic config, read with the log defaults) | — | false |
+//! | `transaction.state.log.replication.factor`| `--transaction-state-log-replication-factor` | 3 |
 //!
 //! Without `controller.quorum.voters` (and `process.roles`) Rill is the single node it always
 //! was and none of this applies. With them, every mistake below stops the start with an error
@@ -40,6 +41,8 @@ pub const HEARTBEAT_INTERVAL_MS_DEFAULT: u64 = 2000;
 pub const ELECTION_TIMEOUT_MS_DEFAULT: u64 = 1000;
 /// Kafka's `offsets.topic.replication.factor` default.
 pub const OFFSETS_REPLICATION_DEFAULT: u16 = 3;
+/// Kafka's `transaction.state.log.replication.factor` default.
+pub const TXN_REPLICATION_DEFAULT: u16 = 3;
 /// Voters in a quorum, at most (each is a full Raft peer).
 pub const VOTERS_MAX: usize = 15;
 
@@ -84,6 +87,8 @@ pub struct ClusterConfig {
     pub min_insync_replicas: u16,
     /// `offsets.topic.replication.factor`.
     pub offsets_replication_factor: u16,
+    /// `transaction.state.log.replication.factor`.
+    pub txn_replication_factor: u16,
     /// Who leads: preferred-leader rebalance and unclean elections.
     pub leadership: Leadership,
 }
@@ -129,6 +134,7 @@ pub struct ClusterSettings {
     auto_leader_rebalance: Option<bool>,
     leader_imbalance_check_interval_s: Option<u64>,
     leader_imbalance_per_broker_percentage: Option<u32>,
+    txn_replication_factor: Option<u16>,
 }
 
 /// Cluster flags (a subset of [`crate::cli::Cli`]).
@@ -152,6 +158,8 @@ pub struct ClusterFlags {
     pub min_insync_replicas: Option<u16>,
     /// `--offsets-topic-replication-factor`.
     pub offsets_replication_factor: Option<u16>,
+    /// `--transaction-state-log-replication-factor`.
+    pub txn_replication_factor: Option<u16>,
 }
 
 fn bad(key: &str, value: &str, reason: impl Into<String>) -> ConfigError {
@@ -188,6 +196,9 @@ impl ClusterSettings {
             "min.insync.replicas" => self.min_insync_replicas = Some(number(key, v)?),
             "offsets.topic.replication.factor" => {
                 self.offsets_replication_factor = Some(number(key, v)?)
+            }
+            "transaction.state.log.replication.factor" => {
+                self.txn_replication_factor = Some(number(key, v)?)
             }
             "auto.leader.rebalance.enable" => {
                 self.auto_leader_rebalance = Some(match v.to_ascii_lowercase().as_str() {
@@ -258,6 +269,10 @@ impl ClusterSettings {
             &mut self.offsets_replication_factor,
             &flags.offsets_replication_factor,
         );
+        over(
+            &mut self.txn_replication_factor,
+            &flags.txn_replication_factor,
+        );
     }
 
     /// Validate into a [`ClusterConfig`]; `None` when no quorum is configured (single node).
@@ -306,6 +321,9 @@ impl ClusterSettings {
                 .offsets_replication_factor
                 .unwrap_or(OFFSETS_REPLICATION_DEFAULT),
             leadership: self.leadership(),
+            txn_replication_factor: self
+                .txn_replication_factor
+                .unwrap_or(TXN_REPLICATION_DEFAULT),
         };
         check_timings_and_factors(&config)?;
         Ok(Some(config))
@@ -432,6 +450,10 @@ fn check_timings_and_factors(config: &ClusterConfig) -> Result<(), ConfigError> 
         (
             "offsets.topic.replication.factor",
             config.offsets_replication_factor,
+        ),
+        (
+            "transaction.state.log.replication.factor",
+            config.txn_replication_factor,
         ),
     ] {
         if value == 0 {
@@ -606,6 +628,10 @@ mod tests {
             (3, 2)
         );
         assert_eq!(c.session_timeout_ms, 9000);
+        assert_eq!(c.txn_replication_factor, TXN_REPLICATION_DEFAULT);
+        pairs.push(("transaction.state.log.replication.factor", "1"));
+        let c = settings(&pairs).resolve(1).unwrap().unwrap();
+        assert_eq!(c.txn_replication_factor, 1);
     }
 
     #[test]

@@ -65,8 +65,9 @@ impl Broker for ClusterFake {
         transactional_id: &str,
         op: crate::txn::ops::TxnOp,
     ) -> crate::txn::ops::TxnReply {
-        // The coordinator asks this broker (cluster routing included) about partitions.
-        self.fake.txns.handle(transactional_id, op, self).await
+        // As a shard routes it: the id's coordinator may be another broker.
+        let here = |op| self.fake.txns.handle(transactional_id, op, self);
+        crate::txn::remote::route(self, &self.view, transactional_id, op, here).await
     }
     async fn list_txns(
         &self,
@@ -141,6 +142,7 @@ fn cluster_fake() -> ClusterFake {
         default_replication_factor: 3,
         min_insync_replicas: 1,
         offsets_replication_factor: 3,
+        txn_replication_factor: 3,
         leadership: Default::default(),
     };
     let fake = FakeBroker::new();
@@ -258,35 +260,46 @@ fn leader_epochs_come_from_the_image() {
 }
 
 #[test]
-fn transactions_take_only_partitions_this_broker_leads() {
-    use crate::txn::ops::{TxnOp, TxnProducer, TxnReply};
+fn a_transactional_id_is_coordinated_by_the_leader_of_its_state_partition() {
+    use crate::txn::ops::{TxnOp, TxnReply};
+    use crate::txn::{txn_partition, TXN_PARTITIONS, TXN_TOPIC};
     let broker = cluster_fake();
-    if broker.topics().get("t").is_none() {
-        broker.topics().create("t", 3, Default::default()).unwrap();
-    }
-    let init = TxnOp::InitProducerId {
+    let find = |id: &str| {
+        let key = StrBytes::from_string(id.to_string());
+        let request = FindCoordinatorRequest::default()
+            .with_key_type(1)
+            .with_coordinator_keys(vec![key]);
+        let r = handler::find_coordinator::handle(&broker, 4, &request);
+        let c = &r.coordinators[0];
+        (c.error_code, c.node_id.0, c.port)
+    };
+    let unavailable = ErrorCode::CoordinatorNotAvailable.code();
+    assert_eq!(find("tx"), (unavailable, -1, -1), "no state topic yet");
+    // The state topic: even partitions led by this broker (1), odd ones by broker 2.
+    let mut image = (*broker.view.image()).clone();
+    let partitions = (0..TXN_PARTITIONS)
+        .map(|p| led_by(Some(1 + p % 2), &[1, 2]))
+        .collect();
+    let topic = MetadataRecord::Topic {
+        name: TXN_TOPIC.into(),
+        topic_id: Uuid::from_u128(8),
+        internal: true,
+        configs: Default::default(),
+        partitions,
+    };
+    image.apply_entry(LogIndex(image.applied_index.0 + 1), 1, &[topic]);
+    broker.view.publish(Arc::new(image));
+    let ids: Vec<String> = (0..64).map(|i| format!("tx-{i}")).collect();
+    let here = ids.iter().find(|id| txn_partition(id) % 2 == 0).unwrap();
+    let there = ids.iter().find(|id| txn_partition(id) % 2 == 1).unwrap();
+    assert_eq!(find(here), (0, 1, 9001));
+    assert_eq!(find(there), (0, 2, 9002));
+    let init = || TxnOp::InitProducerId {
         timeout_ms: 60_000,
         expected: None,
     };
-    let TxnReply::Init(Ok((id, epoch))) = futures::executor::block_on(broker.txn("tx", init))
-    else {
-        panic!("init failed")
-    };
-    let add = |partitions: Vec<(String, i32)>| TxnOp::AddPartitions {
-        producer: TxnProducer { id, epoch },
-        partitions,
-        verify_only: false,
-    };
-    let reply =
-        futures::executor::block_on(broker.txn("tx", add(vec![("t".into(), 0), ("t".into(), 1)])));
-    assert_eq!(
-        reply,
-        TxnReply::Partitions(vec![
-            ErrorCode::OperationNotAttempted,
-            ErrorCode::LeaderNotAvailable
-        ]),
-        "partition 1 is not led by this broker (its leader 3 is fenced): no marker from here"
-    );
-    let reply = futures::executor::block_on(broker.txn("tx", add(vec![("t".into(), 0)])));
-    assert_eq!(reply, TxnReply::Partitions(vec![ErrorCode::None]));
+    let reply = futures::executor::block_on(broker.txn(here, init()));
+    assert!(matches!(reply, TxnReply::Init(Ok(_))), "{reply:?}");
+    let reply = futures::executor::block_on(broker.txn(there, init()));
+    assert_eq!(reply, TxnReply::Unavailable(ErrorCode::NotCoordinator));
 }

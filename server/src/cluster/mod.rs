@@ -11,6 +11,7 @@
 //! - [`admin`]: CreateTopics, DeleteTopics, CreatePartitions through the controller.
 //! - [`mirror`]: the topic registry follows the image.
 //! - [`deletions`]: each shard deletes the partitions of topics the log removed.
+//! - [`peer`]: Kafka requests to another broker (transaction markers and verification).
 //!
 //! Threads per node: a voter runs the listener, one reader per controller connection, one raft
 //! sender per other voter and the quorum loop; a broker runs the agent and its reader. None
@@ -21,6 +22,7 @@ pub mod agent;
 pub mod config;
 pub mod deletions;
 pub mod mirror;
+pub mod peer;
 pub mod quorum_loop;
 pub mod transport;
 pub mod view;

@@ -125,15 +125,22 @@ impl ClusterView {
     /// Whether this broker may serve `topic`/`partition`: `Ok` if it is the live leader;
     /// NOT_LEADER_OR_FOLLOWER if another broker leads it, LEADER_NOT_AVAILABLE if none does.
     pub fn route(&self, topic: &str, partition: i32) -> Result<(), ErrorCode> {
+        match self.leader(topic, partition)? {
+            leader if leader == self.node_id() => Ok(()),
+            _ => Err(ErrorCode::NotLeaderOrFollower),
+        }
+    }
+
+    /// The live leader of `topic`/`partition`: UNKNOWN_TOPIC_OR_PARTITION if there is no such
+    /// partition, LEADER_NOT_AVAILABLE if no live broker leads it.
+    pub fn leader(&self, topic: &str, partition: i32) -> Result<NodeId, ErrorCode> {
         let image = self.image();
         let state = image
             .partition(topic, partition)
             .ok_or(ErrorCode::UnknownTopicOrPartition)?;
-        match image.live_leader(state) {
-            Some(leader) if leader == self.node_id() => Ok(()),
-            Some(_) => Err(ErrorCode::NotLeaderOrFollower),
-            None => Err(ErrorCode::LeaderNotAvailable),
-        }
+        image
+            .live_leader(state)
+            .ok_or(ErrorCode::LeaderNotAvailable)
     }
 
     /// The broker coordinating `group_id`: the leader of its `__consumer_offsets` partition.
@@ -141,10 +148,24 @@ impl ClusterView {
     /// (the first FindCoordinator asks the controller to create it, see
     /// [`Self::ensure_offsets_topic`]).
     pub fn group_coordinator(&self, group_id: &str) -> Result<NodeId, ErrorCode> {
-        let image = self.image();
         let partition = crate::group::offsets_partition(group_id);
+        self.internal_leader(crate::group::OFFSETS_TOPIC, partition)
+    }
+
+    /// The broker coordinating `transactional_id`: the leader of its `__transaction_state`
+    /// partition, as in Kafka, so every broker names the same one and the id's state (which
+    /// lives on that broker's disk) stays there until leadership moves. Unavailable until the
+    /// topic exists ([`Self::ensure_txn_topic`]) and the partition has a live leader.
+    pub fn txn_coordinator(&self, transactional_id: &str) -> Result<NodeId, ErrorCode> {
+        let partition = crate::txn::txn_partition(transactional_id);
+        self.internal_leader(crate::txn::TXN_TOPIC, partition)
+    }
+
+    /// The live leader of an internal topic's partition, or COORDINATOR_NOT_AVAILABLE.
+    fn internal_leader(&self, topic: &str, partition: i32) -> Result<NodeId, ErrorCode> {
+        let image = self.image();
         let state = image
-            .partition(crate::group::OFFSETS_TOPIC, partition)
+            .partition(topic, partition)
             .ok_or(ErrorCode::CoordinatorNotAvailable)?;
         image
             .live_leader(state)
@@ -156,17 +177,34 @@ impl ClusterView {
     /// `offsets.topic.replication.factor` replicas (refused until that many brokers are live,
     /// as in Kafka; asked again on the next FindCoordinator).
     pub fn ensure_offsets_topic(&self) {
-        if self
-            .image()
-            .topics
-            .contains_key(crate::group::OFFSETS_TOPIC)
-        {
+        let (partitions, factor) = (
+            crate::group::OFFSETS_PARTITIONS as u32,
+            self.config.offsets_replication_factor,
+        );
+        self.ensure_internal_topic(crate::group::OFFSETS_TOPIC, partitions, factor);
+    }
+
+    /// Ask the controller for `__transaction_state` if it does not exist yet (on the first
+    /// FindCoordinator for a transactional id): [`crate::txn::TXN_PARTITIONS`] partitions,
+    /// `transaction.state.log.replication.factor` replicas (refused until that many brokers
+    /// are live). Only its placement and leaders are used: the state itself is each
+    /// coordinator's own log (`crate::txn::TXN_DIR`).
+    pub fn ensure_txn_topic(&self) {
+        let (partitions, factor) = (
+            crate::txn::TXN_PARTITIONS as u32,
+            self.config.txn_replication_factor,
+        );
+        self.ensure_internal_topic(crate::txn::TXN_TOPIC, partitions, factor);
+    }
+
+    fn ensure_internal_topic(&self, name: &str, partitions: u32, replication_factor: u16) {
+        if self.image().topics.contains_key(name) {
             return;
         }
         self.create_once(NewTopic {
-            name: crate::group::OFFSETS_TOPIC.to_string(),
-            partitions: crate::group::OFFSETS_PARTITIONS as u32,
-            replication_factor: Some(self.config.offsets_replication_factor),
+            name: name.to_string(),
+            partitions,
+            replication_factor: Some(replication_factor),
             configs: BTreeMap::new(),
             internal: true,
         });

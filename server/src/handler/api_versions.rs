@@ -44,6 +44,7 @@ pub fn implemented(api_key: ApiKey) -> bool {
             | ApiKey::AddPartitionsToTxn
             | ApiKey::AddOffsetsToTxn
             | ApiKey::EndTxn
+            | ApiKey::WriteTxnMarkers
             | ApiKey::TxnOffsetCommit
             | ApiKey::DescribeProducers
             | ApiKey::DescribeTransactions

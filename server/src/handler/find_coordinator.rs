@@ -1,7 +1,8 @@
 //! FindCoordinator (10): on a single node this node coordinates every group and transaction; the
 //! group's state then lives on one of its shards (requests reaching another shard are
 //! forwarded). In a cluster a group's coordinator is the broker leading its `__consumer_offsets`
-//! partition, so groups spread over the brokers; transactions stay with the broker asked.
+//! partition and a transactional id's the broker leading its `__transaction_state` partition,
+//! so every broker names the same coordinator and they spread over the brokers.
 
 use rill_protocol::kafka_protocol::messages::find_coordinator_response::Coordinator;
 use rill_protocol::kafka_protocol::messages::{
@@ -62,11 +63,17 @@ fn coordinator<B: Broker>(
         str_bytes(&config.advertise_host),
         i32::from(config.advertise_port),
     );
-    let Some(cluster) = broker.cluster().filter(|_| key_type == 0) else {
+    let Some(cluster) = broker.cluster() else {
         return this_node;
     };
-    cluster.ensure_offsets_topic();
-    let found = cluster.group_coordinator(key.as_str()).and_then(|node| {
+    let coordinator = if key_type == 0 {
+        cluster.ensure_offsets_topic();
+        cluster.group_coordinator(key.as_str())
+    } else {
+        cluster.ensure_txn_topic();
+        cluster.txn_coordinator(key.as_str())
+    };
+    let found = coordinator.and_then(|node| {
         cluster
             .endpoint(node)
             .map(|e| (node, e))

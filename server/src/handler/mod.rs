@@ -57,6 +57,7 @@ pub mod produce;
 pub mod produce_txn;
 pub mod sync_group;
 pub mod txn_offset_commit;
+pub mod write_txn_markers;
 
 /// The in-memory broker: handler unit tests, and the request-path fuzz targets (server/fuzz).
 #[cfg(any(test, feature = "fuzzing"))]

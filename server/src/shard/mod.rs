@@ -163,14 +163,14 @@ impl<S: Storage + 'static> Broker for Shard<S> {
     }
 
     async fn txn(&self, transactional_id: &str, op: TxnOp) -> TxnReply {
-        let owner = crate::txn::coordinator_shard(transactional_id, self.shards);
-        let call = TxnCall {
-            transactional_id: transactional_id.to_string(),
-            op,
-        };
-        let local = self.coordinating();
-        let unavailable = || TxnReply::Unavailable(COORDINATOR_UNAVAILABLE);
-        self.txn_router.call(owner, &local, call, unavailable).await
+        // In a cluster the id may be another broker's (crate::txn::remote).
+        let here = |op| self.txn_on_its_shard(transactional_id, op);
+        match self.cluster.as_deref() {
+            Some(cluster) => {
+                crate::txn::remote::route(self, cluster, transactional_id, op, here).await
+            }
+            None => here(op).await,
+        }
     }
 
     async fn list_txns(&self, filter: TxnListFilter) -> Vec<TxnListing> {
@@ -200,5 +200,17 @@ impl<S: Storage + 'static> Shard<S> {
             coordinator: &self.txns,
             env: self,
         }
+    }
+
+    /// Run `op` on the shard of this broker that coordinates `transactional_id`.
+    async fn txn_on_its_shard(&self, transactional_id: &str, op: TxnOp) -> TxnReply {
+        let owner = crate::txn::coordinator_shard(transactional_id, self.shards);
+        let call = TxnCall {
+            transactional_id: transactional_id.to_string(),
+            op,
+        };
+        let local = self.coordinating();
+        let unavailable = || TxnReply::Unavailable(COORDINATOR_UNAVAILABLE);
+        self.txn_router.call(owner, &local, call, unavailable).await
     }
 }

@@ -389,10 +389,7 @@ impl<J: TxnJournal> TxnCoordinator<J> {
             .partitions
             .iter()
             .map(|(topic, p)| env.write_marker(topic, *p, marker));
-        let groups = m
-            .groups
-            .iter()
-            .map(|g| env.end_group_txn(g, m.producer_id, commit));
+        let groups = m.groups.iter().map(|g| env.end_group_txn(g, marker));
         let (written, ended) = futures::join!(join_all(partitions), join_all(groups));
         let failed = written
             .into_iter()

@@ -41,15 +41,12 @@ impl TxnEnv for FakeEnv {
             .push((topic.into(), partition, marker));
         Ok(())
     }
-    async fn end_group_txn(
-        &self,
-        group: &str,
-        pid: ProducerId,
-        commit: bool,
-    ) -> Result<(), ErrorCode> {
-        self.group_ends
-            .borrow_mut()
-            .push((group.into(), pid, commit));
+    async fn end_group_txn(&self, group: &str, marker: TxnMarker) -> Result<(), ErrorCode> {
+        self.group_ends.borrow_mut().push((
+            group.into(),
+            ProducerId(marker.producer_id),
+            marker.commit,
+        ));
         Ok(())
     }
     async fn commit_group_txn_offsets(

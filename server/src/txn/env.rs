@@ -1,13 +1,9 @@
 //! [`TxnEnv`]: what the transaction coordinator needs from the rest of the broker. The real one
 //! is the shard (through [`crate::handler::Broker`]); tests use fakes.
 //!
-//! The cluster seam: a coordinator writes each marker through [`Broker::partition`] and ends
-//! each group's offsets through [`Broker::group`], so routing them to the partition's leader and
-//! the group's coordinator on other brokers (Kafka's WriteTxnMarkers, and the verify-only
-//! AddPartitionsToTxn back from partition leaders) belongs there. Until brokers can send those to
-//! each other, a coordinator in a cluster accepts only partitions it leads itself
-//! ([`TxnEnv::partition_refusal`]): a partition it could not end a transaction on would keep
-//! its last stable offset there for good.
+//! In a cluster a marker for a partition led by another broker, and the end of a group's
+//! offsets coordinated by another broker, go there as WriteTxnMarkers ([`super::remote`]);
+//! the rest goes through [`Broker::partition`] and [`Broker::group`] as on a single node.
 
 use rill_engine::TxnMarker;
 use rill_protocol::ErrorCode;
@@ -27,9 +23,8 @@ pub type TxnOffsets = Vec<(String, i32, CommittedOffset)>;
 pub trait TxnEnv {
     /// A new producer id (durable: never handed out twice).
     fn allocate_producer_id(&self) -> Result<ProducerId, ErrorCode>;
-    /// Why a partition cannot join a transaction coordinated here, if it cannot:
-    /// UNKNOWN_TOPIC_OR_PARTITION, or in a cluster the error of a partition another broker
-    /// leads (its markers could not be written from here, see the module doc).
+    /// Why a partition cannot join a transaction, if it cannot: UNKNOWN_TOPIC_OR_PARTITION.
+    /// (A partition without a leader for now may join: its marker is retried until it has one.)
     fn partition_refusal(&self, topic: &str, partition: i32) -> Option<ErrorCode>;
     /// Appends `marker` to the partition and makes it durable. UNKNOWN_TOPIC_OR_PARTITION means
     /// the partition is gone (nothing to write); other errors are retried later.
@@ -39,13 +34,9 @@ pub trait TxnEnv {
         partition: i32,
         marker: TxnMarker,
     ) -> Result<(), ErrorCode>;
-    /// Makes the producer's pending offsets in `group` visible (commit) or drops them (abort).
-    async fn end_group_txn(
-        &self,
-        group: &str,
-        producer_id: ProducerId,
-        commit: bool,
-    ) -> Result<(), ErrorCode>;
+    /// Makes the marker's producer's pending offsets in `group` visible (a COMMIT marker) or
+    /// drops them (ABORT).
+    async fn end_group_txn(&self, group: &str, marker: TxnMarker) -> Result<(), ErrorCode>;
     /// Stores the producer's offsets in `group` as pending until the transaction ends; one
     /// error per offset (the group validates the member as for OffsetCommit).
     async fn commit_group_txn_offsets(
@@ -72,15 +63,7 @@ impl<B: Broker> TxnEnv for B {
             .topics()
             .get(topic)
             .is_some_and(|m| partition >= 0 && partition < m.partitions);
-        if !exists {
-            return Some(ErrorCode::UnknownTopicOrPartition);
-        }
-        let cluster = self.cluster()?;
-        let refused = cluster.route(topic, partition).err();
-        if let Some(code) = refused {
-            tracing::warn!(topic, partition, ?code, "a transaction asked for a partition this broker does not lead: markers to other brokers are not written yet");
-        }
-        refused
+        (!exists).then_some(ErrorCode::UnknownTopicOrPartition)
     }
 
     async fn write_marker(
@@ -89,6 +72,13 @@ impl<B: Broker> TxnEnv for B {
         partition: i32,
         marker: TxnMarker,
     ) -> Result<(), ErrorCode> {
+        if let Some(cluster) = self.cluster() {
+            let leader = cluster.leader(topic, partition)?;
+            if leader != cluster.node_id() {
+                let remote = super::remote::write_marker(cluster, leader, topic, partition, marker);
+                return Box::pin(remote).await;
+            }
+        }
         match self
             .partition(topic, partition, PartitionOp::WriteTxnMarker(marker))
             .await
@@ -98,15 +88,22 @@ impl<B: Broker> TxnEnv for B {
         }
     }
 
-    async fn end_group_txn(
-        &self,
-        group: &str,
-        producer_id: ProducerId,
-        commit: bool,
-    ) -> Result<(), ErrorCode> {
+    async fn end_group_txn(&self, group: &str, marker: TxnMarker) -> Result<(), ErrorCode> {
+        if let Some(cluster) = self.cluster() {
+            let coordinator = cluster.group_coordinator(group)?;
+            if coordinator != cluster.node_id() {
+                return Box::pin(super::remote::end_group(
+                    cluster,
+                    coordinator,
+                    group,
+                    marker,
+                ))
+                .await;
+            }
+        }
         let op = GroupOp::TxnEnd {
-            producer_id,
-            commit,
+            producer_id: ProducerId(marker.producer_id),
+            commit: marker.commit,
         };
         match self.group(group, op).await {
             GroupReply::TxnEnd(ErrorCode::None) => Ok(()),

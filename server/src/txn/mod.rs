@@ -12,10 +12,14 @@
 //!   group offsets) — the seam where a cluster routes markers to partition leaders.
 //! - [`ops`]: the operations and answers that cross cores; [`runtime`]: starting a shard's
 //!   coordinator and its timers; other shards reach it through the shard's generic router.
+//! - [`remote`]: across brokers: markers and group ends sent as WriteTxnMarkers, verification
+//!   asked of another broker's coordinator.
 //!
 //! Placement, as for groups: a transactional id lives in state-log partition
 //! `crc32c(id) % TXN_PARTITIONS`, and that partition lives on shard `partition % shards`. In a
-//! cluster the coordinator is the leader of that partition (FindCoordinator answers it).
+//! cluster the coordinator is the broker leading that partition of the `__transaction_state`
+//! topic in the metadata image (FindCoordinator names it on every broker; the others answer
+//! NOT_COORDINATOR); the state itself stays in that broker's own log under [`TXN_DIR`].
 //!
 //! A transaction's life: InitProducerId fences older producers of the id and aborts what they
 //! left open; AddPartitionsToTxn / AddOffsetsToTxn record what the transaction touches before
@@ -32,6 +36,7 @@ pub mod env;
 pub mod log;
 pub mod ops;
 pub mod record;
+pub mod remote;
 pub mod runtime;
 pub mod state;
 

@@ -302,9 +302,18 @@ pub fn verify(
     partitions: &[TopicPartition],
 ) -> Result<Vec<bool>, ErrorCode> {
     check_producer(m, pid, epoch)?;
+    // A group's offsets partition is in the transaction once the group is (AddOffsetsToTxn),
+    // as Kafka adds it: a group coordinator on another broker verifies TxnOffsetCommit so.
+    let offsets_of_a_group = |(topic, partition): &TopicPartition| {
+        topic == crate::group::OFFSETS_TOPIC
+            && m.state == TxnState::Ongoing
+            && m.groups
+                .iter()
+                .any(|g| crate::group::offsets_partition(g) == *partition)
+    };
     Ok(partitions
         .iter()
-        .map(|p| m.partitions.contains(p))
+        .map(|p| m.partitions.contains(p) || offsets_of_a_group(p))
         .collect())
 }
 

@@ -237,13 +237,21 @@ def reassignments_with_a_broker_down(c: Cluster, survivor, victim: int, moved: s
         assert bad == {tp: InvalidReplicationAssignmentError,
                        TopicPartition(moved, 7): UnknownTopicOrPartitionError}, bad
         # Down to its leader alone: the target is in the ISR, so it switches at once.
-        # (One partition per broker leads; one of the two live ones.)
+        # (Round-robin placement: exactly one partition has both replicas on live brokers.)
         p, (leader, replicas, _) = next((p, s) for p, s in leaders(survivor, shrunk).items()
-                                        if s[0] not in (-1, victim))
+                                        if victim not in s[1])
         assert len(replicas) == 2
+        follower = c.node(next(r for r in replicas if r != leader))
+        # The follower's log exists (DescribeLogDirs opens it on every replica until replication
+        # does), then goes once the reassignment drops that replica.
+        admin.describe_log_dirs({shrunk: [p]})
+        moved_away = follower.data_dir / f"{shrunk}-{p}"
+        assert moved_away.is_dir()
         tp = TopicPartition(shrunk, p)
         assert admin.alter_partition_reassignments({tp: [leader]}) == {tp: None}
         assert leaders(survivor, shrunk)[p][:2] == (leader, [leader])
+        wait_for("the dropped replica's log deleted", lambda: not moved_away.exists(), 5)
+        assert (c.node(leader).data_dir / f"{shrunk}-{p}").is_dir()
         assert admin.list_partition_reassignments() == {}
     finally:
         admin.close()

@@ -4,8 +4,12 @@
 //!
 //! The watch starts from the registry as it was on disk before this start's first mirror, so a
 //! topic deleted while this node was down is deleted here too once the node catches up.
+//!
+//! Likewise a replica a reassignment moved away ([`follow_replicas`]): once the image no longer
+//! names this broker among a partition's replicas, the shard owning it deletes its log (also
+//! when that happened while this node was down: the first image it sees counts).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::rc::Rc;
 use std::sync::Arc;
 use std::time::Duration;
@@ -13,6 +17,10 @@ use std::time::Duration;
 use futures::future::{select, Either};
 use rill_engine::io::Storage;
 
+use rill_metadata::types::LogIndex;
+use uuid::Uuid;
+
+use super::ClusterView;
 use crate::partition::ops::PartitionOp;
 use crate::partition::table::PartitionTable;
 use crate::routing::owner_shard;
@@ -56,5 +64,61 @@ pub async fn follow<S: Storage + 'static>(
             tracing::info!(topic = %name, shard, "deleted a topic the metadata log removed");
         }
         known = now;
+    }
+}
+
+/// Delete this shard's logs of partitions whose replicas no longer name this broker, until
+/// shutdown (see the module doc).
+pub async fn follow_replicas<S: Storage + 'static>(
+    table: Rc<PartitionTable<S>>,
+    cluster: Arc<ClusterView>,
+    (shard, shards): (usize, usize),
+    shutdown: Rc<ShutdownSignal>,
+) {
+    let me = cluster.node_id();
+    // Whether this broker was a replica, per (topic id, partition), as of `seen`.
+    let mut replica: HashMap<(Uuid, u32), bool> = HashMap::new();
+    let mut seen = LogIndex(0);
+    loop {
+        let tick = select(
+            Box::pin(glommio::timer::sleep(POLL)),
+            Box::pin(shutdown.wait()),
+        )
+        .await;
+        if matches!(tick, Either::Right(_)) {
+            return;
+        }
+        let image = cluster.image();
+        if image.applied_index == seen {
+            continue;
+        }
+        seen = image.applied_index;
+        let mut now = HashMap::with_capacity(replica.len());
+        for topic in image.topics.values().filter(|t| !t.internal) {
+            for (index, state) in topic.partitions.iter().enumerate() {
+                let partition = index as i32;
+                if owner_shard(&topic.name, partition, shards) != shard {
+                    continue;
+                }
+                let key = (topic.id, index as u32);
+                let here = state.replicas.contains(&me);
+                now.insert(key, here);
+                // Only a change (or the first sight) acts: a broker never a replica has nothing.
+                if here || replica.get(&key) == Some(&false) {
+                    continue;
+                }
+                let reply = table
+                    .call(&topic.name, partition, PartitionOp::Delete)
+                    .await;
+                if reply.error_code() == rill_types::ErrorCode::None {
+                    if replica.get(&key) == Some(&true) {
+                        tracing::info!(topic = %topic.name, partition, "deleted a replica moved to other brokers");
+                    }
+                } else {
+                    tracing::error!(topic = %topic.name, partition, code = ?reply.error_code(), "deleting a moved replica failed");
+                }
+            }
+        }
+        replica = now;
     }
 }

@@ -398,8 +398,10 @@ async fn shard_main(
         let topics = cluster.topics_at_start().clone();
         let (table, registry) = (shard.table.clone(), shard.registry.clone());
         let shape = (shard.id, shard.shards);
-        let follow = deletions::follow(table, registry, topics, shape, shutdown.clone());
+        let follow = deletions::follow(table.clone(), registry, topics, shape, shutdown.clone());
         glommio::spawn_local(follow).detach();
+        let moved = deletions::follow_replicas(table, cluster.clone(), shape, shutdown.clone());
+        glommio::spawn_local(moved).detach();
     }
     let (groups, signal) = (shard.groups.clone(), shutdown.clone());
     glommio::spawn_local(async move {

@@ -334,6 +334,33 @@ fn offset_for_timestamp_uses_batch_max_timestamps() {
 }
 
 #[test]
+fn offset_of_max_timestamp_is_the_first_batch_holding_it_across_segments_and_restart() {
+    let s = SimStorage::new(1, FaultConfig::default());
+    let mut log = open(&s, small_config());
+    assert_eq!(block_on(log.offset_of_max_timestamp()).unwrap(), None);
+    for (i, ts) in [100, 900, 200, 900, 500, 300].into_iter().enumerate() {
+        assert_eq!(append(&mut log, 1, 700, ts), Offset(i as i64));
+    }
+    block_on(log.flush()).unwrap();
+    assert!(log.segment_count() > 1, "small segments roll");
+    let max = |log: &mut PartitionLog<SimStorage>| block_on(log.offset_of_max_timestamp()).unwrap();
+    assert_eq!(max(&mut log), Some((Offset(1), TimestampMs(900))));
+    block_on(log.close()).unwrap();
+    let mut log = open(&s, small_config());
+    assert_eq!(
+        max(&mut log),
+        Some((Offset(1), TimestampMs(900))),
+        "after restart"
+    );
+    block_on(log.delete_records_before(Offset(2))).unwrap();
+    assert_eq!(
+        max(&mut log),
+        Some((Offset(3), TimestampMs(900))),
+        "below the log start: next"
+    );
+}
+
+#[test]
 fn idempotent_duplicates_are_detected_across_restart_and_crash() {
     let s = SimStorage::new(1, FaultConfig::default());
     let producer_batch =

@@ -614,6 +614,31 @@ impl<S: Storage> PartitionLog<S> {
         Ok(None)
     }
 
+    /// The first batch holding the log's largest timestamp (ListOffsets -3, KIP-734): its base
+    /// offset (at least the log start) and that timestamp. `None` if the log has no timestamps
+    /// or that batch is not below the high watermark yet.
+    pub async fn offset_of_max_timestamp(
+        &mut self,
+    ) -> Result<Option<(Offset, TimestampMs)>, EngineError> {
+        self.check_usable()?;
+        let max = self.segments.iter().map(|s| s.max_timestamp).max();
+        let Some(max) = max.filter(|m| *m != TimestampMs::NONE) else {
+            return Ok(None);
+        };
+        // The first segment holding it past the log start holds the first such batch.
+        for i in 0..self.segments.len() {
+            if self.segments[i].max_timestamp != max {
+                continue;
+            }
+            match self.find_timestamp_in(i, max).await? {
+                Found::Batch(offset, max_ts) => return Ok(Some((offset, max_ts))),
+                Found::PastHighWatermark => return Ok(None),
+                Found::NotHere => {}
+            }
+        }
+        Ok(None)
+    }
+
     /// Scans segment `i` from its time index entry for the first visible batch with max timestamp >= `ts`.
     async fn find_timestamp_in(&mut self, i: usize, ts: TimestampMs) -> Result<Found, EngineError> {
         self.ensure_open(i).await?;

@@ -21,6 +21,7 @@
 //! | ApiVersions (18)         |   0..=4    | aiokafka speaks only v0; kafka-python tries v4 first              |
 //! | CreateTopics (19)        |   2..=7    | codec minimum 2                                                    |
 //! | DeleteTopics (20)        |   1..=6    | codec minimum 1                                                    |
+//! | DeleteRecords (21)       |   0..=2    | confluent-kafka, kafka-python and kafkajs admin                    |
 //! | InitProducerId (22)      |   0..=4    | v0 = librdkafka idempotence check and aiokafka's only version      |
 //! | OffsetForLeaderEpoch (23)|   2..=4    | codec minimum 2 (librdkafka 2.0.2 sends v2)                        |
 //! | AddPartitionsToTxn (24)  |   0..=5    | clients send 0-3 (librdkafka 0, kafkajs 0-1, kafka-python 3); 4-5 are the brokers' batched / verify-only form (KIP-890) |
@@ -103,6 +104,7 @@ pub const ENTRIES: &[ApiEntry] = &[
     ApiEntry::new(ApiKey::ApiVersions, 0, 4),
     ApiEntry::new(ApiKey::CreateTopics, 2, 7),
     ApiEntry::new(ApiKey::DeleteTopics, 1, 6),
+    ApiEntry::new(ApiKey::DeleteRecords, 0, 2),
     ApiEntry::new(ApiKey::InitProducerId, 0, 4),
     ApiEntry::new(ApiKey::OffsetForLeaderEpoch, 2, 4),
     ApiEntry::new(ApiKey::AddPartitionsToTxn, 0, 5),

@@ -301,6 +301,7 @@ mod tests {
             ApiKey::DescribeConfigs => {
                 RequestKind::DescribeConfigs(DescribeConfigsRequest::default())
             }
+            ApiKey::DeleteRecords => RequestKind::DeleteRecords(DeleteRecordsRequest::default()),
             ApiKey::AlterConfigs => RequestKind::AlterConfigs(AlterConfigsRequest::default()),
             ApiKey::IncrementalAlterConfigs => {
                 RequestKind::IncrementalAlterConfigs(IncrementalAlterConfigsRequest::default())

@@ -176,6 +176,10 @@ const REQUEST_SPECS: &[(ApiKey, &str)] = &[
         include_str!("../specs/DescribeConfigsRequest.json"),
     ),
     (
+        ApiKey::DeleteRecords,
+        include_str!("../specs/DeleteRecordsRequest.json"),
+    ),
+    (
         ApiKey::AlterConfigs,
         include_str!("../specs/AlterConfigsRequest.json"),
     ),

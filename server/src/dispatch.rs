@@ -102,6 +102,9 @@ pub async fn handle<B: Broker>(
         RequestKind::ListOffsets(r) => {
             ResponseKind::ListOffsets(list_offsets::handle(broker, version, &r).await)
         }
+        RequestKind::DeleteRecords(r) => {
+            ResponseKind::DeleteRecords(delete_records::handle(broker, &r).await)
+        }
         RequestKind::CreateTopics(r) => {
             ResponseKind::CreateTopics(create_topics::handle(broker, version, &r).await)
         }

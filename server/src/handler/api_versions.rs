@@ -15,6 +15,7 @@ pub fn implemented(api_key: ApiKey) -> bool {
         ApiKey::Produce
             | ApiKey::Fetch
             | ApiKey::ListOffsets
+            | ApiKey::DeleteRecords
             | ApiKey::Metadata
             | ApiKey::ApiVersions
             | ApiKey::CreateTopics

@@ -45,6 +45,8 @@ pub struct FakeBroker {
     topics: Arc<TopicRegistry>,
     _dir: tempfile::TempDir,
     logs: RefCell<Logs>,
+    /// Log starts moved by DeleteRecords (0 otherwise).
+    log_starts: RefCell<HashMap<(String, i32), i64>>,
     /// Group coordinator over an in-memory journal (one shard owns every group).
     pub groups: GroupCoordinator<MemJournal>,
     /// The virtual clock: `clock_origin` plus the time slept so far.
@@ -77,6 +79,7 @@ impl FakeBroker {
             topics: Arc::new(TopicRegistry::open(dir.path()).expect("registry")),
             _dir: dir,
             logs: RefCell::new(HashMap::new()),
+            log_starts: RefCell::new(HashMap::new()),
             groups: GroupCoordinator::new(
                 MemJournal::default(),
                 std::rc::Rc::new(rill_engine::io::SystemClock),
@@ -121,8 +124,52 @@ impl FakeBroker {
 
     fn positions(&self, topic: &str, partition: i32) -> Positions {
         let end = Offset(self.log_end(topic, partition));
+        let key = (topic.to_string(), partition);
+        let start = Offset(self.log_starts.borrow().get(&key).copied().unwrap_or(0));
         // Everything appended is visible and durable at once.
-        Positions::recovered(Offset(0), end, true)
+        Positions::recovered(start, end, true)
+    }
+
+    /// ListOffsets by timestamp: the first batch whose max timestamp reaches `timestamp`.
+    fn offset_for_timestamp(
+        &self,
+        topic: &str,
+        partition: i32,
+        timestamp: TimestampMs,
+        positions: Positions,
+    ) -> PartitionReply {
+        let logs = self.logs.borrow();
+        let found = logs.get(&(topic.to_string(), partition)).and_then(|l| {
+            l.iter()
+                .find(|(_, batch)| max_timestamp(batch) >= timestamp.0)
+                .map(|(b, batch)| (Offset(*b), TimestampMs(max_timestamp(batch))))
+        });
+        PartitionReply::OffsetForTimestamp(found, positions)
+    }
+
+    /// ListOffsets -3: the first record holding the largest timestamp.
+    fn max_timestamp(&self, topic: &str, partition: i32, positions: Positions) -> PartitionReply {
+        let logs = self.logs.borrow();
+        let found = logs.get(&(topic.to_string(), partition)).and_then(|l| {
+            let max = l.iter().map(|(_, batch)| max_timestamp(batch)).max()?;
+            let (_, batch) = l.iter().find(|(_, batch)| max_timestamp(batch) == max)?;
+            crate::partition::timestamp_lookup::first_record_at_or_after(batch, TimestampMs(max))
+        });
+        PartitionReply::OffsetForTimestamp(found, positions)
+    }
+
+    /// DeleteRecords: moves the log start (never backwards) within the log end.
+    fn delete_records(&self, topic: &str, partition: i32, before: Offset) -> PartitionReply {
+        let positions = self.positions(topic, partition);
+        let end = positions.log_end();
+        let target = if before.0 == -1 { end } else { before };
+        if target.0 < 0 || target > end {
+            return PartitionReply::Error(ErrorCode::OffsetOutOfRange);
+        }
+        let start = target.max(positions.log_start());
+        let key = (topic.to_string(), partition);
+        self.log_starts.borrow_mut().insert(key, start.0);
+        PartitionReply::Offsets(self.positions(topic, partition))
     }
 }
 
@@ -167,7 +214,7 @@ impl Broker for FakeBroker {
                 }
             }
             PartitionOp::Read { from, .. } => {
-                if from < Offset(0) || from > positions.log_end() {
+                if from < positions.log_start() || from > positions.log_end() {
                     return PartitionReply::Error(ErrorCode::OffsetOutOfRange);
                 }
                 let logs = self.logs.borrow();
@@ -192,14 +239,10 @@ impl Broker for FakeBroker {
                 positions,
             },
             PartitionOp::OffsetForTimestamp { timestamp } => {
-                let logs = self.logs.borrow();
-                let found = logs.get(&(topic.to_string(), partition)).and_then(|l| {
-                    l.iter()
-                        .find(|(_, batch)| max_timestamp(batch) >= timestamp.0)
-                        .map(|(b, batch)| (Offset(*b), TimestampMs(max_timestamp(batch))))
-                });
-                PartitionReply::OffsetForTimestamp(found, positions)
+                self.offset_for_timestamp(topic, partition, timestamp, positions)
             }
+            PartitionOp::MaxTimestamp => self.max_timestamp(topic, partition, positions),
+            PartitionOp::DeleteRecords { before } => self.delete_records(topic, partition, before),
             // Nothing appends while a request runs here: a wait always lasts its whole time.
             PartitionOp::WaitForData { wait_ms, .. } => {
                 self.sleep(Duration::from_millis(wait_ms)).await;

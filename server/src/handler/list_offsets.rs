@@ -1,5 +1,5 @@
-//! ListOffsets (2): earliest (-2), latest (-1), by timestamp (>= 0), max timestamp (-3, not
-//! tracked: answered "not found").
+//! ListOffsets (2): earliest (-2), latest (-1), by timestamp (>= 0), and (v7, KIP-734) max
+//! timestamp (-3): the first record holding the partition's largest timestamp.
 //!
 //! Isolation (v2+): read_uncommitted sees up to the high watermark, read_committed up to the
 //! last stable offset ("latest" is then the LSO; a timestamp found at or past it is not found).
@@ -18,6 +18,7 @@ use crate::partition::ops::{Isolation, PartitionOp, PartitionReply};
 /// Kafka's special timestamps.
 const EARLIEST: i64 = -2;
 const LATEST: i64 = -1;
+const MAX_TIMESTAMP: i64 = -3;
 
 /// Answer ListOffsets.
 pub async fn handle<B: Broker>(
@@ -70,12 +71,12 @@ async fn lookup<B: Broker>(
         Isolation::ReadUncommitted => p.high_watermark(),
         Isolation::ReadCommitted => p.last_stable(),
     };
-    let op = if timestamp >= 0 {
-        PartitionOp::OffsetForTimestamp {
-            timestamp: TimestampMs(timestamp),
-        }
-    } else {
-        PartitionOp::Offsets
+    let op = match timestamp {
+        MAX_TIMESTAMP => PartitionOp::MaxTimestamp,
+        t if t >= 0 => PartitionOp::OffsetForTimestamp {
+            timestamp: TimestampMs(t),
+        },
+        _ => PartitionOp::Offsets,
     };
     let base = base.with_leader_epoch(broker.leader_epoch(topic, partition).0);
     match (broker.partition(topic, partition, op).await, timestamp) {
@@ -135,6 +136,11 @@ mod tests {
         assert_eq!(ask(&broker, "t", 0, -1), (0, 4));
         assert_eq!(ask(&broker, "t", 0, 0), (0, 0));
         assert_eq!(ask(&broker, "t", 0, i64::MAX), (0, -1));
+        assert_eq!(
+            ask(&broker, "t", 0, -3),
+            (0, 3),
+            "max timestamp: its record"
+        );
         assert_eq!(ask(&broker, "t", 1, -1).0, 3);
         assert_eq!(ask(&broker, "nope", 0, -1).0, 3);
     }

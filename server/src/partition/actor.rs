@@ -765,17 +765,24 @@ impl<S: Storage + 'static> Actor<S> {
                 positions: self.positions(),
             },
             PartitionOp::OffsetForTimestamp { timestamp } => {
-                match self.log().offset_for_timestamp(timestamp).await {
-                    Ok(found) => {
-                        let found = match found {
-                            Some((offset, batch_ts)) => Some(
-                                self.refine_to_record(offset, timestamp)
-                                    .await
-                                    .unwrap_or((offset, batch_ts)),
-                            ),
-                            None => None,
-                        };
-                        PartitionReply::OffsetForTimestamp(found, self.positions())
+                let found = self.log().offset_for_timestamp(timestamp).await;
+                self.timestamp_reply(found, Some(timestamp)).await
+            }
+            PartitionOp::MaxTimestamp => {
+                let found = self.log().offset_of_max_timestamp().await;
+                self.timestamp_reply(found, None).await
+            }
+            PartitionOp::DeleteRecords { before } => {
+                match self.log().delete_records_before(before).await {
+                    Ok(start) => {
+                        tracing::info!(
+                            topic = self.setup.topic,
+                            partition = self.setup.partition,
+                            log_start = start.0,
+                            "records deleted"
+                        );
+                        self.publish();
+                        PartitionReply::Offsets(self.positions())
                     }
                     Err(e) => PartitionReply::Error(e.kafka_error_code()),
                 }
@@ -790,6 +797,25 @@ impl<S: Storage + 'static> Actor<S> {
                 unreachable!("handled by serve_group")
             }
         }
+    }
+
+    /// ListOffsets by timestamp: the engine's batch-level answer refined to the first record
+    /// at or after `target` (`None`: the batch's own max timestamp, for -3).
+    async fn timestamp_reply(
+        &mut self,
+        found: Result<Option<(Offset, TimestampMs)>, EngineError>,
+        target: Option<TimestampMs>,
+    ) -> PartitionReply {
+        let found = match found {
+            Ok(Some((offset, batch_ts))) => Some(
+                self.refine_to_record(offset, target.unwrap_or(batch_ts))
+                    .await
+                    .unwrap_or((offset, batch_ts)),
+            ),
+            Ok(None) => None,
+            Err(e) => return PartitionReply::Error(e.kafka_error_code()),
+        };
+        PartitionReply::OffsetForTimestamp(found, self.positions())
     }
 
     /// The exact record at or after `timestamp` inside the batch holding `offset`.
@@ -807,6 +833,8 @@ impl<S: Storage + 'static> Actor<S> {
             .find_map(|view| {
                 super::timestamp_lookup::first_record_at_or_after(view.as_bytes(), timestamp)
             })
+            // `offset` may be a log start inside the batch: nothing below it is an answer.
+            .filter(|(found, _)| *found >= offset)
     }
 
     /// Close the log cleanly; delete its directory if asked.

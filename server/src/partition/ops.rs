@@ -85,6 +85,15 @@ pub enum PartitionOp {
         /// The target time.
         timestamp: TimestampMs,
     },
+    /// The first record holding the log's largest timestamp (ListOffsets -3, KIP-734);
+    /// answered as [`PartitionReply::OffsetForTimestamp`].
+    MaxTimestamp,
+    /// Move the log start to `before` (-1: the high watermark) and delete the segments wholly
+    /// below it (DeleteRecords); answered with the new [`PartitionReply::Offsets`].
+    DeleteRecords {
+        /// The new log start.
+        before: Offset,
+    },
     /// Resolve once the high watermark (read_committed: the last stable offset) passes `from`
     /// or `wait_ms` elapses (Fetch long poll).
     WaitForData {

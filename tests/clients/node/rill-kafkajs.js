@@ -188,9 +188,10 @@ const COMMANDS = {
   'alter-configs': (kafka, a) => withAdmin(kafka, admin => admin.alterConfigs({
     resources: a.resources, validateOnly: !!a.validateOnly,
   })),
-  'delete-records': (kafka, a) => withAdmin(kafka, admin => admin.deleteTopicRecords({
-    topic: a.topic, partitions: a.partitions,
-  }).then(() => true)),
+  // kafkajs looks the leaders up in metadata it never loads itself: load the topic's first.
+  'delete-records': (kafka, a) => withAdmin(kafka, admin => admin.fetchTopicMetadata({ topics: [a.topic] })
+    .then(() => admin.deleteTopicRecords({ topic: a.topic, partitions: a.partitions }))
+    .then(() => true)),
   'list-groups': kafka => withAdmin(kafka, admin => admin.listGroups()),
 
   'offsets-by-time': (kafka, a) => withAdmin(kafka, admin => admin.fetchTopicOffsetsByTimestamp(a.topic, a.timestamp)),

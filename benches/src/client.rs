@@ -7,6 +7,8 @@ use anyhow::{bail, Context};
 use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
 use rdkafka::client::DefaultClientContext;
 use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::error::KafkaError;
+use rdkafka::producer::{BaseRecord, ProducerContext, ThreadedProducer};
 use rdkafka::types::RDKafkaErrorCode;
 use rdkafka::{ClientConfig, Offset, TopicPartitionList};
 
@@ -134,4 +136,29 @@ pub fn assign_from(consumer: &BaseConsumer, topic: &str, offsets: &[i64]) -> any
     }
     consumer.assign(&list).context("assigning partitions")?;
     Ok(())
+}
+
+/// Enqueues one record for `partition` of `topic`, sleeping 1 ms at a time while librdkafka's
+/// queue is full (loads that enqueue faster than the broker acknowledges).
+pub fn send_waiting<C>(
+    producer: &ThreadedProducer<C>,
+    topic: &str,
+    partition: i32,
+    value: &[u8],
+) -> anyhow::Result<()>
+where
+    C: ProducerContext<DeliveryOpaque = ()> + 'static,
+{
+    loop {
+        let record = BaseRecord::<(), [u8]>::to(topic)
+            .partition(partition)
+            .payload(value);
+        match producer.send(record) {
+            Ok(()) => return Ok(()),
+            Err((KafkaError::MessageProduction(RDKafkaErrorCode::QueueFull), _)) => {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            Err((e, _)) => return Err(e).context("enqueueing a record"),
+        }
+    }
 }

@@ -14,9 +14,9 @@ use std::time::{Duration, Instant};
 use anyhow::Context;
 use hdrhistogram::Histogram;
 use rdkafka::consumer::BaseConsumer;
-use rdkafka::error::{KafkaError, RDKafkaErrorCode};
+use rdkafka::error::KafkaError;
 use rdkafka::message::Message;
-use rdkafka::producer::{BaseRecord, DefaultProducerContext, Producer, ThreadedProducer};
+use rdkafka::producer::{DefaultProducerContext, Producer, ThreadedProducer};
 
 use crate::cli::{Acks, Compression, LatencyArgs, Target};
 use crate::client::{self, ProducerKnobs};
@@ -91,18 +91,8 @@ fn produce_backlog(target: &Target, bytes: u64) -> anyhow::Result<()> {
     let partitions = target.partitions.max(1) as u64;
     for i in 0..count {
         let partition = (i % partitions) as i32;
-        loop {
-            let record = BaseRecord::<(), [u8]>::to(&target.topic)
-                .partition(partition)
-                .payload(&value[..]);
-            match producer.send(record) {
-                Ok(()) => break,
-                Err((KafkaError::MessageProduction(RDKafkaErrorCode::QueueFull), _)) => {
-                    std::thread::sleep(Duration::from_millis(1));
-                }
-                Err((e, _)) => return Err(e).context("producing the backlog"),
-            }
-        }
+        client::send_waiting(&producer, &target.topic, partition, &value)
+            .context("producing the backlog")?;
     }
     producer
         .flush(Duration::from_secs(120))

@@ -26,8 +26,7 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context};
 use hdrhistogram::Histogram;
 use rdkafka::consumer::{BaseConsumer, Consumer};
-use rdkafka::error::{KafkaError, RDKafkaErrorCode};
-use rdkafka::producer::{BaseRecord, DeliveryResult, Producer, ProducerContext, ThreadedProducer};
+use rdkafka::producer::{DeliveryResult, Producer, ProducerContext, ThreadedProducer};
 use rdkafka::{ClientContext, Offset, TopicPartitionList};
 use serde::Serialize;
 
@@ -280,18 +279,7 @@ fn write_one_each(brokers: &str, topic: &str, partitions: i32) -> anyhow::Result
     let value = [b'x'; RECORD_BYTES];
     let started = Instant::now();
     for p in 0..partitions {
-        loop {
-            let record = BaseRecord::<(), [u8]>::to(topic)
-                .partition(p)
-                .payload(&value);
-            match producer.send(record) {
-                Ok(()) => break,
-                Err((KafkaError::MessageProduction(RDKafkaErrorCode::QueueFull), _)) => {
-                    std::thread::sleep(Duration::from_millis(1));
-                }
-                Err((e, _)) => return Err(e).context("enqueueing a record"),
-            }
-        }
+        client::send_waiting(&producer, topic, p, &value)?;
     }
     producer
         .flush(Duration::from_secs(120))

@@ -243,7 +243,7 @@ fn target_in_sync(state: &PartitionState) -> bool {
         .all(|r| state.isr.contains(r))
 }
 
-/// The switch: replicas become the target; the leader stays if it is one of them.
+/// The switch: replicas become the target (those not being removed).
 fn completed(image: &MetadataImage, place: (Uuid, u32), state: &PartitionState) -> MetadataRecord {
     let target: Vec<NodeId> = state
         .replicas
@@ -251,25 +251,7 @@ fn completed(image: &MetadataImage, place: (Uuid, u32), state: &PartitionState) 
         .copied()
         .filter(|r| !state.removing_replicas.contains(r))
         .collect();
-    let isr: Vec<NodeId> = state
-        .isr
-        .iter()
-        .copied()
-        .filter(|r| target.contains(r))
-        .collect();
-    let leader = state.leader.filter(|l| target.contains(l)).or_else(|| {
-        target
-            .iter()
-            .copied()
-            .find(|r| isr.contains(r) && image.live_broker(*r).is_some())
-    });
-    let mut next = state.clone();
-    next.replicas = target;
-    next.isr = isr;
-    next.leader = leader;
-    next.adding_replicas.clear();
-    next.removing_replicas.clear();
-    record(place, state, &next)
+    settled(image, place, state, target)
 }
 
 /// The cancel: back to the original replicas, without the added ones.
@@ -279,20 +261,31 @@ fn cancelled(
     state: &PartitionState,
     original: Vec<NodeId>,
 ) -> MetadataRecord {
+    settled(image, place, state, original)
+}
+
+/// No reassignment under way any more, on `replicas`: the ISR keeps its members among them, the
+/// leader stays if it is one of them, else the first of them in the ISR and live leads.
+fn settled(
+    image: &MetadataImage,
+    place: (Uuid, u32),
+    state: &PartitionState,
+    replicas: Vec<NodeId>,
+) -> MetadataRecord {
     let isr: Vec<NodeId> = state
         .isr
         .iter()
         .copied()
-        .filter(|r| original.contains(r))
+        .filter(|r| replicas.contains(r))
         .collect();
-    let leader = state.leader.filter(|l| original.contains(l)).or_else(|| {
-        original
+    let leader = state.leader.filter(|l| replicas.contains(l)).or_else(|| {
+        replicas
             .iter()
             .copied()
             .find(|r| isr.contains(r) && image.live_broker(*r).is_some())
     });
     let mut next = state.clone();
-    next.replicas = original;
+    next.replicas = replicas;
     next.isr = isr;
     next.leader = leader;
     next.adding_replicas.clear();

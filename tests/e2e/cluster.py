@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import subprocess
 import time
+from contextlib import contextmanager
 from pathlib import Path
 
 from broker import Broker, free_port, rill_binary
@@ -128,6 +129,23 @@ class Cluster:
     def controller(self) -> int:
         """The active controller as a live node's Metadata names it."""
         return node_metadata(self.live_nodes()[0])["controller"]
+
+
+@contextmanager
+def running(cluster: Cluster, started: list):
+    """Start `cluster` (its nodes join `started`, whose log tails failing tests show) and stop it
+    when the block ends: after a clean block every node must exit 0 on SIGTERM, unpanicked."""
+    started.extend(cluster.nodes)
+    cluster.start()
+    try:
+        yield cluster
+    except BaseException:
+        cluster.stop()
+        raise
+    codes = cluster.stop()
+    assert codes == [0] * len(cluster.nodes), f"exit codes on SIGTERM: {codes}"
+    for node in cluster.nodes:
+        assert "panicked" not in node.log_text(), f"node {node.node_id} panicked"
 
 
 def node_metadata(node: Broker, topics: list[str] | None = None) -> dict:

@@ -13,7 +13,7 @@ import uuid
 import pytest
 from kafka import KafkaAdminClient, KafkaProducer
 
-from cluster import Cluster, node_metadata, wait_topic_everywhere
+from cluster import Cluster, node_metadata, running, wait_topic_everywhere
 from conftest import _BROKERS
 
 
@@ -67,14 +67,8 @@ def test_describe_log_dirs_reports_each_partitions_bytes_single_node(broker, top
 
 @pytest.fixture(scope="module")
 def cluster3(tmp_path_factory):
-    c = Cluster(tmp_path_factory.mktemp("repladmin"))
-    _BROKERS.extend(c.nodes)
-    c.start()
-    yield c
-    codes = c.stop()
-    assert codes == [0, 0, 0], f"exit codes on SIGTERM: {codes}"
-    for node in c.nodes:
-        assert "panicked" not in node.log_text(), f"node {node.node_id} panicked"
+    with running(Cluster(tmp_path_factory.mktemp("repladmin")), _BROKERS) as c:
+        yield c
 
 
 def test_describe_log_dirs_in_a_cluster_lists_each_brokers_replicas(cluster3):
@@ -161,9 +155,7 @@ def test_elections_and_reassignments_through_the_controller_with_a_broker_down(t
     from kafka.admin import NewTopic
     c = Cluster(tmp_path, **{"broker.session.timeout.ms": 4000,
                              "broker.heartbeat.interval.ms": 1000})
-    _BROKERS.extend(c.nodes)
-    c.start()
-    try:
+    with running(c, _BROKERS):
         dis, en = unique("clean-only"), unique("unclean-ok")
         moved, shrunk = unique("moved"), unique("shrunk")
         admin = KafkaAdminClient(bootstrap_servers=c.bootstrap(1))
@@ -201,11 +193,6 @@ def test_elections_and_reassignments_through_the_controller_with_a_broker_down(t
         # The clean-only partition's data returned with its broker: it leads again by itself.
         wait_for("the returning replica leads its clean-only partition again",
                  lambda: leaders(survivor, dis)[led[dis]][0] == victim)
-    finally:
-        codes = c.stop()
-        for node in c.nodes:
-            assert "panicked" not in node.log_text(), f"node {node.node_id} panicked"
-    assert codes == [0, 0, 0], codes
 
 
 def reassignments_with_a_broker_down(c: Cluster, survivor, victim: int, moved: str,

@@ -39,12 +39,7 @@ pub async fn follow<S: Storage + 'static>(
     shutdown: Rc<ShutdownSignal>,
 ) {
     loop {
-        let tick = select(
-            Box::pin(glommio::timer::sleep(POLL)),
-            Box::pin(shutdown.wait()),
-        )
-        .await;
-        if matches!(tick, Either::Right(_)) {
+        if !next_poll(&shutdown).await {
             return;
         }
         let now: BTreeMap<String, Arc<TopicMeta>> = registry.list().into_iter().collect();
@@ -80,12 +75,7 @@ pub async fn follow_replicas<S: Storage + 'static>(
     let mut replica: HashMap<(Uuid, u32), bool> = HashMap::new();
     let mut seen = LogIndex(0);
     loop {
-        let tick = select(
-            Box::pin(glommio::timer::sleep(POLL)),
-            Box::pin(shutdown.wait()),
-        )
-        .await;
-        if matches!(tick, Either::Right(_)) {
+        if !next_poll(&shutdown).await {
             return;
         }
         let image = cluster.image();
@@ -121,4 +111,14 @@ pub async fn follow_replicas<S: Storage + 'static>(
         }
         replica = now;
     }
+}
+
+/// Wait one [`POLL`]; `false` once the shard shuts down.
+async fn next_poll(shutdown: &ShutdownSignal) -> bool {
+    let tick = select(
+        Box::pin(glommio::timer::sleep(POLL)),
+        Box::pin(shutdown.wait()),
+    )
+    .await;
+    matches!(tick, Either::Left(_))
 }

@@ -16,7 +16,7 @@ use rill_protocol::kafka_protocol::messages::{
 };
 use rill_protocol::ErrorCode;
 
-use super::{str_bytes, topic_name, Broker};
+use super::{by_topic, str_bytes, topic_name, Broker};
 
 /// Answer AlterPartitionReassignments.
 pub async fn handle<B: Broker>(
@@ -108,21 +108,21 @@ fn single_node<B: Broker>(broker: &B, topics: &[(String, Vec<Target>)]) -> Vec<P
 
 /// Results grouped by topic, topics in first-seen order.
 fn response(results: Vec<PartitionResult>) -> AlterPartitionReassignmentsResponse {
-    let mut topics: Vec<ReassignableTopicResponse> = Vec::new();
-    for r in results {
+    let topics = by_topic(results.into_iter().map(|r| {
         let partition = ReassignablePartitionResponse::default()
             .with_partition_index(r.partition)
             .with_error_code(r.error_code)
             .with_error_message(r.message.as_deref().map(str_bytes));
-        match topics.iter_mut().find(|t| t.name.0.as_str() == r.topic) {
-            Some(topic) => topic.partitions.push(partition),
-            None => topics.push(
-                ReassignableTopicResponse::default()
-                    .with_name(topic_name(&r.topic))
-                    .with_partitions(vec![partition]),
-            ),
-        }
-    }
+        (r.topic, partition)
+    }));
+    let topics = topics
+        .into_iter()
+        .map(|(topic, partitions)| {
+            ReassignableTopicResponse::default()
+                .with_name(topic_name(&topic))
+                .with_partitions(partitions)
+        })
+        .collect();
     AlterPartitionReassignmentsResponse::default().with_responses(topics)
 }
 

@@ -14,7 +14,7 @@ use rill_protocol::kafka_protocol::messages::elect_leaders_response::{
 use rill_protocol::kafka_protocol::messages::{ElectLeadersRequest, ElectLeadersResponse};
 use rill_protocol::ErrorCode;
 
-use super::{str_bytes, topic_name, Broker};
+use super::{by_topic, str_bytes, topic_name, Broker};
 
 /// Answer ElectLeaders.
 pub async fn handle<B: Broker>(
@@ -131,21 +131,21 @@ fn refuse(
 
 /// Results grouped by topic, topics in first-seen order.
 fn response(results: Vec<PartitionResult>) -> ElectLeadersResponse {
-    let mut topics: Vec<ReplicaElectionResult> = Vec::new();
-    for r in results {
+    let topics = by_topic(results.into_iter().map(|r| {
         let partition = WirePartitionResult::default()
             .with_partition_id(r.partition)
             .with_error_code(r.error_code)
             .with_error_message(r.message.as_deref().map(str_bytes));
-        match topics.iter_mut().find(|t| t.topic.0.as_str() == r.topic) {
-            Some(topic) => topic.partition_result.push(partition),
-            None => topics.push(
-                ReplicaElectionResult::default()
-                    .with_topic(topic_name(&r.topic))
-                    .with_partition_result(vec![partition]),
-            ),
-        }
-    }
+        (r.topic, partition)
+    }));
+    let topics = topics
+        .into_iter()
+        .map(|(topic, partitions)| {
+            ReplicaElectionResult::default()
+                .with_topic(topic_name(&topic))
+                .with_partition_result(partitions)
+        })
+        .collect();
     ElectLeadersResponse::default().with_replica_election_results(topics)
 }
 

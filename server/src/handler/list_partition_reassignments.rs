@@ -11,7 +11,7 @@ use rill_protocol::kafka_protocol::messages::{
     BrokerId, ListPartitionReassignmentsRequest, ListPartitionReassignmentsResponse,
 };
 
-use super::{topic_name, Broker};
+use super::{by_topic, topic_name, Broker};
 
 /// Answer ListPartitionReassignments.
 pub fn handle<B: Broker>(
@@ -29,21 +29,23 @@ pub fn handle<B: Broker>(
     });
     let image = cluster.image();
     let ids = |nodes: &[NodeId]| nodes.iter().map(|n| BrokerId(n.0)).collect::<Vec<_>>();
-    let mut topics: Vec<OngoingTopicReassignment> = Vec::new();
-    for (topic, partition, state) in rill_metadata::reassign::list(&image, asked.as_deref()) {
-        let ongoing = OngoingPartitionReassignment::default()
-            .with_partition_index(partition)
-            .with_replicas(ids(&state.replicas))
-            .with_adding_replicas(ids(&state.adding_replicas))
-            .with_removing_replicas(ids(&state.removing_replicas));
-        match topics.iter_mut().find(|t| t.name.0.as_str() == topic) {
-            Some(t) => t.partitions.push(ongoing),
-            None => topics.push(
-                OngoingTopicReassignment::default()
-                    .with_name(topic_name(&topic))
-                    .with_partitions(vec![ongoing]),
-            ),
-        }
-    }
+    let ongoing = rill_metadata::reassign::list(&image, asked.as_deref())
+        .into_iter()
+        .map(|(topic, partition, state)| {
+            let ongoing = OngoingPartitionReassignment::default()
+                .with_partition_index(partition)
+                .with_replicas(ids(&state.replicas))
+                .with_adding_replicas(ids(&state.adding_replicas))
+                .with_removing_replicas(ids(&state.removing_replicas));
+            (topic, ongoing)
+        });
+    let topics = by_topic(ongoing)
+        .into_iter()
+        .map(|(topic, partitions)| {
+            OngoingTopicReassignment::default()
+                .with_name(topic_name(&topic))
+                .with_partitions(partitions)
+        })
+        .collect();
     ListPartitionReassignmentsResponse::default().with_topics(topics)
 }

@@ -159,6 +159,19 @@ pub fn topic_name(name: &str) -> TopicName {
     TopicName(StrBytes::from_string(name.to_string()))
 }
 
+/// Per-partition answers grouped by topic, topics in first-seen order (the shape of most
+/// admin responses).
+pub fn by_topic<T>(items: impl IntoIterator<Item = (String, T)>) -> Vec<(String, Vec<T>)> {
+    let mut topics: Vec<(String, Vec<T>)> = Vec::new();
+    for (topic, item) in items {
+        match topics.iter_mut().find(|(t, _)| *t == topic) {
+            Some((_, group)) => group.push(item),
+            None => topics.push((topic, vec![item])),
+        }
+    }
+    topics
+}
+
 /// `StrBytes` from a `&str`.
 pub fn str_bytes(s: &str) -> StrBytes {
     StrBytes::from_string(s.to_string())

@@ -76,29 +76,14 @@
 //!   segment) plus one flush's worth of the active segment: its indexes and the producer snapshot
 //!   are checkpointed that often.
 //!
-//! # Measured (2-core VM, ext4 on virtio; this disk drifts by tens of percent within a minute)
-//! - Write path: each batch is copied once, into a DMA buffer the file lends
-//!   ([`io::BlockFile::alloc_buffer`]); a full buffer (64 KiB growing to
-//!   [`segment::appender::WRITE_BYTES_MAX`] while appends stream) is written in the background
-//!   and submitted at once (the task queue yields), so the next buffer fills while it is in
-//!   flight. Between writes only the partial tail block is held.
-//! - Sustained append (bench `engine_append`, 2026-11-30, each case between two
-//!   `dd bs=1M count=512 oflag=direct conv=fdatasync` runs, as a share of their mean; dd itself
-//!   633-2137 MB/s): 64 KiB batches, fdatasync at the end of 512 MiB: 82%, 77%, 85%, 91% of dd
-//!   (1117-1412 MB/s); fdatasync per 8 MiB 67-92%; 1 KiB batches (CPU-bound, ~1 us per
-//!   append) 63-70%.
-//! - append(1 KiB) + flush (write + fdatasync), 2,000 in a row: p50 290-339 us, p99 598-1192 us.
-//! - Cold reads (bench `engine_read`, random aligned reads of a 128 MiB file): O_DIRECT through
-//!   io_uring plus one copy into `Bytes` 282 MiB/s at 64 KiB, 582 MiB/s at 1 MiB, 744 MiB/s with
-//!   4 in flight; the copy-free alternative (O_DIRECT `pread` on glommio's blocking thread into
-//!   an owned buffer) 233 / 434 / 476 MiB/s; `pread` of a buffered descriptor off the executor,
-//!   page cache dropped first, 165 / 504 MiB/s. io_uring + copy stays. A page-cache hit is faster
-//!   but costs a second copy of the log in memory; recent data comes from the batch cache.
-//! - Recovery (bench `engine_recovery`, 512 MiB active segment): no index files, every batch
-//!   CRC-checked: 786 ms (1.5 s/GiB); 255 MiB since the last checkpoint (worst case): 416 ms;
-//!   checkpoint at the end: 2.3 ms; clean reopen: 2.1 ms.
-//! - Offset lookup: sparse index 64 ns (1k entries) to 2.4 us (1M entries); a whole read of one
-//!   batch at a random offset 18 / 33 / 38 us for 10k / 100k / 400k batches (simulated disk).
+//! # Write path
+//! Each batch is copied once, into a DMA buffer the file lends ([`io::BlockFile::alloc_buffer`]);
+//! a full buffer (64 KiB growing to [`segment::appender::WRITE_BYTES_MAX`] while appends stream)
+//! is written in the background and submitted at once (the task queue yields), so the next
+//! buffer fills while it is in flight. Between writes only the partial tail block is held.
+//!
+//! Measured figures (benches `engine_append`, `engine_read`, `engine_recovery`, `engine_index`),
+//! each with its date and command, are in `BENCHMARKS.md` ("Storage engine").
 
 pub mod batch;
 pub mod batch_cache;

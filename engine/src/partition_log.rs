@@ -38,10 +38,10 @@ pub const OPEN_SEALED_FILES_MAX: usize = 4;
 /// Flushed bytes of the active segment after which its `.index`/`.timeindex` and the producer
 /// snapshot are checkpointed to disk (after the flush's fdatasync, so every entry points at
 /// durable bytes); a quarter of the segment if that is less (see [`PartitionLog::checkpoint_bytes`]).
-/// Bounds the crash-recovery scan to about this much plus one flush's worth (~0.4 s at the
-/// ~1.6 s/GiB validated scan measured here). A checkpoint rewrites both indexes and the snapshot
-/// with 3 atomic replacements (~9 fsyncs) and, at the end of a 1 GiB segment, ~5 MiB; at 64 MiB
-/// that cost 10-20% of sustained append throughput (bench `engine_append`), at 256 MiB a few %.
+/// Bounds the crash-recovery scan to about this much plus one flush's worth. A checkpoint
+/// rewrites both indexes and the snapshot with 3 atomic replacements (~9 fsyncs) and, at the
+/// end of a 1 GiB segment, ~5 MiB: too frequent, it shows in sustained appends (the figures,
+/// of both the scan and the checkpoint cost, are in `BENCHMARKS.md`, "Storage engine").
 pub const CHECKPOINT_BYTES: u64 = 256 << 20;
 /// A close or idle release leaves at most this much of the active segment past its on-disk
 /// checkpoint for the next open to validate (well under a millisecond) instead of rewriting

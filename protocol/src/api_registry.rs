@@ -1,12 +1,12 @@
 //! The ONE table of APIs Rill knows and the version ranges it advertises in ApiVersions.
 //!
-//! Every range was chosen against what real clients send (`shared/protocol-notes.md`) and what
+//! Every range was chosen against what real clients send (librdkafka, kafka-python, aiokafka, kafkajs) and what
 //! the `kafka_protocol` 0.18 codec decodes (Kafka 4.x specs):
 //!
 //! | API (key)                | advertised | why the edges                                                      |
 //! |--------------------------|-----------:|--------------------------------------------------------------------|
 //! | Produce (0)              |   0..=11   | min 0 keeps librdkafka's compression on (KAFKA-18659); v0-2 are *advertised only* and rejected as UnsupportedVersion, as Kafka 4 does; v3 = MsgVer2 check; v13 needs topic ids |
-//! | Fetch (1)                |   4..=12   | v4 = librdkafka MsgVer2 check; v13+ names topics by id (trap 6)    |
+//! | Fetch (1)                |   4..=12   | v4 = librdkafka MsgVer2 check; v13+ names topics by id             |
 //! | ListOffsets (2)          |   1..=7    | v1 = librdkafka offsets-for-times check                            |
 //! | Metadata (3)             |   0..=12   | every client                                                       |
 //! | OffsetCommit (8)         |   2..=9    | overlaps librdkafka's 1-2 check at 2; aiokafka 2-3                 |

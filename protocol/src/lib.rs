@@ -26,7 +26,7 @@
 //! Message types come from the `kafka-protocol` crate, generated from Kafka 4.1's JSON message
 //! specs: maintained, covers every API, keeps `records` as raw `Bytes` (zero-copy). Kafka 4
 //! dropped some old versions (Produce < 3, Fetch < 4, ListOffsets 0, OffsetCommit < 2, ...).
-//! Checked against the clients in `shared/protocol-notes.md`: none of them *sends* a dropped
+//! Checked against the clients (librdkafka, kafka-python, aiokafka, kafkajs): none of them *sends* a dropped
 //! version once it has our ApiVersions answer; librdkafka 2.0.2 only *checks* that some
 //! old versions overlap the advertised ranges (OffsetCommit 1-2 overlaps at 2, Produce 0 is
 //! advertised-only, as Kafka 4 does since KAFKA-18659). So 0.18 decodes everything the clients

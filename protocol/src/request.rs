@@ -130,7 +130,7 @@ impl RequestError {
         }
     }
 
-    /// True when the server must answer ApiVersions error 35 with a v0 body (trap 2).
+    /// True when the server must answer ApiVersions error 35 with a v0 body.
     pub fn needs_api_versions_fallback(&self) -> bool {
         matches!(
             self,
@@ -229,7 +229,7 @@ fn resolve_api(prefix: HeaderPrefix) -> Result<ApiKey, RequestError> {
 /// Decodes a request header of `header_version` (0, 1 or 2), consuming it from `buf`.
 ///
 /// v0 has no client id (only ControlledShutdown v0 ever used it); v1 adds the INT16-length
-/// nullable client id; v2 adds a tagged-field section (the client id stays INT16-length, trap 1).
+/// nullable client id; v2 adds a tagged-field section (the client id stays INT16-length).
 pub fn decode_request_header(
     buf: &mut Bytes,
     header_version: i16,

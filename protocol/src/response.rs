@@ -2,7 +2,7 @@
 //!
 //! The header version comes from the generated specs (`ApiKey::response_header_version`), which
 //! already encode the ApiVersions exception: its response header is always v0 (no tag section)
-//! so that a client that does not yet know the broker's versions can parse it (trap 1).
+//! so that a client that does not yet know the broker's versions can parse it.
 
 use bytes::{BufMut, BytesMut};
 
@@ -60,7 +60,7 @@ pub fn encode_response(
     patch_size_prefix(out, start)
 }
 
-/// Appends the answer to an ApiVersions request at a version Rill does not support (trap 2):
+/// Appends the answer to an ApiVersions request at a version Rill does not support:
 /// error 35 (UNSUPPORTED_VERSION) with a v0 body listing the ranges, so the client retries
 /// with a version it now knows instead of falling back to pre-0.10 protocol.
 pub fn encode_api_versions_fallback(
@@ -84,7 +84,7 @@ pub fn encode_api_versions_fallback(
 
 /// Writes a response header: v0 = correlation id; v1 adds an EMPTY tag section (one 0 byte).
 ///
-/// Rill never writes response-header tags: librdkafka < 2.2 mis-skips non-empty ones (trap 4).
+/// Rill never writes response-header tags: librdkafka < 2.2 mis-skips non-empty ones.
 pub fn put_response_header(out: &mut BytesMut, correlation_id: i32, header_version: i16) {
     assert!(
         header_version == 0 || header_version == 1,

@@ -2,11 +2,11 @@
 //!
 //! | decode outcome                         | what the client gets                         |
 //! |----------------------------------------|----------------------------------------------|
-//! | ApiVersions at an unsupported version  | error 35 with a v0 body (trap 2)             |
+//! | ApiVersions at an unsupported version  | error 35 with a v0 body                      |
 //! | unknown api key / unsupported version  | connection closed (as Kafka does)            |
 //! | malformed header or body               | connection closed                            |
 //! | API not implemented by this broker     | connection closed                            |
-//! | Produce with acks=0                    | no response (trap 8)                         |
+//! | Produce with acks=0                    | no response                                  |
 //!
 //! Every request goes through [`handle`]; its [`Answer`] is a response body to encode, or for
 //! Fetch the body plus each partition's record chunks, which the vectored encoder splices in

@@ -58,7 +58,7 @@ def test_api_versions_v0_lists_ranges(broker):
         error, ranges = kw.parse_api_versions_v0(body)
     assert (corr, error) == (1, 0)
     assert ranges[kw.API_VERSIONS][0] == 0 and ranges[kw.API_VERSIONS][1] >= 3
-    # protocol-notes: librdkafka 2.0.2 needs Produce v3 and Fetch v4 for record batches v2,
+    # librdkafka 2.0.2 needs Produce v3 and Fetch v4 for record batches v2,
     # and old Produce versions to keep compression on.
     assert ranges[kw.API_PRODUCE][0] <= 3 <= ranges[kw.API_PRODUCE][1]
     assert ranges[1][0] <= 4 <= ranges[1][1]

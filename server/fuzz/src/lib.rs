@@ -142,7 +142,7 @@ fn check_response(request_body: &[u8], frame: &[u8]) {
 }
 
 /// The API and version the response was encoded at: the request's, except that an ApiVersions
-/// at a version the broker cannot decode is answered with a v0 body (protocol-notes trap 2).
+/// at a version the broker cannot decode is answered with a v0 body.
 fn response_key_version(request_body: &[u8], prefix: HeaderPrefix) -> (ApiKey, i16) {
     let api_key = ApiKey::try_from(prefix.api_key).expect("only known APIs are answered");
     let decodes = decode_request(Bytes::copy_from_slice(request_body)).is_ok();

@@ -1,7 +1,7 @@
 //! ApiVersions (18): the versions Rill serves, straight from rill-protocol's registry.
 //!
 //! An unsupported *request* version never reaches here: the dispatcher answers it with error 35
-//! and a v0 body (protocol-notes trap 2), using [`unsupported_version_response`].
+//! and a v0 body, using [`unsupported_version_response`].
 
 use rill_protocol::api_registry::api_versions_response_for;
 use rill_protocol::kafka_protocol::messages::{ApiKey, ApiVersionsResponse};

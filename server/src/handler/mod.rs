@@ -105,7 +105,7 @@ pub trait Broker {
 
 /// The leader epoch Rill reports for every partition: one node, never a leader change. A real
 /// (non-negative) epoch makes clients validate positions with OffsetForLeaderEpoch, which
-/// [`offset_for_leader_epoch`] answers (protocol-notes trap 7).
+/// [`offset_for_leader_epoch`] answers.
 pub const LEADER_EPOCH: LeaderEpoch = LeaderEpoch(0);
 
 /// A topic, creating it first when auto-creation is on (Metadata, Produce).

@@ -16,7 +16,7 @@
 //! The batch checks are [`ValidatedBatch::new`]'s (its module lists them in order); the engine
 //! appends what it is handed without checking again.
 //!
-//! acks=0 requests still append but get no response (protocol-notes trap 8).
+//! acks=0 requests still append but get no response.
 //! A transactional producer's first append to a partition in a transaction is verified with
 //! its coordinator first (`produce_txn.rs`); control batches from clients are refused by the
 //! log (INVALID_RECORD).

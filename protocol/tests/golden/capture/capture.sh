@@ -9,8 +9,8 @@ HERE=$(cd "$(dirname "$0")" && pwd)
 OUT=$HERE/../frames
 BROKER_PORT=${BROKER_PORT:-39492}
 PROXY_PORT=${PROXY_PORT:-39493}
-VENV=${VENV:-/work/venv-protocol}
-NODE_DIR=${NODE_DIR:-/work/node-protocol}
+VENV=${VENV:?set VENV to a venv with confluent-kafka, kafka-python and aiokafka}
+NODE_DIR=${NODE_DIR:?set NODE_DIR to a directory with kafkajs installed}
 mkdir -p "$OUT"
 
 run() { # label, command...

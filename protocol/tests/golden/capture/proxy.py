@@ -9,7 +9,7 @@ per (api key, version) (6x that for Produce, so every codec is kept). Binds 127.
 
 Responses pass through unchanged except one repair: an ApiVersions v3+ response whose
 top-level tag section is not empty gets it emptied, because librdkafka < 2.2 mis-parses
-non-empty tag sections (protocol-notes trap 4) and would otherwise never send anything but
+non-empty tag sections and would otherwise never send anything but
 ApiVersions to the capture broker. Only requests are stored, and they are never modified.
 """
 import asyncio

@@ -16,6 +16,7 @@ use crate::batch::{BatchHeader, HEADER_BYTES, LOG_OVERHEAD_BYTES};
 use crate::types::TimestampMs;
 use rill_types::batch::attributes::COMPRESSION_MASK;
 use rill_types::batch::write_crc;
+use rill_types::{ProducerEpoch, ProducerId};
 
 /// Attribute bits (defined once, in `rill-types`).
 pub use rill_types::batch::attributes::{CONTROL_BIT, TRANSACTIONAL_BIT};
@@ -66,10 +67,10 @@ pub struct Control {
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
 pub struct TxnMarker {
     /// The transactional producer.
-    pub producer_id: i64,
+    pub producer_id: ProducerId,
     /// The producer epoch the coordinator ends the transaction with (may be a bumped epoch
     /// that fences the producer that opened it).
-    pub producer_epoch: i16,
+    pub producer_epoch: ProducerEpoch,
     /// Commit or abort.
     pub commit: bool,
     /// The coordinator's epoch: markers from an older coordinator are refused.
@@ -78,7 +79,7 @@ pub struct TxnMarker {
 
 /// Encodes `marker` as one control batch (baseOffset 0: the log assigns it).
 pub fn encode_marker_batch(marker: &TxnMarker, now: TimestampMs) -> Vec<u8> {
-    assert!(marker.producer_id >= 0, "markers belong to a producer");
+    assert!(marker.producer_id.is_some(), "markers belong to a producer");
     let kind = if marker.commit {
         ControlType::Commit
     } else {
@@ -107,8 +108,8 @@ pub fn encode_marker_batch(marker: &TxnMarker, now: TimestampMs) -> Vec<u8> {
     h.last_offset_delta.set(0);
     h.base_timestamp.set(now.0);
     h.max_timestamp.set(now.0);
-    h.producer_id.set(marker.producer_id);
-    h.producer_epoch.set(marker.producer_epoch);
+    h.producer_id.set(marker.producer_id.0);
+    h.producer_epoch.set(marker.producer_epoch.0);
     h.base_sequence.set(-1);
     h.records_count.set(1);
     write_crc(&mut buf);
@@ -225,8 +226,8 @@ mod tests {
 
     fn marker(commit: bool) -> TxnMarker {
         TxnMarker {
-            producer_id: 42,
-            producer_epoch: 3,
+            producer_id: ProducerId(42),
+            producer_epoch: ProducerEpoch(3),
             commit,
             coordinator_epoch: 7,
         }

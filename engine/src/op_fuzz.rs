@@ -670,8 +670,8 @@ impl Harness {
         let pid = TXN_PRODUCERS[self.rng.usize(0..2)];
         let commit = self.rng.bool();
         let marker = crate::control::TxnMarker {
-            producer_id: pid,
-            producer_epoch: 0,
+            producer_id: rill_types::ProducerId(pid),
+            producer_epoch: rill_types::ProducerEpoch(0),
             commit,
             coordinator_epoch: 0,
         };

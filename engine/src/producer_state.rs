@@ -34,6 +34,7 @@ use crate::batch::BatchMeta;
 use crate::control::{ControlType, TxnMarker};
 use crate::error::EngineError;
 use crate::types::{Offset, TimestampMs};
+use rill_types::ProducerId;
 use std::collections::{BTreeMap, HashMap, VecDeque};
 
 /// Batches remembered per producer for duplicate detection (Kafka keeps 5).
@@ -193,13 +194,13 @@ impl ProducerState {
     /// Checks a transaction marker before it is appended: neither an older producer epoch nor
     /// an older coordinator epoch than the last marker's.
     pub fn check_marker(&self, marker: &TxnMarker) -> Result<(), EngineError> {
-        let Some(entry) = self.producers.get(&marker.producer_id) else {
+        let Some(entry) = self.producers.get(&marker.producer_id.0) else {
             return Ok(());
         };
-        if marker.producer_epoch < entry.epoch {
+        if marker.producer_epoch.0 < entry.epoch {
             return Err(EngineError::InvalidProducerEpoch {
                 current: entry.epoch,
-                received: marker.producer_epoch,
+                received: marker.producer_epoch.0,
             });
         }
         if marker.coordinator_epoch < entry.coordinator_epoch {
@@ -268,9 +269,9 @@ impl ProducerState {
     }
 
     /// Whether `producer_id` has an open transaction in this partition.
-    pub fn has_open_txn(&self, producer_id: i64) -> bool {
+    pub fn has_open_txn(&self, producer_id: ProducerId) -> bool {
         self.producers
-            .get(&producer_id)
+            .get(&producer_id.0)
             .is_some_and(|e| e.txn_first_offset.is_some())
     }
 

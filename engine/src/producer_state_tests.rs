@@ -2,6 +2,7 @@
 
 use super::*;
 use crate::types::TimestampMs;
+use rill_types::ProducerEpoch;
 
 fn meta(pid: i64, epoch: i16, seq: i32, base: i64, records: i64) -> BatchMeta {
     BatchMeta {
@@ -121,7 +122,7 @@ fn a_transaction_opens_at_its_first_batch_and_a_marker_closes_it() {
     assert_eq!(s.record(&txn(2, 0, 0, 12, 1)), None);
     assert_eq!(s.record(&txn(1, 0, 2, 13, 1)), None);
     assert_eq!(s.first_open_txn_offset(), Some(Offset(10)));
-    assert!(s.has_open_txn(1) && s.has_open_txn(2));
+    assert!(s.has_open_txn(ProducerId(1)) && s.has_open_txn(ProducerId(2)));
     let done = s.record(&marker(1, 0, 14, ControlType::Abort, 0));
     assert_eq!(
         done,
@@ -173,8 +174,8 @@ fn a_fencing_marker_bumps_the_epoch_and_old_markers_are_refused() {
     ));
     s.check(&txn(1, 5, 0, 2, 1)).unwrap();
     let stale_epoch = TxnMarker {
-        producer_id: 1,
-        producer_epoch: 3,
+        producer_id: ProducerId(1),
+        producer_epoch: ProducerEpoch(3),
         commit: true,
         coordinator_epoch: 2,
     };
@@ -183,7 +184,7 @@ fn a_fencing_marker_bumps_the_epoch_and_old_markers_are_refused() {
         Err(EngineError::InvalidProducerEpoch { .. })
     ));
     let stale_coordinator = TxnMarker {
-        producer_epoch: 4,
+        producer_epoch: ProducerEpoch(4),
         coordinator_epoch: 1,
         ..stale_epoch
     };

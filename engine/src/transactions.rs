@@ -31,6 +31,7 @@ use crate::segment::Segment;
 use crate::small_file;
 use crate::types::{Offset, TimestampMs};
 use bytes::BytesMut;
+use rill_types::ProducerId;
 
 impl<S: Storage> PartitionLog<S> {
     /// Appends a transaction marker (a control batch) for `marker.producer_id`. Refused with
@@ -113,7 +114,7 @@ impl<S: Storage> PartitionLog<S> {
     }
 
     /// Whether `producer_id` has an open transaction here.
-    pub fn has_open_txn(&self, producer_id: i64) -> bool {
+    pub fn has_open_txn(&self, producer_id: ProducerId) -> bool {
         self.producers.has_open_txn(producer_id)
     }
 

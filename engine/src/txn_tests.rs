@@ -11,6 +11,7 @@ use crate::segment::file_name::{segment_file_name, FileKind};
 use crate::segment::txn_index::AbortedTxn;
 use crate::types::{Offset, TimestampMs};
 use rill_types::ErrorCode;
+use rill_types::{ProducerEpoch, ProducerId};
 use std::path::Path;
 
 /// Appends a transactional batch of `records` for producer `pid` (epoch 0, sequence `seq`).
@@ -29,8 +30,8 @@ pub(crate) fn txn_append(
 
 pub(crate) fn end_txn(log: &mut PartitionLog<SimStorage>, pid: i64, commit: bool) -> Offset {
     let marker = TxnMarker {
-        producer_id: pid,
-        producer_epoch: 0,
+        producer_id: ProducerId(pid),
+        producer_epoch: ProducerEpoch(0),
         commit,
         coordinator_epoch: 0,
     };
@@ -144,8 +145,8 @@ fn client_control_batches_and_non_transactional_writes_in_a_transaction_are_refu
     let s = SimStorage::new(1, FaultConfig::default());
     let mut log = open(&s, small_config());
     let marker = TxnMarker {
-        producer_id: 3,
-        producer_epoch: 0,
+        producer_id: ProducerId(3),
+        producer_epoch: ProducerEpoch(0),
         commit: true,
         coordinator_epoch: 0,
     };
@@ -240,7 +241,11 @@ fn crash_keeps_open_transactions_and_rederives_unsaved_aborts() {
         Offset(1),
         "2's transaction is still open"
     );
-    assert!(log.has_open_txn(2) && !log.has_open_txn(1) && !log.has_open_txn(3));
+    assert!(
+        log.has_open_txn(ProducerId(2))
+            && !log.has_open_txn(ProducerId(1))
+            && !log.has_open_txn(ProducerId(3))
+    );
     assert_eq!(aborted(&mut log, 0, 3), vec![(1, 0, 2)]);
     end_txn(&mut log, 2, false);
     block_on(log.close()).unwrap();
@@ -310,8 +315,8 @@ fn a_fenced_producer_is_refused_after_a_bumped_marker() {
     let mut log = open(&s, small_config());
     txn_append(&mut log, 4, 0, 1);
     let marker = TxnMarker {
-        producer_id: 4,
-        producer_epoch: 1,
+        producer_id: ProducerId(4),
+        producer_epoch: ProducerEpoch(1),
         commit: false,
         coordinator_epoch: 0,
     };
@@ -324,7 +329,7 @@ fn a_fenced_producer_is_refused_after_a_bumped_marker() {
         ErrorCode::InvalidProducerEpoch
     );
     let stale = TxnMarker {
-        producer_epoch: 0,
+        producer_epoch: ProducerEpoch(0),
         ..marker
     };
     assert!(block_on(log.append_marker(&stale, TimestampMs(1))).is_err());

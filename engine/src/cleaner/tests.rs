@@ -768,13 +768,14 @@ fn leftovers_of_an_uncommitted_swap_are_undone_on_open() {
 #[test]
 fn aborted_transactions_go_and_markers_and_their_index_stay() {
     use crate::control::TxnMarker;
+    use rill_types::{ProducerEpoch, ProducerId};
     let s = SimStorage::new(18, FaultConfig::default());
     let clock = Rc::new(ManualClock::new(10_000));
     let mut log = open_log(&s, config(), &clock);
     let end_txn = |log: &mut PartitionLog<SimStorage>, pid, commit| {
         let marker = TxnMarker {
-            producer_id: pid,
-            producer_epoch: 0,
+            producer_id: ProducerId(pid),
+            producer_epoch: ProducerEpoch(0),
             commit,
             coordinator_epoch: 0,
         };

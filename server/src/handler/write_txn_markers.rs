@@ -14,7 +14,7 @@ use rill_protocol::kafka_protocol::messages::write_txn_markers_response::{
 };
 use rill_protocol::kafka_protocol::messages::{WriteTxnMarkersRequest, WriteTxnMarkersResponse};
 use rill_protocol::ErrorCode;
-use rill_types::ProducerId;
+use rill_types::{ProducerEpoch, ProducerId};
 
 use super::Broker;
 use crate::group::{offsets_partition, GroupOp, GroupReply, OFFSETS_PARTITIONS, OFFSETS_TOPIC};
@@ -31,8 +31,8 @@ pub async fn handle<B: Broker>(
 
 async fn one_marker<B: Broker>(broker: &B, m: &WritableTxnMarker) -> WritableTxnMarkerResult {
     let marker = TxnMarker {
-        producer_id: m.producer_id.0,
-        producer_epoch: m.producer_epoch,
+        producer_id: ProducerId(m.producer_id.0),
+        producer_epoch: ProducerEpoch(m.producer_epoch),
         commit: m.transaction_result,
         coordinator_epoch: m.coordinator_epoch,
     };
@@ -91,7 +91,7 @@ async fn end_groups<B: Broker>(broker: &B, partition: i32, marker: TxnMarker) ->
         .filter(|g| offsets_partition(&g.group_id) == partition)
         .map(|g| {
             let op = GroupOp::TxnEnd {
-                producer_id: ProducerId(marker.producer_id),
+                producer_id: marker.producer_id,
                 commit: marker.commit,
             };
             broker.group(&g.group_id, op)

@@ -25,7 +25,7 @@ use rill_engine::{
     EngineError, FlushPolicy, LogConfig, LogManager, PartitionLog, Positions, TxnMarker,
 };
 use rill_types::batch::ValidatedBatch;
-use rill_types::{Offset, ProducerId, TimestampMs};
+use rill_types::{Offset, TimestampMs};
 
 use crate::admin::shard::hooks;
 use crate::admin::state::PartitionStats;
@@ -701,12 +701,11 @@ impl<S: Storage + 'static> Actor<S> {
         if !attributes.is_transactional() || attributes.is_control() || !pid.is_some() {
             return Ok(batches);
         }
-        let pid = pid.0;
         let open_here = self.log().has_open_txn(pid);
         match self.txn_guards.admit(pid, open_here, guard) {
             Admit::Append => Ok(batches),
             Admit::Verify(guard) => Err(PartitionReply::NeedsTxnVerification {
-                producer: (ProducerId(pid), epoch),
+                producer: (pid, epoch),
                 guard,
                 batches,
             }),

@@ -17,6 +17,8 @@
 
 use std::collections::HashMap;
 
+use rill_types::ProducerId;
+
 /// Guards handed out and not yet used or voided, per partition; beyond this many the oldest
 /// are forgotten (their appends are refused and retried by the client).
 pub const GUARDS_MAX: usize = 10_000;
@@ -35,14 +37,14 @@ pub enum Admit {
 /// The guards of one partition.
 #[derive(Debug, Default)]
 pub struct TxnGuards {
-    by_producer: HashMap<i64, u64>,
+    by_producer: HashMap<ProducerId, u64>,
     next: u64,
 }
 
 impl TxnGuards {
     /// Decides on a transactional append of `producer`; `open_here` says whether its
     /// transaction is already open in this partition.
-    pub fn admit(&mut self, producer: i64, open_here: bool, guard: Option<u64>) -> Admit {
+    pub fn admit(&mut self, producer: ProducerId, open_here: bool, guard: Option<u64>) -> Admit {
         if open_here {
             self.by_producer.remove(&producer);
             return Admit::Append;
@@ -65,7 +67,7 @@ impl TxnGuards {
     }
 
     /// A marker for `producer` was written: its guard, if any, is void.
-    pub fn void(&mut self, producer: i64) {
+    pub fn void(&mut self, producer: ProducerId) {
         self.by_producer.remove(&producer);
     }
 }
@@ -74,16 +76,18 @@ impl TxnGuards {
 mod tests {
     use super::*;
 
+    const P: ProducerId = ProducerId(7);
+
     #[test]
     fn first_append_is_verified_then_admitted_once() {
         let mut g = TxnGuards::default();
-        let Admit::Verify(guard) = g.admit(7, false, None) else {
+        let Admit::Verify(guard) = g.admit(P, false, None) else {
             panic!("a first append is verified")
         };
-        assert_eq!(g.admit(7, false, Some(guard)), Admit::Append);
-        assert_eq!(g.admit(7, false, Some(guard)), Admit::Refuse, "used up");
+        assert_eq!(g.admit(P, false, Some(guard)), Admit::Append);
+        assert_eq!(g.admit(P, false, Some(guard)), Admit::Refuse, "used up");
         assert_eq!(
-            g.admit(7, true, None),
+            g.admit(P, true, None),
             Admit::Append,
             "open here: no verification"
         );
@@ -92,12 +96,12 @@ mod tests {
     #[test]
     fn a_marker_voids_a_guard_that_raced_it() {
         let mut g = TxnGuards::default();
-        let Admit::Verify(guard) = g.admit(7, false, None) else {
+        let Admit::Verify(guard) = g.admit(P, false, None) else {
             panic!()
         };
-        g.void(7);
-        assert_eq!(g.admit(7, false, Some(guard)), Admit::Refuse);
-        let Admit::Verify(newer) = g.admit(7, false, None) else {
+        g.void(P);
+        assert_eq!(g.admit(P, false, Some(guard)), Admit::Refuse);
+        let Admit::Verify(newer) = g.admit(P, false, None) else {
             panic!()
         };
         assert_ne!(newer, guard);

@@ -380,8 +380,8 @@ impl<J: TxnJournal> TxnCoordinator<J> {
     async fn write_markers<E: TxnEnv>(&self, id: &str, m: &TxnMetadata, env: &E) -> bool {
         let commit = m.commits();
         let marker = TxnMarker {
-            producer_id: m.producer_id.0,
-            producer_epoch: m.producer_epoch.0,
+            producer_id: m.producer_id,
+            producer_epoch: m.producer_epoch,
             commit,
             coordinator_epoch: self.coordinator_epoch,
         };

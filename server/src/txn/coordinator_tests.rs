@@ -42,11 +42,9 @@ impl TxnEnv for FakeEnv {
         Ok(())
     }
     async fn end_group_txn(&self, group: &str, marker: TxnMarker) -> Result<(), ErrorCode> {
-        self.group_ends.borrow_mut().push((
-            group.into(),
-            ProducerId(marker.producer_id),
-            marker.commit,
-        ));
+        self.group_ends
+            .borrow_mut()
+            .push((group.into(), marker.producer_id, marker.commit));
         Ok(())
     }
     async fn commit_group_txn_offsets(
@@ -185,7 +183,7 @@ fn commit_writes_markers_to_every_partition_and_ends_group_offsets() {
     assert_eq!(markers.len(), 2);
     assert!(markers
         .iter()
-        .all(|(_, _, m)| m.commit && m.producer_id == p.id.0 && m.producer_epoch == p.epoch.0));
+        .all(|(_, _, m)| m.commit && m.producer_id == p.id && m.producer_epoch == p.epoch));
     assert_eq!(*h.env.group_ends.borrow(), vec![("g".into(), p.id, true)]);
     let states: Vec<TxnState> =
         h.c.journal()
@@ -264,7 +262,7 @@ fn a_new_producer_fences_the_old_one_and_aborts_its_transaction() {
     let markers = h.env.markers.borrow();
     assert_eq!(markers.len(), 1);
     assert!(!markers[0].2.commit);
-    assert_eq!(markers[0].2.producer_epoch, old.epoch.0 + 1);
+    assert_eq!(markers[0].2.producer_epoch.0, old.epoch.0 + 1);
     drop(markers);
     assert_eq!(
         h.add("tx", old, &[("t", 0)]),
@@ -284,7 +282,7 @@ fn a_timed_out_transaction_is_aborted_with_a_fencing_epoch() {
     h.clock.advance(1);
     block_on(h.c.tick(&h.env));
     assert_eq!(h.state("tx"), TxnState::CompleteAbort);
-    assert_eq!(h.env.markers.borrow()[0].2.producer_epoch, p.epoch.0 + 1);
+    assert_eq!(h.env.markers.borrow()[0].2.producer_epoch.0, p.epoch.0 + 1);
     assert_eq!(h.end("tx", p, true), ErrorCode::ProducerFenced);
     let again = h.init("tx", 5_000);
     assert_eq!(h.add("tx", again, &[("t", 1)]), vec![ErrorCode::None]);

@@ -102,7 +102,7 @@ impl<B: Broker> TxnEnv for B {
             }
         }
         let op = GroupOp::TxnEnd {
-            producer_id: ProducerId(marker.producer_id),
+            producer_id: marker.producer_id,
             commit: marker.commit,
         };
         match self.group(group, op).await {

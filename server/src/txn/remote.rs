@@ -48,8 +48,8 @@ pub async fn write_marker(
         .ok_or(ErrorCode::LeaderNotAvailable)?;
     let request =
         WriteTxnMarkersRequest::default().with_markers(vec![WritableTxnMarker::default()
-            .with_producer_id(WireProducerId(marker.producer_id))
-            .with_producer_epoch(marker.producer_epoch)
+            .with_producer_id(WireProducerId(marker.producer_id.0))
+            .with_producer_epoch(marker.producer_epoch.0)
             .with_transaction_result(marker.commit)
             .with_coordinator_epoch(marker.coordinator_epoch)
             .with_topics(vec![WritableTxnMarkerTopic::default()

@@ -24,7 +24,7 @@ use super::{ProducerEpoch, ProducerId};
 /// An epoch at or above this is exhausted: the next InitProducerId hands out a new producer id
 /// (Kafka's `isEpochExhausted`, Short.MaxValue - 1; the fence of a timed-out transaction may
 /// still take it to Short.MaxValue).
-pub const EPOCH_EXHAUSTED: i16 = i16::MAX - 1;
+pub const EPOCH_EXHAUSTED: ProducerEpoch = ProducerEpoch(i16::MAX - 1);
 
 /// A topic partition in a transaction.
 pub type TopicPartition = (String, i32);
@@ -174,7 +174,7 @@ pub fn init(
             &fresh
         }
     };
-    let exhausted = |epoch: ProducerEpoch| epoch.0 >= EPOCH_EXHAUSTED;
+    let exhausted = |epoch: ProducerEpoch| epoch >= EPOCH_EXHAUSTED;
     let valid = |(pid, epoch): (ProducerId, ProducerEpoch)| {
         m.producer_epoch == ProducerEpoch::NONE
             || pid == m.producer_id

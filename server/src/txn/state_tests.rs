@@ -69,7 +69,7 @@ fn an_open_transaction_is_fenced_with_a_bumped_epoch_then_aborted() {
 #[test]
 fn an_exhausted_epoch_rotates_the_producer_id() {
     let mut m = first_init();
-    m.producer_epoch = ProducerEpoch(EPOCH_EXHAUSTED);
+    m.producer_epoch = EPOCH_EXHAUSTED;
     let next = ready(init(Some(&m), 60_000, None, 20, &mut ids(500)));
     assert_eq!(
         (next.producer_id, next.producer_epoch),

@@ -590,6 +590,27 @@ mod tests {
     }
 
     #[test]
+    fn unclean_election_is_a_log_default_the_controller_reads_too() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("server.properties");
+        std::fs::write(
+            &path,
+            "node.id=1\nprocess.roles=broker,controller\n\
+             listeners=PLAINTEXT://127.0.0.1:9092,CONTROLLER://127.0.0.1:9093\n\
+             controller.listener.names=CONTROLLER\ncontroller.quorum.voters=1@127.0.0.1:9093\n\
+             unclean.leader.election.enable=true\nauto.leader.rebalance.enable=false\n",
+        )
+        .unwrap();
+        let c = BrokerConfig::resolve(&cli(&["--config", path.to_str().unwrap()])).unwrap();
+        assert_eq!(
+            c.log.topic_default("unclean.leader.election.enable"),
+            "true"
+        );
+        let leadership = &c.cluster.as_ref().unwrap().leadership;
+        assert!(leadership.unclean_election && !leadership.auto_rebalance);
+    }
+
+    #[test]
     fn file_then_flags_override() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("server.properties");

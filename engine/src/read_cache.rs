@@ -363,6 +363,16 @@ impl ReadCache {
         Some(found)
     }
 
+    /// The load in flight of the extent of `log` holding `offset`, if it is loading (not a use).
+    pub fn loading(&self, log: LogId, offset: Offset) -> Option<Load> {
+        let inner = self.inner.borrow();
+        let key = inner.key_covering(log, offset)?;
+        match &inner.entries[&key].slot {
+            Slot::Loading(load) => Some(load.clone()),
+            Slot::Ready(_) => None,
+        }
+    }
+
     /// The end offset and size of the entry of `log` holding `offset`, if any (not a use).
     pub fn entry_covering(&self, log: LogId, offset: Offset) -> Option<(Offset, usize)> {
         let inner = self.inner.borrow();

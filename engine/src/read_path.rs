@@ -28,6 +28,7 @@ use crate::read_cache::{Extent, Found, Load, LoadError};
 use crate::segment::Segment;
 use crate::types::Offset;
 use bytes::Bytes;
+use futures::future::LocalBoxFuture;
 use futures::FutureExt;
 use std::rc::Rc;
 
@@ -152,6 +153,42 @@ impl<S: Storage> PartitionLog<S> {
         Ok(chunks)
     }
 
+    /// Issues the loads a read from `from` needs, without waiting on them: `Some(loaded)` when
+    /// some of the extents it would serve (up to `max_bytes`) are still loading (a read now
+    /// would wait on the disk; after `loaded` it finds them in memory), `None` when a read now
+    /// would not wait on a load. Lets the partition's owner serve other requests (appends)
+    /// while the disk reads.
+    pub async fn prepare_read(
+        &mut self,
+        from: Offset,
+        max_bytes: usize,
+    ) -> Option<LocalBoxFuture<'static, ()>> {
+        let usable = self.check_usable().is_ok() && self.check_in_range(from).is_ok();
+        if !usable || self.cache.covers(from) {
+            return None;
+        }
+        let sequential = self.last_read_end == Some(from);
+        self.read_ahead(from, read_window(max_bytes, sequential))
+            .await;
+        let log = self.read_cache_log;
+        let (mut offset, mut bytes, mut loading) = (from, 0usize, Vec::new());
+        while bytes < max_bytes.max(1) && offset < self.positions.high_watermark() {
+            let Some((end, size)) = self.read_cache.entry_covering(log, offset) else {
+                break;
+            };
+            if let Some(load) = self.read_cache.loading(log, offset) {
+                if load.peek().is_none() {
+                    loading.push(load);
+                }
+            }
+            (offset, bytes) = (end, bytes + size);
+        }
+        if loading.is_empty() {
+            return None;
+        }
+        Some(futures::future::join_all(loading).map(|_| ()).boxed_local())
+    }
+
     /// Serves `from` out of extents, else reads it directly. The loads this read needs (up to
     /// [`READ_AHEAD_BYTES`] of them) are issued together first; a sequential reader's window
     /// is topped up after.
@@ -162,12 +199,8 @@ impl<S: Storage> PartitionLog<S> {
         max_bytes: usize,
         sequential: bool,
     ) -> Result<Vec<Bytes>, EngineError> {
-        let window = if sequential {
-            READ_AHEAD_BYTES
-        } else {
-            max_bytes.min(READ_AHEAD_BYTES)
-        };
-        self.read_ahead(from, window).await;
+        self.read_ahead(from, read_window(max_bytes, sequential))
+            .await;
         let (mut chunks, mut total, mut next) = (Vec::new(), 0usize, from);
         while next < hw && total < max_bytes {
             let first = chunks.is_empty();
@@ -322,6 +355,16 @@ impl<S: Storage> PartitionLog<S> {
             }
         }
         (load, admitted)
+    }
+}
+
+/// How far a cold read from one offset loads ahead: a sequential reader's whole window,
+/// another reader what it asked for (within the window).
+fn read_window(max_bytes: usize, sequential: bool) -> usize {
+    if sequential {
+        READ_AHEAD_BYTES
+    } else {
+        max_bytes.min(READ_AHEAD_BYTES)
     }
 }
 

@@ -260,3 +260,43 @@ fn no_stale_or_torn_byte_when_reads_race_appends_on_the_active_segment() {
         assert!(cache.stats().loads > 10, "seed {seed}: extents were loaded");
     }
 }
+
+/// A read whose first bytes are still loading is prepared without waiting: the caller gets the
+/// load to await elsewhere, the log takes appends meanwhile, and the read that follows finds
+/// the bytes in memory (no second load).
+#[test]
+fn a_read_waiting_on_the_disk_is_prepared_without_holding_the_log() {
+    let s = SimStorage::new(13, FaultConfig::default());
+    let cache = Rc::new(ReadCache::new(64 << 20));
+    let manager = manager(&s, &cache);
+    let mut log = open_log(&manager, 0);
+    let mut want = Vec::new();
+    for i in 0..100 {
+        let b = batch(0, i, 10_000);
+        let base = block_on(log.append(validated(&b), TimestampMs(1)))
+            .unwrap()
+            .base_offset;
+        want.push(expected(b, base));
+    }
+    block_on(log.flush()).unwrap();
+    s.set_latency_polls_max(50);
+    let loaded = block_on(log.prepare_read(Offset(0), 256 << 10)).expect("a load in flight");
+    let loads = cache.stats().loads;
+    // The log is free while the load runs: an append goes through.
+    block_on(log.append(validated(&batch(0, 100, 100)), TimestampMs(1))).unwrap();
+    block_on(log.flush()).unwrap();
+    block_on(loaded);
+    assert!(
+        block_on(log.prepare_read(Offset(0), 256 << 10)).is_none(),
+        "loaded: nothing to wait for"
+    );
+    let read = block_on(log.read(Offset(0), 256 << 10)).unwrap();
+    let got = batches_of(&read.chunks);
+    assert!(!got.is_empty());
+    assert_eq!(got[..], want[..got.len()], "every byte as appended");
+    assert_eq!(cache.stats().loads, loads, "served from the prepared load");
+    // Out of range, or at the log end: nothing to prepare (the read reports or waits itself).
+    assert!(block_on(log.prepare_read(Offset(1_000_000), 1)).is_none());
+    let end = log.high_watermark();
+    assert!(block_on(log.prepare_read(end, 1)).is_none());
+}

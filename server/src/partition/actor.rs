@@ -2,9 +2,14 @@
 //!
 //! It drains its mailbox in groups: every queued append is written, then the log is flushed
 //! once for the whole group (group commit, one fdatasync), then acks=all producers are answered
-//! and the new high watermark is published to waiting fetches. acks=0/1 are answered right after
-//! their append. Reads, offset lookups and deletes go through the same mailbox, so nothing else
-//! ever needs to borrow the log — no `RefCell` held across an `.await`.
+//! and the new high watermark is published to waiting fetches; only then are the group's reads
+//! and lookups served. acks=0/1 are answered right after their append. Reads, offset lookups and
+//! deletes go through the same mailbox, so nothing else ever needs to borrow the log — no
+//! `RefCell` held across an `.await`.
+//!
+//! A read never holds the actor while the disk works: one whose bytes are still being
+//! loaded ([`PartitionLog::prepare_read`]) is parked until they are in memory and served then,
+//! so a catch-up consumer's reads do not delay a producer's appends and acks.
 //!
 //! A compacted partition also plans cleans (every `log.cleaner.backoff.ms`) and hands them to
 //! the shard's cleaner, whose task sends each cleaned group back here to be swapped in
@@ -17,8 +22,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use futures::channel::{mpsc, oneshot};
-use futures::future::{select, Either};
-use futures::StreamExt;
+use futures::future::{select, Either, LocalBoxFuture};
+use futures::stream::FuturesUnordered;
+use futures::{FutureExt, StreamExt};
 use rill_engine::cleaner::CompactionConfig;
 use rill_engine::io::{Clock, Storage};
 use rill_engine::{
@@ -188,6 +194,7 @@ async fn open_actor<S: Storage + 'static>(
         last_maintenance_ms: last_activity_ms,
         txn_guards: TxnGuards::default(),
         jitter: jitter(topic, partition),
+        parked: None,
         setup,
         watch,
     })
@@ -234,6 +241,10 @@ struct Actor<S: Storage> {
     txn_guards: TxnGuards,
     /// This partition's stretch of its tick, in thousandths of a quarter (from its name).
     jitter: u16,
+    /// Reads waiting for their bytes to load from disk, each resolving to its message
+    /// once they are in memory (see the module doc); `None` until the first (an idle actor
+    /// stays small).
+    parked: Option<FuturesUnordered<LocalBoxFuture<'static, ActorMsg>>>,
 }
 
 /// A clean running in the shard cleaner's task queue, and where its results arrive.
@@ -244,6 +255,8 @@ struct CleanInFlight {
 
 enum Next {
     Msg(ActorMsg),
+    /// A parked read whose bytes are loaded.
+    Unparked(ActorMsg),
     Tick,
     Closed,
     Clean(Option<CleanEvent>),
@@ -308,6 +321,14 @@ impl<S: Storage + 'static> Actor<S> {
                 }
                 Next::Clean(event) => {
                     Box::pin(self.on_clean_event(event)).await;
+                    continue;
+                }
+                Next::Unparked(msg) => {
+                    if self.parked.as_ref().is_some_and(FuturesUnordered::is_empty) {
+                        self.parked = None;
+                    }
+                    let reply = Box::pin(self.serve_other(msg.op)).await;
+                    let _ = msg.reply.send(reply);
                     continue;
                 }
                 Next::Closed => return None,
@@ -381,22 +402,32 @@ impl<S: Storage + 'static> Actor<S> {
         }
     }
 
-    /// The next message, a clean's result, or a tick when the flush interval, retention check
-    /// or clean check is due.
+    /// The next message, a parked read now loaded, a clean's result, or a tick when the flush
+    /// interval, retention check or clean check is due.
     async fn next(&mut self, mailbox: &mut mpsc::Receiver<ActorMsg>) -> Next {
         let tick = Duration::from_millis(self.tick_ms());
         let sleep = glommio::timer::sleep(tick);
         futures::pin_mut!(sleep);
+        let (clean, parked) = (&mut self.clean, &mut self.parked);
         let clean = async {
-            match self.clean.as_mut() {
+            match clean.as_mut() {
                 Some(clean) => clean.events.next().await,
                 None => std::future::pending().await,
             }
         };
         futures::pin_mut!(clean);
-        match select(mailbox.next(), select(sleep, clean)).await {
-            Either::Left((Some(msg), _)) => Next::Msg(msg),
-            Either::Left((None, _)) => Next::Closed,
+        let unparked = async {
+            match parked {
+                Some(parked) if !parked.is_empty() => parked.next().await.expect("not empty"),
+                _ => std::future::pending().await,
+            }
+        };
+        futures::pin_mut!(unparked);
+        let timed = select(sleep, clean);
+        match select(select(mailbox.next(), unparked), timed).await {
+            Either::Left((Either::Left((Some(msg), _)), _)) => Next::Msg(msg),
+            Either::Left((Either::Left((None, _)), _)) => Next::Closed,
+            Either::Left((Either::Right((msg, _)), _)) => Next::Unparked(msg),
             Either::Right((Either::Left(_), _)) => Next::Tick,
             Either::Right((Either::Right((event, _)), _)) => Next::Clean(event),
         }
@@ -558,7 +589,8 @@ impl<S: Storage + 'static> Actor<S> {
         }
     }
 
-    /// Handle one group; returns the Delete reply if the group asked to delete the partition.
+    /// Handle one group: its appends (and their flush and acks) first, then its reads and
+    /// lookups; returns the Delete reply if the group asked to delete the partition.
     async fn serve_group(
         &mut self,
         group: Vec<ActorMsg>,
@@ -566,6 +598,9 @@ impl<S: Storage + 'static> Actor<S> {
         let mut durable_waiters = Vec::new();
         let mut appended = false;
         let mut delete_reply = None;
+        // Served after the flush: they then see the group's appends, and a read waiting on
+        // the disk never delays an ack.
+        let mut others = Vec::new();
         for msg in group {
             if delete_reply.is_some() {
                 let _ = msg
@@ -606,14 +641,25 @@ impl<S: Storage + 'static> Actor<S> {
                     }
                 }
                 PartitionOp::Delete => delete_reply = Some(msg.reply),
-                op => {
-                    let reply = self.serve_other(op).await;
-                    let _ = msg.reply.send(reply);
-                }
+                _ => others.push(msg),
             }
         }
         if appended {
             self.flush_group(durable_waiters).await;
+        }
+        for msg in others {
+            if let PartitionOp::Read {
+                from, max_bytes, ..
+            } = msg.op
+            {
+                if let Some(loaded) = self.log().prepare_read(from, max_bytes).await {
+                    let parked = self.parked.get_or_insert_with(FuturesUnordered::new);
+                    parked.push(loaded.map(move |()| msg).boxed_local());
+                    continue;
+                }
+            }
+            let reply = self.serve_other(msg.op).await;
+            let _ = msg.reply.send(reply);
         }
         delete_reply
     }

@@ -175,7 +175,8 @@ fn step(
                 "no reassignment is under way".to_string(),
             ));
         }
-        return Ok(Some(cancelled(image, place, state, original)));
+        // The cancel: back to the original replicas, without the added ones.
+        return Ok(Some(settled(image, place, state, original)));
     };
     check_target(image, target)?;
     if target == original.as_slice() && !state.reassigning() {
@@ -252,16 +253,6 @@ fn completed(image: &MetadataImage, place: (Uuid, u32), state: &PartitionState) 
         .filter(|r| !state.removing_replicas.contains(r))
         .collect();
     settled(image, place, state, target)
-}
-
-/// The cancel: back to the original replicas, without the added ones.
-fn cancelled(
-    image: &MetadataImage,
-    place: (Uuid, u32),
-    state: &PartitionState,
-    original: Vec<NodeId>,
-) -> MetadataRecord {
-    settled(image, place, state, original)
 }
 
 /// No reassignment under way any more, on `replicas`: the ISR keeps its members among them, the

@@ -123,8 +123,12 @@ fn produce_phase(args: &ThroughputArgs) -> anyhow::Result<(PhaseResult, u64)> {
             config.set("enable.idempotence", "true");
         }
         ProducerMode::Transactional => {
+            // librdkafka refuses a transactional.id with idempotence explicitly off (the
+            // plain producer's setting), though transactions imply it.
             let id = format!("rill-bench-{}", std::process::id());
-            config.set("transactional.id", id);
+            config
+                .set("enable.idempotence", "true")
+                .set("transactional.id", id);
         }
     }
     let producer: ThreadedProducer<CountContext> = config

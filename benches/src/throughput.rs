@@ -201,6 +201,7 @@ impl Transactions {
         sent: u64,
     ) -> anyhow::Result<()> {
         if self.every.is_some_and(|n| sent.is_multiple_of(n)) {
+            wait_for_reports(producer, sent)?;
             producer
                 .commit_transaction(TXN_TIMEOUT)
                 .context("commit_transaction")?;
@@ -221,6 +222,19 @@ impl Transactions {
 
 /// Longest a transaction call may take.
 const TXN_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// Waits until the polling thread has served the delivery reports of `sent` messages. Without
+/// it, commit_transaction's flush (rdkafka's, which polls in 100 ms steps while this producer's
+/// own thread takes the events) holds every commit ~100 ms: the tool, not the broker.
+fn wait_for_reports(producer: &ThreadedProducer<CountContext>, sent: u64) -> anyhow::Result<()> {
+    let deadline = Instant::now() + TXN_TIMEOUT;
+    let context = producer.context();
+    while context.acked.load(Ordering::Relaxed) + context.errors.load(Ordering::Relaxed) < sent {
+        anyhow::ensure!(Instant::now() < deadline, "delivery reports did not arrive");
+        std::thread::sleep(Duration::from_micros(50));
+    }
+    Ok(())
+}
 
 fn consume_phase(consumer: &BaseConsumer, expected: u64, args: &ThroughputArgs) -> PhaseResult {
     let cpu = CpuMeter::start(args.broker_pid);

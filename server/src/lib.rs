@@ -39,6 +39,7 @@ pub mod net;
 pub mod open_files;
 pub mod partition;
 pub mod produce_rules;
+pub mod replication;
 pub mod routing;
 pub mod shard;
 pub mod shutdown;

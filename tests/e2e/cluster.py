@@ -185,6 +185,20 @@ def node_metadata(node: Broker, topics: list[str] | None = None) -> dict:
     return {"brokers": brokers, "controller": controller, "topics": out}
 
 
+def wait_isr_full(cluster: Cluster, topic: str, timeout_s: float = 20.0) -> float:
+    """Seconds until every partition of `topic` has every replica in its ISR (issue 14: the
+    ISR starts as the leader; followers join once they caught up), as every live node says."""
+    start = time.monotonic()
+    seen = {}
+    while time.monotonic() - start < timeout_s:
+        seen = {n.node_id: node_metadata(n)["topics"].get(topic) for n in cluster.live_nodes()}
+        if all(s and s[0] == 0 and s[1] and all(sorted(p[3]) == sorted(p[2]) for p in s[1].values())
+               for s in seen.values()):
+            return time.monotonic() - start
+        time.sleep(0.1)
+    raise AssertionError(f"ISR of {topic} not full within {timeout_s}s: {seen}")
+
+
 def wait_topic_everywhere(cluster: Cluster, topic: str, partitions: int,
                           timeout_s: float = 1.0) -> float:
     """Seconds until every live node's Metadata shows `topic` with `partitions` led partitions."""

@@ -21,7 +21,7 @@ from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer
 
 import kafka_wire as kw
 from broker import Broker, free_port, rill_binary
-from cluster import Cluster, node_metadata, wait_topic_everywhere
+from cluster import Cluster, node_metadata, wait_isr_full, wait_topic_everywhere
 from clients import kcat
 from conftest import _BROKERS
 
@@ -86,12 +86,15 @@ def test_six_partitions_with_three_replicas_lead_on_at_least_two_brokers(cluster
     create(cluster3.bootstrap(2), topic, partitions=6)
     wait_topic_everywhere(cluster3, topic, 6)
     views = [node_metadata(n)["topics"][topic][1] for n in cluster3.nodes]
-    assert views[0] == views[1] == views[2], "every node answers the same placement"
+    placements = [{p: s[:3] for p, s in v.items()} for v in views]
+    assert placements[0] == placements[1] == placements[2], "every node answers the same placement"
     leaders = {leader for (_, leader, _, _) in views[0].values()}
     assert len(leaders) >= 2, views[0]
     for error, leader, replicas, isr in views[0].values():
         assert error == 0 and len(replicas) == 3 and len(set(replicas)) == 3
-        assert replicas[0] == leader and isr == [leader]
+        # The ISR starts as the leader; followers join as they catch up (issue 14).
+        assert replicas[0] == leader and leader in isr and set(isr) <= set(replicas)
+    wait_isr_full(cluster3, topic)
 
 
 def test_producing_through_node_2_and_consuming_through_node_3_returns_every_message(cluster3):
@@ -126,6 +129,7 @@ def test_a_partition_not_led_here_answers_not_leader_or_follower(cluster3):
     topic = unique("notleader")
     create(cluster3.bootstrap(1), topic, partitions=3)
     wait_topic_everywhere(cluster3, topic, 3)
+    wait_isr_full(cluster3, topic)  # acks=all needs min.insync.replicas=2 in the ISR
     placement = node_metadata(cluster3.node(1))["topics"][topic][1]
     batch = kw.record_batch([b"x"])
     for node in cluster3.nodes:
@@ -332,15 +336,18 @@ def test_killing_the_controller_a_new_topic_within_30s_and_the_node_rejoins(tmp_
                 break
             except Exception:  # noqa: BLE001 - retried until the 30 s bound
                 time.sleep(0.5)
-        # Fenced after its session: its partitions have no leader (no other replica holds data).
+        # Fenced after its session: its partitions fail over to a survivor in their ISR, which
+        # holds every acknowledged message (issue 14).
         deadline = time.monotonic() + 10
         while time.monotonic() < deadline:
             parts = node_metadata(survivor)["topics"][old][1]
-            if all(parts[p][0] == ERR_LEADER_NOT_AVAILABLE for p in led_by_victim):
+            if all(parts[p][0] == 0 and parts[p][1] not in (-1, victim) for p in led_by_victim):
                 break
             time.sleep(0.2)
-        assert all(parts[p][0] == ERR_LEADER_NOT_AVAILABLE and parts[p][1] == -1
+        assert all(parts[p][0] == 0 and parts[p][1] not in (-1, victim)
                    for p in led_by_victim), parts
+        out = kcat(survivor.bootstrap, "-C", "-t", old, "-e", "-q", "-o", "beginning").stdout.decode()
+        assert sorted(out.split()) == sorted(f"o{i}" for i in range(30))
         assert len(node_metadata(survivor)["brokers"]) == 2
         # A topic deleted while it is down...
         survivor_admin = AdminClient({"bootstrap.servers": survivor.bootstrap})

@@ -19,6 +19,7 @@
 //! | `leader.imbalance.per.broker.percentage`  | —                                   | 10      |
 //! | `unclean.leader.election.enable` (also a topic config, read with the log defaults) | — | false |
 //! | `transaction.state.log.replication.factor`| `--transaction-state-log-replication-factor` | 3 |
+//! | `replica.lag.time.max.ms`                 | (property only)                     | 30000   |
 //!
 //! Without `controller.quorum.voters` (and `process.roles`) Rill is the single node it always
 //! was and none of this applies. With them, every mistake below stops the start with an error
@@ -64,6 +65,9 @@ pub struct Voter {
     pub address: String,
 }
 
+/// Kafka's `replica.lag.time.max.ms` default.
+pub const REPLICA_LAG_TIME_MAX_MS_DEFAULT: u64 = 30_000;
+
 /// A validated cluster configuration (present only when a quorum is configured).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ClusterConfig {
@@ -89,6 +93,8 @@ pub struct ClusterConfig {
     pub offsets_replication_factor: u16,
     /// `transaction.state.log.replication.factor`.
     pub txn_replication_factor: u16,
+    /// `replica.lag.time.max.ms`: a follower not caught up for this long leaves the ISR.
+    pub replica_lag_time_max_ms: u64,
     /// Who leads: preferred-leader rebalance and unclean elections.
     pub leadership: Leadership,
 }
@@ -135,6 +141,7 @@ pub struct ClusterSettings {
     leader_imbalance_check_interval_s: Option<u64>,
     leader_imbalance_per_broker_percentage: Option<u32>,
     txn_replication_factor: Option<u16>,
+    replica_lag_time_max_ms: Option<u64>,
 }
 
 /// Cluster flags (a subset of [`crate::cli::Cli`]).
@@ -194,6 +201,7 @@ impl ClusterSettings {
             }
             "default.replication.factor" => self.default_replication_factor = Some(number(key, v)?),
             "min.insync.replicas" => self.min_insync_replicas = Some(number(key, v)?),
+            "replica.lag.time.max.ms" => self.replica_lag_time_max_ms = Some(number(key, v)?),
             "offsets.topic.replication.factor" => {
                 self.offsets_replication_factor = Some(number(key, v)?)
             }
@@ -324,6 +332,9 @@ impl ClusterSettings {
             txn_replication_factor: self
                 .txn_replication_factor
                 .unwrap_or(TXN_REPLICATION_DEFAULT),
+            replica_lag_time_max_ms: self
+                .replica_lag_time_max_ms
+                .unwrap_or(REPLICA_LAG_TIME_MAX_MS_DEFAULT),
         };
         check_timings_and_factors(&config)?;
         Ok(Some(config))

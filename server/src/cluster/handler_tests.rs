@@ -144,6 +144,7 @@ fn cluster_fake() -> ClusterFake {
         offsets_replication_factor: 3,
         txn_replication_factor: 3,
         leadership: Default::default(),
+        replica_lag_time_max_ms: 30_000,
     };
     let fake = FakeBroker::new();
     let view = ClusterView::new(config, Default::default());

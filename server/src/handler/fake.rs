@@ -262,6 +262,7 @@ impl Broker for FakeBroker {
                     .remove(&(topic.to_string(), partition));
                 PartitionReply::Deleted
             }
+            other => unreplicated(&other, positions),
         }
     }
 
@@ -293,4 +294,12 @@ impl Broker for FakeBroker {
 /// The fake's transaction settings: Kafka's defaults.
 fn config_txn() -> crate::txn::TxnConfig {
     crate::txn::TxnConfig::default()
+}
+
+/// A single unreplicated node's answer to replication's ops: no epochs recorded, no followers.
+fn unreplicated(op: &PartitionOp, positions: rill_engine::Positions) -> PartitionReply {
+    match op {
+        PartitionOp::EndOffsetForEpoch { .. } => PartitionReply::EpochEnd(None, positions),
+        _ => PartitionReply::Error(ErrorCode::NotLeaderOrFollower),
+    }
 }

@@ -20,7 +20,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use futures::future::{join_all, select, select_all, Either};
 use rill_protocol::kafka_protocol::messages::fetch_response::{
-    AbortedTransaction, FetchableTopicResponse, PartitionData,
+    AbortedTransaction, EpochEndOffset, FetchableTopicResponse, PartitionData,
 };
 use rill_protocol::kafka_protocol::messages::{FetchRequest, FetchResponse};
 use rill_protocol::ErrorCode;
@@ -30,7 +30,7 @@ use super::Broker;
 use crate::admin::shard::hooks;
 use crate::partition::ops::{Isolation, PartitionOp, PartitionReply};
 use rill_engine::{AbortedTxn, Positions};
-use rill_types::Offset;
+use rill_types::{LeaderEpoch, Offset};
 
 /// Upper bound on how long one fetch may park (clients send ~500 ms; a lying value is capped).
 pub const FETCH_WAIT_MS_MAX: u64 = 30_000;
@@ -43,8 +43,10 @@ struct Want {
     partition: i32,
     fetch_offset: Offset,
     max_bytes: usize,
-    /// The request's isolation level.
+    /// The request's isolation level ([`Isolation::Replica`] for a follower's fetch).
     isolation: Isolation,
+    /// A follower's fetch: its node id, the leader epoch it names and its last fetched epoch.
+    replica: Option<(i32, LeaderEpoch, Option<LeaderEpoch>)>,
     /// Set when the topic is unknown: answered without touching a shard.
     error: Option<ErrorCode>,
 }
@@ -57,6 +59,8 @@ struct Got {
     chunks: Vec<Bytes>,
     /// read_committed: the aborted transactions among the chunks.
     aborted: Vec<AbortedTxn>,
+    /// A follower's fetch: where its log diverges from the leader's (KIP-320).
+    diverging: Option<(LeaderEpoch, Offset)>,
 }
 
 /// Answer Fetch: the response without record bytes, plus each partition's record chunks in
@@ -75,7 +79,9 @@ pub async fn handle<B: Broker>(
     let mut waited = Duration::ZERO;
     loop {
         let total: usize = gots.iter().map(|g| bytes_of(&g.chunks)).sum();
-        let any_error = gots.iter().any(|g| !g.error.is_ok());
+        let any_error = gots
+            .iter()
+            .any(|g| !g.error.is_ok() || g.diverging.is_some());
         let now = broker.now();
         if total >= min_bytes.max(1) || any_error || now >= deadline || wants.is_empty() {
             break;
@@ -128,7 +134,16 @@ fn resolve<B: Broker>(broker: &B, version: i16, request: &FetchRequest) -> Vec<W
                 Some(ErrorCode::UnknownTopicOrPartition),
             ),
         };
+        let replica_id = if request.replica_state.replica_id.0 >= 0 {
+            request.replica_state.replica_id.0
+        } else {
+            request.replica_id.0
+        };
         for p in &topic.partitions {
+            let replica = (replica_id >= 0).then(|| {
+                let last = (p.last_fetched_epoch >= 0).then_some(LeaderEpoch(p.last_fetched_epoch));
+                (replica_id, LeaderEpoch(p.current_leader_epoch), last)
+            });
             let in_range = found
                 .as_ref()
                 .is_some_and(|(_, m)| p.partition >= 0 && p.partition < m.partitions);
@@ -138,7 +153,11 @@ fn resolve<B: Broker>(broker: &B, version: i16, request: &FetchRequest) -> Vec<W
                 partition: p.partition,
                 fetch_offset: Offset(p.fetch_offset),
                 max_bytes: p.partition_max_bytes.max(0) as usize,
-                isolation: Isolation::from_wire(request.isolation_level),
+                isolation: match replica {
+                    Some(_) => Isolation::Replica,
+                    None => Isolation::from_wire(request.isolation_level),
+                },
+                replica,
                 error: error.or((!in_range).then_some(ErrorCode::UnknownTopicOrPartition)),
             });
         }
@@ -157,7 +176,11 @@ async fn read_one<B: Broker>(broker: &B, want: &Want) -> Got {
             positions: None,
             chunks: Vec::new(),
             aborted: Vec::new(),
+            diverging: None,
         };
+    }
+    if let Some(replica) = want.replica {
+        return read_for_follower(broker, want, replica).await;
     }
     let op = PartitionOp::Read {
         from: want.fetch_offset,
@@ -174,6 +197,7 @@ async fn read_one<B: Broker>(broker: &B, want: &Want) -> Got {
             positions: Some(positions),
             chunks,
             aborted,
+            diverging: None,
         },
         other => {
             // OFFSET_OUT_OF_RANGE still reports positions so the client can reset; fetch them.
@@ -189,8 +213,45 @@ async fn read_one<B: Broker>(broker: &B, want: &Want) -> Got {
                 positions,
                 chunks: Vec::new(),
                 aborted: Vec::new(),
+                diverging: None,
             }
         }
+    }
+}
+
+/// A follower's fetch (`crate::replication`): up to the leader's log end, or where the
+/// follower's log diverges.
+async fn read_for_follower<B: Broker>(
+    broker: &B,
+    want: &Want,
+    (replica, current_leader_epoch, last_fetched_epoch): (i32, LeaderEpoch, Option<LeaderEpoch>),
+) -> Got {
+    let op = PartitionOp::ReplicaFetch {
+        replica,
+        from: want.fetch_offset,
+        max_bytes: want.max_bytes,
+        current_leader_epoch,
+        last_fetched_epoch,
+    };
+    match broker.partition(&want.topic, want.partition, op).await {
+        PartitionReply::ReplicaRead {
+            positions,
+            chunks,
+            diverging,
+        } => Got {
+            error: ErrorCode::None,
+            positions: Some(positions),
+            chunks,
+            aborted: Vec::new(),
+            diverging,
+        },
+        other => Got {
+            error: other.error_code(),
+            positions: None,
+            chunks: Vec::new(),
+            aborted: Vec::new(),
+            diverging: None,
+        },
     }
 }
 
@@ -246,6 +307,11 @@ fn response(
         first_data_sent |= size > 0;
         used += size;
         let mut partition = partition_data(want.partition, got.error, got.positions);
+        if let Some((epoch, end)) = got.diverging {
+            partition.diverging_epoch = EpochEndOffset::default()
+                .with_epoch(epoch.0)
+                .with_end_offset(end.0);
+        }
         if want.isolation == Isolation::ReadCommitted && !chunks.is_empty() {
             partition.aborted_transactions = Some(aborted_list(&got.aborted));
         }
@@ -304,6 +370,7 @@ fn partition_data(index: i32, error: ErrorCode, positions: Option<Positions>) ->
         .with_log_start_offset(log_start_offset)
         .with_aborted_transactions(Some(Vec::new()))
         .with_preferred_read_replica(rill_protocol::kafka_protocol::messages::BrokerId(-1))
+        .with_diverging_epoch(EpochEndOffset::default().with_epoch(-1).with_end_offset(-1))
         .with_records(Some(Bytes::new()))
 }
 

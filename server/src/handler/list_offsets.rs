@@ -68,7 +68,7 @@ async fn lookup<B: Broker>(
     base: ListOffsetsPartitionResponse,
 ) -> ListOffsetsPartitionResponse {
     let visible_end = |p: &rill_engine::Positions| match isolation {
-        Isolation::ReadUncommitted => p.high_watermark(),
+        Isolation::ReadUncommitted | Isolation::Replica => p.high_watermark(),
         Isolation::ReadCommitted => p.last_stable(),
     };
     let op = match timestamp {

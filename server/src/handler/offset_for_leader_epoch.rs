@@ -2,10 +2,11 @@
 //!
 //! The partition's current epoch is [`Broker::leader_epoch`] ([`super::LEADER_EPOCH`] on one
 //! node, the metadata log's in a cluster). A client naming a later current epoch gets
-//! UNKNOWN_LEADER_EPOCH, an earlier one FENCED_LEADER_EPOCH (its metadata is stale). Data never
-//! moves between brokers yet (replication is issue 14), so no epoch's data was ever truncated:
-//! the end offset of any epoch up to the current one is the log end offset. A later epoch than
-//! ours is unknown (-1/-1, as Kafka answers).
+//! UNKNOWN_LEADER_EPOCH, an earlier one FENCED_LEADER_EPOCH (its metadata is stale). A
+//! replicated partition answers from its `leader-epoch-checkpoint`: the largest epoch up to the
+//! one asked and where it ended (KIP-101). A log that records no epochs (one replica) was never
+//! truncated: the end offset of any epoch up to the current one is the log end offset. A later
+//! epoch than ours is unknown (-1/-1, as Kafka answers).
 
 use futures::future::join_all;
 use rill_protocol::kafka_protocol::messages::offset_for_leader_epoch_response::{
@@ -50,11 +51,16 @@ pub async fn handle<B: Broker>(
                 if LeaderEpoch(p.leader_epoch) > current {
                     return base;
                 }
-                match broker
-                    .partition(name, p.partition, PartitionOp::Offsets)
-                    .await
-                {
-                    PartitionReply::Offsets(pos) => base
+                let op = PartitionOp::EndOffsetForEpoch {
+                    epoch: LeaderEpoch(p.leader_epoch),
+                };
+                match broker.partition(name, p.partition, op).await {
+                    // Replicated: where that epoch ended in the leader's log (KIP-101).
+                    PartitionReply::EpochEnd(Some((epoch, end)), _) => {
+                        base.with_leader_epoch(epoch.0).with_end_offset(end.0)
+                    }
+                    // A log without epochs (one replica): nothing was ever truncated.
+                    PartitionReply::EpochEnd(None, pos) => base
                         .with_leader_epoch(current.0)
                         .with_end_offset(pos.log_end().0),
                     other => base.with_error_code(other.error_code().code()),

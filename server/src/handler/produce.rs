@@ -128,8 +128,12 @@ fn plan_request<B: Broker>(
                 (Ok(m), _, _) if index < 0 || index >= m.partitions => {
                     Err(ErrorCode::UnknownTopicOrPartition.into())
                 }
-                (Ok(_), Some(acks), Some(Ok(s))) => produce_rules::check_acks(s, acks)
-                    .and_then(|()| plan_partition(partition, s, now)),
+                // In a cluster the partition's leader checks the ISR (`crate::replication`).
+                (Ok(_), Some(acks), Some(Ok(s))) => match broker.cluster() {
+                    Some(_) => Ok(()),
+                    None => produce_rules::check_acks(s, acks),
+                }
+                .and_then(|()| plan_partition(partition, s, now)),
                 (Ok(_), _, Some(Err(refusal))) => Err(refusal.clone()),
                 (Ok(_), _, None) => unreachable!("known topics have settings"),
             };

@@ -46,6 +46,9 @@ use crate::topic_config::TopicSettings;
 use crate::topics::TopicRegistry;
 use rill_protocol::ErrorCode;
 
+mod replicated;
+use replicated::{is_replication_op, Replication, REPLICATED_TICK_MS};
+
 /// Most mailbox messages handled as one group (bounds the latency of the first in the group).
 pub const GROUP_OPS_MAX: usize = 256;
 
@@ -111,6 +114,14 @@ pub struct ActorSetup<S: Storage> {
     pub configs: ConfigWatch,
     /// Logs the shard opens at once (shared by its actors).
     pub open_permits: Rc<glommio::sync::Semaphore>,
+    /// The cluster (`None` on a single node): a replicated partition follows its role there.
+    pub cluster: Option<Arc<crate::cluster::ClusterView>>,
+    /// The actor's own mailbox, for its follower fetcher (`crate::replication::fetcher`).
+    pub mailbox: Option<mpsc::Sender<ActorMsg>>,
+    /// `min.insync.replicas` of the topic (acks=all on a replicated leader).
+    pub min_insync_replicas: i32,
+    /// `replica.lag.time.max.ms`: a follower not caught up for this long leaves the ISR.
+    pub replica_lag_time_max_ms: u64,
 }
 
 /// The registry and broker config a partition's settings come from, and the registry's config
@@ -142,6 +153,7 @@ pub async fn run_actor<S: Storage + 'static>(
             return;
         }
     };
+    Box::pin(actor.sync_role()).await;
     actor.publish();
     let delete_reply = actor.serve(&mut mailbox).await;
     stopped.set(true);
@@ -195,6 +207,7 @@ async fn open_actor<S: Storage + 'static>(
         txn_guards: TxnGuards::default(),
         jitter: jitter(topic, partition),
         parked: None,
+        replication: Replication::Off,
         setup,
         watch,
     })
@@ -245,6 +258,8 @@ struct Actor<S: Storage> {
     /// once they are in memory (see the module doc); `None` until the first (an idle actor
     /// stays small).
     parked: Option<FuturesUnordered<LocalBoxFuture<'static, ActorMsg>>>,
+    /// This partition's part in replication (`replicated.rs`).
+    replication: Replication,
 }
 
 /// A clean running in the shard cleaner's task queue, and where its results arrive.
@@ -279,6 +294,7 @@ impl<S: Storage + 'static> Actor<S> {
         let positions = self.log().positions();
         let hw = positions.high_watermark();
         self.watch.publish(hw, positions.last_stable());
+        self.watch.publish_log_end(positions.log_end());
         let Some(stats) = self.stats.clone() else {
             return;
         };
@@ -312,9 +328,14 @@ impl<S: Storage + 'static> Actor<S> {
             if self.log().is_failed() {
                 Box::pin(self.reopen_if_failed()).await;
             }
+            if self.setup.cluster.is_some() {
+                Box::pin(self.sync_role()).await;
+            }
             let first = match next {
                 Next::Msg(msg) => msg,
                 Next::Tick => {
+                    self.advance_high_watermark();
+                    self.maybe_alter_isr();
                     Box::pin(self.maintenance()).await;
                     self.publish_files();
                     continue;
@@ -347,6 +368,8 @@ impl<S: Storage + 'static> Actor<S> {
                 }
             }
             let delete_reply = Box::pin(self.serve_group(group)).await;
+            // A log lost with a failed truncation: stop (the table reopens it on next use).
+            self.log.as_ref()?;
             self.publish_files();
             if let Some(delete_reply) = delete_reply {
                 return Some(delete_reply);
@@ -451,7 +474,12 @@ impl<S: Storage + 'static> Actor<S> {
         } else {
             self.setup.idle_release_ms
         };
+        let replicated_ms = match self.replication {
+            Replication::Off => u64::MAX,
+            _ => REPLICATED_TICK_MS,
+        };
         let tick = flush_ms
+            .min(replicated_ms)
             .min(self.setup.retention_check_interval_ms)
             .min(idle_ms)
             .min(clean_ms)
@@ -602,6 +630,10 @@ impl<S: Storage + 'static> Actor<S> {
         // the disk never delays an ack.
         let mut others = Vec::new();
         for msg in group {
+            if self.log.is_none() {
+                Self::refuse(msg);
+                continue;
+            }
             if delete_reply.is_some() {
                 let _ = msg
                     .reply
@@ -615,13 +647,7 @@ impl<S: Storage + 'static> Actor<S> {
                     txn_guard,
                 } => {
                     appended = true;
-                    let reply = match self.admit_txn(batches, txn_guard) {
-                        Ok(batches) => self.append(batches).await,
-                        Err(reply) => reply,
-                    };
-                    let wait_for_flush = acks == Acks::All
-                        && matches!(reply, PartitionReply::Appended { .. })
-                        && self.setup.config.flush == FlushPolicy::EveryAppend;
+                    let (reply, wait_for_flush) = self.append_op(batches, acks, txn_guard).await;
                     if wait_for_flush {
                         durable_waiters.push((msg.reply, reply));
                     } else {
@@ -630,6 +656,10 @@ impl<S: Storage + 'static> Actor<S> {
                 }
                 PartitionOp::WriteTxnMarker(marker) => {
                     appended = true;
+                    if let Err(code) = self.check_leader_append(false) {
+                        let _ = msg.reply.send(PartitionReply::Error(code));
+                        continue;
+                    }
                     // A marker is answered once durable, whatever the flush policy.
                     match self.write_marker(marker).await {
                         PartitionReply::MarkerWritten => {
@@ -644,10 +674,29 @@ impl<S: Storage + 'static> Actor<S> {
                 _ => others.push(msg),
             }
         }
-        if appended {
+        if appended && self.log.is_some() {
             self.flush_group(durable_waiters).await;
         }
+        self.serve_after_flush(others).await;
+        delete_reply
+    }
+
+    /// The group's other messages, served after its flush (they then see its appends, and a
+    /// read waiting on the disk never delays an ack).
+    async fn serve_after_flush(&mut self, others: Vec<ActorMsg>) {
         for msg in others {
+            if self.log.is_none() {
+                Self::refuse(msg);
+                continue;
+            }
+            if is_replication_op(&msg.op) {
+                let reply = self
+                    .serve_replication(msg.op)
+                    .await
+                    .unwrap_or(PartitionReply::Error(ErrorCode::KafkaStorageError));
+                let _ = msg.reply.send(reply);
+                continue;
+            }
             if let PartitionOp::Read {
                 from, max_bytes, ..
             } = msg.op
@@ -661,7 +710,27 @@ impl<S: Storage + 'static> Actor<S> {
             let reply = self.serve_other(msg.op).await;
             let _ = msg.reply.send(reply);
         }
-        delete_reply
+    }
+
+    /// One Append: its reply, and whether it waits for the group's flush (acks=all on a topic
+    /// that syncs, or on a replicated leader, where it then waits for the ISR too).
+    async fn append_op(
+        &mut self,
+        batches: Vec<ValidatedBatch>,
+        acks: Acks,
+        txn_guard: Option<u64>,
+    ) -> (PartitionReply, bool) {
+        let reply = match self.check_leader_append(acks == Acks::All) {
+            Err(code) => PartitionReply::Error(code),
+            Ok(()) => match self.admit_txn(batches, txn_guard) {
+                Ok(batches) => self.append(batches).await,
+                Err(reply) => reply,
+            },
+        };
+        let wait_for_flush = acks == Acks::All
+            && matches!(reply, PartitionReply::Appended { .. })
+            && (self.setup.config.flush == FlushPolicy::EveryAppend || self.leads_replicated());
+        (reply, wait_for_flush)
     }
 
     /// Flush once for the group if anyone waits for durability or the policy says so, then
@@ -683,13 +752,14 @@ impl<S: Storage + 'static> Actor<S> {
         if let Err(e) = &flushed {
             tracing::error!(topic = self.setup.topic, partition = self.setup.partition, error = %e, "flush failed");
         }
-        for (reply_to, reply) in waiters {
-            let reply = match error {
-                Some(code) => PartitionReply::Error(code),
-                None => reply,
-            };
-            let _ = reply_to.send(reply);
-        }
+        let waiters = waiters
+            .into_iter()
+            .map(|(reply_to, reply)| match error {
+                Some(code) => (reply_to, PartitionReply::Error(code)),
+                None => (reply_to, reply),
+            })
+            .collect();
+        self.answer_durable(waiters);
         self.publish();
     }
 
@@ -779,7 +849,7 @@ impl<S: Storage + 'static> Actor<S> {
         isolation: Isolation,
     ) -> PartitionReply {
         let read = match isolation {
-            Isolation::ReadUncommitted => self
+            Isolation::ReadUncommitted | Isolation::Replica => self
                 .log()
                 .read(from, max_bytes)
                 .await
@@ -841,6 +911,7 @@ impl<S: Storage + 'static> Actor<S> {
             PartitionOp::Append { .. } | PartitionOp::Delete | PartitionOp::WriteTxnMarker(_) => {
                 unreachable!("handled by serve_group")
             }
+            op => unreachable!("a replication op is handled by serve_group: {op:?}"),
         }
     }
 

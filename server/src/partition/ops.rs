@@ -8,7 +8,7 @@
 use bytes::Bytes;
 use rill_engine::{AbortedTxn, Positions, ProducerView, TxnMarker};
 use rill_types::batch::ValidatedBatch;
-use rill_types::{ErrorCode, Offset, ProducerEpoch, ProducerId, TimestampMs};
+use rill_types::{ErrorCode, LeaderEpoch, Offset, ProducerEpoch, ProducerId, TimestampMs};
 
 /// Kafka's isolation level: which records a reader may see.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -18,6 +18,8 @@ pub enum Isolation {
     ReadUncommitted,
     /// Only below the last stable offset, with the aborted transactions listed beside.
     ReadCommitted,
+    /// A follower replica: everything up to the log end (waits wake on appends).
+    Replica,
 }
 
 impl Isolation {
@@ -115,6 +117,47 @@ pub enum PartitionOp {
     /// Release what an idle partition does not need: caches, preallocation, open files (sent by
     /// the shard to keep its open files within budget; the next request reopens them).
     Release,
+    /// Replication, on the leader: a follower's fetch (`crate::replication`).
+    ReplicaFetch {
+        /// The follower's node id.
+        replica: i32,
+        /// Its log end: where it wants to read from.
+        from: Offset,
+        /// Partition byte budget.
+        max_bytes: usize,
+        /// The leader epoch the follower thinks is current.
+        current_leader_epoch: LeaderEpoch,
+        /// The epoch of the follower's last batch (KIP-320), if it names one.
+        last_fetched_epoch: Option<LeaderEpoch>,
+    },
+    /// Replication, on a follower: its log end and the epoch of its last batch (its fetcher's
+    /// next Fetch).
+    FollowerPosition,
+    /// Replication, on a follower: batches fetched from the leader at `epoch`, and the leader's
+    /// high watermark.
+    ReplicaAppend {
+        /// The leader epoch the fetch was made at.
+        epoch: LeaderEpoch,
+        /// Whole batches as the leader sent them.
+        records: Bytes,
+        /// The leader's high watermark.
+        leader_high_watermark: Offset,
+    },
+    /// Replication, on a follower: the leader said the log diverges after `end_offset` of
+    /// `diverging_epoch` (KIP-320): cut what follows.
+    Truncate {
+        /// The leader epoch the fetch was made at.
+        epoch: LeaderEpoch,
+        /// The largest epoch of the leader's log up to the follower's.
+        diverging_epoch: LeaderEpoch,
+        /// Where that epoch ends in the leader's log.
+        end_offset: Offset,
+    },
+    /// Where `epoch` ended in this log (OffsetForLeaderEpoch).
+    EndOffsetForEpoch {
+        /// The epoch asked about.
+        epoch: LeaderEpoch,
+    },
 }
 
 /// A partition's answer: a result, or the Kafka error it failed with.
@@ -170,6 +213,28 @@ pub enum PartitionReply {
     Deleted,
     /// Answer to [`PartitionOp::Release`].
     Released,
+    /// Answer to [`PartitionOp::ReplicaFetch`].
+    ReplicaRead {
+        /// Positions when the read was served (the leader's high watermark).
+        positions: Positions,
+        /// Whole record batches from the follower's log end.
+        chunks: Vec<Bytes>,
+        /// The follower's log diverges after this end of this epoch: nothing is sent, the
+        /// follower cuts its log there first (KIP-320).
+        diverging: Option<(LeaderEpoch, Offset)>,
+    },
+    /// Answer to [`PartitionOp::FollowerPosition`].
+    FollowerPosition {
+        /// The follower's log end.
+        log_end: Offset,
+        /// The epoch of its last batch, if its log recorded one.
+        last_epoch: Option<LeaderEpoch>,
+    },
+    /// Answer to [`PartitionOp::ReplicaAppend`] and [`PartitionOp::Truncate`].
+    ReplicaAppended,
+    /// Answer to [`PartitionOp::EndOffsetForEpoch`]: the largest epoch `<=` the one asked and
+    /// where it ended (`None`: older than every epoch here), and the positions.
+    EpochEnd(Option<(LeaderEpoch, Offset)>, Positions),
     /// The operation failed with this Kafka error code.
     Error(ErrorCode),
 }

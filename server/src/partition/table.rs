@@ -51,6 +51,8 @@ pub struct PartitionTable<S: Storage> {
     cleaner: Rc<ShardCleaner>,
     /// Logs opening at once on this shard ([`OPENING_MAX`]).
     open_permits: Rc<glommio::sync::Semaphore>,
+    /// The cluster, if any: replicated partitions follow their role there.
+    cluster: Option<Arc<crate::cluster::ClusterView>>,
 }
 
 impl<S: Storage + 'static> PartitionTable<S> {
@@ -78,12 +80,34 @@ impl<S: Storage + 'static> PartitionTable<S> {
             cleaner: ShardCleaner::new(&config.log.cleaner, config.shards),
             open_permits: Rc::new(glommio::sync::Semaphore::new(OPENING_MAX)),
             config,
+            cluster: None,
         }
+    }
+
+    /// The table of a broker in `cluster`: its replicated partitions lead or follow there.
+    pub fn with_cluster(mut self, cluster: Option<Arc<crate::cluster::ClusterView>>) -> Self {
+        self.cluster = cluster;
+        self
     }
 
     /// The shard's open partition files and their bound.
     pub fn files(&self) -> &FileBudget {
         &self.files
+    }
+
+    /// `min.insync.replicas` of a topic: its own config, else the cluster's default, else the
+    /// broker's (`from_settings`).
+    fn min_insync_replicas(
+        &self,
+        topic_configs: &std::collections::BTreeMap<String, String>,
+        from_settings: i32,
+    ) -> i32 {
+        match &self.cluster {
+            Some(c) if !topic_configs.contains_key("min.insync.replicas") => {
+                i32::from(c.config().min_insync_replicas)
+            }
+            _ => from_settings,
+        }
     }
 
     /// The running actor of a partition, starting it if the partition exists but is not open.
@@ -106,10 +130,12 @@ impl<S: Storage + 'static> PartitionTable<S> {
         }
         let generation = self.registry.config_generation();
         let settings = TopicSettings::of_topic(&self.config, &self.registry, &meta.configs);
-        let (config, compaction) = settings.map(|s| (s.log, s.compaction)).map_err(|e| {
-            tracing::error!(topic, error = %e, "stored topic config is invalid");
-            ErrorCode::InvalidConfig
-        })?;
+        let (config, compaction, min_insync_replicas) = settings
+            .map(|s| (s.log, s.compaction, s.min_insync_replicas))
+            .map_err(|e| {
+                tracing::error!(topic, error = %e, "stored topic config is invalid");
+                ErrorCode::InvalidConfig
+            })?;
         let (mailbox, receiver) = mpsc::channel(self.config.partition_queue_max);
         let handle = Rc::new(PartitionHandle {
             mailbox,
@@ -136,6 +162,13 @@ impl<S: Storage + 'static> PartitionTable<S> {
                 generation,
             },
             open_permits: self.open_permits.clone(),
+            cluster: self.cluster.clone(),
+            mailbox: self.cluster.as_ref().map(|_| handle.mailbox.clone()),
+            min_insync_replicas: self.min_insync_replicas(&meta.configs, min_insync_replicas),
+            replica_lag_time_max_ms: self
+                .cluster
+                .as_ref()
+                .map_or(0, |c| c.config().replica_lag_time_max_ms),
         };
         self.start_file_keeper();
         let task = run_actor(

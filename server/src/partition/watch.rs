@@ -22,6 +22,8 @@ pub struct PartitionWatch {
     high_watermark: Cell<Option<Offset>>,
     /// Published with the high watermark.
     last_stable: Cell<Option<Offset>>,
+    /// Published with the high watermark (followers' fetches wait for it).
+    log_end: Cell<Option<Offset>>,
     closed: Cell<bool>,
     waiters: RefCell<Vec<oneshot::Sender<()>>>,
 }
@@ -35,6 +37,7 @@ impl Default for PartitionWatch {
         Self {
             high_watermark: Cell::new(None),
             last_stable: Cell::new(None),
+            log_end: Cell::new(None),
             closed: Cell::new(false),
             waiters: RefCell::new(Vec::new()),
         }
@@ -53,6 +56,14 @@ impl PartitionWatch {
         let old = self.high_watermark.replace(Some(high_watermark));
         let old_stable = self.last_stable.replace(Some(last_stable));
         if Some(high_watermark) != old || Some(last_stable) != old_stable {
+            self.wake_all();
+        }
+    }
+
+    /// Publish a new log end (after appends); wakes every waiter if it moved (followers wait
+    /// for it).
+    pub fn publish_log_end(&self, log_end: Offset) {
+        if self.log_end.replace(Some(log_end)) != Some(log_end) {
             self.wake_all();
         }
     }
@@ -83,6 +94,7 @@ impl PartitionWatch {
         let end = match isolation {
             Isolation::ReadUncommitted => self.high_watermark.get(),
             Isolation::ReadCommitted => self.last_stable.get(),
+            Isolation::Replica => self.log_end.get(),
         };
         if self.closed.get() || end.is_some_and(|end| end > from) {
             return;

@@ -402,6 +402,13 @@ async fn shard_main(
         glommio::spawn_local(follow).detach();
         let moved = deletions::follow_replicas(table, cluster.clone(), shape, shutdown.clone());
         glommio::spawn_local(moved).detach();
+        let replicas = crate::replication::manager::open_followed(
+            shard.table.clone(),
+            cluster.clone(),
+            shape,
+            shutdown.clone(),
+        );
+        glommio::spawn_local(replicas).detach();
     }
     let (groups, signal) = (shard.groups.clone(), shutdown.clone());
     glommio::spawn_local(async move {
@@ -469,12 +476,10 @@ async fn prepare_shard(
             .with_read_cache(read_cache)
             .with_prealloc_budget(config.shard_prealloc_bytes_max),
     );
-    let table = Rc::new(PartitionTable::new(
-        log_manager,
-        registry.clone(),
-        config.clone(),
-        clock,
-    ));
+    let table = Rc::new(
+        PartitionTable::new(log_manager, registry.clone(), config.clone(), clock)
+            .with_cluster(cluster.clone()),
+    );
     let partitions = route(links.partitions, &table);
     let shards = config.shards;
     // In a cluster, only partitions this broker leads live here.

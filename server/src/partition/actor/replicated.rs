@@ -1,0 +1,579 @@
+//! The partition actor's part in replication (`crate::replication`): following the role the
+//! metadata image gives, serving followers' fetches and moving the high watermark on a leader,
+//! appending and truncating on a follower, and answering acks=all once the ISR holds a batch.
+
+use std::cell::Cell;
+use std::rc::Rc;
+
+use bytes::BytesMut;
+use futures::channel::oneshot;
+use rill_metadata::request::{AlterPartition, ControllerRequest};
+use rill_metadata::types::NodeId;
+use rill_protocol::ErrorCode;
+use rill_types::batch::ValidatedBatch;
+use rill_types::{LeaderEpoch, Offset};
+
+use super::{Actor, ActorMsg};
+use crate::partition::ops::{PartitionOp, PartitionReply};
+use crate::replication::leader::LeaderState;
+use crate::replication::role::{role_of, Role};
+use rill_engine::io::Storage;
+use rill_engine::FlushPolicy;
+
+/// How long an acks=all produce waits for the ISR before REQUEST_TIMED_OUT (Kafka uses the
+/// request's timeout; producers default to 30 s).
+pub(super) const ACK_WAIT_MS_MAX: i64 = 30_000;
+/// Maintenance tick of a replicated partition (ISR checks, acks=all timeouts).
+pub(super) const REPLICATED_TICK_MS: u64 = 100;
+
+/// This partition's part in replication.
+pub(super) enum Replication {
+    /// Not replicated (one replica, or no cluster).
+    Off,
+    /// Leading: followers' progress and the acks=all produces waiting for the ISR.
+    Leader {
+        state: LeaderState,
+        pending: Vec<PendingAck>,
+        /// Set while an AlterPartition is in flight (cleared by its answer).
+        altering: Rc<Cell<bool>>,
+    },
+    /// Following `leader` at `epoch`; the fetcher task pulls from it (dropped: cancelled).
+    Follower {
+        epoch: LeaderEpoch,
+        leader: NodeId,
+        _fetcher: glommio::task::JoinHandle<()>,
+        stop: Rc<Cell<bool>>,
+    },
+    /// A replica waiting for a leader.
+    Idle,
+}
+
+/// An acks=all produce (or marker) appended and durable here, waiting for the high watermark.
+pub(super) struct PendingAck {
+    /// The high watermark that answers it (the log end after its group).
+    end: Offset,
+    deadline_ms: i64,
+    reply: oneshot::Sender<PartitionReply>,
+    answer: PartitionReply,
+}
+
+impl<S: Storage + 'static> Actor<S> {
+    fn node_id(&self) -> Option<NodeId> {
+        self.setup.cluster.as_ref().map(|c| c.node_id())
+    }
+
+    /// Whether this replica leads a replicated partition.
+    pub(super) fn leads_replicated(&self) -> bool {
+        matches!(self.replication, Replication::Leader { .. })
+    }
+
+    /// Appends and markers are refused unless this replica leads (or the partition is not
+    /// replicated); acks=all also needs `min.insync.replicas` in the ISR.
+    pub(super) fn check_leader_append(&self, acks_all: bool) -> Result<(), ErrorCode> {
+        match &self.replication {
+            Replication::Off => Ok(()),
+            Replication::Leader { state, .. } => {
+                let min_isr = self.setup.min_insync_replicas.max(1) as usize;
+                if acks_all && state.role.isr.len() < min_isr {
+                    return Err(ErrorCode::NotEnoughReplicas);
+                }
+                Ok(())
+            }
+            Replication::Follower { .. } | Replication::Idle => Err(ErrorCode::NotLeaderOrFollower),
+        }
+    }
+
+    /// Follows the role the metadata image gives this replica now.
+    pub(super) async fn sync_role(&mut self) {
+        let Some(view) = self.setup.cluster.clone() else {
+            return;
+        };
+        let (topic, partition) = (self.setup.topic.clone(), self.setup.partition);
+        let role = role_of(&view.image(), view.node_id(), &topic, partition);
+        match (&mut self.replication, &role) {
+            (Replication::Off, Role::Unreplicated) | (Replication::Idle, Role::Idle) => {}
+            (
+                Replication::Leader {
+                    state, altering, ..
+                },
+                Role::Leader(now),
+            ) if state.role.epoch == now.epoch => {
+                if state.role != *now {
+                    state.role = now.clone();
+                    altering.set(false);
+                    self.advance_high_watermark();
+                    self.publish();
+                }
+            }
+            (
+                Replication::Follower { epoch, leader, .. },
+                Role::Follower {
+                    epoch: e,
+                    leader: l,
+                },
+            ) if epoch == e && leader == l => {}
+            _ => self.become_role(role).await,
+        }
+    }
+
+    async fn become_role(&mut self, role: Role) {
+        let (topic, partition) = (self.setup.topic.clone(), self.setup.partition);
+        tracing::info!(topic, partition, ?role, "replica role");
+        let old = std::mem::replace(&mut self.replication, Replication::Idle);
+        match old {
+            Replication::Leader { pending, .. } => {
+                for ack in pending {
+                    let _ = ack
+                        .reply
+                        .send(PartitionReply::Error(ErrorCode::NotLeaderOrFollower));
+                }
+            }
+            Replication::Follower { stop, .. } => stop.set(true),
+            Replication::Off | Replication::Idle => {}
+        }
+        // A log opened now does not know how much of it the other replicas hold: it exposes
+        // nothing new until replication says so.
+        let log = self.log();
+        let hw = if log.is_replicated() {
+            log.high_watermark()
+        } else {
+            log.log_start_offset()
+        };
+        let now = self.setup.clock.now().0;
+        self.replication = match role {
+            Role::Unreplicated => Replication::Off,
+            Role::Leader(role) => {
+                self.log().lead(role.epoch, hw);
+                Replication::Leader {
+                    state: LeaderState::new(role, now),
+                    pending: Vec::new(),
+                    altering: Rc::new(Cell::new(false)),
+                }
+            }
+            Role::Follower { epoch, leader } => {
+                self.log().follow(hw);
+                let stop = Rc::new(Cell::new(false));
+                let fetcher = crate::replication::fetcher::FetcherSetup {
+                    view: self
+                        .setup
+                        .cluster
+                        .clone()
+                        .expect("a follower is in a cluster"),
+                    mailbox: self.setup.mailbox.clone().expect("the actor's own mailbox"),
+                    topic,
+                    partition,
+                    epoch,
+                    leader,
+                    stop: stop.clone(),
+                };
+                let task = glommio::spawn_local(crate::replication::fetcher::run(fetcher)).detach();
+                Replication::Follower {
+                    epoch,
+                    leader,
+                    _fetcher: task,
+                    stop,
+                }
+            }
+            Role::Idle => {
+                if !self.log().is_replicated() {
+                    self.log().follow(hw);
+                }
+                Replication::Idle
+            }
+        };
+        self.advance_high_watermark();
+        self.publish();
+    }
+
+    /// On a leader: the high watermark from the ISR's log ends (it never moves back), then the
+    /// acks=all produces it answers, and those that waited too long.
+    pub(super) fn advance_high_watermark(&mut self) {
+        let me = self.node_id();
+        let every_append = self.setup.config.flush == FlushPolicy::EveryAppend;
+        let min_isr = self.setup.min_insync_replicas.max(1) as usize;
+        let now = self.setup.clock.now().0;
+        let Replication::Leader { state, pending, .. } = &mut self.replication else {
+            return;
+        };
+        let log = self
+            .log
+            .as_mut()
+            .expect("log is open while the actor serves");
+        let own_end = if every_append {
+            log.durable_offset()
+        } else {
+            log.log_end_offset()
+        };
+        let me = me.expect("a leader is in a cluster");
+        let hw = state.high_watermark(me, own_end, log.log_start_offset());
+        if hw > log.high_watermark() {
+            log.set_high_watermark(hw);
+        }
+        let hw = log.high_watermark();
+        let enough = state.role.isr.len() >= min_isr;
+        pending.retain_mut(|ack| {
+            let answer = if ack.end <= hw {
+                if enough {
+                    std::mem::replace(&mut ack.answer, PartitionReply::Waited)
+                } else {
+                    PartitionReply::Error(ErrorCode::NotEnoughReplicasAfterAppend)
+                }
+            } else if now >= ack.deadline_ms {
+                PartitionReply::Error(ErrorCode::RequestTimedOut)
+            } else {
+                return true;
+            };
+            let (reply, _) = oneshot::channel();
+            let reply = std::mem::replace(&mut ack.reply, reply);
+            let _ = reply.send(answer);
+            false
+        });
+    }
+
+    /// acks=all answers after the group's flush: on a replicated leader they wait for the
+    /// high watermark to pass the group's end; elsewhere they go out now.
+    pub(super) fn answer_durable(
+        &mut self,
+        waiters: Vec<(oneshot::Sender<PartitionReply>, PartitionReply)>,
+    ) {
+        let Replication::Leader { pending, .. } = &mut self.replication else {
+            for (reply, answer) in waiters {
+                let _ = reply.send(answer);
+            }
+            return;
+        };
+        let end = self.log.as_ref().map_or(Offset(0), |l| l.log_end_offset());
+        let deadline_ms = self.setup.clock.now().0 + ACK_WAIT_MS_MAX;
+        for (reply, answer) in waiters {
+            if matches!(answer, PartitionReply::Error(_)) {
+                let _ = reply.send(answer);
+                continue;
+            }
+            pending.push(PendingAck {
+                end,
+                deadline_ms,
+                reply,
+                answer,
+            });
+        }
+        self.advance_high_watermark();
+    }
+
+    /// On a leader: asks the controller for the ISR the followers' progress calls for (one
+    /// request at a time).
+    pub(super) fn maybe_alter_isr(&mut self) {
+        let Some(view) = self.setup.cluster.clone() else {
+            return;
+        };
+        let now = self.setup.clock.now().0;
+        let lag_ms = self.setup.replica_lag_time_max_ms as i64;
+        let hw = self.log.as_ref().map_or(Offset(0), |l| l.high_watermark());
+        let Replication::Leader {
+            state, altering, ..
+        } = &mut self.replication
+        else {
+            return;
+        };
+        if altering.get() {
+            return;
+        }
+        let me = view.node_id();
+        let image = view.image();
+        let live = |n: NodeId| image.live_broker(n).is_some();
+        let Some(new_isr) = state.wanted_isr(me, now, lag_ms, hw, live) else {
+            return;
+        };
+        let Some(broker_epoch) = image.live_broker(me).map(|b| b.epoch) else {
+            return;
+        };
+        let Ok(partition) = u32::try_from(self.setup.partition) else {
+            return;
+        };
+        let request = ControllerRequest::AlterPartition(AlterPartition {
+            node_id: me,
+            broker_epoch,
+            topic_id: state.role.topic_id,
+            partition,
+            leader_epoch: state.role.epoch,
+            partition_epoch: state.role.partition_epoch,
+            new_isr: new_isr.clone(),
+        });
+        altering.set(true);
+        let altering = altering.clone();
+        let topic = self.setup.topic.clone();
+        tracing::info!(topic, partition, from = ?state.role.isr, to = ?new_isr, "asking for an ISR change");
+        glommio::spawn_local(async move {
+            let answer = view.request(request).await;
+            tracing::info!(topic, partition, ?answer, "ISR change answered");
+            // The image brings the new ISR; a refusal is retried on a later tick.
+            glommio::timer::sleep(std::time::Duration::from_millis(200)).await;
+            altering.set(false);
+        })
+        .detach();
+    }
+
+    /// A follower's fetch, on the leader.
+    pub(super) async fn replica_fetch(
+        &mut self,
+        replica: i32,
+        from: Offset,
+        max_bytes: usize,
+        current_leader_epoch: LeaderEpoch,
+        last_fetched_epoch: Option<LeaderEpoch>,
+    ) -> PartitionReply {
+        let now = self.setup.clock.now().0;
+        let Replication::Leader { state, .. } = &mut self.replication else {
+            return PartitionReply::Error(ErrorCode::NotLeaderOrFollower);
+        };
+        let epoch = state.role.epoch;
+        if current_leader_epoch.0 >= 0 && current_leader_epoch > epoch {
+            return PartitionReply::Error(ErrorCode::UnknownLeaderEpoch);
+        }
+        if current_leader_epoch.0 >= 0 && current_leader_epoch < epoch {
+            return PartitionReply::Error(ErrorCode::FencedLeaderEpoch);
+        }
+        let node = NodeId(replica);
+        if !state.role.replicas.contains(&node) {
+            return PartitionReply::Error(ErrorCode::NotLeaderOrFollower);
+        }
+        let log = self
+            .log
+            .as_mut()
+            .expect("log is open while the actor serves");
+        let log_end = log.log_end_offset();
+        // KIP-320: the follower's last epoch must end here where its log does.
+        let diverging = match last_fetched_epoch {
+            Some(last) => match log.end_offset_for_epoch(last) {
+                Some((found, end)) if found != last || end < from => Some((found, end)),
+                Some(_) => None,
+                None => Some((LeaderEpoch(-1), log.log_start_offset())),
+            },
+            None if from > log_end => {
+                Some((log.latest_epoch().unwrap_or(LeaderEpoch(-1)), log_end))
+            }
+            None => None,
+        };
+        if diverging.is_none() && from > log_end {
+            return PartitionReply::Error(ErrorCode::OffsetOutOfRange);
+        }
+        if let Some(diverging) = diverging {
+            return PartitionReply::ReplicaRead {
+                positions: log.positions(),
+                chunks: Vec::new(),
+                diverging: Some(diverging),
+            };
+        }
+        state.on_fetch(node, from, log_end, now);
+        let chunks = if from < log_end {
+            match log.read_for_replica(from, max_bytes).await {
+                Ok(read) => read.chunks,
+                Err(e) => return PartitionReply::Error(e.kafka_error_code()),
+            }
+        } else {
+            Vec::new()
+        };
+        self.advance_high_watermark();
+        self.maybe_alter_isr();
+        self.publish();
+        PartitionReply::ReplicaRead {
+            positions: self.positions(),
+            chunks,
+            diverging: None,
+        }
+    }
+
+    fn follows_at(&self, epoch: LeaderEpoch) -> bool {
+        matches!(self.replication, Replication::Follower { epoch: e, .. } if e == epoch)
+    }
+
+    /// On a follower: the leader's batches, appended at their offsets, flushed as the topic's
+    /// policy says (before the next fetch reports the new log end), and the leader's high
+    /// watermark.
+    pub(super) async fn replica_append(
+        &mut self,
+        epoch: LeaderEpoch,
+        records: bytes::Bytes,
+        leader_high_watermark: Offset,
+    ) -> PartitionReply {
+        if !self.follows_at(epoch) {
+            return PartitionReply::Error(ErrorCode::FencedLeaderEpoch);
+        }
+        let now = self.setup.clock.now();
+        let mut appended = false;
+        for view in rill_protocol::record::batches(records) {
+            let Ok(view) = view else {
+                break; // a partial batch at the end (never sent by rill leaders)
+            };
+            let batch = match ValidatedBatch::new(BytesMut::from(view.as_bytes()), usize::MAX) {
+                Ok(batch) => batch,
+                Err(e) => {
+                    tracing::warn!(topic = self.setup.topic, error = %e, "a leader sent an invalid batch");
+                    return PartitionReply::Error(ErrorCode::CorruptMessage);
+                }
+            };
+            if let Err(e) = self.log().append_replica(batch, now).await {
+                tracing::warn!(topic = self.setup.topic, partition = self.setup.partition, error = %e, "replica append refused");
+                return PartitionReply::Error(e.kafka_error_code());
+            }
+            appended = true;
+        }
+        if appended
+            && (self.setup.config.flush == FlushPolicy::EveryAppend || self.log().flush_due(now))
+        {
+            if let Err(e) = self.timed_flush().await {
+                return PartitionReply::Error(e.kafka_error_code());
+            }
+        }
+        let hw = leader_high_watermark.min(self.log().log_end_offset());
+        if hw > self.log().high_watermark() {
+            self.log().set_high_watermark(hw);
+        }
+        self.publish();
+        PartitionReply::ReplicaAppended
+    }
+
+    /// On a follower: this log's end and the epoch of its last batch.
+    pub(super) fn follower_position(&mut self) -> PartitionReply {
+        let log = self.log();
+        PartitionReply::FollowerPosition {
+            log_end: log.log_end_offset(),
+            last_epoch: log.latest_epoch(),
+        }
+    }
+
+    /// On a follower: cut the log where the leader's says it diverges (KIP-320), then reopen
+    /// it. Returns `Err` if the log could not be reopened (the actor then stops).
+    pub(super) async fn truncate_divergent(
+        &mut self,
+        epoch: LeaderEpoch,
+        diverging_epoch: LeaderEpoch,
+        leader_end: Offset,
+    ) -> Result<PartitionReply, ()> {
+        if !self.follows_at(epoch) {
+            return Ok(PartitionReply::Error(ErrorCode::FencedLeaderEpoch));
+        }
+        let log = self.log();
+        let own_end = match log.end_offset_for_epoch(diverging_epoch) {
+            Some((found, end)) if found == diverging_epoch => end,
+            Some((_, end)) => end,
+            None => log.log_start_offset(),
+        };
+        let cut = leader_end.min(own_end).max(log.log_start_offset());
+        if cut >= log.log_end_offset() {
+            return Ok(PartitionReply::ReplicaAppended);
+        }
+        let hw = log.high_watermark().min(cut);
+        let end = log.log_end_offset();
+        let (topic, partition) = (self.setup.topic.clone(), self.setup.partition);
+        tracing::warn!(
+            topic,
+            partition,
+            cut = cut.0,
+            end = end.0,
+            "cutting a divergent tail"
+        );
+        self.cancel_clean().await;
+        let log = self.log.take().expect("log is open while the actor serves");
+        if let Err(e) = log.truncate_to(cut).await {
+            tracing::error!(topic, partition, error = %e, "truncation failed; reopening");
+        }
+        let opened = self
+            .setup
+            .log_manager
+            .open_partition(
+                &topic,
+                partition,
+                self.setup.config.clone(),
+                self.setup.clock.clone(),
+            )
+            .await;
+        match opened {
+            Ok(mut log) => {
+                log.follow(hw);
+                self.log = Some(log);
+                self.publish();
+                self.publish_files();
+                Ok(PartitionReply::ReplicaAppended)
+            }
+            Err(e) => {
+                tracing::error!(topic, partition, error = %e, "reopening a truncated log failed");
+                Err(())
+            }
+        }
+    }
+
+    /// Where `epoch` ended here (OffsetForLeaderEpoch).
+    pub(super) fn end_offset_for_epoch(&mut self, epoch: LeaderEpoch) -> PartitionReply {
+        let log = self.log();
+        let found = if log.is_replicated() || log.latest_epoch().is_some() {
+            log.end_offset_for_epoch(epoch)
+        } else {
+            None
+        };
+        PartitionReply::EpochEnd(found, self.positions())
+    }
+
+    /// Fail a message that came while the actor had no log.
+    pub(super) fn refuse(msg: ActorMsg) {
+        let _ = msg
+            .reply
+            .send(PartitionReply::Error(ErrorCode::KafkaStorageError));
+    }
+
+    /// Routes a replication op; `Err` if the log was lost (see [`Self::truncate_divergent`]).
+    pub(super) async fn serve_replication(
+        &mut self,
+        op: PartitionOp,
+    ) -> Result<PartitionReply, ()> {
+        Ok(match op {
+            PartitionOp::ReplicaFetch {
+                replica,
+                from,
+                max_bytes,
+                current_leader_epoch,
+                last_fetched_epoch,
+            } => {
+                self.replica_fetch(
+                    replica,
+                    from,
+                    max_bytes,
+                    current_leader_epoch,
+                    last_fetched_epoch,
+                )
+                .await
+            }
+            PartitionOp::FollowerPosition => self.follower_position(),
+            PartitionOp::ReplicaAppend {
+                epoch,
+                records,
+                leader_high_watermark,
+            } => {
+                self.replica_append(epoch, records, leader_high_watermark)
+                    .await
+            }
+            PartitionOp::Truncate {
+                epoch,
+                diverging_epoch,
+                end_offset,
+            } => {
+                return self
+                    .truncate_divergent(epoch, diverging_epoch, end_offset)
+                    .await
+            }
+            PartitionOp::EndOffsetForEpoch { epoch } => self.end_offset_for_epoch(epoch),
+            _ => unreachable!("not a replication op"),
+        })
+    }
+}
+
+/// Whether `op` is one of replication's.
+pub(super) fn is_replication_op(op: &PartitionOp) -> bool {
+    matches!(
+        op,
+        PartitionOp::ReplicaFetch { .. }
+            | PartitionOp::FollowerPosition
+            | PartitionOp::ReplicaAppend { .. }
+            | PartitionOp::Truncate { .. }
+            | PartitionOp::EndOffsetForEpoch { .. }
+    )
+}

@@ -312,6 +312,13 @@ impl<F: MetaFiles, T> QuorumNode<F, T> {
 
     /// Propose one entry; its index.
     fn propose(&mut self, records: Vec<MetadataRecord>) -> Result<u64, ()> {
+        // raft-rs's own state, not the last soft state seen: a leader that was paused (SIGSTOP)
+        // may have stepped down while handling the messages that woke it, and a follower's
+        // proposal is forwarded to the leader without an entry here (and Ok).
+        if self.raw.raft.state != StateRole::Leader {
+            tracing::debug!("proposal refused: no longer the raft leader");
+            return Err(());
+        }
         let data = EntryPayload::new(records).encode();
         let before = self.raw.raft.raft_log.last_index();
         if let Err(e) = self.raw.propose(Vec::new(), data) {

@@ -17,7 +17,7 @@
 //! | LeaveGroup (13)          |   0..=5    | v0 = librdkafka check; v3+ batch leave                             |
 //! | SyncGroup (14)           |   0..=5    | v0 = librdkafka check                                              |
 //! | DescribeGroups (15)      |   0..=5    |                                                                    |
-//! | ListGroups (16)          |   0..=4    |                                                                    |
+//! | ListGroups (16)          |   0..=5    | v4 state filter (KIP-518), v5 type filter (KIP-848): every group is "classic" |
 //! | ApiVersions (18)         |   0..=4    | aiokafka speaks only v0; kafka-python tries v4 first              |
 //! | CreateTopics (19)        |   2..=7    | codec minimum 2                                                    |
 //! | DeleteTopics (20)        |   1..=6    | codec minimum 1                                                    |
@@ -100,7 +100,7 @@ pub const ENTRIES: &[ApiEntry] = &[
     ApiEntry::new(ApiKey::LeaveGroup, 0, 5),
     ApiEntry::new(ApiKey::SyncGroup, 0, 5),
     ApiEntry::new(ApiKey::DescribeGroups, 0, 5),
-    ApiEntry::new(ApiKey::ListGroups, 0, 4),
+    ApiEntry::new(ApiKey::ListGroups, 0, 5),
     ApiEntry::new(ApiKey::ApiVersions, 0, 4),
     ApiEntry::new(ApiKey::CreateTopics, 2, 7),
     ApiEntry::new(ApiKey::DeleteTopics, 1, 6),

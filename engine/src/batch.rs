@@ -15,6 +15,7 @@ use crate::error::EngineError;
 use crate::types::{Offset, TimestampMs};
 use bytes::BytesMut;
 use rill_types::batch::{check_prefix, write_crc};
+use rill_types::{ProducerEpoch, ProducerId, Sequence};
 
 /// The v2 record batch header, read in place (`rill_types::batch::RecordBatchHeader`).
 pub use rill_types::batch::RecordBatchHeader as BatchHeader;
@@ -36,12 +37,12 @@ pub struct BatchMeta {
     pub max_timestamp: TimestampMs,
     /// Whole size in bytes.
     pub total_bytes: usize,
-    /// Producer id (-1 if none).
-    pub producer_id: i64,
+    /// Producer id ([`ProducerId::NONE`] if none).
+    pub producer_id: ProducerId,
     /// Producer epoch.
-    pub producer_epoch: i16,
-    /// First sequence (-1 if none).
-    pub base_sequence: i32,
+    pub producer_epoch: ProducerEpoch,
+    /// First sequence ([`Sequence::NONE`] if none).
+    pub base_sequence: Sequence,
     /// The transactional attribute bit: the batch belongs to a transaction.
     pub transactional: bool,
     /// For a control batch (attribute bit 5), what it says; `None` for data batches.
@@ -88,9 +89,9 @@ fn meta_of(header: &BatchHeader, total: usize) -> BatchMeta {
         last_offset: header.last(),
         max_timestamp: header.max_ts(),
         total_bytes: total,
-        producer_id: producer_id.0,
-        producer_epoch: producer_epoch.0,
-        base_sequence: base_sequence.0,
+        producer_id,
+        producer_epoch,
+        base_sequence,
         transactional: header.attrs().is_transactional(),
         control: None,
     }

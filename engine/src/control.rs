@@ -250,8 +250,11 @@ mod tests {
             };
             assert_eq!(meta.control, Some(control));
             assert!(meta.transactional);
-            assert_eq!((meta.producer_id, meta.producer_epoch), (42, 3));
-            assert_eq!(meta.base_sequence, -1);
+            assert_eq!(
+                (meta.producer_id, meta.producer_epoch),
+                (ProducerId(42), ProducerEpoch(3))
+            );
+            assert_eq!(meta.base_sequence, rill_types::Sequence::NONE);
             assert_eq!(b.len(), HEADER_BYTES + MARKER_RECORD_BYTES);
         }
     }

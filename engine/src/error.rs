@@ -1,7 +1,7 @@
 //! Engine errors and their Kafka error codes.
 
 use crate::types::Offset;
-use rill_types::ErrorCode;
+use rill_types::{ErrorCode, ProducerEpoch, Sequence};
 
 /// What can go wrong in the engine. Each variant maps to a Kafka error code.
 #[derive(Debug, thiserror::Error)]
@@ -40,17 +40,17 @@ pub enum EngineError {
     #[error("out of order sequence: expected {expected}, got {received}")]
     OutOfOrderSequence {
         /// The sequence the log expected next.
-        expected: i32,
+        expected: Sequence,
         /// The sequence the batch carried.
-        received: i32,
+        received: Sequence,
     },
     /// An idempotent producer used an epoch older than the current one (fenced).
     #[error("producer epoch {received} is older than current {current}")]
     InvalidProducerEpoch {
         /// The current epoch of the producer id.
-        current: i16,
+        current: ProducerEpoch,
         /// The epoch on the batch.
-        received: i16,
+        received: ProducerEpoch,
     },
     /// A producer's write does not fit its transaction state (e.g. a non-transactional batch
     /// while its transaction is open).

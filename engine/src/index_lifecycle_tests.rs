@@ -242,7 +242,10 @@ fn producer_dedup_and_fencing_survive_a_crash_after_a_checkpoint() {
     let fenced = block_on(log.append(validated(&produce(0, seq)), TimestampMs(1))).unwrap_err();
     assert!(matches!(
         fenced,
-        EngineError::InvalidProducerEpoch { current: 1, .. }
+        EngineError::InvalidProducerEpoch {
+            current: rill_types::ProducerEpoch(1),
+            ..
+        }
     ));
     block_on(log.append(validated(&produce(1, 2)), TimestampMs(1))).unwrap();
 }

@@ -742,7 +742,7 @@ impl Harness {
         for a in &got {
             let m = aborts
                 .iter()
-                .find(|m| m.pid == a.producer_id && m.marker == a.last_offset)
+                .find(|m| m.pid == a.producer_id.0 && m.marker == a.last_offset)
                 .unwrap_or_else(|| panic!("{a:?} is not an abort of the model"));
             assert!(
                 a.last_offset >= from && a.first_offset < upper,
@@ -761,7 +761,7 @@ impl Harness {
                 from < upper && m.marker >= from && m.first_visible.is_some_and(|v| v < upper);
             let found = got
                 .iter()
-                .any(|a| a.producer_id == m.pid && a.last_offset == m.marker);
+                .any(|a| a.producer_id.0 == m.pid && a.last_offset == m.marker);
             assert!(
                 !needed || found,
                 "abort {m:?} missing for [{from}, {upper})"

@@ -34,7 +34,7 @@ use crate::batch::BatchMeta;
 use crate::control::{ControlType, TxnMarker};
 use crate::error::EngineError;
 use crate::types::{Offset, TimestampMs};
-use rill_types::ProducerId;
+use rill_types::{ProducerEpoch, ProducerId, Sequence};
 use std::collections::{BTreeMap, HashMap, VecDeque};
 
 /// Batches remembered per producer for duplicate detection (Kafka keeps 5).
@@ -44,15 +44,15 @@ const SNAPSHOT_VERSION: u8 = 2;
 
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
 struct BatchSeq {
-    first_seq: i32,
-    last_seq: i32,
+    first_seq: Sequence,
+    last_seq: Sequence,
     base: Offset,
     last: Offset,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 struct ProducerEntry {
-    epoch: i16,
+    epoch: ProducerEpoch,
     batches: VecDeque<BatchSeq>,
     /// First offset of the producer's open transaction in this partition.
     txn_first_offset: Option<Offset>,
@@ -66,7 +66,7 @@ struct ProducerEntry {
 }
 
 impl ProducerEntry {
-    fn new(epoch: i16) -> Self {
+    fn new(epoch: ProducerEpoch) -> Self {
         ProducerEntry {
             epoch,
             batches: VecDeque::new(),
@@ -82,7 +82,7 @@ impl ProducerEntry {
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
 pub struct CompletedTxn {
     /// The producer.
-    pub producer_id: i64,
+    pub producer_id: ProducerId,
     /// Its first record in this partition.
     pub first_offset: Offset,
     /// The marker's offset.
@@ -95,11 +95,11 @@ pub struct CompletedTxn {
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
 pub struct ProducerView {
     /// Producer id.
-    pub producer_id: i64,
+    pub producer_id: ProducerId,
     /// Current epoch.
-    pub producer_epoch: i16,
-    /// Last sequence written (-1: none since the last epoch change).
-    pub last_sequence: i32,
+    pub producer_epoch: ProducerEpoch,
+    /// Last sequence written ([`Sequence::NONE`]: none since the last epoch change).
+    pub last_sequence: Sequence,
     /// Max timestamp of its last batch (-1: none).
     pub last_timestamp: TimestampMs,
     /// Coordinator epoch of its last marker (-1: none).
@@ -111,23 +111,23 @@ pub struct ProducerView {
 /// Idempotent and transactional producer state of one partition.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct ProducerState {
-    producers: HashMap<i64, ProducerEntry>,
+    producers: HashMap<ProducerId, ProducerEntry>,
     /// Open transactions by first offset (each offset belongs to one producer's batch).
-    open_txns: BTreeMap<Offset, i64>,
+    open_txns: BTreeMap<Offset, ProducerId>,
 }
 
 /// The sequence after `seq`, wrapping like Kafka.
-fn next_seq(seq: i32) -> i32 {
-    if seq == i32::MAX {
-        0
+fn next_seq(seq: Sequence) -> Sequence {
+    if seq.0 == i32::MAX {
+        Sequence(0)
     } else {
-        seq + 1
+        Sequence(seq.0 + 1)
     }
 }
 
 /// The last sequence of a batch starting at `first` spanning `delta` more records.
-fn last_seq(first: i32, delta: i64) -> i32 {
-    ((i64::from(first) + delta) % (i64::from(i32::MAX) + 1)) as i32
+fn last_seq(first: Sequence, delta: i64) -> Sequence {
+    Sequence(((i64::from(first.0) + delta) % (i64::from(i32::MAX) + 1)) as i32)
 }
 
 impl ProducerState {
@@ -137,7 +137,7 @@ impl ProducerState {
             meta.control.is_none(),
             "markers are checked by check_marker"
         );
-        if meta.producer_id < 0 {
+        if !meta.producer_id.is_some() {
             if meta.transactional {
                 return Err(EngineError::InvalidRecord(
                     "transactional batch without a producer id".into(),
@@ -161,11 +161,11 @@ impl ProducerState {
             ));
         }
         if epoch > entry.epoch {
-            return if first == 0 {
+            return if first == Sequence(0) {
                 Ok(())
             } else {
                 Err(EngineError::OutOfOrderSequence {
-                    expected: 0,
+                    expected: Sequence(0),
                     received: first,
                 })
             };
@@ -194,13 +194,13 @@ impl ProducerState {
     /// Checks a transaction marker before it is appended: neither an older producer epoch nor
     /// an older coordinator epoch than the last marker's.
     pub fn check_marker(&self, marker: &TxnMarker) -> Result<(), EngineError> {
-        let Some(entry) = self.producers.get(&marker.producer_id.0) else {
+        let Some(entry) = self.producers.get(&marker.producer_id) else {
             return Ok(());
         };
-        if marker.producer_epoch.0 < entry.epoch {
+        if marker.producer_epoch < entry.epoch {
             return Err(EngineError::InvalidProducerEpoch {
                 current: entry.epoch,
-                received: marker.producer_epoch.0,
+                received: marker.producer_epoch,
             });
         }
         if marker.coordinator_epoch < entry.coordinator_epoch {
@@ -215,7 +215,7 @@ impl ProducerState {
     /// Records an appended batch or marker (offsets assigned). Returns the transaction a
     /// marker closed, if the producer had one open here.
     pub fn record(&mut self, meta: &BatchMeta) -> Option<CompletedTxn> {
-        if meta.producer_id < 0 {
+        if !meta.producer_id.is_some() {
             return None;
         }
         let entry = self
@@ -271,7 +271,7 @@ impl ProducerState {
     /// Whether `producer_id` has an open transaction in this partition.
     pub fn has_open_txn(&self, producer_id: ProducerId) -> bool {
         self.producers
-            .get(&producer_id.0)
+            .get(&producer_id)
             .is_some_and(|e| e.txn_first_offset.is_some())
     }
 
@@ -283,7 +283,7 @@ impl ProducerState {
             .map(|(&producer_id, e)| ProducerView {
                 producer_id,
                 producer_epoch: e.epoch,
-                last_sequence: e.batches.back().map_or(-1, |b| b.last_seq),
+                last_sequence: e.batches.back().map_or(Sequence::NONE, |b| b.last_seq),
                 last_timestamp: e.last_timestamp,
                 coordinator_epoch: e.coordinator_epoch,
                 txn_first_offset: e.txn_first_offset,
@@ -295,18 +295,18 @@ impl ProducerState {
 
     /// Heap estimate: per producer its map slot and its kept batches, plus open transactions.
     pub fn heap_bytes(&self) -> usize {
-        let per_producer = std::mem::size_of::<(i64, ProducerEntry)>() + 1;
+        let per_producer = std::mem::size_of::<(ProducerId, ProducerEntry)>() + 1;
         let batches: usize = self
             .producers
             .values()
             .map(|e| e.batches.capacity() * std::mem::size_of::<BatchSeq>())
             .sum();
-        let open = self.open_txns.len() * (std::mem::size_of::<(Offset, i64)>() + 16);
+        let open = self.open_txns.len() * (std::mem::size_of::<(Offset, ProducerId)>() + 16);
         self.producers.capacity() * per_producer + batches + open
     }
 
     /// The last offset of every producer's last batch (the cleaner keeps those batches).
-    pub fn last_offsets(&self) -> HashMap<i64, Offset> {
+    pub fn last_offsets(&self) -> HashMap<ProducerId, Offset> {
         self.producers
             .iter()
             .filter_map(|(&pid, e)| e.batches.back().map(|b| (pid, b.last)))
@@ -332,8 +332,8 @@ impl ProducerState {
         pids.sort_unstable();
         for pid in pids {
             let e = &self.producers[&pid];
-            body.extend_from_slice(&pid.to_be_bytes());
-            body.extend_from_slice(&e.epoch.to_be_bytes());
+            body.extend_from_slice(&pid.0.to_be_bytes());
+            body.extend_from_slice(&e.epoch.0.to_be_bytes());
             body.extend_from_slice(&e.coordinator_epoch.to_be_bytes());
             let first = e.txn_first_offset.map_or(-1, |o| o.0);
             body.extend_from_slice(&first.to_be_bytes());
@@ -341,8 +341,8 @@ impl ProducerState {
             body.extend_from_slice(&e.last_timestamp.0.to_be_bytes());
             body.push(e.batches.len() as u8);
             for b in &e.batches {
-                body.extend_from_slice(&b.first_seq.to_be_bytes());
-                body.extend_from_slice(&b.last_seq.to_be_bytes());
+                body.extend_from_slice(&b.first_seq.0.to_be_bytes());
+                body.extend_from_slice(&b.last_seq.0.to_be_bytes());
                 body.extend_from_slice(&b.base.0.to_be_bytes());
                 body.extend_from_slice(&b.last.0.to_be_bytes());
             }
@@ -395,9 +395,9 @@ fn record_data(entry: &mut ProducerEntry, meta: &BatchMeta) {
     entry.last_timestamp = meta.max_timestamp;
 }
 
-fn decode_entry(r: &mut Reader<'_>, version: u8) -> Option<(i64, ProducerEntry)> {
-    let pid = r.i64()?;
-    let mut entry = ProducerEntry::new(r.i16()?);
+fn decode_entry(r: &mut Reader<'_>, version: u8) -> Option<(ProducerId, ProducerEntry)> {
+    let pid = ProducerId(r.i64()?);
+    let mut entry = ProducerEntry::new(ProducerEpoch(r.i16()?));
     if version >= 2 {
         entry.coordinator_epoch = r.i32()?;
         let first = r.i64()?;
@@ -410,7 +410,7 @@ fn decode_entry(r: &mut Reader<'_>, version: u8) -> Option<(i64, ProducerEntry)>
         return None;
     }
     for _ in 0..n {
-        let (first_seq, last_seq) = (r.i32()?, r.i32()?);
+        let (first_seq, last_seq) = (Sequence(r.i32()?), Sequence(r.i32()?));
         let (base, last) = (Offset(r.i64()?), Offset(r.i64()?));
         entry.batches.push_back(BatchSeq {
             first_seq,

@@ -2,7 +2,6 @@
 
 use super::*;
 use crate::types::TimestampMs;
-use rill_types::ProducerEpoch;
 
 fn meta(pid: i64, epoch: i16, seq: i32, base: i64, records: i64) -> BatchMeta {
     BatchMeta {
@@ -10,9 +9,9 @@ fn meta(pid: i64, epoch: i16, seq: i32, base: i64, records: i64) -> BatchMeta {
         last_offset: Offset(base + records - 1),
         max_timestamp: TimestampMs(0),
         total_bytes: 100,
-        producer_id: pid,
-        producer_epoch: epoch,
-        base_sequence: seq,
+        producer_id: ProducerId(pid),
+        producer_epoch: ProducerEpoch(epoch),
+        base_sequence: Sequence(seq),
         transactional: false,
         control: None,
     }
@@ -32,19 +31,25 @@ fn sequence_rules() {
     ));
     assert!(matches!(
         s.check(&meta(1, 0, 5, 3, 1)),
-        Err(EngineError::OutOfOrderSequence { expected: 3, .. })
+        Err(EngineError::OutOfOrderSequence {
+            expected: Sequence(3),
+            ..
+        })
     ));
     s.check(&meta(1, 0, 3, 3, 1)).unwrap();
     assert!(matches!(
         s.check(&meta(1, 1, 7, 3, 1)),
-        Err(EngineError::OutOfOrderSequence { expected: 0, .. })
+        Err(EngineError::OutOfOrderSequence {
+            expected: Sequence(0),
+            ..
+        })
     ));
     s.record(&meta(1, 1, 0, 3, 1));
     assert!(matches!(
         s.check(&meta(1, 0, 4, 4, 1)),
         Err(EngineError::InvalidProducerEpoch {
-            current: 1,
-            received: 0
+            current: ProducerEpoch(1),
+            received: ProducerEpoch(0)
         })
     ));
     s.check(&meta(2, 0, 77, 4, 1)).unwrap();
@@ -65,8 +70,8 @@ fn keeps_five_and_wraps_sequences() {
         s.check(&meta(1, 0, 6, 9, 1)),
         Err(EngineError::DuplicateSequence { .. })
     ));
-    assert_eq!(last_seq(i32::MAX, 1), 0);
-    assert_eq!(next_seq(i32::MAX), 0);
+    assert_eq!(last_seq(Sequence(i32::MAX), 1), Sequence(0));
+    assert_eq!(next_seq(Sequence(i32::MAX)), Sequence(0));
 }
 
 #[test]
@@ -80,7 +85,10 @@ fn replaying_a_recorded_batch_never_regresses_the_state() {
     assert_eq!(s, before);
     assert!(matches!(
         s.check(&meta(1, 0, 2, 3, 1)),
-        Err(EngineError::InvalidProducerEpoch { current: 1, .. })
+        Err(EngineError::InvalidProducerEpoch {
+            current: ProducerEpoch(1),
+            ..
+        })
     ));
 }
 
@@ -106,7 +114,7 @@ fn txn(pid: i64, epoch: i16, seq: i32, base: i64, records: i64) -> BatchMeta {
 
 fn marker(pid: i64, epoch: i16, at: i64, kind: ControlType, coordinator_epoch: i32) -> BatchMeta {
     BatchMeta {
-        base_sequence: -1,
+        base_sequence: Sequence::NONE,
         control: Some(crate::control::Control {
             kind,
             coordinator_epoch,
@@ -127,7 +135,7 @@ fn a_transaction_opens_at_its_first_batch_and_a_marker_closes_it() {
     assert_eq!(
         done,
         Some(CompletedTxn {
-            producer_id: 1,
+            producer_id: ProducerId(1),
             first_offset: Offset(10),
             last_offset: Offset(14),
             aborted: true
@@ -168,8 +176,8 @@ fn a_fencing_marker_bumps_the_epoch_and_old_markers_are_refused() {
     assert!(matches!(
         s.check(&txn(1, 3, 1, 2, 1)),
         Err(EngineError::InvalidProducerEpoch {
-            current: 4,
-            received: 3
+            current: ProducerEpoch(4),
+            received: ProducerEpoch(3)
         })
     ));
     s.check(&txn(1, 5, 0, 2, 1)).unwrap();
@@ -246,7 +254,7 @@ fn views_describe_each_producer() {
     assert_eq!(v.len(), 1);
     assert_eq!(
         (v[0].producer_id, v[0].producer_epoch, v[0].last_sequence),
-        (4, 1, 2)
+        (ProducerId(4), ProducerEpoch(1), Sequence(2))
     );
     assert_eq!(v[0].txn_first_offset, Some(Offset(0)));
 }

@@ -406,7 +406,7 @@ impl<S: Storage> PartitionLog<S> {
             for meta in &metas {
                 segment.note_batch(meta, self.config.index_interval_bytes);
             }
-            producer_batches.extend(metas.into_iter().filter(|m| m.producer_id >= 0));
+            producer_batches.extend(metas.into_iter().filter(|m| m.producer_id.is_some()));
             if done {
                 return Ok((segment.size_bytes, producer_batches));
             }
@@ -479,7 +479,7 @@ impl<S: Storage> PartitionLog<S> {
                 let mut rest = &chunk[..];
                 while !rest.is_empty() {
                     let meta = validate_prefix(rest)?;
-                    if meta.base_offset < until && meta.producer_id >= 0 {
+                    if meta.base_offset < until && meta.producer_id.is_some() {
                         self.record_replayed(&meta, derived);
                     }
                     from = meta.last_offset.plus(1);

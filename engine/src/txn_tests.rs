@@ -52,7 +52,7 @@ pub(crate) fn aborted(
     block_on(log.aborted_transactions(Offset(from), Offset(upper)))
         .unwrap()
         .iter()
-        .map(|a| (a.producer_id, a.first_offset.0, a.last_offset.0))
+        .map(|a| (a.producer_id.0, a.first_offset.0, a.last_offset.0))
         .collect()
 }
 
@@ -116,7 +116,7 @@ fn aborts_are_reported_for_overlapping_reads_only() {
     assert_eq!(read.chunks.len(), 1, "one batch: offset 4");
     let pairs: Vec<_> = with_read
         .iter()
-        .map(|a| (a.producer_id, a.last_offset.0))
+        .map(|a| (a.producer_id.0, a.last_offset.0))
         .collect();
     assert_eq!(pairs, vec![(2, 5)], "only what overlaps [4, 5)");
     assert_eq!(aborted(&mut log, 4, 6), vec![(2, 2, 5)]);
@@ -130,7 +130,7 @@ fn aborts_are_reported_for_overlapping_reads_only() {
     assert_eq!(
         entries[0],
         AbortedTxn {
-            producer_id: 1,
+            producer_id: ProducerId(1),
             first_offset: Offset(0),
             last_offset: Offset(3),
             last_stable_offset: Offset(2),

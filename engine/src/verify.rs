@@ -42,6 +42,7 @@ use crate::segment::txn_index::TxnIndex;
 use crate::segment::Segment;
 use crate::small_file;
 use crate::types::{Offset, RelativeOffset, TimestampMs};
+use rill_types::ProducerId;
 use std::collections::HashSet;
 use std::fmt;
 use std::path::{Path, PathBuf};
@@ -283,7 +284,7 @@ async fn verify_segment<S: Storage>(
     dir: &Path,
     base: Offset,
     active: bool,
-    open_txns: &mut HashSet<i64>,
+    open_txns: &mut HashSet<ProducerId>,
     findings: &mut Vec<Finding>,
 ) -> Result<SegmentSummary, EngineError> {
     let path = dir.join(segment_file_name(base, FileKind::Log));
@@ -334,7 +335,7 @@ struct Walk {
 /// An ABORT marker met by a walk.
 struct AbortMarker {
     offset: Offset,
-    producer_id: i64,
+    producer_id: ProducerId,
     /// Whether the walk saw the transaction it ends (a transactional batch of the producer
     /// since its previous marker). A marker also ends transactions that wrote nothing here,
     /// which get no entry, and the start of one may lie before the log start.
@@ -354,12 +355,12 @@ fn check_txn_index(bytes: Option<&[u8]>, walk: &Walk) -> Option<IndexProblem> {
             None => return Some(IndexProblem::Malformed),
         },
     };
-    let held: Vec<(Offset, i64)> = index
+    let held: Vec<(Offset, ProducerId)> = index
         .entries()
         .iter()
         .map(|e| (e.last_offset, e.producer_id))
         .collect();
-    let markers: Vec<(Offset, i64)> = walk
+    let markers: Vec<(Offset, ProducerId)> = walk
         .aborts
         .iter()
         .map(|m| (m.offset, m.producer_id))
@@ -391,7 +392,7 @@ fn check_txn_index(bytes: Option<&[u8]>, walk: &Walk) -> Option<IndexProblem> {
 async fn walk<F: BlockFile>(
     segment: &Segment<F>,
     entries: &mut EntryCheck,
-    open_txns: &mut HashSet<i64>,
+    open_txns: &mut HashSet<ProducerId>,
 ) -> Result<Walk, EngineError> {
     let mut cursor = BatchCursor::new(segment, 0, segment.base, READ_AHEAD_BYTES);
     let mut summary = SegmentSummary {

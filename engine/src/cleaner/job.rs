@@ -21,6 +21,7 @@ use crate::segment::txn_index::{AbortedTxn, TxnIndex};
 use crate::segment::Segment;
 use crate::small_file;
 use crate::types::{Offset, TimestampMs};
+use rill_types::ProducerId;
 use std::collections::HashMap;
 use std::ops::Range;
 use std::path::PathBuf;
@@ -87,7 +88,7 @@ pub struct CleanJob<S: Storage> {
     index_interval_bytes: u32,
     now: TimestampMs,
     /// Last offset of every producer the log tracks (their last batch keeps its header).
-    producer_last_offsets: HashMap<i64, Offset>,
+    producer_last_offsets: HashMap<ProducerId, Offset>,
     aborted: Vec<AbortedTxn>,
     map: OffsetMap,
     /// One past the last offset the map covers; records from here on are kept.
@@ -465,7 +466,7 @@ impl<S: Storage> CleanJob<S> {
         codec: &impl RecordCodec,
     ) -> Result<Kept, EngineError> {
         let ends_range = meta.last_offset.plus(1) == group_end;
-        let producers_last = meta.producer_id >= 0
+        let producers_last = meta.producer_id.is_some()
             && self.producer_last_offsets.get(&meta.producer_id) == Some(&meta.last_offset);
         if !(ends_range || producers_last) {
             return Ok(Kept::Nothing);

@@ -19,6 +19,7 @@
 //! segment. [`TxnIndex::first_offset_min`] lets a search skip the segments that cannot hold one.
 
 use crate::types::Offset;
+use rill_types::ProducerId;
 
 /// Bytes per entry.
 pub const ENTRY_BYTES: usize = 34;
@@ -29,7 +30,7 @@ const VERSION: i16 = 0;
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
 pub struct AbortedTxn {
     /// The producer whose transaction was aborted.
-    pub producer_id: i64,
+    pub producer_id: ProducerId,
     /// Its first record in this partition.
     pub first_offset: Offset,
     /// The ABORT marker's offset.
@@ -100,7 +101,7 @@ impl TxnIndex {
         let mut out = Vec::with_capacity(self.entries.len() * ENTRY_BYTES);
         for e in &self.entries {
             out.extend_from_slice(&VERSION.to_be_bytes());
-            out.extend_from_slice(&e.producer_id.to_be_bytes());
+            out.extend_from_slice(&e.producer_id.0.to_be_bytes());
             out.extend_from_slice(&e.first_offset.0.to_be_bytes());
             out.extend_from_slice(&e.last_offset.0.to_be_bytes());
             out.extend_from_slice(&e.last_stable_offset.0.to_be_bytes());
@@ -121,7 +122,7 @@ impl TxnIndex {
                 return None;
             }
             let entry = AbortedTxn {
-                producer_id: i64_at(2),
+                producer_id: ProducerId(i64_at(2)),
                 first_offset: Offset(i64_at(10)),
                 last_offset: Offset(i64_at(18)),
                 last_stable_offset: Offset(i64_at(26)),
@@ -134,7 +135,7 @@ impl TxnIndex {
             if !in_segment || !ordered || entry.first_offset > entry.last_offset {
                 return None;
             }
-            if entry.producer_id < 0 || entry.first_offset.0 < 0 {
+            if !entry.producer_id.is_some() || entry.first_offset.0 < 0 {
                 return None;
             }
             index.entries.push(entry);
@@ -149,7 +150,7 @@ mod tests {
 
     fn entry(pid: i64, first: i64, last: i64) -> AbortedTxn {
         AbortedTxn {
-            producer_id: pid,
+            producer_id: ProducerId(pid),
             first_offset: Offset(first),
             last_offset: Offset(last),
             last_stable_offset: Offset(last + 1),

@@ -49,9 +49,9 @@ pub async fn handle<B: Broker>(
 
 fn producer_state(v: &rill_engine::ProducerView) -> ProducerState {
     ProducerState::default()
-        .with_producer_id(ProducerId(v.producer_id))
-        .with_producer_epoch(i32::from(v.producer_epoch))
-        .with_last_sequence(v.last_sequence)
+        .with_producer_id(ProducerId(v.producer_id.0))
+        .with_producer_epoch(i32::from(v.producer_epoch.0))
+        .with_last_sequence(v.last_sequence.0)
         .with_last_timestamp(v.last_timestamp.0)
         .with_coordinator_epoch(v.coordinator_epoch)
         .with_current_txn_start_offset(v.txn_first_offset.map_or(-1, |o| o.0))

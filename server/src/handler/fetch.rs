@@ -350,7 +350,7 @@ fn aborted_list(aborted: &[AbortedTxn]) -> Vec<AbortedTransaction> {
         .map(|a| {
             AbortedTransaction::default()
                 .with_producer_id(rill_protocol::kafka_protocol::messages::ProducerId(
-                    a.producer_id,
+                    a.producer_id.0,
                 ))
                 .with_first_offset(a.first_offset.0)
         })

@@ -143,6 +143,21 @@ impl<J: Journal> GroupCoordinator<J> {
         if let Err(code) = allowed {
             return GroupReply::Commit(vec![code; offsets.len()]);
         }
+        self.write_offsets(group_id, offsets, now, |topic, partition| {
+            OffsetKey::committed(group_id, topic, partition)
+        })
+        .await
+    }
+
+    /// Writes offsets under the keys `key` gives them, durable in the journal before they apply:
+    /// the one loop behind OffsetCommit and TxnOffsetCommit (too-large metadata fails its entry).
+    pub(super) async fn write_offsets(
+        &self,
+        group_id: &str,
+        offsets: Vec<(String, i32, CommittedOffset)>,
+        now: i64,
+        key: impl Fn(&str, i32) -> OffsetKey,
+    ) -> GroupReply {
         let mut errors = Vec::with_capacity(offsets.len());
         let mut records = Vec::new();
         for (topic, partition, mut value) in offsets {
@@ -157,7 +172,7 @@ impl<J: Journal> GroupCoordinator<J> {
             errors.push(ErrorCode::None);
             value.commit_time_ms = now;
             records.push(OffsetRecord {
-                key: OffsetKey::committed(group_id, &topic, partition),
+                key: key(&topic, partition),
                 value: Some(value),
             });
         }

@@ -15,7 +15,7 @@ use rill_types::ProducerId;
 
 use super::coordinator::GroupCoordinator;
 use super::journal::Journal;
-use super::offsets::{CommittedOffset, OffsetKey, OffsetRecord, METADATA_BYTES_MAX};
+use super::offsets::{CommittedOffset, OffsetKey, OffsetRecord};
 use super::ops::{GroupReply, MemberRef, TopicPartitions};
 use super::state::Group;
 
@@ -44,30 +44,10 @@ impl<J: Journal> GroupCoordinator<J> {
         if let Err(code) = allowed {
             return GroupReply::Commit(vec![code; offsets.len()]);
         }
-        let mut errors = Vec::with_capacity(offsets.len());
-        let mut records = Vec::new();
-        for (topic, partition, mut value) in offsets {
-            if value
-                .metadata
-                .as_ref()
-                .is_some_and(|m| m.len() > METADATA_BYTES_MAX)
-            {
-                errors.push(ErrorCode::OffsetMetadataTooLarge);
-                continue;
-            }
-            errors.push(ErrorCode::None);
-            value.commit_time_ms = now;
-            records.push(OffsetRecord {
-                key: OffsetKey::pending(group_id, &topic, partition, producer),
-                value: Some(value),
-            });
-        }
-        if let Err(code) = self.journal().append(group_id, records.clone()).await {
-            let failed = errors.iter().map(|e| if e.is_ok() { code } else { *e });
-            return GroupReply::Commit(failed.collect());
-        }
-        self.apply(group_id, records);
-        GroupReply::Commit(errors)
+        self.write_offsets(group_id, offsets, now, |topic, partition| {
+            OffsetKey::pending(group_id, topic, partition, producer)
+        })
+        .await
     }
 
     /// The producer's transaction ended: its pending offsets in the group are committed

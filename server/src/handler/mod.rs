@@ -54,6 +54,7 @@ pub mod offset_commit;
 pub mod offset_delete;
 pub mod offset_fetch;
 pub mod offset_for_leader_epoch;
+pub mod partition_verdicts;
 pub mod produce;
 pub mod produce_txn;
 pub mod sync_group;

@@ -6,6 +6,7 @@ use rill_protocol::kafka_protocol::messages::offset_commit_response::{
 };
 use rill_protocol::kafka_protocol::messages::{OffsetCommitRequest, OffsetCommitResponse};
 
+use super::partition_verdicts::PartitionVerdicts;
 use super::Broker;
 use crate::group::offsets::CommittedOffset;
 use crate::group::ops::MemberRef;
@@ -19,34 +20,17 @@ pub async fn handle<B: Broker>(
     version: i16,
     req: &OffsetCommitRequest,
 ) -> OffsetCommitResponse {
-    // Per request partition: Some(error) decided here, or None = sent to the coordinator.
-    let mut decided: Vec<Option<ErrorCode>> = Vec::new();
-    let mut offsets = Vec::new();
+    let mut verdicts = PartitionVerdicts::default();
     for topic in &req.topics {
         let meta = broker.topics().get(&topic.name.0);
         for p in &topic.partitions {
-            let known = meta
-                .as_ref()
-                .is_some_and(|m| p.partition_index >= 0 && p.partition_index < m.partitions);
-            if !known {
-                decided.push(Some(ErrorCode::UnknownTopicOrPartition));
-                continue;
-            }
-            decided.push(None);
-            offsets.push((
-                topic.name.0.to_string(),
-                p.partition_index,
-                CommittedOffset {
-                    offset: Offset(p.committed_offset),
-                    leader_epoch: if version >= 6 {
-                        LeaderEpoch(p.committed_leader_epoch)
-                    } else {
-                        LeaderEpoch::NONE
-                    },
-                    metadata: p.committed_metadata.as_ref().map(|m| m.to_string()),
-                    commit_time_ms: 0,
-                },
-            ));
+            verdicts.judge(meta.as_deref(), p.partition_index, || {
+                (
+                    topic.name.0.to_string(),
+                    p.partition_index,
+                    committed(version, p),
+                )
+            });
         }
     }
     let who = MemberRef {
@@ -54,6 +38,7 @@ pub async fn handle<B: Broker>(
         group_instance_id: req.group_instance_id.as_ref().map(|s| s.to_string()),
         generation_id: req.generation_id_or_member_epoch,
     };
+    let offsets = verdicts.take_sent();
     let sent = offsets.len();
     let errors = if sent == 0 {
         Vec::new()
@@ -64,20 +49,20 @@ pub async fn handle<B: Broker>(
         {
             GroupReply::Commit(errors) => errors,
             GroupReply::Unavailable(code) => vec![code; sent],
-            other => unreachable!("commit answered with {other:?}"),
+            other => {
+                tracing::error!(reply = ?other, "OffsetCommit got an unexpected reply");
+                vec![ErrorCode::UnknownServerError; sent]
+            }
         }
     };
-    response(req, decided, errors)
+    response(req, verdicts.codes(errors))
 }
 
-/// The response in request order: each partition's error decided here, else the coordinator's.
+/// The response in request order, one code per request partition.
 fn response(
     req: &OffsetCommitRequest,
-    decided: Vec<Option<ErrorCode>>,
-    errors: Vec<ErrorCode>,
+    mut codes: impl Iterator<Item = ErrorCode>,
 ) -> OffsetCommitResponse {
-    let mut errors = errors.into_iter();
-    let mut decided = decided.into_iter();
     let topics = req
         .topics
         .iter()
@@ -86,10 +71,7 @@ fn response(
                 .partitions
                 .iter()
                 .map(|p| {
-                    let code = decided
-                        .next()
-                        .flatten()
-                        .unwrap_or_else(|| errors.next().unwrap_or(ErrorCode::None));
+                    let code = codes.next().expect("one code per request partition");
                     OffsetCommitResponsePartition::default()
                         .with_partition_index(p.partition_index)
                         .with_error_code(code.code())
@@ -101,4 +83,21 @@ fn response(
         })
         .collect();
     OffsetCommitResponse::default().with_topics(topics)
+}
+
+/// A request partition's offset as the coordinator stores it (leader epoch from v6).
+fn committed(
+    version: i16,
+    p: &rill_protocol::kafka_protocol::messages::offset_commit_request::OffsetCommitRequestPartition,
+) -> CommittedOffset {
+    CommittedOffset {
+        offset: Offset(p.committed_offset),
+        leader_epoch: if version >= 6 {
+            LeaderEpoch(p.committed_leader_epoch)
+        } else {
+            LeaderEpoch::NONE
+        },
+        metadata: p.committed_metadata.as_ref().map(|m| m.to_string()),
+        commit_time_ms: 0,
+    }
 }

@@ -12,6 +12,7 @@ use rill_protocol::kafka_protocol::messages::{TxnOffsetCommitRequest, TxnOffsetC
 use rill_protocol::ErrorCode;
 use rill_types::{LeaderEpoch, Offset};
 
+use super::partition_verdicts::PartitionVerdicts;
 use super::Broker;
 use crate::group::offsets::CommittedOffset;
 use crate::group::ops::MemberRef;
@@ -24,25 +25,20 @@ pub async fn handle<B: Broker>(
     version: i16,
     req: &TxnOffsetCommitRequest,
 ) -> TxnOffsetCommitResponse {
-    // Per request partition: Some(error) decided here, or None = sent to the coordinators.
-    let mut decided: Vec<Option<ErrorCode>> = Vec::new();
-    let mut offsets = Vec::new();
+    let mut verdicts = PartitionVerdicts::default();
     for topic in &req.topics {
         let meta = broker.topics().get(&topic.name.0);
         for p in &topic.partitions {
-            let known = meta
-                .as_ref()
-                .is_some_and(|m| p.partition_index >= 0 && p.partition_index < m.partitions);
-            decided.push((!known).then_some(ErrorCode::UnknownTopicOrPartition));
-            if known {
-                offsets.push((
+            verdicts.judge(meta.as_deref(), p.partition_index, || {
+                (
                     topic.name.0.to_string(),
                     p.partition_index,
                     committed(version, p),
-                ));
-            }
+                )
+            });
         }
     }
+    let offsets = verdicts.take_sent();
     let n = offsets.len();
     let op = TxnOp::CommitOffsets {
         producer: TxnProducer {
@@ -57,20 +53,19 @@ pub async fn handle<B: Broker>(
         },
         offsets,
     };
-    let mut codes = match broker.txn(&req.transactional_id.0, op).await {
+    let answers = match broker.txn(&req.transactional_id.0, op).await {
         TxnReply::Offsets(codes) if codes.len() == n => codes,
         TxnReply::Unavailable(code) => vec![code; n],
-        other => unreachable!("CommitOffsets answered with {other:?}"),
-    }
-    .into_iter();
+        other => {
+            tracing::error!(reply = ?other, "CommitOffsets got an unexpected reply");
+            vec![ErrorCode::UnknownServerError; n]
+        }
+    };
+    let mut codes = verdicts.codes(answers);
     let mut topics = Vec::new();
-    let mut decided = decided.into_iter();
     for topic in &req.topics {
         let partitions = topic.partitions.iter().map(|p| {
-            let code = decided
-                .next()
-                .expect("one per partition")
-                .unwrap_or_else(|| codes.next().expect("one per sent offset"));
+            let code = codes.next().expect("one code per request partition");
             TxnOffsetCommitResponsePartition::default()
                 .with_partition_index(p.partition_index)
                 .with_error_code(for_client(code, version, 3, 4).code())
@@ -84,6 +79,7 @@ pub async fn handle<B: Broker>(
     TxnOffsetCommitResponse::default().with_topics(topics)
 }
 
+/// A request partition's offset as the coordinator stores it (leader epoch from v2).
 fn committed(
     version: i16,
     p: &rill_protocol::kafka_protocol::messages::txn_offset_commit_request::TxnOffsetCommitRequestPartition,

@@ -47,6 +47,13 @@ pub const STATIC_CONFIGS: &[StaticConfig] = &[
         value: |c| c.node_id.to_string(),
     },
     StaticConfig {
+        name: "group.initial.rebalance.delay.ms",
+        kind: ConfigType::Int,
+        doc: "How long the first rebalance of an empty consumer group waits for more members \
+              (again while members keep arriving, within the rebalance timeout).",
+        value: |c| c.group.initial_rebalance_delay_ms.to_string(),
+    },
+    StaticConfig {
         name: "listeners",
         kind: ConfigType::String,
         doc: "The address the broker listens on.",

@@ -57,6 +57,10 @@ pub struct Cli {
     /// [default: 127.0.0.1:9644].
     #[arg(long, value_name = "HOST:PORT|off")]
     pub admin_listen: Option<String>,
+    /// `group.initial.rebalance.delay.ms`: how long the first rebalance of an empty consumer
+    /// group waits for more members [default: 3000].
+    #[arg(long, value_name = "MS")]
+    pub group_initial_rebalance_delay_ms: Option<i64>,
     /// `node.id`: this node's id in the cluster [default: 0].
     #[arg(long, value_name = "ID")]
     pub node_id: Option<i32>,

@@ -130,6 +130,8 @@ pub struct BrokerConfig {
     pub cluster_settings: ClusterSettings,
     /// Transaction coordinator settings (`transaction.*`, `transactional.id.expiration.ms`).
     pub txn: crate::txn::TxnConfig,
+    /// Kafka's `group.*` settings (the consumer group coordinator).
+    pub group: crate::group::GroupConfig,
 }
 
 /// The admin HTTP listener (metrics, health, status) and its label cardinality bounds.
@@ -215,6 +217,7 @@ impl BrokerConfig {
             cluster: None,
             cluster_settings: ClusterSettings::default(),
             txn: crate::txn::TxnConfig::default(),
+            group: crate::group::GroupConfig::default(),
         }
     }
 
@@ -304,6 +307,9 @@ impl BrokerConfig {
                 self.broker_partitions_max = Some(parse_at_least_one(key, v)?)
             }
             "rill.partition.idle.ms" => self.partition_idle_ms = parse_at_least_one(key, v)?,
+            "group.initial.rebalance.delay.ms" => {
+                self.group.initial_rebalance_delay_ms = parse_delay_ms(key, v)?
+            }
             _ if key.starts_with("transaction") => {
                 return apply_txn_property(&mut self.txn, key, v)
             }
@@ -342,6 +348,10 @@ impl BrokerConfig {
         if let Some(node_id) = cli.node_id {
             self.node_id = node_id;
         }
+        if let Some(ms) = cli.group_initial_rebalance_delay_ms {
+            self.group.initial_rebalance_delay_ms =
+                parse_delay_ms("--group-initial-rebalance-delay-ms", &ms.to_string())?;
+        }
         self.cluster_settings.apply_flags(&cli.cluster_flags());
         self.cluster = self.cluster_settings.resolve(self.node_id)?;
         // A topic config's broker default, so it stays with the log defaults (DescribeConfigs).
@@ -360,6 +370,10 @@ impl BrokerConfig {
             ),
             (cli.advertise.is_some(), "advertised.listeners"),
             (cli.node_id.is_some(), "node.id"),
+            (
+                cli.group_initial_rebalance_delay_ms.is_some(),
+                "group.initial.rebalance.delay.ms",
+            ),
         ];
         for (_, property) in flags.into_iter().filter(|(given, _)| *given) {
             self.explicit.insert(property.to_string());
@@ -497,6 +511,18 @@ fn parse_positive_i32(key: &str, v: &str) -> Result<i32, ConfigError> {
     Ok(n)
 }
 
+/// A delay in milliseconds: 0 or more.
+fn parse_delay_ms(key: &str, v: &str) -> Result<i32, ConfigError> {
+    match v.parse::<i32>() {
+        Ok(n) if n >= 0 => Ok(n),
+        _ => Err(bad(
+            key,
+            v,
+            "expected a whole number of milliseconds, 0 or more",
+        )),
+    }
+}
+
 fn parse_shards(key: &str, v: &str) -> Result<usize, ConfigError> {
     let n: usize = parse_at_least_one(key, v)?;
     if n > SHARDS_MAX {
@@ -568,6 +594,7 @@ mod tests {
         assert_eq!(c.shards, available_cores());
         assert_eq!(c.default_partitions, 1);
         assert!(c.auto_create_topics);
+        assert_eq!(c.group.initial_rebalance_delay_ms, 3_000, "Kafka's default");
         assert!(c.log.static_props.is_empty());
         assert!(c.explicit.is_empty());
     }
@@ -621,7 +648,8 @@ mod tests {
              auto.create.topics.enable=false\nsome.unknown.key=1\n\
              listeners=PLAINTEXT://127.0.0.1:9999\nrill.read.cache.bytes=1000\n\
              transaction.max.timeout.ms=60000\n\
-             transaction.abort.timed.out.transaction.cleanup.interval.ms=200\n",
+             transaction.abort.timed.out.transaction.cleanup.interval.ms=200\n\
+             group.initial.rebalance.delay.ms=250\n",
         )
         .unwrap();
         let p = path.to_str().unwrap();
@@ -629,6 +657,7 @@ mod tests {
         assert_eq!(c.default_partitions, 3);
         assert_eq!(c.txn.max_timeout_ms, 60_000);
         assert_eq!(c.txn.abort_check_interval_ms, 200);
+        assert_eq!(c.group.initial_rebalance_delay_ms, 250);
         assert_eq!(c.read_cache_bytes, 1000);
         assert_eq!(c.log.topic_default("segment.bytes"), "1048576");
         assert_eq!(c.log.topic_default("retention.ms"), "-1");
@@ -643,9 +672,12 @@ mod tests {
             "5",
             "--auto-create-topics",
             "true",
+            "--group-initial-rebalance-delay-ms",
+            "0",
         ]))
         .unwrap();
         assert_eq!(c.default_partitions, 5);
+        assert_eq!(c.group.initial_rebalance_delay_ms, 0);
         assert!(c.auto_create_topics);
     }
 
@@ -664,6 +696,8 @@ mod tests {
             ("rill.broker.partitions.max", "0"),
             ("rill.shard.open.files.max", "-3"),
             ("rill.partition.idle.ms", "0"),
+            ("group.initial.rebalance.delay.ms", "-1"),
+            ("group.initial.rebalance.delay.ms", "3s"),
         ] {
             let map = BTreeMap::from([(k.to_string(), v.to_string())]);
             assert!(c.apply_properties(&map).is_err(), "{k}={v} accepted");
@@ -671,6 +705,8 @@ mod tests {
         assert!(Cli::try_parse_from(["rill", "--auto-create-topics", "maybe"]).is_err());
         assert!(BrokerConfig::resolve(&cli(&["--shards", "100000"])).is_err());
         assert!(BrokerConfig::resolve(&cli(&["--listen", "nonsense"])).is_err());
+        let negative = Cli::try_parse_from(["rill", "--group-initial-rebalance-delay-ms=-5"]);
+        assert!(negative.is_ok_and(|c| BrokerConfig::resolve(&c).is_err()));
     }
 
     #[test]

@@ -15,7 +15,7 @@ import time
 from contextlib import contextmanager
 from pathlib import Path
 
-from broker import Broker, free_port, rill_binary
+from broker import E2E_INITIAL_REBALANCE_DELAY_MS, Broker, free_port, rill_binary
 
 #: How long a fresh cluster may take until every node lists every broker (debug build, 2 cores).
 FORM_TIMEOUT_S = 30.0
@@ -48,6 +48,7 @@ class ClusterNode(Broker):
             "rill.shards": 1,
             "rill.shard.io.memory.bytes": 1 << 20,
             "rill.admin.listen": f"127.0.0.1:{self.admin_port}",
+            "group.initial.rebalance.delay.ms": E2E_INITIAL_REBALANCE_DELAY_MS,
         }
         lines.update(properties)
         self.config_path.write_text("".join(f"{k}={v}\n" for k, v in lines.items()))

@@ -16,6 +16,7 @@ use super::journal::Journal;
 use super::offsets::{CommittedOffset, OffsetKey, OffsetRecord, METADATA_BYTES_MAX};
 use super::ops::{GroupDescription, GroupListing, GroupOp, GroupReply, MemberRef, TopicPartitions};
 use super::state::{Group, GroupState};
+use super::GroupConfig;
 
 /// How often [`GroupCoordinator::tick`] should run (session-expiry granularity).
 pub const TICK_MS: u64 = 100;
@@ -25,16 +26,22 @@ pub struct GroupCoordinator<J: Journal> {
     groups: RefCell<HashMap<String, Group>>,
     journal: J,
     clock: Rc<dyn Clock>,
+    config: GroupConfig,
 }
 
 impl<J: Journal> GroupCoordinator<J> {
     /// A coordinator over `journal`, with groups rebuilt from `live` committed offsets.
-    pub fn new(journal: J, clock: Rc<dyn Clock>, live: Vec<(OffsetKey, CommittedOffset)>) -> Self {
+    pub fn new(
+        journal: J,
+        clock: Rc<dyn Clock>,
+        config: GroupConfig,
+        live: Vec<(OffsetKey, CommittedOffset)>,
+    ) -> Self {
         let mut groups: HashMap<String, Group> = HashMap::new();
         for (key, value) in live {
             let group = groups
                 .entry(key.group.clone())
-                .or_insert_with(|| Group::new(&key.group));
+                .or_insert_with(|| Group::new(&key.group, config.initial_rebalance_delay_ms));
             let record = OffsetRecord {
                 key,
                 value: Some(value),
@@ -45,6 +52,7 @@ impl<J: Journal> GroupCoordinator<J> {
             groups: RefCell::new(groups),
             journal,
             clock,
+            config,
         }
     }
 
@@ -123,9 +131,13 @@ impl<J: Journal> GroupCoordinator<J> {
     ) -> Option<T> {
         let mut groups = self.groups.borrow_mut();
         if create && !groups.contains_key(group_id) {
-            groups.insert(group_id.to_string(), Group::new(group_id));
+            groups.insert(group_id.to_string(), self.new_group(group_id));
         }
         groups.get_mut(group_id).map(f)
+    }
+
+    fn new_group(&self, group_id: &str) -> Group {
+        Group::new(group_id, self.config.initial_rebalance_delay_ms)
     }
 
     async fn commit(
@@ -193,7 +205,7 @@ impl<J: Journal> GroupCoordinator<J> {
         let mut groups = self.groups.borrow_mut();
         let group = groups
             .entry(group_id.to_string())
-            .or_insert_with(|| Group::new(group_id));
+            .or_insert_with(|| self.new_group(group_id));
         for record in records {
             super::txn_offsets::apply_record(group, record);
         }

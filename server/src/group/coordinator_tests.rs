@@ -12,8 +12,16 @@ fn coordinator() -> GroupCoordinator<MemJournal> {
     GroupCoordinator::new(
         MemJournal::default(),
         Rc::new(ManualClock::new(0)),
+        no_delay(),
         Vec::new(),
     )
+}
+
+/// Rebalances complete as soon as every member joined (the delay has its own tests).
+fn no_delay() -> GroupConfig {
+    GroupConfig {
+        initial_rebalance_delay_ms: 0,
+    }
 }
 
 fn offset(offset: i64, metadata: Option<&str>) -> CommittedOffset {
@@ -140,7 +148,12 @@ fn commits_from_unknown_generations_are_refused() {
 #[test]
 fn rebuilt_from_replayed_offsets() {
     let live = vec![(OffsetKey::committed("g", "t", 3), offset(9, None))];
-    let c = GroupCoordinator::new(MemJournal::default(), Rc::new(ManualClock::new(0)), live);
+    let c = GroupCoordinator::new(
+        MemJournal::default(),
+        Rc::new(ManualClock::new(0)),
+        no_delay(),
+        live,
+    );
     assert_eq!(
         fetch(&c, "g", None)[0].2.as_ref().unwrap().offset,
         Offset(9)
@@ -360,7 +373,12 @@ fn pending_offsets_survive_a_replay_and_keep_the_group_from_deletion() {
         OffsetKey::pending("g", "t", 0, ProducerId(3)),
         offset(9, None),
     )];
-    let c = GroupCoordinator::new(MemJournal::default(), Rc::new(ManualClock::new(0)), live);
+    let c = GroupCoordinator::new(
+        MemJournal::default(),
+        Rc::new(ManualClock::new(0)),
+        no_delay(),
+        live,
+    );
     assert_eq!(pending(&c), vec![("t".to_string(), 0)]);
     assert_eq!(committed_offset(&c), None);
     assert_eq!(

@@ -35,6 +35,23 @@ pub const OFFSETS_TOPIC: &str = "__consumer_offsets";
 /// Subdirectory of the data dir that holds the offsets log partitions.
 pub const OFFSETS_DIR: &str = "__rill_groups";
 
+/// Kafka's `group.*` broker settings.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct GroupConfig {
+    /// `group.initial.rebalance.delay.ms`: the first rebalance of an Empty group waits this long
+    /// for more members (and again while members keep arriving, within the rebalance timeout),
+    /// so that consumers started together land in one generation instead of two.
+    pub initial_rebalance_delay_ms: i32,
+}
+
+impl Default for GroupConfig {
+    fn default() -> Self {
+        GroupConfig {
+            initial_rebalance_delay_ms: 3_000,
+        }
+    }
+}
+
 /// The offsets partition that holds `group_id`'s offsets.
 pub fn offsets_partition(group_id: &str) -> i32 {
     (crc32c::crc32c(group_id.as_bytes()) % OFFSETS_PARTITIONS as u32) as i32

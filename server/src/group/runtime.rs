@@ -35,7 +35,7 @@ pub async fn start<S: Storage + 'static>(
         .map_err(|e| anyhow::anyhow!("opening the offsets log: {e}"))?;
     let live = journal.live();
     tracing::info!(shard, partitions = ?owned, offsets = live.len(), "group coordinator ready");
-    let coordinator = Rc::new(GroupCoordinator::new(journal, clock, live));
+    let coordinator = Rc::new(GroupCoordinator::new(journal, clock, config.group, live));
     glommio::spawn_local(tick_forever(Rc::downgrade(&coordinator))).detach();
     Ok(coordinator)
 }

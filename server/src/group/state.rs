@@ -7,6 +7,10 @@
 //!   ▲                 ▲        ▲                                      │ leader's SyncGroup
 //!   └─ last member ───┘        └──── join / leave / session expiry ───┴──▶ Stable
 //! ```
+//!
+//! The rebalance that leaves Empty is held for `group.initial.rebalance.delay.ms` (Kafka's
+//! InitialDelayedJoin): consumers started together then get one generation, instead of the first
+//! taking every partition and a second generation moving half of them away mid-consumption.
 
 use std::collections::{BTreeMap, HashMap};
 
@@ -92,6 +96,18 @@ impl Member {
     }
 }
 
+/// The wait of a rebalance that left Empty (Kafka's InitialDelayedJoin): it completes when a wait
+/// passes with no new member, or when the rebalance timeout is spent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct InitialDelay {
+    /// The current wait ends then.
+    until_ms: i64,
+    /// What the rebalance timeout leaves for waits after the current one.
+    remaining_ms: i64,
+    /// A member joined during the current wait: wait once more.
+    member_added: bool,
+}
+
 /// One group: membership, generation, and committed offsets.
 #[derive(Debug)]
 pub struct Group {
@@ -109,6 +125,10 @@ pub struct Group {
     static_members: HashMap<String, String>,
     /// PreparingRebalance: join completes by then; CompletingRebalance: the leader must sync.
     deadline_ms: Option<i64>,
+    /// `group.initial.rebalance.delay.ms` (0: no delay).
+    initial_rebalance_delay_ms: i64,
+    /// Set while a rebalance that left Empty is held for more members.
+    initial_delay: Option<InitialDelay>,
     next_join_seq: u64,
     /// Committed offsets by (topic, partition).
     pub offsets: BTreeMap<(String, i32), CommittedOffset>,
@@ -124,8 +144,10 @@ fn answer<T>(tx: oneshot::Sender<T>, value: T) {
 }
 
 impl Group {
-    /// A new, empty group.
-    pub fn new(id: &str) -> Self {
+    /// A new, empty group whose first rebalance waits `initial_rebalance_delay_ms` for members
+    /// (`group.initial.rebalance.delay.ms`; 0 completes it as soon as every member joined).
+    pub fn new(id: &str, initial_rebalance_delay_ms: i32) -> Self {
+        assert!(initial_rebalance_delay_ms >= 0, "a delay is never negative");
         Group {
             id: id.to_string(),
             state: GroupState::Empty,
@@ -137,6 +159,8 @@ impl Group {
             pending: HashMap::new(),
             static_members: HashMap::new(),
             deadline_ms: None,
+            initial_rebalance_delay_ms: i64::from(initial_rebalance_delay_ms),
+            initial_delay: None,
             next_join_seq: 0,
             offsets: BTreeMap::new(),
             pending_txn: BTreeMap::new(),
@@ -292,6 +316,9 @@ impl Group {
         };
         self.next_join_seq += 1;
         self.members.insert(member_id, member);
+        if let Some(delay) = &mut self.initial_delay {
+            delay.member_added = true;
+        }
         if self.state != GroupState::PreparingRebalance {
             self.prepare_rebalance(now_ms);
         }
@@ -436,18 +463,62 @@ impl Group {
                 }
             }
         }
-        let timeout = self
-            .members
-            .values()
-            .map(|m| m.rebalance_timeout_ms)
-            .max()
-            .unwrap_or(0);
+        let timeout = i64::from(
+            self.members
+                .values()
+                .map(|m| m.rebalance_timeout_ms)
+                .max()
+                .unwrap_or(0),
+        );
+        self.initial_delay = None;
+        if self.state == GroupState::Empty && self.initial_rebalance_delay_ms > 0 {
+            // Never longer than the rebalance timeout, in all.
+            let wait = self.initial_rebalance_delay_ms.min(timeout);
+            self.initial_delay = Some(InitialDelay {
+                until_ms: now_ms + wait,
+                remaining_ms: timeout - wait,
+                member_added: false,
+            });
+        }
         self.state = GroupState::PreparingRebalance;
-        self.deadline_ms = Some(now_ms + i64::from(timeout));
+        self.deadline_ms = Some(now_ms + timeout);
+    }
+
+    /// While a rebalance that left Empty is held: whether it still waits at `now_ms` (a wait
+    /// that saw a new member is followed by another, within what the timeout leaves).
+    fn initial_delay_holds(&mut self, now_ms: i64) -> bool {
+        let Some(delay) = self.initial_delay else {
+            return false;
+        };
+        if self.members.is_empty() && self.pending.is_empty() {
+            // Everyone left: nobody to wait for, back to Empty now.
+            self.initial_delay = None;
+            return false;
+        }
+        if now_ms < delay.until_ms {
+            return true;
+        }
+        if delay.member_added && delay.remaining_ms > 0 {
+            let wait = self.initial_rebalance_delay_ms.min(delay.remaining_ms);
+            self.initial_delay = Some(InitialDelay {
+                until_ms: now_ms + wait,
+                remaining_ms: delay.remaining_ms - wait,
+                member_added: false,
+            });
+            return true;
+        }
+        self.initial_delay = None;
+        // The delay is over: complete with whoever joined (as Kafka does, not waiting for the
+        // members that were handed an id and never came back).
+        self.deadline_ms = Some(now_ms);
+        false
     }
 
     fn maybe_complete_join(&mut self, now_ms: i64) {
         if self.state != GroupState::PreparingRebalance {
+            return;
+        }
+        if self.initial_delay_holds(now_ms) {
             return;
         }
         let all_joined =

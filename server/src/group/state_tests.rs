@@ -75,13 +75,13 @@ fn first_member(g: &mut Group, now: i64) -> String {
 
 #[test]
 fn join_requires_member_id_then_completes_and_syncs() {
-    let mut g = Group::new("g");
+    let mut g = Group::new("g", 0);
     first_member(&mut g, 0);
 }
 
 #[test]
 fn second_member_rebalances_the_first_through_heartbeat() {
-    let mut g = Group::new("g");
+    let mut g = Group::new("g", 0);
     let a = first_member(&mut g, 0);
     let b = ready(&mut g.join(args("", &["range"]), 10))
         .unwrap()
@@ -111,7 +111,7 @@ fn second_member_rebalances_the_first_through_heartbeat() {
 
 #[test]
 fn generation_and_membership_are_fenced() {
-    let mut g = Group::new("g");
+    let mut g = Group::new("g", 0);
     let a = first_member(&mut g, 0);
     assert_eq!(g.heartbeat(&who(&a, 0), 1), ErrorCode::IllegalGeneration);
     assert_eq!(
@@ -136,13 +136,13 @@ fn generation_and_membership_are_fenced() {
 
 #[test]
 fn simple_commits_need_an_empty_group() {
-    let mut g = Group::new("g");
+    let mut g = Group::new("g", 0);
     assert_eq!(g.validate_commit(&who("", -1), 0), Ok(()));
 }
 
 #[test]
 fn a_silent_member_expires_after_its_session_timeout() {
-    let mut g = Group::new("g");
+    let mut g = Group::new("g", 0);
     let a = first_member(&mut g, 0);
     let b = ready(&mut g.join(args("", &["range"]), 0))
         .unwrap()
@@ -175,7 +175,7 @@ fn a_silent_member_expires_after_its_session_timeout() {
 
 #[test]
 fn a_member_that_does_not_rejoin_is_dropped_at_the_rebalance_timeout() {
-    let mut g = Group::new("g");
+    let mut g = Group::new("g", 0);
     let a = first_member(&mut g, 0);
     let b = ready(&mut g.join(args("", &["range"]), 0))
         .unwrap()
@@ -199,7 +199,7 @@ fn a_member_that_does_not_rejoin_is_dropped_at_the_rebalance_timeout() {
 
 #[test]
 fn leave_rebalances_and_the_last_leave_empties_the_group() {
-    let mut g = Group::new("g");
+    let mut g = Group::new("g", 0);
     let a = first_member(&mut g, 0);
     assert_eq!(
         g.leave(&[(a.clone(), None), ("ghost".into(), None)], 1),
@@ -212,7 +212,7 @@ fn leave_rebalances_and_the_last_leave_empties_the_group() {
 
 #[test]
 fn leaving_while_others_wait_completes_their_join() {
-    let mut g = Group::new("g");
+    let mut g = Group::new("g", 0);
     let a = first_member(&mut g, 0);
     let b = ready(&mut g.join(args("", &["range"]), 0))
         .unwrap()
@@ -228,7 +228,7 @@ fn leaving_while_others_wait_completes_their_join() {
 
 #[test]
 fn protocol_is_one_every_member_supports() {
-    let mut g = Group::new("g");
+    let mut g = Group::new("g", 0);
     let mut x = args("", &["cooperative-sticky", "range"]);
     x.require_known_member_id = false;
     let mut y = args("", &["range", "roundrobin"]);
@@ -261,7 +261,7 @@ fn protocol_is_one_every_member_supports() {
 
 #[test]
 fn static_member_rejoining_keeps_its_place_and_fences_the_old_id() {
-    let mut g = Group::new("g");
+    let mut g = Group::new("g", 0);
     let mut s = args("", &["range"]);
     s.group_instance_id = Some("inst-1".into());
     let r = ready(&mut g.join(s.clone(), 0)).unwrap();
@@ -305,7 +305,7 @@ fn static_member_rejoining_keeps_its_place_and_fences_the_old_id() {
 
 #[test]
 fn pending_member_ids_expire() {
-    let mut g = Group::new("g");
+    let mut g = Group::new("g", 0);
     let a = first_member(&mut g, 0);
     let _pending = ready(&mut g.join(args("", &["range"]), 0))
         .unwrap()
@@ -322,7 +322,7 @@ fn pending_member_ids_expire() {
 
 #[test]
 fn describe_shows_assignment_only_when_stable() {
-    let mut g = Group::new("g");
+    let mut g = Group::new("g", 0);
     let a = first_member(&mut g, 0);
     let d = g.describe();
     assert_eq!(
@@ -336,7 +336,7 @@ fn describe_shows_assignment_only_when_stable() {
 
 #[test]
 fn shutdown_releases_parked_joins() {
-    let mut g = Group::new("g");
+    let mut g = Group::new("g", 0);
     let _a = first_member(&mut g, 0);
     let b = ready(&mut g.join(args("", &["range"]), 0))
         .unwrap()
@@ -352,7 +352,7 @@ fn shutdown_releases_parked_joins() {
 
 #[test]
 fn a_leader_that_never_syncs_is_dropped_at_the_rebalance_timeout() {
-    let mut g = Group::new("g");
+    let mut g = Group::new("g", 0);
     let a = first_member(&mut g, 0);
     let b = ready(&mut g.join(args("", &["range"]), 0))
         .unwrap()
@@ -376,4 +376,122 @@ fn a_leader_that_never_syncs_is_dropped_at_the_rebalance_timeout() {
     assert_eq!(g.member_ids(), vec![b.clone()]);
     let r = ready(&mut g.join(args(&b, &["range"]), 10_002)).unwrap();
     assert_eq!((r.generation_id, r.leader.as_str()), (3, b.as_str()));
+}
+
+// ------------------------------------------------ group.initial.rebalance.delay.ms
+
+/// A new member through MEMBER_ID_REQUIRED: its id and its parked JoinGroup.
+fn join_new_member(g: &mut Group, now: i64) -> (String, Receiver<JoinResult>) {
+    let id = ready(&mut g.join(args("", &["range"]), now))
+        .unwrap()
+        .member_id;
+    let rx = g.join(args(&id, &["range"]), now);
+    (id, rx)
+}
+
+#[test]
+fn the_first_rebalance_waits_the_delay_and_each_new_member_extends_it() {
+    let mut g = Group::new("g", 3_000);
+    let (a, mut a_join) = join_new_member(&mut g, 0);
+    assert_eq!(g.state(), GroupState::PreparingRebalance);
+    assert!(ready(&mut a_join).is_none(), "held although a has joined");
+    let (b, mut b_join) = join_new_member(&mut g, 1_000);
+    g.tick(2_999);
+    assert!(ready(&mut a_join).is_none());
+    g.tick(3_000);
+    assert!(
+        ready(&mut a_join).is_none() && ready(&mut b_join).is_none(),
+        "b arrived during the wait: one more wait"
+    );
+    g.tick(5_999);
+    assert!(ready(&mut a_join).is_none());
+    g.tick(6_000);
+    let (ra, rb) = (ready(&mut a_join).unwrap(), ready(&mut b_join).unwrap());
+    assert_eq!(
+        (ra.generation_id, rb.generation_id),
+        (1, 1),
+        "one generation"
+    );
+    assert_eq!((ra.leader.as_str(), ra.members.len()), (a.as_str(), 2));
+    assert_eq!(rb.member_id, b);
+    assert_eq!(g.state(), GroupState::CompletingRebalance);
+}
+
+#[test]
+fn the_delay_never_outlasts_the_rebalance_timeout() {
+    // args(): rebalance timeout 10 s. A member arriving in every wait extends it to 10 s, no more.
+    let mut g = Group::new("g", 3_000);
+    let (_, mut first) = join_new_member(&mut g, 0);
+    let mut joins = Vec::new();
+    for (t, tick) in [
+        (1_000, 3_000),
+        (4_000, 6_000),
+        (7_000, 9_000),
+        (9_500, 9_999),
+    ] {
+        joins.push(join_new_member(&mut g, t).1);
+        g.tick(tick);
+        assert!(ready(&mut first).is_none(), "still held at {tick}");
+    }
+    g.tick(10_000);
+    let r = ready(&mut first).unwrap();
+    assert_eq!((r.generation_id, r.members.len()), (1, 5));
+    for mut rx in joins {
+        assert_eq!(ready(&mut rx).unwrap().generation_id, 1);
+    }
+    // A delay longer than the rebalance timeout is cut to it.
+    let mut g = Group::new("g", 60_000);
+    let (_, mut only) = join_new_member(&mut g, 0);
+    g.tick(9_999);
+    assert!(ready(&mut only).is_none());
+    g.tick(10_000);
+    assert_eq!(ready(&mut only).unwrap().generation_id, 1);
+}
+
+#[test]
+fn a_member_leaving_during_the_delay() {
+    let mut g = Group::new("g", 3_000);
+    let (a, mut a_join) = join_new_member(&mut g, 0);
+    let (b, mut b_join) = join_new_member(&mut g, 500);
+    assert_eq!(g.leave(&[(b.clone(), None)], 1_000), vec![ErrorCode::None]);
+    assert_eq!(
+        ready(&mut b_join).unwrap().error_code,
+        ErrorCode::UnknownMemberId,
+        "the leaver's parked join is answered"
+    );
+    g.tick(3_000);
+    assert!(
+        ready(&mut a_join).is_none(),
+        "b's arrival still extends once"
+    );
+    g.tick(6_000);
+    let r = ready(&mut a_join).unwrap();
+    assert_eq!((r.generation_id, r.leader.as_str()), (1, a.as_str()));
+    assert_eq!(g.member_ids(), vec![a.clone()]);
+
+    // When the last member leaves, nothing is left to wait for: Empty at once.
+    let mut g = Group::new("g", 3_000);
+    let (a, mut a_join) = join_new_member(&mut g, 0);
+    assert_eq!(g.leave(&[(a, None)], 100), vec![ErrorCode::None]);
+    assert_eq!(
+        ready(&mut a_join).unwrap().error_code,
+        ErrorCode::UnknownMemberId
+    );
+    assert_eq!(g.state(), GroupState::Empty);
+}
+
+#[test]
+fn a_group_with_members_rebalances_without_the_delay() {
+    let mut g = Group::new("g", 3_000);
+    let (a, mut a_join) = join_new_member(&mut g, 0);
+    g.tick(3_000);
+    assert_eq!(ready(&mut a_join).unwrap().generation_id, 1);
+    let s = ready(&mut g.sync(sync_args(&a, 1, &[(&a, "all")]), 3_001)).unwrap();
+    assert_eq!(s.error_code, ErrorCode::None);
+    assert_eq!(g.state(), GroupState::Stable);
+    // A second member joins a Stable group: the rebalance completes once a rejoins, no delay.
+    let (_, mut b_join) = join_new_member(&mut g, 4_000);
+    let mut a_join = g.join(args(&a, &["range"]), 4_010);
+    assert_eq!(ready(&mut a_join).unwrap().generation_id, 2);
+    assert_eq!(ready(&mut b_join).unwrap().generation_id, 2);
 }

@@ -73,7 +73,10 @@ impl FakeBroker {
         let dir = tempfile::tempdir().expect("temp dir");
         let mut config = BrokerConfig::defaults();
         config.data_dir = dir.path().to_path_buf(); // where free disk space is checked
+                                                    // Rebalances complete as soon as every member joined (group unit tests cover the delay).
+        config.group.initial_rebalance_delay_ms = 0;
         edit(&mut config);
+        let group_config = config.group;
         Self {
             config,
             topics: Arc::new(TopicRegistry::open(dir.path()).expect("registry")),
@@ -83,6 +86,7 @@ impl FakeBroker {
             groups: GroupCoordinator::new(
                 MemJournal::default(),
                 std::rc::Rc::new(rill_engine::io::SystemClock),
+                group_config,
                 Vec::new(),
             ),
             clock_origin: Instant::now(),

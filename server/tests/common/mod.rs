@@ -35,6 +35,9 @@ impl Broker {
             .args(["--default-partitions", &default_partitions.to_string()])
             // Never the default 9644: tests run side by side.
             .args(["--admin-listen", "127.0.0.1:0"])
+            // Groups form at once: these tests join one member at a time and do not heartbeat
+            // while joining the next (the delay has its own tests).
+            .args(["--group-initial-rebalance-delay-ms", "0"])
             .env("RUST_LOG", "warn")
             .stdout(Stdio::null())
             .spawn()

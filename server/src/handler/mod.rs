@@ -104,7 +104,8 @@ pub trait Broker {
     async fn list_txns(&self, filter: TxnListFilter) -> Vec<TxnListing>;
 }
 
-/// The leader epoch Rill reports for every partition: one node, never a leader change. A real
+/// The leader epoch of every partition on a single node, where the leader never changes (a
+/// cluster reports the controller's epochs, [`Broker::leader_epoch`]). A real
 /// (non-negative) epoch makes clients validate positions with OffsetForLeaderEpoch, which
 /// [`offset_for_leader_epoch`] answers.
 pub const LEADER_EPOCH: LeaderEpoch = LeaderEpoch(0);

@@ -4,15 +4,25 @@
 //! | rule                                         | config                          | refusal |
 //! |----------------------------------------------|---------------------------------|---------|
 //! | acks=all needs `min.insync.replicas` replicas (one here) | `min.insync.replicas` | NOT_ENOUGH_REPLICAS (19) |
-//! | every record has a key                       | `cleanup.policy` with `compact` | INVALID_RECORD (87), record errors |
+//! | no control batch from a client               | -                               | INVALID_RECORD (87) |
+//! | a producer id comes with a sequence ≥ 0      | -                               | INVALID_RECORD |
+//! | every record well formed: lengths, varints, headers (non-null keys), exactly `recordsCount` records, nothing after them | - | INVALID_RECORD, the record's error |
+//! | offset deltas 0, 1, 2, … in order            | -                               | INVALID_RECORD, record errors |
+//! | every record has a key                       | `cleanup.policy` with `compact` | INVALID_RECORD, record errors |
 //! | record timestamps within the bounds (CreateTime) | `message.timestamp.before.max.ms` / `after.max.ms` (KIP-937) | INVALID_TIMESTAMP (32), record errors |
 //! | the stored codec                             | `compression.type` other than `producer` | the batch is recompressed |
 //!
-//! Records are decoded only when a rule needs them (a compacted topic, finite timestamp bounds,
-//! or a codec to change), a copy decompressed up to [`DECOMPRESSED_BYTES_MAX`].
+//! As Kafka's `LogValidator`, every batch's records are decoded (a compressed batch in a copy
+//! decompressed up to [`DECOMPRESSED_BYTES_MAX`]): Rill stores batches as they came, so a
+//! malformed record let in would fail every consumer that reads it. A record gets one error, the
+//! first of offset, key, timestamp; the partition's code is INVALID_TIMESTAMP when a timestamp is
+//! among them, INVALID_RECORD otherwise (as Kafka). Kafka rewrites out-of-order offset deltas of
+//! compressed batches; Rill, which does not rewrite batches, refuses them.
 
 use bytes::BytesMut;
-use rill_protocol::record::{for_each_record, recompress, RecordBatchView, TimestampType};
+use rill_protocol::record::{
+    for_each_record, recompress, BatchError, RecordBatchView, TimestampType,
+};
 use rill_protocol::ErrorCode;
 use rill_types::batch::ValidatedBatch;
 use rill_types::TimestampMs;
@@ -55,6 +65,23 @@ impl From<ErrorCode> for Refusal {
     }
 }
 
+/// A batch that failed [`ValidatedBatch::new`]: its code and what was wrong. A batch that is not
+/// v2 is INVALID_RECORD, as Kafka answers Produce v3 and later.
+pub fn batch_refusal(e: &BatchError) -> Refusal {
+    let (code, message) = match e {
+        BatchError::UnsupportedMagic { magic } => (
+            ErrorCode::InvalidRecord,
+            format!("Produce requests are only allowed to contain record batches with magic 2, not {magic}"),
+        ),
+        other => (other.error_code(), format!("Invalid record batch: {other}")),
+    };
+    Refusal {
+        code,
+        message: Some(message),
+        record_errors: Vec::new(),
+    }
+}
+
 /// Whether a produce with `acks` may go to this topic at all.
 pub fn check_acks(settings: &TopicSettings, acks: Acks) -> Result<(), Refusal> {
     if acks == Acks::All && settings.min_insync_replicas > 1 {
@@ -78,6 +105,7 @@ pub fn apply(
     message_bytes_max: usize,
     now: TimestampMs,
 ) -> Result<ValidatedBatch, Refusal> {
+    check_batch(batch.as_bytes())?;
     check_records(batch.as_bytes(), settings, now)?;
     let TargetCompression::Codec(codec, level) = settings.compression else {
         return Ok(batch);
@@ -92,7 +120,36 @@ pub fn apply(
         .map_err(|e| Refusal::from(e.error_code()))
 }
 
-/// The record-level rules: keys on compacted topics, timestamp bounds.
+/// A batch-level refusal: INVALID_RECORD with `message`, no record errors.
+fn invalid(message: String) -> Refusal {
+    Refusal {
+        code: ErrorCode::InvalidRecord,
+        message: Some(message),
+        record_errors: Vec::new(),
+    }
+}
+
+/// The batch-level rules of Kafka's `LogValidator.validateBatch` that the batch checks
+/// ([`ValidatedBatch::new`]) leave: no control batch, no producer id without a sequence.
+fn check_batch(batch: &[u8]) -> Result<(), Refusal> {
+    let view = RecordBatchView::new(batch).map_err(|e| Refusal::from(e.error_code()))?;
+    if view.attributes().is_control() {
+        return Err(invalid(
+            "Clients are not allowed to write control records".into(),
+        ));
+    }
+    let (producer_id, sequence) = (view.producer_id(), view.base_sequence());
+    if producer_id.is_some() && sequence.0 < 0 {
+        return Err(invalid(format!(
+            "Invalid sequence number {} in record batch with producerId {}",
+            sequence.0, producer_id.0
+        )));
+    }
+    Ok(())
+}
+
+/// The record-level rules: every record decodes, offsets in order, keys on compacted topics,
+/// timestamp bounds.
 fn check_records(batch: &[u8], settings: &TopicSettings, now: TimestampMs) -> Result<(), Refusal> {
     let view = RecordBatchView::new(batch).map_err(|e| Refusal::from(e.error_code()))?;
     let create_time = view.attributes().timestamp_type() == TimestampType::CreateTime
@@ -103,42 +160,59 @@ fn check_records(batch: &[u8], settings: &TopicSettings, now: TimestampMs) -> Re
     );
     let check_time = create_time && bounds != (None, None);
     let need_key = settings.policy.compact;
-    if !(check_time || need_key) || view.attributes().is_control() {
-        return Ok(());
-    }
-    let (mut keyless, mut out_of_range, mut errors) = (0usize, 0usize, Vec::new());
-    let note = |errors: &mut Vec<RecordError>, batch_index: i32, message: String| {
-        if errors.len() < RECORD_ERRORS_MAX {
-            errors.push(RecordError {
-                batch_index,
-                message,
-            });
-        }
-    };
+    let base = view.base_offset();
+    let (mut count, mut timestamps, mut decoded, mut errors) = (0usize, 0usize, 0i32, Vec::new());
     let scanned = for_each_record(batch, DECOMPRESSED_BYTES_MAX, |r| {
-        if need_key && r.key.is_none() {
-            keyless += 1;
-            let message = "Compacted topic cannot accept message without key".to_string();
-            note(&mut errors, r.index, message);
-        }
-        if check_time {
-            if let Some(why) = timestamp_out_of_range(r.timestamp, now, bounds) {
-                out_of_range += 1;
-                note(&mut errors, r.index, why);
+        decoded += 1;
+        // recordsCount = lastOffsetDelta + 1 (checked): deltas in order are exactly the indexes.
+        let delta = r.offset.0 - base.0;
+        let error = if delta != i64::from(r.index) {
+            Some(format!(
+                "Record {} has offset delta {delta}: the deltas of a batch are 0, 1, 2, ...",
+                r.index
+            ))
+        } else if need_key && r.key.is_none() {
+            Some("Compacted topic cannot accept message without key".to_string())
+        } else if check_time {
+            let why = timestamp_out_of_range(r.timestamp, now, bounds);
+            timestamps += usize::from(why.is_some());
+            why
+        } else {
+            None
+        };
+        if let Some(message) = error {
+            count += 1;
+            if errors.len() < RECORD_ERRORS_MAX {
+                errors.push(RecordError {
+                    batch_index: r.index,
+                    message,
+                });
             }
         }
     });
     if let Err(e) = scanned {
+        let message = format!("Found invalid record structure: {e}");
+        // A record that does not decode is the one after the last that did.
+        let record_errors = match e {
+            BatchError::InvalidRecord { .. } => vec![RecordError {
+                batch_index: decoded,
+                message: message.clone(),
+            }],
+            _ => Vec::new(),
+        };
         return Err(Refusal {
-            code: ErrorCode::InvalidRecord,
-            message: Some(e.to_string()),
-            record_errors: Vec::new(),
+            code: e.error_code(),
+            message: Some(message),
+            record_errors,
         });
     }
-    let (code, count) = match (keyless, out_of_range) {
-        (0, 0) => return Ok(()),
-        (k, _) if k > 0 => (ErrorCode::InvalidRecord, keyless + out_of_range),
-        _ => (ErrorCode::InvalidTimestamp, out_of_range),
+    if count == 0 {
+        return Ok(());
+    }
+    let code = if timestamps > 0 {
+        ErrorCode::InvalidTimestamp
+    } else {
+        ErrorCode::InvalidRecord
     };
     Err(Refusal {
         code,
@@ -238,6 +312,108 @@ mod tests {
             ("message.timestamp.type", "LogAppendTime"),
         ]);
         assert!(apply(batch(&[(None, 0)]), &log_append, 1 << 20, now).is_ok());
+    }
+
+    /// `b` changed by `edit` (header and record bytes), its CRC made right again.
+    fn patched(b: ValidatedBatch, edit: impl FnOnce(&mut BytesMut)) -> ValidatedBatch {
+        let mut bytes = BytesMut::from(b.as_bytes());
+        edit(&mut bytes);
+        rill_types::batch::write_crc(&mut bytes);
+        ValidatedBatch::new(bytes, 1 << 20).unwrap()
+    }
+
+    const RECORDS: usize = rill_types::batch::BATCH_HEADER_BYTES;
+
+    #[test]
+    fn control_batches_and_producer_ids_without_sequence_are_invalid_records() {
+        let plain = settings(&[]);
+        let control = patched(batch(&[(None, 5)]), |b| {
+            let h = rill_types::batch::RecordBatchHeader::view_mut(b).unwrap();
+            h.attributes.set(h.attributes.get() | 0x20);
+        });
+        let refusal = apply(control, &plain, 1 << 20, TimestampMs(5)).unwrap_err();
+        assert_eq!(refusal.code, ErrorCode::InvalidRecord);
+        assert!(refusal.message.unwrap().contains("control records"));
+        let no_sequence = patched(batch(&[(None, 5)]), |b| {
+            let h = rill_types::batch::RecordBatchHeader::view_mut(b).unwrap();
+            h.producer_id.set(7);
+            h.base_sequence.set(-1);
+        });
+        let refusal = apply(no_sequence, &plain, 1 << 20, TimestampMs(5)).unwrap_err();
+        assert_eq!(refusal.code, ErrorCode::InvalidRecord);
+        assert!(refusal
+            .message
+            .unwrap()
+            .contains("Invalid sequence number -1"));
+    }
+
+    #[test]
+    fn malformed_records_are_refused_on_every_topic() {
+        let plain = settings(&[]);
+        // The second record's length varint (zigzag) now claims 60 bytes more than it has.
+        let first_len = |b: &BytesMut| 1 + usize::from(b[RECORDS] / 2);
+        let too_long = patched(batch(&[(Some("a"), 5), (Some("b"), 5)]), |b| {
+            let second = RECORDS + first_len(b);
+            b[second] += 120;
+        });
+        let refusal = apply(too_long, &plain, 1 << 20, TimestampMs(5)).unwrap_err();
+        assert_eq!(refusal.code, ErrorCode::InvalidRecord);
+        assert!(refusal
+            .message
+            .unwrap()
+            .contains("invalid record structure"));
+        assert_eq!(refusal.record_errors[0].batch_index, 1, "names the record");
+        // One record more announced than the batch holds.
+        let short = patched(batch(&[(Some("a"), 5), (Some("b"), 5)]), |b| {
+            let h = rill_types::batch::RecordBatchHeader::view_mut(b).unwrap();
+            h.records_count.set(3);
+            h.last_offset_delta.set(2);
+        });
+        let refusal = apply(short, &plain, 1 << 20, TimestampMs(5)).unwrap_err();
+        assert_eq!(refusal.code, ErrorCode::InvalidRecord);
+        assert_eq!(refusal.record_errors[0].batch_index, 2);
+        // The second record's offset delta (after length, attributes, timestamp delta) is 0.
+        let repeated = patched(batch(&[(Some("a"), 5), (Some("b"), 5)]), |b| {
+            let second = RECORDS + first_len(b);
+            b[second + 3] = 0;
+        });
+        let refusal = apply(repeated, &plain, 1 << 20, TimestampMs(5)).unwrap_err();
+        assert_eq!(refusal.code, ErrorCode::InvalidRecord);
+        assert_eq!(refusal.record_errors.len(), 1);
+        assert_eq!(refusal.record_errors[0].batch_index, 1);
+        assert!(refusal.record_errors[0].message.contains("offset delta 0"));
+    }
+
+    #[test]
+    fn a_record_gets_its_first_error_and_a_timestamp_error_decides_the_code() {
+        let both = settings(&[
+            ("cleanup.policy", "compact"),
+            ("message.timestamp.before.max.ms", "1000"),
+        ]);
+        let now = TimestampMs(10_000);
+        // Record 0: keyless and too old (one error, the key's); record 1: too old.
+        let b = batch(&[(None, 0), (Some("k"), 0), (Some("k"), 10_000)]);
+        let refusal = apply(b, &both, 1 << 20, now).unwrap_err();
+        assert_eq!(refusal.code, ErrorCode::InvalidTimestamp);
+        let errors: Vec<(i32, bool)> = refusal
+            .record_errors
+            .iter()
+            .map(|e| (e.batch_index, e.message.contains("without key")))
+            .collect();
+        assert_eq!(errors, [(0, true), (1, false)]);
+    }
+
+    #[test]
+    fn a_batch_that_is_not_v2_is_an_invalid_record_with_a_message() {
+        let refusal = batch_refusal(&BatchError::UnsupportedMagic { magic: 1 });
+        assert_eq!(refusal.code, ErrorCode::InvalidRecord);
+        assert!(refusal.message.unwrap().contains("magic 2, not 1"));
+        let refusal = batch_refusal(&BatchError::CrcMismatch {
+            stored: 1,
+            computed: 2,
+        });
+        assert_eq!(refusal.code, ErrorCode::CorruptMessage);
+        assert!(refusal.message.unwrap().contains("CRC"));
     }
 
     #[test]

@@ -36,6 +36,7 @@ ERR_DUPLICATE_SEQUENCE_NUMBER = 46
 ERR_INVALID_PRODUCER_EPOCH = 47
 ERR_INVALID_TXN_STATE = 48
 ERR_INVALID_RECORD = 87
+ERR_INVALID_TIMESTAMP = 32
 
 
 def _crc32c_table() -> list[int]:
@@ -108,14 +109,26 @@ def record_batch(values: list[bytes], timestamp_ms: int | None = None, producer_
     With producer_id >= 0 it is an idempotent batch (producer id/epoch and first sequence);
     `attributes` may add ATTR_TRANSACTIONAL / ATTR_CONTROL.
     """
-    ts = int(time.time() * 1000) if timestamp_ms is None else timestamp_ms
     keys = keys or [None] * len(values)
     records = b"".join(record(v, i, k) for i, (v, k) in enumerate(zip(values, keys)))
-    after_crc = struct.pack(">hiqqqhii", attributes, len(values) - 1, ts, ts, producer_id,
-                            producer_epoch, base_sequence, len(values))
+    return batch_of_records(records, len(values), timestamp_ms=timestamp_ms,
+                            producer_id=producer_id, producer_epoch=producer_epoch,
+                            base_sequence=base_sequence, attributes=attributes)
+
+
+def batch_of_records(records: bytes, count: int, *, last_offset_delta: int | None = None,
+                     timestamp_ms: int | None = None, producer_id: int = -1,
+                     producer_epoch: int = -1, base_sequence: int = -1, attributes: int = 0,
+                     magic: int = 2) -> bytes:
+    """A batch around already encoded `records` (which may be malformed on purpose), declaring
+    `count` records; its CRC is right."""
+    ts = int(time.time() * 1000) if timestamp_ms is None else timestamp_ms
+    delta = count - 1 if last_offset_delta is None else last_offset_delta
+    after_crc = struct.pack(">hiqqqhii", attributes, delta, ts, ts, producer_id,
+                            producer_epoch, base_sequence, count)
     after_crc += records
     crc = crc32c(after_crc)
-    after_len = struct.pack(">ibI", 0, 2, crc) + after_crc   # leader epoch, magic, crc
+    after_len = struct.pack(">ibI", 0, magic, crc) + after_crc   # leader epoch, magic, crc
     return struct.pack(">qi", 0, len(after_len)) + after_len
 
 
@@ -143,6 +156,22 @@ def produce_v3_body(topic_partitions: dict[str, dict[int, bytes]], acks: int = -
         for idx, records in parts.items():
             body += struct.pack(">i", idx) + kbytes(records)
     return body
+
+
+def parse_produce_v8(body: bytes) -> dict[tuple[str, int], tuple[int, list, str | None]]:
+    """{(topic, partition): (error_code, [(batch_index, message)], error_message)} from a Produce
+    v8 response body (v8 is the last non-flexible version, the first with KIP-467's fields)."""
+    r = Reader(body)
+    out = {}
+    for _ in range(r.take(">i")):
+        topic = r.string()
+        for _ in range(r.take(">i")):
+            idx, err, _base, _append_time, _log_start = r.take(">ihqqq")
+            record_errors = []
+            for _ in range(r.take(">i")):
+                record_errors.append((r.take(">i"), r.string()))
+            out[(topic, idx)] = (err, record_errors, r.string())
+    return out
 
 
 def metadata_v1_body(topics: list[str] | None) -> bytes:

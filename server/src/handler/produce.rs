@@ -9,12 +9,15 @@
 //! | topic unknown (auto-create off)         | UNKNOWN_TOPIC_OR_PARTITION   |
 //! | partition index out of range            | UNKNOWN_TOPIC_OR_PARTITION   |
 //! | no records                              | INVALID_RECORD (87)          |
-//! | batch length/magic/CRC wrong            | CORRUPT_MESSAGE (2) etc.     |
+//! | batch length/CRC wrong                  | CORRUPT_MESSAGE (2) etc.     |
+//! | magic not 2                             | INVALID_RECORD (87)          |
 //! | batch larger than max.message.bytes     | MESSAGE_TOO_LARGE (10)       |
 //! | no records in a batch, count ≠ offsets  | INVALID_RECORD (87)          |
+//! | a record malformed, or refused by a rule | [`produce_rules`]' table, with record errors |
 //!
-//! The batch checks are [`ValidatedBatch::new`]'s (its module lists them in order); the engine
-//! appends what it is handed without checking again.
+//! The batch checks are [`ValidatedBatch::new`]'s (its module lists them in order), then every
+//! record is checked ([`produce_rules`]); each refusal carries a message (Produce v8+). The
+//! engine appends what it is handed without checking again.
 //!
 //! acks=0 requests still append but get no response.
 //! A transactional producer's first append to a partition in a transaction is verified with
@@ -153,7 +156,13 @@ fn plan_partition(
     let message_bytes_max = settings.log.message_bytes_max as usize;
     let records: Bytes = match partition.records {
         Some(records) if !records.is_empty() => records,
-        _ => return Err(ErrorCode::InvalidRecord.into()),
+        _ => {
+            return Err(Refusal {
+                code: ErrorCode::InvalidRecord,
+                message: Some("Produce requests must have at least one record batch".into()),
+                record_errors: Vec::new(),
+            })
+        }
     };
     let mut out = Vec::new();
     for slice in split(records) {
@@ -161,7 +170,7 @@ fn plan_partition(
             .and_then(|bytes| ValidatedBatch::new(BytesMut::from(&bytes[..]), message_bytes_max));
         let batch = checked.map_err(|e| {
             tracing::debug!(error = %e, "refusing record batch");
-            Refusal::from(e.error_code())
+            produce_rules::batch_refusal(&e)
         })?;
         out.push(produce_rules::apply(
             batch,

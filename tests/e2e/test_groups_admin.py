@@ -1,11 +1,14 @@
 """Group admin calls by real clients: ListGroups with its state filter (KIP-518) and type filter
 (KIP-848: every group here is "classic") by confluent-kafka and kafka-python, and OffsetDelete
-(DeleteConsumerGroupOffsets) by kafka-python, refused for a topic a live member subscribes to.
+(DeleteConsumerGroupOffsets) by kafka-python and librdkafka, refused for a topic a live member
+subscribes to.
 """
 
 from __future__ import annotations
 
 import time
+
+import pytest
 
 from confluent_kafka import Consumer, ConsumerGroupState, ConsumerGroupType, TopicPartition
 from kafka import KafkaAdminClient
@@ -13,6 +16,9 @@ from kafka import TopicPartition as KpTopicPartition
 from kafka.errors import GroupSubscribedToTopicError, NoError
 
 from clients import CLIENT_TIMEOUT_S, admin, create_topic, producer, produce_all
+from librdkafka_admin import delete_consumer_group_offsets
+
+GROUP_SUBSCRIBED_TO_TOPIC = 86
 
 
 def _empty_group_with_offsets(bootstrap: str, group: str, topic: str) -> None:
@@ -94,4 +100,31 @@ def test_kafka_python_deletes_group_offsets(broker, topic_name):
         assert _committed(a, stable)[tp].offset == 2
     finally:
         a.close()
+        member.close()
+
+
+def test_librdkafka_deletes_group_offsets(broker, topic_name):
+    """The same through librdkafka's rd_kafka_DeleteConsumerGroupOffsets (confluent-kafka's
+    Python AdminClient and kafkajs have no OffsetDelete): a second client family."""
+    create_topic(broker.bootstrap, topic_name)
+    produce_all(producer(broker.bootstrap), topic_name, [(None, b"v")] * 5)
+    empty, stable = f"{topic_name}-empty", f"{topic_name}-stable"
+    _empty_group_with_offsets(broker.bootstrap, empty, topic_name)
+    member = _stable_member(broker.bootstrap, stable, topic_name)
+    try:
+        tp = (topic_name, 0)
+        assert delete_consumer_group_offsets(broker.bootstrap, empty, [tp]) == (0, {tp: 0})
+        c = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": empty})
+        try:
+            [left] = c.committed([TopicPartition(topic_name, 0)], timeout=CLIENT_TIMEOUT_S)
+            assert left.offset < 0, "the committed offset is gone"
+        finally:
+            c.close()
+        member.commit(offsets=[TopicPartition(topic_name, 0, 2)], asynchronous=False)
+        assert delete_consumer_group_offsets(broker.bootstrap, stable, [tp]) == \
+            (0, {tp: GROUP_SUBSCRIBED_TO_TOPIC})
+        # librdkafka reports a group-level error as the request's.
+        with pytest.raises(RuntimeError, match="group id does not exist"):
+            delete_consumer_group_offsets(broker.bootstrap, f"{topic_name}-none", [tp])
+    finally:
         member.close()

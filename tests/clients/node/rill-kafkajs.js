@@ -206,6 +206,8 @@ async function main() {
 }
 
 main().then(() => process.exit(0), err => {
+  // An aggregate error (e.g. CreateTopics) says which Kafka error each part got.
+  for (const inner of (err && err.errors) || []) console.error(`inner error ${inner.type}: ${inner.message}`)
   console.error(err && err.stack ? err.stack : err)
   process.exit(1)
 })

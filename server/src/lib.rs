@@ -31,6 +31,7 @@ pub mod cluster;
 pub mod compaction;
 pub mod config;
 pub mod config_changes;
+pub mod coordinator_log;
 pub mod data_dir_lock;
 pub mod dispatch;
 pub mod group;

@@ -181,23 +181,31 @@ impl ClusterView {
             crate::group::OFFSETS_PARTITIONS as u32,
             self.config.offsets_replication_factor,
         );
-        self.ensure_internal_topic(crate::group::OFFSETS_TOPIC, partitions, factor);
+        let configs = crate::coordinator_log::offsets_topic_configs();
+        self.ensure_internal_topic(crate::group::OFFSETS_TOPIC, partitions, factor, configs);
     }
 
     /// Ask the controller for `__transaction_state` if it does not exist yet (on the first
     /// FindCoordinator for a transactional id): [`crate::txn::TXN_PARTITIONS`] partitions,
     /// `transaction.state.log.replication.factor` replicas (refused until that many brokers
-    /// are live). Only its placement and leaders are used: the state itself is each
-    /// coordinator's own log (`crate::txn::TXN_DIR`).
+    /// are live). The coordinators' state is written to it and replicated like any partition
+    /// (`crate::coordinator_log`).
     pub fn ensure_txn_topic(&self) {
         let (partitions, factor) = (
             crate::txn::TXN_PARTITIONS as u32,
             self.config.txn_replication_factor,
         );
-        self.ensure_internal_topic(crate::txn::TXN_TOPIC, partitions, factor);
+        let configs = crate::coordinator_log::txn_topic_configs();
+        self.ensure_internal_topic(crate::txn::TXN_TOPIC, partitions, factor, configs);
     }
 
-    fn ensure_internal_topic(&self, name: &str, partitions: u32, replication_factor: u16) {
+    fn ensure_internal_topic(
+        &self,
+        name: &str,
+        partitions: u32,
+        replication_factor: u16,
+        configs: BTreeMap<String, String>,
+    ) {
         if self.image().topics.contains_key(name) {
             return;
         }
@@ -205,14 +213,34 @@ impl ClusterView {
             name: name.to_string(),
             partitions,
             replication_factor: Some(replication_factor),
-            configs: BTreeMap::new(),
+            configs,
             internal: true,
         });
+    }
+
+    /// An internal topic (`__consumer_offsets`, `__transaction_state`) as the partition table
+    /// and a follower's Fetch see it: they are kept out of the topic registry (hidden from
+    /// clients) but replicated like any topic.
+    pub fn internal_topic(&self, name: &str) -> Option<Arc<TopicMeta>> {
+        let image = self.image();
+        let topic = image.topics.get(name).filter(|t| t.internal)?;
+        Some(Arc::new(TopicMeta {
+            id: topic.id,
+            partitions: i32::try_from(topic.partitions.len()).ok()?,
+            configs: topic.configs.clone(),
+        }))
     }
 
     /// Where clients reach `node`, if it is a live broker.
     pub fn endpoint(&self, node: NodeId) -> Option<rill_metadata::types::Endpoint> {
         self.image().live_broker(node).map(|b| b.endpoint.clone())
+    }
+
+    /// The leader epoch this broker leads `topic`/`partition` at, if it leads it now.
+    pub fn leading_epoch(&self, topic: &str, partition: i32) -> Option<LeaderEpoch> {
+        let image = self.image();
+        let state = image.partition(topic, partition)?;
+        (image.live_leader(state) == Some(self.node_id())).then_some(state.leader_epoch)
     }
 
     /// Whether this broker leads `topic`/`partition` now.

@@ -37,23 +37,36 @@ impl<J: Journal> GroupCoordinator<J> {
         config: GroupConfig,
         live: Vec<(OffsetKey, CommittedOffset)>,
     ) -> Self {
-        let mut groups: HashMap<String, Group> = HashMap::new();
-        for (key, value) in live {
-            let group = groups
-                .entry(key.group.clone())
-                .or_insert_with(|| Group::new(&key.group, config.initial_rebalance_delay_ms));
-            let record = OffsetRecord {
-                key,
-                value: Some(value),
-            };
-            super::txn_offsets::apply_record(group, record);
-        }
         GroupCoordinator {
-            groups: RefCell::new(groups),
+            groups: RefCell::new(groups_of(live, config)),
             journal,
             clock,
             config,
         }
+    }
+
+    /// Replaces offsets partition `partition`'s groups with those rebuilt from `live` (this
+    /// broker just became its coordinator, `crate::coordinator_log`).
+    pub fn load_partition(&self, partition: i32, live: Vec<(OffsetKey, CommittedOffset)>) {
+        self.unload_partition(partition);
+        let loaded = groups_of(live, self.config);
+        debug_assert!(loaded
+            .keys()
+            .all(|g| super::offsets_partition(g) == partition));
+        self.groups.borrow_mut().extend(loaded);
+    }
+
+    /// Drops offsets partition `partition`'s groups (this broker no longer coordinates it):
+    /// parked joins and syncs are answered NOT_COORDINATOR, so members look for the new one.
+    pub fn unload_partition(&self, partition: i32) {
+        let mut groups = self.groups.borrow_mut();
+        groups.retain(|id, group| {
+            let stays = super::offsets_partition(id) != partition;
+            if !stays {
+                group.fail_waiters(ErrorCode::NotCoordinator);
+            }
+            stays
+        });
     }
 
     /// The journal (shutdown closes it).
@@ -69,6 +82,11 @@ impl<J: Journal> GroupCoordinator<J> {
     pub async fn handle(&self, group_id: &str, op: GroupOp) -> GroupReply {
         if group_id.is_empty() && !matches!(op, GroupOp::List | GroupOp::Fetch(_)) {
             return invalid_group_id(&op);
+        }
+        if !matches!(op, GroupOp::List) {
+            if let Err(code) = self.journal.ready(group_id) {
+                return GroupReply::Unavailable(code);
+            }
         }
         let now = self.now();
         match op {
@@ -387,6 +405,25 @@ impl<J: Journal> GroupCoordinator<J> {
         // Groups whose members all left and that never committed are forgotten (as Kafka does).
         groups.retain(|_, g| !g.is_disposable());
     }
+}
+
+/// Groups rebuilt from live committed (and pending transactional) offsets.
+fn groups_of(
+    live: Vec<(OffsetKey, CommittedOffset)>,
+    config: GroupConfig,
+) -> HashMap<String, Group> {
+    let mut groups: HashMap<String, Group> = HashMap::new();
+    for (key, value) in live {
+        let group = groups
+            .entry(key.group.clone())
+            .or_insert_with(|| Group::new(&key.group, config.initial_rebalance_delay_ms));
+        let record = OffsetRecord {
+            key,
+            value: Some(value),
+        };
+        super::txn_offsets::apply_record(group, record);
+    }
+    groups
 }
 
 fn invalid_group_id(op: &GroupOp) -> GroupReply {

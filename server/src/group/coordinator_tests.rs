@@ -420,3 +420,24 @@ fn transactional_commits_check_members_only_when_they_name_one() {
         vec![ErrorCode::UnknownMemberId]
     );
 }
+
+#[test]
+fn loading_a_partition_replaces_its_groups_and_unloading_drops_only_them() {
+    let c = coordinator();
+    let (a, b) = ("group-a", "group-b");
+    let (pa, pb) = (
+        crate::group::offsets_partition(a),
+        crate::group::offsets_partition(b),
+    );
+    assert_ne!(pa, pb, "the test needs groups on two partitions");
+    assert_eq!(commit(&c, a, simple(), 0, 5), vec![ErrorCode::None]);
+    assert_eq!(commit(&c, b, simple(), 0, 7), vec![ErrorCode::None]);
+    // What another coordinator wrote meanwhile replaces what was in memory.
+    let key = OffsetKey::committed(a, "t", 0);
+    c.load_partition(pa, vec![(key, offset(9, None))]);
+    assert_eq!(fetch(&c, a, None)[0].2.as_ref().unwrap().offset, Offset(9));
+    assert_eq!(fetch(&c, b, None)[0].2.as_ref().unwrap().offset, Offset(7));
+    c.unload_partition(pa);
+    assert!(fetch(&c, a, None).is_empty(), "dropped with its partition");
+    assert_eq!(c.list().len(), 1);
+}

@@ -45,6 +45,12 @@ const REPLAY_READ_BYTES: usize = 1 << 20;
 pub trait Journal {
     /// Make `records` (all of `group_id`) durable; Err is a Kafka error code.
     async fn append(&self, group_id: &str, records: Vec<OffsetRecord>) -> Result<(), ErrorCode>;
+
+    /// Whether `group_id`'s requests may be served here now: a replicated journal answers
+    /// NOT_COORDINATOR or COORDINATOR_LOAD_IN_PROGRESS (`crate::coordinator_log`).
+    fn ready(&self, _group_id: &str) -> Result<(), ErrorCode> {
+        Ok(())
+    }
 }
 
 /// A journal that keeps records in memory (unit tests): can be told to fail.
@@ -303,7 +309,8 @@ async fn replay<S: Storage>(
     Ok((live, records))
 }
 
-fn apply(live: &mut HashMap<OffsetKey, CommittedOffset>, record: OffsetRecord) {
+/// Applies one record to the live entries (a null value deletes).
+pub(super) fn apply(live: &mut HashMap<OffsetKey, CommittedOffset>, record: OffsetRecord) {
     match record.value {
         Some(value) => {
             live.insert(record.key, value);

@@ -6,19 +6,23 @@
 //! - [`offsets`]: committed offsets and their record encoding in the internal offsets log.
 //! - [`journal`]: where commits become durable — an engine log per offsets partition with group
 //!   commit, replay on start and snapshot compaction; an in-memory journal for unit tests.
+//! - [`replicated`]: in a cluster, the journal is the replicated `__consumer_offsets` topic,
+//!   loaded by the broker leading each partition (`crate::coordinator_log`).
 //! - [`coordinator`]: one shard's groups, answering [`GroupOp`]s.
 //! - `txn_offsets`: offsets committed inside transactions, pending until the transaction ends.
 //! - [`runtime`]: starting a shard's coordinator with the storage and clock handed in; other
 //!   shards reach it through the shard's generic router ([`crate::shard::router`]).
 //!
 //! Placement: a group lives in offsets partition `crc32c(group) % OFFSETS_PARTITIONS`, and that
-//! partition (its log and all of its groups) lives on shard `partition % shards`. The partition
+//! partition (its log and all of its groups) lives on the shard that owns it as a partition
+//! ([`crate::routing::owner_shard`]). The partition
 //! count is fixed so that a restart with another shard count still finds every group's offsets.
 
 pub mod coordinator;
 pub mod journal;
 pub mod offsets;
 pub mod ops;
+pub mod replicated;
 pub mod runtime;
 pub mod state;
 mod txn_offsets;
@@ -57,16 +61,16 @@ pub fn offsets_partition(group_id: &str) -> i32 {
     (crc32c::crc32c(group_id.as_bytes()) % OFFSETS_PARTITIONS as u32) as i32
 }
 
-/// The shard that coordinates `group_id`.
+/// The shard that coordinates `group_id`: the one owning its offsets partition in the
+/// partition table (in a cluster the coordinator writes through it, `crate::coordinator_log`).
 pub fn coordinator_shard(group_id: &str, shards: usize) -> usize {
-    assert!(shards > 0);
-    offsets_partition(group_id) as usize % shards
+    crate::routing::owner_shard(OFFSETS_TOPIC, offsets_partition(group_id), shards)
 }
 
 /// The offsets partitions shard `shard` of `shards` owns.
 pub fn owned_offsets_partitions(shard: usize, shards: usize) -> Vec<i32> {
     (0..OFFSETS_PARTITIONS)
-        .filter(|p| *p as usize % shards == shard)
+        .filter(|p| crate::routing::owner_shard(OFFSETS_TOPIC, *p, shards) == shard)
         .collect()
 }
 

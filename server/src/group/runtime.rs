@@ -4,48 +4,105 @@
 //! [`Service`].
 //!
 //! A shard's place among the shards (its index) is what [`super::coordinator_shard`] and
-//! [`super::owned_offsets_partitions`] are computed with.
+//! [`super::owned_offsets_partitions`] are computed with. On a single node the offsets live in
+//! the shard's private logs ([`LogJournal`]); in a cluster in the replicated
+//! `__consumer_offsets` partitions ([`ReplicatedJournal`]), loaded as leadership comes.
 
 use std::rc::{Rc, Weak};
+use std::sync::Arc;
 use std::time::Duration;
 
 use rill_engine::io::{Clock, Storage};
 use rill_engine::LogManager;
+use rill_protocol::ErrorCode;
 
 use super::coordinator::{GroupCoordinator, TICK_MS};
 use super::journal::{Journal, LogJournal};
-use super::{owned_offsets_partitions, GroupCall, GroupReply, OFFSETS_DIR};
+use super::offsets::OffsetRecord;
+use super::replicated::ReplicatedJournal;
+use super::{owned_offsets_partitions, GroupCall, GroupReply, OFFSETS_DIR, OFFSETS_TOPIC};
+use crate::cluster::ClusterView;
 use crate::config::BrokerConfig;
+use crate::coordinator_log::CoordinatorLog;
+use crate::partition::table::PartitionTable;
 use crate::shard::router::Service;
 
-/// The coordinator a shard runs over storage `S`.
-pub type ShardCoordinator<S> = GroupCoordinator<LogJournal<S>>;
+/// Where a shard's committed offsets become durable.
+pub enum ShardJournal<S: Storage> {
+    /// A single node's private logs.
+    Private(LogJournal<S>),
+    /// A cluster's replicated `__consumer_offsets` partitions.
+    Replicated(ReplicatedJournal<S>),
+}
 
-/// Start shard `shard`'s coordinator: replay the offsets partitions it owns, tick its timers.
+impl<S: Storage + 'static> ShardJournal<S> {
+    /// Close the private logs (shutdown); the partition table closes the replicated ones.
+    pub async fn close(&self) {
+        if let ShardJournal::Private(journal) = self {
+            journal.close().await;
+        }
+    }
+}
+
+impl<S: Storage + 'static> Journal for ShardJournal<S> {
+    async fn append(&self, group_id: &str, records: Vec<OffsetRecord>) -> Result<(), ErrorCode> {
+        match self {
+            ShardJournal::Private(journal) => journal.append(group_id, records).await,
+            ShardJournal::Replicated(journal) => journal.append(group_id, records).await,
+        }
+    }
+
+    fn ready(&self, group_id: &str) -> Result<(), ErrorCode> {
+        match self {
+            ShardJournal::Private(journal) => journal.ready(group_id),
+            ShardJournal::Replicated(journal) => journal.ready(group_id),
+        }
+    }
+}
+
+/// The coordinator a shard runs over storage `S`.
+pub type ShardCoordinator<S> = GroupCoordinator<ShardJournal<S>>;
+
+/// Start shard `shard`'s coordinator: replay the offsets partitions it owns (a single node), or
+/// follow their leadership in `cluster` through the shard's partition `table`; tick its timers.
 pub async fn start<S: Storage + 'static>(
     config: &BrokerConfig,
-    shard: usize,
-    storage: S,
+    (shard, storage): (usize, S),
     clock: Rc<dyn Clock>,
+    cluster: Option<(Rc<PartitionTable<S>>, Arc<ClusterView>)>,
 ) -> anyhow::Result<Rc<ShardCoordinator<S>>> {
-    let manager = LogManager::new(storage, config.data_dir.join(OFFSETS_DIR));
     let owned = owned_offsets_partitions(shard, config.shards);
-    let journal = LogJournal::open(&manager, &owned, clock.clone())
-        .await
-        .map_err(|e| anyhow::anyhow!("opening the offsets log: {e}"))?;
-    let live = journal.live();
-    tracing::info!(shard, partitions = ?owned, offsets = live.len(), "group coordinator ready");
-    let coordinator = Rc::new(GroupCoordinator::new(journal, clock, config.group, live));
+    let coordinator = match cluster {
+        Some((table, view)) => {
+            let log = CoordinatorLog::new(OFFSETS_TOPIC, owned.clone(), table, view);
+            let journal = ShardJournal::Replicated(ReplicatedJournal::new(log, clock.clone()));
+            tracing::info!(shard, partitions = ?owned, "group coordinator follows __consumer_offsets");
+            GroupCoordinator::new(journal, clock, config.group, Vec::new())
+        }
+        None => {
+            let manager = LogManager::new(storage, config.data_dir.join(OFFSETS_DIR));
+            let journal = LogJournal::open(&manager, &owned, clock.clone())
+                .await
+                .map_err(|e| anyhow::anyhow!("opening the offsets log: {e}"))?;
+            let live = journal.live();
+            tracing::info!(shard, partitions = ?owned, offsets = live.len(), "group coordinator ready");
+            GroupCoordinator::new(ShardJournal::Private(journal), clock, config.group, live)
+        }
+    };
+    let coordinator = Rc::new(coordinator);
     glommio::spawn_local(tick_forever(Rc::downgrade(&coordinator))).detach();
     Ok(coordinator)
 }
 
-async fn tick_forever<J: Journal + 'static>(coordinator: Weak<GroupCoordinator<J>>) {
+async fn tick_forever<S: Storage + 'static>(coordinator: Weak<ShardCoordinator<S>>) {
     loop {
         glommio::timer::sleep(Duration::from_millis(TICK_MS)).await;
-        match coordinator.upgrade() {
-            Some(c) => c.tick(),
-            None => return,
+        let Some(c) = coordinator.upgrade() else {
+            return;
+        };
+        c.tick();
+        if let ShardJournal::Replicated(journal) = c.journal() {
+            journal.follow(&c).await;
         }
     }
 }

@@ -120,11 +120,24 @@ fn resolve<B: Broker>(broker: &B, version: i16, request: &FetchRequest) -> Vec<W
     let mut wants = Vec::new();
     for topic in &request.topics {
         let by_id = version >= 13;
+        let replica_id = if request.replica_state.replica_id.0 >= 0 {
+            request.replica_state.replica_id.0
+        } else {
+            request.replica_id.0
+        };
         let found = if by_id {
             broker.topics().by_id(topic.topic_id)
         } else {
             let name = topic.topic.0.as_str();
-            broker.topics().get(name).map(|m| (name.to_string(), m))
+            let registered = broker.topics().get(name);
+            // Followers also copy the internal topics (`crate::coordinator_log`).
+            let internal = || {
+                broker
+                    .cluster()?
+                    .internal_topic(name)
+                    .filter(|_| replica_id >= 0)
+            };
+            registered.or_else(internal).map(|m| (name.to_string(), m))
         };
         let (name, error) = match &found {
             Some((name, _)) => (name.clone(), None),
@@ -133,11 +146,6 @@ fn resolve<B: Broker>(broker: &B, version: i16, request: &FetchRequest) -> Vec<W
                 topic.topic.0.as_str().to_string(),
                 Some(ErrorCode::UnknownTopicOrPartition),
             ),
-        };
-        let replica_id = if request.replica_state.replica_id.0 >= 0 {
-            request.replica_state.replica_id.0
-        } else {
-            request.replica_id.0
         };
         for p in &topic.partitions {
             let replica = (replica_id >= 0).then(|| {

@@ -849,9 +849,15 @@ impl<S: Storage + 'static> Actor<S> {
         isolation: Isolation,
     ) -> PartitionReply {
         let read = match isolation {
-            Isolation::ReadUncommitted | Isolation::Replica => self
+            Isolation::ReadUncommitted => self
                 .log()
                 .read(from, max_bytes)
+                .await
+                .map(|read| (read, Vec::new())),
+            // Up to the log end: a coordinator loading its state (`crate::coordinator_log`).
+            Isolation::Replica => self
+                .log()
+                .read_for_replica(from, max_bytes)
                 .await
                 .map(|read| (read, Vec::new())),
             Isolation::ReadCommitted => self.log().read_committed(from, max_bytes).await,

@@ -110,6 +110,14 @@ impl<S: Storage + 'static> PartitionTable<S> {
         }
     }
 
+    /// A topic's metadata. Internal topics are not in the registry (hidden from clients) but
+    /// open here too (`crate::coordinator_log`).
+    fn topic(&self, topic: &str) -> Option<Arc<crate::topics::TopicMeta>> {
+        self.registry
+            .get(topic)
+            .or_else(|| self.cluster.as_ref()?.internal_topic(topic))
+    }
+
     /// The running actor of a partition, starting it if the partition exists but is not open.
     fn handle(&self, topic: &str, partition: i32) -> Result<Rc<PartitionHandle>, ErrorCode> {
         if self.closed.get() {
@@ -122,8 +130,7 @@ impl<S: Storage + 'static> PartitionTable<S> {
             }
         }
         let meta = self
-            .registry
-            .get(topic)
+            .topic(topic)
             .ok_or(ErrorCode::UnknownTopicOrPartition)?;
         if partition < 0 || partition >= meta.partitions {
             return Err(ErrorCode::UnknownTopicOrPartition);

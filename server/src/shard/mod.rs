@@ -44,7 +44,7 @@ const OWNER_UNAVAILABLE: ErrorCode = ErrorCode::KafkaStorageError;
 const COORDINATOR_UNAVAILABLE: ErrorCode = ErrorCode::CoordinatorNotAvailable;
 
 /// One shard's view of the broker (implements [`Broker`] for the handlers).
-pub struct Shard<S: Storage> {
+pub struct Shard<S: Storage + 'static> {
     /// This shard's index in `0..shards` (its channel-mesh peer id).
     pub id: usize,
     /// Total shards.
@@ -195,7 +195,7 @@ impl<S: Storage + 'static> Broker for Shard<S> {
 
 impl<S: Storage + 'static> Shard<S> {
     /// This shard's transaction coordinator, acting through this shard.
-    fn coordinating(&self) -> Coordinating<'_, crate::txn::log::TxnStateLog<S>, Self> {
+    fn coordinating(&self) -> Coordinating<'_, crate::txn::runtime::ShardTxnJournal<S>, Self> {
         Coordinating {
             coordinator: &self.txns,
             env: self,

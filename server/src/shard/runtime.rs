@@ -420,6 +420,7 @@ async fn shard_main(
     let txns = RemoteTxns::new(&shard.txns, &shard);
     serve_inbox(txn_inbox, Rc::new(txns));
     crate::txn::runtime::run_timers(&shard.txns, &shard);
+    crate::txn::runtime::follow_leadership(&shard.txns, &shard);
     // Finish transactions decided before a crash (markers, group offsets) before clients come:
     // a consumer must not read the offsets of a group from before a commit it cannot see yet.
     shard.txns.tick(&*shard).await;
@@ -457,12 +458,6 @@ async fn prepare_shard(
 ) -> anyhow::Result<(Rc<Shard<GlommioStorage>>, TxnInbox)> {
     let id = links.partitions.as_ref().map_or(0, |l| l.shard);
     let clock: Rc<dyn Clock> = Rc::new(SystemClock);
-    let groups =
-        crate::group::runtime::start(&config, id, GlommioStorage::new(), clock.clone()).await?;
-    let group_router = route(links.groups, &groups);
-    let txns =
-        crate::txn::runtime::start(&config, id, GlommioStorage::new(), clock.clone()).await?;
-    let (txn_router, txn_inbox) = connect_router(links.txns);
     let read_cache = Rc::new(ReadCache::new(config.read_cache_bytes));
     if let Some(observer) = crate::admin::shard::local() {
         let cache = read_cache.clone();
@@ -477,9 +472,17 @@ async fn prepare_shard(
             .with_prealloc_budget(config.shard_prealloc_bytes_max),
     );
     let table = Rc::new(
-        PartitionTable::new(log_manager, registry.clone(), config.clone(), clock)
+        PartitionTable::new(log_manager, registry.clone(), config.clone(), clock.clone())
             .with_cluster(cluster.clone()),
     );
+    // In a cluster the coordinators write through the table (`crate::coordinator_log`).
+    let internal = || cluster.clone().map(|c| (table.clone(), c));
+    let storage = (id, GlommioStorage::new());
+    let groups = crate::group::runtime::start(&config, storage, clock.clone(), internal()).await?;
+    let group_router = route(links.groups, &groups);
+    let storage = (id, GlommioStorage::new());
+    let txns = crate::txn::runtime::start(&config, storage, clock.clone(), internal()).await?;
+    let (txn_router, txn_inbox) = connect_router(links.txns);
     let partitions = route(links.partitions, &table);
     let shards = config.shards;
     // In a cluster, only partitions this broker leads live here.

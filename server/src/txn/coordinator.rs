@@ -44,9 +44,6 @@ pub struct TxnCoordinator<J: TxnJournal> {
     journal: J,
     clock: Rc<dyn Clock>,
     config: TxnConfig,
-    /// The epoch markers carry so partitions refuse an older coordinator's: 0 on one node (in a
-    /// cluster, the leader epoch of the state-log partition).
-    coordinator_epoch: i32,
 }
 
 /// Marks an id busy; frees it when dropped (also when its operation is dropped half-way).
@@ -75,8 +72,24 @@ impl<J: TxnJournal> TxnCoordinator<J> {
             journal,
             clock,
             config,
-            coordinator_epoch: 0,
         }
+    }
+
+    /// Replaces state-log partition `partition`'s ids with `live` (this broker just became its
+    /// coordinator, `crate::coordinator_log`).
+    pub fn load_partition(&self, partition: i32, live: Vec<(String, TxnMetadata)>) {
+        self.unload_partition(partition);
+        debug_assert!(live
+            .iter()
+            .all(|(id, _)| super::txn_partition(id) == partition));
+        self.txns.borrow_mut().extend(live);
+    }
+
+    /// Drops state-log partition `partition`'s ids (this broker no longer coordinates them).
+    pub fn unload_partition(&self, partition: i32) {
+        self.txns
+            .borrow_mut()
+            .retain(|id, _| super::txn_partition(id) != partition);
     }
 
     /// The journal (shutdown closes it).
@@ -118,6 +131,11 @@ impl<J: TxnJournal> TxnCoordinator<J> {
     pub async fn handle<E: TxnEnv>(&self, id: &str, op: TxnOp, env: &E) -> TxnReply {
         if id.is_empty() && !matches!(op, TxnOp::List(_)) {
             return invalid_request(&op);
+        }
+        if !matches!(op, TxnOp::List(_)) {
+            if let Err(code) = self.journal.ready(id) {
+                return TxnReply::Unavailable(code);
+            }
         }
         match op {
             TxnOp::InitProducerId {
@@ -383,7 +401,7 @@ impl<J: TxnJournal> TxnCoordinator<J> {
             producer_id: m.producer_id,
             producer_epoch: m.producer_epoch,
             commit,
-            coordinator_epoch: self.coordinator_epoch,
+            coordinator_epoch: self.journal.coordinator_epoch(id),
         };
         let partitions = m
             .partitions

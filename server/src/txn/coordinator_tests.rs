@@ -446,3 +446,37 @@ impl Harness {
         )
     }
 }
+
+#[test]
+fn markers_carry_the_coordinator_epoch_and_a_moved_partition_is_refused_then_reloaded() {
+    let h = harness();
+    h.c.journal().epoch.set(7);
+    let p = h.init("tx", 60_000);
+    assert_eq!(h.add("tx", p, &[("t", 0)]), vec![ErrorCode::None]);
+    assert_eq!(h.end("tx", p, true), ErrorCode::None);
+    assert_eq!(h.env.markers.borrow()[0].2.coordinator_epoch, 7);
+
+    let kept = h.c.get("tx").unwrap();
+    let partition = crate::txn::txn_partition("tx");
+    h.c.unload_partition(partition);
+    assert!(h.c.get("tx").is_none(), "dropped with its partition");
+    h.c.journal()
+        .not_ready
+        .set(Some(ErrorCode::CoordinatorLoadInProgress));
+    let init = TxnOp::InitProducerId {
+        timeout_ms: 60_000,
+        expected: None,
+    };
+    assert_eq!(
+        h.run("tx", init),
+        TxnReply::Unavailable(ErrorCode::CoordinatorLoadInProgress)
+    );
+    h.c.load_partition(partition, vec![("tx".into(), kept)]);
+    h.c.journal().not_ready.set(None);
+    let again = h.init("tx", 60_000);
+    assert_eq!(
+        (again.id, again.epoch.0),
+        (p.id, p.epoch.0 + 1),
+        "the loaded state bumps"
+    );
+}

@@ -35,6 +35,19 @@ const REPLAY_READ_BYTES: usize = 1 << 20;
 pub trait TxnJournal {
     /// Make `record` durable; `Err` is the Kafka error to answer with.
     async fn append(&self, record: TxnRecord) -> Result<(), ErrorCode>;
+
+    /// Whether `transactional_id`'s requests may be served here now: a replicated journal
+    /// answers NOT_COORDINATOR or COORDINATOR_LOAD_IN_PROGRESS (`crate::coordinator_log`).
+    fn ready(&self, _transactional_id: &str) -> Result<(), ErrorCode> {
+        Ok(())
+    }
+
+    /// The coordinator epoch `transactional_id`'s markers carry, so that partitions refuse a
+    /// deposed coordinator's: 0 on a single node, the state-log partition's leader epoch (as
+    /// loaded) in a cluster.
+    fn coordinator_epoch(&self, _transactional_id: &str) -> i32 {
+        0
+    }
 }
 
 /// A journal in memory (unit tests): can be told to fail.
@@ -44,6 +57,10 @@ pub struct MemTxnJournal {
     pub records: RefCell<Vec<TxnRecord>>,
     /// When set, appends fail with this code.
     pub fail_with: Cell<Option<ErrorCode>>,
+    /// When set, requests are refused with this code (a replicated journal not loaded here).
+    pub not_ready: Cell<Option<ErrorCode>>,
+    /// The coordinator epoch markers carry.
+    pub epoch: Cell<i32>,
 }
 
 impl TxnJournal for MemTxnJournal {
@@ -53,6 +70,14 @@ impl TxnJournal for MemTxnJournal {
         }
         self.records.borrow_mut().push(record);
         Ok(())
+    }
+
+    fn ready(&self, _transactional_id: &str) -> Result<(), ErrorCode> {
+        self.not_ready.get().map_or(Ok(()), Err)
+    }
+
+    fn coordinator_epoch(&self, _transactional_id: &str) -> i32 {
+        self.epoch.get()
     }
 }
 
@@ -234,7 +259,8 @@ async fn replay<S: Storage>(
     Ok(records)
 }
 
-fn apply(live: &mut HashMap<String, TxnMetadata>, record: TxnRecord) {
+/// Applies one record to the live entries (a null value deletes).
+pub(super) fn apply(live: &mut HashMap<String, TxnMetadata>, record: TxnRecord) {
     match record.metadata {
         Some(m) => {
             live.insert(record.transactional_id, m);

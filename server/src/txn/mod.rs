@@ -3,8 +3,11 @@
 //! - [`state`]: one transactional id's metadata and transitions (Kafka's TransactionMetadata),
 //!   pure: handed the time, no I/O.
 //! - [`record`]: the state log's records (transactional id → metadata) and their encoding.
-//! - [`log`]: where the metadata becomes durable: an engine log per state-log partition with
-//!   group commit, replay on start and snapshot compaction; an in-memory journal for tests.
+//! - [`log`]: where the metadata becomes durable on a single node: an engine log per state-log
+//!   partition with group commit, replay on start and snapshot compaction; an in-memory journal
+//!   for tests.
+//! - [`replicated`]: in a cluster, the replicated `__transaction_state` topic, loaded by the
+//!   broker leading each partition (`crate::coordinator_log`).
 //! - [`coordinator`]: one shard's transactional ids: InitProducerId, AddPartitionsToTxn (and
 //!   its verify-only form), AddOffsetsToTxn, TxnOffsetCommit, EndTxn, timeouts, expiration;
 //!   markers through [`env::TxnEnv`].
@@ -16,10 +19,11 @@
 //!   asked of another broker's coordinator.
 //!
 //! Placement, as for groups: a transactional id lives in state-log partition
-//! `crc32c(id) % TXN_PARTITIONS`, and that partition lives on shard `partition % shards`. In a
-//! cluster the coordinator is the broker leading that partition of the `__transaction_state`
-//! topic in the metadata image (FindCoordinator names it on every broker; the others answer
-//! NOT_COORDINATOR); the state itself stays in that broker's own log under [`TXN_DIR`].
+//! `crc32c(id) % TXN_PARTITIONS`, and that partition lives on the shard owning it as a
+//! partition. In a cluster the coordinator is the broker leading that partition of the
+//! `__transaction_state` topic in the metadata image (FindCoordinator names it on every broker;
+//! the others answer NOT_COORDINATOR); the state is written to that replicated partition and
+//! loaded by whichever broker leads it next ([`replicated`]).
 //!
 //! A transaction's life: InitProducerId fences older producers of the id and aborts what they
 //! left open; AddPartitionsToTxn / AddOffsetsToTxn record what the transaction touches before
@@ -37,6 +41,7 @@ pub mod log;
 pub mod ops;
 pub mod record;
 pub mod remote;
+pub mod replicated;
 pub mod runtime;
 pub mod state;
 
@@ -57,16 +62,17 @@ pub fn txn_partition(transactional_id: &str) -> i32 {
     (crc32c::crc32c(transactional_id.as_bytes()) % TXN_PARTITIONS as u32) as i32
 }
 
-/// The shard that coordinates `transactional_id`.
+/// The shard that coordinates `transactional_id`: the one owning its state-log partition in
+/// the partition table (in a cluster the coordinator writes through it,
+/// `crate::coordinator_log`).
 pub fn coordinator_shard(transactional_id: &str, shards: usize) -> usize {
-    assert!(shards > 0);
-    txn_partition(transactional_id) as usize % shards
+    crate::routing::owner_shard(TXN_TOPIC, txn_partition(transactional_id), shards)
 }
 
 /// The state-log partitions shard `shard` of `shards` owns.
 pub fn owned_txn_partitions(shard: usize, shards: usize) -> Vec<i32> {
     (0..TXN_PARTITIONS)
-        .filter(|p| *p as usize % shards == shard)
+        .filter(|p| crate::routing::owner_shard(TXN_TOPIC, *p, shards) == shard)
         .collect()
 }
 

@@ -35,6 +35,7 @@ pub enum Outcome {
 
 /// Decode, handle and encode one request frame body (the bytes after the size prefix).
 pub async fn dispatch<B: Broker>(broker: &B, frame_body: Bytes) -> Outcome {
+    let frame = frame_body.clone(); // Produce takes its records back out of it, uncopied
     let request = match decode_request(frame_body) {
         Ok(request) => request,
         Err(e) if e.needs_api_versions_fallback() => {
@@ -59,7 +60,9 @@ pub async fn dispatch<B: Broker>(broker: &B, frame_body: Bytes) -> Outcome {
         .as_deref()
         .unwrap_or("")
         .to_string();
-    match handle(broker, version, &client_id, request.body).await {
+    let body = request.body;
+    drop(request.header); // its client id is a slice of the frame
+    match handle(broker, version, &client_id, body, frame).await {
         Answer::Body(body) => encode(correlation_id, api_key, version, &body),
         Answer::Fetch(response, records) => {
             encode_fetch(correlation_id, version, response, &records)
@@ -80,18 +83,19 @@ pub enum Answer {
     Silent,
 }
 
-/// Run the handler of one decoded request.
+/// Run the handler of one decoded request; `frame` is the frame body it was decoded from.
 pub async fn handle<B: Broker>(
     broker: &B,
     version: i16,
     client_id: &str,
     body: RequestKind,
+    frame: Bytes,
 ) -> Answer {
     use handler::*;
     let response = match body {
         RequestKind::ApiVersions(_) => ResponseKind::ApiVersions(api_versions::handle(version)),
         RequestKind::Metadata(r) => ResponseKind::Metadata(metadata::handle(broker, version, &r)),
-        RequestKind::Produce(r) => match produce::handle(broker, version, r).await {
+        RequestKind::Produce(r) => match produce::handle(broker, version, r, frame).await {
             Some(response) => ResponseKind::Produce(response),
             None => return Answer::Silent,
         },
@@ -293,6 +297,48 @@ mod tests {
             assert!(matches!(block_on(dispatch(&broker, body)), Outcome::Close));
         }
     }
+
+    #[test]
+    fn produced_batches_reach_the_owner_in_the_frame_they_arrived_in() {
+        use bytes::{Buf, BufMut};
+        use rill_protocol::kafka_protocol::messages::produce_request::{
+            PartitionProduceData, TopicProduceData,
+        };
+        use rill_protocol::kafka_protocol::messages::{ProduceRequest, RequestHeader};
+        use rill_protocol::kafka_protocol::protocol::{Encodable, StrBytes};
+        let broker = FakeBroker::new();
+        let records = crate::handler::fake::batch(50);
+        let partition = PartitionProduceData::default()
+            .with_index(0)
+            .with_records(Some(records));
+        let topic = TopicProduceData::default()
+            .with_name(crate::handler::topic_name("t"))
+            .with_partition_data(vec![partition]);
+        let request = ProduceRequest::default()
+            .with_acks(-1)
+            .with_topic_data(vec![topic]);
+        let header = RequestHeader::default()
+            .with_request_api_key(ApiKey::Produce as i16)
+            .with_request_api_version(9)
+            .with_correlation_id(3)
+            .with_client_id(Some(StrBytes::from_static_str("client")));
+        // As the connection hands a frame over: size prefix skipped, an allocation of its own.
+        let mut frame = BytesMut::new();
+        frame.put_i32(0);
+        header.encode(&mut frame, 2).unwrap();
+        request.encode(&mut frame, 9).unwrap();
+        let mut frame = BytesMut::from(&frame[..]);
+        frame.advance(4);
+        let body = frame.freeze();
+        let memory = body.as_ptr() as usize..body.as_ptr() as usize + body.len();
+        assert!(matches!(
+            block_on(dispatch(&broker, body)),
+            Outcome::Respond(_)
+        ));
+        let at = broker.appended_at.borrow().clone();
+        assert_eq!(at.len(), 1);
+        assert!(memory.contains(&at[0]), "the batch was copied on the way");
+    }
 }
 
 /// Every handler's response must encode at every version the registry advertises: the codec
@@ -352,7 +398,9 @@ mod every_version_encodes {
             let req = ProduceRequest::default()
                 .with_acks(1)
                 .with_topic_data(vec![t]);
-            ResponseKind::Produce(block_on(handler::produce::handle(b, v, req)).unwrap())
+            ResponseKind::Produce(
+                block_on(handler::produce::handle(b, v, req, Bytes::new())).unwrap(),
+            )
         });
         assert_answer_encodes(ApiKey::Fetch, |b, v| {
             let p = fetch_request::FetchPartition::default().with_partition_max_bytes(1 << 20);

@@ -1,34 +1,55 @@
 //! The records blob of one Produce partition: one or more whole v2 batches back to back.
 //!
-//! [`split`] cuts it into zero-copy `Bytes` slices of one whole batch each, by batchLength
-//! alone; [`batches`] also validates each (length, magic, CRC, compression code) as it goes.
-//! The Produce handler splits, then checks each slice once as a
-//! [`rill_types::batch::ValidatedBatch`]. Kafka requires exactly one batch per partition for
+//! [`split`] cuts it into zero-copy parts of one whole batch each (`Bytes` slices, or disjoint
+//! `BytesMut` parts), by batchLength alone; [`batches`] also validates each (length, magic,
+//! CRC, compression code) as it goes. The Produce handler splits its `BytesMut`, then checks
+//! each part once as a [`rill_types::batch::ValidatedBatch`]. Kafka requires exactly one batch per partition for
 //! Produce v3+ (answering INVALID_RECORD otherwise); [`single_batch`] enforces that.
 
-use bytes::Bytes;
+use std::ops::Deref;
+
+use bytes::{Bytes, BytesMut};
 
 use super::batch::{batch_size_bytes, BatchError, RecordBatchView};
+
+/// A buffer that splits into parts of the same memory without copying: `Bytes` (shared,
+/// read-only slices) or `BytesMut` (disjoint, each writable).
+pub trait SplitBuf: Deref<Target = [u8]> + Sized {
+    /// The first `at` bytes; `self` keeps the rest.
+    fn split_to(&mut self, at: usize) -> Self;
+}
+
+impl SplitBuf for Bytes {
+    fn split_to(&mut self, at: usize) -> Self {
+        Bytes::split_to(self, at)
+    }
+}
+
+impl SplitBuf for BytesMut {
+    fn split_to(&mut self, at: usize) -> Self {
+        BytesMut::split_to(self, at)
+    }
+}
 
 /// Iterator over the whole batches of a records blob, unchecked beyond their length; stops
 /// after the first error.
 #[derive(Debug, Clone)]
-pub struct Split {
-    rest: Bytes,
+pub struct Split<B = Bytes> {
+    rest: B,
     failed: bool,
 }
 
-/// Splits `records` into whole batches by their batchLength (each a slice of the same buffer,
+/// Splits `records` into whole batches by their batchLength (each a part of the same buffer,
 /// no copy; nothing else checked).
-pub fn split(records: Bytes) -> Split {
+pub fn split<B: SplitBuf>(records: B) -> Split<B> {
     Split {
         rest: records,
         failed: false,
     }
 }
 
-impl Split {
-    fn next_slice(&mut self) -> Result<Bytes, BatchError> {
+impl<B: SplitBuf> Split<B> {
+    fn next_slice(&mut self) -> Result<B, BatchError> {
         let size = batch_size_bytes(&self.rest)?;
         if size > self.rest.len() {
             return Err(BatchError::Truncated {
@@ -40,8 +61,8 @@ impl Split {
     }
 }
 
-impl Iterator for Split {
-    type Item = Result<Bytes, BatchError>;
+impl<B: SplitBuf> Iterator for Split<B> {
+    type Item = Result<B, BatchError>;
 
     fn next(&mut self) -> Option<Self::Item> {
         if self.failed || self.rest.is_empty() {

@@ -54,6 +54,8 @@ pub struct FakeBroker {
     slept: Cell<Duration>,
     /// Transaction coordinator over an in-memory journal (one shard owns every id).
     pub txns: TxnCoordinator<MemTxnJournal>,
+    /// Where each appended batch's bytes were when the owner got them (to tell copies apart).
+    pub appended_at: RefCell<Vec<usize>>,
 }
 
 impl Default for FakeBroker {
@@ -91,6 +93,7 @@ impl FakeBroker {
             ),
             clock_origin: Instant::now(),
             slept: Cell::new(Duration::ZERO),
+            appended_at: RefCell::default(),
             txns: TxnCoordinator::new(
                 MemTxnJournal::default(),
                 std::rc::Rc::new(rill_engine::io::SystemClock),
@@ -208,6 +211,8 @@ impl Broker for FakeBroker {
             PartitionOp::Append { batches, .. } => {
                 let mut first = None;
                 for b in batches {
+                    let at = b.as_bytes().as_ptr() as usize;
+                    self.appended_at.borrow_mut().push(at);
                     let base = self.append(topic, partition, b.freeze());
                     first.get_or_insert(base);
                 }

@@ -26,12 +26,10 @@
 
 use std::time::Instant;
 
-use bytes::{Bytes, BytesMut};
+use bytes::{Buf, Bytes, BytesMut};
 use futures::future::join_all;
 use rill_engine::FlushPolicy;
-use rill_protocol::kafka_protocol::messages::produce_request::{
-    PartitionProduceData, TopicProduceData,
-};
+use rill_protocol::kafka_protocol::messages::produce_request::TopicProduceData;
 use rill_protocol::kafka_protocol::messages::produce_response::{
     BatchIndexAndErrorMessage, PartitionProduceResponse, TopicProduceResponse,
 };
@@ -49,16 +47,20 @@ use crate::topic_config::TopicSettings;
 /// One partition's plan: the batches to append, or the refusal to answer.
 type Planned = Result<Vec<ValidatedBatch>, Refusal>;
 
-/// Answer Produce; `None` for acks=0 (no response at all).
+/// Answer Produce; `None` for acks=0 (no response at all). `frame` is the request frame
+/// `request` was decoded from: its record bytes are slices of it (see [`owned_records`]).
 pub async fn handle<B: Broker>(
     broker: &B,
     version: i16,
-    request: ProduceRequest,
+    mut request: ProduceRequest,
+    frame: Bytes,
 ) -> Option<ProduceResponse> {
     let arrived = Instant::now();
     let acks = Acks::from_wire(request.acks);
     let transactional_id = request.transactional_id.as_ref().map(|id| id.to_string());
-    let plans = plan_request(broker, request.topic_data, acks);
+    let topic_data = std::mem::take(&mut request.topic_data);
+    drop(request); // its strings are slices of the frame too
+    let plans = plan_request(broker, owned_records(topic_data, frame), acks);
     let acks = acks.unwrap_or(Acks::All);
     let appends = plans
         .into_iter()
@@ -100,17 +102,107 @@ pub async fn handle<B: Broker>(
     Some(response(version, results))
 }
 
+/// One topic of a Produce request, its partitions' record bytes owned ([`owned_records`]).
+struct TopicRecords {
+    name: String,
+    /// Partition index and records (`None` when absent or empty).
+    partitions: Vec<(i32, Option<BytesMut>)>,
+}
+
+/// Takes each partition's record bytes out of a decoded request as a buffer of its own that
+/// the owner shard may write (the engine stamps baseOffset and leader epoch into each batch
+/// in place), without copying them where it can.
+///
+/// The records are slices of the request `frame`, which the connection hands over in an
+/// allocation of its own. Once the decoded request is dropped, nothing else shares the frame,
+/// so it becomes one writable buffer again and the records are split off it. Only records
+/// making up at least half of the frame are split off, though: every batch the batch cache
+/// keeps pins the allocation it lives in, and this keeps that within 2x of what the cache
+/// counts. Smaller records (a request spreading many partitions' batches), and all records
+/// of a frame something else still shares, are copied once instead.
+fn owned_records(topic_data: Vec<TopicProduceData>, frame: Bytes) -> Vec<TopicRecords> {
+    /// Where a partition's records are: a range of the frame, or another buffer.
+    enum At {
+        Frame(std::ops::Range<usize>),
+        Elsewhere(Bytes),
+        Nothing,
+    }
+    let start = frame.as_ptr() as usize;
+    let at = |records: Option<Bytes>| match records {
+        Some(r) if r.is_empty() => At::Nothing,
+        Some(r) => {
+            let offset = (r.as_ptr() as usize).wrapping_sub(start);
+            if offset <= frame.len() && r.len() <= frame.len() - offset {
+                At::Frame(offset..offset + r.len())
+            } else {
+                At::Elsewhere(r)
+            }
+        }
+        None => At::Nothing,
+    };
+    let topics: Vec<(String, Vec<(i32, At)>)> = topic_data
+        .into_iter()
+        .map(|topic| {
+            let name = topic.name.0.as_str().to_string();
+            let partitions = topic
+                .partition_data
+                .into_iter()
+                .map(|p| (p.index, at(p.records)))
+                .collect();
+            (name, partitions)
+        })
+        .collect();
+    // Decoding reads the frame front to back, so the ranges come in order; if not, copy.
+    let mut end = 0;
+    let in_order = topics.iter().flat_map(|(_, p)| p).all(|(_, at)| match at {
+        At::Frame(range) => std::mem::replace(&mut end, range.end) <= range.start,
+        _ => true,
+    });
+    let frame_len = frame.len();
+    let mut whole = match in_order {
+        true => frame.try_into_mut(),
+        false => Err(frame),
+    };
+    let mut split_at = 0; // frame position of `whole`'s first byte, when it is writable
+    let mut take = |range: std::ops::Range<usize>| match &mut whole {
+        Ok(buf) if 2 * range.len() >= frame_len => {
+            buf.advance(range.start - split_at);
+            split_at = range.end;
+            buf.split_to(range.len())
+        }
+        Ok(buf) => BytesMut::from(&buf[range.start - split_at..range.end - split_at]),
+        Err(shared) => BytesMut::from(&shared[range]),
+    };
+    topics
+        .into_iter()
+        .map(|(name, partitions)| TopicRecords {
+            name,
+            partitions: partitions
+                .into_iter()
+                .map(|(index, at)| {
+                    let records = match at {
+                        At::Frame(range) => Some(take(range)),
+                        At::Elsewhere(bytes) => Some(BytesMut::from(bytes)),
+                        At::Nothing => None,
+                    };
+                    (index, records)
+                })
+                .collect(),
+        })
+        .collect()
+}
+
 /// Each partition of the request: topic, index, the checked batches or the refusal, and
 /// whether the topic syncs before acks=all answers.
 fn plan_request<B: Broker>(
     broker: &B,
-    topic_data: Vec<TopicProduceData>,
+    topics: Vec<TopicRecords>,
     acks: Option<Acks>,
 ) -> Vec<(String, i32, Planned, bool)> {
     let now = broker.wall_clock();
     let mut plans = Vec::new();
-    for topic in topic_data {
-        let name = topic.name.0.as_str().to_string();
+    for topic in topics {
+        let name = topic.name;
         let meta = topic_or_auto_create(broker, &name, true);
         let settings = meta.as_ref().ok().map(|m| {
             TopicSettings::of_topic(broker.config(), broker.topics(), &m.configs).map_err(|e| {
@@ -123,8 +215,7 @@ fn plan_request<B: Broker>(
             s.as_ref()
                 .is_ok_and(|s| s.log.flush == FlushPolicy::EveryAppend)
         });
-        for partition in topic.partition_data {
-            let index = partition.index;
+        for (index, records) in topic.partitions {
             let plan = match (&meta, acks, &settings) {
                 (_, None, _) => Err(ErrorCode::InvalidRequiredAcks.into()),
                 (Err(code), _, _) => Err((*code).into()),
@@ -136,7 +227,7 @@ fn plan_request<B: Broker>(
                     Some(_) => Ok(()),
                     None => produce_rules::check_acks(s, acks),
                 }
-                .and_then(|()| plan_partition(partition, s, now)),
+                .and_then(|()| plan_partition(records, s, now)),
                 (Ok(_), _, Some(Err(refusal))) => Err(refusal.clone()),
                 (Ok(_), _, None) => unreachable!("known topics have settings"),
             };
@@ -146,28 +237,24 @@ fn plan_request<B: Broker>(
     plans
 }
 
-/// Split one partition's records into whole batches and check each once, copying it into an
-/// owned buffer for the owner shard (which rewrites its baseOffset).
+/// Split one partition's records into whole batches (disjoint parts of its buffer, uncopied)
+/// and check each once, for the owner shard (which rewrites its baseOffset in place).
 fn plan_partition(
-    partition: PartitionProduceData,
+    records: Option<BytesMut>,
     settings: &TopicSettings,
     now: rill_types::TimestampMs,
 ) -> Planned {
     let message_bytes_max = settings.log.message_bytes_max as usize;
-    let records: Bytes = match partition.records {
-        Some(records) if !records.is_empty() => records,
-        _ => {
-            return Err(Refusal {
-                code: ErrorCode::InvalidRecord,
-                message: Some("Produce requests must have at least one record batch".into()),
-                record_errors: Vec::new(),
-            })
-        }
+    let Some(records) = records else {
+        return Err(Refusal {
+            code: ErrorCode::InvalidRecord,
+            message: Some("Produce requests must have at least one record batch".into()),
+            record_errors: Vec::new(),
+        });
     };
     let mut out = Vec::new();
-    for slice in split(records) {
-        let checked = slice
-            .and_then(|bytes| ValidatedBatch::new(BytesMut::from(&bytes[..]), message_bytes_max));
+    for part in split(records) {
+        let checked = part.and_then(|bytes| ValidatedBatch::new(bytes, message_bytes_max));
         let batch = checked.map_err(|e| {
             tracing::debug!(error = %e, "refusing record batch");
             produce_rules::batch_refusal(&e)
@@ -268,6 +355,7 @@ mod tests {
     use super::*;
     use crate::handler::fake::{batch, FakeBroker};
     use futures::executor::block_on;
+    use rill_protocol::kafka_protocol::messages::produce_request::PartitionProduceData;
 
     fn request(topic: &str, partition: i32, records: Option<Bytes>, acks: i16) -> ProduceRequest {
         let data = PartitionProduceData::default()
@@ -287,17 +375,35 @@ mod tests {
     #[test]
     fn appends_and_assigns_offsets() {
         let broker = FakeBroker::new();
-        let r = block_on(handle(&broker, 9, request("t", 0, Some(batch(3)), -1))).unwrap();
+        let r = block_on(handle(
+            &broker,
+            9,
+            request("t", 0, Some(batch(3)), -1),
+            Bytes::new(),
+        ))
+        .unwrap();
         assert_eq!(error_of(&r), 0);
         assert_eq!(r.responses[0].partition_responses[0].base_offset, 0);
-        let r = block_on(handle(&broker, 9, request("t", 0, Some(batch(2)), 1))).unwrap();
+        let r = block_on(handle(
+            &broker,
+            9,
+            request("t", 0, Some(batch(2)), 1),
+            Bytes::new(),
+        ))
+        .unwrap();
         assert_eq!(r.responses[0].partition_responses[0].base_offset, 3);
     }
 
     #[test]
     fn acks_zero_gets_no_response_but_appends() {
         let broker = FakeBroker::new();
-        assert!(block_on(handle(&broker, 9, request("t", 0, Some(batch(1)), 0))).is_none());
+        assert!(block_on(handle(
+            &broker,
+            9,
+            request("t", 0, Some(batch(1)), 0),
+            Bytes::new()
+        ))
+        .is_none());
         assert_eq!(broker.log_end("t", 0), 1);
     }
 
@@ -307,7 +413,13 @@ mod tests {
         let mut bad = BytesMut::from(&batch(1)[..]);
         let last = bad.len() - 1;
         bad[last] ^= 0xff;
-        let r = block_on(handle(&broker, 9, request("t", 0, Some(bad.freeze()), 1))).unwrap();
+        let r = block_on(handle(
+            &broker,
+            9,
+            request("t", 0, Some(bad.freeze()), 1),
+            Bytes::new(),
+        ))
+        .unwrap();
         assert_eq!(error_of(&r), 2);
         assert_eq!(broker.log_end("t", 0), 0);
     }
@@ -323,7 +435,7 @@ mod tests {
             (request("t", 0, Some(Bytes::from_static(b"short")), 1), 2),
         ];
         for (req, code) in cases {
-            let r = block_on(handle(&broker, 9, req)).unwrap();
+            let r = block_on(handle(&broker, 9, req, Bytes::new())).unwrap();
             assert_eq!(error_of(&r), code);
         }
     }
@@ -335,7 +447,94 @@ mod tests {
                 .static_props
                 .insert("message.max.bytes".into(), "100".into());
         });
-        let r = block_on(handle(&broker, 9, request("t", 0, Some(batch(20)), 1))).unwrap();
+        let r = block_on(handle(
+            &broker,
+            9,
+            request("t", 0, Some(batch(20)), 1),
+            Bytes::new(),
+        ))
+        .unwrap();
         assert_eq!(error_of(&r), 10);
+    }
+
+    /// A request frame as the connection hands it over (an allocation of its own), and the
+    /// request decoded from it.
+    fn decoded(partitions: &[(i32, Bytes)]) -> (ProduceRequest, Bytes) {
+        use rill_protocol::kafka_protocol::protocol::{Decodable, Encodable};
+        let data = partitions
+            .iter()
+            .map(|(index, records)| {
+                PartitionProduceData::default()
+                    .with_index(*index)
+                    .with_records(Some(records.clone()))
+            })
+            .collect();
+        let request = ProduceRequest::default()
+            .with_acks(-1)
+            .with_topic_data(vec![TopicProduceData::default()
+                .with_name(super::super::topic_name("t"))
+                .with_partition_data(data)]);
+        let mut encoded = BytesMut::new();
+        request.encode(&mut encoded, 9).unwrap();
+        let frame = Bytes::from(encoded.to_vec());
+        let request = ProduceRequest::decode(&mut frame.clone(), 9).unwrap();
+        (request, frame)
+    }
+
+    /// Whether `part` lies inside the memory of `frame` (was not copied out of it).
+    fn inside(part: &[u8], frame: std::ops::Range<usize>) -> bool {
+        let at = part.as_ptr() as usize;
+        frame.contains(&at) && at + part.len() <= frame.end
+    }
+
+    fn records_of(topics: Vec<TopicRecords>) -> Vec<BytesMut> {
+        let partitions = topics.into_iter().flat_map(|t| t.partitions);
+        partitions.map(|(_, r)| r.unwrap()).collect()
+    }
+
+    #[test]
+    fn records_of_a_frame_nothing_else_shares_are_not_copied() {
+        let (request, frame) = decoded(&[(0, batch(40))]);
+        let memory = frame.as_ptr() as usize..frame.as_ptr() as usize + frame.len();
+        let records = records_of(owned_records(request.topic_data, frame));
+        assert!(inside(&records[0], memory), "split off the frame");
+        assert_eq!(&records[0][..], &batch(40)[..]);
+        let batches: Vec<_> = split(records.into_iter().next().unwrap()).collect();
+        assert_eq!(batches.len(), 1);
+    }
+
+    #[test]
+    fn records_of_a_shared_frame_or_a_small_part_of_it_are_copied() {
+        let (request, frame) = decoded(&[(0, batch(40))]);
+        let memory = frame.as_ptr() as usize..frame.as_ptr() as usize + frame.len();
+        let still_shared = frame.clone();
+        let records = records_of(owned_records(request.topic_data, frame));
+        assert!(!inside(&records[0], memory.clone()), "copied");
+        assert_eq!(&records[0][..], &batch(40)[..]);
+        drop(still_shared);
+
+        // One partition with most of the frame, and two small ones: only the big one in place.
+        let parts = [(0, batch(2)), (1, batch(60)), (2, batch(1))];
+        let (request, frame) = decoded(&parts);
+        let memory = frame.as_ptr() as usize..frame.as_ptr() as usize + frame.len();
+        let records = records_of(owned_records(request.topic_data, frame));
+        let in_place: Vec<bool> = records.iter().map(|r| inside(r, memory.clone())).collect();
+        assert_eq!(in_place, [false, true, false]);
+        for ((_, sent), got) in parts.iter().zip(&records) {
+            assert_eq!(&sent[..], &got[..]);
+        }
+    }
+
+    #[test]
+    fn batches_split_off_the_frame_take_their_offsets_in_place() {
+        let (request, frame) = decoded(&[(0, batch(30))]);
+        let memory = frame.as_ptr() as usize..frame.as_ptr() as usize + frame.len();
+        let records = records_of(owned_records(request.topic_data, frame));
+        let mut checked =
+            ValidatedBatch::new(records.into_iter().next().unwrap(), 1 << 20).unwrap();
+        checked.set_base_offset(rill_types::Offset(7));
+        assert_eq!(checked.header().base_offset.get(), 7);
+        let stored = checked.freeze();
+        assert!(inside(&stored, memory), "stamped where it was received");
     }
 }

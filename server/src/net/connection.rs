@@ -9,14 +9,17 @@
 //! `READ_CHUNK_BYTES_MAX` at a time, and the kernel writes received bytes straight into that
 //! room (nothing zero-fills it first): a lying size prefix reserves room it never writes.
 //!
-//! Copies: a request's bytes are received once into the read buffer, and each frame is handed
-//! on as a slice of it. A Fetch response is sent with vectored sends from its parts, record
-//! chunks included, without gathering them into a new buffer.
+//! Copies: a request's bytes are received once, into a buffer of the frame's own: its size
+//! prefix is received alone, then the rest into room of exactly that size, so no read takes in
+//! the next frame's bytes. The frame is handed on whole, shared with nothing, and Produce turns
+//! it back into writable memory for its batches without copying them (`handler/produce.rs`).
+//! A Fetch response is sent with vectored sends from its parts, record chunks included,
+//! without gathering them into a new buffer.
 
 use std::os::fd::{AsRawFd, FromRawFd};
 use std::rc::Rc;
 
-use bytes::{Bytes, BytesMut};
+use bytes::{Buf, Bytes, BytesMut};
 
 use futures::future::{select, Either};
 use futures::AsyncWriteExt;
@@ -32,8 +35,6 @@ use crate::dispatch::{dispatch, Outcome};
 use crate::shard::Shard;
 use crate::shutdown::ShutdownSignal;
 
-/// Bytes read per socket read while no frame size is known yet.
-const READ_CHUNK_BYTES: usize = 64 * 1024;
 /// Largest single read into a frame buffer (frames bigger than this arrive over several reads).
 const READ_CHUNK_BYTES_MAX: usize = 1 << 20;
 
@@ -75,7 +76,7 @@ async fn read_requests<S: Storage + 'static>(
     closing: Rc<ShutdownSignal>,
 ) {
     let max = shard.config.request_bytes_max;
-    let mut buf = BytesMut::with_capacity(READ_CHUNK_BYTES);
+    let mut buf = BytesMut::new();
     let stop = async {
         select(Box::pin(shutdown.wait()), Box::pin(closing.wait())).await;
     };
@@ -85,8 +86,12 @@ async fn read_requests<S: Storage + 'static>(
         let frame_bytes = loop {
             match frame_len(&buf, max) {
                 Ok(Some(n)) => {
-                    let frame = buf.split_to(n).freeze();
-                    let body = frame.slice(SIZE_PREFIX_BYTES..);
+                    // `buf` never holds more than one frame (see below), so the frame is all
+                    // of it: taken whole, it shares its allocation with nothing.
+                    assert_eq!(n, buf.len(), "a read stops at the end of its frame");
+                    let mut frame = std::mem::take(&mut buf);
+                    frame.advance(SIZE_PREFIX_BYTES);
+                    let body = frame.freeze();
                     // Frames are at most request_bytes_max, which the budget always exceeds.
                     let permit = shard.inflight_bytes.acquire_static_permit(n as u64).await;
                     let Ok(permit) = permit else { return };
@@ -109,13 +114,15 @@ async fn read_requests<S: Storage + 'static>(
                 }
             }
         };
-        // Room for the rest of the declared frame, within one read: the memory is not touched
-        // before bytes arrive in it (no zero-filling), so a lying size prefix costs address
-        // space, not resident memory, and a whole frame of up to READ_CHUNK_BYTES_MAX arrives
-        // without the buffer growing (and copying) on the way.
-        let want = frame_bytes
-            .saturating_sub(buf.len())
-            .clamp(READ_CHUNK_BYTES, READ_CHUNK_BYTES_MAX);
+        // The size prefix alone, then room for exactly the rest of the frame (up to
+        // READ_CHUNK_BYTES_MAX at a time): no read goes past the frame's end, and a frame of up
+        // to that size arrives without the buffer growing (and copying) on the way. The room is
+        // not touched before bytes arrive in it (no zero-filling), so a lying size prefix costs
+        // address space, not resident memory.
+        let want = match buf.len() {
+            got if got < SIZE_PREFIX_BYTES => SIZE_PREFIX_BYTES - got,
+            got => (frame_bytes - got).min(READ_CHUNK_BYTES_MAX),
+        };
         let read = Box::pin(read_some(&reader, &mut buf, want));
         match select(read, &mut stop).await {
             Either::Left((Ok(n), _)) if n > 0 => {}

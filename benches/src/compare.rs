@@ -161,10 +161,14 @@ fn run_one(
             Workload::Mixed => {
                 let (rate, seconds) = (args.mixed_rate, args.latency_seconds);
                 let result = crate::mixed::run(&target, rate, seconds, args.mixed_backlog_mib)?;
+                let quantiles = |h: &Histogram<u64>| {
+                    let at = |q: f64| h.value_at_quantile(q);
+                    format!("{}/{}/{}/{}", at(0.5), at(0.9), at(0.99), at(0.999))
+                };
                 eprintln!(
-                    "   producer p99 alone {} µs, with catch-up reader {} µs; reader {:.0} MB/s",
-                    result.alone.value_at_quantile(0.99),
-                    result.with_reader.value_at_quantile(0.99),
+                    "   producer p50/p90/p99/p99.9 µs alone {}, with catch-up reader {}; reader {:.0} MB/s",
+                    quantiles(&result.alone),
+                    quantiles(&result.with_reader),
                     result.reader_mb_s
                 );
                 into.mixed.push(result);

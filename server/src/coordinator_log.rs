@@ -348,6 +348,34 @@ mod tests {
     }
 
     #[test]
+    fn the_internal_topics_are_compacted_with_small_segments() {
+        use crate::topic_config::{ConfigLayers, TopicSettings};
+        let empty = BTreeMap::new();
+        for (configs, segment) in [
+            (
+                offsets_topic_configs(),
+                crate::group::journal::OFFSETS_SEGMENT_BYTES,
+            ),
+            (txn_topic_configs(), 8 << 20),
+        ] {
+            let settings = TopicSettings::from_layers(&ConfigLayers {
+                topic: &configs,
+                dynamic_broker: &empty,
+                dynamic_default: &empty,
+                static_broker: &empty,
+            })
+            .expect("valid topic configs");
+            let compaction = settings.compaction.expect("compacted");
+            assert_eq!(
+                compaction.delete_retention_ms,
+                crate::group::journal::TOMBSTONE_RETENTION_MS
+            );
+            assert_eq!(settings.log.segment_bytes_max, segment);
+            assert_eq!(settings.log.retention_ms, None, "never deleted by age");
+        }
+    }
+
+    #[test]
     fn refused_writes_become_coordinator_errors() {
         assert_eq!(
             coordinator_error(ErrorCode::NotEnoughReplicas),

@@ -15,6 +15,7 @@ from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 
 import kafka_wire as kw
 from test_replication import bootstrap, cluster, create, unique, wait_isr  # noqa: F401
+from test_replication_admin import PREFERRED, elect
 from test_transactions import read_all
 from test_transactions_cluster import GROUP, TRANSACTION, find_coordinator
 
@@ -109,6 +110,57 @@ def test_a_group_resumes_from_its_committed_offsets_after_the_coordinator_is_kil
         assert sorted(by_partition.get(p, [])) == list(range(start, end)), (
             f"partition {p}: committed {start}, read again {sorted(by_partition.get(p, []))[:5]}")
     assert sum(committed.values()) + len(rest) == MESSAGES
+
+
+def committed(c, group: str, topic: str) -> dict[int, int]:
+    """The group's committed offsets as its coordinator answers OffsetFetch."""
+    cons = consumer(c, group)
+    try:
+        tps = cons.committed([TopicPartition(topic, p) for p in range(PARTITIONS)], timeout=30)
+    finally:
+        cons.close()
+    assert all(tp.error is None for tp in tps), tps
+    return {tp.partition: tp.offset for tp in tps}
+
+
+def test_a_preferred_election_moves_the_coordinator_back_with_what_was_committed_meanwhile(
+        cluster):
+    """Leadership of the offsets partition moves twice: to a follower when the coordinator is
+    killed, back to the returning broker by a preferred election (ElectLeaders). The returning
+    broker loads at the new epoch what the interim coordinator committed."""
+    topic, group = unique("gmove"), unique("gmove-group")
+    create(cluster, topic, PARTITIONS)
+    wait_isr(cluster, topic, 3)
+    produce(cluster, topic)
+    first = consumer(cluster, group)
+    first.subscribe([topic])
+    consume(first, 60)
+    commit_until_done(first)
+    first.close()
+    preferred = live_coordinator(cluster, group, GROUP)
+    cluster.node(preferred).kill9()
+
+    interim = live_coordinator(cluster, group, GROUP)
+    second = consumer(cluster, group)
+    second.subscribe([topic])
+    consume(second, 90)
+    meanwhile = {tp.partition: tp.offset for tp in commit_until_done(second)}
+    second.close()
+    assert committed(cluster, group, topic) == meanwhile
+
+    cluster.node(preferred).start()
+    cluster.wait_brokers(3, timeout_s=20)
+    offsets_partition = kw.crc32c(group.encode()) % 8
+    deadline = time.monotonic() + 60
+    while True:       # until the returning replica caught up and is back in the ISR
+        codes = elect(bootstrap(cluster), PREFERRED, {"__consumer_offsets": [offsets_partition]})
+        code = codes[("__consumer_offsets", offsets_partition)]
+        if code == 0:
+            break
+        assert code == 80 and time.monotonic() < deadline, f"preferred election: {codes}"
+        time.sleep(0.5)
+    assert live_coordinator(cluster, group, GROUP) == preferred != interim
+    assert committed(cluster, group, topic) == meanwhile
 
 
 #: InitProducerId answers a client retries: the coordinator is loading, moved, or finishing

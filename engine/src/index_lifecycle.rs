@@ -126,6 +126,18 @@ impl<S: Storage> PartitionLog<S> {
     /// Makes the active segment ready for an append: indexes in memory and a write buffer
     /// holding the partial tail block (re-read from disk after an idle release).
     pub(crate) async fn ensure_active_writable(&mut self) -> Result<(), EngineError> {
+        let active = self.active();
+        let ready = active.appender.is_some() && active.file.is_some() && active.indexes_loaded;
+        if ready && !self.dir_entries_unsynced {
+            return Ok(());
+        }
+        // Boxed: every append awaits this, and an unboxed slow path (file opens, index loads)
+        // would make each append's future, moved on every call, larger by its whole state.
+        Box::pin(self.make_active_writable()).await
+    }
+
+    /// [`Self::ensure_active_writable`]'s slow path.
+    async fn make_active_writable(&mut self) -> Result<(), EngineError> {
         let last = self.segments.len() - 1;
         self.ensure_open(last).await?;
         if self.dir_entries_unsynced {

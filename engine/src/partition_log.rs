@@ -270,7 +270,8 @@ impl<S: Storage> PartitionLog<S> {
         // A full offset index rolls too (Kafka's `segment.index.bytes`): 8 bytes per entry.
         let by_index = (active.index.len() as u64 + 1) * 8 > self.config.index_bytes_max;
         if by_size || by_age || by_offsets || by_index {
-            let rolled = self.roll().await;
+            // Boxed: a roll is rare, and its state would otherwise be part of every append's future.
+            let rolled = Box::pin(self.roll()).await;
             self.failed |= rolled.is_err();
             rolled?;
         }

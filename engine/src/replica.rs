@@ -124,7 +124,8 @@ impl<S: Storage> PartitionLog<S> {
         if !self.positions.is_replicated() || !self.epochs.assign(epoch, start) {
             return Ok(());
         }
-        let written = self.write_leader_epochs().await;
+        // Boxed: rare, and every append awaits this (see `ensure_active_writable`).
+        let written = Box::pin(self.write_leader_epochs()).await;
         self.failed |= written.is_err(); // memory now says more than the disk
         written
     }

@@ -113,7 +113,8 @@ impl<B: WriteBuffer> Appender<B> {
             bytes = &bytes[n..];
             if self.len == capacity {
                 self.buf_bytes = (self.buf_bytes * 2).min(WRITE_BYTES_MAX);
-                self.write_full_blocks(file).await?;
+                // Boxed: once per buffer, while every append's future would carry its state.
+                Box::pin(self.write_full_blocks(file)).await?;
             }
         }
         Ok(())

@@ -10,7 +10,7 @@
 //! Criterion group `engine_append_fdatasync_each` isolates what preallocation is for: every
 //! append is made durable at once (write + fdatasync, a producer waiting on acks=all for each
 //! batch), so every write lands in blocks never written before. With a budget of 0 each of
-//! them extends the file (the write allocates blocks and moves the size: ext4 and xfs refuse
+//! them extends the file (the write allocates blocks and moves the size: ext4 refuses
 //! such a write without blocking, so io_uring hands it to a worker thread, and the fdatasync
 //! commits the allocation); with a 64 KiB budget the policy's smallest step is allocated ahead;
 //! with the default budget the policy's own step (up to 16 MiB at these rates).

@@ -1,11 +1,14 @@
 //! How far ahead of its data an active `.log` is allocated: a step that follows the
 //! partition's write rate, bounded by a budget shared by one shard's partitions.
 //!
-//! Why preallocate at all: an O_DIRECT write into allocated extents needs no block allocation
-//! (io_uring can issue it inline instead of punting it to a worker thread, and the file size
-//! does not change with every write). Why not a fixed step: a fixed 16 MiB per active segment
-//! costs 16 MiB of real blocks per partition as soon as it holds one byte, 80 GB for a
-//! 5,000-partition topic with a message in each partition.
+//! Why preallocate at all: an O_DIRECT write past the allocated end must allocate blocks and
+//! move the file size, which ext4 will not do without blocking, so io_uring hands such a write
+//! to a worker thread; a write into allocated extents is issued inline. What that saves depends
+//! on the file system and disk: BENCHMARKS.md (issue 17, bench `engine_append_fdatasync_each`)
+//! has what was measured, a small gain for durable appends of 64 KiB and none for small ones or
+//! under group commit. Why not a fixed step: a fixed 16 MiB per active segment costs 16 MiB of
+//! real blocks per partition as soon as it holds one byte, 80 GB for a 5,000-partition topic
+//! with a message in each partition.
 //!
 //! Policy ([`Prealloc`]): each time the appender needs room past the allocated end, it asks for a
 //! step of about [`PREALLOC_AHEAD_MS`] of writes at the rate measured since the previous request,

@@ -5,7 +5,8 @@
 //! one open file while it is used (its active segment; a read of old data briefly opens a few
 //! more) and none once idle, so the partition files a shard keeps open are bounded by its
 //! budget ([`shard_budget`]), enforced by closing the least recently used partitions' files
-//! (`partition::file_budget`).
+//! (`partition::file_budget`). A running clean's files (`compaction::shard_cleaner::CLEAN_FILES`)
+//! count in the same budget.
 
 /// Descriptors kept out of the partition budgets: connections, io_uring rings, the metadata,
 /// group and index files written now and then.

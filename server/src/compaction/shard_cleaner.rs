@@ -29,6 +29,7 @@ use rill_engine::io::Storage;
 
 use super::KafkaRecords;
 use crate::admin::shard::hooks;
+use crate::partition::file_budget::{FileBudget, FileShare};
 
 /// Broker-wide cleaner settings (Kafka's `log.cleaner.*` properties).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -73,6 +74,10 @@ pub enum CleanEvent {
 
 /// Grants of the cleaning permit a shard has: one clean at a time.
 const CLEANS_AT_ONCE: u64 = 1;
+/// Files a clean holds open at once, counted in the shard's open-file budget while it runs: the
+/// segment it reads and the `.cleaned` segment it writes (a transaction index is read whole
+/// once the read segments are closed).
+pub const CLEAN_FILES: usize = 2;
 /// Share of the cleaner task queue against the request path's default share (1000).
 const CLEANER_SHARES: usize = 100;
 
@@ -85,11 +90,14 @@ pub struct ShardCleaner {
     pacer: Rc<RatePacer>,
     /// Created on the first clean (needs the running executor).
     queue: Cell<Option<TaskQueueHandle>>,
+    /// The shard's open-file budget, which a running clean's files count in.
+    files: Rc<FileBudget>,
 }
 
 impl ShardCleaner {
-    /// A shard's cleaner: `settings` are broker-wide and split over `shards`.
-    pub fn new(settings: &CleanerSettings, shards: usize) -> Rc<Self> {
+    /// A shard's cleaner: `settings` are broker-wide and split over `shards`; its files count in
+    /// `files`, the shard's partition-file budget.
+    pub fn new(settings: &CleanerSettings, shards: usize, files: Rc<FileBudget>) -> Rc<Self> {
         let shards = shards.max(1);
         Rc::new(ShardCleaner {
             settings: settings.clone(),
@@ -101,6 +109,7 @@ impl ShardCleaner {
                     .map(|r| (r / shards as u64).max(1)),
             )),
             queue: Cell::new(None),
+            files,
         })
     }
 
@@ -131,6 +140,14 @@ impl ShardCleaner {
         (task, receiver)
     }
 
+    /// A running clean's files in the shard's budget; dropping the share (the clean ends or is
+    /// cancelled) gives them back. Over the budget, the keeper closes idle partitions' files.
+    fn hold_files(&self) -> FileShare {
+        let share = FileShare::new(self.files.clone(), Rc::new(Cell::new(0)));
+        share.publish(CLEAN_FILES);
+        share
+    }
+
     fn queue(&self) -> TaskQueueHandle {
         if let Some(queue) = self.queue.get() {
             return queue;
@@ -153,6 +170,7 @@ impl ShardCleaner {
         let Ok(_permit) = self.permit.acquire_permit(1).await else {
             return; // the semaphore is never closed
         };
+        let _files = self.hold_files();
         let started = Instant::now();
         let outcome = self.clean(&mut job, &mut events).await;
         let stats = job.stats();
@@ -275,9 +293,26 @@ mod tests {
             io_bytes_per_second_max: Some(10),
             ..CleanerSettings::default()
         };
-        let cleaner = ShardCleaner::new(&settings, 4);
+        let cleaner = ShardCleaner::new(&settings, 4, FileBudget::new(8).0);
         assert_eq!(cleaner.map_bytes_max, (128 << 20) / 4);
         assert_eq!(cleaner.pacer.bytes_per_second, Some(2));
-        assert_eq!(ShardCleaner::new(&settings, 0).map_bytes_max, 128 << 20);
+        assert_eq!(
+            ShardCleaner::new(&settings, 0, FileBudget::new(8).0).map_bytes_max,
+            128 << 20
+        );
+    }
+
+    #[test]
+    fn a_running_clean_counts_its_files_in_the_shard_budget() {
+        let (files, mut keeper) = FileBudget::new(CLEAN_FILES + 1);
+        let cleaner = ShardCleaner::new(&CleanerSettings::default(), 1, files.clone());
+        let held = cleaner.hold_files();
+        assert_eq!(files.open(), CLEAN_FILES);
+        let partition = FileShare::new(files.clone(), Rc::new(Cell::new(0)));
+        partition.publish(2);
+        assert!(files.over());
+        assert!(keeper.try_recv().is_ok(), "the keeper is woken");
+        drop(held);
+        assert_eq!(files.open(), 2, "given back when the clean ends");
     }
 }

@@ -67,6 +67,7 @@ impl<S: Storage + 'static> PartitionTable<S> {
         let max_files =
             crate::open_files::shard_budget(config.shard_open_files_max, nofile, config.shards);
         let (files, keeper_wake) = FileBudget::new(max_files);
+        let cleaner = ShardCleaner::new(&config.log.cleaner, config.shards, files.clone());
         Self {
             log_manager,
             registry,
@@ -77,7 +78,7 @@ impl<S: Storage + 'static> PartitionTable<S> {
             files,
             keeper_wake: RefCell::new(Some(keeper_wake)),
             uses: Cell::new(0),
-            cleaner: ShardCleaner::new(&config.log.cleaner, config.shards),
+            cleaner,
             open_permits: Rc::new(glommio::sync::Semaphore::new(OPENING_MAX)),
             config,
             cluster: None,

@@ -43,6 +43,15 @@ def _stable_member(bootstrap: str, group: str, topic: str) -> Consumer:
     return c
 
 
+def _empty_and_stable_groups(bootstrap: str, topic: str) -> tuple[str, str, Consumer]:
+    """`topic` with 5 records, an Empty group with offsets, a Stable group and its member."""
+    create_topic(bootstrap, topic)
+    produce_all(producer(bootstrap), topic, [(None, b"v")] * 5)
+    empty, stable = f"{topic}-empty", f"{topic}-stable"
+    _empty_group_with_offsets(bootstrap, empty, topic)
+    return empty, stable, _stable_member(bootstrap, stable, topic)
+
+
 def _confluent_listed(bootstrap: str, **filters) -> set[str]:
     a = admin(bootstrap)  # kept alive until the answer is in
     listed = a.list_consumer_groups(request_timeout=CLIENT_TIMEOUT_S, **filters).result(
@@ -52,11 +61,7 @@ def _confluent_listed(bootstrap: str, **filters) -> set[str]:
 
 
 def test_list_groups_state_and_type_filters(broker, topic_name):
-    create_topic(broker.bootstrap, topic_name)
-    produce_all(producer(broker.bootstrap), topic_name, [(None, b"v")] * 5)
-    empty, stable = f"{topic_name}-empty", f"{topic_name}-stable"
-    _empty_group_with_offsets(broker.bootstrap, empty, topic_name)
-    member = _stable_member(broker.bootstrap, stable, topic_name)
+    empty, stable, member = _empty_and_stable_groups(broker.bootstrap, topic_name)
     try:
         ours = {empty, stable}
         assert ours <= _confluent_listed(broker.bootstrap)
@@ -83,11 +88,7 @@ def _committed(a: KafkaAdminClient, group: str) -> dict:
 
 
 def test_kafka_python_deletes_group_offsets(broker, topic_name):
-    create_topic(broker.bootstrap, topic_name)
-    produce_all(producer(broker.bootstrap), topic_name, [(None, b"v")] * 5)
-    empty, stable = f"{topic_name}-empty", f"{topic_name}-stable"
-    _empty_group_with_offsets(broker.bootstrap, empty, topic_name)
-    member = _stable_member(broker.bootstrap, stable, topic_name)
+    empty, stable, member = _empty_and_stable_groups(broker.bootstrap, topic_name)
     a = KafkaAdminClient(bootstrap_servers=broker.bootstrap, request_timeout_ms=30000)
     try:
         tp = KpTopicPartition(topic_name, 0)
@@ -106,11 +107,7 @@ def test_kafka_python_deletes_group_offsets(broker, topic_name):
 def test_librdkafka_deletes_group_offsets(broker, topic_name):
     """The same through librdkafka's rd_kafka_DeleteConsumerGroupOffsets (confluent-kafka's
     Python AdminClient and kafkajs have no OffsetDelete): a second client family."""
-    create_topic(broker.bootstrap, topic_name)
-    produce_all(producer(broker.bootstrap), topic_name, [(None, b"v")] * 5)
-    empty, stable = f"{topic_name}-empty", f"{topic_name}-stable"
-    _empty_group_with_offsets(broker.bootstrap, empty, topic_name)
-    member = _stable_member(broker.bootstrap, stable, topic_name)
+    empty, stable, member = _empty_and_stable_groups(broker.bootstrap, topic_name)
     try:
         tp = (topic_name, 0)
         assert delete_consumer_group_offsets(broker.bootstrap, empty, [tp]) == (0, {tp: 0})

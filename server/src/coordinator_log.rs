@@ -52,10 +52,13 @@ pub fn offsets_topic_configs() -> BTreeMap<String, String> {
     compacted(segment, crate::group::journal::TOMBSTONE_RETENTION_MS)
 }
 
-/// Topic configs of `__transaction_state`.
-pub fn txn_topic_configs() -> BTreeMap<String, String> {
+/// Topic configs of `__transaction_state`: compacted, and `min_isr`
+/// (`transaction.state.log.min.isr`) as its `min.insync.replicas`.
+pub fn txn_topic_configs(min_isr: u16) -> BTreeMap<String, String> {
     let segment = crate::txn::log::txn_log_config().segment_bytes_max;
-    compacted(segment, crate::group::journal::TOMBSTONE_RETENTION_MS)
+    let mut configs = compacted(segment, crate::group::journal::TOMBSTONE_RETENTION_MS);
+    configs.insert("min.insync.replicas".to_string(), min_isr.to_string());
+    configs
 }
 
 fn compacted(segment_bytes: u64, delete_retention_ms: u64) -> BTreeMap<String, String> {
@@ -356,7 +359,7 @@ mod tests {
                 offsets_topic_configs(),
                 crate::group::journal::OFFSETS_SEGMENT_BYTES,
             ),
-            (txn_topic_configs(), 8 << 20),
+            (txn_topic_configs(2), 8 << 20),
         ] {
             let settings = TopicSettings::from_layers(&ConfigLayers {
                 topic: &configs,

@@ -15,7 +15,7 @@ from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 
 import kafka_wire as kw
 from test_replication import bootstrap, cluster, create, unique, wait_isr  # noqa: F401
-from test_replication_admin import PREFERRED, elect
+from test_replication_admin import PREFERRED, elect, log_dir_sizes
 from test_transactions import read_all
 from test_transactions_cluster import GROUP, TRANSACTION, find_coordinator
 
@@ -110,6 +110,17 @@ def test_a_group_resumes_from_its_committed_offsets_after_the_coordinator_is_kil
         assert sorted(by_partition.get(p, [])) == list(range(start, end)), (
             f"partition {p}: committed {start}, read again {sorted(by_partition.get(p, []))[:5]}")
     assert sum(committed.values()) + len(rest) == MESSAGES
+    # The commits live in a replicated partition of __consumer_offsets, which DescribeLogDirs
+    # reports on every live replica.
+    from kafka import KafkaAdminClient
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap(cluster))
+    try:
+        sizes = log_dir_sizes(admin.describe_log_dirs({"__consumer_offsets": list(range(8))}))
+    finally:
+        admin.close()
+    held = ("__consumer_offsets", kw.crc32c(group.encode()) % 8)
+    assert sorted(sizes) == sorted(n.node_id for n in cluster.live_nodes()), sizes
+    assert all(sizes[n].get(held, 0) > 0 for n in sizes), (held, sizes)
 
 
 def committed(c, group: str, topic: str) -> dict[int, int]:

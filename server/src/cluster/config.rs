@@ -19,6 +19,7 @@
 //! | `leader.imbalance.per.broker.percentage`  | —                                   | 10      |
 //! | `unclean.leader.election.enable` (also a topic config, read with the log defaults) | — | false |
 //! | `transaction.state.log.replication.factor`| `--transaction-state-log-replication-factor` | 3 |
+//! | `transaction.state.log.min.isr` (at most the factor) | (property only)      | 2       |
 //! | `replica.lag.time.max.ms`                 | (property only)                     | 30000   |
 //!
 //! Without `controller.quorum.voters` (and `process.roles`) Rill is the single node it always
@@ -44,6 +45,8 @@ pub const ELECTION_TIMEOUT_MS_DEFAULT: u64 = 1000;
 pub const OFFSETS_REPLICATION_DEFAULT: u16 = 3;
 /// Kafka's `transaction.state.log.replication.factor` default.
 pub const TXN_REPLICATION_DEFAULT: u16 = 3;
+/// Kafka's `transaction.state.log.min.isr` default.
+pub const TXN_MIN_ISR_DEFAULT: u16 = 2;
 /// Voters in a quorum, at most (each is a full Raft peer).
 pub const VOTERS_MAX: usize = 15;
 
@@ -93,6 +96,8 @@ pub struct ClusterConfig {
     pub offsets_replication_factor: u16,
     /// `transaction.state.log.replication.factor`.
     pub txn_replication_factor: u16,
+    /// `transaction.state.log.min.isr`: `min.insync.replicas` of `__transaction_state`.
+    pub txn_min_isr: u16,
     /// `replica.lag.time.max.ms`: a follower not caught up for this long leaves the ISR.
     pub replica_lag_time_max_ms: u64,
     /// Who leads: preferred-leader rebalance and unclean elections.
@@ -141,6 +146,7 @@ pub struct ClusterSettings {
     leader_imbalance_check_interval_s: Option<u64>,
     leader_imbalance_per_broker_percentage: Option<u32>,
     txn_replication_factor: Option<u16>,
+    txn_min_isr: Option<u16>,
     replica_lag_time_max_ms: Option<u64>,
 }
 
@@ -208,6 +214,7 @@ impl ClusterSettings {
             "transaction.state.log.replication.factor" => {
                 self.txn_replication_factor = Some(number(key, v)?)
             }
+            "transaction.state.log.min.isr" => self.txn_min_isr = Some(number(key, v)?),
             "auto.leader.rebalance.enable" => {
                 self.auto_leader_rebalance = Some(match v.to_ascii_lowercase().as_str() {
                     "true" => true,
@@ -332,6 +339,7 @@ impl ClusterSettings {
             txn_replication_factor: self
                 .txn_replication_factor
                 .unwrap_or(TXN_REPLICATION_DEFAULT),
+            txn_min_isr: self.txn_min_isr.unwrap_or(TXN_MIN_ISR_DEFAULT),
             replica_lag_time_max_ms: self
                 .replica_lag_time_max_ms
                 .unwrap_or(REPLICA_LAG_TIME_MAX_MS_DEFAULT),
@@ -466,6 +474,7 @@ fn check_timings_and_factors(config: &ClusterConfig) -> Result<(), ConfigError> 
             "transaction.state.log.replication.factor",
             config.txn_replication_factor,
         ),
+        ("transaction.state.log.min.isr", config.txn_min_isr),
     ] {
         if value == 0 {
             return Err(bad(key, "0", "must be at least 1"));
@@ -643,6 +652,10 @@ mod tests {
         pairs.push(("transaction.state.log.replication.factor", "1"));
         let c = settings(&pairs).resolve(1).unwrap().unwrap();
         assert_eq!(c.txn_replication_factor, 1);
+        assert_eq!(c.txn_min_isr, TXN_MIN_ISR_DEFAULT);
+        pairs.push(("transaction.state.log.min.isr", "1"));
+        let c = settings(&pairs).resolve(1).unwrap().unwrap();
+        assert_eq!(c.txn_min_isr, 1);
     }
 
     #[test]

@@ -84,7 +84,8 @@ pub async fn follow_replicas<S: Storage + 'static>(
         }
         seen = image.applied_index;
         let mut now = HashMap::with_capacity(replica.len());
-        for topic in image.topics.values().filter(|t| !t.internal) {
+        // Internal topics too: their partitions are replicated like any (`crate::coordinator_log`).
+        for topic in image.topics.values() {
             for (index, state) in topic.partitions.iter().enumerate() {
                 let partition = index as i32;
                 if owner_shard(&topic.name, partition, shards) != shard {

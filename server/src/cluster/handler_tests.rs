@@ -143,6 +143,7 @@ fn cluster_fake() -> ClusterFake {
         min_insync_replicas: 1,
         offsets_replication_factor: 3,
         txn_replication_factor: 3,
+        txn_min_isr: 2,
         leadership: Default::default(),
         replica_lag_time_max_ms: 30_000,
     };

@@ -195,7 +195,9 @@ impl ClusterView {
             crate::txn::TXN_PARTITIONS as u32,
             self.config.txn_replication_factor,
         );
-        let configs = crate::coordinator_log::txn_topic_configs();
+        // transaction.state.log.min.isr, at most the factor (or no write could succeed).
+        let min_isr = self.config.txn_min_isr.min(factor);
+        let configs = crate::coordinator_log::txn_topic_configs(min_isr);
         self.ensure_internal_topic(crate::txn::TXN_TOPIC, partitions, factor, configs);
     }
 

@@ -103,18 +103,30 @@ fn held_partitions<B: Broker>(broker: &B, req: &DescribeLogDirsRequest) -> Vec<(
             .partition(topic, partition)
             .is_some_and(|p| p.replicas.contains(node)),
     };
+    // The internal topics hold data here too (`crate::coordinator_log`), as in Kafka's answer.
+    let internal = |name: &str| broker.cluster()?.internal_topic(name);
     let counts: Vec<(String, i32)> = match &req.topics {
-        None => broker
-            .topics()
-            .list()
-            .into_iter()
-            .map(|(name, meta)| (name, meta.partitions))
-            .collect(),
+        None => {
+            let internal_names = image.iter().flat_map(|(image, _)| {
+                let topics = image.topics.values().filter(|t| t.internal);
+                topics.map(|t| t.name.clone()).collect::<Vec<_>>()
+            });
+            let internal_topics =
+                internal_names.filter_map(|name| internal(&name).map(|m| (name, m)));
+            broker
+                .topics()
+                .list()
+                .into_iter()
+                .chain(internal_topics)
+                .map(|(name, meta)| (name, meta.partitions))
+                .collect()
+        }
         Some(asked) => asked
             .iter()
             .filter_map(|t| {
                 let name = t.topic.0.to_string();
-                broker.topics().get(&name).map(|m| (name, m.partitions))
+                let meta = broker.topics().get(&name).or_else(|| internal(&name));
+                meta.map(|m| (name, m.partitions))
             })
             .collect(),
     };

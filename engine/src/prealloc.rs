@@ -4,11 +4,13 @@
 //! Why preallocate at all: an O_DIRECT write past the allocated end must allocate blocks and
 //! move the file size, which ext4 will not do without blocking, so io_uring hands such a write
 //! to a worker thread; a write into allocated extents is issued inline. What that saves depends
-//! on the file system and disk: BENCHMARKS.md (issue 17, bench `engine_append_fdatasync_each`)
-//! has what was measured, a small gain for durable appends of 64 KiB and none for small ones or
-//! under group commit. Why not a fixed step: a fixed 16 MiB per active segment costs 16 MiB of
-//! real blocks per partition as soon as it holds one byte, 80 GB for a 5,000-partition topic
-//! with a message in each partition.
+//! on the file system: BENCHMARKS.md (issue 17, bench `engine_append_fdatasync_each`) has the
+//! measurements. On xfs every durable append measured gained; on the development VM's ext4 only
+//! durable 64 KiB appends gained a little, and group commits did not gain at all.
+//!
+//! Why not a fixed step: a fixed 16 MiB per active segment costs 16 MiB of real blocks per
+//! partition as soon as it holds one byte, 80 GB for a 5,000-partition topic with a message in
+//! each partition.
 //!
 //! Policy ([`Prealloc`]): each time the appender needs room past the allocated end, it asks for a
 //! step of about [`PREALLOC_AHEAD_MS`] of writes at the rate measured since the previous request,

@@ -19,7 +19,9 @@
 //!
 //! Leadership ([`reconcile`]): a partition is led by its first live ISR member in replica order;
 //! with no live ISR member it has no leader (LEADER_NOT_AVAILABLE) and keeps its last ISR, so the
-//! broker holding its data leads again when it returns. Unclean election is never done.
+//! broker holding its data leads again when it returns; unless `unclean.leader.election.enable`
+//! (the topic's, else the controller's) allows an unclean election: then its first live replica
+//! leads, with an ISR of itself, and what only the old ISR held is lost (Kafka's rule).
 //!
 //! ISR at creation is the leader alone: until followers replicate (issue 14), only the leader
 //! holds a partition's data, and the ISR says so. Issue 14 starts it at all replicas and shrinks
@@ -284,7 +286,7 @@ impl Controller {
         let node = *node_id;
         self.sessions.insert(node, now_ms);
         let mut records = vec![MetadataRecord::RegisterBroker(identity.clone())];
-        records.extend(reconcile(image, &|n| {
+        records.extend(reconcile(image, &self.config, &|n| {
             n != node && image.live_broker(n).is_some()
         }));
         Decision::Propose {
@@ -345,7 +347,7 @@ impl Controller {
             }
         };
         let mut records = vec![fence];
-        records.extend(reconcile(image, live));
+        records.extend(reconcile(image, &self.config, live));
         Decision::Propose { records, plan }
     }
 
@@ -529,7 +531,7 @@ impl Controller {
         let key = (image.applied_index, expired);
         if self.last_reconciled.as_ref() != Some(&key) {
             let dead = &key.1;
-            records.extend(reconcile(image, &|n| {
+            records.extend(reconcile(image, &self.config, &|n| {
                 !dead.contains(&n) && image.live_broker(n).is_some()
             }));
             self.last_reconciled = Some(key);
@@ -732,11 +734,16 @@ fn led_by_first(replicas: Vec<NodeId>) -> PartitionAssignment {
 }
 
 /// Partition changes that make every partition's leadership agree with `live` (module doc).
-pub fn reconcile(image: &MetadataImage, live: &dyn Fn(NodeId) -> bool) -> Vec<MetadataRecord> {
+pub fn reconcile(
+    image: &MetadataImage,
+    config: &ControllerConfig,
+    live: &dyn Fn(NodeId) -> bool,
+) -> Vec<MetadataRecord> {
     let mut records = Vec::new();
     for topic in image.topics.values() {
+        let unclean = crate::elect_leaders::unclean_enabled(topic, config);
         for (index, state) in topic.partitions.iter().enumerate() {
-            let (leader, isr) = elect(state, live);
+            let (leader, isr) = elect(state, unclean, live);
             if leader != state.leader || isr != state.isr {
                 records.push(MetadataRecord::PartitionChange {
                     topic_id: topic.id,
@@ -752,8 +759,13 @@ pub fn reconcile(image: &MetadataImage, live: &dyn Fn(NodeId) -> bool) -> Vec<Me
     records
 }
 
-/// The leader and ISR a partition should have given which brokers are live.
-fn elect(state: &PartitionState, live: &dyn Fn(NodeId) -> bool) -> (Option<NodeId>, Vec<NodeId>) {
+/// The leader and ISR a partition should have given which brokers are live; `unclean`: a
+/// replica outside the ISR may lead when no ISR member is live.
+fn elect(
+    state: &PartitionState,
+    unclean: bool,
+    live: &dyn Fn(NodeId) -> bool,
+) -> (Option<NodeId>, Vec<NodeId>) {
     if let Some(leader) = state.leader.filter(|l| live(*l)) {
         // A live leader stays; fenced followers leave the ISR.
         let isr = state
@@ -766,6 +778,14 @@ fn elect(state: &PartitionState, live: &dyn Fn(NodeId) -> bool) -> (Option<NodeI
     }
     let live_isr: Vec<NodeId> = state.isr.iter().copied().filter(|r| live(*r)).collect();
     if live_isr.is_empty() {
+        if let Some(first) = state.replicas.iter().copied().find(|r| unclean && live(*r)) {
+            tracing::warn!(
+                leader = first.0,
+                isr = ?state.isr,
+                "unclean leader election: a replica outside the ISR leads"
+            );
+            return (Some(first), vec![first]);
+        }
         // No eligible replica: no leader; the last ISR stays so its data comes back with it.
         let isr = match state.leader {
             Some(old) => vec![old],
@@ -964,6 +984,46 @@ mod tests {
         beat(&mut controller, &mut image, 2, false, 11_000);
         let p = &image.topics["t"].partitions[led_by_2[0]];
         assert_eq!((p.leader, p.leader_epoch.0), (Some(NodeId(2)), 2));
+    }
+
+    #[test]
+    fn with_no_live_isr_member_only_a_topic_allowing_it_elects_uncleanly() {
+        let (mut controller, mut image) = three_live_brokers();
+        for (name, unclean) in [("clean", None), ("unclean", Some("true"))] {
+            let mut request = create(name, 3, Some(2));
+            if let (ControllerRequest::CreateTopics { topics, .. }, Some(value)) =
+                (&mut request, unclean)
+            {
+                topics[0].configs.insert(
+                    crate::elect_leaders::UNCLEAN_CONFIG.to_string(),
+                    value.to_string(),
+                );
+            }
+            run(&mut controller, &mut image, &request, 0);
+        }
+        let led_by_2 = |image: &MetadataImage, name: &str| {
+            image.topics[name]
+                .partitions
+                .iter()
+                .position(|p| p.leader == Some(NodeId(2)))
+                .expect("round-robin leads one partition on 2")
+        };
+        let (clean, unclean) = (led_by_2(&image, "clean"), led_by_2(&image, "unclean"));
+        // The ISR is the leader alone (nobody replicated yet); 2 falls silent.
+        for now in (1000..=10_000).step_by(1000) {
+            beat(&mut controller, &mut image, 1, false, now);
+            beat(&mut controller, &mut image, 3, false, now);
+            tick(&mut controller, &mut image, now);
+        }
+        assert!(image.brokers[&NodeId(2)].fenced);
+        let p = &image.topics["clean"].partitions[clean];
+        assert_eq!((p.leader, p.isr.clone()), (None, vec![NodeId(2)]));
+        let p = &image.topics["unclean"].partitions[unclean];
+        let follower = p.replicas[1];
+        assert_eq!(
+            (p.leader, p.isr.clone(), p.leader_epoch.0),
+            (Some(follower), vec![follower], 1)
+        );
     }
 
     #[test]

@@ -261,7 +261,8 @@ fn unclean(image: &MetadataImage, state: &PartitionState, enabled: bool) -> Elec
     }
 }
 
-fn unclean_enabled(topic: &TopicImage, config: &ControllerConfig) -> bool {
+/// Whether `topic` allows unclean elections: its own setting, else the controller's.
+pub(crate) fn unclean_enabled(topic: &TopicImage, config: &ControllerConfig) -> bool {
     match topic.configs.get(UNCLEAN_CONFIG) {
         Some(value) => value.trim().eq_ignore_ascii_case("true"),
         None => config.unclean_leader_election,

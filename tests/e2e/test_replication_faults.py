@@ -25,7 +25,7 @@ import pytest
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
 
-from cluster import Cluster
+from cluster import Cluster, node_metadata
 from conftest import _BROKERS
 from test_replication import (FAST, Recorder, bootstrap, check_no_loss_no_duplicate, consume_all,
                               create, leader_of, partitions, unique, wait_for, wait_isr)
@@ -194,21 +194,30 @@ def test_a_deposed_leader_cuts_the_records_it_never_replicated_and_no_consumer_s
         later = [f"later-{i}" for i in range(20)]
         produce_values(bootstrap(c), topic, later, acks="all")
         old.start()
-        wait_isr(c, topic, 3, timeout_s=45)
+        # (Asked of a follower: the restarted node answers from its stale image until it
+        # catches up with the metadata log.)
+        wait_for(lambda: sorted(as_seen_by(followers[0], topic)[0][3]) == [1, 2, 3]
+                 and cuts(old, topic), 45,
+                 lambda: f"not rejoined: {as_seen_by(followers[0], topic)}")
         assert cuts(old, topic) == [(len(committed), len(committed) + len(unreplicated))], \
             old.log_tail()
         on_disk = partition_bytes(old, topic)
         assert not any(v.encode() in on_disk for v in unreplicated), "the tail was not cut"
         # Leading again (it is the preferred replica), it serves exactly the replicated log.
         assert elect_preferred(bootstrap(c), topic, 0) == 0
-        wait_for(lambda: leader_of(c, topic, 0) == old.node_id, 20,
-                 lambda: f"the old leader did not lead again: {partitions(c, topic)}")
+        wait_for(lambda: as_seen_by(followers[0], topic)[0][1] == old.node_id, 20,
+                 lambda: f"the old leader did not lead again: {as_seen_by(followers[0], topic)}")
         assert read_values(old.bootstrap, topic) == committed + later
 
 
-def leader_and_isr(c: Cluster, topic: str, partition: int) -> tuple[int, list[int], int]:
-    """(leader, isr, partition error) as a running node answers Metadata."""
-    error, leader, _, isr = partitions(c, topic)[partition]
+def as_seen_by(node, topic: str) -> dict:
+    """{partition: (error, leader, replicas, isr)} as `node` answers Metadata."""
+    return node_metadata(node)["topics"].get(topic, (None, {}))[1]
+
+
+def leader_and_isr(node, topic: str, partition: int) -> tuple[int, list[int], int]:
+    """(leader, isr, partition error) as `node` answers Metadata."""
+    error, leader, _, isr = as_seen_by(node, topic)[partition]
     return leader, sorted(isr), error
 
 
@@ -234,24 +243,27 @@ def test_unclean_election_is_refused_by_default_and_done_when_the_topic_allows_i
         assert same, (replicas, partitions(c, unclean))
         p = same[0]
         leader, follower = c.node(replicas[0]), c.node(replicas[1])
+        # The third node is never faulted: it answers Metadata from a current image (a node
+        # just restarted or resumed answers from its stale one until it catches up).
+        g = next(n for n in c.nodes if n.node_id not in replicas)
         assert leader.node_id == l_id
         first = [f"first-{i}" for i in range(10)]
         produce_values(bootstrap(c), clean, first, acks="all")
         produce_values(bootstrap(c), unclean, first, acks="all", partition=p)
         pause(follower)
-        wait_for(lambda: leader_and_isr(c, clean, 0)[1] == [leader.node_id]
-                 and leader_and_isr(c, unclean, p)[1] == [leader.node_id], 30,
-                 lambda: f"ISR did not shrink: {partitions(c, clean)}")
+        wait_for(lambda: leader_and_isr(g, clean, 0)[1] == [leader.node_id]
+                 and leader_and_isr(g, unclean, p)[1] == [leader.node_id], 30,
+                 lambda: f"ISR did not shrink: {as_seen_by(g, clean)}")
         alone = [f"alone-{i}" for i in range(10)]
         produce_values(leader.bootstrap, clean, alone, acks="all")
         produce_values(leader.bootstrap, unclean, alone, acks="all", partition=p)
         leader.kill9()
         resume(follower)
         c.wait_brokers(2, timeout_s=30)
-        wait_for(lambda: leader_and_isr(c, clean, 0)[0] == -1
-                 and leader_and_isr(c, unclean, p)[0] == -1, 30,
-                 lambda: f"still led: {partitions(c, clean)} {partitions(c, unclean)}")
-        assert leader_and_isr(c, clean, 0) == (-1, [leader.node_id], ERR_LEADER_NOT_AVAILABLE)
+        wait_for(lambda: leader_and_isr(g, clean, 0)[0] == -1
+                 and leader_and_isr(g, unclean, p)[0] == -1, 30,
+                 lambda: f"still led: {as_seen_by(g, clean)} {as_seen_by(g, unclean)}")
+        assert leader_and_isr(g, clean, 0) == (-1, [leader.node_id], ERR_LEADER_NOT_AVAILABLE)
         errors = []
         refused = Producer({"bootstrap.servers": bootstrap(c), "acks": "all",
                             "message.timeout.ms": 3000})
@@ -264,21 +276,21 @@ def test_unclean_election_is_refused_by_default_and_done_when_the_topic_allows_i
                                   set_config={"unclean.leader.election.enable": "true"})
         admin = AdminClient({"bootstrap.servers": serving(c)})
         admin.alter_configs([resource])[resource].result(15)
-        wait_for(lambda: leader_and_isr(c, unclean, p)[0] == follower.node_id, 20,
-                 lambda: f"no unclean election: {partitions(c, unclean)}")
-        assert leader_and_isr(c, unclean, p)[:2] == (follower.node_id, [follower.node_id])
-        assert leader_and_isr(c, clean, 0)[0] == -1, partitions(c, clean)
+        wait_for(lambda: leader_and_isr(g, unclean, p)[0] == follower.node_id, 20,
+                 lambda: f"no unclean election: {as_seen_by(g, unclean)}")
+        assert leader_and_isr(g, unclean, p)[:2] == (follower.node_id, [follower.node_id])
+        assert leader_and_isr(g, clean, 0)[0] == -1, as_seen_by(g, clean)
         assert read_values(bootstrap(c), unclean, p) == first, "unclean: only what F held"
         after = [f"after-{i}" for i in range(10)]
         produce_values(bootstrap(c), unclean, after, acks="all", partition=p)
         # L returns: it leads the partition only it held, with everything acknowledged, and
         # follows the other one, cutting what it alone had.
         leader.start()
-        wait_for(lambda: leader_and_isr(c, clean, 0)[0] == leader.node_id, 30,
-                 lambda: f"L does not lead again: {partitions(c, clean)}")
+        wait_for(lambda: leader_and_isr(g, clean, 0)[0] == leader.node_id, 30,
+                 lambda: f"L does not lead again: {as_seen_by(g, clean)}")
         assert read_values(bootstrap(c), clean) == first + alone, "nothing lost by default"
-        wait_for(lambda: leader_and_isr(c, unclean, p)[1] == sorted(replicas), 45,
-                 lambda: f"L did not rejoin: {partitions(c, unclean)}")
+        wait_for(lambda: leader_and_isr(g, unclean, p)[1] == sorted(replicas), 45,
+                 lambda: f"L did not rejoin: {as_seen_by(g, unclean)}")
         assert cuts(leader, unclean) == [(len(first), len(first) + len(alone))], \
             leader.log_tail()
         assert read_values(bootstrap(c), unclean, p) == first + after
@@ -342,3 +354,88 @@ def test_a_seeded_random_fault_loop_loses_duplicates_and_reorders_no_acknowledge
         print(f"fault loop seed {seed}; faults: {faults}")
         raise
     print(f"fault loop seed {seed}: {len(faults)} faults, {sum(rec.next)} messages, all there")
+
+
+@pytest.mark.timeout(150)
+def test_a_reassignment_copies_the_partition_to_new_brokers_and_switches_to_them(tmp_path):
+    """A one-replica partition with data moves to the two other brokers
+    (AlterPartitionReassignments) while an idempotent acks=all producer keeps writing: they copy
+    it, catch up, join the ISR, the controller switches (a new replica leads) and the old
+    replica's log is deleted. With the old broker killed, every acknowledged message is read
+    from the new replicas, once, in order, and a consumer reading through the move never went
+    back. Then down to one replica: new writes are read as on an unreplicated partition."""
+    from kafka import KafkaAdminClient
+    from kafka import TopicPartition as KTopicPartition
+    with Nodes(tmp_path, **FAST) as c:
+        topic = unique("moved")
+        admin = AdminClient({"bootstrap.servers": bootstrap(c)})
+        admin.create_topics([NewTopic(topic, 1, 1, config={"min.insync.replicas": "1"})]
+                            )[topic].result(15)
+        wait_isr(c, topic, 1)
+        old = c.node(leader_of(c, topic, 0))
+        new = [n.node_id for n in c.nodes if n is not old]
+        rec = Recorder(c, topic, 1)
+        rec.produce(2000)
+        assert rec.producer.flush(30) == 0
+        # A consumer follows the partition through the move: its position only grows.
+        consumer = Consumer({"bootstrap.servers": bootstrap(c), "group.id": unique("g"),
+                             "enable.auto.commit": False})
+        consumer.assign([TopicPartition(topic, 0, 0)])
+        read: list[int] = []
+
+        def poll_for(seconds: float) -> None:
+            deadline = time.monotonic() + seconds
+            while time.monotonic() < deadline:
+                msg = consumer.poll(0.2)
+                if msg is not None and not msg.error():
+                    read.append(int(msg.value().decode().split(":")[1]))
+
+        poll_for(2)
+        writer = threading.Thread(target=rec.run)
+        writer.start()
+        try:
+            kadmin = KafkaAdminClient(bootstrap_servers=bootstrap(c))
+            try:
+                tp = KTopicPartition(topic, 0)
+                assert kadmin.alter_partition_reassignments({tp: new}) == {tp: None}
+                wait_for(lambda: partitions(c, topic)[0][2] == new
+                         and partitions(c, topic)[0][1] in new, 60,
+                         lambda: f"no switch: {partitions(c, topic)} "
+                                 f"{kadmin.list_partition_reassignments()}")
+                assert kadmin.list_partition_reassignments() == {}
+            finally:
+                kadmin.close()
+            moved_away = old.data_dir / f"{topic}-0"
+            wait_for(lambda: not moved_away.exists(), 20,
+                     lambda: f"{moved_away} still there")
+            wait_isr(c, topic, 2, timeout_s=30)
+            poll_for(2)
+            old.kill9()
+            time.sleep(2)
+        finally:
+            rec.stop.set()
+            writer.join()
+        rec.finish()
+        poll_for(3)
+        consumer.close()
+        assert read == sorted(read) and len(read) == len(set(read)), "the consumer went back"
+        got = consume_all(c, topic, 1)
+        check_no_loss_no_duplicate(rec, got)
+        assert got[0] == list(range(rec.next[0]))
+        assert read == got[0][:len(read)]
+        # Down to one replica: its high watermark follows its own log again. (Once the killed
+        # broker's session ended: until then Metadata lists it and kafka-python's admin may
+        # pick it.)
+        c.wait_brokers(2, timeout_s=30)
+        alone = leader_of(c, topic, 0)
+        kadmin = KafkaAdminClient(bootstrap_servers=serving(c))
+        try:
+            tp = KTopicPartition(topic, 0)
+            assert kadmin.alter_partition_reassignments({tp: [alone]}) == {tp: None}
+        finally:
+            kadmin.close()
+        wait_for(lambda: partitions(c, topic)[0][2] == [alone], 20,
+                 lambda: f"not down to {alone}: {partitions(c, topic)}")
+        rec.produce(100)
+        rec.finish()
+        assert consume_all(c, topic, 1)[0] == list(range(rec.next[0]))

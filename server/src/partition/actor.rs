@@ -207,7 +207,11 @@ async fn open_actor<S: Storage + 'static>(
         txn_guards: TxnGuards::default(),
         jitter: jitter(topic, partition),
         parked: None,
-        replication: Replication::Off,
+        replication: if setup.cluster.is_some() {
+            Replication::Opened
+        } else {
+            Replication::Off
+        },
         setup,
         watch,
     })
@@ -330,6 +334,13 @@ impl<S: Storage + 'static> Actor<S> {
             }
             if self.setup.cluster.is_some() {
                 Box::pin(self.sync_role()).await;
+                if self.log.is_none() {
+                    // Lost reopening in a new role: stop (the table reopens it on next use).
+                    if let Next::Msg(msg) | Next::Unparked(msg) = next {
+                        Self::refuse(msg);
+                    }
+                    return None;
+                }
             }
             let first = match next {
                 Next::Msg(msg) => msg,
@@ -400,17 +411,8 @@ impl<S: Storage + 'static> Actor<S> {
         self.last_reopen_ms = now;
         self.cancel_clean().await; // recovery must not race a clean's files
         let (topic, partition) = (self.setup.topic.clone(), self.setup.partition);
-        let opened = self
-            .setup
-            .log_manager
-            .open_partition(
-                &topic,
-                partition,
-                self.setup.config.clone(),
-                self.setup.clock.clone(),
-            )
-            .await;
-        match opened {
+        let high_watermark = self.log().high_watermark();
+        match self.open_again(high_watermark).await {
             Ok(log) => {
                 drop(self.log.replace(log));
                 self.publish_files();
@@ -423,6 +425,24 @@ impl<S: Storage + 'static> Actor<S> {
             }
             Err(e) => tracing::error!(topic, partition, error = %e, "reopening failed log failed"),
         }
+    }
+
+    /// Opens this partition's log again (after a write failure, or a cut divergent tail) in
+    /// the part replication gives this replica, exposing at most `high_watermark` if it is
+    /// replicated (recovery alone would expose the whole log and stop stamping epochs).
+    async fn open_again(&self, high_watermark: Offset) -> Result<PartitionLog<S>, EngineError> {
+        let mut log = self
+            .setup
+            .log_manager
+            .open_partition(
+                &self.setup.topic,
+                self.setup.partition,
+                self.setup.config.clone(),
+                self.setup.clock.clone(),
+            )
+            .await?;
+        self.resume_role(&mut log, high_watermark);
+        Ok(log)
     }
 
     /// The next message, a parked read now loaded, a clean's result, or a tick when the flush

@@ -18,7 +18,7 @@ use crate::partition::ops::{PartitionOp, PartitionReply};
 use crate::replication::leader::LeaderState;
 use crate::replication::role::{role_of, Role};
 use rill_engine::io::Storage;
-use rill_engine::FlushPolicy;
+use rill_engine::{FlushPolicy, PartitionLog};
 
 /// How long an acks=all produce waits for the ISR before REQUEST_TIMED_OUT (Kafka uses the
 /// request's timeout; producers default to 30 s).
@@ -46,6 +46,8 @@ pub(super) enum Replication {
     },
     /// A replica waiting for a leader.
     Idle,
+    /// Just opened in a cluster: no role taken from the image yet.
+    Opened,
 }
 
 /// An acks=all produce (or marker) appended and durable here, waiting for the high watermark.
@@ -79,7 +81,9 @@ impl<S: Storage + 'static> Actor<S> {
                 }
                 Ok(())
             }
-            Replication::Follower { .. } | Replication::Idle => Err(ErrorCode::NotLeaderOrFollower),
+            Replication::Follower { .. } | Replication::Idle | Replication::Opened => {
+                Err(ErrorCode::NotLeaderOrFollower)
+            }
         }
     }
 
@@ -92,6 +96,7 @@ impl<S: Storage + 'static> Actor<S> {
         let role = role_of(&view.image(), view.node_id(), &topic, partition);
         match (&mut self.replication, &role) {
             (Replication::Off, Role::Unreplicated) | (Replication::Idle, Role::Idle) => {}
+            (Replication::Opened, Role::Unreplicated) => self.replication = Replication::Off,
             (
                 Replication::Leader {
                     state, altering, ..
@@ -120,6 +125,7 @@ impl<S: Storage + 'static> Actor<S> {
         let (topic, partition) = (self.setup.topic.clone(), self.setup.partition);
         tracing::info!(topic, partition, ?role, "replica role");
         let old = std::mem::replace(&mut self.replication, Replication::Idle);
+        let was_unreplicated = matches!(old, Replication::Off);
         match old {
             Replication::Leader { pending, .. } => {
                 for ack in pending {
@@ -129,19 +135,27 @@ impl<S: Storage + 'static> Actor<S> {
                 }
             }
             Replication::Follower { stop, .. } => stop.set(true),
-            Replication::Off | Replication::Idle => {}
+            Replication::Off | Replication::Idle | Replication::Opened => {}
         }
         // A log opened now does not know how much of it the other replicas hold: it exposes
-        // nothing new until replication says so.
+        // nothing new until replication says so. One that served as the only replica until
+        // now (a reassignment adds replicas) holds exactly what was acknowledged: its high
+        // watermark stands.
         let log = self.log();
-        let hw = if log.is_replicated() {
+        let hw = if log.is_replicated() || was_unreplicated {
             log.high_watermark()
         } else {
             log.log_start_offset()
         };
         let now = self.setup.clock.now().0;
         self.replication = match role {
-            Role::Unreplicated => Replication::Off,
+            Role::Unreplicated => {
+                self.replication = Replication::Off;
+                if self.log().is_replicated() && !self.reopen_unreplicated().await {
+                    return;
+                }
+                Replication::Off
+            }
             Role::Leader(role) => {
                 self.log().lead(role.epoch, hw);
                 Replication::Leader {
@@ -152,27 +166,7 @@ impl<S: Storage + 'static> Actor<S> {
             }
             Role::Follower { epoch, leader } => {
                 self.log().follow(hw);
-                let stop = Rc::new(Cell::new(false));
-                let fetcher = crate::replication::fetcher::FetcherSetup {
-                    view: self
-                        .setup
-                        .cluster
-                        .clone()
-                        .expect("a follower is in a cluster"),
-                    mailbox: self.setup.mailbox.clone().expect("the actor's own mailbox"),
-                    topic,
-                    partition,
-                    epoch,
-                    leader,
-                    stop: stop.clone(),
-                };
-                let task = glommio::spawn_local(crate::replication::fetcher::run(fetcher)).detach();
-                Replication::Follower {
-                    epoch,
-                    leader,
-                    _fetcher: task,
-                    stop,
-                }
+                self.start_following(epoch, leader)
             }
             Role::Idle => {
                 if !self.log().is_replicated() {
@@ -183,6 +177,62 @@ impl<S: Storage + 'static> Actor<S> {
         };
         self.advance_high_watermark();
         self.publish();
+    }
+
+    /// A follower of `leader` at `epoch`: its fetcher task starts.
+    fn start_following(&self, epoch: LeaderEpoch, leader: NodeId) -> Replication {
+        let stop = Rc::new(Cell::new(false));
+        let fetcher = crate::replication::fetcher::FetcherSetup {
+            view: self
+                .setup
+                .cluster
+                .clone()
+                .expect("a follower is in a cluster"),
+            mailbox: self.setup.mailbox.clone().expect("the actor's own mailbox"),
+            topic: self.setup.topic.clone(),
+            partition: self.setup.partition,
+            epoch,
+            leader,
+            stop: stop.clone(),
+        };
+        let task = glommio::spawn_local(crate::replication::fetcher::run(fetcher)).detach();
+        Replication::Follower {
+            epoch,
+            leader,
+            _fetcher: task,
+            stop,
+        }
+    }
+
+    /// Down to this one replica (a reassignment): what it holds is all there is, so its high
+    /// watermark follows its own log again, as a fresh open's does. Reopens the log; `false`
+    /// if that failed (the log is gone: the actor stops).
+    async fn reopen_unreplicated(&mut self) -> bool {
+        let (topic, partition) = (self.setup.topic.clone(), self.setup.partition);
+        self.cancel_clean().await;
+        let log = self.log.take().expect("log is open while the actor serves");
+        if let Err(e) = log.close().await {
+            tracing::warn!(topic, partition, error = %e, "closing to reopen as the only replica");
+        }
+        match self.open_again(Offset(0)).await {
+            Ok(log) => self.log = Some(log),
+            Err(e) => {
+                tracing::error!(topic, partition, error = %e, "reopening as the only replica failed");
+                return false;
+            }
+        }
+        self.publish_files();
+        true
+    }
+
+    /// A log opened again (`Actor::open_again`) takes this replica's part again: stamping as
+    /// leader, copying as follower, exposing at most `high_watermark`.
+    pub(super) fn resume_role(&self, log: &mut PartitionLog<S>, high_watermark: Offset) {
+        match &self.replication {
+            Replication::Leader { state, .. } => log.lead(state.role.epoch, high_watermark),
+            Replication::Follower { .. } | Replication::Idle => log.follow(high_watermark),
+            Replication::Off | Replication::Opened => {}
+        }
     }
 
     /// On a leader: the high watermark from the ISR's log ends (it never moves back), then the
@@ -477,19 +527,8 @@ impl<S: Storage + 'static> Actor<S> {
         if let Err(e) = log.truncate_to(cut).await {
             tracing::error!(topic, partition, error = %e, "truncation failed; reopening");
         }
-        let opened = self
-            .setup
-            .log_manager
-            .open_partition(
-                &topic,
-                partition,
-                self.setup.config.clone(),
-                self.setup.clock.clone(),
-            )
-            .await;
-        match opened {
-            Ok(mut log) => {
-                log.follow(hw);
+        match self.open_again(hw).await {
+            Ok(log) => {
                 self.log = Some(log);
                 self.publish();
                 self.publish_files();

@@ -15,7 +15,8 @@
 //! commits the allocation); with a 64 KiB budget the policy's smallest step is allocated ahead;
 //! with the default budget the policy's own step (up to 16 MiB at these rates).
 
-use criterion::{Criterion, Throughput};
+use criterion::measurement::WallTime;
+use criterion::{BenchmarkGroup, Criterion, Throughput};
 use rill_engine::batch::{build_test_batch, validated, ValidatedBatch};
 use rill_engine::bytes::BytesMut;
 use rill_engine::io::glommio::{GlommioStorage, LocalRuntime};
@@ -87,16 +88,40 @@ async fn append_rounds(
     (log, elapsed)
 }
 
+/// [`append_rounds`] on the log kept in `slot` (taken out for the run and put back).
+fn timed_rounds(
+    rt: &LocalRuntime,
+    slot: &mut Option<Log>,
+    batch: Rc<Vec<u8>>,
+    rounds: u64,
+    flush_every_bytes: usize,
+) -> Duration {
+    let log = slot.take().expect("log");
+    let (log, elapsed) = rt.block_on(append_rounds(log, batch, rounds, flush_every_bytes));
+    *slot = Some(log);
+    elapsed
+}
+
 fn test_batch(batch_bytes: usize) -> Rc<Vec<u8>> {
     Rc::new(build_test_batch(1, batch_bytes - 61, TimestampMs(1), None))
 }
 
-fn bench_append(c: &mut Criterion, rt: &LocalRuntime, slot: &mut Option<Log>) {
-    let mut group = c.benchmark_group("engine_append");
+/// A group of disk-bound cases: 10 samples (each takes milliseconds to seconds), 1 s warm-up.
+fn disk_group<'a>(
+    c: &'a mut Criterion,
+    name: &str,
+    measurement_secs: u64,
+) -> BenchmarkGroup<'a, WallTime> {
+    let mut group = c.benchmark_group(name);
     group
         .sample_size(10)
-        .measurement_time(Duration::from_secs(4))
+        .measurement_time(Duration::from_secs(measurement_secs))
         .warm_up_time(Duration::from_secs(1));
+    group
+}
+
+fn bench_append(c: &mut Criterion, rt: &LocalRuntime, slot: &mut Option<Log>) {
+    let mut group = disk_group(c, "engine_append", 4);
     for batch_bytes in [1024usize, 64 * 1024] {
         let per_flush = (FLUSH_EVERY_BYTES / batch_bytes).max(1);
         group.throughput(Throughput::Bytes((per_flush * batch_bytes) as u64));
@@ -105,11 +130,7 @@ fn bench_append(c: &mut Criterion, rt: &LocalRuntime, slot: &mut Option<Log>) {
             format!("{}KiB_batches_fdatasync_per_MiB", batch_bytes / 1024),
             |b| {
                 b.iter_custom(|rounds| {
-                    let log = slot.take().expect("log");
-                    let (log, elapsed) =
-                        rt.block_on(append_rounds(log, batch.clone(), rounds, FLUSH_EVERY_BYTES));
-                    *slot = Some(log);
-                    elapsed
+                    timed_rounds(rt, slot, batch.clone(), rounds, FLUSH_EVERY_BYTES)
                 })
             },
         );
@@ -126,11 +147,7 @@ const PREALLOC_CASES: [(&str, u64); 3] = [
 
 /// Appends of one batch each followed by a flush, on a fresh log per preallocation budget.
 fn bench_fdatasync_each(c: &mut Criterion, rt: &LocalRuntime) {
-    let mut group = c.benchmark_group("engine_append_fdatasync_each");
-    group
-        .sample_size(10)
-        .measurement_time(Duration::from_secs(3))
-        .warm_up_time(Duration::from_secs(1));
+    let mut group = disk_group(c, "engine_append_fdatasync_each", 3);
     for batch_bytes in [4096usize, 64 * 1024] {
         group.throughput(Throughput::Bytes(batch_bytes as u64));
         let batch = test_batch(batch_bytes);
@@ -139,11 +156,7 @@ fn bench_fdatasync_each(c: &mut Criterion, rt: &LocalRuntime) {
             let mut slot = Some(open_log(rt, dir.clone(), budget));
             group.bench_function(format!("{}KiB_{label}", batch_bytes / 1024), |b| {
                 b.iter_custom(|rounds| {
-                    let log = slot.take().expect("log");
-                    let (log, elapsed) =
-                        rt.block_on(append_rounds(log, batch.clone(), rounds, batch_bytes));
-                    slot = Some(log);
-                    elapsed
+                    timed_rounds(rt, &mut slot, batch.clone(), rounds, batch_bytes)
                 })
             });
             let log = slot.take().expect("log");
@@ -163,14 +176,7 @@ fn sustained(
     flush_every_bytes: usize,
 ) -> f64 {
     let rounds = (total_bytes / flush_every_bytes) as u64;
-    let log = slot.take().expect("log");
-    let (log, elapsed) = rt.block_on(append_rounds(
-        log,
-        test_batch(batch_bytes),
-        rounds,
-        flush_every_bytes,
-    ));
-    *slot = Some(log);
+    let elapsed = timed_rounds(rt, slot, test_batch(batch_bytes), rounds, flush_every_bytes);
     let per_flush = (flush_every_bytes / batch_bytes).max(1);
     let bytes = rounds as f64 * (per_flush * batch_bytes) as f64;
     let mb_s = bytes / elapsed.as_secs_f64() / 1e6;

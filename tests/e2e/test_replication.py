@@ -19,7 +19,7 @@ import uuid
 
 import pytest
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
 
 from cluster import Cluster, node_metadata
 from conftest import _BROKERS
@@ -245,3 +245,13 @@ def two_down(cluster: Cluster) -> None:
     p1 = Producer({"bootstrap.servers": cluster.node(leader).bootstrap, "acks": 1})
     p1.produce(topic, b"0:0", partition=0, on_delivery=lambda e, m: acked.append(e))
     assert p1.flush(10) == 0 and acked == [None], acked
+    # min.insync.replicas lowered on the topic (AlterConfigs): the running partition takes it,
+    # and acks=all goes on with the ISR of one.
+    admin = AdminClient({"bootstrap.servers": cluster.node(leader).bootstrap})
+    resource = ConfigResource("topic", topic, set_config={"min.insync.replicas": "1"})
+    admin.alter_configs([resource])[resource].result(15)
+    acked = []
+    p = Producer({"bootstrap.servers": cluster.node(leader).bootstrap, "acks": "all",
+                  "message.timeout.ms": 15000})
+    p.produce(topic, b"0:1", partition=0, on_delivery=lambda e, m: acked.append(e))
+    assert p.flush(20) == 0 and acked == [None], acked

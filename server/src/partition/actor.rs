@@ -575,6 +575,16 @@ impl<S: Storage + 'static> Actor<S> {
             self.setup.config = settings.log;
             self.publish(); // a flush policy change may move the high watermark
         }
+        let min_isr = crate::partition::table::min_insync_replicas_of(
+            self.setup.cluster.as_deref(),
+            &meta.configs,
+            settings.min_insync_replicas,
+        );
+        if min_isr != self.setup.min_insync_replicas {
+            tracing::info!(topic, partition, min_isr, "min.insync.replicas changed");
+            self.setup.min_insync_replicas = min_isr;
+            self.advance_high_watermark(); // waiting acks=all are answered under the new rule
+        }
         let compaction = settings.compaction.filter(|_| self.setup.cleaner.enabled());
         if compaction != self.setup.compaction {
             if compaction.is_none() {

@@ -96,21 +96,6 @@ impl<S: Storage + 'static> PartitionTable<S> {
         &self.files
     }
 
-    /// `min.insync.replicas` of a topic: its own config, else the cluster's default, else the
-    /// broker's (`from_settings`).
-    fn min_insync_replicas(
-        &self,
-        topic_configs: &std::collections::BTreeMap<String, String>,
-        from_settings: i32,
-    ) -> i32 {
-        match &self.cluster {
-            Some(c) if !topic_configs.contains_key("min.insync.replicas") => {
-                i32::from(c.config().min_insync_replicas)
-            }
-            _ => from_settings,
-        }
-    }
-
     /// A topic's metadata. Internal topics are not in the registry (hidden from clients) but
     /// open here too (`crate::coordinator_log`).
     fn topic(&self, topic: &str) -> Option<Arc<crate::topics::TopicMeta>> {
@@ -120,6 +105,19 @@ impl<S: Storage + 'static> PartitionTable<S> {
     }
 
     /// The running actor of a partition, starting it if the partition exists but is not open.
+    /// A topic's settings, `min.insync.replicas` from the cluster's default unless the topic
+    /// sets it.
+    fn topic_settings(
+        &self,
+        configs: &std::collections::BTreeMap<String, String>,
+    ) -> Result<TopicSettings, crate::topic_config::ConfigError> {
+        let mut settings = TopicSettings::of_topic(&self.config, &self.registry, configs)?;
+        let cluster = self.cluster.as_deref();
+        settings.min_insync_replicas =
+            min_insync_replicas_of(cluster, configs, settings.min_insync_replicas);
+        Ok(settings)
+    }
+
     fn handle(&self, topic: &str, partition: i32) -> Result<Rc<PartitionHandle>, ErrorCode> {
         if self.closed.get() {
             return Err(ErrorCode::KafkaStorageError);
@@ -137,7 +135,7 @@ impl<S: Storage + 'static> PartitionTable<S> {
             return Err(ErrorCode::UnknownTopicOrPartition);
         }
         let generation = self.registry.config_generation();
-        let settings = TopicSettings::of_topic(&self.config, &self.registry, &meta.configs);
+        let settings = self.topic_settings(&meta.configs);
         let (config, compaction, min_insync_replicas) = settings
             .map(|s| (s.log, s.compaction, s.min_insync_replicas))
             .map_err(|e| {
@@ -172,7 +170,7 @@ impl<S: Storage + 'static> PartitionTable<S> {
             open_permits: self.open_permits.clone(),
             cluster: self.cluster.clone(),
             mailbox: self.cluster.as_ref().map(|_| handle.mailbox.clone()),
-            min_insync_replicas: self.min_insync_replicas(&meta.configs, min_insync_replicas),
+            min_insync_replicas,
             replica_lag_time_max_ms: self
                 .cluster
                 .as_ref()
@@ -375,5 +373,20 @@ impl<S: Storage + 'static> crate::shard::router::Service<super::ops::PartitionCa
     /// parked waits do not pile up.
     fn abandon_unheard(call: &super::ops::PartitionCall) -> bool {
         matches!(call.op, PartitionOp::WaitForData { .. })
+    }
+}
+
+/// `min.insync.replicas` of a topic: its own config, else the cluster's default, else the
+/// broker's (`from_settings`). Read when a partition opens and again when configs change.
+pub(crate) fn min_insync_replicas_of(
+    cluster: Option<&crate::cluster::ClusterView>,
+    topic_configs: &std::collections::BTreeMap<String, String>,
+    from_settings: i32,
+) -> i32 {
+    match cluster {
+        Some(c) if !topic_configs.contains_key("min.insync.replicas") => {
+            i32::from(c.config().min_insync_replicas)
+        }
+        _ => from_settings,
     }
 }

@@ -123,6 +123,10 @@ pub struct Target {
     /// Producer acks: 0, 1 or all.
     #[arg(long, value_enum, default_value = "all")]
     pub acks: Acks,
+    /// Replicas of a topic this tool creates (a cluster: it waits until every replica is in
+    /// the ISR before sending).
+    #[arg(long, default_value_t = 1)]
+    pub replication_factor: i32,
 }
 
 /// `rill-bench latency`.

@@ -71,11 +71,17 @@ pub fn consumer_config(brokers: &str) -> ClientConfig {
 
 /// Creates `topic` with `partitions` (replication 1) unless it exists, then waits until metadata
 /// shows all its partitions.
-pub fn ensure_topic(brokers: &str, topic: &str, partitions: i32) -> anyhow::Result<()> {
+pub fn ensure_topic(
+    brokers: &str,
+    topic: &str,
+    partitions: i32,
+    replication_factor: i32,
+) -> anyhow::Result<()> {
     let admin: AdminClient<DefaultClientContext> = base_config(brokers)
         .create()
         .context("creating the admin client")?;
-    let new_topic = NewTopic::new(topic, partitions, TopicReplication::Fixed(1));
+    let replication = TopicReplication::Fixed(replication_factor);
+    let new_topic = NewTopic::new(topic, partitions, replication);
     let options = AdminOptions::new().operation_timeout(Some(ADMIN_TIMEOUT));
     let results = futures_executor::block_on(admin.create_topics([&new_topic], &options))
         .context("CreateTopics request")?;
@@ -88,7 +94,17 @@ pub fn ensure_topic(brokers: &str, topic: &str, partitions: i32) -> anyhow::Resu
     wait_for_partitions(brokers, topic, partitions)
 }
 
-/// Polls metadata until `topic` has `partitions` partitions with leaders.
+/// [`ensure_topic`] for a run's target.
+pub fn ensure_target_topic(target: &crate::cli::Target) -> anyhow::Result<()> {
+    ensure_topic(
+        &target.brokers,
+        &target.topic,
+        target.partitions,
+        target.replication_factor,
+    )
+}
+
+/// Polls metadata until `topic` has `partitions` partitions with leaders and whole ISRs.
 fn wait_for_partitions(brokers: &str, topic: &str, partitions: i32) -> anyhow::Result<()> {
     let consumer: BaseConsumer = consumer_config(brokers).create()?;
     let deadline = Instant::now() + ADMIN_TIMEOUT;
@@ -99,7 +115,9 @@ fn wait_for_partitions(brokers: &str, topic: &str, partitions: i32) -> anyhow::R
                 t.name() == topic
                     && t.error().is_none()
                     && t.partitions().len() as i32 >= partitions
-                    && t.partitions().iter().all(|p| p.leader() >= 0)
+                    && t.partitions()
+                        .iter()
+                        .all(|p| p.leader() >= 0 && p.isr().len() == p.replicas().len())
             });
             if ready {
                 return Ok(());

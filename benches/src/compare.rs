@@ -154,6 +154,7 @@ fn run_one(
             partitions: args.partitions,
             size: args.size,
             acks: Acks::All,
+            replication_factor: 1,
         };
         match workload {
             Workload::Throughput(acks) => run_throughput(args, target, acks, broker.pid(), into),

@@ -101,7 +101,7 @@ struct E2eShared {
 /// Runs one latency measurement against `args.target`.
 pub fn run(args: &LatencyArgs) -> anyhow::Result<LatencyResult> {
     let target = &args.target;
-    client::ensure_topic(&target.brokers, &target.topic, target.partitions)?;
+    client::ensure_target_topic(target)?;
     let consumer: BaseConsumer = client::consumer_config(&target.brokers).create()?;
     match args.partition {
         Some(partition) => {

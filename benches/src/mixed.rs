@@ -39,7 +39,7 @@ pub fn run(
     seconds: f64,
     backlog_mib: u64,
 ) -> anyhow::Result<MixedResult> {
-    client::ensure_topic(&target.brokers, &target.topic, target.partitions)?;
+    client::ensure_target_topic(target)?;
     produce_backlog(target, backlog_mib << 20)?;
     let probe = LatencyArgs {
         target: Target {

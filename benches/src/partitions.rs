@@ -136,8 +136,8 @@ fn many_partitions(args: &PartitionsArgs, spec: &BrokerSpec) -> anyhow::Result<P
     let broker = Broker::start(spec)?;
     let empty_broker = footprint(&broker, &spec.data_dir)?;
     let started = Instant::now();
-    client::ensure_topic(&broker.address, MANY, n)?;
-    client::ensure_topic(&broker.address, HOT, 1)?;
+    client::ensure_topic(&broker.address, MANY, n, 1)?;
+    client::ensure_topic(&broker.address, HOT, 1, 1)?;
     let create_topic_s = started.elapsed().as_secs_f64();
     let metadata_ms = metadata_times(&broker.address, MANY, n, args.metadata_requests)?;
     let started = Instant::now();
@@ -305,6 +305,7 @@ fn latency(
             partitions,
             size: args.size,
             acks: Acks::All,
+            replication_factor: 1,
         },
         rate: args.rate,
         seconds: args.seconds,

@@ -84,7 +84,7 @@ impl ProducerContext for CountContext {
 /// Runs the produce phase, then (unless skipped) the consume phase.
 pub fn run(args: &ThroughputArgs) -> anyhow::Result<ThroughputResult> {
     let target = &args.target;
-    client::ensure_topic(&target.brokers, &target.topic, target.partitions)?;
+    client::ensure_target_topic(target)?;
     let consumer: BaseConsumer = client::consumer_config(&target.brokers)
         .set("fetch.wait.max.ms", "500")
         .create()?;

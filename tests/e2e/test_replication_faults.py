@@ -272,8 +272,9 @@ def test_unclean_election_is_refused_by_default_and_done_when_the_topic_allows_i
         assert errors and errors[0] is not None, errors
         # Allowed on one topic: its out-of-sync replica leads at once; the other stays
         # leaderless (the same decision refused it).
+        # (AlterConfigs replaces the topic's configs: min.insync.replicas is named again.)
         resource = ConfigResource("topic", unclean,
-                                  set_config={"unclean.leader.election.enable": "true"})
+                                  set_config={"unclean.leader.election.enable": "true", **configs})
         admin = AdminClient({"bootstrap.servers": serving(c)})
         admin.alter_configs([resource])[resource].result(15)
         wait_for(lambda: leader_and_isr(g, unclean, p)[0] == follower.node_id, 20,

@@ -63,8 +63,10 @@ impl LeaderEpochs {
     }
 
     /// Kafka's `endOffsetFor`: for the largest epoch `<= epoch` that wrote here, that epoch and
-    /// the offset where the next epoch started (or `log_end` for the latest). `None` when
-    /// `epoch` is older than every entry (the caller answers UNDEFINED: -1/-1).
+    /// the offset where the next epoch started (or `log_end` for the latest). An `epoch` older
+    /// than every entry ends where the first one starts (`epoch` itself is answered, as Kafka
+    /// does). `None` for an undefined (negative) epoch or an empty cache (the caller answers
+    /// UNDEFINED: -1/-1).
     pub fn end_offset_for(
         &self,
         epoch: LeaderEpoch,
@@ -72,7 +74,8 @@ impl LeaderEpochs {
     ) -> Option<(LeaderEpoch, Offset)> {
         let i = self.entries.partition_point(|(e, _)| *e <= epoch);
         if i == 0 {
-            return None;
+            let first = self.entries.first().filter(|_| epoch.0 >= 0)?;
+            return Some((epoch, first.1));
         }
         let found = self.entries[i - 1].0;
         let end = self.entries.get(i).map_or(log_end, |(_, start)| *start);
@@ -155,6 +158,12 @@ mod tests {
         );
         assert_eq!(end(9), Some((LeaderEpoch(5), Offset(300))));
         assert_eq!(end(-1), None);
+        let later = epochs(&[(3, 100), (5, 250)]);
+        assert_eq!(
+            later.end_offset_for(LeaderEpoch(1), Offset(300)),
+            Some((LeaderEpoch(1), Offset(100))),
+            "older than every entry: ends where the first starts"
+        );
         assert_eq!(
             LeaderEpochs::default().end_offset_for(LeaderEpoch(0), Offset(0)),
             None

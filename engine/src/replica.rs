@@ -76,7 +76,8 @@ impl<S: Storage> PartitionLog<S> {
     }
 
     /// For the largest epoch `<= epoch` that wrote here: that epoch and where it ended (the log
-    /// end for the latest). `None` if `epoch` is older than every epoch recorded.
+    /// end for the latest); an `epoch` older than every one recorded ends where the first
+    /// started (Kafka's answer). `None` for an undefined epoch or none recorded.
     pub fn end_offset_for_epoch(&self, epoch: LeaderEpoch) -> Option<(LeaderEpoch, Offset)> {
         self.epochs.end_offset_for(epoch, self.positions.log_end())
     }

@@ -88,7 +88,11 @@ fn a_leader_stamps_its_epoch_and_the_checkpoint_survives_reopen() {
         log.end_offset_for_epoch(LeaderEpoch(7)),
         Some((LeaderEpoch(5), Offset(8)))
     );
-    assert_eq!(log.end_offset_for_epoch(LeaderEpoch(2)), None);
+    assert_eq!(
+        log.end_offset_for_epoch(LeaderEpoch(2)),
+        Some((LeaderEpoch(2), Offset(2))),
+        "an epoch older than every one here ends where the first starts"
+    );
     block_on(log.close()).unwrap();
     let log = open(&s, small_config());
     assert_eq!(epochs(&log), [(3, 2), (5, 6)]);

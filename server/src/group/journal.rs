@@ -1,4 +1,5 @@
-//! Where committed offsets become durable.
+//! Where committed offsets become durable on a single node (a cluster writes them to the
+//! replicated `__consumer_offsets` topic instead: [`super::replicated`]).
 //!
 //! [`LogJournal`] keeps one engine log per offsets partition this shard owns, under
 //! `<data-dir>/__rill_groups/__consumer_offsets-<p>/`. An OffsetCommit is answered only after

@@ -1,4 +1,5 @@
-//! Where transaction metadata becomes durable (Kafka's `__transaction_state`).
+//! Where transaction metadata becomes durable on a single node (Kafka's `__transaction_state`;
+//! a cluster writes it to that replicated topic instead: [`super::replicated`]).
 //!
 //! [`TxnStateLog`] keeps one engine log per state-log partition this shard owns, under
 //! `<data-dir>/__rill_txn/__transaction_state-<p>/`. A transition is installed (and its

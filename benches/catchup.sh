@@ -62,7 +62,9 @@ start_broker() { # name binary port -> pid
             "tcp://127.0.0.1:$port" --storage-engine memory://tansu/ >"$out/$name.log" 2>&1 &
     else
         rm -rf "$out/$name-data"
-        "$bin" --listen "127.0.0.1:$port" --data-dir "$out/$name-data" --shards "$shards" \
+        # No admin listener: its fixed default port would still be held by the broker stopped
+        # just before.
+        "$bin" --listen "127.0.0.1:$port" --data-dir "$out/$name-data" --shards "$shards" --admin-listen off \
             --default-partitions "$partitions" >"$out/$name.log" 2>&1 &
     fi
     local pid=$!

@@ -34,7 +34,7 @@ echo "log.segment.bytes=$((segment_mib << 20))" >"$out/rill.properties"
 pid=
 trap '[[ -n $pid ]] && kill "$pid" 2>/dev/null' EXIT
 start() {
-    "$bin" --listen "127.0.0.1:$port" --data-dir "$data" --shards 1 --config "$out/rill.properties" \
+    "$bin" --listen "127.0.0.1:$port" --data-dir "$data" --shards 1 --admin-listen off --config "$out/rill.properties" \
         >>"$out/rill.log" 2>&1 &
     pid=$!
     for _ in $(seq 100); do

@@ -41,6 +41,8 @@ pub struct BrokerSpec {
     pub data_dir: PathBuf,
     pub shards: u32,
     pub log_path: PathBuf,
+    /// A properties file Rill starts with (`--config`), if any.
+    pub rill_config: Option<PathBuf>,
 }
 
 /// A running broker; stopped on drop.
@@ -69,6 +71,9 @@ impl Broker {
                     .arg(&spec.data_dir)
                     .arg("--shards")
                     .arg(spec.shards.to_string());
+                if let Some(config) = &spec.rill_config {
+                    command.arg("--config").arg(config);
+                }
             }
             BrokerKind::Tansu => {
                 let url = format!("tcp://{address}");

@@ -208,6 +208,9 @@ pub struct CompareArgs {
     /// Rill's `--shards`.
     #[arg(long, default_value_t = 1)]
     pub shards: u32,
+    /// A properties file Rill starts with (`--config`), e.g. `rill.read.cache.bytes=...`.
+    #[arg(long)]
+    pub rill_config: Option<PathBuf>,
     /// Message size in bytes.
     #[arg(long, default_value_t = 1024)]
     pub size: usize,
@@ -238,6 +241,11 @@ pub struct CompareArgs {
     /// Mixed workload: MiB produced before it, which the catch-up consumer reads over and over.
     #[arg(long, default_value_t = 1024)]
     pub mixed_backlog_mib: u64,
+    /// Mixed workload: run the catch-up consumer's client threads at this nice value (e.g. 19,
+    /// so that on a machine with few cores they take CPU only when the producer's client and
+    /// the broker leave it: tells their contention apart from the broker's own).
+    #[arg(long)]
+    pub mixed_reader_nice: Option<i32>,
 }
 
 /// A subset of `compare`'s workloads.

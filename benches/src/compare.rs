@@ -130,6 +130,7 @@ fn broker_specs(args: &CompareArgs, out: &Path) -> Vec<BrokerSpec> {
                 data_dir: out.join(format!("{}-data", kind.name())),
                 shards: args.shards,
                 log_path: out.join(format!("{}.log", kind.name())),
+                rill_config: args.rill_config.clone(),
             })
         })
         .collect()
@@ -161,7 +162,13 @@ fn run_one(
             Workload::Latency(acks) => run_latency(args, target, acks, into),
             Workload::Mixed => {
                 let (rate, seconds) = (args.mixed_rate, args.latency_seconds);
-                let result = crate::mixed::run(&target, rate, seconds, args.mixed_backlog_mib)?;
+                let result = crate::mixed::run(
+                    &target,
+                    rate,
+                    seconds,
+                    args.mixed_backlog_mib,
+                    args.mixed_reader_nice,
+                )?;
                 let quantiles = |h: &Histogram<u64>| {
                     let at = |q: f64| h.value_at_quantile(q);
                     format!("{}/{}/{}/{}", at(0.5), at(0.9), at(0.99), at(0.999))

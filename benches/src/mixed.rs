@@ -38,6 +38,7 @@ pub fn run(
     rate: u64,
     seconds: f64,
     backlog_mib: u64,
+    reader_nice: Option<i32>,
 ) -> anyhow::Result<MixedResult> {
     client::ensure_target_topic(target)?;
     produce_backlog(target, backlog_mib << 20)?;
@@ -60,7 +61,12 @@ pub fn run(
     let read_bytes = Arc::new(AtomicU64::new(0));
     let reader = {
         let (target, stop, read_bytes) = (target.clone(), stop.clone(), read_bytes.clone());
-        std::thread::spawn(move || catch_up_loop(&target, &stop, &read_bytes))
+        std::thread::spawn(move || {
+            if let Some(nice) = reader_nice {
+                set_thread_nice(nice)?;
+            }
+            catch_up_loop(&target, &stop, &read_bytes)
+        })
     };
     let started = Instant::now();
     let with_reader = crate::latency::run(&probe);
@@ -97,6 +103,20 @@ fn produce_backlog(target: &Target, bytes: u64) -> anyhow::Result<()> {
     producer
         .flush(Duration::from_secs(120))
         .context("waiting for the backlog's acks")
+}
+
+/// Sets the calling thread's nice value; threads it starts afterwards (the consumer's
+/// librdkafka threads) inherit it.
+fn set_thread_nice(nice: i32) -> anyhow::Result<()> {
+    // SAFETY: setpriority(2) with PRIO_PROCESS and who = 0 changes only the calling thread's
+    // nice value on Linux; no memory is passed.
+    let result = unsafe { libc::setpriority(libc::PRIO_PROCESS, 0, nice) };
+    anyhow::ensure!(
+        result == 0,
+        "setpriority({nice}): {}",
+        std::io::Error::last_os_error()
+    );
+    Ok(())
 }
 
 /// Reads every partition from its start until `stop`, starting over at the end; counts bytes.

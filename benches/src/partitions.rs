@@ -93,6 +93,7 @@ pub fn run(args: &PartitionsArgs) -> anyhow::Result<()> {
         data_dir: out.join(format!("{name}-data")),
         shards: args.shards,
         log_path: out.join(format!("{name}.log")),
+        rill_config: None,
     };
     let (lone, many) = (spec("lone"), spec("many"));
     for dir in [&lone.data_dir, &many.data_dir] {

@@ -4,6 +4,7 @@
 //! - [`state`]: one group's state machine (Empty → PreparingRebalance → CompletingRebalance →
 //!   Stable, Dead), pure and runtime-free: callers pass `now` and get answers through oneshots.
 //! - [`offsets`]: committed offsets and their record encoding in the internal offsets log.
+//! - [`metadata_record`]: a group's membership as a record of that log (Kafka's GroupMetadata).
 //! - [`journal`]: where commits become durable — an engine log per offsets partition with group
 //!   commit, replay on start and snapshot compaction; an in-memory journal for unit tests.
 //! - [`replicated`]: in a cluster, the journal is the replicated `__consumer_offsets` topic,
@@ -20,6 +21,7 @@
 
 pub mod coordinator;
 pub mod journal;
+pub mod metadata_record;
 pub mod offsets;
 pub mod ops;
 pub mod replicated;

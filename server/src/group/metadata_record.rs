@@ -1,0 +1,270 @@
+//! A group's membership as a record of the offsets log (Kafka's GroupMetadata record): what a
+//! coordinator writes when a rebalance completes and what a new coordinator restores.
+//!
+//! The key is one version byte ([`GROUP_KEY_VERSION`], after the offset keys' 1 and 2) and the
+//! group id, so compaction keeps one record per group and a tombstone (no value) deletes it.
+//! The value follows Kafka's GroupMetadataValue (version 3): protocol type, generation, protocol
+//! name, leader, current state timestamp, then each member's id, instance id, client id and
+//! host, rebalance and session timeouts, subscription and assignment. Strings are i16-length
+//! (-1 = null), bytes i32-length, all big-endian, behind an i16 version.
+
+use bytes::{Buf, BufMut, Bytes, BytesMut};
+
+use super::offsets::DecodeError;
+
+/// Key version of a group metadata record (offset keys use 1 and 2).
+pub const GROUP_KEY_VERSION: u8 = 3;
+
+/// Value version written (Kafka's GroupMetadataValue v3, with group instance ids).
+const VALUE_VERSION: i16 = 3;
+
+/// One member as written.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MemberMetadata {
+    /// Member id.
+    pub member_id: String,
+    /// `group.instance.id` of a static member.
+    pub group_instance_id: Option<String>,
+    /// Client id.
+    pub client_id: String,
+    /// Client host.
+    pub client_host: String,
+    /// Rebalance timeout.
+    pub rebalance_timeout_ms: i32,
+    /// Session timeout.
+    pub session_timeout_ms: i32,
+    /// Its metadata for the chosen protocol.
+    pub subscription: Bytes,
+    /// What the leader assigned it.
+    pub assignment: Bytes,
+}
+
+/// A group as written: a Stable generation and its members (none once the group is Empty).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GroupMetadata {
+    /// Protocol type (`consumer`), empty when unknown.
+    pub protocol_type: String,
+    /// Generation.
+    pub generation: i32,
+    /// Chosen protocol (assignor).
+    pub protocol_name: Option<String>,
+    /// Leader's member id.
+    pub leader: Option<String>,
+    /// When the group entered this state (ms since the epoch).
+    pub current_state_timestamp_ms: i64,
+    /// Members.
+    pub members: Vec<MemberMetadata>,
+}
+
+/// Key bytes of `group`'s metadata record.
+pub fn encode_group_key(group: &str) -> Bytes {
+    let mut out = BytesMut::with_capacity(3 + group.len());
+    out.put_u8(GROUP_KEY_VERSION);
+    put_str(&mut out, Some(group));
+    out.freeze()
+}
+
+/// The group id of a key whose version byte is [`GROUP_KEY_VERSION`] (checked here too).
+pub fn decode_group_key(mut buf: Bytes) -> Result<String, DecodeError> {
+    if buf.remaining() < 1 || buf.get_u8() != GROUP_KEY_VERSION {
+        return Err(DecodeError::Record);
+    }
+    let group = get_str(&mut buf)?.ok_or(DecodeError::Record)?;
+    if buf.has_remaining() {
+        return Err(DecodeError::Record);
+    }
+    Ok(group)
+}
+
+/// Value bytes of a group metadata record.
+pub fn encode_group_value(group: &GroupMetadata) -> Bytes {
+    let mut out = BytesMut::with_capacity(64 + group.members.len() * 128);
+    out.put_i16(VALUE_VERSION);
+    put_str(&mut out, Some(&group.protocol_type));
+    out.put_i32(group.generation);
+    put_str(&mut out, group.protocol_name.as_deref());
+    put_str(&mut out, group.leader.as_deref());
+    out.put_i64(group.current_state_timestamp_ms);
+    out.put_i32(i32::try_from(group.members.len()).expect("member count fits"));
+    for m in &group.members {
+        put_str(&mut out, Some(&m.member_id));
+        put_str(&mut out, m.group_instance_id.as_deref());
+        put_str(&mut out, Some(&m.client_id));
+        put_str(&mut out, Some(&m.client_host));
+        out.put_i32(m.rebalance_timeout_ms);
+        out.put_i32(m.session_timeout_ms);
+        put_bytes(&mut out, &m.subscription);
+        put_bytes(&mut out, &m.assignment);
+    }
+    out.freeze()
+}
+
+/// Parse [`encode_group_value`]'s bytes: a truncated, overlong or unknown-version value is an
+/// error.
+pub fn decode_group_value(mut buf: Bytes) -> Result<GroupMetadata, DecodeError> {
+    if get_i16(&mut buf)? != VALUE_VERSION {
+        return Err(DecodeError::Record);
+    }
+    let protocol_type = required(get_str(&mut buf)?)?;
+    let generation = get_i32(&mut buf)?;
+    let protocol_name = get_str(&mut buf)?;
+    let leader = get_str(&mut buf)?;
+    let current_state_timestamp_ms = get_i64(&mut buf)?;
+    let count = usize::try_from(get_i32(&mut buf)?).map_err(|_| DecodeError::Record)?;
+    // Every member takes at least 24 bytes: a count beyond that is corrupt, not a huge alloc.
+    if count > buf.remaining() / 24 {
+        return Err(DecodeError::Record);
+    }
+    let mut members = Vec::with_capacity(count);
+    for _ in 0..count {
+        members.push(MemberMetadata {
+            member_id: required(get_str(&mut buf)?)?,
+            group_instance_id: get_str(&mut buf)?,
+            client_id: required(get_str(&mut buf)?)?,
+            client_host: required(get_str(&mut buf)?)?,
+            rebalance_timeout_ms: get_i32(&mut buf)?,
+            session_timeout_ms: get_i32(&mut buf)?,
+            subscription: get_bytes(&mut buf)?,
+            assignment: get_bytes(&mut buf)?,
+        });
+    }
+    if buf.has_remaining() {
+        return Err(DecodeError::Record);
+    }
+    Ok(GroupMetadata {
+        protocol_type,
+        generation,
+        protocol_name,
+        leader,
+        current_state_timestamp_ms,
+        members,
+    })
+}
+
+fn put_str(out: &mut BytesMut, s: Option<&str>) {
+    match s {
+        Some(s) => {
+            out.put_i16(i16::try_from(s.len()).expect("ids and names are short"));
+            out.put_slice(s.as_bytes());
+        }
+        None => out.put_i16(-1),
+    }
+}
+
+fn put_bytes(out: &mut BytesMut, b: &Bytes) {
+    out.put_i32(i32::try_from(b.len()).expect("metadata fits a request"));
+    out.put_slice(b);
+}
+
+fn required(s: Option<String>) -> Result<String, DecodeError> {
+    s.ok_or(DecodeError::Record)
+}
+
+fn get_i16(buf: &mut Bytes) -> Result<i16, DecodeError> {
+    (buf.remaining() >= 2)
+        .then(|| buf.get_i16())
+        .ok_or(DecodeError::Record)
+}
+
+fn get_i32(buf: &mut Bytes) -> Result<i32, DecodeError> {
+    (buf.remaining() >= 4)
+        .then(|| buf.get_i32())
+        .ok_or(DecodeError::Record)
+}
+
+fn get_i64(buf: &mut Bytes) -> Result<i64, DecodeError> {
+    (buf.remaining() >= 8)
+        .then(|| buf.get_i64())
+        .ok_or(DecodeError::Record)
+}
+
+fn get_str(buf: &mut Bytes) -> Result<Option<String>, DecodeError> {
+    let len = get_i16(buf)?;
+    if len < 0 {
+        return Ok(None);
+    }
+    let len = len as usize;
+    if buf.remaining() < len {
+        return Err(DecodeError::Record);
+    }
+    let s = String::from_utf8(buf.split_to(len).to_vec()).map_err(|_| DecodeError::Record)?;
+    Ok(Some(s))
+}
+
+fn get_bytes(buf: &mut Bytes) -> Result<Bytes, DecodeError> {
+    let len = usize::try_from(get_i32(buf)?).map_err(|_| DecodeError::Record)?;
+    if buf.remaining() < len {
+        return Err(DecodeError::Record);
+    }
+    Ok(buf.split_to(len))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn group() -> GroupMetadata {
+        let member = |id: &str, instance: Option<&str>| MemberMetadata {
+            member_id: id.to_string(),
+            group_instance_id: instance.map(str::to_string),
+            client_id: "rdkafka".to_string(),
+            client_host: "/127.0.0.1".to_string(),
+            rebalance_timeout_ms: 300_000,
+            session_timeout_ms: 10_000,
+            subscription: Bytes::from_static(b"\x00\x01sub"),
+            assignment: Bytes::from_static(b"\x00\x01assigned"),
+        };
+        GroupMetadata {
+            protocol_type: "consumer".to_string(),
+            generation: 7,
+            protocol_name: Some("range".to_string()),
+            leader: Some("a-1".to_string()),
+            current_state_timestamp_ms: 1_700_000_000_000,
+            members: vec![member("a-1", None), member("b-2", Some("static-b"))],
+        }
+    }
+
+    #[test]
+    fn group_records_round_trip() {
+        let g = group();
+        assert_eq!(decode_group_value(encode_group_value(&g)).unwrap(), g);
+        let empty = GroupMetadata {
+            protocol_name: None,
+            leader: None,
+            members: vec![],
+            ..g
+        };
+        assert_eq!(
+            decode_group_value(encode_group_value(&empty)).unwrap(),
+            empty
+        );
+        assert_eq!(decode_group_key(encode_group_key("grp")).unwrap(), "grp");
+    }
+
+    #[test]
+    fn truncated_or_padded_group_records_are_errors_not_panics() {
+        let value = encode_group_value(&group());
+        for cut in 0..value.len() {
+            assert!(decode_group_value(value.slice(..cut)).is_err(), "cut {cut}");
+        }
+        let mut padded = BytesMut::from(&value[..]);
+        padded.put_u8(0);
+        assert!(decode_group_value(padded.freeze()).is_err());
+        let key = encode_group_key("grp");
+        for cut in 0..key.len() {
+            assert!(decode_group_key(key.slice(..cut)).is_err());
+        }
+        let mut other_version = BytesMut::from(&value[..]);
+        other_version[..2].copy_from_slice(&9i16.to_be_bytes());
+        assert!(decode_group_value(other_version.freeze()).is_err());
+        let mut huge_count = BytesMut::from(
+            &encode_group_value(&GroupMetadata {
+                members: vec![],
+                ..group()
+            })[..],
+        );
+        let at = huge_count.len() - 4;
+        huge_count[at..].copy_from_slice(&i32::MAX.to_be_bytes());
+        assert!(decode_group_value(huge_count.freeze()).is_err());
+    }
+}

@@ -142,6 +142,8 @@ pub enum PartitionOp {
         records: Bytes,
         /// The leader's high watermark.
         leader_high_watermark: Offset,
+        /// The leader's log start (DeleteRecords there moves it here too).
+        leader_log_start: Offset,
     },
     /// Replication, on a follower: the leader said the log diverges after `end_offset` of
     /// `diverging_epoch` (KIP-320): cut what follows.

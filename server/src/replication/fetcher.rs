@@ -138,6 +138,7 @@ fn next_op(epoch: LeaderEpoch, response: FetchResponse) -> Option<PartitionOp> {
             epoch,
             records: answer.records.unwrap_or_default(),
             leader_high_watermark: Offset(answer.high_watermark.max(0)),
+            leader_log_start: Offset(answer.log_start_offset.max(0)),
         }
     })
 }

@@ -482,6 +482,29 @@ impl<S: Storage + 'static> Actor<S> {
         PartitionReply::ReplicaAppended
     }
 
+    /// On a follower: the leader's log start moved (DeleteRecords): move this one too, as far
+    /// as this replica's high watermark (the rest on a later fetch).
+    async fn follow_log_start(&mut self, leader_log_start: Offset) {
+        let start = leader_log_start.min(self.log().high_watermark());
+        if start <= self.log().log_start_offset() {
+            return;
+        }
+        match self.log().delete_records_before(start).await {
+            Ok(start) => {
+                tracing::info!(
+                    topic = self.setup.topic,
+                    partition = self.setup.partition,
+                    log_start = start.0,
+                    "log start follows the leader's"
+                );
+                self.publish();
+            }
+            Err(e) => {
+                tracing::warn!(topic = self.setup.topic, partition = self.setup.partition, error = %e, "moving the log start failed");
+            }
+        }
+    }
+
     /// On a follower: this log's end and the epoch of its last batch.
     pub(super) fn follower_position(&mut self) -> PartitionReply {
         let log = self.log();
@@ -586,9 +609,15 @@ impl<S: Storage + 'static> Actor<S> {
                 epoch,
                 records,
                 leader_high_watermark,
+                leader_log_start,
             } => {
-                self.replica_append(epoch, records, leader_high_watermark)
-                    .await
+                let reply = self
+                    .replica_append(epoch, records, leader_high_watermark)
+                    .await;
+                if matches!(reply, PartitionReply::ReplicaAppended) {
+                    self.follow_log_start(leader_log_start).await;
+                }
+                reply
             }
             PartitionOp::Truncate {
                 epoch,

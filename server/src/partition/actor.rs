@@ -427,6 +427,20 @@ impl<S: Storage + 'static> Actor<S> {
         }
     }
 
+    /// Moves the log start to `before` (DeleteRecords; on a follower, the leader's log start),
+    /// deleting the segments wholly below it, and publishes it; logs `why`.
+    async fn move_log_start(
+        &mut self,
+        before: Offset,
+        why: &'static str,
+    ) -> Result<Offset, EngineError> {
+        let start = self.log().delete_records_before(before).await?;
+        let (topic, partition) = (&self.setup.topic, self.setup.partition);
+        tracing::info!(topic, partition, log_start = start.0, "{why}");
+        self.publish();
+        Ok(start)
+    }
+
     /// Opens this partition's log again (after a write failure, or a cut divergent tail) in
     /// the part replication gives this replica, exposing at most `high_watermark` if it is
     /// replicated (recovery alone would expose the whole log and stop stamping epochs).
@@ -924,17 +938,8 @@ impl<S: Storage + 'static> Actor<S> {
                 self.timestamp_reply(found, None).await
             }
             PartitionOp::DeleteRecords { before } => {
-                match self.log().delete_records_before(before).await {
-                    Ok(start) => {
-                        tracing::info!(
-                            topic = self.setup.topic,
-                            partition = self.setup.partition,
-                            log_start = start.0,
-                            "records deleted"
-                        );
-                        self.publish();
-                        PartitionReply::Offsets(self.positions())
-                    }
+                match self.move_log_start(before, "records deleted").await {
+                    Ok(_) => PartitionReply::Offsets(self.positions()),
                     Err(e) => PartitionReply::Error(e.kafka_error_code()),
                 }
             }

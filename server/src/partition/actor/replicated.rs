@@ -489,19 +489,10 @@ impl<S: Storage + 'static> Actor<S> {
         if start <= self.log().log_start_offset() {
             return;
         }
-        match self.log().delete_records_before(start).await {
-            Ok(start) => {
-                tracing::info!(
-                    topic = self.setup.topic,
-                    partition = self.setup.partition,
-                    log_start = start.0,
-                    "log start follows the leader's"
-                );
-                self.publish();
-            }
-            Err(e) => {
-                tracing::warn!(topic = self.setup.topic, partition = self.setup.partition, error = %e, "moving the log start failed");
-            }
+        let moved = self.move_log_start(start, "log start follows the leader's");
+        if let Err(e) = moved.await {
+            let (topic, partition) = (&self.setup.topic, self.setup.partition);
+            tracing::warn!(topic, partition, error = %e, "moving the log start failed");
         }
     }
 

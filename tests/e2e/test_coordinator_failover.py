@@ -123,6 +123,46 @@ def test_a_group_resumes_from_its_committed_offsets_after_the_coordinator_is_kil
     assert all(sizes[n].get(held, 0) > 0 for n in sizes), (held, sizes)
 
 
+def test_a_member_keeps_its_generation_and_assignment_when_the_coordinator_is_killed(cluster):
+    """The coordinator writes each completed rebalance to __consumer_offsets; the new one
+    restores the group Stable with its generation and members. So a consumer that outlives
+    its coordinator keeps heartbeating and committing with its old generation: no revoke, no
+    new assignment, the same member id."""
+    topic, group = unique("gkeep"), unique("gkeep-group")
+    create(cluster, topic, PARTITIONS)
+    wait_isr(cluster, topic, 3)
+    produce(cluster, topic)
+    events: list[str] = []
+    cons = Consumer({"bootstrap.servers": bootstrap(cluster), "group.id": group,
+                     "enable.auto.commit": False, "auto.offset.reset": "earliest",
+                     # Longer than the failover, so librdkafka never gives its session up.
+                     "session.timeout.ms": 30000, "heartbeat.interval.ms": 500})
+    cons.subscribe([topic], on_assign=lambda c, ps: events.append(f"assign {len(ps)}"),
+                   on_revoke=lambda c, ps: events.append(f"revoke {len(ps)}"),
+                   on_lost=lambda c, ps: events.append(f"lost {len(ps)}"))
+    try:
+        consume(cons, 60)
+        commit_until_done(cons)
+        assert events == [f"assign {PARTITIONS}"], events
+        member = cons.memberid()
+        old = live_coordinator(cluster, group, GROUP)
+        cluster.node(old).kill9()
+        new = live_coordinator(cluster, group, GROUP)
+        assert new != old
+        consume(cons, 60)
+        # Accepted by the new coordinator with the old generation (a refused one would be
+        # ILLEGAL_GENERATION / UNKNOWN_MEMBER_ID and a rejoin: the events below would show it).
+        done = {tp.partition: tp.offset for tp in commit_until_done(cons)}
+        end = time.monotonic() + 5    # heartbeats to the new coordinator meanwhile
+        while time.monotonic() < end:
+            cons.poll(0.2)
+        assert events == [f"assign {PARTITIONS}"], events
+        assert cons.memberid() == member
+        assert committed(cluster, group, topic) == done
+    finally:
+        cons.close()
+
+
 def committed(c, group: str, topic: str) -> dict[int, int]:
     """The group's committed offsets as its coordinator answers OffsetFetch."""
     cons = consumer(c, group)

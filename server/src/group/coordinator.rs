@@ -13,6 +13,7 @@ use rill_engine::io::Clock;
 use rill_protocol::ErrorCode;
 
 use super::journal::Journal;
+use super::metadata_record::GroupMetadata;
 use super::offsets::{CommittedOffset, OffsetKey, OffsetRecord, METADATA_BYTES_MAX};
 use super::ops::{GroupDescription, GroupListing, GroupOp, GroupReply, MemberRef, TopicPartitions};
 use super::state::{Group, GroupState};
@@ -37,8 +38,12 @@ impl<J: Journal> GroupCoordinator<J> {
         config: GroupConfig,
         live: Vec<(OffsetKey, CommittedOffset)>,
     ) -> Self {
+        let mut groups = groups_of(live, config);
+        for group in groups.values_mut() {
+            group.set_writes_membership(journal.writes_membership());
+        }
         GroupCoordinator {
-            groups: RefCell::new(groups_of(live, config)),
+            groups: RefCell::new(groups),
             journal,
             clock,
             config,
@@ -47,9 +52,23 @@ impl<J: Journal> GroupCoordinator<J> {
 
     /// Replaces offsets partition `partition`'s groups with those rebuilt from `live` (this
     /// broker just became its coordinator, `crate::coordinator_log`).
-    pub fn load_partition(&self, partition: i32, live: Vec<(OffsetKey, CommittedOffset)>) {
+    /// `groups` are their written memberships, restored with sessions starting now.
+    pub fn load_partition(
+        &self,
+        partition: i32,
+        live: Vec<(OffsetKey, CommittedOffset)>,
+        groups: Vec<(String, GroupMetadata)>,
+    ) {
         self.unload_partition(partition);
-        let loaded = groups_of(live, self.config);
+        let mut loaded = groups_of(live, self.config);
+        let now = self.now();
+        for (id, record) in groups {
+            let group = loaded.entry(id).or_insert_with_key(|id| self.new_group(id));
+            group.restore(record, now);
+        }
+        for group in loaded.values_mut() {
+            group.set_writes_membership(self.journal.writes_membership());
+        }
         debug_assert!(loaded
             .keys()
             .all(|g| super::offsets_partition(g) == partition));
@@ -97,7 +116,17 @@ impl<J: Journal> GroupCoordinator<J> {
                 }))
             }
             GroupOp::Sync(args) => {
-                let rx = self.with_group(group_id, false, |g| g.sync(args, now));
+                let rx = self.with_group(group_id, false, |g| (g.sync(args, now), g.take_write()));
+                let rx = match rx {
+                    Some((rx, Some(record))) => {
+                        let generation = record.generation;
+                        let written = self.journal.append_group(group_id, Some(record)).await;
+                        let now = self.now();
+                        self.with_group(group_id, false, |g| g.written(generation, written, now));
+                        Some(rx)
+                    }
+                    other => other.map(|(rx, _)| rx),
+                };
                 let result = match rx {
                     Some(rx) => rx.await.ok(),
                     None => None,
@@ -113,7 +142,14 @@ impl<J: Journal> GroupCoordinator<J> {
                     .unwrap_or(ErrorCode::UnknownMemberId),
             ),
             GroupOp::Leave(members) => {
-                let errors = self.with_group(group_id, false, |g| g.leave(&members, now));
+                let left = self.with_group(group_id, false, |g| {
+                    (g.leave(&members, now), g.take_write())
+                });
+                let (errors, emptied) = left.map_or((None, None), |(e, w)| (Some(e), w));
+                if let Some(record) = emptied {
+                    // Best effort: if lost, a new coordinator's restored members expire instead.
+                    let _ = self.journal.append_group(group_id, Some(record)).await;
+                }
                 let errors =
                     errors.unwrap_or_else(|| vec![ErrorCode::UnknownMemberId; members.len()]);
                 GroupReply::Leave(ErrorCode::None, errors)
@@ -155,7 +191,9 @@ impl<J: Journal> GroupCoordinator<J> {
     }
 
     fn new_group(&self, group_id: &str) -> Group {
-        Group::new(group_id, self.config.initial_rebalance_delay_ms)
+        let mut group = Group::new(group_id, self.config.initial_rebalance_delay_ms);
+        group.set_writes_membership(self.journal.writes_membership());
+        group
     }
 
     async fn commit(
@@ -342,6 +380,11 @@ impl<J: Journal> GroupCoordinator<J> {
         };
         if let Err(code) = self.journal.append(group_id, records).await {
             return code;
+        }
+        if self.journal.writes_membership() {
+            if let Err(code) = self.journal.append_group(group_id, None).await {
+                return code;
+            }
         }
         let mut groups = self.groups.borrow_mut();
         // A member may have joined while the tombstones were written: then keep the group.

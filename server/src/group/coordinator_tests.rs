@@ -434,10 +434,146 @@ fn loading_a_partition_replaces_its_groups_and_unloading_drops_only_them() {
     assert_eq!(commit(&c, b, simple(), 0, 7), vec![ErrorCode::None]);
     // What another coordinator wrote meanwhile replaces what was in memory.
     let key = OffsetKey::committed(a, "t", 0);
-    c.load_partition(pa, vec![(key, offset(9, None))]);
+    c.load_partition(pa, vec![(key, offset(9, None))], Vec::new());
     assert_eq!(fetch(&c, a, None)[0].2.as_ref().unwrap().offset, Offset(9));
     assert_eq!(fetch(&c, b, None)[0].2.as_ref().unwrap().offset, Offset(7));
     c.unload_partition(pa);
     assert!(fetch(&c, a, None).is_empty(), "dropped with its partition");
     assert_eq!(c.list().len(), 1);
+}
+
+fn writing_membership() -> GroupCoordinator<MemJournal> {
+    let journal = MemJournal::default();
+    journal.membership.set(true);
+    let clock = Rc::new(ManualClock::new(0));
+    GroupCoordinator::new(journal, clock, no_delay(), Vec::new())
+}
+
+/// One member joins and syncs `assignment` for itself: (member id, generation, sync answer).
+fn join_and_sync(
+    c: &GroupCoordinator<MemJournal>,
+    group: &str,
+    assignment: &'static [u8],
+) -> (String, i32, super::super::ops::SyncResult) {
+    let join = JoinArgs {
+        client_id: "cid".into(),
+        client_host: "/127.0.0.1".into(),
+        session_timeout_ms: 6_000,
+        rebalance_timeout_ms: 6_000,
+        protocol_type: "consumer".into(),
+        protocols: vec![("range".into(), subscription(&["t"]))],
+        ..Default::default()
+    };
+    let GroupReply::Join(j) = block_on(c.handle(group, GroupOp::Join(join))) else {
+        panic!()
+    };
+    assert_eq!(j.error_code, ErrorCode::None);
+    let sync = SyncArgs {
+        member_id: j.member_id.clone(),
+        generation_id: j.generation_id,
+        assignments: vec![(j.member_id.clone(), bytes::Bytes::from_static(assignment))],
+        ..Default::default()
+    };
+    let GroupReply::Sync(s) = block_on(c.handle(group, GroupOp::Sync(sync))) else {
+        panic!()
+    };
+    (j.member_id, j.generation_id, s)
+}
+
+#[test]
+fn a_completed_rebalance_is_written_and_a_new_coordinator_restores_it() {
+    let c = writing_membership();
+    let (member, generation, synced) = join_and_sync(&c, "g", b"assigned");
+    assert_eq!(synced.error_code, ErrorCode::None);
+    assert_eq!(&synced.assignment[..], b"assigned");
+    let written = c.journal().groups.borrow().clone();
+    assert_eq!(written.len(), 1, "one record per completed rebalance");
+    let (id, record) = written.into_iter().next().unwrap();
+    let record = record.expect("not a tombstone");
+    assert_eq!((id.as_str(), record.generation), ("g", generation));
+    assert_eq!(record.leader.as_deref(), Some(member.as_str()));
+    assert_eq!(record.members.len(), 1);
+    assert_eq!(&record.members[0].assignment[..], b"assigned");
+    assert_eq!(record.members[0].client_id, "cid");
+
+    // Another broker becomes coordinator and loads what was written.
+    let next = writing_membership();
+    let partition = crate::group::offsets_partition("g");
+    next.load_partition(partition, Vec::new(), vec![("g".into(), record)]);
+    let who = MemberRef {
+        member_id: member.clone(),
+        group_instance_id: None,
+        generation_id: generation,
+    };
+    let beat = block_on(next.handle("g", GroupOp::Heartbeat(who.clone())));
+    assert_eq!(beat, GroupReply::Heartbeat(ErrorCode::None));
+    assert_eq!(commit(&next, "g", who, 0, 4), vec![ErrorCode::None]);
+    let sync = SyncArgs {
+        member_id: member,
+        generation_id: generation,
+        ..Default::default()
+    };
+    let GroupReply::Sync(again) = block_on(next.handle("g", GroupOp::Sync(sync))) else {
+        panic!()
+    };
+    assert_eq!(
+        (again.error_code, &again.assignment[..]),
+        (ErrorCode::None, &b"assigned"[..])
+    );
+}
+
+#[test]
+fn a_failed_membership_write_answers_the_error_and_rebalances() {
+    let c = writing_membership();
+    c.journal().fail_with.set(Some(ErrorCode::NotCoordinator));
+    let (member, generation, synced) = join_and_sync(&c, "g", b"a");
+    assert_eq!(synced.error_code, ErrorCode::NotCoordinator);
+    assert!(synced.assignment.is_empty());
+    c.journal().fail_with.set(None);
+    let who = MemberRef {
+        member_id: member,
+        group_instance_id: None,
+        generation_id: generation,
+    };
+    let beat = block_on(c.handle("g", GroupOp::Heartbeat(who)));
+    assert_eq!(beat, GroupReply::Heartbeat(ErrorCode::RebalanceInProgress));
+}
+
+#[test]
+fn deleting_a_group_writes_its_tombstone() {
+    let c = writing_membership();
+    commit(&c, "g", simple(), 0, 5);
+    assert_eq!(
+        block_on(c.handle("g", GroupOp::Delete)),
+        GroupReply::Delete(ErrorCode::None)
+    );
+    assert_eq!(
+        c.journal().groups.borrow().as_slice(),
+        &[("g".to_string(), None)]
+    );
+}
+
+#[test]
+fn the_last_member_leaving_writes_the_empty_group() {
+    let c = writing_membership();
+    let (member, generation, _) = join_and_sync(&c, "g", b"a");
+    let leave = GroupOp::Leave(vec![(member, None)]);
+    assert!(matches!(
+        block_on(c.handle("g", leave)),
+        GroupReply::Leave(ErrorCode::None, _)
+    ));
+    let written = c.journal().groups.borrow().clone();
+    let last = written.last().unwrap().1.clone().expect("not a tombstone");
+    assert!(last.members.is_empty());
+    assert_eq!(last.generation, generation + 1);
+    let next = writing_membership();
+    next.load_partition(
+        crate::group::offsets_partition("g"),
+        Vec::new(),
+        vec![("g".into(), last)],
+    );
+    let GroupReply::Describe(d) = block_on(next.handle("g", GroupOp::Describe)) else {
+        panic!()
+    };
+    assert_eq!(d.state, "Empty");
 }

@@ -24,6 +24,7 @@ use rill_engine::cleaner::{CompactionConfig, Unpaced};
 use rill_engine::io::{Clock, Storage};
 use rill_engine::{FlushPolicy, LogConfig, LogManager, PartitionLog};
 
+use super::metadata_record::GroupMetadata;
 use super::offsets::{decode_chunk, encode_batch, CommittedOffset, OffsetKey, OffsetRecord};
 use super::{offsets_partition, OFFSETS_TOPIC};
 use crate::compaction::KafkaRecords;
@@ -52,6 +53,21 @@ pub trait Journal {
     fn ready(&self, _group_id: &str) -> Result<(), ErrorCode> {
         Ok(())
     }
+
+    /// Whether group membership is written ([`Journal::append_group`]): a cluster's
+    /// replicated journal writes it; a single node's keeps offsets only.
+    fn writes_membership(&self) -> bool {
+        false
+    }
+
+    /// Make `group_id`'s membership record durable (`None`: its tombstone).
+    async fn append_group(
+        &self,
+        _group_id: &str,
+        _value: Option<GroupMetadata>,
+    ) -> Result<(), ErrorCode> {
+        Ok(())
+    }
 }
 
 /// A journal that keeps records in memory (unit tests): can be told to fail.
@@ -61,6 +77,10 @@ pub struct MemJournal {
     pub records: RefCell<Vec<OffsetRecord>>,
     /// When set, appends fail with this code.
     pub fail_with: Cell<Option<ErrorCode>>,
+    /// When set, membership is written too, into `groups`.
+    pub membership: Cell<bool>,
+    /// Membership records appended, in order.
+    pub groups: RefCell<Vec<(String, Option<GroupMetadata>)>>,
 }
 
 impl Journal for MemJournal {
@@ -69,6 +89,22 @@ impl Journal for MemJournal {
             return Err(code);
         }
         self.records.borrow_mut().extend(records);
+        Ok(())
+    }
+
+    fn writes_membership(&self) -> bool {
+        self.membership.get()
+    }
+
+    async fn append_group(
+        &self,
+        group_id: &str,
+        value: Option<GroupMetadata>,
+    ) -> Result<(), ErrorCode> {
+        if let Some(code) = self.fail_with.get() {
+            return Err(code);
+        }
+        self.groups.borrow_mut().push((group_id.to_string(), value));
         Ok(())
     }
 }

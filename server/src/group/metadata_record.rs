@@ -9,6 +9,8 @@
 //! (-1 = null), bytes i32-length, all big-endian, behind an i16 version.
 
 use bytes::{Buf, BufMut, Bytes, BytesMut};
+use rill_protocol::record::{encode_plain_batch, PlainRecord};
+use rill_types::batch::ValidatedBatch;
 
 use super::offsets::DecodeError;
 
@@ -139,6 +141,20 @@ pub fn decode_group_value(mut buf: Bytes) -> Result<GroupMetadata, DecodeError> 
         current_state_timestamp_ms,
         members,
     })
+}
+
+/// One v2 record batch holding `group`'s record (`None`: its tombstone), ready to append.
+pub fn encode_group_batch(
+    group: &str,
+    value: Option<&GroupMetadata>,
+    timestamp_ms: i64,
+) -> ValidatedBatch {
+    let bytes = encode_plain_batch(std::iter::once(PlainRecord {
+        key: Some(encode_group_key(group)),
+        value: value.map(encode_group_value),
+        timestamp_ms,
+    }));
+    ValidatedBatch::new(bytes, usize::MAX).expect("an encoded group batch is valid")
 }
 
 fn put_str(out: &mut BytesMut, s: Option<&str>) {

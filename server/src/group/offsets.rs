@@ -16,6 +16,10 @@ use rill_protocol::record::{encode_plain_batch, PlainRecord};
 use rill_types::batch::ValidatedBatch;
 use rill_types::{LeaderEpoch, Offset, ProducerId};
 
+use super::metadata_record::{
+    decode_group_key, decode_group_value, GroupMetadata, GROUP_KEY_VERSION,
+};
+
 /// Kafka's `offset.metadata.max.bytes` default: longer metadata gets OFFSET_METADATA_TOO_LARGE.
 pub const METADATA_BYTES_MAX: usize = 4096;
 
@@ -203,17 +207,46 @@ pub fn encode_batch(records: &[OffsetRecord], timestamp_ms: i64) -> ValidatedBat
     ValidatedBatch::new(bytes, usize::MAX).expect("an encoded offsets batch is valid")
 }
 
-/// Every record in `chunk` (whole batches back to back), with its offset, in log order.
+/// One record of the offsets log: a committed offset, or a group's membership.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum LogRecord {
+    /// A committed offset (or its tombstone).
+    Offset(OffsetRecord),
+    /// A group's membership (`None`: the group was deleted), `super::metadata_record`.
+    Group(String, Option<GroupMetadata>),
+}
+
+/// The offset records in `chunk` (whole batches back to back), with their offsets, in log
+/// order; group membership records are skipped (a single node never writes them).
 pub fn decode_chunk(chunk: Bytes) -> Result<Vec<(Offset, OffsetRecord)>, DecodeError> {
+    let records = decode_log_chunk(chunk)?.into_iter();
+    Ok(records
+        .filter_map(|(offset, record)| match record {
+            LogRecord::Offset(r) => Some((offset, r)),
+            LogRecord::Group(..) => None,
+        })
+        .collect())
+}
+
+/// Every record in `chunk` (whole batches back to back), with its offset, in log order.
+pub fn decode_log_chunk(chunk: Bytes) -> Result<Vec<(Offset, LogRecord)>, DecodeError> {
     let mut buf = chunk;
     let sets =
         RecordBatchDecoder::decode_all(&mut buf).map_err(|e| DecodeError::Batch(e.to_string()))?;
     let mut out = Vec::new();
     for set in sets {
         for record in set.records {
-            let key = decode_key(record.key.ok_or(DecodeError::Record)?)?;
-            let value = record.value.map(decode_value).transpose()?;
-            out.push((Offset(record.offset), OffsetRecord { key, value }));
+            let key = record.key.ok_or(DecodeError::Record)?;
+            let decoded = if key.first() == Some(&GROUP_KEY_VERSION) {
+                let group = decode_group_key(key)?;
+                let value = record.value.map(decode_group_value).transpose()?;
+                LogRecord::Group(group, value)
+            } else {
+                let key = decode_key(key)?;
+                let value = record.value.map(decode_value).transpose()?;
+                LogRecord::Offset(OffsetRecord { key, value })
+            };
+            out.push((Offset(record.offset), decoded));
         }
     }
     Ok(out)

@@ -1,7 +1,8 @@
 //! Committed offsets in a cluster: written to the replicated `__consumer_offsets` partitions
 //! and loaded by the broker that leads each one (the design: `crate::coordinator_log`).
-//! Group membership is not written, as on a single node: after a move the members find the
-//! new coordinator and join again.
+//! Each completed rebalance and each group deletion is written too (`super::metadata_record`):
+//! the new coordinator restores Stable groups with their generation and members, so members
+//! keep their assignment across a move.
 
 use std::collections::HashMap;
 use std::rc::Rc;
@@ -11,7 +12,10 @@ use rill_protocol::ErrorCode;
 
 use super::coordinator::GroupCoordinator;
 use super::journal::{apply, Journal};
-use super::offsets::{decode_chunk, encode_batch, CommittedOffset, OffsetKey, OffsetRecord};
+use super::metadata_record::{encode_group_batch, GroupMetadata};
+use super::offsets::{
+    decode_log_chunk, encode_batch, CommittedOffset, LogRecord, OffsetKey, OffsetRecord,
+};
 use super::offsets_partition;
 use crate::coordinator_log::{CoordinatorLog, LoadedChunk};
 
@@ -31,8 +35,9 @@ impl<S: Storage + 'static> ReplicatedJournal<S> {
     /// leads (call every coordinator tick).
     pub async fn follow<J: Journal>(&self, coordinator: &GroupCoordinator<J>) {
         let install = |partition, chunks| {
-            let (live, records) = live_of(chunks)?;
-            coordinator.load_partition(partition, live.into_iter().collect());
+            let (live, groups, records) = live_of(chunks)?;
+            let groups = groups.into_iter().filter_map(|(g, v)| Some((g, v?)));
+            coordinator.load_partition(partition, live.into_iter().collect(), groups.collect());
             Ok(records)
         };
         let unload = |partition| coordinator.unload_partition(partition);
@@ -40,21 +45,33 @@ impl<S: Storage + 'static> ReplicatedJournal<S> {
     }
 }
 
+/// Committed offsets and group records of the loaded live batches (latest per key; a group
+/// deleted last maps to `None`).
+pub type Loaded = (
+    HashMap<OffsetKey, CommittedOffset>,
+    HashMap<String, Option<GroupMetadata>>,
+    u64,
+);
+
 /// The live entries of loaded batches, and how many records were read.
-pub fn live_of(
-    chunks: Vec<LoadedChunk>,
-) -> Result<(HashMap<OffsetKey, CommittedOffset>, u64), String> {
+pub fn live_of(chunks: Vec<LoadedChunk>) -> Result<Loaded, String> {
     let mut live = HashMap::new();
+    let mut groups = HashMap::new();
     let mut records = 0;
     for (from, chunk) in chunks {
-        let decoded = decode_chunk(chunk).map_err(|e| e.to_string())?;
+        let decoded = decode_log_chunk(chunk).map_err(|e| e.to_string())?;
         for (offset, record) in decoded.into_iter().filter(|(o, _)| *o >= from) {
             debug_assert!(offset >= from);
             records += 1;
-            apply(&mut live, record);
+            match record {
+                LogRecord::Offset(record) => apply(&mut live, record),
+                LogRecord::Group(group, value) => {
+                    groups.insert(group, value);
+                }
+            }
         }
     }
-    Ok((live, records))
+    Ok((live, groups, records))
 }
 
 impl<S: Storage + 'static> Journal for ReplicatedJournal<S> {
@@ -69,6 +86,19 @@ impl<S: Storage + 'static> Journal for ReplicatedJournal<S> {
 
     fn ready(&self, group_id: &str) -> Result<(), ErrorCode> {
         self.log.ready(offsets_partition(group_id))
+    }
+
+    fn writes_membership(&self) -> bool {
+        true
+    }
+
+    async fn append_group(
+        &self,
+        group_id: &str,
+        value: Option<GroupMetadata>,
+    ) -> Result<(), ErrorCode> {
+        let batch = encode_group_batch(group_id, value.as_ref(), self.clock.now().0);
+        self.log.append(offsets_partition(group_id), batch).await
     }
 }
 
@@ -102,9 +132,39 @@ mod tests {
             (Offset(2), second),
             (Offset(4), first), // offsets 0-1 again, before this read's start: skipped
         ];
-        let (live, records) = live_of(chunks).unwrap();
+        let (live, _, records) = live_of(chunks).unwrap();
         assert_eq!(records, 4);
         assert_eq!(live.len(), 1);
         assert_eq!(live[&OffsetKey::committed("g", "t", 0)].offset, Offset(2));
+    }
+
+    #[test]
+    fn a_load_keeps_each_groups_latest_membership_and_its_tombstone() {
+        use crate::group::metadata_record::{encode_group_batch, GroupMetadata};
+        let meta = |generation| GroupMetadata {
+            protocol_type: "consumer".into(),
+            generation,
+            protocol_name: Some("range".into()),
+            leader: None,
+            current_state_timestamp_ms: 1,
+            members: vec![],
+        };
+        let at = |base: i64, batch: rill_types::batch::ValidatedBatch| {
+            let mut b = bytes::BytesMut::from(batch.as_bytes());
+            b[..8].copy_from_slice(&base.to_be_bytes());
+            (Offset(base), b.freeze())
+        };
+        let chunks = vec![
+            at(0, encode_group_batch("g", Some(&meta(1)), 1)),
+            at(1, encode_group_batch("h", Some(&meta(4)), 1)),
+            at(2, encode_group_batch("g", Some(&meta(2)), 1)),
+            at(3, encode_group_batch("h", None, 1)),
+            at(4, encode_batch(&[record("g", 0, Some(3))], 1)),
+        ];
+        let (live, groups, records) = live_of(chunks).unwrap();
+        assert_eq!(records, 5);
+        assert_eq!(live.len(), 1);
+        assert_eq!(groups["g"].as_ref().map(|m| m.generation), Some(2));
+        assert_eq!(groups["h"], None, "deleted");
     }
 }

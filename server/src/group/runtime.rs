@@ -18,6 +18,7 @@ use rill_protocol::ErrorCode;
 
 use super::coordinator::{GroupCoordinator, TICK_MS};
 use super::journal::{Journal, LogJournal};
+use super::metadata_record::GroupMetadata;
 use super::offsets::OffsetRecord;
 use super::replicated::ReplicatedJournal;
 use super::{owned_offsets_partitions, GroupCall, GroupReply, OFFSETS_DIR, OFFSETS_TOPIC};
@@ -56,6 +57,24 @@ impl<S: Storage + 'static> Journal for ShardJournal<S> {
         match self {
             ShardJournal::Private(journal) => journal.ready(group_id),
             ShardJournal::Replicated(journal) => journal.ready(group_id),
+        }
+    }
+
+    fn writes_membership(&self) -> bool {
+        match self {
+            ShardJournal::Private(journal) => journal.writes_membership(),
+            ShardJournal::Replicated(journal) => journal.writes_membership(),
+        }
+    }
+
+    async fn append_group(
+        &self,
+        group_id: &str,
+        value: Option<GroupMetadata>,
+    ) -> Result<(), ErrorCode> {
+        match self {
+            ShardJournal::Private(journal) => journal.append_group(group_id, value).await,
+            ShardJournal::Replicated(journal) => journal.append_group(group_id, value).await,
         }
     }
 }

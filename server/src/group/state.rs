@@ -17,6 +17,7 @@ use std::collections::{BTreeMap, HashMap};
 use bytes::Bytes;
 use futures::channel::oneshot;
 
+use super::metadata_record::GroupMetadata;
 use super::offsets::CommittedOffset;
 use super::ops::{
     GroupDescription, JoinArgs, JoinResult, JoinedMember, MemberDescription, MemberRef, SyncArgs,
@@ -135,6 +136,12 @@ pub struct Group {
     /// Offsets committed inside open transactions (TxnOffsetCommit), by producer: visible
     /// (moved to `offsets`) when the transaction commits, dropped when it aborts.
     pub pending_txn: BTreeMap<ProducerId, BTreeMap<(String, i32), CommittedOffset>>,
+    /// A completed rebalance is written (a cluster's coordinator) before it is answered.
+    writes_membership: bool,
+    /// The generation whose assignment is being written: members' syncs wait for it.
+    writing: Option<i32>,
+    /// That generation's record, until the coordinator takes it to write.
+    to_write: Option<GroupMetadata>,
 }
 
 /// A join answer sent now.
@@ -164,6 +171,9 @@ impl Group {
             next_join_seq: 0,
             offsets: BTreeMap::new(),
             pending_txn: BTreeMap::new(),
+            writes_membership: false,
+            writing: None,
+            to_write: None,
         }
     }
 
@@ -541,12 +551,18 @@ impl Group {
         }
         self.pending.clear();
         self.generation += 1;
+        self.writing = None;
+        self.to_write = None;
         if self.members.is_empty() {
             self.state = GroupState::Empty;
             self.protocol_name = None;
             self.protocol_type = None;
             self.leader = None;
             self.deadline_ms = None;
+            if self.writes_membership {
+                // Written too (as Kafka does), so a new coordinator restores no departed members.
+                self.to_write = Some(self.metadata(now_ms));
+            }
             return;
         }
         self.protocol_name = Some(self.select_protocol());
@@ -686,13 +702,23 @@ impl Group {
             return;
         }
         member.awaiting_sync = Some(tx);
-        if self.leader.as_deref() != Some(args.member_id.as_str()) {
+        if self.writing.is_some() || self.leader.as_deref() != Some(args.member_id.as_str()) {
             return;
         }
         let mut assignments: HashMap<String, Bytes> = args.assignments.into_iter().collect();
         for member in self.members.values_mut() {
             member.assignment = assignments.remove(&member.id).unwrap_or_default();
         }
+        if self.writes_membership {
+            self.writing = Some(self.generation);
+            self.to_write = Some(self.metadata(now_ms));
+            return;
+        }
+        self.become_stable();
+    }
+
+    /// CompletingRebalance → Stable: every parked SyncGroup gets its assignment.
+    fn become_stable(&mut self) {
         self.state = GroupState::Stable;
         self.deadline_ms = None;
         let ids: Vec<String> = self.members.keys().cloned().collect();
@@ -919,6 +945,9 @@ impl Group {
         }
     }
 }
+
+#[path = "state_membership.rs"]
+mod membership;
 
 #[cfg(test)]
 #[path = "state_tests.rs"]

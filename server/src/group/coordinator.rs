@@ -115,45 +115,12 @@ impl<J: Journal> GroupCoordinator<J> {
                     super::ops::JoinResult::error(ErrorCode::UnknownMemberId, "")
                 }))
             }
-            GroupOp::Sync(args) => {
-                let rx = self.with_group(group_id, false, |g| (g.sync(args, now), g.take_write()));
-                let rx = match rx {
-                    Some((rx, Some(record))) => {
-                        let generation = record.generation;
-                        let written = self.journal.append_group(group_id, Some(record)).await;
-                        let now = self.now();
-                        self.with_group(group_id, false, |g| g.written(generation, written, now));
-                        Some(rx)
-                    }
-                    other => other.map(|(rx, _)| rx),
-                };
-                let result = match rx {
-                    Some(rx) => rx.await.ok(),
-                    None => None,
-                };
-                GroupReply::Sync(
-                    result.unwrap_or_else(|| {
-                        super::ops::SyncResult::error(ErrorCode::UnknownMemberId)
-                    }),
-                )
-            }
+            GroupOp::Sync(args) => self.sync(group_id, args, now).await,
             GroupOp::Heartbeat(who) => GroupReply::Heartbeat(
                 self.with_group(group_id, false, |g| g.heartbeat(&who, now))
                     .unwrap_or(ErrorCode::UnknownMemberId),
             ),
-            GroupOp::Leave(members) => {
-                let left = self.with_group(group_id, false, |g| {
-                    (g.leave(&members, now), g.take_write())
-                });
-                let (errors, emptied) = left.map_or((None, None), |(e, w)| (Some(e), w));
-                if let Some(record) = emptied {
-                    // Best effort: if lost, a new coordinator's restored members expire instead.
-                    let _ = self.journal.append_group(group_id, Some(record)).await;
-                }
-                let errors =
-                    errors.unwrap_or_else(|| vec![ErrorCode::UnknownMemberId; members.len()]);
-                GroupReply::Leave(ErrorCode::None, errors)
-            }
+            GroupOp::Leave(members) => self.leave(group_id, members, now).await,
             GroupOp::Commit(who, offsets) => self.commit(group_id, who, offsets, now).await,
             GroupOp::Fetch(topics) => self.fetch(group_id, topics),
             GroupOp::DeleteOffsets(topics) => self.delete_offsets(group_id, topics).await,
@@ -174,6 +141,48 @@ impl<J: Journal> GroupCoordinator<J> {
             } => self.txn_end(group_id, producer_id, commit).await,
             GroupOp::PendingTxn(topics) => self.pending_txn(group_id, topics),
         }
+    }
+
+    /// SyncGroup: the leader's sync that completes a rebalance is written (a cluster's
+    /// coordinator) before any member gets its assignment.
+    async fn sync(&self, group_id: &str, args: super::ops::SyncArgs, now: i64) -> GroupReply {
+        let rx = self.with_group(group_id, false, |g| (g.sync(args, now), g.take_write()));
+        let rx = match rx {
+            Some((rx, Some(record))) => {
+                let generation = record.generation;
+                let written = self.journal.append_group(group_id, Some(record)).await;
+                let now = self.now();
+                self.with_group(group_id, false, |g| g.written(generation, written, now));
+                Some(rx)
+            }
+            other => other.map(|(rx, _)| rx),
+        };
+        let result = match rx {
+            Some(rx) => rx.await.ok(),
+            None => None,
+        };
+        GroupReply::Sync(
+            result.unwrap_or_else(|| super::ops::SyncResult::error(ErrorCode::UnknownMemberId)),
+        )
+    }
+
+    /// LeaveGroup: a group its last member left is written Empty.
+    async fn leave(
+        &self,
+        group_id: &str,
+        members: Vec<(String, Option<String>)>,
+        now: i64,
+    ) -> GroupReply {
+        let left = self.with_group(group_id, false, |g| {
+            (g.leave(&members, now), g.take_write())
+        });
+        let (errors, emptied) = left.map_or((None, None), |(e, w)| (Some(e), w));
+        if let Some(record) = emptied {
+            // Best effort: if lost, a new coordinator's restored members expire instead.
+            let _ = self.journal.append_group(group_id, Some(record)).await;
+        }
+        let errors = errors.unwrap_or_else(|| vec![ErrorCode::UnknownMemberId; members.len()]);
+        GroupReply::Leave(ErrorCode::None, errors)
     }
 
     /// Run `f` on the group (creating it if asked); `None` if it does not exist.

@@ -22,8 +22,9 @@
 //!   A new leader epoch reloads (another broker may have written in between). The epoch a
 //!   partition was loaded at is the coordinator epoch (transaction markers carry it).
 //! - **Compaction.** The topics are created with `cleanup.policy=compact`, so the shard's
-//!   cleaner compacts every replica by record key, as any compacted topic (both record formats
-//!   key by group/topic/partition or transactional id, and delete with a null value).
+//!   cleaner compacts every replica by record key, as any compacted topic (the record formats
+//!   key by group/topic/partition, group (its membership, `crate::group::metadata_record`) or
+//!   transactional id, and delete with a null value).
 //!
 //! A single node keeps its private, unreplicated logs (`crate::group::journal`,
 //! `crate::txn::log`): there is no leadership to follow there.

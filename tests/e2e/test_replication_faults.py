@@ -6,7 +6,7 @@ real clients, real kill -9 and SIGSTOP/SIGCONT.
 - Unclean leader election: refused by default (no leader, nothing lost), done when the topic
   allows it (the out-of-sync replica leads, and what only the old leader held is cut).
 - A seeded random fault loop under an idempotent acks=all load: every acknowledged message is
-  read back once, in produce order. RILL_FAULT_LOOP_SECONDS (default 100) bounds it,
+  read back once, in produce order. RILL_FAULT_LOOP_SECONDS (default 160) bounds it,
   RILL_FAULT_LOOP_SEED replays one (the seed is printed).
 - A reassignment copies a partition to new brokers, catches up and switches; the data is read
   from the new replicas after the old one is gone.
@@ -298,7 +298,7 @@ def test_unclean_election_is_refused_by_default_and_done_when_the_topic_allows_i
         assert read_values(bootstrap(c), unclean, p) == first + after
 
 
-FAULT_LOOP_S = float(os.environ.get("RILL_FAULT_LOOP_SECONDS", "100"))
+FAULT_LOOP_S = float(os.environ.get("RILL_FAULT_LOOP_SECONDS", "160"))
 
 
 @pytest.mark.timeout(int(FAULT_LOOP_S) + 240)

@@ -4,8 +4,7 @@ each leader, acks=all answered once the ISR holds a batch.
 
 Faults are real: kill -9 and SIGSTOP/SIGCONT of whole processes. Sessions are short
 (broker.session.timeout.ms=4000) and replica.lag.time.max.ms is 3000 so each test stays
-bounded. The seeded fault loop runs RILL_REPLICATION_FAULT_S seconds (default 150) and prints its
-seed (RILL_REPLICATION_SEED replays one).
+bounded. The seeded fault loop is in test_replication_faults.py.
 """
 
 from __future__ import annotations

@@ -212,6 +212,32 @@ def test_a_stopped_follower_leaves_the_isr_acks_all_goes_on_and_it_rejoins(clust
     check_no_loss_no_duplicate(rec, consume_all(cluster, topic, 1))
 
 
+def test_a_one_replica_topic_refuses_acks_all_under_min_insync_replicas_2(cluster):
+    """An ISR of one is below the cluster's min.insync.replicas=2: acks=all is refused with
+    NOT_ENOUGH_REPLICAS (Kafka's answer), acks=1 goes on, and the topic's own
+    min.insync.replicas=1 admits acks=all."""
+    strict, relaxed = unique("rf1-strict"), unique("rf1-relaxed")
+    admin = AdminClient({"bootstrap.servers": bootstrap(cluster)})
+    for name, configs in ((strict, {}), (relaxed, {"min.insync.replicas": "1"})):
+        admin.create_topics([NewTopic(name, 1, 1, config=configs)])[name].result(15)
+    wait_isr(cluster, strict, 1)
+    wait_isr(cluster, relaxed, 1)
+
+    def outcome(topic: str, acks: str):
+        got = []
+        p = Producer({"bootstrap.servers": bootstrap(cluster), "acks": acks,
+                      "message.timeout.ms": 10000, "retries": 0})
+        p.produce(topic, b"x", partition=0, on_delivery=lambda e, m: got.append(e))
+        p.flush(15)
+        assert len(got) == 1, got
+        return got[0]
+
+    refused = outcome(strict, "all")
+    assert refused is not None and refused.code() == KafkaError.NOT_ENOUGH_REPLICAS, refused
+    assert outcome(strict, "1") is None
+    assert outcome(relaxed, "all") is None
+
+
 def test_with_two_of_three_killed_acks_all_is_refused_and_acks_1_goes_on(tmp_path):
     # Two controller-only voters keep the quorum (3 of 5) when two of the three brokers die.
     cluster = Cluster(tmp_path, size=5, roles={1: "controller", 2: "controller"}, **FAST)

@@ -70,10 +70,18 @@ impl<S: Storage + 'static> Actor<S> {
     }
 
     /// Appends and markers are refused unless this replica leads (or the partition is not
-    /// replicated); acks=all also needs `min.insync.replicas` in the ISR.
+    /// replicated); acks=all also needs `min.insync.replicas` in the ISR. A one-replica
+    /// partition of a cluster has an ISR of one, so acks=all there needs `min.insync.replicas`
+    /// of at most 1, as in Kafka (a single node's produce handler checks this with a message).
     pub(super) fn check_leader_append(&self, acks_all: bool) -> Result<(), ErrorCode> {
         match &self.replication {
-            Replication::Off => Ok(()),
+            Replication::Off => {
+                let in_cluster = self.setup.cluster.is_some();
+                if acks_all && in_cluster && self.setup.min_insync_replicas > 1 {
+                    return Err(ErrorCode::NotEnoughReplicas);
+                }
+                Ok(())
+            }
             Replication::Leader { state, .. } => {
                 let min_isr = self.setup.min_insync_replicas.max(1) as usize;
                 if acks_all && state.role.isr.len() < min_isr {

@@ -40,6 +40,7 @@ pub mod net;
 pub mod open_files;
 pub mod partition;
 pub mod produce_rules;
+pub mod record_fields;
 pub mod replication;
 pub mod routing;
 pub mod shard;

@@ -13,6 +13,9 @@ use rill_protocol::record::{encode_plain_batch, PlainRecord};
 use rill_types::batch::ValidatedBatch;
 
 use super::offsets::DecodeError;
+use crate::record_fields::{
+    get_bytes, get_i16, get_i32, get_i64, get_nullable_str, put_bytes, put_nullable_str,
+};
 
 /// Key version of a group metadata record (offset keys use 1 and 2).
 pub const GROUP_KEY_VERSION: u8 = 3;
@@ -62,7 +65,7 @@ pub struct GroupMetadata {
 pub fn encode_group_key(group: &str) -> Bytes {
     let mut out = BytesMut::with_capacity(3 + group.len());
     out.put_u8(GROUP_KEY_VERSION);
-    put_str(&mut out, Some(group));
+    put_nullable_str(&mut out, Some(group));
     out.freeze()
 }
 
@@ -71,7 +74,7 @@ pub fn decode_group_key(mut buf: Bytes) -> Result<String, DecodeError> {
     if buf.remaining() < 1 || buf.get_u8() != GROUP_KEY_VERSION {
         return Err(DecodeError::Record);
     }
-    let group = get_str(&mut buf)?.ok_or(DecodeError::Record)?;
+    let group = get_nullable_str(&mut buf)?.ok_or(DecodeError::Record)?;
     if buf.has_remaining() {
         return Err(DecodeError::Record);
     }
@@ -82,17 +85,17 @@ pub fn decode_group_key(mut buf: Bytes) -> Result<String, DecodeError> {
 pub fn encode_group_value(group: &GroupMetadata) -> Bytes {
     let mut out = BytesMut::with_capacity(64 + group.members.len() * 128);
     out.put_i16(VALUE_VERSION);
-    put_str(&mut out, Some(&group.protocol_type));
+    put_nullable_str(&mut out, Some(&group.protocol_type));
     out.put_i32(group.generation);
-    put_str(&mut out, group.protocol_name.as_deref());
-    put_str(&mut out, group.leader.as_deref());
+    put_nullable_str(&mut out, group.protocol_name.as_deref());
+    put_nullable_str(&mut out, group.leader.as_deref());
     out.put_i64(group.current_state_timestamp_ms);
     out.put_i32(i32::try_from(group.members.len()).expect("member count fits"));
     for m in &group.members {
-        put_str(&mut out, Some(&m.member_id));
-        put_str(&mut out, m.group_instance_id.as_deref());
-        put_str(&mut out, Some(&m.client_id));
-        put_str(&mut out, Some(&m.client_host));
+        put_nullable_str(&mut out, Some(&m.member_id));
+        put_nullable_str(&mut out, m.group_instance_id.as_deref());
+        put_nullable_str(&mut out, Some(&m.client_id));
+        put_nullable_str(&mut out, Some(&m.client_host));
         out.put_i32(m.rebalance_timeout_ms);
         out.put_i32(m.session_timeout_ms);
         put_bytes(&mut out, &m.subscription);
@@ -107,10 +110,10 @@ pub fn decode_group_value(mut buf: Bytes) -> Result<GroupMetadata, DecodeError> 
     if get_i16(&mut buf)? != VALUE_VERSION {
         return Err(DecodeError::Record);
     }
-    let protocol_type = required(get_str(&mut buf)?)?;
+    let protocol_type = required(get_nullable_str(&mut buf)?)?;
     let generation = get_i32(&mut buf)?;
-    let protocol_name = get_str(&mut buf)?;
-    let leader = get_str(&mut buf)?;
+    let protocol_name = get_nullable_str(&mut buf)?;
+    let leader = get_nullable_str(&mut buf)?;
     let current_state_timestamp_ms = get_i64(&mut buf)?;
     let count = usize::try_from(get_i32(&mut buf)?).map_err(|_| DecodeError::Record)?;
     // Every member takes at least 24 bytes: a count beyond that is corrupt, not a huge alloc.
@@ -120,10 +123,10 @@ pub fn decode_group_value(mut buf: Bytes) -> Result<GroupMetadata, DecodeError> 
     let mut members = Vec::with_capacity(count);
     for _ in 0..count {
         members.push(MemberMetadata {
-            member_id: required(get_str(&mut buf)?)?,
-            group_instance_id: get_str(&mut buf)?,
-            client_id: required(get_str(&mut buf)?)?,
-            client_host: required(get_str(&mut buf)?)?,
+            member_id: required(get_nullable_str(&mut buf)?)?,
+            group_instance_id: get_nullable_str(&mut buf)?,
+            client_id: required(get_nullable_str(&mut buf)?)?,
+            client_host: required(get_nullable_str(&mut buf)?)?,
             rebalance_timeout_ms: get_i32(&mut buf)?,
             session_timeout_ms: get_i32(&mut buf)?,
             subscription: get_bytes(&mut buf)?,
@@ -157,62 +160,8 @@ pub fn encode_group_batch(
     ValidatedBatch::new(bytes, usize::MAX).expect("an encoded group batch is valid")
 }
 
-fn put_str(out: &mut BytesMut, s: Option<&str>) {
-    match s {
-        Some(s) => {
-            out.put_i16(i16::try_from(s.len()).expect("ids and names are short"));
-            out.put_slice(s.as_bytes());
-        }
-        None => out.put_i16(-1),
-    }
-}
-
-fn put_bytes(out: &mut BytesMut, b: &Bytes) {
-    out.put_i32(i32::try_from(b.len()).expect("metadata fits a request"));
-    out.put_slice(b);
-}
-
 fn required(s: Option<String>) -> Result<String, DecodeError> {
     s.ok_or(DecodeError::Record)
-}
-
-fn get_i16(buf: &mut Bytes) -> Result<i16, DecodeError> {
-    (buf.remaining() >= 2)
-        .then(|| buf.get_i16())
-        .ok_or(DecodeError::Record)
-}
-
-fn get_i32(buf: &mut Bytes) -> Result<i32, DecodeError> {
-    (buf.remaining() >= 4)
-        .then(|| buf.get_i32())
-        .ok_or(DecodeError::Record)
-}
-
-fn get_i64(buf: &mut Bytes) -> Result<i64, DecodeError> {
-    (buf.remaining() >= 8)
-        .then(|| buf.get_i64())
-        .ok_or(DecodeError::Record)
-}
-
-fn get_str(buf: &mut Bytes) -> Result<Option<String>, DecodeError> {
-    let len = get_i16(buf)?;
-    if len < 0 {
-        return Ok(None);
-    }
-    let len = len as usize;
-    if buf.remaining() < len {
-        return Err(DecodeError::Record);
-    }
-    let s = String::from_utf8(buf.split_to(len).to_vec()).map_err(|_| DecodeError::Record)?;
-    Ok(Some(s))
-}
-
-fn get_bytes(buf: &mut Bytes) -> Result<Bytes, DecodeError> {
-    let len = usize::try_from(get_i32(buf)?).map_err(|_| DecodeError::Record)?;
-    if buf.remaining() < len {
-        return Err(DecodeError::Record);
-    }
-    Ok(buf.split_to(len))
 }
 
 #[cfg(test)]

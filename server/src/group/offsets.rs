@@ -16,6 +16,8 @@ use rill_protocol::record::{encode_plain_batch, PlainRecord};
 use rill_types::batch::ValidatedBatch;
 use rill_types::{LeaderEpoch, Offset, ProducerId};
 
+use crate::record_fields::{get_str, put_str, Malformed};
+
 use super::metadata_record::{
     decode_group_key, decode_group_value, GroupMetadata, GROUP_KEY_VERSION,
 };
@@ -94,21 +96,10 @@ pub enum DecodeError {
     Record,
 }
 
-fn put_str(out: &mut BytesMut, s: &str) {
-    let len = u16::try_from(s.len()).expect("group and topic names are short");
-    out.put_u16(len);
-    out.put_slice(s.as_bytes());
-}
-
-fn get_str(buf: &mut Bytes) -> Result<String, DecodeError> {
-    if buf.remaining() < 2 {
-        return Err(DecodeError::Record);
+impl From<Malformed> for DecodeError {
+    fn from(_: Malformed) -> Self {
+        DecodeError::Record
     }
-    let len = buf.get_u16() as usize;
-    if buf.remaining() < len {
-        return Err(DecodeError::Record);
-    }
-    String::from_utf8(buf.split_to(len).to_vec()).map_err(|_| DecodeError::Record)
 }
 
 /// Key bytes: version 1 (committed) `[group][topic][i32 partition]`, or version 2 (pending in a

@@ -18,6 +18,7 @@ use rill_protocol::record::{encode_plain_batch, PlainRecord};
 
 use super::state::{TxnMetadata, TxnState};
 use super::{ProducerEpoch, ProducerId};
+use crate::record_fields::{get_str, need, put_str, Malformed};
 use rill_types::batch::ValidatedBatch;
 
 const KEY_VERSION: u8 = 1;
@@ -43,28 +44,10 @@ pub enum DecodeError {
     Record,
 }
 
-fn put_str(out: &mut BytesMut, s: &str) {
-    let len = u16::try_from(s.len()).expect("ids, topics and groups are short");
-    out.put_u16(len);
-    out.put_slice(s.as_bytes());
-}
-
-fn get_str(buf: &mut Bytes) -> Result<String, DecodeError> {
-    if buf.remaining() < 2 {
-        return Err(DecodeError::Record);
+impl From<Malformed> for DecodeError {
+    fn from(_: Malformed) -> Self {
+        DecodeError::Record
     }
-    let len = buf.get_u16() as usize;
-    if buf.remaining() < len {
-        return Err(DecodeError::Record);
-    }
-    String::from_utf8(buf.split_to(len).to_vec()).map_err(|_| DecodeError::Record)
-}
-
-fn need(buf: &Bytes, n: usize) -> Result<(), DecodeError> {
-    if buf.remaining() < n {
-        return Err(DecodeError::Record);
-    }
-    Ok(())
 }
 
 /// Key bytes.

@@ -60,8 +60,7 @@ pub fn live_of(chunks: Vec<LoadedChunk>) -> Result<Loaded, String> {
     let mut records = 0;
     for (from, chunk) in chunks {
         let decoded = decode_log_chunk(chunk).map_err(|e| e.to_string())?;
-        for (offset, record) in decoded.into_iter().filter(|(o, _)| *o >= from) {
-            debug_assert!(offset >= from);
+        for (_, record) in decoded.into_iter().filter(|(o, _)| *o >= from) {
             records += 1;
             match record {
                 LogRecord::Offset(record) => apply(&mut live, record),

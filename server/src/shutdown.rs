@@ -6,6 +6,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use futures::channel::oneshot;
+use futures::future::{select, Either};
 
 /// A one-shot, shard-local broadcast: `fire` once, every `wait` (before or after) resolves.
 #[derive(Debug, Default)]
@@ -40,6 +41,17 @@ impl ShutdownSignal {
             waiters.push(sender);
         }
         let _ = receiver.await;
+    }
+
+    /// Sleeps `period` unless the signal fires first: `true` after a full sleep, `false` once
+    /// fired (the polling loops' one step).
+    pub async fn sleep(&self, period: std::time::Duration) -> bool {
+        let tick = select(
+            Box::pin(glommio::timer::sleep(period)),
+            Box::pin(self.wait()),
+        )
+        .await;
+        matches!(tick, Either::Left(_))
     }
 }
 

@@ -14,7 +14,6 @@ use std::rc::Rc;
 use std::sync::Arc;
 use std::time::Duration;
 
-use futures::future::{select, Either};
 use rill_engine::io::Storage;
 
 use rill_metadata::types::LogIndex;
@@ -39,7 +38,7 @@ pub async fn follow<S: Storage + 'static>(
     shutdown: Rc<ShutdownSignal>,
 ) {
     loop {
-        if !next_poll(&shutdown).await {
+        if !shutdown.sleep(POLL).await {
             return;
         }
         let now: BTreeMap<String, Arc<TopicMeta>> = registry.list().into_iter().collect();
@@ -75,7 +74,7 @@ pub async fn follow_replicas<S: Storage + 'static>(
     let mut replica: HashMap<(Uuid, u32), bool> = HashMap::new();
     let mut seen = LogIndex(0);
     loop {
-        if !next_poll(&shutdown).await {
+        if !shutdown.sleep(POLL).await {
             return;
         }
         let image = cluster.image();
@@ -112,14 +111,4 @@ pub async fn follow_replicas<S: Storage + 'static>(
         }
         replica = now;
     }
-}
-
-/// Wait one [`POLL`]; `false` once the shard shuts down.
-async fn next_poll(shutdown: &ShutdownSignal) -> bool {
-    let tick = select(
-        Box::pin(glommio::timer::sleep(POLL)),
-        Box::pin(shutdown.wait()),
-    )
-    .await;
-    matches!(tick, Either::Left(_))
 }

@@ -8,7 +8,6 @@ use std::rc::Rc;
 use std::sync::Arc;
 use std::time::Duration;
 
-use futures::future::{select, Either};
 use rill_engine::io::Storage;
 
 use crate::cluster::ClusterView;
@@ -30,12 +29,7 @@ pub async fn open_followed<S: Storage + 'static>(
     let me = view.node_id();
     let mut opened: BTreeSet<(String, i32)> = BTreeSet::new();
     loop {
-        let tick = select(
-            Box::pin(glommio::timer::sleep(POLL)),
-            Box::pin(shutdown.wait()),
-        )
-        .await;
-        if matches!(tick, Either::Right(_)) {
+        if !shutdown.sleep(POLL).await {
             return;
         }
         let image = view.image();

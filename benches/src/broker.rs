@@ -50,6 +50,8 @@ pub struct BrokerSpec {
 pub struct Broker {
     pub kind: BrokerKind,
     pub address: String,
+    /// Rill's admin HTTP listener (`/metrics`), on its own free port; `None` for tansu.
+    pub admin_address: Option<String>,
     child: Child,
 }
 
@@ -61,12 +63,17 @@ impl Broker {
         let log = File::create(&spec.log_path)
             .with_context(|| format!("creating {}", spec.log_path.display()))?;
         let mut command = Command::new(&spec.binary);
+        let mut admin_address = None;
         match spec.kind {
             BrokerKind::Rill => {
                 std::fs::create_dir_all(&spec.data_dir)?;
+                // Its own port: the default (9644) may be taken by another broker on the machine.
+                let admin = format!("127.0.0.1:{}", free_port()?);
                 command
                     .arg("--listen")
                     .arg(&address)
+                    .arg("--admin-listen")
+                    .arg(&admin)
                     .arg("--data-dir")
                     .arg(&spec.data_dir)
                     .arg("--shards")
@@ -74,6 +81,7 @@ impl Broker {
                 if let Some(config) = &spec.rill_config {
                     command.arg("--config").arg(config);
                 }
+                admin_address = Some(admin);
             }
             BrokerKind::Tansu => {
                 let url = format!("tcp://{address}");
@@ -97,6 +105,7 @@ impl Broker {
         let mut broker = Broker {
             kind: spec.kind,
             address,
+            admin_address,
             child,
         };
         broker.wait_ready(&spec.log_path)?;

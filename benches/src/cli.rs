@@ -235,9 +235,24 @@ pub struct CompareArgs {
     /// Which workloads to run.
     #[arg(long, value_enum, default_value = "all")]
     pub workloads: WorkloadSet,
-    /// Mixed workload: the producer's rate, msg/s (acks=all; runs `--latency-seconds`).
+    /// Mixed workload: the producer's rate, msg/s (acks=all).
     #[arg(long, default_value_t = 2000)]
     pub mixed_rate: u64,
+    /// Mixed workload: seconds of each phase (alone and beside the reader alternate on one
+    /// broker, the reader paused in between).
+    #[arg(long, default_value_t = 5.0)]
+    pub mixed_phase_seconds: f64,
+    /// Mixed workload: alone/beside phase pairs per round.
+    #[arg(long, default_value_t = 3)]
+    pub mixed_pairs: u32,
+    /// Mixed workload: seconds dropped at the start of every phase (the reader starting or
+    /// stopping).
+    #[arg(long, default_value_t = 0.5)]
+    pub mixed_settle_seconds: f64,
+    /// Mixed workload: durable 4 KiB appends per second timed beside the broker through the
+    /// same phases (the device's own limit per condition); 0 turns the probe off.
+    #[arg(long, default_value_t = 100)]
+    pub mixed_probe_rate: u64,
     /// Mixed workload: MiB produced before it, which the catch-up consumer reads over and over.
     #[arg(long, default_value_t = 1024)]
     pub mixed_backlog_mib: u64,
@@ -254,7 +269,7 @@ pub enum WorkloadSet {
     All,
     Throughput,
     Latency,
-    /// A producer at `--mixed-rate` acks=all alone, then beside a catch-up consumer.
+    /// A producer at `--mixed-rate` acks=all, alone and beside a catch-up consumer in turns.
     Mixed,
 }
 

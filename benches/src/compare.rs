@@ -7,6 +7,7 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use anyhow::Context;
 use hdrhistogram::Histogram;
@@ -161,24 +162,19 @@ fn run_one(
             Workload::Throughput(acks) => run_throughput(args, target, acks, broker.pid(), into),
             Workload::Latency(acks) => run_latency(args, target, acks, into),
             Workload::Mixed => {
-                let (rate, seconds) = (args.mixed_rate, args.latency_seconds);
-                let result = crate::mixed::run(
-                    &target,
-                    rate,
-                    seconds,
-                    args.mixed_backlog_mib,
-                    args.mixed_reader_nice,
-                )?;
-                let quantiles = |h: &Histogram<u64>| {
-                    let at = |q: f64| h.value_at_quantile(q);
-                    format!("{}/{}/{}/{}", at(0.5), at(0.9), at(0.99), at(0.999))
+                let options = crate::mixed::MixedOptions {
+                    rate: args.mixed_rate,
+                    phase: Duration::from_secs_f64(args.mixed_phase_seconds),
+                    pairs: args.mixed_pairs,
+                    settle: Duration::from_secs_f64(args.mixed_settle_seconds),
+                    backlog_mib: args.mixed_backlog_mib,
+                    reader_nice: args.mixed_reader_nice,
+                    probe_rate: args.mixed_probe_rate,
+                    probe_dir: spec.data_dir.clone(),
+                    metrics_address: broker.admin_address.clone(),
                 };
-                eprintln!(
-                    "   producer p50/p90/p99/p99.9 µs alone {}, with catch-up reader {}; reader {:.0} MB/s",
-                    quantiles(&result.alone),
-                    quantiles(&result.with_reader),
-                    result.reader_mb_s
-                );
+                let result = crate::mixed::run(&target, &options)?;
+                print_mixed(&result);
                 into.mixed.push(result);
                 Ok(())
             }
@@ -188,6 +184,38 @@ fn run_one(
     if let Err(error) = result {
         eprintln!("   FAILED: {error:#}");
         into.failures.push(format!("{label}: {error:#}"));
+    }
+}
+
+/// One mixed run's lines: merged quantiles per condition, per-phase p99s, the device probe,
+/// and the broker's own view.
+fn print_mixed(result: &MixedResult) {
+    let quantiles = |h: &Histogram<u64>| {
+        let at = |q: f64| h.value_at_quantile(q);
+        format!("{}/{}/{}/{}", at(0.5), at(0.9), at(0.99), at(0.999))
+    };
+    eprintln!(
+        "   producer p50/p90/p99/p99.9 µs alone {}, with catch-up reader {}; reader {:.0} MB/s",
+        quantiles(&result.alone),
+        quantiles(&result.with_reader),
+        result.reader_mb_s
+    );
+    eprintln!(
+        "   per-phase p99 µs alone {:?}, beside {:?}",
+        result.alone_phase_p99_us, result.beside_phase_p99_us
+    );
+    eprintln!(
+        "   device 4 KiB O_DSYNC p50/p90/p99/p99.9 µs alone {}, beside {}",
+        quantiles(&result.device_alone),
+        quantiles(&result.device_beside)
+    );
+    for (name, series) in [
+        ("alone", &result.broker_alone),
+        ("beside", &result.broker_beside),
+    ] {
+        if !series.is_empty() {
+            eprintln!("   broker {name}: {}", crate::mixed::broker_line(series));
+        }
     }
 }
 
@@ -393,47 +421,98 @@ fn all_rows(
     rows
 }
 
-/// The mixed workload's rows: the producer's p99 alone and beside the catch-up consumer
-/// (histograms merged over rounds), their ratio, and the consumer's read rate (mean).
+type HistogramPick = fn(&MixedResult) -> &Histogram<u64>;
+type PhasesPick = fn(&MixedResult) -> &Vec<u64>;
+
+/// Quantile `q` of the histograms `pick` takes from every run, merged.
+fn merged_quantile(runs: &[MixedResult], pick: HistogramPick, q: f64) -> Option<f64> {
+    let mut merged: Option<Histogram<u64>> = None;
+    for run in runs {
+        merge(&mut merged, pick(run)).ok()?;
+    }
+    merged
+        .filter(|h| !h.is_empty())
+        .map(|h| h.value_at_quantile(q) as f64)
+}
+
+/// The lowest (or highest) per-phase p99 over every run.
+fn phase_p99_extreme(runs: &[MixedResult], pick: PhasesPick, highest: bool) -> Option<f64> {
+    let all = runs.iter().flat_map(|r| pick(r).iter().copied());
+    let extreme = if highest { all.max() } else { all.min() };
+    extreme.map(|v| v as f64)
+}
+
+/// Percent of Produce requests over 1 ms in the broker (`/metrics`) over every run's phases
+/// of one condition.
+fn broker_produce_over_1ms(runs: &[MixedResult], beside: bool) -> Option<f64> {
+    let mut series = BTreeMap::new();
+    for run in runs {
+        let from = if beside {
+            &run.broker_beside
+        } else {
+            &run.broker_alone
+        };
+        crate::mixed::add_series(&mut series, from);
+    }
+    let shares = crate::mixed::shares(&series, "rill_request_duration_seconds", "api=\"Produce\"")?;
+    let (_, share) = shares.over.iter().find(|(bound, _)| bound == "0.001")?;
+    Some(100.0 * share)
+}
+
+/// The mixed workload's rows: the producer's quantiles alone and beside the catch-up consumer
+/// (histograms merged over every phase of every round), the p99 ratio, the spread of the
+/// per-phase p99s, the device probe's p99 per condition, the broker's share of Produce
+/// requests over 1 ms per condition, and the consumer's read rate (mean).
 fn mixed_rows(workload: &str, rill: &[MixedResult], tansu: &[MixedResult]) -> Vec<Row> {
-    let p99 = |runs: &[MixedResult], pick: fn(&MixedResult) -> &Histogram<u64>| {
-        let mut merged: Option<Histogram<u64>> = None;
-        for run in runs {
-            merge(&mut merged, pick(run)).ok()?;
-        }
-        merged.map(|h| h.value_at_quantile(0.99) as f64)
-    };
-    let ratio =
-        |runs: &[MixedResult]| Some(p99(runs, |r| &r.with_reader)? / p99(runs, |r| &r.alone)?);
-    let reader = |runs: &[MixedResult]| {
-        (!runs.is_empty())
-            .then(|| runs.iter().map(|r| r.reader_mb_s).sum::<f64>() / runs.len() as f64)
-    };
-    let row = |metric: &str, rill: Option<f64>, tansu: Option<f64>| Row {
+    let row = |metric: String, figure: &dyn Fn(&[MixedResult]) -> Option<f64>| Row {
         workload: workload.to_string(),
-        metric: metric.to_string(),
-        rill,
-        tansu,
+        metric,
+        rill: figure(rill),
+        tansu: figure(tansu),
         rill_vs_machine: String::new(),
     };
-    vec![
-        row(
-            "producer p99 µs, alone",
-            p99(rill, |r| &r.alone),
-            p99(tansu, |r| &r.alone),
-        ),
-        row(
-            "producer p99 µs, beside a catch-up reader",
-            p99(rill, |r| &r.with_reader),
-            p99(tansu, |r| &r.with_reader),
-        ),
-        row(
-            "producer p99 beside reader / alone",
-            ratio(rill),
-            ratio(tansu),
-        ),
-        row("catch-up reader MB/s", reader(rill), reader(tansu)),
-    ]
+    let alone: HistogramPick = |r| &r.alone;
+    let beside: HistogramPick = |r| &r.with_reader;
+    let mut rows = Vec::new();
+    for (condition, pick) in [("alone", alone), ("beside a catch-up reader", beside)] {
+        for (name, q) in [("p50", 0.5), ("p99", 0.99), ("p99.9", 0.999)] {
+            rows.push(row(format!("producer {name} µs, {condition}"), &|runs| {
+                merged_quantile(runs, pick, q)
+            }));
+        }
+    }
+    rows.push(row("producer p99 beside reader / alone".into(), &|runs| {
+        Some(merged_quantile(runs, beside, 0.99)? / merged_quantile(runs, alone, 0.99)?)
+    }));
+    let alone_phases: PhasesPick = |r| &r.alone_phase_p99_us;
+    let beside_phases: PhasesPick = |r| &r.beside_phase_p99_us;
+    for (condition, pick) in [("alone", alone_phases), ("beside", beside_phases)] {
+        for (end, highest) in [("lowest", false), ("highest", true)] {
+            rows.push(row(
+                format!("producer p99 µs of one phase {condition}, {end}"),
+                &|runs| phase_p99_extreme(runs, pick, highest),
+            ));
+        }
+    }
+    let device_alone: HistogramPick = |r| &r.device_alone;
+    let device_beside: HistogramPick = |r| &r.device_beside;
+    for (condition, pick) in [("alone", device_alone), ("beside", device_beside)] {
+        rows.push(row(
+            format!("device 4 KiB O_DSYNC append p99 µs, {condition}"),
+            &|runs| merged_quantile(runs, pick, 0.99),
+        ));
+    }
+    for (condition, beside) in [("alone", false), ("beside", true)] {
+        rows.push(row(
+            format!("broker: % of Produce requests over 1 ms, {condition}"),
+            &|runs| broker_produce_over_1ms(runs, beside),
+        ));
+    }
+    rows.push(row("catch-up reader MB/s".into(), &|runs| {
+        (!runs.is_empty())
+            .then(|| runs.iter().map(|r| r.reader_mb_s).sum::<f64>() / runs.len() as f64)
+    }));
+    rows
 }
 
 /// Two significant figures for small ratios (latency ratios far below 1 stay readable).
@@ -461,7 +540,7 @@ fn markdown(
 ) -> String {
     let mut text = format!(
         "Machine limits (same run): sequential O_DIRECT write {:.0} MB/s; 4 KiB O_DIRECT+O_DSYNC append p50 {} µs, p99 {} µs, p99.9 {} µs; loopback TCP {:.0} MB/s.\n\
-         Workloads: {} B messages, {} partition(s), Rill --shards {}, throughput {} s per run (linger 5 ms, no compression), latency {} msg/s for {} s (first 1 s dropped), {} round(s), alternating; mixed: acks=all producer at {} msg/s for the latency run length, alone and beside a consumer reading a {} MiB backlog from its start at full speed.\n\n\
+         Workloads: {} B messages, {} partition(s), Rill --shards {}, throughput {} s per run (linger 5 ms, no compression), latency {} msg/s for {} s (first 1 s dropped), {} round(s), alternating; mixed: acks=all producer at {} msg/s on one broker per round, {} pairs of {} s phases alone / beside a consumer reading a {} MiB backlog from its start at full speed (paused in between), the first {} s of each phase dropped, a device probe of {} durable 4 KiB appends/s throughout.\n\n\
          | workload | metric | rill | tansu | rill/tansu | rill vs machine |\n|---|---|---:|---:|---:|---|\n",
         limits.disk_direct_write_mb_s,
         limits.disk_sync_write_4k.p50_us,
@@ -469,7 +548,8 @@ fn markdown(
         limits.disk_sync_write_4k.p999_us,
         limits.loopback_tcp_mb_s,
         args.size, args.partitions, args.shards, args.throughput_seconds, args.rate, args.latency_seconds, args.rounds,
-        args.mixed_rate, args.mixed_backlog_mib
+        args.mixed_rate, args.mixed_pairs, args.mixed_phase_seconds, args.mixed_backlog_mib,
+        args.mixed_settle_seconds, args.mixed_probe_rate
     );
     for row in rows {
         let ratio = match (row.rill, row.tansu) {
@@ -507,7 +587,23 @@ fn write_outputs(
         .iter()
         .map(|((w, k), m)| (format!("{w}/{}", k.name()), m.throughput.iter().collect()))
         .collect();
-    let json = serde_json::json!({ "machine": limits, "rows": rows, "throughput_runs": raw, "failures": failures });
+    let mixed_runs: BTreeMap<String, Vec<serde_json::Value>> = measured
+        .iter()
+        .filter(|(_, m)| !m.mixed.is_empty())
+        .map(|((w, k), m)| {
+            (
+                format!("{w}/{}", k.name()),
+                m.mixed.iter().map(mixed_json).collect(),
+            )
+        })
+        .collect();
+    let json = serde_json::json!({
+        "machine": limits,
+        "rows": rows,
+        "throughput_runs": raw,
+        "mixed_runs": mixed_runs,
+        "failures": failures,
+    });
     std::fs::write(
         out.join("results.json"),
         serde_json::to_string_pretty(&json)?,
@@ -515,6 +611,21 @@ fn write_outputs(
     println!("{summary}");
     println!("(written to {})", out.display());
     Ok(())
+}
+
+/// One mixed run for results.json: quantiles per condition and phase, probe, broker view.
+fn mixed_json(run: &MixedResult) -> serde_json::Value {
+    serde_json::json!({
+        "alone": Percentiles::of(&run.alone),
+        "beside": Percentiles::of(&run.with_reader),
+        "alone_phase_p99_us": run.alone_phase_p99_us,
+        "beside_phase_p99_us": run.beside_phase_p99_us,
+        "device_alone": Percentiles::of(&run.device_alone),
+        "device_beside": Percentiles::of(&run.device_beside),
+        "broker_alone": crate::mixed::broker_line(&run.broker_alone),
+        "broker_beside": crate::mixed::broker_line(&run.broker_beside),
+        "reader_mb_s": run.reader_mb_s,
+    })
 }
 
 /// Per broker `.hgrm` files and one chart per latency workload.

@@ -197,8 +197,8 @@ fn send_paced(
 }
 
 /// Enqueues one message, waiting while librdkafka's queue is full (the wait counts as latency).
-fn send_one(
-    producer: &ThreadedProducer<AckContext>,
+pub(crate) fn send_one<C: ProducerContext<DeliveryOpaque = usize> + 'static>(
+    producer: &ThreadedProducer<C>,
     topic: &str,
     partition: i32,
     value: &[u8],

@@ -83,33 +83,68 @@ pub fn sync_append_latency(
     path: &Path,
     count: u64,
 ) -> anyhow::Result<hdrhistogram::Histogram<u64>> {
-    // O_DIRECT needs a block-aligned buffer: take the aligned 4 KiB window of an 8 KiB vector.
-    let raw = vec![0x5au8; 2 * BLOCK_BYTES];
-    let start = raw.as_ptr().align_offset(BLOCK_BYTES);
-    let block = &raw[start..start + BLOCK_BYTES];
-    let open = |flags: i32| {
-        std::fs::OpenOptions::new()
-            .write(true)
-            .create(true)
-            .custom_flags(flags)
-            .open(path)
-            .with_context(|| format!("opening {} with O_DIRECT", path.display()))
-    };
-    let fill = open(libc::O_DIRECT)?;
-    for index in 0..count {
-        fill.write_all_at(block, index * BLOCK_BYTES as u64)?;
-    }
-    fill.sync_all()?;
-    drop(fill);
-    let file = open(libc::O_DIRECT | libc::O_DSYNC)?;
+    let mut appender = SyncAppender::new(path, count)?;
     let mut histogram = report::new_histogram();
-    for index in 0..count {
-        let began = Instant::now();
-        file.write_all_at(block, index * BLOCK_BYTES as u64)
-            .context("durable 4 KiB write")?;
-        histogram.saturating_record((began.elapsed().as_micros() as u64).max(1));
+    for _ in 0..count {
+        let took = appender.append()?;
+        histogram.saturating_record((took.as_micros() as u64).max(1));
     }
     Ok(histogram)
+}
+
+/// Durable 4 KiB writes (O_DIRECT | O_DSYNC) cycling over a file of `blocks` blocks that was
+/// written and synced first: each one timed, the device's floor under a durable append.
+pub struct SyncAppender {
+    file: std::fs::File,
+    /// 8 KiB, of which the 4 KiB-aligned window at `start` is written.
+    raw: Vec<u8>,
+    start: usize,
+    blocks: u64,
+    next: u64,
+}
+
+impl SyncAppender {
+    /// Creates (or overwrites) `path` with `blocks` 4 KiB blocks, synced, and opens it O_DSYNC.
+    pub fn new(path: &Path, blocks: u64) -> anyhow::Result<SyncAppender> {
+        assert!(blocks > 0, "a sync appender needs at least one block");
+        // O_DIRECT needs a block-aligned buffer: take the aligned 4 KiB window of an 8 KiB vector.
+        let raw = vec![0x5au8; 2 * BLOCK_BYTES];
+        let start = raw.as_ptr().align_offset(BLOCK_BYTES);
+        let open = |flags: i32| {
+            std::fs::OpenOptions::new()
+                .write(true)
+                .create(true)
+                .custom_flags(flags)
+                .open(path)
+                .with_context(|| format!("opening {} with O_DIRECT", path.display()))
+        };
+        let fill = open(libc::O_DIRECT)?;
+        let block = &raw[start..start + BLOCK_BYTES];
+        for index in 0..blocks {
+            fill.write_all_at(block, index * BLOCK_BYTES as u64)?;
+        }
+        fill.sync_all()?;
+        drop(fill);
+        Ok(SyncAppender {
+            file: open(libc::O_DIRECT | libc::O_DSYNC)?,
+            raw,
+            start,
+            blocks,
+            next: 0,
+        })
+    }
+
+    /// Writes the next block durably (wrapping at the file's end); returns how long it took.
+    pub fn append(&mut self) -> anyhow::Result<Duration> {
+        let block = &self.raw[self.start..self.start + BLOCK_BYTES];
+        let began = Instant::now();
+        self.file
+            .write_all_at(block, self.next * BLOCK_BYTES as u64)
+            .context("durable 4 KiB write")?;
+        let took = began.elapsed();
+        self.next = (self.next + 1) % self.blocks;
+        Ok(took)
+    }
 }
 
 /// Streams 1 MiB writes over one loopback connection for `duration`; MB/s received.

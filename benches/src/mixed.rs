@@ -1,83 +1,262 @@
 //! `compare`'s mixed workload: what a catch-up consumer costs a producer.
 //!
 //! 1. A backlog of `backlog_mib` is produced as fast as the broker takes it (acks=1).
-//! 2. The producer alone: open-loop at `rate` msg/s with acks=all (produce→ack, as `latency`).
-//! 3. The same producer while a catch-up consumer reads the topic from its start at full speed
-//!    (back to the start whenever it reaches the end, so it never turns into a tail reader).
+//! 2. One open-loop producer at `rate` msg/s with acks=all (produce→ack, as `latency`) runs
+//!    through alternating phases on the same broker: *alone* (even phases) and *beside* a
+//!    catch-up consumer reading the topic from its start at full speed (odd phases; back to the
+//!    start whenever it reaches the end, so it never turns into a tail reader). The consumer is
+//!    paused between its phases, not restarted, and so is nothing else.
+//! 3. Through the same phases a probe times the device's own durable 4 KiB appends
+//!    (O_DIRECT | O_DSYNC, paced), and, for Rill, the broker's `/metrics` are read at each
+//!    phase's edges: device stalls and broker stalls can be told apart per condition.
 //!
-//! The figure is the producer's p99 in (3) against (2); the consumer's MB/s is reported beside.
+//! Acks are sorted into phases by their intended send time; the first `settle` of every phase
+//! is dropped (the reader starting or stopping). The figure is the producer's p99 beside the
+//! reader against alone, both from histograms merged over every phase of their condition; the
+//! per-phase p99s show how much one phase alone would have moved it.
 
+use std::collections::BTreeMap;
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use hdrhistogram::Histogram;
-use rdkafka::consumer::BaseConsumer;
+use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::error::KafkaError;
 use rdkafka::message::Message;
-use rdkafka::producer::{DefaultProducerContext, Producer, ThreadedProducer};
+use rdkafka::producer::{
+    DefaultProducerContext, DeliveryResult, Producer, ProducerContext, ThreadedProducer,
+};
+use rdkafka::ClientContext;
 
-use crate::cli::{Acks, Compression, LatencyArgs, Target};
+use crate::cli::{Acks, Compression, Target};
 use crate::client::{self, ProducerKnobs};
+use crate::machine::SyncAppender;
+use crate::report;
+
+/// The start of the run, before the first phase, whose acks are dropped: the client connects
+/// and the broker settles after the backlog (else the first alone phase carries that).
+const WARMUP: Duration = Duration::from_secs(3);
+/// 4 KiB blocks of the device probe's file (8 MiB), written over in a cycle.
+const PROBE_BLOCKS: u64 = 2048;
+
+/// How one mixed run is laid out and what it reads.
+#[derive(Debug, Clone)]
+pub struct MixedOptions {
+    /// The producer's rate, msg/s (acks=all).
+    pub rate: u64,
+    /// Length of each phase.
+    pub phase: Duration,
+    /// Alone/beside pairs: the run has `2 * pairs` phases, alone first.
+    pub pairs: u32,
+    /// Dropped at the start of every phase.
+    pub settle: Duration,
+    /// MiB produced before the phases, read over and over by the catch-up consumer.
+    pub backlog_mib: u64,
+    /// Nice value of the catch-up consumer's client threads, if any.
+    pub reader_nice: Option<i32>,
+    /// Durable 4 KiB appends per second of the device probe; 0 turns it off.
+    pub probe_rate: u64,
+    /// Where the probe's scratch file goes (the broker's disk).
+    pub probe_dir: PathBuf,
+    /// The broker's admin listener, read for `/metrics` at each phase's edges.
+    pub metrics_address: Option<String>,
+}
+
+/// Which of the two conditions a phase measures.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Condition {
+    Alone,
+    Beside,
+}
+
+/// The phase plan: after [`WARMUP`], `2 * pairs` phases of `phase` each, alone first.
+#[derive(Debug, Clone, Copy)]
+pub struct Schedule {
+    pub phase: Duration,
+    pub phases: u32,
+    pub settle: Duration,
+}
+
+impl Schedule {
+    /// From the warm-up to the end of the last phase.
+    pub fn total(&self) -> Duration {
+        WARMUP + self.phase * self.phases
+    }
+
+    /// The phase that `at` (since the run's start) falls in, if any.
+    pub fn phase_at(&self, at: Duration) -> Option<u32> {
+        let into = at.checked_sub(WARMUP)?;
+        let index = (into.as_nanos() / self.phase.as_nanos().max(1)) as u32;
+        (index < self.phases).then_some(index)
+    }
+
+    /// The phase `at` falls in when it is measured (past that phase's settling time).
+    pub fn measured_phase(&self, at: Duration) -> Option<u32> {
+        let index = self.phase_at(at)?;
+        (at >= self.start_of(index) + self.settle).then_some(index)
+    }
+
+    /// When phase `index` starts, since the run's start.
+    pub fn start_of(&self, index: u32) -> Duration {
+        WARMUP + self.phase * index
+    }
+
+    /// What phase `index` measures.
+    pub fn condition(index: u32) -> Condition {
+        if index.is_multiple_of(2) {
+            Condition::Alone
+        } else {
+            Condition::Beside
+        }
+    }
+}
 
 /// What one mixed run measured.
 #[derive(Debug, Clone)]
 pub struct MixedResult {
-    /// produce→ack µs of the producer alone.
+    /// produce→ack µs of the producer alone, merged over the alone phases.
     pub alone: Histogram<u64>,
-    /// produce→ack µs of the producer while the catch-up consumer reads.
+    /// produce→ack µs of the producer while the catch-up consumer reads, merged likewise.
     pub with_reader: Histogram<u64>,
-    /// The catch-up consumer's read rate during (3), MB/s (10^6 bytes of values).
+    /// The catch-up consumer's read rate during its phases, MB/s (10^6 bytes of values).
     pub reader_mb_s: f64,
+    /// The producer's p99 µs of each alone phase, and of each beside phase, in run order.
+    pub alone_phase_p99_us: Vec<u64>,
+    pub beside_phase_p99_us: Vec<u64>,
+    /// The device probe's durable 4 KiB append µs, per condition (empty when it is off).
+    pub device_alone: Histogram<u64>,
+    pub device_beside: Histogram<u64>,
+    /// The broker's `/metrics` series summed over each condition's measured windows
+    /// (line key → increase), empty when the broker has no admin listener.
+    pub broker_alone: BTreeMap<String, f64>,
+    pub broker_beside: BTreeMap<String, f64>,
 }
 
-/// Runs the three phases against `target` (its `acks` is ignored: backlog acks=1, probe acks=all).
-pub fn run(
-    target: &Target,
-    rate: u64,
-    seconds: f64,
-    backlog_mib: u64,
-    reader_nice: Option<i32>,
-) -> anyhow::Result<MixedResult> {
+/// Runs the backlog and the alternating phases against `target` (its `acks` is ignored:
+/// backlog acks=1, probe acks=all).
+pub fn run(target: &Target, options: &MixedOptions) -> anyhow::Result<MixedResult> {
+    anyhow::ensure!(
+        options.pairs > 0,
+        "the mixed workload needs at least one pair"
+    );
+    anyhow::ensure!(
+        options.settle < options.phase,
+        "the settling time must be shorter than a phase"
+    );
     client::ensure_target_topic(target)?;
-    produce_backlog(target, backlog_mib << 20)?;
-    let probe = LatencyArgs {
-        target: Target {
-            acks: Acks::All,
-            ..target.clone()
-        },
-        rate,
-        seconds,
-        warmup_seconds: 1.0,
-        linger_ms: 0,
-        drain_seconds: 15.0,
-        hgrm: None,
-        svg: None,
-        partition: None,
+    produce_backlog(target, options.backlog_mib << 20)?;
+    let schedule = Schedule {
+        phase: options.phase,
+        phases: 2 * options.pairs,
+        settle: options.settle,
     };
-    let alone = crate::latency::run(&probe)?.ack;
-    let stop = Arc::new(AtomicBool::new(false));
+    let phases = schedule.phases as usize;
+    let done = Arc::new(AtomicBool::new(false));
     let read_bytes = Arc::new(AtomicU64::new(0));
+    let base = Instant::now();
+
     let reader = {
-        let (target, stop, read_bytes) = (target.clone(), stop.clone(), read_bytes.clone());
+        let (target, done, read_bytes, nice) = (
+            target.clone(),
+            done.clone(),
+            read_bytes.clone(),
+            options.reader_nice,
+        );
         std::thread::spawn(move || {
-            if let Some(nice) = reader_nice {
+            if let Some(nice) = nice {
                 set_thread_nice(nice)?;
             }
-            catch_up_loop(&target, &stop, &read_bytes)
+            catch_up_loop(&target, schedule, base, &done, &read_bytes)
         })
     };
-    let started = Instant::now();
-    let with_reader = crate::latency::run(&probe);
-    let elapsed = started.elapsed().as_secs_f64();
-    stop.store(true, Ordering::Relaxed);
-    reader.join().expect("reader thread panicked")?;
-    Ok(MixedResult {
-        alone,
-        with_reader: with_reader?.ack,
-        reader_mb_s: read_bytes.load(Ordering::Relaxed) as f64 / 1e6 / elapsed.max(1e-9),
-    })
+    let probe = (options.probe_rate > 0).then(|| {
+        let (path, rate, done) = (
+            options.probe_dir.join(".rill-bench-mixed-probe.tmp"),
+            options.probe_rate,
+            done.clone(),
+        );
+        std::thread::spawn(move || {
+            let result = device_probe(&path, rate, schedule, base, &done);
+            let _ = std::fs::remove_file(&path);
+            result
+        })
+    });
+    let scraper = options.metrics_address.clone().map(|address| {
+        let done = done.clone();
+        std::thread::spawn(move || scrape_phases(&address, schedule, base, &done))
+    });
+
+    let acks = produce_phases(target, options.rate, schedule, base);
+    done.store(true, Ordering::Relaxed);
+    let reader = reader.join().expect("reader thread panicked");
+    let device = match probe {
+        Some(probe) => probe.join().expect("probe thread panicked")?,
+        None => vec![report::new_histogram(); phases],
+    };
+    let broker = match scraper {
+        Some(scraper) => scraper.join().expect("scraper thread panicked")?,
+        None => vec![BTreeMap::new(); phases],
+    };
+    let acks = acks?;
+    reader?;
+    let beside_seconds = (options.phase - options.settle).as_secs_f64() * options.pairs as f64;
+    let reader_mb_s = read_bytes.load(Ordering::Relaxed) as f64 / 1e6 / beside_seconds;
+    merge_phases(&acks, &device, &broker, reader_mb_s)
+}
+
+/// Folds per-phase measurements into per-condition ones.
+fn merge_phases(
+    acks: &[Histogram<u64>],
+    device: &[Histogram<u64>],
+    broker: &[BTreeMap<String, f64>],
+    reader_mb_s: f64,
+) -> anyhow::Result<MixedResult> {
+    let mut result = MixedResult {
+        alone: report::new_histogram(),
+        with_reader: report::new_histogram(),
+        reader_mb_s,
+        alone_phase_p99_us: Vec::new(),
+        beside_phase_p99_us: Vec::new(),
+        device_alone: report::new_histogram(),
+        device_beside: report::new_histogram(),
+        broker_alone: BTreeMap::new(),
+        broker_beside: BTreeMap::new(),
+    };
+    for (index, ((acks, device), broker)) in acks.iter().zip(device).zip(broker).enumerate() {
+        let (histogram, p99s, device_into, broker_into) = match Schedule::condition(index as u32) {
+            Condition::Alone => (
+                &mut result.alone,
+                &mut result.alone_phase_p99_us,
+                &mut result.device_alone,
+                &mut result.broker_alone,
+            ),
+            Condition::Beside => (
+                &mut result.with_reader,
+                &mut result.beside_phase_p99_us,
+                &mut result.device_beside,
+                &mut result.broker_beside,
+            ),
+        };
+        histogram.add(acks).context("merging phase histograms")?;
+        p99s.push(acks.value_at_quantile(0.99));
+        device_into
+            .add(device)
+            .context("merging probe histograms")?;
+        add_series(broker_into, broker);
+    }
+    Ok(result)
+}
+
+/// Adds each series of `from` into `into`.
+pub fn add_series(into: &mut BTreeMap<String, f64>, from: &BTreeMap<String, f64>) {
+    for (key, value) in from {
+        *into.entry(key.clone()).or_default() += value;
+    }
 }
 
 /// Produces `bytes` of `target.size` messages as fast as the broker takes them.
@@ -105,6 +284,85 @@ fn produce_backlog(target: &Target, bytes: u64) -> anyhow::Result<()> {
         .context("waiting for the backlog's acks")
 }
 
+/// Delivery callbacks: produce→ack µs from the intended time, into the phase it was sent in.
+struct PhaseAcks {
+    base: Instant,
+    schedule: Schedule,
+    phases: Mutex<Vec<Histogram<u64>>>,
+    errors: AtomicU64,
+}
+
+impl ClientContext for PhaseAcks {}
+
+impl ProducerContext for PhaseAcks {
+    type DeliveryOpaque = usize;
+
+    fn delivery(&self, result: &DeliveryResult<'_>, intended_ns: usize) {
+        let now_ns = self.base.elapsed().as_nanos() as u64;
+        if result.is_err() {
+            self.errors.fetch_add(1, Ordering::Relaxed);
+            return;
+        }
+        let intended_ns = intended_ns as u64;
+        if let Some(index) = self
+            .schedule
+            .measured_phase(Duration::from_nanos(intended_ns))
+        {
+            let latency_us = now_ns.saturating_sub(intended_ns) / 1000;
+            let mut phases = self.phases.lock().expect("phase histograms lock");
+            phases[index as usize].saturating_record(latency_us.max(1));
+        }
+    }
+}
+
+/// The open-loop acks=all producer through every phase; one ack histogram per phase.
+fn produce_phases(
+    target: &Target,
+    rate: u64,
+    schedule: Schedule,
+    base: Instant,
+) -> anyhow::Result<Vec<Histogram<u64>>> {
+    let context = PhaseAcks {
+        base,
+        schedule,
+        phases: Mutex::new(vec![report::new_histogram(); schedule.phases as usize]),
+        errors: AtomicU64::new(0),
+    };
+    let knobs = ProducerKnobs {
+        acks: Acks::All,
+        compression: Compression::None,
+        linger_ms: 0,
+        batch_bytes: 1_000_000,
+    };
+    let producer: ThreadedProducer<PhaseAcks> = client::producer_config(&target.brokers, knobs)
+        .create_with_context(context)
+        .context("creating the producer")?;
+    let total = (rate as f64 * schedule.total().as_secs_f64()).round() as u64;
+    let value = crate::payload::template(target.size, crate::payload::new_run_id());
+    let mut pacer = crate::pacer::Pacer::new(base, rate, total);
+    let partitions = target.partitions.max(1) as u64;
+    while !pacer.finished() {
+        pacer.wait_next();
+        for index in pacer.take_due(Instant::now()) {
+            let intended_ns = pacer.intended(index).as_nanos() as u64;
+            let partition = (index % partitions) as i32;
+            crate::latency::send_one(&producer, &target.topic, partition, &value, intended_ns)?;
+        }
+    }
+    producer
+        .flush(Duration::from_secs(30))
+        .context("waiting for the last acks")?;
+    let context = producer.context();
+    let errors = context.errors.load(Ordering::Relaxed);
+    anyhow::ensure!(errors == 0, "{errors} produce requests failed");
+    let phases = context
+        .phases
+        .lock()
+        .expect("phase histograms lock")
+        .clone();
+    Ok(phases)
+}
+
 /// Sets the calling thread's nice value; threads it starts afterwards (the consumer's
 /// librdkafka threads) inherit it.
 fn set_thread_nice(nice: i32) -> anyhow::Result<()> {
@@ -119,29 +377,291 @@ fn set_thread_nice(nice: i32) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Reads every partition from its start until `stop`, starting over at the end; counts bytes.
-fn catch_up_loop(target: &Target, stop: &AtomicBool, read_bytes: &AtomicU64) -> anyhow::Result<()> {
+/// Reads every partition from its start during the beside phases, paused in between (its
+/// position kept), starting over at the end; counts the bytes read in measured windows.
+fn catch_up_loop(
+    target: &Target,
+    schedule: Schedule,
+    base: Instant,
+    done: &AtomicBool,
+    read_bytes: &AtomicU64,
+) -> anyhow::Result<()> {
     let mut config = client::consumer_config(&target.brokers);
     config.set("enable.partition.eof", "true");
     let consumer: BaseConsumer = config.create().context("creating the catch-up consumer")?;
     let starts = vec![0i64; target.partitions.max(1) as usize];
     client::assign_from(&consumer, &target.topic, &starts)?;
+    let assignment = consumer.assignment().context("reading the assignment")?;
+    consumer
+        .pause(&assignment)
+        .context("pausing the catch-up consumer")?;
+    let mut reading = false;
     let mut at_end = 0usize;
-    while !stop.load(Ordering::Relaxed) {
-        match consumer.poll(Duration::from_millis(50)) {
-            Some(Ok(message)) => {
+    while !done.load(Ordering::Relaxed) {
+        let at = base.elapsed();
+        let want = schedule
+            .phase_at(at)
+            .is_some_and(|index| Schedule::condition(index) == Condition::Beside);
+        if want != reading {
+            let assignment = consumer.assignment().context("reading the assignment")?;
+            if want {
+                consumer
+                    .resume(&assignment)
+                    .context("resuming the reader")?;
+            } else {
+                consumer.pause(&assignment).context("pausing the reader")?;
+            }
+            reading = want;
+        }
+        match consumer.poll(Duration::from_millis(20)) {
+            Some(Ok(message)) if reading && schedule.measured_phase(at).is_some() => {
                 let len = message.payload().map_or(0, <[u8]>::len);
                 read_bytes.fetch_add(len as u64, Ordering::Relaxed);
             }
-            Some(Err(KafkaError::PartitionEOF(_))) => {
+            Some(Err(KafkaError::PartitionEOF(_))) if reading => {
                 at_end += 1;
                 if at_end == starts.len() {
                     client::assign_from(&consumer, &target.topic, &starts)?;
                     at_end = 0;
                 }
             }
-            Some(Err(_)) | None => {}
+            _ => {}
         }
     }
     Ok(())
+}
+
+/// Paced durable 4 KiB appends to a file of its own beside the broker's data, timed into the
+/// phase each started in.
+fn device_probe(
+    path: &std::path::Path,
+    rate: u64,
+    schedule: Schedule,
+    base: Instant,
+    done: &AtomicBool,
+) -> anyhow::Result<Vec<Histogram<u64>>> {
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir)?;
+    }
+    let mut appender = SyncAppender::new(path, PROBE_BLOCKS)?;
+    let mut phases = vec![report::new_histogram(); schedule.phases as usize];
+    let total = (rate as f64 * schedule.total().as_secs_f64()).round() as u64;
+    let mut pacer = crate::pacer::Pacer::new(base, rate, total);
+    while !pacer.finished() && !done.load(Ordering::Relaxed) {
+        pacer.wait_next();
+        // One write per due slot; slots missed while a write stalled are skipped, not queued.
+        if pacer.take_due(Instant::now()).is_empty() {
+            continue;
+        }
+        let at = base.elapsed();
+        let took = appender.append()?;
+        if let Some(index) = schedule.measured_phase(at) {
+            phases[index as usize].saturating_record((took.as_micros() as u64).max(1));
+        }
+    }
+    Ok(phases)
+}
+
+/// Reads the broker's `/metrics` at the start (after settling) and end of every phase; per
+/// phase, the increase of each series line.
+fn scrape_phases(
+    address: &str,
+    schedule: Schedule,
+    base: Instant,
+    done: &AtomicBool,
+) -> anyhow::Result<Vec<BTreeMap<String, f64>>> {
+    let mut phases = Vec::new();
+    for index in 0..schedule.phases {
+        let start = schedule.start_of(index);
+        sleep_until(base, start + schedule.settle, done);
+        let before = scrape(address)?;
+        sleep_until(base, start + schedule.phase, done);
+        let after = scrape(address)?;
+        phases.push(increase(&before, &after));
+    }
+    Ok(phases)
+}
+
+/// Sleeps until `base + at`, or until `done` (then returns at once).
+fn sleep_until(base: Instant, at: Duration, done: &AtomicBool) {
+    while !done.load(Ordering::Relaxed) {
+        let now = base.elapsed();
+        if now >= at {
+            return;
+        }
+        std::thread::sleep((at - now).min(Duration::from_millis(50)));
+    }
+}
+
+/// The broker series this workload reports: request, durability and flush latency buckets.
+const SERIES_PREFIXES: [&str; 3] = [
+    "rill_request_duration_seconds_",
+    "rill_produce_durable_seconds_",
+    "rill_log_flush_duration_seconds_",
+];
+
+/// One `GET /metrics`: every sample line of [`SERIES_PREFIXES`], key → value.
+fn scrape(address: &str) -> anyhow::Result<BTreeMap<String, f64>> {
+    let mut stream =
+        TcpStream::connect(address).with_context(|| format!("connecting to {address}"))?;
+    stream.set_read_timeout(Some(Duration::from_secs(5)))?;
+    write!(
+        stream,
+        "GET /metrics HTTP/1.0\r\nHost: {address}\r\nConnection: close\r\n\r\n"
+    )?;
+    let mut text = String::new();
+    stream
+        .read_to_string(&mut text)
+        .context("reading /metrics")?;
+    Ok(parse_samples(&text))
+}
+
+/// Sample lines (`name{labels} value`) of the reported series.
+fn parse_samples(text: &str) -> BTreeMap<String, f64> {
+    text.lines()
+        .filter(|line| SERIES_PREFIXES.iter().any(|p| line.starts_with(p)))
+        .filter_map(|line| {
+            let (key, value) = line.rsplit_once(' ')?;
+            Some((key.to_string(), value.parse().ok()?))
+        })
+        .collect()
+}
+
+/// `after - before` per key (a key new in `after` counts from zero).
+fn increase(
+    before: &BTreeMap<String, f64>,
+    after: &BTreeMap<String, f64>,
+) -> BTreeMap<String, f64> {
+    after
+        .iter()
+        .map(|(key, value)| (key.clone(), value - before.get(key).copied().unwrap_or(0.0)))
+        .collect()
+}
+
+/// A broker latency series summed over a condition: how many, and the share above each bound.
+#[derive(Debug, Clone, Default, serde::Serialize)]
+pub struct SeriesShares {
+    pub count: f64,
+    /// (bound in seconds as the metric writes it, share of the count above it).
+    pub over: Vec<(String, f64)>,
+}
+
+/// The bounds [`shares`] reports.
+const SHARE_BOUNDS: [&str; 4] = ["0.0005", "0.001", "0.0025", "0.005"];
+
+/// How many samples `name` (with `labels`, e.g. `api="Produce"`, or empty) counted in
+/// `series`, and the share above each of [`SHARE_BOUNDS`]; `None` when it counted none.
+pub fn shares(series: &BTreeMap<String, f64>, name: &str, labels: &str) -> Option<SeriesShares> {
+    let count_key = if labels.is_empty() {
+        format!("{name}_count")
+    } else {
+        format!("{name}_count{{{labels}}}")
+    };
+    let count = *series.get(&count_key)?;
+    if count <= 0.0 {
+        return None;
+    }
+    let comma = if labels.is_empty() { "" } else { "," };
+    let over = SHARE_BOUNDS
+        .iter()
+        .filter_map(|bound| {
+            let key = format!("{name}_bucket{{{labels}{comma}le=\"{bound}\"}}");
+            let within = series.get(&key)?;
+            Some((bound.to_string(), (count - within) / count))
+        })
+        .collect();
+    Some(SeriesShares { count, over })
+}
+
+/// The broker series of one condition as one line: Produce, durable, flush, Fetch.
+pub fn broker_line(series: &BTreeMap<String, f64>) -> String {
+    let picks = [
+        (
+            "produce",
+            "rill_request_duration_seconds",
+            "api=\"Produce\"",
+        ),
+        ("durable", "rill_produce_durable_seconds", ""),
+        ("flush", "rill_log_flush_duration_seconds", ""),
+        ("fetch", "rill_request_duration_seconds", "api=\"Fetch\""),
+    ];
+    let mut parts = Vec::new();
+    for (label, name, labels) in picks {
+        let Some(s) = shares(series, name, labels) else {
+            continue;
+        };
+        let over: Vec<String> = s
+            .over
+            .iter()
+            .map(|(bound, share)| {
+                let ms = bound.parse::<f64>().unwrap_or(0.0) * 1e3;
+                format!(">{ms}ms {:.2}%", 100.0 * share)
+            })
+            .collect();
+        parts.push(format!("{label} n={:.0} {}", s.count, over.join(" ")));
+    }
+    parts.join(" | ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn schedule() -> Schedule {
+        Schedule {
+            phase: Duration::from_secs(5),
+            phases: 4,
+            settle: Duration::from_millis(500),
+        }
+    }
+
+    #[test]
+    fn phases_alternate_alone_first_after_the_warmup() {
+        let s = schedule();
+        assert_eq!(s.phase_at(Duration::from_millis(2_999)), None);
+        assert_eq!(s.phase_at(Duration::from_secs(3)), Some(0));
+        assert_eq!(s.phase_at(Duration::from_millis(7_999)), Some(0));
+        assert_eq!(s.phase_at(Duration::from_secs(8)), Some(1));
+        assert_eq!(s.phase_at(Duration::from_millis(22_999)), Some(3));
+        assert_eq!(s.phase_at(Duration::from_secs(23)), None);
+        assert_eq!(s.total(), Duration::from_secs(23));
+        assert_eq!(Schedule::condition(0), Condition::Alone);
+        assert_eq!(Schedule::condition(3), Condition::Beside);
+    }
+
+    #[test]
+    fn the_settling_time_of_each_phase_is_not_measured() {
+        let s = schedule();
+        assert_eq!(s.measured_phase(Duration::from_millis(8_499)), None);
+        assert_eq!(s.measured_phase(Duration::from_millis(8_500)), Some(1));
+        assert_eq!(s.measured_phase(Duration::from_millis(3_200)), None);
+        assert_eq!(s.measured_phase(Duration::from_millis(3_500)), Some(0));
+    }
+
+    #[test]
+    fn shares_come_from_bucket_and_count_increases() {
+        let text = "# HELP x\n\
+            rill_request_duration_seconds_bucket{api=\"Produce\",le=\"0.0005\"} 90\n\
+            rill_request_duration_seconds_bucket{api=\"Produce\",le=\"0.001\"} 95\n\
+            rill_request_duration_seconds_count{api=\"Produce\"} 100\n\
+            rill_log_flush_duration_seconds_bucket{le=\"0.001\"} 40\n\
+            rill_log_flush_duration_seconds_count 50\n\
+            rill_requests_total{api=\"Produce\"} 100\n";
+        let before = parse_samples("rill_log_flush_duration_seconds_count 10\n");
+        let after = parse_samples(text);
+        assert!(!after.contains_key("rill_requests_total{api=\"Produce\"}"));
+        let series = increase(&before, &after);
+        let produce = shares(&series, "rill_request_duration_seconds", "api=\"Produce\"")
+            .expect("produce counted");
+        assert_eq!(produce.count, 100.0);
+        assert_eq!(
+            produce.over,
+            vec![("0.0005".to_string(), 0.1), ("0.001".to_string(), 0.05)]
+        );
+        let flush = shares(&series, "rill_log_flush_duration_seconds", "").expect("flushes");
+        assert_eq!(flush.count, 40.0);
+        assert_eq!(flush.over, vec![("0.001".to_string(), 0.0)]);
+        assert!(shares(&series, "rill_produce_durable_seconds", "").is_none());
+        assert!(broker_line(&series).starts_with("produce n=100 >0.5ms 10.00%"));
+    }
 }

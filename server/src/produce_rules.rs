@@ -82,6 +82,22 @@ pub fn batch_refusal(e: &BatchError) -> Refusal {
     }
 }
 
+/// A partition of Produce `version` (v3+) without a record batch, as Kafka's
+/// `ProduceRequest.validateRecords` words it.
+pub fn no_batch(version: i16) -> Refusal {
+    invalid(format!(
+        "Produce requests with version {version} must have at least one record batch per partition"
+    ))
+}
+
+/// A partition of Produce `version` (v3+) with more than one record batch: Kafka refuses it
+/// whole (`ProduceRequest.validateRecords`), so nothing of the partition is written.
+pub fn more_than_one_batch(version: i16) -> Refusal {
+    invalid(format!(
+        "Produce requests with version {version} are only allowed to contain exactly one record batch per partition"
+    ))
+}
+
 /// Whether a produce with `acks` may go to this topic at all.
 pub fn check_acks(settings: &TopicSettings, acks: Acks) -> Result<(), Refusal> {
     if acks == Acks::All && settings.min_insync_replicas > 1 {

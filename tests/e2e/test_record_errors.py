@@ -15,7 +15,7 @@ import time
 import pytest
 
 import kafka_wire as kw
-from clients import consume_partition, create_topic, producer, produce_all
+from clients import consume_partition, create_topic, producer, produce_all, watermarks
 
 PRODUCE_V8 = 8
 
@@ -121,6 +121,42 @@ def test_per_record_rules_list_each_record_once(broker, topic_name):
     assert err == kw.ERR_INVALID_TIMESTAMP, (err, record_errors)
     assert [(i, "without key" in m) for i, m in record_errors] == [(0, True), (1, False)]
     assert "out of range" in record_errors[1][1]
+
+
+ONE_BATCH_ONLY = ("Produce requests with version {} are only allowed to contain exactly one record "
+                  "batch per partition")
+
+
+def test_two_batches_for_one_partition_are_refused_whole(broker, topic_name):
+    """Kafka's ProduceRequest.validateRecords: from v3 a partition carries exactly one batch.
+    The partition with two is refused whole (INVALID_RECORD, no record errors) and nothing of
+    it is stored; the request's other partition is written."""
+    create_topic(broker.bootstrap, topic_name, partitions=2)
+    two = kw.record_batch([b"a", b"b"]) + kw.record_batch([b"c"])
+    body = kw.produce_v3_body({topic_name: {0: two, 1: kw.record_batch([b"other"])}})
+    with kw.Conn(broker.host, broker.port) as c:
+        c.send(kw.request(kw.API_PRODUCE, PRODUCE_V8, 11, body))
+        resp = c.recv_response()
+        assert resp is not None, "broker closed the connection"
+        results = kw.parse_produce_v8(resp[1])
+        assert results[(topic_name, 0)] == (kw.ERR_INVALID_RECORD, [], ONE_BATCH_ONLY.format(8))
+        assert results[(topic_name, 1)][0] == kw.ERR_NONE
+        # Produce v3, the oldest decoded version: the same code (v3 has no message field).
+        c.send(kw.request(kw.API_PRODUCE, 3, 12, kw.produce_v3_body({topic_name: {0: two}})))
+        resp = c.recv_response()
+        assert resp is not None, "broker closed the connection"
+        r = kw.Reader(resp[1])
+        assert r.take(">i") == 1 and r.string() == topic_name and r.take(">i") == 1
+        index, err, base_offset, _append_time = r.take(">ihqq")
+        assert (index, err, base_offset) == (0, kw.ERR_INVALID_RECORD, -1)
+    assert watermarks(broker.bootstrap, topic_name, 0) == (0, 0), "nothing of partition 0"
+    assert [m.value() for m in consume_partition(broker.bootstrap, topic_name, 1, 0, 1)] == \
+        [b"other"]
+    # Each batch in a request of its own goes in.
+    for batch in (kw.record_batch([b"a", b"b"]), kw.record_batch([b"c"])):
+        assert produce_v8(broker, topic_name, batch)[0] == kw.ERR_NONE
+    assert [m.value() for m in consume_partition(broker.bootstrap, topic_name, 0, 0, 3)] == \
+        [b"a", b"b", b"c"]
 
 
 @pytest.mark.parametrize("codec", ["gzip", "snappy", "lz4", "zstd"])

@@ -4,7 +4,8 @@
 //! `BytesMut` parts), by batchLength alone; [`batches`] also validates each (length, magic,
 //! CRC, compression code) as it goes. The Produce handler splits its `BytesMut`, then checks
 //! each part once as a [`rill_types::batch::ValidatedBatch`]. Kafka requires exactly one batch per partition for
-//! Produce v3+ (answering INVALID_RECORD otherwise); [`single_batch`] enforces that.
+//! Produce v3+ (answering INVALID_RECORD otherwise): the handler refuses a second part, and
+//! [`single_batch`] is the same rule for a `Bytes` blob.
 
 use std::ops::Deref;
 

@@ -1,7 +1,7 @@
-//! Produce (0): check each partition's record batches once, append them on the owning shards
-//! (all partitions in flight at once), answer per partition.
+//! Produce (0): check each partition's record batch once, append it on the owning shard (all
+//! partitions in flight at once), answer per partition.
 //!
-//! Plan per partition, before any I/O (a partition with one bad batch appends none of them):
+//! Plan per partition, before any I/O (a refused partition appends nothing):
 //! | check                                   | error                        |
 //! |-----------------------------------------|------------------------------|
 //! | acks not in {0, 1, -1}                  | INVALID_REQUIRED_ACKS (21)   |
@@ -13,11 +13,13 @@
 //! | magic not 2                             | INVALID_RECORD (87)          |
 //! | batch larger than max.message.bytes     | MESSAGE_TOO_LARGE (10)       |
 //! | no records in a batch, count ≠ offsets  | INVALID_RECORD (87)          |
+//! | a second batch after the first (v3+)    | INVALID_RECORD (87)          |
 //! | a record malformed, or refused by a rule | [`produce_rules`]' table, with record errors |
 //!
 //! The batch checks are [`ValidatedBatch::new`]'s (its module lists them in order), then every
-//! record is checked ([`produce_rules`]); each refusal carries a message (Produce v8+). The
-//! engine appends what it is handed without checking again.
+//! record is checked ([`produce_rules`]); each refusal carries a message (Produce v8+; Kafka
+//! sends none for the two batch-count refusals, Rill the text of Kafka's exception). The engine
+//! appends what it is handed without checking again.
 //!
 //! acks=0 requests still append but get no response.
 //! A transactional producer's first append to a partition in a transaction is verified with
@@ -60,7 +62,7 @@ pub async fn handle<B: Broker>(
     let transactional_id = request.transactional_id.as_ref().map(|id| id.to_string());
     let topic_data = std::mem::take(&mut request.topic_data);
     drop(request); // its strings are slices of the frame too
-    let plans = plan_request(broker, owned_records(topic_data, frame), acks);
+    let plans = plan_request(broker, version, owned_records(topic_data, frame), acks);
     let acks = acks.unwrap_or(Acks::All);
     let appends = plans
         .into_iter()
@@ -196,6 +198,7 @@ fn owned_records(topic_data: Vec<TopicProduceData>, frame: Bytes) -> Vec<TopicRe
 /// whether the topic syncs before acks=all answers.
 fn plan_request<B: Broker>(
     broker: &B,
+    version: i16,
     topics: Vec<TopicRecords>,
     acks: Option<Acks>,
 ) -> Vec<(String, i32, Planned, bool)> {
@@ -227,7 +230,7 @@ fn plan_request<B: Broker>(
                     Some(_) => Ok(()),
                     None => produce_rules::check_acks(s, acks),
                 }
-                .and_then(|()| plan_partition(records, s, now)),
+                .and_then(|()| plan_partition(version, records, s, now)),
                 (Ok(_), _, Some(Err(refusal))) => Err(refusal.clone()),
                 (Ok(_), _, None) => unreachable!("known topics have settings"),
             };
@@ -237,37 +240,38 @@ fn plan_request<B: Broker>(
     plans
 }
 
-/// Split one partition's records into whole batches (disjoint parts of its buffer, uncopied)
-/// and check each once, for the owner shard (which rewrites its baseOffset in place).
+/// Check one partition's records, exactly one whole batch for Produce v3+ (the decoded
+/// versions), once, for the owner shard (which rewrites its baseOffset in place, uncopied).
 fn plan_partition(
+    version: i16,
     records: Option<BytesMut>,
     settings: &TopicSettings,
     now: rill_types::TimestampMs,
 ) -> Planned {
     let message_bytes_max = settings.log.message_bytes_max as usize;
-    let Some(records) = records else {
-        return Err(Refusal {
-            code: ErrorCode::InvalidRecord,
-            message: Some("Produce requests must have at least one record batch".into()),
-            record_errors: Vec::new(),
-        });
+    let refuse = |e: rill_protocol::record::BatchError| {
+        tracing::debug!(error = %e, "refusing record batch");
+        produce_rules::batch_refusal(&e)
     };
-    let mut out = Vec::new();
-    for part in split(records) {
-        let checked = part.and_then(|bytes| ValidatedBatch::new(bytes, message_bytes_max));
-        let batch = checked.map_err(|e| {
-            tracing::debug!(error = %e, "refusing record batch");
-            produce_rules::batch_refusal(&e)
-        })?;
-        out.push(produce_rules::apply(
-            batch,
-            settings,
-            message_bytes_max,
-            now,
-        )?);
+    let mut parts = split(records.unwrap_or_default());
+    let Some(first) = parts.next() else {
+        return Err(produce_rules::no_batch(version));
+    };
+    let batch = first
+        .and_then(|bytes| ValidatedBatch::new(bytes, message_bytes_max))
+        .map_err(refuse)?;
+    // Kafka's `ProduceRequest.validateRecords`, after the first batch's magic: one batch only.
+    match parts.next() {
+        None => {}
+        Some(Err(e)) => return Err(refuse(e)),
+        Some(Ok(_)) => return Err(produce_rules::more_than_one_batch(version)),
     }
-    assert!(!out.is_empty());
-    Ok(out)
+    Ok(vec![produce_rules::apply(
+        batch,
+        settings,
+        message_bytes_max,
+        now,
+    )?])
 }
 
 /// A partition's outcome: the owner's answer, or the refusal made before any append.
@@ -438,6 +442,54 @@ mod tests {
             let r = block_on(handle(&broker, 9, req, Bytes::new())).unwrap();
             assert_eq!(error_of(&r), code);
         }
+    }
+
+    #[test]
+    fn two_batches_in_one_partition_are_refused_whole_as_kafka() {
+        let broker = FakeBroker::new();
+        let two = Bytes::from([batch(2), batch(3)].concat());
+        let r = block_on(handle(
+            &broker,
+            9,
+            request("t", 0, Some(two), 1),
+            Bytes::new(),
+        ))
+        .unwrap();
+        let p = &r.responses[0].partition_responses[0];
+        assert_eq!(p.error_code, ErrorCode::InvalidRecord.code());
+        assert_eq!((p.base_offset, p.log_start_offset), (-1, -1));
+        assert!(p.record_errors.is_empty());
+        let message = p.error_message.as_ref().unwrap().to_string();
+        assert_eq!(
+            message,
+            "Produce requests with version 9 are only allowed to contain exactly one record batch per partition"
+        );
+        assert_eq!(
+            broker.log_end("t", 0),
+            0,
+            "nothing of the partition written"
+        );
+
+        // A whole batch followed by a cut one is the cut one's error, as before.
+        let cut = Bytes::from([batch(2), batch(3).slice(..20)].concat());
+        let r = block_on(handle(
+            &broker,
+            9,
+            request("t", 0, Some(cut), 1),
+            Bytes::new(),
+        ))
+        .unwrap();
+        assert_eq!(error_of(&r), ErrorCode::CorruptMessage.code());
+        // An empty records field names the version too.
+        let r = block_on(handle(
+            &broker,
+            3,
+            request("t", 0, Some(Bytes::new()), 1),
+            Bytes::new(),
+        ))
+        .unwrap();
+        assert_eq!(error_of(&r), ErrorCode::InvalidRecord.code());
+        assert_eq!(broker.log_end("t", 0), 0);
     }
 
     #[test]

@@ -5,9 +5,10 @@
 //!   with `offsets.topic.replication.factor` / `transaction.state.log.replication.factor`
 //!   replicas and live in the partition table like any partition (`<data-dir>/<topic>-<p>/`):
 //!   followers copy them with the follower Fetch, the leader keeps the ISR and the high
-//!   watermark (`crate::replication`). Only the topic registry leaves them out, so clients
-//!   neither see nor write them ([`crate::cluster::ClusterView::internal_topic`] gives the
-//!   table and the follower Fetch their metadata).
+//!   watermark (`crate::replication`). Only the topic registry leaves them out: clients see
+//!   them in Metadata (marked `is_internal`, as Kafka lists them) but cannot write them
+//!   ([`crate::cluster::ClusterView::internal_topic`] gives the table, the follower Fetch and
+//!   Metadata their metadata).
 //! - **Writes.** A coordinator writes its records as one batch through the partition actor with
 //!   acks=all: answered once fdatasync'ed here and covered by the high watermark (every ISR
 //!   member holds it), with `min.insync.replicas` in the ISR. A refused write becomes the
@@ -46,6 +47,11 @@ use crate::partition::table::PartitionTable;
 
 /// Bytes read per step while loading.
 const LOAD_READ_BYTES: usize = 1 << 20;
+
+/// Whether `name` is one of Kafka's internal topics (`Topic.isInternal`), which Metadata marks.
+pub fn is_internal(name: &str) -> bool {
+    name == crate::group::OFFSETS_TOPIC || name == crate::txn::TXN_TOPIC
+}
 
 /// Topic configs of `__consumer_offsets` (Kafka creates it compacted, too).
 pub fn offsets_topic_configs() -> BTreeMap<String, String> {

@@ -178,6 +178,75 @@ def test_consumer_groups_have_their_coordinators_spread_over_the_brokers(cluster
     assert committed == [10, 10, 10]
 
 
+INTERNAL_TOPICS = ("__consumer_offsets", "__transaction_state")
+
+
+def metadata_flags(node, topics: list[str] | None) -> dict[str, tuple[int, bool, int]]:
+    """{topic: (error, is_internal, partition count)} of a raw Metadata v1 asked of `node`."""
+    with kw.Conn(node.host, node.port) as conn:
+        conn.send(kw.request(kw.API_METADATA, 1, 9, kw.metadata_v1_body(topics)))
+        answer = conn.recv_response()
+    assert answer is not None, f"node at {node.bootstrap} closed the connection"
+    r = kw.Reader(answer[1])
+    for _ in range(r.take(">i")):
+        r.take(">i"), r.string(), r.take(">i"), r.string()     # node, host, port, rack
+    r.take(">i")                                               # controller
+    out = {}
+    for _ in range(r.take(">i")):
+        error, name, internal = r.take(">h"), r.string(), r.take(">b")
+        count = r.take(">i")
+        for _ in range(count):
+            r.take(">hii")
+            for _ in range(2):                                 # replicas, isr
+                [r.take(">i") for _ in range(r.take(">i"))]
+        out[name] = (error, internal == 1, count)
+    return out
+
+
+def test_internal_topics_are_listed_and_marked_internal_as_kafka_does(cluster3):
+    """__consumer_offsets and __transaction_state are replicated topics in a cluster: Metadata
+    names them with is_internal (asking for one creates it with its own settings, as Kafka),
+    lists them among all topics, and refuses a client's Produce to them (INVALID_TOPIC)."""
+    topic = unique("plain")
+    create(cluster3.bootstrap(1), topic, partitions=1)
+    wait_topic_everywhere(cluster3, topic, 1)
+    deadline = time.monotonic() + 30
+    named = {}
+    while time.monotonic() < deadline:
+        named = metadata_flags(cluster3.node(2), list(INTERNAL_TOPICS))
+        if all(named[t][0] == 0 for t in INTERNAL_TOPICS):
+            break
+        time.sleep(0.2)
+    assert named == {t: (0, True, 8) for t in INTERNAL_TOPICS}, named
+    for node in cluster3.nodes:
+        listed = {}
+        while time.monotonic() < deadline:
+            listed = metadata_flags(node, None)
+            if all(t in listed for t in INTERNAL_TOPICS):
+                break
+            time.sleep(0.2)
+        for t in INTERNAL_TOPICS:
+            assert listed.get(t) == (0, True, 8), (node.node_id, t, listed.get(t))
+        assert listed[topic] == (0, False, 1)
+    # Real clients: librdkafka lists every topic; kafka-python's consumer leaves internal ones
+    # out by their flag (exclude_internal_topics), keeping the ordinary one.
+    listed = AdminClient({"bootstrap.servers": cluster3.bootstrap(3)}).list_topics(timeout=15)
+    assert set(INTERNAL_TOPICS) <= set(listed.topics) and topic in listed.topics
+    consumer = KafkaConsumer(bootstrap_servers=cluster3.bootstrap(1))
+    try:
+        seen = consumer.topics()
+    finally:
+        consumer.close()
+    assert topic in seen and not set(INTERNAL_TOPICS) & seen, seen
+    # The coordinators' logs are not a client's to write.
+    for t in INTERNAL_TOPICS:
+        with kw.Conn(cluster3.node(1).host, cluster3.node(1).port) as conn:
+            conn.send(kw.request(kw.API_PRODUCE, 3, 5,
+                                 kw.produce_v3_body({t: {0: kw.record_batch([b"x"])}})))
+            codes = kw.parse_produce_v3(conn.recv_response()[1])
+        assert codes == {(t, 0): kw.ERR_INVALID_TOPIC_EXCEPTION}, codes
+
+
 def test_delete_and_grow_topics_through_any_node(cluster3):
     topic = unique("lifecycle")
     create(cluster3.bootstrap(3), topic, partitions=2)

@@ -233,6 +233,29 @@ impl ClusterView {
         }))
     }
 
+    /// Every internal topic that exists, each as [`Self::internal_topic`] gives it.
+    pub fn internal_topics(&self) -> Vec<(String, Arc<TopicMeta>)> {
+        let image = self.image();
+        let names = image.topics.values().filter(|t| t.internal);
+        let names: Vec<String> = names.map(|t| t.name.clone()).collect();
+        names
+            .into_iter()
+            .filter_map(|name| self.internal_topic(&name).map(|meta| (name, meta)))
+            .collect()
+    }
+
+    /// Ask the controller for the internal topic `name` (`__consumer_offsets` or
+    /// `__transaction_state`) with its own settings, as a Metadata request for it does in
+    /// Kafka. Returns whether `name` is one of them.
+    pub fn ensure_internal_topic_named(&self, name: &str) -> bool {
+        match name {
+            crate::group::OFFSETS_TOPIC => self.ensure_offsets_topic(),
+            crate::txn::TXN_TOPIC => self.ensure_txn_topic(),
+            _ => return false,
+        }
+        true
+    }
+
     /// Where clients reach `node`, if it is a live broker.
     pub fn endpoint(&self, node: NodeId) -> Option<rill_metadata::types::Endpoint> {
         self.image().live_broker(node).map(|b| b.endpoint.clone())

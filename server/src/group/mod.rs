@@ -34,8 +34,9 @@ pub use ops::{GroupCall, GroupOp, GroupReply};
 /// Partitions of the internal offsets log (fixed forever: group → partition must not change).
 pub const OFFSETS_PARTITIONS: i32 = 8;
 
-/// Name of the internal offsets log (its directory lives under [`OFFSETS_DIR`], never in the
-/// topic registry, so clients can neither see, produce to nor delete it).
+/// Name of the internal offsets log. On a single node its directory lives under
+/// [`OFFSETS_DIR`], outside the topic registry; in a cluster it is a replicated internal topic
+/// (`crate::coordinator_log`) that Metadata lists with `is_internal` and clients cannot write.
 pub const OFFSETS_TOPIC: &str = "__consumer_offsets";
 
 /// Subdirectory of the data dir that holds the offsets log partitions.

@@ -107,17 +107,12 @@ fn held_partitions<B: Broker>(broker: &B, req: &DescribeLogDirsRequest) -> Vec<(
     let internal = |name: &str| broker.cluster()?.internal_topic(name);
     let counts: Vec<(String, i32)> = match &req.topics {
         None => {
-            let internal_names = image.iter().flat_map(|(image, _)| {
-                let topics = image.topics.values().filter(|t| t.internal);
-                topics.map(|t| t.name.clone()).collect::<Vec<_>>()
-            });
-            let internal_topics =
-                internal_names.filter_map(|name| internal(&name).map(|m| (name, m)));
+            let internal_topics = broker.cluster().map(|c| c.internal_topics());
             broker
                 .topics()
                 .list()
                 .into_iter()
-                .chain(internal_topics)
+                .chain(internal_topics.into_iter().flatten())
                 .map(|(name, meta)| (name, meta.partitions))
                 .collect()
         }

@@ -5,6 +5,12 @@
 //! metadata image says who: every live broker with its advertised listener, and each partition's
 //! leader (LEADER_NOT_AVAILABLE while none is alive), leader epoch, replicas, ISR and offline
 //! replicas. Topic ids are the registry's stable UUIDs (Fetch v13+ names topics by id).
+//!
+//! A cluster's internal topics (`__consumer_offsets`, `__transaction_state`: the coordinators'
+//! replicated logs, `crate::coordinator_log`) are listed and found by name or id as in Kafka,
+//! with `is_internal` (clients leave them out of their topic lists); a request naming one that
+//! does not exist yet creates it with its own settings when auto-creation is allowed. A single
+//! node keeps that state in private logs, so it has no internal topics to list.
 
 use std::sync::Arc;
 
@@ -113,11 +119,18 @@ pub fn handle<B: Broker>(broker: &B, version: i16, request: &MetadataRequest) ->
         None => true,
         Some(list) => list.is_empty() && version == 0,
     };
-    let topics = if all {
+    // A cluster's internal topics (`crate::coordinator_log`) are in its image, not the registry.
+    let internal_topics = || {
         broker
-            .topics()
-            .list()
-            .into_iter()
+            .cluster()
+            .map(|c| c.internal_topics())
+            .unwrap_or_default()
+    };
+    let internal = |name: &str| broker.cluster()?.internal_topic(name);
+    let topics = if all {
+        // Kafka lists its internal topics too, marked so (clients leave them out of their lists).
+        let listed = broker.topics().list().into_iter().chain(internal_topics());
+        listed
             .map(|(name, meta)| topic_entry(version, &name, Ok(meta), &layout))
             .collect()
     } else {
@@ -128,10 +141,15 @@ pub fn handle<B: Broker>(broker: &B, version: i16, request: &MetadataRequest) ->
             .iter()
             .map(|t| match &t.name {
                 Some(name) => {
-                    let meta = topic_or_auto_create(broker, name.as_str(), allow);
+                    let meta = internal(name.as_str())
+                        .ok_or(())
+                        .or_else(|()| topic_or_auto_create(broker, name.as_str(), allow));
                     topic_entry(version, name.as_str(), meta, &layout)
                 }
-                None => match broker.topics().by_id(t.topic_id) {
+                None => match broker.topics().by_id(t.topic_id).or_else(|| {
+                    let mut internal = internal_topics().into_iter();
+                    internal.find(|(_, meta)| meta.id == t.topic_id)
+                }) {
                     Some((name, meta)) => topic_entry(version, &name, Ok(meta), &layout),
                     None => MetadataResponseTopic::default()
                         .with_topic_id(t.topic_id)
@@ -160,6 +178,8 @@ fn topic_entry(
     layout: &Layout,
 ) -> MetadataResponseTopic {
     let entry = MetadataResponseTopic::default().with_name(Some(topic_name(name)));
+    // As Kafka's `Topic.isInternal`: by name, whatever the answer (the flag is v1+).
+    let entry = entry.with_is_internal(version >= 1 && crate::coordinator_log::is_internal(name));
     let meta = match meta {
         Ok(meta) => meta,
         Err(code) => return entry.with_error_code(code.code()),

@@ -110,7 +110,8 @@ pub trait Broker {
 /// [`offset_for_leader_epoch`] answers.
 pub const LEADER_EPOCH: LeaderEpoch = LeaderEpoch(0);
 
-/// A topic, creating it first when auto-creation is on (Metadata, Produce).
+/// A topic, creating it first when auto-creation is on (Metadata, Produce); never one of a
+/// cluster's internal topics.
 pub fn topic_or_auto_create<B: Broker>(
     broker: &B,
     name: &str,
@@ -120,12 +121,24 @@ pub fn topic_or_auto_create<B: Broker>(
         return Ok(meta);
     }
     crate::topics::validate_topic_name(name).map_err(|_| ErrorCode::InvalidTopicException)?;
+    // A cluster's internal topics are the coordinators', not a client's to write (Kafka:
+    // "Cannot append to internal topic"); Metadata looks them up before coming here.
+    if broker
+        .cluster()
+        .is_some_and(|c| c.internal_topic(name).is_some())
+    {
+        return Err(ErrorCode::InvalidTopicException);
+    }
     if !(allow_auto_create && broker.config().auto_create_topics) {
         return Err(ErrorCode::UnknownTopicOrPartition);
     }
     let partitions = broker.config().default_partitions;
     if let Some(cluster) = broker.cluster() {
         // Kafka's answer while the controller creates it: the client asks again shortly.
+        // The coordinators' topics are created with their own settings, never as ordinary ones.
+        if cluster.ensure_internal_topic_named(name) {
+            return Err(ErrorCode::LeaderNotAvailable);
+        }
         cluster.create_once(rill_metadata::request::NewTopic {
             name: name.to_string(),
             partitions: partitions as u32,

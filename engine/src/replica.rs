@@ -11,6 +11,7 @@
 //! | [`PartitionLog::read_for_replica`] | leader | batches up to the log end (not the high watermark) |
 //! | [`PartitionLog::end_offset_for_epoch`] | both | where an epoch ended (OffsetForLeaderEpoch) |
 //! | [`PartitionLog::truncate_to`] | follower | cut a divergent tail (the log is closed; reopen it) |
+//! | [`PartitionLog::truncate_fully_and_start_at`] | follower | empty the log below the leader's start (closed; reopen) |
 //!
 //! Once [`PartitionLog::lead`] or [`PartitionLog::follow`] was called the log is *replicated*:
 //! the high watermark no longer follows the durable offset or the log end, and every batch's
@@ -21,7 +22,9 @@ use crate::cleaner::CLEANER_CHECKPOINT_FILE;
 use crate::error::EngineError;
 use crate::io::{BlockFile, OpenMode, Storage};
 use crate::leader_epochs::{LeaderEpochs, LEADER_EPOCH_FILE};
-use crate::partition_log::{AppendInfo, PartitionLog, ReadBatches, PRODUCER_SNAPSHOT_FILE};
+use crate::partition_log::{
+    AppendInfo, PartitionLog, ReadBatches, LOG_START_FILE, PRODUCER_SNAPSHOT_FILE,
+};
 use crate::producer_state::ProducerState;
 use crate::segment::cursor::BatchCursor;
 use crate::segment::file_name::{segment_file_name, FileKind};
@@ -192,6 +195,33 @@ impl<S: Storage> PartitionLog<S> {
             self.write_leader_epochs().await?;
         }
         tracing::info!(dir = %self.dir.display(), offset = offset.0, new_end = new_end.0, "truncated log");
+        Ok(())
+    }
+
+    /// Empties the log and makes it start at `start` (Kafka's `truncateFullyAndStartAt`): a
+    /// follower whose log ends below its leader's log start (DeleteRecords or retention moved
+    /// it while the follower was away) holds nothing the leader still serves. Closes the log:
+    /// reopened, it is empty at `start`, with no leader epochs and no producer state.
+    ///
+    /// Crash-safe in any order of completion: the producer snapshot, cleaner checkpoint and
+    /// leader epochs go first, then the segments newest first (what is left is a prefix of the
+    /// old log, without epochs, still ending below `start`: the follower resets again), and
+    /// the new log start is written last.
+    pub async fn truncate_fully_and_start_at(mut self, start: Offset) -> Result<(), EngineError> {
+        self.check_usable()?;
+        assert!(start.0 >= 0, "a log starts at a real offset");
+        self.close_files().await?;
+        self.remove_checkpoints_past(Offset(-1)).await?;
+        let epochs = self.dir.join(LEADER_EPOCH_FILE);
+        if self.storage.exists(&epochs).await? {
+            self.storage.remove_file(&epochs).await?;
+        }
+        for j in (0..self.segments.len()).rev() {
+            self.remove_segment_files(self.segments[j].base).await?;
+        }
+        let bytes = small_file::encode_log_start(start.0);
+        small_file::write_atomic(&*self.storage, &self.dir, LOG_START_FILE, &bytes).await?;
+        tracing::info!(dir = %self.dir.display(), start = start.0, "emptied the log to start at the leader's log start");
         Ok(())
     }
 

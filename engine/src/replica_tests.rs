@@ -353,3 +353,70 @@ fn truncation_cut_off_by_a_crash_at_every_step_leaves_a_prefix_and_can_be_redone
     }
     assert!(crashed > 10, "the crash points were exercised ({crashed})");
 }
+
+#[test]
+fn a_log_emptied_to_start_at_the_leaders_log_start_holds_nothing_of_the_old_one() {
+    let s = SimStorage::new(1, FaultConfig::default());
+    let spans = divergent_log(&s); // several segments, epochs, a producer snapshot
+    let old_end = spans.last().unwrap().1.plus(1);
+    let start = Offset(old_end.0 + 50);
+    block_on(reopen_follower(&s).truncate_fully_and_start_at(start)).unwrap();
+    let mut log = reopen_follower(&s);
+    assert_eq!(
+        (log.log_start_offset(), log.log_end_offset()),
+        (start, start)
+    );
+    assert_eq!(log.segment_count(), 1);
+    assert!(epochs(&log).is_empty());
+    assert!(read_all(&mut log, start).is_empty());
+    // The leader's batches from its log start on are appended at their offsets.
+    let mut b = batch(3, Some(40));
+    crate::batch::set_base_offset(&mut b, start);
+    block_on(log.append_replica(validated(&b), TimestampMs(1))).unwrap();
+    assert_eq!(log.log_end_offset(), start.plus(3));
+    // No producer state came from the old log: as leader, a new sequence of PID is taken.
+    log.lead(LeaderEpoch(7), start.plus(3));
+    assert_eq!(append(&mut log, 1, Some(43)), start.plus(3));
+    block_on(log.close()).unwrap();
+    let log = reopen_follower(&s);
+    assert_eq!(log.log_start_offset(), start, "the start survives a reopen");
+    assert_eq!(epochs(&log), [(0, start.0), (7, start.0 + 3)]);
+}
+
+#[test]
+fn emptying_cut_off_by_a_crash_at_every_step_leaves_a_prefix_below_the_start() {
+    let reference = SimStorage::new(1, FaultConfig::default());
+    let spans = divergent_log(&reference);
+    let original = batches_for_replica(&mut reopen_follower(&reference), Offset(0));
+    let start = spans.last().unwrap().1.plus(20);
+    let mut crashed = 0;
+    for budget in 1.. {
+        let s = SimStorage::new(budget, FaultConfig::default());
+        divergent_log(&s);
+        s.set_latency_polls_max(3);
+        let log = reopen_follower(&s);
+        if block_on_polls(log.truncate_fully_and_start_at(start), budget).is_some() {
+            break;
+        }
+        crashed += 1;
+        s.crash();
+        s.set_latency_polls_max(0);
+        let mut log = reopen_follower(&s);
+        let end = log.log_end_offset();
+        if end != start {
+            assert!(end < start, "budget {budget}: ends at {end}");
+            let kept = batches_for_replica(&mut log, Offset(0));
+            assert_eq!(kept, original[..kept.len()], "budget {budget}: a prefix");
+            block_on(log.truncate_fully_and_start_at(start)).unwrap();
+            log = reopen_follower(&s);
+        }
+        assert_eq!(
+            (log.log_start_offset(), log.log_end_offset()),
+            (start, start),
+            "budget {budget}"
+        );
+        assert!(epochs(&log).is_empty(), "budget {budget}");
+        assert!(budget < 100_000, "emptying never completes");
+    }
+    assert!(crashed > 3, "the crash points were exercised ({crashed})");
+}

@@ -253,6 +253,13 @@ async fn read_for_follower<B: Broker>(
             aborted: Vec::new(),
             diverging,
         },
+        PartitionReply::ReplicaOutOfRange(positions) => Got {
+            error: ErrorCode::OffsetOutOfRange,
+            positions: Some(positions),
+            chunks: Vec::new(),
+            aborted: Vec::new(),
+            diverging: None,
+        },
         other => Got {
             error: other.error_code(),
             positions: None,

@@ -155,6 +155,15 @@ pub enum PartitionOp {
         /// Where that epoch ends in the leader's log.
         end_offset: Offset,
     },
+    /// Replication, on a follower: the leader answered OFFSET_OUT_OF_RANGE because its log
+    /// starts past this one's end (DeleteRecords or retention while this replica was away):
+    /// empty the log and start it at `leader_log_start` (Kafka's truncateFullyAndStartAt).
+    ResetToLeaderStart {
+        /// The leader epoch the fetch was made at.
+        epoch: LeaderEpoch,
+        /// The leader's log start.
+        leader_log_start: Offset,
+    },
     /// Where `epoch` ended in this log (OffsetForLeaderEpoch).
     EndOffsetForEpoch {
         /// The epoch asked about.
@@ -225,6 +234,10 @@ pub enum PartitionReply {
         /// follower cuts its log there first (KIP-320).
         diverging: Option<(LeaderEpoch, Offset)>,
     },
+    /// Answer to [`PartitionOp::ReplicaFetch`] from an offset outside the leader's log
+    /// (OFFSET_OUT_OF_RANGE), with the leader's positions: a follower below its log start
+    /// resets to it.
+    ReplicaOutOfRange(Positions),
     /// Answer to [`PartitionOp::FollowerPosition`].
     FollowerPosition {
         /// The follower's log end.
@@ -232,7 +245,8 @@ pub enum PartitionReply {
         /// The epoch of its last batch, if its log recorded one.
         last_epoch: Option<LeaderEpoch>,
     },
-    /// Answer to [`PartitionOp::ReplicaAppend`] and [`PartitionOp::Truncate`].
+    /// Answer to [`PartitionOp::ReplicaAppend`], [`PartitionOp::Truncate`] and
+    /// [`PartitionOp::ResetToLeaderStart`].
     ReplicaAppended,
     /// Answer to [`PartitionOp::EndOffsetForEpoch`]: the largest epoch `<=` the one asked and
     /// where it ended (`None`: older than every epoch here), and the positions.
@@ -246,6 +260,7 @@ impl PartitionReply {
     pub fn error_code(&self) -> ErrorCode {
         match self {
             PartitionReply::Error(code) => *code,
+            PartitionReply::ReplicaOutOfRange(_) => ErrorCode::OffsetOutOfRange,
             _ => ErrorCode::None,
         }
     }

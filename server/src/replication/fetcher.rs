@@ -1,7 +1,8 @@
 //! A follower's fetcher: one task per followed partition on its owning shard, pulling from the
 //! leader with Kafka's follower Fetch (v12: `replica_id`, the current leader epoch, the last
-//! fetched epoch) and handing what it gets to the partition actor: batches to append, or a
-//! diverging epoch to cut the log at (KIP-320). It ends when the actor stops following this
+//! fetched epoch) and handing what it gets to the partition actor: batches to append, a
+//! diverging epoch to cut the log at (KIP-320), or the leader's log start to start again at
+//! when the log ends below it. It ends when the actor stops following this
 //! leader at this epoch (`stop`) or the actor is gone.
 
 use std::cell::Cell;
@@ -98,7 +99,7 @@ pub async fn run(mut setup: FetcherSetup) {
                 continue;
             }
         };
-        let Some(op) = next_op(setup.epoch, response) else {
+        let Some(op) = next_op(setup.epoch, log_end, response) else {
             glommio::timer::sleep(BACKOFF).await;
             continue;
         };
@@ -113,16 +114,24 @@ pub async fn run(mut setup: FetcherSetup) {
     }
 }
 
-/// What the actor must do with the leader's answer: append, or cut a divergent tail; `None`
-/// for an error answer (retried after a pause; a change of leader stops this fetcher).
-fn next_op(epoch: LeaderEpoch, response: FetchResponse) -> Option<PartitionOp> {
+/// What the actor must do with the leader's answer to a fetch from `log_end`: append, cut a
+/// divergent tail, or start again at the leader's log start (OFFSET_OUT_OF_RANGE below it, as
+/// Kafka's ReplicaFetcherThread); `None` for another error answer (retried after a pause; a
+/// change of leader stops this fetcher).
+fn next_op(epoch: LeaderEpoch, log_end: Offset, response: FetchResponse) -> Option<PartitionOp> {
     let answer = response
         .responses
         .into_iter()
         .next()
         .and_then(|t| t.partitions.into_iter().next())?;
+    let code = ErrorCode::try_from(answer.error_code);
+    if code == Ok(ErrorCode::OffsetOutOfRange) && answer.log_start_offset > log_end.0 {
+        return Some(PartitionOp::ResetToLeaderStart {
+            epoch,
+            leader_log_start: Offset(answer.log_start_offset),
+        });
+    }
     if answer.error_code != 0 {
-        let code = ErrorCode::try_from(answer.error_code);
         tracing::debug!(?code, "the leader refused a fetch");
         return None;
     }
@@ -165,4 +174,44 @@ fn fetch_request(
         .with_topics(vec![FetchTopic::default()
             .with_topic(crate::handler::topic_name(&setup.topic))
             .with_partitions(vec![partition])])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rill_protocol::kafka_protocol::messages::fetch_response::{
+        FetchableTopicResponse, PartitionData,
+    };
+
+    fn answer(error: ErrorCode, log_start: i64) -> FetchResponse {
+        let partition = PartitionData::default()
+            .with_error_code(error.code())
+            .with_log_start_offset(log_start);
+        FetchResponse::default().with_responses(vec![
+            FetchableTopicResponse::default().with_partitions(vec![partition])
+        ])
+    }
+
+    #[test]
+    fn out_of_range_below_the_leaders_log_start_resets_there_and_otherwise_waits() {
+        let epoch = LeaderEpoch(3);
+        let reset = next_op(epoch, Offset(30), answer(ErrorCode::OffsetOutOfRange, 125));
+        assert!(
+            matches!(
+                reset,
+                Some(PartitionOp::ResetToLeaderStart {
+                    epoch: LeaderEpoch(3),
+                    leader_log_start: Offset(125)
+                })
+            ),
+            "{reset:?}"
+        );
+        // Out of range without a log start past this log's end: retried, never reset.
+        for log_start in [-1, 0, 30] {
+            let answer = answer(ErrorCode::OffsetOutOfRange, log_start);
+            assert!(next_op(epoch, Offset(30), answer).is_none(), "{log_start}");
+        }
+        let answer = answer(ErrorCode::NotLeaderOrFollower, 125);
+        assert!(next_op(epoch, Offset(30), answer).is_none());
+    }
 }

@@ -411,8 +411,10 @@ impl<S: Storage + 'static> Actor<S> {
             }
             None => None,
         };
-        if diverging.is_none() && from > log_end {
-            return PartitionReply::Error(ErrorCode::OffsetOutOfRange);
+        // Below the log start (DeleteRecords or retention passed the follower's end) or past
+        // the end: Kafka's OFFSET_OUT_OF_RANGE, with the positions a follower resets to.
+        if diverging.is_none() && (from > log_end || from < log.log_start_offset()) {
+            return PartitionReply::ReplicaOutOfRange(log.positions());
         }
         if let Some(diverging) = diverging {
             return PartitionReply::ReplicaRead {
@@ -462,6 +464,15 @@ impl<S: Storage + 'static> Actor<S> {
             let Ok(view) = view else {
                 break; // a partial batch at the end (never sent by rill leaders)
             };
+            if self.starts_inside(view.base_offset(), view.last_offset()) {
+                // An empty log reset to a leader's log start inside a batch (DeleteRecords
+                // moves it there): the log starts at the batch instead, as Kafka's follower
+                // does; the log start follows the leader's again after this append.
+                let why = "the leader's log start is inside its first batch: starting at the batch";
+                if let Err(reply) = self.reset_log(view.base_offset(), why).await {
+                    return reply;
+                }
+            }
             let batch = match ValidatedBatch::new(BytesMut::from(view.as_bytes()), usize::MAX) {
                 Ok(batch) => batch,
                 Err(e) => {
@@ -501,6 +512,65 @@ impl<S: Storage + 'static> Actor<S> {
         if let Err(e) = moved.await {
             let (topic, partition) = (&self.setup.topic, self.setup.partition);
             tracing::warn!(topic, partition, error = %e, "moving the log start failed");
+        }
+    }
+
+    /// Whether this log is empty and ends inside the batch `base..=last`.
+    fn starts_inside(&mut self, base: Offset, last: Offset) -> bool {
+        let log = self.log();
+        let end = log.log_end_offset();
+        end == log.log_start_offset() && base < end && last >= end
+    }
+
+    /// On a follower: the leader's log starts past this one's end (it answered
+    /// OFFSET_OUT_OF_RANGE): nothing here is of use, so the log is emptied to start there
+    /// (Kafka's truncateFullyAndStartAt) and the fetcher copies from the leader's log start.
+    pub(super) async fn reset_to_leader_start(
+        &mut self,
+        epoch: LeaderEpoch,
+        leader_log_start: Offset,
+    ) -> PartitionReply {
+        if !self.follows_at(epoch) {
+            return PartitionReply::Error(ErrorCode::FencedLeaderEpoch);
+        }
+        if self.log().log_end_offset() >= leader_log_start {
+            return PartitionReply::ReplicaAppended; // not below it (any more)
+        }
+        let why = "log ends below the leader's log start: emptying it to start there";
+        match self.reset_log(leader_log_start, why).await {
+            Ok(()) => PartitionReply::ReplicaAppended,
+            Err(reply) => reply,
+        }
+    }
+
+    /// Empties the log to start at `start` (logging `why`), then reopens it. `Err` with the
+    /// reply to give if that failed; if reopening failed the log is gone (later messages are
+    /// refused).
+    async fn reset_log(&mut self, start: Offset, why: &str) -> Result<(), PartitionReply> {
+        let (topic, partition) = (self.setup.topic.clone(), self.setup.partition);
+        let end = self.log().log_end_offset();
+        tracing::warn!(topic, partition, end = end.0, start = start.0, "{why}");
+        self.cancel_clean().await;
+        let log = self.log.take().expect("log is open while the actor serves");
+        if let Err(e) = log.truncate_fully_and_start_at(start).await {
+            tracing::error!(topic, partition, error = %e, "emptying the log failed; reopening");
+        }
+        match self.open_again(start).await {
+            Ok(log) => {
+                let reset = log.log_end_offset() == start;
+                self.log = Some(log);
+                self.publish();
+                self.publish_files();
+                if reset {
+                    Ok(())
+                } else {
+                    Err(PartitionReply::Error(ErrorCode::KafkaStorageError))
+                }
+            }
+            Err(e) => {
+                tracing::error!(topic, partition, error = %e, "reopening an emptied log failed");
+                Err(PartitionReply::Error(ErrorCode::KafkaStorageError))
+            }
         }
     }
 
@@ -627,6 +697,10 @@ impl<S: Storage + 'static> Actor<S> {
                     .truncate_divergent(epoch, diverging_epoch, end_offset)
                     .await
             }
+            PartitionOp::ResetToLeaderStart {
+                epoch,
+                leader_log_start,
+            } => self.reset_to_leader_start(epoch, leader_log_start).await,
             PartitionOp::EndOffsetForEpoch { epoch } => self.end_offset_for_epoch(epoch),
             _ => unreachable!("not a replication op"),
         })
@@ -641,6 +715,7 @@ pub(super) fn is_replication_op(op: &PartitionOp) -> bool {
             | PartitionOp::FollowerPosition
             | PartitionOp::ReplicaAppend { .. }
             | PartitionOp::Truncate { .. }
+            | PartitionOp::ResetToLeaderStart { .. }
             | PartitionOp::EndOffsetForEpoch { .. }
     )
 }

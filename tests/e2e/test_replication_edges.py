@@ -1,0 +1,58 @@
+"""Replication edges a demanding Kafka user meets (issue 14's leftovers): three `rill` nodes on
+loopback (rill.shards=1), real clients, real stops, kill -9 and SIGSTOP/SIGCONT.
+
+- A replica that was away while the leader's log start moved past its log end (DeleteRecords)
+  is answered OFFSET_OUT_OF_RANGE, empties its log to start at the leader's log start (Kafka's
+  truncateFullyAndStartAt), catches up and rejoins the ISR; made leader, it serves the same
+  records from the same log start.
+"""
+
+from __future__ import annotations
+
+import pytest
+from confluent_kafka import Producer, TopicPartition
+from confluent_kafka.admin import AdminClient
+
+from test_replication import FAST, bootstrap, create, leader_of, partitions, unique, wait_for, \
+    wait_isr
+from test_replication_faults import Nodes, elect_preferred, partition_bytes, read_values
+
+
+def produce_batches(bootstrap_servers: str, topic: str, values: list[str], per_batch: int) -> None:
+    """Produce `values` acks=all in batches of `per_batch` records (one flush per batch), each
+    acknowledged."""
+    errors = []
+    p = Producer({"bootstrap.servers": bootstrap_servers, "acks": "all",
+                  "compression.type": "none", "linger.ms": 1000})
+    for start in range(0, len(values), per_batch):
+        for v in values[start:start + per_batch]:
+            p.produce(topic, v.encode(), partition=0, on_delivery=lambda e, m: errors.append(e))
+        assert p.flush(30) == 0, "messages still in flight"
+    assert errors == [None] * len(values), errors[:5]
+
+
+@pytest.mark.timeout(150)
+def test_a_replica_below_the_leaders_log_start_starts_again_there_and_rejoins_the_isr(tmp_path):
+    with Nodes(tmp_path, **FAST) as c:
+        topic = unique("below-start")
+        create(c, topic, 1)
+        wait_isr(c, topic, 3)
+        produce_batches(bootstrap(c), topic, [f"old-{i}" for i in range(30)], per_batch=10)
+        away = c.node(leader_of(c, topic, 0))  # the preferred replica: elected back below
+        assert away.stop() == 0
+        wait_for(lambda: leader_of(c, topic, 0) not in (-1, away.node_id), 30,
+                 lambda: f"no new leader: {partitions(c, topic)}")
+        wait_isr(c, topic, 2)
+        # Offsets 30..129 in batches of ten; the new log start (125) falls inside the last.
+        produce_batches(bootstrap(c), topic, [f"new-{i}" for i in range(30, 130)], per_batch=10)
+        admin = AdminClient({"bootstrap.servers": bootstrap(c)})
+        deleted = admin.delete_records([TopicPartition(topic, 0, 125)])
+        assert next(iter(deleted.values())).result(15).low_watermark == 125
+        away.start()
+        wait_isr(c, topic, 3, timeout_s=30)
+        assert "emptying it to start there" in away.log_text()
+        assert b"old-" not in partition_bytes(away, topic), "the old records are gone"
+        assert elect_preferred(bootstrap(c), topic, 0) == 0
+        wait_for(lambda: leader_of(c, topic, 0) == away.node_id, 30,
+                 lambda: f"{away.node_id} not leader: {partitions(c, topic)}")
+        assert read_values(away.bootstrap, topic) == [f"new-{i}" for i in range(125, 130)]

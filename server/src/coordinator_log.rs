@@ -42,7 +42,7 @@ use rill_types::batch::ValidatedBatch;
 use rill_types::{LeaderEpoch, Offset};
 
 use crate::cluster::ClusterView;
-use crate::partition::ops::{Acks, Isolation, PartitionOp, PartitionReply};
+use crate::partition::ops::{Acks, Isolation, PartitionOp, PartitionReply, INTERNAL_ACK_TIMEOUT};
 use crate::partition::table::PartitionTable;
 
 /// Bytes read per step while loading.
@@ -195,6 +195,7 @@ impl<S: Storage + 'static> CoordinatorLog<S> {
         let op = PartitionOp::Append {
             batches: vec![batch],
             acks: Acks::All,
+            ack_timeout: INTERNAL_ACK_TIMEOUT,
             txn_guard: None,
         };
         match self.table.call(self.topic, partition, op).await {

@@ -5,17 +5,25 @@ loopback (rill.shards=1), real clients, real stops, kill -9 and SIGSTOP/SIGCONT.
   is answered OFFSET_OUT_OF_RANGE, empties its log to start at the leader's log start (Kafka's
   truncateFullyAndStartAt), catches up and rejoins the ISR; made leader, it serves the same
   records from the same log start.
+- acks=all waits for the ISR as long as the Produce request's timeout_ms says, then answers
+  REQUEST_TIMED_OUT; the records stay written (as Kafka) and are read once the ISR holds them.
 """
 
 from __future__ import annotations
 
+import time
+
+import kafka_wire as kw
 import pytest
 from confluent_kafka import Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
 from test_replication import FAST, bootstrap, create, leader_of, partitions, unique, wait_for, \
     wait_isr
-from test_replication_faults import Nodes, elect_preferred, partition_bytes, read_values
+from test_replication_faults import (Nodes, elect_preferred, partition_bytes, pause, read_values,
+                                     resume, serving)
+
+ERR_REQUEST_TIMED_OUT = 7
 
 
 def produce_batches(bootstrap_servers: str, topic: str, values: list[str], per_batch: int) -> None:
@@ -56,3 +64,49 @@ def test_a_replica_below_the_leaders_log_start_starts_again_there_and_rejoins_th
         wait_for(lambda: leader_of(c, topic, 0) == away.node_id, 30,
                  lambda: f"{away.node_id} not leader: {partitions(c, topic)}")
         assert read_values(away.bootstrap, topic) == [f"new-{i}" for i in range(125, 130)]
+
+
+#: A follower SIGSTOPped for a few seconds stays in the ISR and registered.
+PATIENT = {"broker.session.timeout.ms": 10000, "broker.heartbeat.interval.ms": 1000,
+           "replica.lag.time.max.ms": 30000}
+
+
+def produce_raw(node, topic: str, value: bytes, timeout_ms: int) -> tuple[int, float]:
+    """One acks=all Produce v3 of `value` to `node` with `timeout_ms`: (error code, seconds
+    until the answer)."""
+    conn = kw.Conn(node.host, node.port, timeout_s=60)
+    try:
+        body = kw.produce_v3_body({topic: {0: kw.record_batch([value])}}, acks=-1,
+                                  timeout_ms=timeout_ms)
+        start = time.monotonic()
+        conn.send(kw.request(kw.API_PRODUCE, 3, 1, body))
+        answer = conn.recv_response()
+        took = time.monotonic() - start
+    finally:
+        conn.sock.close()
+    assert answer is not None, "the leader closed the connection"
+    return kw.parse_produce_v3(answer[1])[(topic, 0)], took
+
+
+@pytest.mark.timeout(120)
+def test_acks_all_times_out_after_the_requests_timeout_and_the_records_stay_written(tmp_path):
+    with Nodes(tmp_path, **PATIENT) as c:
+        topic = unique("ack-timeout")
+        create(c, topic, 1)
+        wait_isr(c, topic, 3)
+        leader = c.node(leader_of(c, topic, 0))
+        assert produce_raw(leader, topic, b"before", 10000)[0] == kw.ERR_NONE
+        follower = next(n for n in c.nodes if n is not leader)
+        pause(follower)
+        try:
+            code, took = produce_raw(leader, topic, b"timed-out", 700)
+            assert code == ERR_REQUEST_TIMED_OUT, code
+            assert 0.6 <= took < 5, f"answered after {took:.2f}s, asked to wait 0.7s"
+            isr = partitions(c, topic)[0][3]
+            assert follower.node_id in isr, f"the follower left the ISR meanwhile: {isr}"
+        finally:
+            resume(follower)
+        # Kafka keeps a timed-out acks=all append: once the follower copies it, it is read.
+        wait_for(lambda: read_values(serving(c), topic) == ["before", "timed-out"], 30,
+                 lambda: f"read {read_values(serving(c), topic)}")
+

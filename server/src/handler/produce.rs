@@ -26,7 +26,7 @@
 //! its coordinator first (`produce_txn.rs`); control batches from clients are refused by the
 //! log (INVALID_RECORD).
 
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use bytes::{Buf, Bytes, BytesMut};
 use futures::future::join_all;
@@ -59,6 +59,8 @@ pub async fn handle<B: Broker>(
 ) -> Option<ProduceResponse> {
     let arrived = Instant::now();
     let acks = Acks::from_wire(request.acks);
+    // acks=all waits at most this for the ISR (Kafka's purgatory: REQUEST_TIMED_OUT after it).
+    let ack_timeout = Duration::from_millis(request.timeout_ms.max(0) as u64);
     let transactional_id = request.transactional_id.as_ref().map(|id| id.to_string());
     let topic_data = std::mem::take(&mut request.topic_data);
     drop(request); // its strings are slices of the frame too
@@ -72,6 +74,7 @@ pub async fn handle<B: Broker>(
                     let op = PartitionOp::Append {
                         batches,
                         acks,
+                        ack_timeout,
                         txn_guard: None,
                     };
                     let reply = broker.partition(&topic, index, op).await;
@@ -89,7 +92,7 @@ pub async fn handle<B: Broker>(
         broker,
         version,
         transactional_id.as_deref(),
-        acks,
+        (acks, ack_timeout),
         replies,
     )
     .await;

@@ -12,6 +12,8 @@
 //! | busy, unreachable (CONCURRENT_TRANSACTIONS, COORDINATOR_NOT_AVAILABLE, ...) | NOT_ENOUGH_REPLICAS (retried) |
 //! | no transactional id on the request        | INVALID_TXN_STATE                           |
 
+use std::time::Duration;
+
 use futures::future::join_all;
 use rill_protocol::ErrorCode;
 
@@ -28,7 +30,7 @@ pub async fn verify_first_appends<B: Broker>(
     broker: &B,
     version: i16,
     transactional_id: Option<&str>,
-    acks: Acks,
+    (acks, ack_timeout): (Acks, Duration),
     mut results: Results,
 ) -> Results {
     let asking: Vec<usize> = (0..results.len())
@@ -68,6 +70,7 @@ pub async fn verify_first_appends<B: Broker>(
                     let op = PartitionOp::Append {
                         batches,
                         acks,
+                        ack_timeout,
                         txn_guard: Some(guard),
                     };
                     broker.partition(&topic, index, op).await

@@ -37,7 +37,7 @@ use crate::admin::shard::hooks;
 use crate::admin::state::PartitionStats;
 
 use super::file_budget::FileShare;
-use super::ops::{Acks, Isolation, PartitionOp, PartitionReply};
+use super::ops::{Acks, Isolation, PartitionOp, PartitionReply, INTERNAL_ACK_TIMEOUT};
 use super::txn_guard::{Admit, TxnGuards};
 use super::watch::PartitionWatch;
 use crate::compaction::{CleanEvent, ShardCleaner};
@@ -47,7 +47,7 @@ use crate::topics::TopicRegistry;
 use rill_protocol::ErrorCode;
 
 mod replicated;
-use replicated::{is_replication_op, Replication, REPLICATED_TICK_MS};
+use replicated::{is_replication_op, DurableWaiter, Replication, REPLICATED_TICK_MS};
 
 /// Most mailbox messages handled as one group (bounds the latency of the first in the group).
 pub const GROUP_OPS_MAX: usize = 256;
@@ -688,12 +688,13 @@ impl<S: Storage + 'static> Actor<S> {
                 PartitionOp::Append {
                     batches,
                     acks,
+                    ack_timeout,
                     txn_guard,
                 } => {
                     appended = true;
                     let (reply, wait_for_flush) = self.append_op(batches, acks, txn_guard).await;
                     if wait_for_flush {
-                        durable_waiters.push((msg.reply, reply));
+                        durable_waiters.push((msg.reply, reply, ack_timeout));
                     } else {
                         let _ = msg.reply.send(reply);
                     }
@@ -706,9 +707,11 @@ impl<S: Storage + 'static> Actor<S> {
                     }
                     // A marker is answered once durable, whatever the flush policy.
                     match self.write_marker(marker).await {
-                        PartitionReply::MarkerWritten => {
-                            durable_waiters.push((msg.reply, PartitionReply::MarkerWritten))
-                        }
+                        PartitionReply::MarkerWritten => durable_waiters.push((
+                            msg.reply,
+                            PartitionReply::MarkerWritten,
+                            INTERNAL_ACK_TIMEOUT,
+                        )),
                         failed => {
                             let _ = msg.reply.send(failed);
                         }
@@ -779,10 +782,7 @@ impl<S: Storage + 'static> Actor<S> {
 
     /// Flush once for the group if anyone waits for durability or the policy says so, then
     /// answer the acks=all waiters and publish the new high watermark.
-    async fn flush_group(
-        &mut self,
-        waiters: Vec<(oneshot::Sender<PartitionReply>, PartitionReply)>,
-    ) {
+    async fn flush_group(&mut self, waiters: Vec<DurableWaiter>) {
         let now = self.setup.clock.now();
         let must_flush = !waiters.is_empty()
             || self.setup.config.flush == FlushPolicy::EveryAppend
@@ -798,9 +798,9 @@ impl<S: Storage + 'static> Actor<S> {
         }
         let waiters = waiters
             .into_iter()
-            .map(|(reply_to, reply)| match error {
-                Some(code) => (reply_to, PartitionReply::Error(code)),
-                None => (reply_to, reply),
+            .map(|(reply_to, reply, timeout)| match error {
+                Some(code) => (reply_to, PartitionReply::Error(code), timeout),
+                None => (reply_to, reply, timeout),
             })
             .collect();
         self.answer_durable(waiters);

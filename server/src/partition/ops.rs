@@ -5,6 +5,8 @@
 //! Offsets, timestamps and positions are typed; raw integers exist only in the handlers' wire
 //! messages.
 
+use std::time::Duration;
+
 use bytes::Bytes;
 use rill_engine::{AbortedTxn, Positions, ProducerView, TxnMarker};
 use rill_types::batch::ValidatedBatch;
@@ -32,6 +34,10 @@ impl Isolation {
         }
     }
 }
+
+/// How long an internal acks=all write (a coordinator's, a transaction marker) waits for the
+/// ISR: Kafka's default `request.timeout.ms`.
+pub const INTERNAL_ACK_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// Kafka's `acks`: how much of the append the producer waits for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -65,6 +71,9 @@ pub enum PartitionOp {
         batches: Vec<ValidatedBatch>,
         /// When to answer.
         acks: Acks,
+        /// acks=all on a replicated leader: how long to wait for the ISR before answering
+        /// REQUEST_TIMED_OUT (the Produce request's `timeout_ms`; the records stay written).
+        ack_timeout: Duration,
         /// The verification guard this partition handed out for a transactional producer
         /// ([`PartitionReply::NeedsTxnVerification`]), once its coordinator confirmed that the
         /// partition is in the producer's transaction (KIP-890). `None` on the first try.

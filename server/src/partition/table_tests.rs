@@ -71,6 +71,7 @@ fn append(records: usize, acks: Acks) -> PartitionOp {
             ValidatedBatch::new(BytesMut::from(&batch(records)[..]), usize::MAX).unwrap(),
         ],
         acks,
+        ack_timeout: crate::partition::ops::INTERNAL_ACK_TIMEOUT,
         txn_guard: None,
     }
 }

@@ -4,6 +4,7 @@
 
 use std::cell::Cell;
 use std::rc::Rc;
+use std::time::Duration;
 
 use bytes::BytesMut;
 use futures::channel::oneshot;
@@ -20,9 +21,10 @@ use crate::replication::role::{role_of, Role};
 use rill_engine::io::Storage;
 use rill_engine::{FlushPolicy, PartitionLog};
 
-/// How long an acks=all produce waits for the ISR before REQUEST_TIMED_OUT (Kafka uses the
-/// request's timeout; producers default to 30 s).
-pub(super) const ACK_WAIT_MS_MAX: i64 = 30_000;
+/// An acks=all append (or marker) answered once durable here, and on a replicated leader
+/// once the ISR holds it: where its answer goes, the answer, and how long it may wait for the
+/// ISR before REQUEST_TIMED_OUT (the Produce request's `timeout_ms`, as Kafka's purgatory).
+pub(super) type DurableWaiter = (oneshot::Sender<PartitionReply>, PartitionReply, Duration);
 /// Maintenance tick of a replicated partition (ISR checks, acks=all timeouts).
 pub(super) const REPLICATED_TICK_MS: u64 = 100;
 
@@ -290,23 +292,22 @@ impl<S: Storage + 'static> Actor<S> {
 
     /// acks=all answers after the group's flush: on a replicated leader they wait for the
     /// high watermark to pass the group's end; elsewhere they go out now.
-    pub(super) fn answer_durable(
-        &mut self,
-        waiters: Vec<(oneshot::Sender<PartitionReply>, PartitionReply)>,
-    ) {
+    pub(super) fn answer_durable(&mut self, waiters: Vec<DurableWaiter>) {
         let Replication::Leader { pending, .. } = &mut self.replication else {
-            for (reply, answer) in waiters {
+            for (reply, answer, _) in waiters {
                 let _ = reply.send(answer);
             }
             return;
         };
         let end = self.log.as_ref().map_or(Offset(0), |l| l.log_end_offset());
-        let deadline_ms = self.setup.clock.now().0 + ACK_WAIT_MS_MAX;
-        for (reply, answer) in waiters {
+        let now_ms = self.setup.clock.now().0;
+        for (reply, answer, timeout) in waiters {
             if matches!(answer, PartitionReply::Error(_)) {
                 let _ = reply.send(answer);
                 continue;
             }
+            let deadline_ms =
+                now_ms.saturating_add(timeout.as_millis().try_into().unwrap_or(i64::MAX));
             pending.push(PendingAck {
                 end,
                 deadline_ms,

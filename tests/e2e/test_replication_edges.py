@@ -7,10 +7,13 @@ loopback (rill.shards=1), real clients, real stops, kill -9 and SIGSTOP/SIGCONT.
   records from the same log start.
 - acks=all waits for the ISR as long as the Produce request's timeout_ms says, then answers
   REQUEST_TIMED_OUT; the records stay written (as Kafka) and are read once the ISR holds them.
+- A restarted broker serves (and names leaders) only once it caught up with the metadata
+  quorum, as Kafka's broker does, so no client is sent to a leader that no longer leads.
 """
 
 from __future__ import annotations
 
+import threading
 import time
 
 import kafka_wire as kw
@@ -18,6 +21,7 @@ import pytest
 from confluent_kafka import Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
+from cluster import node_metadata
 from test_replication import FAST, bootstrap, create, leader_of, partitions, unique, wait_for, \
     wait_isr
 from test_replication_faults import (Nodes, elect_preferred, partition_bytes, pause, read_values,
@@ -110,3 +114,47 @@ def test_acks_all_times_out_after_the_requests_timeout_and_the_records_stay_writ
         wait_for(lambda: read_values(serving(c), topic) == ["before", "timed-out"], 30,
                  lambda: f"read {read_values(serving(c), topic)}")
 
+
+#: Sessions long enough that two nodes SIGSTOPped for a few seconds are not fenced for it.
+RESTART = {"broker.session.timeout.ms": 6000, "broker.heartbeat.interval.ms": 1000,
+           "replica.lag.time.max.ms": 3000}
+
+
+@pytest.mark.timeout(150)
+def test_a_restarted_broker_serves_only_once_it_caught_up_with_the_metadata_quorum(tmp_path):
+    """The leader is killed -9 and another takes over. It restarts while both other nodes are
+    SIGSTOPped (no quorum: it cannot learn that it no longer leads): it must not listen with
+    its stale image. Once they resume, it catches up, then listens, and its first Metadata
+    names the new leader."""
+    with Nodes(tmp_path, **RESTART) as c:
+        topic = unique("stale")
+        create(c, topic, 1)
+        wait_isr(c, topic, 3)
+        old = c.node(leader_of(c, topic, 0))
+        others = [n for n in c.nodes if n is not old]
+        old.kill9()
+        wait_for(lambda: leader_of(c, topic, 0) in [n.node_id for n in others], 30,
+                 lambda: f"no new leader: {partitions(c, topic)}")
+        new_leader = leader_of(c, topic, 0)
+        wait_isr(c, topic, 2)
+        for n in others:
+            pause(n)
+        resumed = threading.Event()
+
+        def resume_later():
+            time.sleep(4)
+            resumed.set()
+            for n in others:
+                resume(n)
+
+        resumer = threading.Thread(target=resume_later)
+        resumer.start()
+        try:
+            old.start()  # returns once it listens
+            listened_after_resume = resumed.is_set()
+        finally:
+            resumer.join()
+        assert listened_after_resume, "it listened before it could catch up (stale metadata)"
+        assert "caught up with the metadata quorum" in old.log_text()
+        leader = node_metadata(old)["topics"][topic][1][0][1]
+        assert leader == new_leader, f"{old.node_id} names {leader}, not {new_leader}"

@@ -131,6 +131,8 @@ pub struct Agent {
     next_image_fetch: Instant,
     is_broker: bool,
     is_observer: bool,
+    /// Set once the controlled shutdown began.
+    stopping: bool,
 }
 
 impl Agent {
@@ -177,6 +179,7 @@ impl Agent {
             next_image_fetch: now,
             is_broker: config.roles.broker,
             is_observer: !config.roles.controller,
+            stopping: false,
         };
         (agent, events_tx)
     }
@@ -210,6 +213,7 @@ impl Agent {
     }
 
     fn controlled_shutdown(&mut self) {
+        self.stopping = true;
         let deadline = Instant::now() + SHUTDOWN_WAIT_MAX;
         self.heartbeat(true);
         while Instant::now() < deadline && !self.registration.shut_down {
@@ -288,7 +292,13 @@ impl Agent {
             return;
         }
         if now >= self.next_heartbeat && !self.has(|p| matches!(p, Purpose::Heartbeat { .. })) {
-            let interval = Duration::from_millis(self.view.config().heartbeat_interval_ms);
+            // Fenced and not stopping (just registered, catching up): ask again soon, so the
+            // controller unfences this broker as soon as it caught up.
+            let interval = if self.registration.fenced && !self.stopping {
+                RETRY_PAUSE
+            } else {
+                Duration::from_millis(self.view.config().heartbeat_interval_ms)
+            };
             self.next_heartbeat = now + interval;
             self.heartbeat(false);
         }
@@ -460,6 +470,7 @@ impl Agent {
                     "registered with the controller"
                 );
                 self.registration.epoch = Some(broker_epoch);
+                self.view.set_registered(broker_epoch);
                 self.next_heartbeat = Instant::now();
             }
             ControllerResponse::Error {

@@ -33,6 +33,7 @@ mod handler_tests;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
 
 use rill_metadata::types::Endpoint;
 
@@ -95,6 +96,9 @@ pub fn start(
     let agent = std::thread::Builder::new()
         .name("rill-agent".into())
         .spawn(move || agent.run(&stop_agent))?;
+    if cluster.roles.broker && view.image().brokers.contains_key(&cluster.node_id) {
+        wait_caught_up(&view, stop);
+    }
     // A fatal condition (duplicate node.id, failed metadata log) stops the whole node.
     let (watched, node_stop) = (view.clone(), stop.clone());
     std::thread::Builder::new()
@@ -115,6 +119,45 @@ pub fn start(
         voter_stop,
     }))
 }
+
+/// Longest a restarted broker waits to catch up with the metadata quorum before it serves.
+pub const CATCH_UP_WAIT_MAX: Duration = Duration::from_secs(10);
+
+/// A restarted node's image is the cluster as it last knew it: leaders may have moved since. As
+/// Kafka's broker does, it serves (and its shards take partition roles) only once it applied
+/// the metadata log up to this start's registration, so no client is sent to a stale leader;
+/// bounded by [`CATCH_UP_WAIT_MAX`] (a quorum out of reach leaves it serving what it knows,
+/// with a warning). A node new to the cluster has nothing stale to tell and does not wait.
+fn wait_caught_up(view: &ClusterView, stop: &AtomicBool) {
+    let started = Instant::now();
+    let applied = view.applied_index().0;
+    tracing::info!(
+        applied,
+        "restarted: catching up with the metadata quorum before serving"
+    );
+    while !view.caught_up() {
+        if stop.load(Ordering::Relaxed) || view.fatal().is_some() {
+            return;
+        }
+        if started.elapsed() >= CATCH_UP_WAIT_MAX {
+            tracing::warn!(
+                applied = view.applied_index().0,
+                "not caught up with the metadata quorum within {CATCH_UP_WAIT_MAX:?}: serving \
+                 from the metadata applied so far (leaders named may be stale)"
+            );
+            return;
+        }
+        std::thread::sleep(CATCH_UP_POLL);
+    }
+    tracing::info!(
+        applied = view.applied_index().0,
+        waited_ms = started.elapsed().as_millis() as u64,
+        "caught up with the metadata quorum"
+    );
+}
+
+/// How often [`wait_caught_up`] looks.
+const CATCH_UP_POLL: Duration = Duration::from_millis(10);
 
 impl ClusterRuntime {
     /// Stop the cluster threads (the agent fences this broker first, bounded) and report a

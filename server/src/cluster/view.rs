@@ -13,7 +13,7 @@ use std::time::Duration;
 use futures::channel::oneshot;
 use rill_metadata::image::{MetadataImage, PartitionState};
 use rill_metadata::request::{ControllerRequest, ControllerResponse, NewTopic};
-use rill_metadata::types::{LogIndex, NodeId};
+use rill_metadata::types::{BrokerEpoch, LogIndex, NodeId};
 use rill_types::{ErrorCode, LeaderEpoch};
 
 use super::agent::{AgentEvent, Reply};
@@ -39,6 +39,9 @@ pub struct ClusterView {
     fatal: Mutex<Option<String>>,
     /// The registry's topics before this start's first mirror (see [`super::deletions`]).
     topics_at_start: BTreeMap<String, Arc<TopicMeta>>,
+    /// The broker epoch of this process's registration (the log index of its record), or -1
+    /// before the controller accepted it.
+    registered: AtomicI64,
 }
 
 impl ClusterView {
@@ -55,6 +58,7 @@ impl ClusterView {
             agent: Mutex::new(None),
             auto_creating: Arc::new(Mutex::new(HashSet::new())),
             fatal: Mutex::new(None),
+            registered: AtomicI64::new(-1),
         })
     }
 
@@ -89,6 +93,18 @@ impl ClusterView {
     /// How far this node applied the metadata log.
     pub fn applied_index(&self) -> LogIndex {
         self.image().applied_index
+    }
+
+    /// The controller accepted this process's registration at `epoch` (its record's index).
+    pub fn set_registered(&self, epoch: BrokerEpoch) {
+        self.registered.store(epoch.0, Ordering::SeqCst);
+    }
+
+    /// Whether this node applied the metadata log up to this process's registration: it then
+    /// knows the cluster at least as of its start (Kafka's broker "caught up").
+    pub fn caught_up(&self) -> bool {
+        let registered = self.registered.load(Ordering::SeqCst);
+        registered >= 0 && i64::try_from(self.applied_index().0).unwrap_or(i64::MAX) >= registered
     }
 
     /// Remember the active controller.

@@ -172,6 +172,7 @@ fn run_one(
                     probe_rate: args.mixed_probe_rate,
                     probe_dir: spec.data_dir.clone(),
                     metrics_address: broker.admin_address.clone(),
+                    broker_pid: (spec.kind == BrokerKind::Rill).then(|| broker.pid()),
                 };
                 let result = crate::mixed::run(&target, &options)?;
                 print_mixed(&result);

@@ -65,6 +65,8 @@ pub struct MixedOptions {
     pub probe_dir: PathBuf,
     /// The broker's admin listener, read for `/metrics` at each phase's edges.
     pub metrics_address: Option<String>,
+    /// The broker's pid: its shard threads' CPU and run-queue time are read at the same edges.
+    pub broker_pid: Option<u32>,
 }
 
 /// Which of the two conditions a phase measures.
@@ -187,8 +189,8 @@ pub fn run(target: &Target, options: &MixedOptions) -> anyhow::Result<MixedResul
         })
     });
     let scraper = options.metrics_address.clone().map(|address| {
-        let done = done.clone();
-        std::thread::spawn(move || scrape_phases(&address, schedule, base, &done))
+        let (done, pid) = (done.clone(), options.broker_pid);
+        std::thread::spawn(move || scrape_phases(&address, pid, schedule, base, &done))
     });
 
     let acks = produce_phases(target, options.rate, schedule, base);
@@ -466,20 +468,61 @@ fn device_probe(
 /// phase, the increase of each series line.
 fn scrape_phases(
     address: &str,
+    pid: Option<u32>,
     schedule: Schedule,
     base: Instant,
     done: &AtomicBool,
 ) -> anyhow::Result<Vec<BTreeMap<String, f64>>> {
+    let snapshot = || -> anyhow::Result<BTreeMap<String, f64>> {
+        let mut samples = scrape(address)?;
+        if let Some(pid) = pid {
+            samples.extend(shard_schedstat(pid));
+        }
+        samples.insert(WINDOW_KEY.to_string(), base.elapsed().as_secs_f64());
+        Ok(samples)
+    };
     let mut phases = Vec::new();
     for index in 0..schedule.phases {
         let start = schedule.start_of(index);
         sleep_until(base, start + schedule.settle, done);
-        let before = scrape(address)?;
+        let before = snapshot()?;
         sleep_until(base, start + schedule.phase, done);
-        let after = scrape(address)?;
+        let after = snapshot()?;
         phases.push(increase(&before, &after));
     }
     Ok(phases)
+}
+
+/// The series key of a window's length in seconds (summed like the others).
+const WINDOW_KEY: &str = "window_seconds";
+/// The series keys of the shard threads' time on a CPU and waiting for one, in seconds.
+const SHARD_RUN_KEY: &str = "shard_threads_run_seconds";
+const SHARD_WAIT_KEY: &str = "shard_threads_runqueue_seconds";
+
+/// The broker's shard threads (`rill-shard-*`): seconds on a CPU and seconds runnable but
+/// waiting for one, from `/proc/<pid>/task/*/schedstat` (empty when it cannot be read).
+fn shard_schedstat(pid: u32) -> Vec<(String, f64)> {
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return Vec::new();
+    };
+    let (mut run_ns, mut wait_ns) = (0u64, 0u64);
+    for task in tasks.flatten() {
+        let path = task.path();
+        let comm = std::fs::read_to_string(path.join("comm")).unwrap_or_default();
+        if !comm.starts_with("rill-shard") {
+            continue;
+        }
+        let stat = std::fs::read_to_string(path.join("schedstat")).unwrap_or_default();
+        let mut fields = stat
+            .split_whitespace()
+            .map(|f| f.parse::<u64>().unwrap_or(0));
+        run_ns += fields.next().unwrap_or(0);
+        wait_ns += fields.next().unwrap_or(0);
+    }
+    vec![
+        (SHARD_RUN_KEY.to_string(), run_ns as f64 / 1e9),
+        (SHARD_WAIT_KEY.to_string(), wait_ns as f64 / 1e9),
+    ]
 }
 
 /// Sleeps until `base + at`, or until `done` (then returns at once).
@@ -494,9 +537,10 @@ fn sleep_until(base: Instant, at: Duration, done: &AtomicBool) {
 }
 
 /// The broker series this workload reports: request, durability and flush latency buckets.
-const SERIES_PREFIXES: [&str; 3] = [
+const SERIES_PREFIXES: [&str; 4] = [
     "rill_request_duration_seconds_",
     "rill_produce_durable_seconds_",
+    "rill_shard_stage_seconds_",
     "rill_log_flush_duration_seconds_",
 ];
 
@@ -542,6 +586,8 @@ fn increase(
 #[derive(Debug, Clone, Default, serde::Serialize)]
 pub struct SeriesShares {
     pub count: f64,
+    /// Mean in µs (from the series' sum), when the sum was read.
+    pub mean_us: Option<f64>,
     /// (bound in seconds as the metric writes it, share of the count above it).
     pub over: Vec<(String, f64)>,
 }
@@ -561,6 +607,12 @@ pub fn shares(series: &BTreeMap<String, f64>, name: &str, labels: &str) -> Optio
     if count <= 0.0 {
         return None;
     }
+    let sum_key = if labels.is_empty() {
+        format!("{name}_sum")
+    } else {
+        format!("{name}_sum{{{labels}}}")
+    };
+    let mean_us = series.get(&sum_key).map(|sum| 1e6 * sum / count);
     let comma = if labels.is_empty() { "" } else { "," };
     let over = SHARE_BOUNDS
         .iter()
@@ -570,10 +622,26 @@ pub fn shares(series: &BTreeMap<String, f64>, name: &str, labels: &str) -> Optio
             Some((bound.to_string(), (count - within) / count))
         })
         .collect();
-    Some(SeriesShares { count, over })
+    Some(SeriesShares {
+        count,
+        mean_us,
+        over,
+    })
 }
 
-/// The broker series of one condition as one line: Produce, durable, flush, Fetch.
+/// The stages of `rill_shard_stage_seconds` reported, in a Produce's order.
+const STAGES: [&str; 7] = [
+    "queued",
+    "planned",
+    "mailbox",
+    "appending",
+    "actor_reads",
+    "written",
+    "fetch_send_call",
+];
+
+/// The broker series of one condition as one line: Produce, durable, flush and Fetch
+/// latency, the shard's stages, and its threads' CPU and run-queue time.
 pub fn broker_line(series: &BTreeMap<String, f64>) -> String {
     let picks = [
         (
@@ -598,7 +666,41 @@ pub fn broker_line(series: &BTreeMap<String, f64>) -> String {
                 format!(">{ms}ms {:.2}%", 100.0 * share)
             })
             .collect();
-        parts.push(format!("{label} n={:.0} {}", s.count, over.join(" ")));
+        let mean = s
+            .mean_us
+            .map_or(String::new(), |m| format!(" mean {m:.0}us"));
+        parts.push(format!("{label} n={:.0}{mean} {}", s.count, over.join(" ")));
+    }
+    let stages: Vec<String> = STAGES
+        .into_iter()
+        .filter_map(|stage| {
+            let s = shares(
+                series,
+                "rill_shard_stage_seconds",
+                &format!("stage=\"{stage}\""),
+            )?;
+            let over_1ms = s.over.iter().find(|(b, _)| b == "0.001")?.1;
+            Some(format!(
+                "{stage} n={:.0} mean {:.0}us >1ms {:.2}%",
+                s.count,
+                s.mean_us?,
+                100.0 * over_1ms
+            ))
+        })
+        .collect();
+    if !stages.is_empty() {
+        parts.push(format!("stages: {}", stages.join(", ")));
+    }
+    if let (Some(window), Some(run), Some(wait)) = (
+        series.get(WINDOW_KEY),
+        series.get(SHARD_RUN_KEY),
+        series.get(SHARD_WAIT_KEY),
+    ) {
+        parts.push(format!(
+            "shard threads: on CPU {:.1}%, runnable waiting {:.1}%",
+            100.0 * run / window,
+            100.0 * wait / window
+        ));
     }
     parts.join(" | ")
 }

@@ -124,6 +124,9 @@ pub struct PartitionLog<S: Storage> {
     pub(crate) read_cache_log: LogId,
     /// One past the last offset the previous read returned: a read from here is sequential.
     pub(crate) last_read_end: Option<Offset>,
+    /// Whether reads load only what they ask for, no read-ahead (see
+    /// [`PartitionLog::hold_read_ahead`]).
+    pub(crate) read_ahead_held: bool,
     /// Which leader epoch wrote which offsets (`leader-epoch-checkpoint`, see `leader_epochs.rs`).
     pub(crate) epochs: crate::leader_epochs::LeaderEpochs,
     /// The epoch this replica leads at: appends are stamped with it (`None`: appends keep the

@@ -97,7 +97,7 @@ impl<S: Storage> PartitionLog<S> {
         self.check_usable()?;
         self.check_in_range(from)?;
         assert!(limit <= self.positions.log_end());
-        let sequential = self.last_read_end == Some(from);
+        let sequential = self.reads_ahead_from(from);
         let chunks = self
             .read_past_compaction(from, limit, max_bytes, sequential)
             .await?;
@@ -153,6 +153,21 @@ impl<S: Storage> PartitionLog<S> {
         Ok(chunks)
     }
 
+    /// Holds (or releases) read-ahead: while held, a read loads only the extents it asks for,
+    /// as a random read does, even where the previous read ended. The partition's owner holds
+    /// it while producers wait for their appends to be made durable: a sequential reader's
+    /// window of loads (up to [`READ_AHEAD_BYTES`], issued at once) would otherwise queue on
+    /// the device ahead of the next flush's write and fdatasync.
+    pub fn hold_read_ahead(&mut self, held: bool) {
+        self.read_ahead_held = held;
+    }
+
+    /// Whether a read from `from` loads ahead: it starts where the previous read ended and
+    /// read-ahead is not held.
+    fn reads_ahead_from(&self, from: Offset) -> bool {
+        self.last_read_end == Some(from) && !self.read_ahead_held
+    }
+
     /// Issues the loads a read from `from` needs, without waiting on them: `Some(loaded)` when
     /// some of the extents it would serve (up to `max_bytes`) are still loading (a read now
     /// would wait on the disk; after `loaded` it finds them in memory), `None` when a read now
@@ -167,7 +182,7 @@ impl<S: Storage> PartitionLog<S> {
         if !usable || self.cache.covers(from) {
             return None;
         }
-        let sequential = self.last_read_end == Some(from);
+        let sequential = self.reads_ahead_from(from);
         self.read_ahead(from, read_window(max_bytes, sequential))
             .await;
         let log = self.read_cache_log;

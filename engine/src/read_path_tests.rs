@@ -197,6 +197,43 @@ fn a_sequential_reader_finds_its_next_fetch_loaded_ahead() {
     assert_eq!(cache.stats().loads, loads + 1, "only the extent it needs");
 }
 
+/// With read-ahead held, a sequential reader loads only what each read asks for; released,
+/// it reads ahead again. Every read is served either way.
+#[test]
+fn a_held_read_ahead_loads_only_what_each_read_asks_for() {
+    let s = SimStorage::new(14, FaultConfig::default());
+    let cache = Rc::new(ReadCache::new(64 << 20));
+    let manager = manager(&s, &cache);
+    let mut log = open_log(&manager, 0);
+    for i in 0..400 {
+        block_on(log.append(validated(&batch(0, i, 10_000)), TimestampMs(1))).unwrap();
+    }
+    block_on(log.flush()).unwrap();
+    let read_from = |log: &mut PartitionLog<SimStorage>, next: &mut Offset| {
+        let read = block_on(log.read(*next, 64 << 10)).unwrap();
+        let last = batches_of(&read.chunks)
+            .pop()
+            .expect("a read below hw serves a batch");
+        *next = validate_prefix(&last).unwrap().last_offset.plus(1);
+    };
+    let mut next = Offset(0);
+    log.hold_read_ahead(true);
+    for _ in 0..8 {
+        let loads = cache.stats().loads;
+        read_from(&mut log, &mut next);
+        let issued = cache.stats().loads - loads;
+        assert!(issued <= 1, "held: {issued} loads for one 64 KiB read");
+    }
+    log.hold_read_ahead(false);
+    let loads = cache.stats().loads;
+    read_from(&mut log, &mut next);
+    read_from(&mut log, &mut next);
+    assert!(
+        cache.stats().loads - loads >= 4,
+        "released: the sequential reader's window is loaded ahead"
+    );
+}
+
 /// Reads race appends, background writes and flushes of the active segment (seeded latency
 /// keeps loads in flight across them); every byte served is what was appended there, and the
 /// simulator checks that no write ever touched bytes under a load in flight.

@@ -127,6 +127,7 @@ impl<S: Storage> PartitionLog<S> {
             read_cache_log: read_cache.register(),
             read_cache,
             last_read_end: None,
+            read_ahead_held: false,
             epochs: crate::leader_epochs::LeaderEpochs::default(),
             stamp_epoch: None,
         };

@@ -105,6 +105,11 @@ pub struct BrokerConfig {
     /// `rill.read.cache.bytes`: each shard's cache of cold log bytes read ahead for catch-up
     /// consumers (a hard bound, least recently used evicted; 0 disables read-ahead).
     pub read_cache_bytes: usize,
+    /// `rill.read.ahead.hold.ms`: for this long after a flush that acks=all producers waited
+    /// on, a partition's readers load only what each read asks for, no read-ahead (so a
+    /// catch-up reader's loads do not queue on the device ahead of the next flush); 0 never
+    /// holds read-ahead.
+    pub read_ahead_hold_ms: u64,
     /// `rill.shard.prealloc.bytes.max`: disk a shard's partitions may hold allocated ahead of
     /// their data (0: no preallocation).
     pub shard_prealloc_bytes_max: u64,
@@ -207,6 +212,7 @@ impl BrokerConfig {
             shard_channel_capacity: 1024,
             shard_inflight_bytes_max: 256 * 1024 * 1024,
             read_cache_bytes: rill_engine::read_cache::READ_CACHE_BYTES_DEFAULT,
+            read_ahead_hold_ms: 100,
             shard_prealloc_bytes_max: rill_engine::prealloc::SHARD_PREALLOC_BYTES_DEFAULT,
             shard_open_files_max: None,
             broker_partitions_max: None,
@@ -299,6 +305,7 @@ impl BrokerConfig {
                 self.shard_inflight_bytes_max = parse_at_least_one(key, v)?
             }
             "rill.read.cache.bytes" => self.read_cache_bytes = parse_num(key, v)?,
+            "rill.read.ahead.hold.ms" => self.read_ahead_hold_ms = parse_num(key, v)?,
             "rill.shard.prealloc.bytes.max" => self.shard_prealloc_bytes_max = parse_num(key, v)?,
             "rill.shard.open.files.max" => {
                 self.shard_open_files_max = Some(parse_at_least_one(key, v)?)
@@ -647,7 +654,7 @@ mod tests {
              log.retention.ms=-1\nlog.flush.interval.messages=100\n\
              auto.create.topics.enable=false\nsome.unknown.key=1\n\
              listeners=PLAINTEXT://127.0.0.1:9999\nrill.read.cache.bytes=1000\n\
-             transaction.max.timeout.ms=60000\n\
+             rill.read.ahead.hold.ms=0\ntransaction.max.timeout.ms=60000\n\
              transaction.abort.timed.out.transaction.cleanup.interval.ms=200\n\
              group.initial.rebalance.delay.ms=250\n",
         )
@@ -659,6 +666,7 @@ mod tests {
         assert_eq!(c.txn.abort_check_interval_ms, 200);
         assert_eq!(c.group.initial_rebalance_delay_ms, 250);
         assert_eq!(c.read_cache_bytes, 1000);
+        assert_eq!(c.read_ahead_hold_ms, 0);
         assert_eq!(c.log.topic_default("segment.bytes"), "1048576");
         assert_eq!(c.log.topic_default("retention.ms"), "-1");
         assert_eq!(c.log.topic_default("flush.messages"), "100");

@@ -92,3 +92,42 @@ def test_catch_up_reads_racing_appends_serve_exactly_what_was_produced(broker_fa
     consume_checked(b.bootstrap, topic_name, 0, MESSAGES, errors)
     assert not errors, errors
     assert "panicked" not in b.log_text()
+
+
+def test_a_catch_up_read_progresses_under_continuous_acks_all_produce(broker_factory, topic_name):
+    """While acks=all producers keep the partition flushing, its read-ahead is held
+    (rill.read.ahead.hold.ms): a catch-up reader must still get every message, in order, each
+    read served once its own bytes are loaded. The producer never pauses while it reads."""
+    b = broker_factory()
+    create_topic(b.bootstrap, topic_name, partitions=1)
+    backlog = 20_000  # ~20 MiB: most of it past the batch cache, read cold
+    p = producer(b.bootstrap, acks="all")
+    produce_all(p, topic_name, [(None, value(i)) for i in range(backlog)])
+    stop = threading.Event()
+    produced = [0]
+    failures: list[str] = []
+
+    def produce_continuously() -> None:
+        q = producer(b.bootstrap, acks="all", **{"linger.ms": 0})
+        i = backlog
+        while not stop.is_set():
+            q.produce(topic_name, value(i), partition=0,
+                      on_delivery=lambda err, _m: err and failures.append(str(err)))
+            q.poll(0)
+            q.flush(CLIENT_TIMEOUT_S)  # one durable produce after another, no pause
+            produced[0] += 1
+            i += 1
+        q.flush(CLIENT_TIMEOUT_S)
+
+    writer = threading.Thread(target=produce_continuously)
+    writer.start()
+    errors: list[str] = []
+    try:
+        consume_checked(b.bootstrap, topic_name, 0, backlog, errors)
+    finally:
+        stop.set()
+        writer.join()
+    assert not errors, errors
+    assert not failures, failures
+    assert produced[0] > 0, "the producer ran while the reader read"
+    assert "panicked" not in b.log_text()

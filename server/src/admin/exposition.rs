@@ -5,6 +5,7 @@
 //! |---------------------------------------------------|------------------------|------------------|
 //! | requests_total, request_duration_seconds          | api                    | Kafka's APIs     |
 //! | log_flush_duration_seconds, produce_durable_seconds, fetch_wait_seconds | —  | —                |
+//! | shard_stage_seconds                               | stage                  | 7 stages         |
 //! | cleaner_{cleans_total, clean_duration_seconds, read_bytes_total, written_bytes_total, records_read_total, records_removed_total} | result (cleans) | — |
 //! | txn_ended_total, txn_timed_out_total              | result (ended)         | —                |
 //! | partition_{log_start_offset, log_end_offset, high_watermark, last_stable_offset, segments, log_bytes} | topic, partition | partition series |

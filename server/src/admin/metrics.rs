@@ -42,6 +42,7 @@ pub struct Metrics {
     flush_duration: Histogram,
     produce_durable: Histogram,
     fetch_wait: Histogram,
+    stage: HistogramVec,
     cleaner: CleanerMetrics<IntCounter, Histogram>,
     txn_ended: IntCounterVec,
     txn_timed_out: IntCounter,
@@ -196,6 +197,14 @@ impl Metrics {
             "Time a Fetch request waited for data (long poll, up to its max wait).",
         ))
         .expect("valid metric");
+        let stage = HistogramVec::new(
+            histogram(
+                "rill_shard_stage_seconds",
+                "Where time goes on a shard, by stage: an acks=all Produce's steps, and each vectored send of a Fetch response (see `admin::shard::hooks::Stage`).",
+            ),
+            &["stage"],
+        )
+        .expect("valid metric");
         let registry = Registry::new();
         for collector in [
             Box::new(requests.clone()) as Box<dyn prometheus::core::Collector>,
@@ -203,6 +212,7 @@ impl Metrics {
             Box::new(flush_duration.clone()),
             Box::new(produce_durable.clone()),
             Box::new(fetch_wait.clone()),
+            Box::new(stage.clone()),
             Box::new(prometheus::process_collector::ProcessCollector::for_self()),
         ] {
             registry.register(collector).expect("unique metric names");
@@ -216,6 +226,7 @@ impl Metrics {
             flush_duration,
             produce_durable,
             fetch_wait,
+            stage,
             cleaner,
             txn_ended,
             txn_timed_out,
@@ -229,6 +240,10 @@ impl Metrics {
             flush_duration: self.flush_duration.local(),
             produce_durable: self.produce_durable.local(),
             fetch_wait: self.fetch_wait.local(),
+            stages: crate::admin::shard::hooks::Stage::ALL
+                .iter()
+                .map(|s| self.stage.with_label_values(&[s.name()]).local())
+                .collect(),
             cleaner: self.cleaner.local(),
             txn_commits: self.txn_ended.with_label_values(&["commit"]).local(),
             txn_aborts: self.txn_ended.with_label_values(&["abort"]).local(),
@@ -253,6 +268,8 @@ pub struct ShardMetrics {
     flush_duration: LocalHistogram,
     produce_durable: LocalHistogram,
     fetch_wait: LocalHistogram,
+    /// Per [`crate::admin::shard::hooks::Stage`], in its order.
+    stages: Vec<LocalHistogram>,
     cleaner: CleanerMetrics<LocalIntCounter, LocalHistogram>,
     txn_commits: LocalIntCounter,
     txn_aborts: LocalIntCounter,
@@ -294,6 +311,11 @@ impl ShardMetrics {
     /// An acks=all produce became durable `elapsed` after its request arrived.
     pub fn produce_durable(&self, elapsed: Duration) {
         self.produce_durable.observe(elapsed.as_secs_f64());
+    }
+
+    /// `elapsed` was spent in `stage`.
+    pub fn shard_stage(&self, stage: crate::admin::shard::hooks::Stage, elapsed: Duration) {
+        self.stages[stage as usize].observe(elapsed.as_secs_f64());
     }
 
     /// A Fetch waited `elapsed` for data.
@@ -339,6 +361,9 @@ impl ShardMetrics {
         self.flush_duration.flush();
         self.produce_durable.flush();
         self.fetch_wait.flush();
+        for stage in &self.stages {
+            stage.flush();
+        }
         let c = &self.cleaner;
         let others = [&c.done, &c.failed, &self.txn_commits, &self.txn_aborts];
         for counter in c.counters().into_iter().chain(others) {

@@ -238,6 +238,62 @@ pub mod hooks {
         }
     }
 
+    /// Where time goes on a shard (`rill_shard_stage_seconds`): the steps of an acks=all
+    /// Produce from its frame being read to its response being written, and the Fetch
+    /// response sends that run on the same thread. Tells queueing on the shard, waiting for
+    /// the partition actor (whose flush is `rill_log_flush_duration_seconds`) and writing
+    /// apart, e.g. beside a catch-up reader.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub enum Stage {
+        /// From its frame being read to its task first running (the shard's run queue).
+        Queued,
+        /// From an append being sent to its partition actor to the actor taking it.
+        Mailbox,
+        /// From the actor taking an append's group to that group's flush starting.
+        Appending,
+        /// From the handler starting to its appends being sent (decode, checks, plan).
+        Planned,
+        /// A group's reads served by the actor after its flush (the actor busy with reads).
+        ActorReads,
+        /// From a Produce response being ready to it being written to the socket.
+        Written,
+        /// One vectored send of a Fetch response (the shard runs nothing else meanwhile).
+        FetchSendCall,
+    }
+
+    impl Stage {
+        /// Every stage, in declaration order.
+        pub const ALL: [Stage; 7] = [
+            Stage::Queued,
+            Stage::Mailbox,
+            Stage::Appending,
+            Stage::Planned,
+            Stage::ActorReads,
+            Stage::Written,
+            Stage::FetchSendCall,
+        ];
+
+        /// Its metric label.
+        pub fn name(self) -> &'static str {
+            match self {
+                Stage::Queued => "queued",
+                Stage::Mailbox => "mailbox",
+                Stage::Appending => "appending",
+                Stage::Planned => "planned",
+                Stage::ActorReads => "actor_reads",
+                Stage::Written => "written",
+                Stage::FetchSendCall => "fetch_send_call",
+            }
+        }
+    }
+
+    /// `elapsed` was spent in `stage`.
+    pub fn shard_stage(stage: Stage, elapsed: Duration) {
+        if let Some(l) = local() {
+            l.metrics.shard_stage(stage, elapsed);
+        }
+    }
+
     /// An acks=all produce to one partition became durable `elapsed` after it arrived.
     pub fn produce_durable(elapsed: Duration) {
         if let Some(l) = local() {

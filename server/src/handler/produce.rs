@@ -71,6 +71,9 @@ pub async fn handle<B: Broker>(
         .map(|(topic, index, plan, durable)| async move {
             let result = match plan {
                 Ok(batches) => {
+                    if acks == Acks::All {
+                        hooks::shard_stage(hooks::Stage::Planned, arrived.elapsed());
+                    }
                     let op = PartitionOp::Append {
                         batches,
                         acks,

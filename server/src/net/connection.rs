@@ -38,7 +38,8 @@ use crate::shutdown::ShutdownSignal;
 /// Largest single read into a frame buffer (frames bigger than this arrive over several reads).
 const READ_CHUNK_BYTES_MAX: usize = 1 << 20;
 
-type Pending = JoinHandle<Outcome>;
+/// A request's task: its outcome, and for a Produce when the response was ready.
+type Pending = JoinHandle<(Outcome, Option<std::time::Instant>)>;
 
 /// Serve a connection until the client closes it, sends something that must close it, or the
 /// shard shuts down (then in-flight requests are finished and answered first).
@@ -97,11 +98,16 @@ async fn read_requests<S: Storage + 'static>(
                     let Ok(permit) = permit else { return };
                     let shard = shard.clone();
                     let timer = hooks::request_started(&body);
+                    let produce = body.get(..2) == Some(&[0, 0]);
+                    let spawned = std::time::Instant::now();
                     let task = glommio::spawn_local(async move {
+                        if produce {
+                            hooks::shard_stage(hooks::Stage::Queued, spawned.elapsed());
+                        }
                         let outcome = dispatch(&*shard, body).await;
                         timer.done();
                         drop(permit);
-                        outcome
+                        (outcome, produce.then(std::time::Instant::now))
                     });
                     if queue.send(task.detach()).await.is_err() {
                         return;
@@ -140,7 +146,10 @@ async fn write_parts(writer: &mut TcpStream, parts: Vec<Bytes>) -> std::io::Resu
     // `first` is the first part not wholly sent; `before` the bytes of the parts before it.
     let (mut sent, mut first, mut before) = (0usize, 0usize, 0usize);
     while sent < total {
-        sent += match socket_io::send_vectored(fd, &parts[first..], sent - before)? {
+        let call = std::time::Instant::now();
+        let vectored = socket_io::send_vectored(fd, &parts[first..], sent - before)?;
+        hooks::shard_stage(hooks::Stage::FetchSendCall, call.elapsed());
+        sent += match vectored {
             Some(n) => n,
             None => match writer.write(&parts[first][sent - before..]).await? {
                 0 => return Err(std::io::ErrorKind::WriteZero.into()),
@@ -186,11 +195,18 @@ async fn write_responses(
     closing: Rc<ShutdownSignal>,
 ) {
     while let Some(task) = responses.recv().await {
-        match task.await {
+        let (outcome, ready) = match task.await {
+            Some((outcome, ready)) => (Some(outcome), ready),
+            None => (None, None),
+        };
+        match outcome {
             Some(Outcome::Respond(bytes)) => {
                 if let Err(e) = writer.write_all(&bytes).await {
                     tracing::debug!(error = %e, "write failed; closing connection");
                     break;
+                }
+                if let Some(ready) = ready {
+                    hooks::shard_stage(hooks::Stage::Written, ready.elapsed());
                 }
             }
             Some(Outcome::RespondParts(parts)) => {

@@ -67,6 +67,8 @@ fn idle_release_due(last_activity_ms: i64, now_ms: i64, released: bool, idle_ms:
 pub struct ActorMsg {
     /// What to do.
     pub op: PartitionOp,
+    /// When it was sent (how long it waited in the mailbox).
+    pub queued: Instant,
     /// Where the answer goes.
     pub reply: oneshot::Sender<PartitionReply>,
 }
@@ -207,6 +209,7 @@ async fn open_actor<S: Storage + 'static>(
         txn_guards: TxnGuards::default(),
         jitter: jitter(topic, partition),
         parked: None,
+        last_durable_flush: None,
         replication: if setup.cluster.is_some() {
             Replication::Opened
         } else {
@@ -264,6 +267,9 @@ struct Actor<S: Storage> {
     parked: Option<FuturesUnordered<LocalBoxFuture<'static, ActorMsg>>>,
     /// This partition's part in replication (`replicated.rs`).
     replication: Replication,
+    /// When a flush that acks=all producers waited on last ended (holds read-ahead, see
+    /// [`Actor::hold_read_ahead_if_writing`]).
+    last_durable_flush: Option<Instant>,
 }
 
 /// A clean running in the shard cleaner's task queue, and where its results arrive.
@@ -359,6 +365,7 @@ impl<S: Storage + 'static> Actor<S> {
                     if self.parked.as_ref().is_some_and(FuturesUnordered::is_empty) {
                         self.parked = None;
                     }
+                    self.hold_read_ahead_if_writing();
                     let reply = Box::pin(self.serve_other(msg.op)).await;
                     let _ = msg.reply.send(reply);
                     continue;
@@ -667,6 +674,7 @@ impl<S: Storage + 'static> Actor<S> {
         &mut self,
         group: Vec<ActorMsg>,
     ) -> Option<oneshot::Sender<PartitionReply>> {
+        let group_started = Instant::now();
         let mut durable_waiters = Vec::new();
         let mut appended = false;
         let mut delete_reply = None;
@@ -692,6 +700,10 @@ impl<S: Storage + 'static> Actor<S> {
                     txn_guard,
                 } => {
                     appended = true;
+                    if acks == Acks::All {
+                        let waited = group_started.saturating_duration_since(msg.queued);
+                        hooks::shard_stage(hooks::Stage::Mailbox, waited);
+                    }
                     let (reply, wait_for_flush) = self.append_op(batches, acks, txn_guard).await;
                     if wait_for_flush {
                         durable_waiters.push((msg.reply, reply, ack_timeout));
@@ -722,15 +734,23 @@ impl<S: Storage + 'static> Actor<S> {
             }
         }
         if appended && self.log.is_some() {
+            for _ in &durable_waiters {
+                hooks::shard_stage(hooks::Stage::Appending, group_started.elapsed());
+            }
             self.flush_group(durable_waiters).await;
         }
-        self.serve_after_flush(others).await;
+        if !others.is_empty() {
+            let reads_started = Instant::now();
+            self.serve_after_flush(others).await;
+            hooks::shard_stage(hooks::Stage::ActorReads, reads_started.elapsed());
+        }
         delete_reply
     }
 
     /// The group's other messages, served after its flush (they then see its appends, and a
     /// read waiting on the disk never delays an ack).
     async fn serve_after_flush(&mut self, others: Vec<ActorMsg>) {
+        self.hold_read_ahead_if_writing();
         for msg in others {
             if self.log.is_none() {
                 Self::refuse(msg);
@@ -756,6 +776,21 @@ impl<S: Storage + 'static> Actor<S> {
             }
             let reply = self.serve_other(msg.op).await;
             let _ = msg.reply.send(reply);
+        }
+    }
+
+    /// Holds the log's read-ahead while producers wait on its flushes: within
+    /// `rill.read.ahead.hold.ms` of the last flush an acks=all producer waited on, a read
+    /// loads only what it asks for, so a catch-up reader's window of loads (megabytes, issued
+    /// at once) does not queue on the device ahead of the next flush. Reads are still served
+    /// as before, each as soon as its own bytes are loaded.
+    fn hold_read_ahead_if_writing(&mut self) {
+        let hold = Duration::from_millis(self.setup.configs.broker.read_ahead_hold_ms);
+        let writing = self
+            .last_durable_flush
+            .is_some_and(|at| at.elapsed() < hold);
+        if let Some(log) = self.log.as_mut() {
+            log.hold_read_ahead(writing);
         }
     }
 
@@ -792,6 +827,9 @@ impl<S: Storage + 'static> Actor<S> {
         } else {
             Ok(())
         };
+        if !waiters.is_empty() {
+            self.last_durable_flush = Some(Instant::now());
+        }
         let error = flushed.as_ref().err().map(EngineError::kafka_error_code);
         if let Err(e) = &flushed {
             tracing::error!(topic = self.setup.topic, partition = self.setup.partition, error = %e, "flush failed");

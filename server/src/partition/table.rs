@@ -339,6 +339,7 @@ fn ask_least_recently_used_to_release(
         let (reply, _) = oneshot::channel();
         let msg = ActorMsg {
             op: PartitionOp::Release,
+            queued: std::time::Instant::now(),
             reply,
         };
         // A full mailbox means a busy partition: skip it this round.
@@ -352,7 +353,15 @@ fn ask_least_recently_used_to_release(
 async fn send(handle: &PartitionHandle, op: PartitionOp) -> PartitionReply {
     let (reply, answer) = oneshot::channel();
     let mut mailbox = handle.mailbox.clone();
-    if mailbox.send(ActorMsg { op, reply }).await.is_err() {
+    if mailbox
+        .send(ActorMsg {
+            op,
+            queued: std::time::Instant::now(),
+            reply,
+        })
+        .await
+        .is_err()
+    {
         return PartitionReply::Error(ErrorCode::KafkaStorageError);
     }
     answer

@@ -50,7 +50,14 @@ pub struct FetcherSetup {
 
 async fn ask(mailbox: &mut mpsc::Sender<ActorMsg>, op: PartitionOp) -> Option<PartitionReply> {
     let (reply, answer) = oneshot::channel();
-    mailbox.send(ActorMsg { op, reply }).await.ok()?;
+    mailbox
+        .send(ActorMsg {
+            op,
+            queued: std::time::Instant::now(),
+            reply,
+        })
+        .await
+        .ok()?;
     answer.await.ok()
 }
 

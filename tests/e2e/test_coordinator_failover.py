@@ -8,12 +8,18 @@ clients (confluent-kafka), kill -9 of the coordinator's process.
 
 from __future__ import annotations
 
+import signal
+import subprocess
+import sys
 import time
 
 import pytest
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 
 import kafka_wire as kw
+from cluster import Cluster, running
+from conftest import _BROKERS
+from test_groups import KILLABLE
 from test_replication import bootstrap, cluster, create, unique, wait_isr  # noqa: F401
 from test_replication_admin import PREFERRED, elect, log_dir_sizes
 from test_transactions import read_all
@@ -161,6 +167,77 @@ def test_a_member_keeps_its_generation_and_assignment_when_the_coordinator_is_ki
         assert committed(cluster, group, topic) == done
     finally:
         cons.close()
+
+
+def describe_when_loaded(admin, group: str, timeout_s: float = 40.0):
+    """DescribeGroups once the coordinator answers (it loads its partition after a start)."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            return admin.describe_consumer_groups([group], request_timeout=10)[group].result()
+        except KafkaException as e:
+            assert time.monotonic() < deadline, f"DescribeGroups failed for {timeout_s}s: {e}"
+            time.sleep(0.3)
+
+
+@pytest.mark.timeout(180)
+def test_a_group_emptied_by_session_expiry_comes_back_empty_after_a_restart(tmp_path):
+    """A member killed without LeaveGroup: once its session expires the group is Empty, and
+    the coordinator writes it so (as Kafka does). A restarted coordinator loads that Empty
+    group, not the dead member, so a new member is assigned at once instead of waiting for
+    the old session to run out a second time. One node with a one-replica
+    __consumer_offsets: the coordinator restarts in place."""
+    from confluent_kafka.admin import AdminClient, NewTopic
+    session_ms = 10_000
+    c = Cluster(tmp_path, size=1, **{"default.replication.factor": 1,
+                                     "offsets.topic.replication.factor": 1,
+                                     "min.insync.replicas": 1})
+    with running(c, _BROKERS):
+        topic, group = unique("gexpiry"), unique("gexpiry-group")
+        admin = AdminClient({"bootstrap.servers": bootstrap(c)})
+        admin.create_topics([NewTopic(topic, 2, 1)])[topic].result(15)
+        # Committed offsets keep the group once it is Empty (a group with none is forgotten,
+        # and described Dead, at once).
+        simple = Consumer({"bootstrap.servers": bootstrap(c), "group.id": group})
+        simple.commit(offsets=[TopicPartition(topic, 0, 0)], asynchronous=False)
+        simple.close()
+        script = tmp_path / "killable.py"
+        script.write_text(KILLABLE)
+        proc = subprocess.Popen([sys.executable, str(script), bootstrap(c), group, topic,
+                                 str(session_ms)], stdout=subprocess.PIPE, text=True)
+        try:
+            line = proc.stdout.readline()
+            assert line.startswith("ASSIGNED 2"), line
+            assert str(describe_when_loaded(admin, group).state).endswith("STABLE")
+            proc.send_signal(signal.SIGKILL)        # no LeaveGroup: only the session can end
+            proc.wait(timeout=10)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+        deadline = time.monotonic() + session_ms / 1000 + 30
+        while not str(describe_when_loaded(admin, group).state).endswith("EMPTY"):
+            assert time.monotonic() < deadline, "the dead member's session never expired"
+            time.sleep(0.3)
+
+        c.node(1).restart(graceful=False)           # what was written must be on disk
+        admin = AdminClient({"bootstrap.servers": bootstrap(c)})
+        described = describe_when_loaded(admin, group)
+        assert str(described.state).endswith("EMPTY") and not described.members, (
+            described.state, [m.member_id for m in described.members])
+        fresh = consumer(c, group)
+        try:
+            fresh.subscribe([topic])
+            subscribed = time.monotonic()
+            while len(fresh.assignment()) < 2:
+                # Not a speed bound: a restored dead member would hold the rebalance for its
+                # whole session, restarted at load.
+                assert time.monotonic() - subscribed < session_ms / 1000, \
+                    "the new member waited for the dead one"
+                fresh.poll(0.2)
+            described = describe_when_loaded(admin, group)
+            assert len(described.members) == 1, [m.member_id for m in described.members]
+        finally:
+            fresh.close()
 
 
 def committed(c, group: str, topic: str) -> dict[int, int]:

@@ -447,15 +447,34 @@ impl<J: Journal> GroupCoordinator<J> {
         }
     }
 
-    /// Expire sessions and rebalance deadlines (call every [`TICK_MS`]).
-    pub fn tick(&self) {
+    /// Expire sessions and rebalance deadlines (call every [`TICK_MS`]). Returns the groups
+    /// this left without members, each with its Empty record for [`Self::write_emptied`] (a
+    /// cluster's coordinator writes it, as Kafka does, so that a new coordinator does not
+    /// restore members whose sessions ended here).
+    #[must_use = "the emptied groups' records are to be written"]
+    pub fn tick(&self) -> Vec<(String, GroupMetadata)> {
         let now = self.now();
         let mut groups = self.groups.borrow_mut();
-        for group in groups.values_mut() {
+        let mut emptied = Vec::new();
+        for (id, group) in groups.iter_mut() {
             group.tick(now);
+            if let Some(record) = group.take_write() {
+                emptied.push((id.clone(), record));
+            }
         }
-        // Groups whose members all left and that never committed are forgotten (as Kafka does).
+        // Groups whose members all left and that never committed are forgotten (as Kafka
+        // does); their Empty record is written all the same.
         groups.retain(|_, g| !g.is_disposable());
+        emptied
+    }
+
+    /// Writes a group [`Self::tick`] emptied. Best effort, as LeaveGroup's: if lost, a new
+    /// coordinator's restored members expire there instead. Run apart from the tick: an
+    /// acks=all write may wait on the ISR, and the timers must not.
+    pub async fn write_emptied(&self, group_id: &str, record: GroupMetadata) {
+        if let Err(code) = self.journal.append_group(group_id, Some(record)).await {
+            tracing::warn!(group = group_id, ?code, "writing the emptied group failed");
+        }
     }
 }
 

@@ -289,7 +289,10 @@ fn groups_left_with_nothing_are_forgotten_on_tick() {
         GroupReply::Leave(ErrorCode::None, vec![ErrorCode::None])
     );
     assert_eq!(c.list().len(), 2);
-    c.tick();
+    assert!(
+        c.tick().is_empty(),
+        "LeaveGroup wrote the Empty group itself"
+    );
     let left: Vec<String> = c.list().into_iter().map(|g| g.group_id).collect();
     assert_eq!(left, vec!["kept".to_string()], "offsets keep a group");
 }
@@ -576,4 +579,40 @@ fn the_last_member_leaving_writes_the_empty_group() {
         panic!()
     };
     assert_eq!(d.state, "Empty");
+}
+
+#[test]
+fn a_group_emptied_by_session_expiry_is_written_empty() {
+    let journal = MemJournal::default();
+    journal.membership.set(true);
+    let clock = Rc::new(ManualClock::new(0));
+    let c = GroupCoordinator::new(journal, clock.clone(), no_delay(), Vec::new());
+    let (_, generation, _) = join_and_sync(&c, "g", b"a");
+    assert_eq!(c.journal().groups.borrow().len(), 1, "the rebalance");
+    clock.advance(5_000);
+    assert!(c.tick().is_empty(), "the session is still alive");
+    clock.advance(1_001); // past the 6 s session: no heartbeat, no LeaveGroup
+    for (group, record) in c.tick() {
+        block_on(c.write_emptied(&group, record));
+    }
+    let written = c.journal().groups.borrow().clone();
+    assert_eq!(written.len(), 2, "{written:?}");
+    let (id, last) = written.last().unwrap().clone();
+    let last = last.expect("not a tombstone");
+    assert_eq!(id, "g");
+    assert!(last.members.is_empty());
+    assert_eq!(last.generation, generation + 1);
+    // The group had no offsets: forgotten here, and a new coordinator restores it Empty.
+    assert!(c.list().is_empty());
+    let next = writing_membership();
+    next.load_partition(
+        crate::group::offsets_partition("g"),
+        Vec::new(),
+        vec![("g".into(), last)],
+    );
+    let GroupReply::Describe(d) = block_on(next.handle("g", GroupOp::Describe)) else {
+        panic!()
+    };
+    assert_eq!((d.state.as_str(), d.members.len()), ("Empty", 0));
+    assert!(next.tick().is_empty(), "nothing more to write");
 }

@@ -119,7 +119,11 @@ async fn tick_forever<S: Storage + 'static>(coordinator: Weak<ShardCoordinator<S
         let Some(c) = coordinator.upgrade() else {
             return;
         };
-        c.tick();
+        for (group_id, record) in c.tick() {
+            let c = c.clone();
+            let write = async move { c.write_emptied(&group_id, record).await };
+            glommio::spawn_local(write).detach();
+        }
         if let ShardJournal::Replicated(journal) = c.journal() {
             journal.follow(&c).await;
         }

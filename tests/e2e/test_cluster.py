@@ -467,6 +467,53 @@ def test_controller_only_and_combined_nodes_form_one_cluster(tmp_path):
     assert codes == [0, 0, 0], codes
 
 
+def test_a_single_nodes_data_directory_is_refused_as_a_cluster_nodes_and_kept(tmp_path):
+    """Rill does not move a single node's data into a cluster (the cluster's metadata would
+    delete its topics, its coordinators would not read the private offsets log): a cluster
+    node started on such a directory stops at once saying so, and the data stays."""
+    from clients import consume_partition, create_topic, produce_all, producer
+    single = Broker(tmp_path / "data", tmp_path / "single.log", shards=1)
+    _BROKERS.append(single)
+    single.start()
+    topic, group = unique("kept"), unique("kept-group")
+    create_topic(single.bootstrap, topic)
+    produce_all(producer(single.bootstrap), topic, [(None, b"v%d" % i) for i in range(5)])
+    c = Consumer({"bootstrap.servers": single.bootstrap, "group.id": group,
+                  "enable.auto.commit": False})
+    c.commit(offsets=[TopicPartition(topic, 0, 3)], asynchronous=False)
+    c.close()
+    assert single.stop() == 0
+
+    client, control = free_port(), free_port()
+    props = {
+        "node.id": "1",
+        "process.roles": "broker,controller",
+        "listeners": f"PLAINTEXT://127.0.0.1:{client},CONTROLLER://127.0.0.1:{control}",
+        "controller.listener.names": "CONTROLLER",
+        "controller.quorum.voters": f"1@127.0.0.1:{control}",
+        "log.dirs": str(single.data_dir),
+        "rill.shards": "1",
+        "rill.admin.listen": "off",
+    }
+    path = tmp_path / "cluster.properties"
+    path.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
+    run = subprocess.run([str(rill_binary()), "--config", str(path)], capture_output=True,
+                         timeout=30)
+    output = (run.stdout + run.stderr).decode(errors="replace")
+    assert run.returncode != 0, output
+    assert "holds a single node's data (1 topic(s), committed offsets in __rill_groups/" in \
+        output, output
+    assert not (single.data_dir / "meta.properties").exists(), "nothing of a cluster written"
+
+    single.start()
+    got = consume_partition(single.bootstrap, topic, 0, 0, 5)
+    assert [m.value() for m in got] == [b"v%d" % i for i in range(5)]
+    c = Consumer({"bootstrap.servers": single.bootstrap, "group.id": group})
+    assert c.committed([TopicPartition(topic, 0)], timeout=15)[0].offset == 3
+    c.close()
+    assert single.stop() == 0
+
+
 @pytest.mark.parametrize("change, property_named", [
     ({"controller.quorum.voters": "1@127.0.0.1"}, "controller.quorum.voters"),
     ({"controller.quorum.voters": "1@127.0.0.1:1,1@127.0.0.1:2"}, "controller.quorum.voters"),

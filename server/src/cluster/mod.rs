@@ -11,6 +11,7 @@
 //! - [`admin`]: CreateTopics, DeleteTopics, CreatePartitions through the controller.
 //! - [`mirror`]: the topic registry follows the image.
 //! - [`deletions`]: each shard deletes the partitions of topics the log removed.
+//! - [`single_node_data`]: a cluster node refuses a single node's data directory.
 //! - [`peer`]: Kafka requests to another broker (transaction markers and verification).
 //!
 //! Threads per node: a voter runs the listener, one reader per controller connection, one raft
@@ -24,6 +25,7 @@ pub mod deletions;
 pub mod mirror;
 pub mod peer;
 pub mod quorum_loop;
+pub mod single_node_data;
 pub mod transport;
 pub mod view;
 
@@ -63,6 +65,7 @@ pub fn start(
     let Some(cluster) = config.cluster.clone() else {
         return Ok(None);
     };
+    single_node_data::refuse_single_node_data(&config.data_dir, registry)?;
     let view = ClusterView::new(cluster.clone(), registry.list().into_iter().collect());
     registry.use_producer_id_blocks();
     let mut voter_threads = Vec::new();

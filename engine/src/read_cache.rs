@@ -2,19 +2,22 @@
 //! catch-up consumer finds its next fetch already in memory (the read-ahead in
 //! `read_path.rs` fills it; the tail of each log stays in its own [`crate::batch_cache`]).
 //!
-//! Entries are [`Extent`]s: the whole batches `[first, end)` of one segment, read with one
-//! O_DIRECT read whose bounds come from the sparse index, so both ends are batch starts and no
+//! Entries are [`Extent`]s: the whole batches `[first, end)` of one segment, read from disk as
+//! one range (`BlockFile::read_owned`) whose bounds come from the sparse index, so both ends are batch starts and no
 //! batch is ever split between two extents (nor copied to join it back). An entry is *loading*
 //! (its read in flight, a shared future any reader may await) or *ready*.
 //!
 //! | bound | how |
 //! |---|---|
 //! | bytes of all entries, loading or ready, `<= bytes_max` | checked on every insert (`assert!`) |
-//! | room is made least recently used first | loading entries too: dropping one cancels its read |
+//! | room is made least recently used first | loading entries too |
 //! | a stopped consumer pins nothing | its entries are evicted like any other; an idle log drops them |
 //!
 //! Bytes already handed to a response are `Bytes` clones: they live on until the response is
-//! written, outside the bound (the connection's in-flight limits bound those).
+//! written, outside the bound (the connection's in-flight limits bound those). So does a load
+//! evicted while its read is in flight: on the real disk a task drives every load to its end
+//! (`BlockFile::run_detached`), so its read finishes and its bytes are then dropped; the excess
+//! is at most the reads in flight.
 
 use crate::batch::validate_prefix;
 use crate::error::EngineError;
@@ -412,17 +415,27 @@ impl ReadCache {
         true
     }
 
-    /// Records how the load of `log` starting at `first` ended: a ready extent replaces it
+    /// Records how `load` of `log` starting at `first` ended: a ready extent replaces it
     /// (evicting others if it is larger than reserved, dropped if it cannot fit), a failure
-    /// removes it so the next reader tries again.
-    pub fn finish(&self, log: LogId, first: Offset, outcome: &Result<Rc<Extent>, LoadError>) {
+    /// removes it so the next reader tries again. Nothing happens unless the entry is still
+    /// that very load: one evicted or forgotten meanwhile (retention, a cleaner's swap) may
+    /// have been replaced by a load of other bytes under the same key.
+    pub fn finish(
+        &self,
+        log: LogId,
+        first: Offset,
+        load: &Load,
+        outcome: &Result<Rc<Extent>, LoadError>,
+    ) {
         let mut inner = self.inner.borrow_mut();
         let key = (log, first);
         let Some(entry) = inner.entries.get(&key) else {
             return; // evicted meanwhile
         };
-        if !matches!(entry.slot, Slot::Loading(_)) {
-            return; // another reader finished it first
+        match &entry.slot {
+            Slot::Loading(current) if current.ptr_eq(load) => {}
+            // Another reader finished it first, or it is another load now.
+            Slot::Loading(_) | Slot::Ready(_) => return,
         }
         inner.remove(key);
         let Ok(extent) = outcome else { return };
@@ -647,12 +660,18 @@ mod tests {
         let (bytes, first, end) = extent_of(&[(0, 3), (3, 2)]);
         let extent = Rc::new(Extent::parse(bytes, 0, first, end).unwrap());
         let load = ready(Extent::parse(extent.bytes.clone(), 0, first, end).unwrap());
-        assert!(cache.insert_loading(log, first, Offset(9), 100_000, load));
+        assert!(cache.insert_loading(log, first, Offset(9), 100_000, load.clone()));
         assert!(matches!(
             cache.find(log, Offset(7)),
             Some(Found::Loading(..))
         ));
-        cache.finish(log, first, &Ok(extent.clone()));
+        let other = ready(Extent::parse(extent.bytes.clone(), 0, first, end).unwrap());
+        cache.finish(log, first, &other, &Ok(extent.clone()));
+        assert!(
+            matches!(cache.find(log, Offset(7)), Some(Found::Loading(..))),
+            "another load's outcome does not replace this one"
+        );
+        cache.finish(log, first, &load, &Ok(extent.clone()));
         assert_eq!(cache.bytes(), extent.heap_bytes());
         assert!(cache.find(log, Offset(7)).is_none(), "the real end is 5");
         assert!(matches!(cache.find(log, Offset(4)), Some(Found::Ready(_))));
@@ -667,8 +686,8 @@ mod tests {
         let load = async { Err(LoadError::Corrupt("x".into())) }
             .boxed_local()
             .shared();
-        assert!(cache.insert_loading(log, Offset(0), Offset(5), 10, load));
-        cache.finish(log, Offset(0), &Err(LoadError::Corrupt("x".into())));
+        assert!(cache.insert_loading(log, Offset(0), Offset(5), 10, load.clone()));
+        cache.finish(log, Offset(0), &load, &Err(LoadError::Corrupt("x".into())));
         assert!(cache.is_empty() && cache.bytes() == 0);
     }
 }

@@ -18,7 +18,10 @@
 //! `max_bytes`, at most [`READ_AHEAD_BYTES`]), all in flight at once, then serves from them in
 //! order. A read that starts where the previous one ended is sequential: its window is
 //! [`READ_AHEAD_BYTES`] whatever its `max_bytes`, and it is topped up again from where the read
-//! stopped, so the next fetch finds its bytes loaded or loading.
+//! stopped, so the next fetch finds its bytes loaded or loading. Each load is then driven to
+//! its end on its own ([`crate::io::BlockFile::run_detached`]): its copy and CRC checks run when
+//! its bytes arrive, while the consumer digests the previous response, not inside the fetch
+//! that needs them.
 
 use crate::batch::BatchHeader;
 use crate::error::EngineError;
@@ -32,7 +35,7 @@ use futures::future::LocalBoxFuture;
 use futures::FutureExt;
 use std::rc::Rc;
 
-/// Nominal size of one extent (one O_DIRECT read): it ends at the last index entry within
+/// Nominal size of one extent (one range read from disk): it ends at the last index entry within
 /// this many bytes of its start (or at the next one, for a larger batch).
 pub const EXTENT_BYTES: u64 = 1 << 20;
 /// How far a sequential reader's loads run ahead of it.
@@ -276,8 +279,8 @@ impl<S: Storage> PartitionLog<S> {
                 (plan.first, self.start_load(&plan).0)
             }
         };
-        let outcome = load.await;
-        self.read_cache.finish(log, first, &outcome);
+        let outcome = load.clone().await;
+        self.read_cache.finish(log, first, &load, &outcome);
         match outcome {
             Ok(extent) if extent.covers(offset) => Ok(Had::Extent(extent)),
             Ok(_) => Ok(Had::Unsettled),
@@ -363,10 +366,22 @@ impl<S: Storage> PartitionLog<S> {
         let admitted = self
             .read_cache
             .insert_loading(log, first, end, read_len, load.clone());
-        // One poll issues the read (io_uring submission), so it runs while we go on.
+        // One poll issues the read (io_uring submission), so it runs while we go on; then the
+        // load is driven on its own, so its copy and checks are done when its bytes arrive
+        // (while the client digests the previous response), not by the read that needs it.
         if admitted {
-            if let Some(outcome) = load.clone().now_or_never() {
-                self.read_cache.finish(log, first, &outcome);
+            match load.clone().now_or_never() {
+                Some(outcome) => self.read_cache.finish(log, first, &load, &outcome),
+                None => {
+                    let (cache, mine) = (self.read_cache.clone(), load.clone());
+                    file.run_detached(
+                        async move {
+                            let outcome = mine.clone().await;
+                            cache.finish(log, first, &mine, &outcome);
+                        }
+                        .boxed_local(),
+                    );
+                }
             }
         }
         (load, admitted)

@@ -229,3 +229,97 @@ fn background_writes_are_read_back_before_and_after_reopen() {
         log.close().await.unwrap();
     });
 }
+
+#[test]
+fn owned_reads_larger_than_a_piece_come_back_whole_and_stop_at_the_end() {
+    use rill_engine::io::{BlockFile, OpenMode, Storage};
+    let dir = temp_dir();
+    let path = dir.path().join("pieces");
+    run(move || async move {
+        let storage = GlommioStorage::new();
+        let file = storage
+            .open(&path, OpenMode::CreateReadWrite)
+            .await
+            .unwrap();
+        // 1 MiB + 8 KiB of a pattern that differs at every 4-byte step, then cut unaligned.
+        let bytes: Vec<u8> = (0..(1u32 << 20) + 8192)
+            .flat_map(|i| (i / 4 * 7 + i % 4).to_le_bytes().into_iter().take(1))
+            .collect();
+        file.write_at(0, &bytes).await.unwrap();
+        let size = (1 << 20) + 5000;
+        file.truncate(size as u64).await.unwrap();
+        for (pos, len) in [
+            (0, size),
+            (0, 700_001),
+            (4096, 300 << 10),
+            (512 << 10, 1 << 20), // past the end: short
+            (1 << 20, 4096),
+        ] {
+            let got = file.read_owned(pos as u64, len).await.unwrap();
+            let end = (pos + len).min(size);
+            assert_eq!(got.len(), end - pos, "read of {len} at {pos}");
+            assert!(got[..] == bytes[pos..end], "bytes of {len} at {pos}");
+        }
+        file.close().await.unwrap();
+    });
+}
+
+#[test]
+fn read_ahead_loads_finish_without_a_reader_awaiting_them() {
+    let dir = temp_dir();
+    let data = dir.path().to_path_buf();
+    run(move || async move {
+        let config = LogConfig {
+            batch_cache_bytes_max: 0,
+            ..LogConfig::default()
+        };
+        let mut log = open(&data, config.clone()).await;
+        for i in 0..300 {
+            log.append(validated(&batch(i)), TimestampMs(1))
+                .await
+                .unwrap();
+        }
+        log.flush().await.unwrap();
+        log.close().await.unwrap();
+        let manager = LogManager::new(GlommioStorage::new(), data.clone());
+        let cache = manager.read_cache().clone();
+        let mut log = manager
+            .open_partition("disk", 0, config, Rc::new(SystemClock))
+            .await
+            .unwrap();
+        // Two sequential reads: the second one tops the read-ahead window up.
+        let first = log.read(Offset(0), 200_000).await.unwrap();
+        let next = first.chunks.iter().map(|c| {
+            let mut rest = &c[..];
+            let mut end = Offset(0);
+            while let Ok(meta) = validate_prefix(rest) {
+                end = meta.last_offset.plus(1);
+                rest = &rest[meta.total_bytes..];
+            }
+            end
+        });
+        let next = next.max().unwrap();
+        log.read(next, 200_000).await.unwrap();
+        assert!(cache.stats().loads >= 2, "{:?}", cache.stats());
+        // Nobody awaits the loads now; they finish on their own as their reads complete.
+        glommio::timer::sleep(std::time::Duration::from_millis(200)).await;
+        let before = cache.stats();
+        let mut at = next;
+        for _ in 0..6 {
+            let read = log.read(at, 200_000).await.unwrap();
+            let last = read.chunks.last().unwrap();
+            let mut rest = &last[..];
+            while let Ok(meta) = validate_prefix(rest) {
+                at = meta.last_offset.plus(1);
+                rest = &rest[meta.total_bytes..];
+            }
+        }
+        let after = cache.stats();
+        assert!(after.hits > before.hits, "{before:?} -> {after:?}");
+        assert_eq!(
+            after.hits_loading, before.hits_loading,
+            "loaded extents were ready, not still loading: {before:?} -> {after:?}"
+        );
+        log.close().await.unwrap();
+    });
+}

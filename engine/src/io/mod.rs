@@ -21,6 +21,7 @@ pub mod sim;
 
 use crate::types::TimestampMs;
 use bytes::Bytes;
+use futures::future::LocalBoxFuture;
 use std::future::Future;
 use std::io;
 use std::path::{Path, PathBuf};
@@ -103,6 +104,13 @@ pub trait BlockFile {
     /// tail block, see [`Self::settle`]).
     fn read_owned(&self, pos: u64, len: usize)
         -> impl Future<Output = io::Result<Bytes>> + 'static;
+    /// Drives `task` to its end on this core with nobody awaiting it, so a read-ahead load
+    /// finishes (copied, verified, ready in the read cache) when its bytes arrive, not when
+    /// the next read asks for them. Default: `task` is dropped, and the load runs when a reader
+    /// first awaits it.
+    fn run_detached(&self, task: LocalBoxFuture<'static, ()>) {
+        drop(task);
+    }
     /// Waits until no background write is in flight; an error if one ever failed (sticky).
     async fn settle(&self) -> io::Result<()>;
     /// Writes `data` at `pos`; `pos` and `data.len()` are multiples of [`BLOCK_BYTES`].

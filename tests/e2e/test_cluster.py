@@ -467,6 +467,28 @@ def test_controller_only_and_combined_nodes_form_one_cluster(tmp_path):
     assert codes == [0, 0, 0], codes
 
 
+def start_one_node(tmp_path, data_dir, change: dict | None = None) -> tuple[int, str]:
+    """Run a one-voter cluster node from a properties file (with `change` applied) that is
+    expected to stop during start-up: (exit code, everything it printed)."""
+    client, control = free_port(), free_port()
+    props = {
+        "node.id": "1",
+        "process.roles": "broker,controller",
+        "listeners": f"PLAINTEXT://127.0.0.1:{client},CONTROLLER://127.0.0.1:{control}",
+        "controller.listener.names": "CONTROLLER",
+        "controller.quorum.voters": f"1@127.0.0.1:{control}",
+        "log.dirs": str(data_dir),
+        "rill.shards": "1",
+        "rill.admin.listen": "off",
+    }
+    props.update(change or {})
+    path = tmp_path / "node.properties"
+    path.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
+    run = subprocess.run([str(rill_binary()), "--config", str(path)], capture_output=True,
+                         timeout=30)
+    return run.returncode, (run.stdout + run.stderr).decode(errors="replace")
+
+
 def test_a_single_nodes_data_directory_is_refused_as_a_cluster_nodes_and_kept(tmp_path):
     """Rill does not move a single node's data into a cluster (the cluster's metadata would
     delete its topics, its coordinators would not read the private offsets log): a cluster
@@ -484,23 +506,8 @@ def test_a_single_nodes_data_directory_is_refused_as_a_cluster_nodes_and_kept(tm
     c.close()
     assert single.stop() == 0
 
-    client, control = free_port(), free_port()
-    props = {
-        "node.id": "1",
-        "process.roles": "broker,controller",
-        "listeners": f"PLAINTEXT://127.0.0.1:{client},CONTROLLER://127.0.0.1:{control}",
-        "controller.listener.names": "CONTROLLER",
-        "controller.quorum.voters": f"1@127.0.0.1:{control}",
-        "log.dirs": str(single.data_dir),
-        "rill.shards": "1",
-        "rill.admin.listen": "off",
-    }
-    path = tmp_path / "cluster.properties"
-    path.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
-    run = subprocess.run([str(rill_binary()), "--config", str(path)], capture_output=True,
-                         timeout=30)
-    output = (run.stdout + run.stderr).decode(errors="replace")
-    assert run.returncode != 0, output
+    code, output = start_one_node(tmp_path, single.data_dir)
+    assert code != 0, output
     assert "holds a single node's data (1 topic(s), committed offsets in __rill_groups/" in \
         output, output
     assert not (single.data_dir / "meta.properties").exists(), "nothing of a cluster written"
@@ -523,22 +530,6 @@ def test_a_single_nodes_data_directory_is_refused_as_a_cluster_nodes_and_kept(tm
 ])
 def test_bad_cluster_settings_stop_the_start_with_an_error_naming_the_property(
         tmp_path, change, property_named):
-    client, control = free_port(), free_port()
-    props = {
-        "node.id": "1",
-        "process.roles": "broker,controller",
-        "listeners": f"PLAINTEXT://127.0.0.1:{client},CONTROLLER://127.0.0.1:{control}",
-        "controller.listener.names": "CONTROLLER",
-        "controller.quorum.voters": f"1@127.0.0.1:{control}",
-        "log.dirs": str(tmp_path / "data"),
-        "rill.shards": "1",
-        "rill.admin.listen": "off",
-    }
-    props.update(change)
-    path = tmp_path / "bad.properties"
-    path.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
-    run = subprocess.run([str(rill_binary()), "--config", str(path)], capture_output=True,
-                         timeout=30)
-    assert run.returncode != 0
-    output = (run.stdout + run.stderr).decode(errors="replace")
+    code, output = start_one_node(tmp_path, tmp_path / "data", change)
+    assert code != 0
     assert property_named in output, output

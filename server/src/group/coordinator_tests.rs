@@ -556,6 +556,22 @@ fn deleting_a_group_writes_its_tombstone() {
     );
 }
 
+/// A new coordinator that loaded `g`'s `record`, and how it describes `g`.
+fn restored(
+    record: GroupMetadata,
+) -> (
+    GroupCoordinator<MemJournal>,
+    super::super::ops::GroupDescription,
+) {
+    let next = writing_membership();
+    let partition = crate::group::offsets_partition("g");
+    next.load_partition(partition, Vec::new(), vec![("g".into(), record)]);
+    let GroupReply::Describe(d) = block_on(next.handle("g", GroupOp::Describe)) else {
+        panic!()
+    };
+    (next, d)
+}
+
 #[test]
 fn the_last_member_leaving_writes_the_empty_group() {
     let c = writing_membership();
@@ -569,15 +585,7 @@ fn the_last_member_leaving_writes_the_empty_group() {
     let last = written.last().unwrap().1.clone().expect("not a tombstone");
     assert!(last.members.is_empty());
     assert_eq!(last.generation, generation + 1);
-    let next = writing_membership();
-    next.load_partition(
-        crate::group::offsets_partition("g"),
-        Vec::new(),
-        vec![("g".into(), last)],
-    );
-    let GroupReply::Describe(d) = block_on(next.handle("g", GroupOp::Describe)) else {
-        panic!()
-    };
+    let (_, d) = restored(last);
     assert_eq!(d.state, "Empty");
 }
 
@@ -604,15 +612,7 @@ fn a_group_emptied_by_session_expiry_is_written_empty() {
     assert_eq!(last.generation, generation + 1);
     // The group had no offsets: forgotten here, and a new coordinator restores it Empty.
     assert!(c.list().is_empty());
-    let next = writing_membership();
-    next.load_partition(
-        crate::group::offsets_partition("g"),
-        Vec::new(),
-        vec![("g".into(), last)],
-    );
-    let GroupReply::Describe(d) = block_on(next.handle("g", GroupOp::Describe)) else {
-        panic!()
-    };
+    let (next, d) = restored(last);
     assert_eq!((d.state.as_str(), d.members.len()), ("Empty", 0));
     assert!(next.tick().is_empty(), "nothing more to write");
 }

@@ -15,7 +15,10 @@
 //!   batches at the leader's offsets and flushes them before fetching again (so the log end a
 //!   follower reports is durable under the default flush policy), and takes the leader's high
 //!   watermark. A Fetch answered with a diverging epoch (KIP-320) cuts the divergent tail
-//!   (`PartitionLog::truncate_to`) and reopens the log.
+//!   (`PartitionLog::truncate_to`) and reopens the log. One answered OFFSET_OUT_OF_RANGE
+//!   because the leader's log starts past this log's end (DeleteRecords or retention there
+//!   while this replica was away) empties the log to start at the leader's log start
+//!   (`PartitionLog::truncate_fully_and_start_at`, Kafka's truncateFullyAndStartAt).
 //!
 //! [`manager`] opens, on each shard, the partitions this broker follows (nothing else would:
 //! partitions open on first use) so their actors start fetching.

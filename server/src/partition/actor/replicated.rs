@@ -551,26 +551,38 @@ impl<S: Storage + 'static> Actor<S> {
         let (topic, partition) = (self.setup.topic.clone(), self.setup.partition);
         let end = self.log().log_end_offset();
         tracing::warn!(topic, partition, end = end.0, start = start.0, "{why}");
+        let emptied = self
+            .cut_and_reopen(start, |log| log.truncate_fully_and_start_at(start))
+            .await;
+        match emptied {
+            Ok(()) if self.log().log_end_offset() == start => Ok(()),
+            _ => Err(PartitionReply::Error(ErrorCode::KafkaStorageError)),
+        }
+    }
+
+    /// Takes the log out, `cut`s it (truncation closes the log) and reopens it exposing at most
+    /// `high_watermark`. `Err` if it could not be reopened: the log is gone.
+    async fn cut_and_reopen<F, Fut>(&mut self, high_watermark: Offset, cut: F) -> Result<(), ()>
+    where
+        F: FnOnce(PartitionLog<S>) -> Fut,
+        Fut: std::future::Future<Output = Result<(), rill_engine::EngineError>>,
+    {
+        let (topic, partition) = (self.setup.topic.clone(), self.setup.partition);
         self.cancel_clean().await;
         let log = self.log.take().expect("log is open while the actor serves");
-        if let Err(e) = log.truncate_fully_and_start_at(start).await {
-            tracing::error!(topic, partition, error = %e, "emptying the log failed; reopening");
+        if let Err(e) = cut(log).await {
+            tracing::error!(topic, partition, error = %e, "cutting the log failed; reopening");
         }
-        match self.open_again(start).await {
+        match self.open_again(high_watermark).await {
             Ok(log) => {
-                let reset = log.log_end_offset() == start;
                 self.log = Some(log);
                 self.publish();
                 self.publish_files();
-                if reset {
-                    Ok(())
-                } else {
-                    Err(PartitionReply::Error(ErrorCode::KafkaStorageError))
-                }
+                Ok(())
             }
             Err(e) => {
-                tracing::error!(topic, partition, error = %e, "reopening an emptied log failed");
-                Err(PartitionReply::Error(ErrorCode::KafkaStorageError))
+                tracing::error!(topic, partition, error = %e, "reopening a cut log failed");
+                Err(())
             }
         }
     }
@@ -615,23 +627,9 @@ impl<S: Storage + 'static> Actor<S> {
             end = end.0,
             "cutting a divergent tail"
         );
-        self.cancel_clean().await;
-        let log = self.log.take().expect("log is open while the actor serves");
-        if let Err(e) = log.truncate_to(cut).await {
-            tracing::error!(topic, partition, error = %e, "truncation failed; reopening");
-        }
-        match self.open_again(hw).await {
-            Ok(log) => {
-                self.log = Some(log);
-                self.publish();
-                self.publish_files();
-                Ok(PartitionReply::ReplicaAppended)
-            }
-            Err(e) => {
-                tracing::error!(topic, partition, error = %e, "reopening a truncated log failed");
-                Err(())
-            }
-        }
+        self.cut_and_reopen(hw, |log| log.truncate_to(cut))
+            .await
+            .map(|()| PartitionReply::ReplicaAppended)
     }
 
     /// Where `epoch` ended here (OffsetForLeaderEpoch).

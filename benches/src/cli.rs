@@ -28,6 +28,20 @@ pub enum Command {
     Partitions(PartitionsArgs),
     /// `perf script` output → flame graph SVG and the top self costs.
     Flamegraph(FlamegraphArgs),
+    /// Pools `compare --workloads mixed` runs of one build (their results.json files): the
+    /// producer's histograms merged per condition over every phase of every run.
+    MixedPool(MixedPoolArgs),
+}
+
+/// `rill-bench mixed-pool`.
+#[derive(Debug, Clone, Args)]
+pub struct MixedPoolArgs {
+    /// results.json files written by `compare --workloads mixed` (one build's runs).
+    #[arg(required = true)]
+    pub results: Vec<PathBuf>,
+    /// Whose runs to pool: rill or tansu.
+    #[arg(long, default_value = "rill")]
+    pub broker: String,
 }
 
 /// Kafka's `acks` producer setting.

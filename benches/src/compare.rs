@@ -616,7 +616,14 @@ fn write_outputs(
 
 /// One mixed run for results.json: quantiles per condition and phase, probe, broker view.
 fn mixed_json(run: &MixedResult) -> serde_json::Value {
+    let encoded = |h: &Histogram<u64>| report::histogram_to_base64(h).ok();
     serde_json::json!({
+        "histograms": {
+            "alone": encoded(&run.alone),
+            "beside": encoded(&run.with_reader),
+            "device_alone": encoded(&run.device_alone),
+            "device_beside": encoded(&run.device_beside),
+        },
         "alone": Percentiles::of(&run.alone),
         "beside": Percentiles::of(&run.with_reader),
         "alone_phase_p99_us": run.alone_phase_p99_us,

@@ -19,6 +19,7 @@
 //! - [`latency`]: `rill-bench latency` (produce→ack and produce→consume, HdrHistogram).
 //! - [`throughput`]: `rill-bench throughput` (msg/s, MB/s, broker CPU seconds per GB).
 //! - [`mixed`]: a producer's latency alone and beside a catch-up consumer (`compare`).
+//! - [`mixed_pool`]: `rill-bench mixed-pool`, several such runs of one build merged.
 //! - [`report`]: percentile tables, JSON lines and `.hgrm` files.
 //! - [`proc_stat`]: CPU time of a local broker from `/proc/<pid>/stat`.
 //! - [`machine`]: this machine's limits (O_DIRECT write with `dd`, loopback TCP blast).
@@ -35,6 +36,7 @@ mod flamegraph;
 mod latency;
 mod machine;
 mod mixed;
+mod mixed_pool;
 mod pacer;
 mod partitions;
 mod payload;
@@ -60,5 +62,6 @@ fn main() -> anyhow::Result<()> {
         cli::Command::Machine(args) => machine::run_cli(&args),
         cli::Command::Partitions(args) => partitions::run(&args),
         cli::Command::Flamegraph(args) => flamegraph::run(&args),
+        cli::Command::MixedPool(args) => mixed_pool::run(&args),
     }
 }

@@ -19,6 +19,29 @@ pub fn new_histogram() -> Histogram<u64> {
     histogram
 }
 
+/// `histogram` in HdrHistogram's compressed V2 encoding, as base64 text (for JSON files whose
+/// runs are merged later, e.g. by `rill-bench mixed-pool`).
+pub fn histogram_to_base64(histogram: &Histogram<u64>) -> anyhow::Result<String> {
+    use base64::Engine;
+    use hdrhistogram::serialization::Serializer;
+    let mut bytes = Vec::new();
+    hdrhistogram::serialization::V2DeflateSerializer::new()
+        .serialize(histogram, &mut bytes)
+        .map_err(|e| anyhow::anyhow!("encoding a histogram: {e:?}"))?;
+    Ok(base64::engine::general_purpose::STANDARD.encode(bytes))
+}
+
+/// The histogram [`histogram_to_base64`] wrote.
+pub fn histogram_from_base64(text: &str) -> anyhow::Result<Histogram<u64>> {
+    use base64::Engine;
+    let bytes = base64::engine::general_purpose::STANDARD
+        .decode(text)
+        .context("a histogram's base64")?;
+    hdrhistogram::serialization::Deserializer::new()
+        .deserialize(&mut bytes.as_slice())
+        .map_err(|e| anyhow::anyhow!("decoding a histogram: {e:?}"))
+}
+
 /// The percentiles every report quotes, in microseconds.
 #[derive(Debug, Clone, Copy, Default, Serialize, PartialEq)]
 pub struct Percentiles {
@@ -174,6 +197,22 @@ mod tests {
             .rfind(|l| !l.starts_with('#') && !l.is_empty())
             .unwrap();
         assert!(last_row.contains("1.000000000000"), "{last_row}");
+    }
+
+    #[test]
+    fn a_histogram_survives_its_base64_encoding() {
+        let mut histogram = new_histogram();
+        for v in [1, 250, 251, 9_000, 1_500_000] {
+            histogram.record(v).unwrap();
+        }
+        let back = histogram_from_base64(&histogram_to_base64(&histogram).unwrap()).unwrap();
+        assert_eq!(back.len(), 5);
+        assert_eq!(
+            back.value_at_quantile(0.5),
+            histogram.value_at_quantile(0.5)
+        );
+        assert_eq!(back.max(), histogram.max());
+        assert!(histogram_from_base64("not base64!").is_err());
     }
 
     #[test]

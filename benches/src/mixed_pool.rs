@@ -20,17 +20,24 @@ struct Pooled {
     beside_phase_p99_us: Vec<u64>,
 }
 
+impl Pooled {
+    /// Nothing pooled yet.
+    fn empty() -> Pooled {
+        Pooled {
+            runs: 0,
+            alone: report::new_histogram(),
+            beside: report::new_histogram(),
+            device_alone: report::new_histogram(),
+            device_beside: report::new_histogram(),
+            alone_phase_p99_us: Vec::new(),
+            beside_phase_p99_us: Vec::new(),
+        }
+    }
+}
+
 /// Reads, merges and prints (markdown, then one JSON line).
 pub fn run(args: &MixedPoolArgs) -> anyhow::Result<()> {
-    let mut pooled = Pooled {
-        runs: 0,
-        alone: report::new_histogram(),
-        beside: report::new_histogram(),
-        device_alone: report::new_histogram(),
-        device_beside: report::new_histogram(),
-        alone_phase_p99_us: Vec::new(),
-        beside_phase_p99_us: Vec::new(),
-    };
+    let mut pooled = Pooled::empty();
     for path in &args.results {
         let text =
             std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
@@ -154,15 +161,7 @@ mod tests {
                 "beside_phase_p99_us": [beside[0]],
             })
         };
-        let mut pooled = Pooled {
-            runs: 0,
-            alone: report::new_histogram(),
-            beside: report::new_histogram(),
-            device_alone: report::new_histogram(),
-            device_beside: report::new_histogram(),
-            alone_phase_p99_us: Vec::new(),
-            beside_phase_p99_us: Vec::new(),
-        };
+        let mut pooled = Pooled::empty();
         add_run(&mut pooled, &run(&[200, 210], &[300])).unwrap();
         add_run(&mut pooled, &run(&[220], &[310, 320])).unwrap();
         assert_eq!(

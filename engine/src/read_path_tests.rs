@@ -164,16 +164,22 @@ fn read_cache_stays_in_bounds_with_many_catch_up_consumers() {
     assert_eq!(cache.entries_of(id), 0);
 }
 
-#[test]
-fn a_sequential_reader_finds_its_next_fetch_loaded_ahead() {
-    let s = SimStorage::new(12, FaultConfig::default());
+/// A log of 400 flushed batches of ~10 KiB (16 segments) on a disk seeded `seed`, with its
+/// own 64 MiB read cache.
+fn log_of_400_batches(seed: u64) -> (Rc<ReadCache>, PartitionLog<SimStorage>) {
+    let s = SimStorage::new(seed, FaultConfig::default());
     let cache = Rc::new(ReadCache::new(64 << 20));
-    let manager = manager(&s, &cache);
-    let mut log = open_log(&manager, 0);
+    let mut log = open_log(&manager(&s, &cache), 0);
     for i in 0..400 {
         block_on(log.append(validated(&batch(0, i, 10_000)), TimestampMs(1))).unwrap();
     }
     block_on(log.flush()).unwrap();
+    (cache, log)
+}
+
+#[test]
+fn a_sequential_reader_finds_its_next_fetch_loaded_ahead() {
+    let (cache, mut log) = log_of_400_batches(12);
     let mut next = Offset(0);
     let mut fetches = 0;
     while next < log.high_watermark() {
@@ -201,14 +207,7 @@ fn a_sequential_reader_finds_its_next_fetch_loaded_ahead() {
 /// it reads ahead again. Every read is served either way.
 #[test]
 fn a_held_read_ahead_loads_only_what_each_read_asks_for() {
-    let s = SimStorage::new(14, FaultConfig::default());
-    let cache = Rc::new(ReadCache::new(64 << 20));
-    let manager = manager(&s, &cache);
-    let mut log = open_log(&manager, 0);
-    for i in 0..400 {
-        block_on(log.append(validated(&batch(0, i, 10_000)), TimestampMs(1))).unwrap();
-    }
-    block_on(log.flush()).unwrap();
+    let (cache, mut log) = log_of_400_batches(14);
     let read_from = |log: &mut PartitionLog<SimStorage>, next: &mut Offset| {
         let read = block_on(log.read(*next, 64 << 10)).unwrap();
         let last = batches_of(&read.chunks)

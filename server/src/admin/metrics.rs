@@ -200,7 +200,7 @@ impl Metrics {
         let stage = HistogramVec::new(
             histogram(
                 "rill_shard_stage_seconds",
-                "Where time goes on a shard, by stage: an acks=all Produce's steps, and each vectored send of a Fetch response (see `admin::shard::hooks::Stage`).",
+                "Where time goes on a shard, by stage: a Produce's steps, and each vectored send of a Fetch response (see `admin::shard::hooks::Stage`).",
             ),
             &["stage"],
         )

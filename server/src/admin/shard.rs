@@ -238,20 +238,21 @@ pub mod hooks {
         }
     }
 
-    /// Where time goes on a shard (`rill_shard_stage_seconds`): the steps of an acks=all
-    /// Produce from its frame being read to its response being written, and the Fetch
+    /// Where time goes on a shard (`rill_shard_stage_seconds`): the steps of a Produce from
+    /// its frame being read to its response being written (those at its partition for
+    /// acks=all only, the ones that wait for a flush), and the Fetch
     /// response sends that run on the same thread. Tells queueing on the shard, waiting for
     /// the partition actor (whose flush is `rill_log_flush_duration_seconds`) and writing
     /// apart, e.g. beside a catch-up reader.
     #[derive(Debug, Clone, Copy, PartialEq, Eq)]
     pub enum Stage {
-        /// From its frame being read to its task first running (the shard's run queue).
+        /// From a Produce frame being read to its task first running (the shard's run queue).
         Queued,
-        /// From an append being sent to its partition actor to the actor taking it.
+        /// From an acks=all append being sent to its partition actor to the actor taking it.
         Mailbox,
-        /// From the actor taking an append's group to that group's flush starting.
+        /// From the actor taking an acks=all append's group to that group's flush starting.
         Appending,
-        /// From the handler starting to its appends being sent (decode, checks, plan).
+        /// From the Produce handler starting to its acks=all appends being sent (checks, plan).
         Planned,
         /// A group's reads served by the actor after its flush (the actor busy with reads).
         ActorReads,

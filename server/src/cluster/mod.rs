@@ -99,9 +99,6 @@ pub fn start(
     let agent = std::thread::Builder::new()
         .name("rill-agent".into())
         .spawn(move || agent.run(&stop_agent))?;
-    if cluster.roles.broker && view.image().brokers.contains_key(&cluster.node_id) {
-        wait_caught_up(&view, stop);
-    }
     // A fatal condition (duplicate node.id, failed metadata log) stops the whole node.
     let (watched, node_stop) = (view.clone(), stop.clone());
     std::thread::Builder::new()
@@ -125,6 +122,15 @@ pub fn start(
 
 /// Longest a restarted broker waits to catch up with the metadata quorum before it serves.
 pub const CATCH_UP_WAIT_MAX: Duration = Duration::from_secs(10);
+
+/// Before a broker serves (called once its admin listener is up, before the shards start): a
+/// restarted broker waits until it caught up with the metadata quorum, see [`wait_caught_up`].
+pub fn catch_up_before_serving(view: &ClusterView, stop: &AtomicBool) {
+    let restarted = view.image().brokers.contains_key(&view.node_id());
+    if view.config().roles.broker && restarted {
+        wait_caught_up(view, stop);
+    }
+}
 
 /// A restarted node's image is the cluster as it last knew it: leaders may have moved since. As
 /// Kafka's broker does, it serves (and its shards take partition roles) only once it applied

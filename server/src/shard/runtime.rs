@@ -150,6 +150,11 @@ pub fn run(mut config: BrokerConfig, stop: Arc<AtomicBool>) -> anyhow::Result<()
         admin.set_cluster(view.clone());
     }
     crate::admin::start(&config, &admin)?;
+    // A restarted broker learns the current leaders before its shards take partition roles
+    // and listen (bounded); its admin listener answers meanwhile (not ready).
+    if let Some(view) = &view {
+        crate::cluster::catch_up_before_serving(view, &stop);
+    }
     let startup = Arc::new(Startup::new(config.shards));
     // Each executor holds a clone until its thread ends (even by panic): when all are gone,
     // `finished` disconnects.

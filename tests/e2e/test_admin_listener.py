@@ -127,6 +127,10 @@ def test_metric_values_are_exact_after_a_known_workload(broker_factory, topic_na
     # each after at least one flush.
     assert m["rill_produce_durable_seconds_count"] == 11
     assert 1 <= m["rill_log_flush_duration_seconds_count"] <= 11
+    # Where their time went: each passed every stage up to its flush once (recorded before
+    # the request's own latency, so counted by now).
+    for stage in ("queued", "planned", "mailbox", "appending"):
+        assert m[f'rill_shard_stage_seconds_count{{stage="{stage}"}}'] == 11, stage
 
     # Out: one Fetch of both partitions from offset 0 gets every batch back at once; a second
     # one at the end parks for its whole max wait.

@@ -7,6 +7,7 @@
 //! | malformed header or body               | connection closed                            |
 //! | API not implemented by this broker     | connection closed                            |
 //! | Produce with acks=0                    | no response                                  |
+//! | Produce with acks=0, a partition failed| connection closed (as Kafka does)            |
 //!
 //! Every request goes through [`handle`]; its [`Answer`] is a response body to encode, or for
 //! Fetch the body plus each partition's record chunks, which the vectored encoder splices in
@@ -68,6 +69,7 @@ pub async fn dispatch<B: Broker>(broker: &B, frame_body: Bytes) -> Outcome {
             encode_fetch(correlation_id, version, response, &records)
         }
         Answer::Silent => Outcome::Silent,
+        Answer::Close => Outcome::Close,
     }
 }
 
@@ -81,6 +83,8 @@ pub enum Answer {
     Fetch(FetchResponse, Vec<Vec<Bytes>>),
     /// No response (Produce with acks=0).
     Silent,
+    /// Close the connection (Produce with acks=0 that failed somewhere, as Kafka does).
+    Close,
 }
 
 /// Run the handler of one decoded request; `frame` is the frame body it was decoded from.
@@ -96,8 +100,9 @@ pub async fn handle<B: Broker>(
         RequestKind::ApiVersions(_) => ResponseKind::ApiVersions(api_versions::handle(version)),
         RequestKind::Metadata(r) => ResponseKind::Metadata(metadata::handle(broker, version, &r)),
         RequestKind::Produce(r) => match produce::handle(broker, version, r, frame).await {
-            Some(response) => ResponseKind::Produce(response),
-            None => return Answer::Silent,
+            produce::Produced::Response(response) => ResponseKind::Produce(response),
+            produce::Produced::Silent => return Answer::Silent,
+            produce::Produced::Close => return Answer::Close,
         },
         RequestKind::Fetch(r) => {
             let (response, records) = fetch::handle(broker, version, &r).await;
@@ -374,7 +379,7 @@ mod every_version_encodes {
                 Answer::Fetch(response, records) => {
                     encode_fetch_response_vectored(1, v, response, &records).map(drop)
                 }
-                Answer::Silent => Ok(()),
+                Answer::Silent | Answer::Close => Ok(()),
             };
             if let Err(e) = result {
                 panic!("{api_key:?} v{v}: {e}");
@@ -399,7 +404,9 @@ mod every_version_encodes {
                 .with_acks(1)
                 .with_topic_data(vec![t]);
             ResponseKind::Produce(
-                block_on(handler::produce::handle(b, v, req, Bytes::new())).unwrap(),
+                block_on(handler::produce::handle(b, v, req, Bytes::new()))
+                    .into_response()
+                    .unwrap(),
             )
         });
         assert_answer_encodes(ApiKey::Fetch, |b, v| {

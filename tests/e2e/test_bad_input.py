@@ -205,3 +205,21 @@ def test_acks0_produce_gets_no_response(broker, topic_name):
         assert resp is not None and resp[0] == 101
     got = consume_partition(broker.bootstrap, topic_name, 0, 0, 2)
     assert [m.value() for m in got] == [b"fire", b"forget"]
+
+
+def test_a_failed_acks0_produce_closes_the_connection(broker, topic_name):
+    """acks=0 has no response to carry an error, so Kafka closes the connection when a
+    partition fails (the producer then refreshes its metadata and reconnects). The request's
+    good partition is still written; one where every partition went in leaves it open."""
+    create_topic(broker.bootstrap, topic_name, partitions=2)
+    two_batches = kw.record_batch([b"x"]) + kw.record_batch([b"y"])
+    for failing in ({7: kw.record_batch([b"unknown partition"])}, {1: two_batches}):
+        with conn(broker) as c:
+            body = kw.produce_v3_body({topic_name: {0: kw.record_batch([b"kept"]), **failing}},
+                                      acks=0)
+            c.send(kw.request(kw.API_PRODUCE, 3, 100, body)
+                   + kw.request(kw.API_VERSIONS, 0, 101, b""))
+            assert answer_or_close(c) is None, "answered instead of closing the connection"
+    got = consume_partition(broker.bootstrap, topic_name, 0, 0, 2)
+    assert [m.value() for m in got] == [b"kept", b"kept"]
+    assert watermarks(broker.bootstrap, topic_name, 1) == (0, 0)

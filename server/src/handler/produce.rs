@@ -49,14 +49,36 @@ use crate::topic_config::TopicSettings;
 /// One partition's plan: the batches to append, or the refusal to answer.
 type Planned = Result<Vec<ValidatedBatch>, Refusal>;
 
-/// Answer Produce; `None` for acks=0 (no response at all). `frame` is the request frame
-/// `request` was decoded from: its record bytes are slices of it (see [`owned_records`]).
+/// What a Produce request gets back.
+#[derive(Debug)]
+pub enum Produced {
+    /// The response (acks=1 or acks=all).
+    Response(ProduceResponse),
+    /// Nothing at all: acks=0, and every partition appended.
+    Silent,
+    /// acks=0 with a partition refused or failed: the connection is closed, as Kafka does,
+    /// the only way such a producer learns (it refreshes its metadata and reconnects).
+    Close,
+}
+
+impl Produced {
+    /// The response, if there is one.
+    pub fn into_response(self) -> Option<ProduceResponse> {
+        match self {
+            Produced::Response(response) => Some(response),
+            Produced::Silent | Produced::Close => None,
+        }
+    }
+}
+
+/// Answer Produce (see [`Produced`]). `frame` is the request frame `request` was decoded
+/// from: its record bytes are slices of it (see [`owned_records`]).
 pub async fn handle<B: Broker>(
     broker: &B,
     version: i16,
     mut request: ProduceRequest,
     frame: Bytes,
-) -> Option<ProduceResponse> {
+) -> Produced {
     let arrived = Instant::now();
     let acks = Acks::from_wire(request.acks);
     // acks=all waits at most this for the ISR (Kafka's purgatory: REQUEST_TIMED_OUT after it).
@@ -100,14 +122,19 @@ pub async fn handle<B: Broker>(
     )
     .await;
     if acks == Acks::None {
-        return None;
+        let failed = replies.iter().any(|(_, _, r)| !r.error_code().is_ok());
+        if failed {
+            tracing::debug!("closing an acks=0 producer's connection: a partition failed");
+            return Produced::Close;
+        }
+        return Produced::Silent;
     }
     let results = replies
         .into_iter()
         .zip(refusals)
         .map(|((topic, index, reply), refusal)| (topic, index, refusal.map_or(Ok(reply), Err)))
         .collect();
-    Some(response(version, results))
+    Produced::Response(response(version, results))
 }
 
 /// One topic of a Produce request, its partitions' record bytes owned ([`owned_records`]).
@@ -391,6 +418,7 @@ mod tests {
             request("t", 0, Some(batch(3)), -1),
             Bytes::new(),
         ))
+        .into_response()
         .unwrap();
         assert_eq!(error_of(&r), 0);
         assert_eq!(r.responses[0].partition_responses[0].base_offset, 0);
@@ -400,6 +428,7 @@ mod tests {
             request("t", 0, Some(batch(2)), 1),
             Bytes::new(),
         ))
+        .into_response()
         .unwrap();
         assert_eq!(r.responses[0].partition_responses[0].base_offset, 3);
     }
@@ -407,13 +436,24 @@ mod tests {
     #[test]
     fn acks_zero_gets_no_response_but_appends() {
         let broker = FakeBroker::new();
-        assert!(block_on(handle(
-            &broker,
-            9,
-            request("t", 0, Some(batch(1)), 0),
-            Bytes::new()
-        ))
-        .is_none());
+        assert!(matches!(
+            block_on(handle(
+                &broker,
+                9,
+                request("t", 0, Some(batch(1)), 0),
+                Bytes::new()
+            )),
+            Produced::Silent
+        ));
+        assert_eq!(broker.log_end("t", 0), 1);
+        // A refused partition closes the connection instead (Kafka's only acks=0 error signal).
+        for bad in [
+            request("t", 7, Some(batch(1)), 0),
+            request("t", 0, Some(Bytes::from([batch(1), batch(1)].concat())), 0),
+        ] {
+            let answer = block_on(handle(&broker, 9, bad, Bytes::new()));
+            assert!(matches!(answer, Produced::Close), "{answer:?}");
+        }
         assert_eq!(broker.log_end("t", 0), 1);
     }
 
@@ -429,6 +469,7 @@ mod tests {
             request("t", 0, Some(bad.freeze()), 1),
             Bytes::new(),
         ))
+        .into_response()
         .unwrap();
         assert_eq!(error_of(&r), 2);
         assert_eq!(broker.log_end("t", 0), 0);
@@ -445,7 +486,9 @@ mod tests {
             (request("t", 0, Some(Bytes::from_static(b"short")), 1), 2),
         ];
         for (req, code) in cases {
-            let r = block_on(handle(&broker, 9, req, Bytes::new())).unwrap();
+            let r = block_on(handle(&broker, 9, req, Bytes::new()))
+                .into_response()
+                .unwrap();
             assert_eq!(error_of(&r), code);
         }
     }
@@ -460,6 +503,7 @@ mod tests {
             request("t", 0, Some(two), 1),
             Bytes::new(),
         ))
+        .into_response()
         .unwrap();
         let p = &r.responses[0].partition_responses[0];
         assert_eq!(p.error_code, ErrorCode::InvalidRecord.code());
@@ -484,6 +528,7 @@ mod tests {
             request("t", 0, Some(cut), 1),
             Bytes::new(),
         ))
+        .into_response()
         .unwrap();
         assert_eq!(error_of(&r), ErrorCode::CorruptMessage.code());
         // An empty records field names the version too.
@@ -493,6 +538,7 @@ mod tests {
             request("t", 0, Some(Bytes::new()), 1),
             Bytes::new(),
         ))
+        .into_response()
         .unwrap();
         assert_eq!(error_of(&r), ErrorCode::InvalidRecord.code());
         assert_eq!(broker.log_end("t", 0), 0);
@@ -511,6 +557,7 @@ mod tests {
             request("t", 0, Some(batch(20)), 1),
             Bytes::new(),
         ))
+        .into_response()
         .unwrap();
         assert_eq!(error_of(&r), 10);
     }

@@ -51,11 +51,12 @@
 //!
 //! # Bounds
 //! - Active segment: at most [`segment::appender::WRITE_BYTES_MAX`] (1 MiB) + one block buffered.
-//! - Disk ahead of the data: an empty partition has no data block; the active `.log` is
-//!   preallocated by about a second of writes at the partition's rate, 0 (a trickle: writes
-//!   extend the file) or [`prealloc::PREALLOC_STEP_MIN`] (64 KiB) to
-//!   [`prealloc::PREALLOC_STEP_MAX`] (16 MiB), and all partitions of a shard hold at most their
-//!   [`prealloc::PreallocBudget`] ahead ([`prealloc::SHARD_PREALLOC_BYTES_DEFAULT`], 256 MiB).
+//! - Disk ahead of the data: an empty partition has no data block; the active `.log`'s first
+//!   write takes [`prealloc::PREALLOC_STEP_MIN`] (64 KiB), then it is preallocated by about a
+//!   second of writes at the partition's rate, 0 (a trickle: writes extend the file) or 64 KiB
+//!   to [`prealloc::PREALLOC_STEP_MAX`] (16 MiB), and all partitions of a shard hold at most
+//!   their [`prealloc::PreallocBudget`] ahead ([`prealloc::SHARD_PREALLOC_BYTES_DEFAULT`],
+//!   256 MiB).
 //! - Tail batch cache: `LogConfig::batch_cache_bytes_max` per partition.
 //! - Read cache of cold extents: one [`read_cache::ReadCache`] per core, a hard bound in bytes
 //!   (`rill.read.cache.bytes`) over extents loaded and loading; least recently used evicted.

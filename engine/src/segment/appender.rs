@@ -17,7 +17,7 @@
 //! finds the end by validating batches (zeros are never a valid batch).
 
 use crate::io::{align_down, align_up, BlockFile, WriteBuffer, BLOCK_BYTES};
-use crate::prealloc::Prealloc;
+use crate::prealloc::{Prealloc, PREALLOC_STEP_MAX};
 use std::io;
 
 /// Largest write buffer: once this much is pending, its full blocks go out without a flush.
@@ -210,11 +210,31 @@ impl<B: WriteBuffer> Appender<B> {
             self.prealloc
                 .extent_end(needed, logical_end, self.allocated_bytes_max.max(needed));
         if target > needed {
-            file.allocate(target).await?;
+            if self.allocated_bytes == 0 {
+                allocate_first(file, target, self.allocated_bytes_max).await?;
+            } else {
+                file.allocate(target).await?;
+            }
         }
         self.allocated_bytes = target;
         Ok(())
     }
+}
+
+/// Allocates an empty file's first grant, `[0, target)`, at the start of room for a whole
+/// largest step (at most `allocated_max`), whose rest is given back at once: ext4 places a large
+/// allocation in a large free area and a small one in whatever gap fits it, so this way the
+/// next grants can follow the first one and the file stays in few extents (see
+/// [`crate::prealloc`]). Without that room (a full disk) the grant alone is allocated.
+async fn allocate_first<F: BlockFile>(file: &F, target: u64, allocated_max: u64) -> io::Result<()> {
+    let room = PREALLOC_STEP_MAX.min(allocated_max);
+    if room > target {
+        if file.allocate(room).await.is_ok() {
+            return file.truncate(target).await;
+        }
+        file.truncate(0).await?; // whatever the attempt left: the file held no data
+    }
+    file.allocate(target).await
 }
 
 #[cfg(test)]
@@ -252,8 +272,8 @@ mod tests {
         let bytes = s.file_bytes(Path::new("/p/x.log")).unwrap();
         assert_eq!(
             bytes.len(),
-            4096 + 8192,
-            "the written block and a step ahead"
+            crate::prealloc::PREALLOC_STEP_MIN as usize,
+            "a first step, the written blocks included"
         );
         assert_eq!(bytes[0], 7);
         assert!(bytes[1..4097].iter().all(|&b| b == 8));

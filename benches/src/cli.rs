@@ -275,6 +275,12 @@ pub struct CompareArgs {
     /// the broker leave it: tells their contention apart from the broker's own).
     #[arg(long)]
     pub mixed_reader_nice: Option<i32>,
+    /// Mixed workload: run the catch-up consumer's client on these CPUs (a list as `taskset -c`
+    /// takes it, e.g. `1`), in its alone and beside phases alike: off the CPU a `--shards 1`
+    /// broker's shard is pinned to (CPU 0), as a client on another machine would be. Default:
+    /// any CPU.
+    #[arg(long, value_parser = crate::mixed::parse_cpu_list)]
+    pub mixed_reader_cpus: Option<crate::mixed::CpuList>,
 }
 
 /// A subset of `compare`'s workloads.

@@ -169,11 +169,17 @@ fn run_one(
                     settle: Duration::from_secs_f64(args.mixed_settle_seconds),
                     backlog_mib: args.mixed_backlog_mib,
                     reader_nice: args.mixed_reader_nice,
+                    reader_cpus: args
+                        .mixed_reader_cpus
+                        .clone()
+                        .map(|c| c.0)
+                        .unwrap_or_default(),
                     probe_rate: args.mixed_probe_rate,
                     probe_dir: spec.data_dir.clone(),
                     metrics_address: broker.admin_address.clone(),
                     broker_pid: (spec.kind == BrokerKind::Rill).then(|| broker.pid()),
                 };
+                eprintln!("   catch-up reader's client on {}", reader_placement(args));
                 let result = crate::mixed::run(&target, &options)?;
                 print_mixed(&result);
                 into.mixed.push(result);
@@ -185,6 +191,14 @@ fn run_one(
     if let Err(error) = result {
         eprintln!("   FAILED: {error:#}");
         into.failures.push(format!("{label}: {error:#}"));
+    }
+}
+
+/// Where the mixed workload's catch-up consumer's client runs, for the output.
+fn reader_placement(args: &CompareArgs) -> String {
+    match &args.mixed_reader_cpus {
+        Some(cpus) => format!("CPUs {:?}", cpus.0),
+        None => "any CPU".to_string(),
     }
 }
 
@@ -541,7 +555,7 @@ fn markdown(
 ) -> String {
     let mut text = format!(
         "Machine limits (same run): sequential O_DIRECT write {:.0} MB/s; 4 KiB O_DIRECT+O_DSYNC append p50 {} µs, p99 {} µs, p99.9 {} µs; loopback TCP {:.0} MB/s.\n\
-         Workloads: {} B messages, {} partition(s), Rill --shards {}, throughput {} s per run (linger 5 ms, no compression), latency {} msg/s for {} s (first 1 s dropped), {} round(s), alternating; mixed: acks=all producer at {} msg/s on one broker per round, {} pairs of {} s phases alone / beside a consumer reading a {} MiB backlog from its start at full speed (paused in between), the first {} s of each phase dropped, a device probe of {} durable 4 KiB appends/s throughout.\n\n\
+         Workloads: {} B messages, {} partition(s), Rill --shards {}, throughput {} s per run (linger 5 ms, no compression), latency {} msg/s for {} s (first 1 s dropped), {} round(s), alternating; mixed: acks=all producer at {} msg/s on one broker per round, {} pairs of {} s phases alone / beside a consumer reading a {} MiB backlog from its start at full speed (paused in between), the first {} s of each phase dropped, a device probe of {} durable 4 KiB appends/s throughout, the reader's client on {}.\n\n\
          | workload | metric | rill | tansu | rill/tansu | rill vs machine |\n|---|---|---:|---:|---:|---|\n",
         limits.disk_direct_write_mb_s,
         limits.disk_sync_write_4k.p50_us,
@@ -550,7 +564,7 @@ fn markdown(
         limits.loopback_tcp_mb_s,
         args.size, args.partitions, args.shards, args.throughput_seconds, args.rate, args.latency_seconds, args.rounds,
         args.mixed_rate, args.mixed_pairs, args.mixed_phase_seconds, args.mixed_backlog_mib,
-        args.mixed_settle_seconds, args.mixed_probe_rate
+        args.mixed_settle_seconds, args.mixed_probe_rate, reader_placement(args)
     );
     for row in rows {
         let ratio = match (row.rill, row.tansu) {

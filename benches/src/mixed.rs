@@ -59,6 +59,9 @@ pub struct MixedOptions {
     pub backlog_mib: u64,
     /// Nice value of the catch-up consumer's client threads, if any.
     pub reader_nice: Option<i32>,
+    /// CPUs the catch-up consumer's client threads run on (all, if empty): kept off the
+    /// broker's shard cores, as a client on another machine would be.
+    pub reader_cpus: Vec<usize>,
     /// Durable 4 KiB appends per second of the device probe; 0 turns it off.
     pub probe_rate: u64,
     /// Where the probe's scratch file goes (the broker's disk).
@@ -163,15 +166,19 @@ pub fn run(target: &Target, options: &MixedOptions) -> anyhow::Result<MixedResul
     let base = Instant::now();
 
     let reader = {
-        let (target, done, read_bytes, nice) = (
+        let (target, done, read_bytes, nice, cpus) = (
             target.clone(),
             done.clone(),
             read_bytes.clone(),
             options.reader_nice,
+            options.reader_cpus.clone(),
         );
         std::thread::spawn(move || {
             if let Some(nice) = nice {
                 set_thread_nice(nice)?;
+            }
+            if !cpus.is_empty() {
+                set_thread_cpus(&cpus)?;
             }
             catch_up_loop(&target, schedule, base, &done, &read_bytes)
         })
@@ -377,6 +384,60 @@ fn set_thread_nice(nice: i32) -> anyhow::Result<()> {
         std::io::Error::last_os_error()
     );
     Ok(())
+}
+
+/// Confines the calling thread to `cpus`; threads it starts afterwards (the consumer's
+/// librdkafka threads) inherit the mask.
+fn set_thread_cpus(cpus: &[usize]) -> anyhow::Result<()> {
+    // SAFETY: cpu_set_t is plain bits, zeroed is the empty set; CPU_SET is given indices
+    // checked against CPU_SETSIZE, and sched_setaffinity(0, ..) reads the set we own and
+    // changes only the calling thread's mask.
+    let result = unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        for &cpu in cpus {
+            anyhow::ensure!(
+                cpu < libc::CPU_SETSIZE as usize,
+                "CPU {cpu} is past CPU_SETSIZE"
+            );
+            libc::CPU_SET(cpu, &mut set);
+        }
+        libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set)
+    };
+    anyhow::ensure!(
+        result == 0,
+        "sched_setaffinity({cpus:?}): {}",
+        std::io::Error::last_os_error()
+    );
+    Ok(())
+}
+
+/// A set of CPUs, sorted, no duplicates.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CpuList(pub Vec<usize>);
+
+/// Parses a CPU list as `taskset -c` takes it: `1`, `1,3`, `2-5`.
+pub fn parse_cpu_list(text: &str) -> Result<CpuList, String> {
+    let mut cpus = Vec::new();
+    for part in text.split(',').map(str::trim) {
+        let number = |n: &str| {
+            n.trim()
+                .parse::<usize>()
+                .map_err(|_| format!("{n:?} is not a CPU number (CPU list e.g. 1 or 1,3 or 2-5)"))
+        };
+        match part.split_once('-') {
+            Some((low, high)) => {
+                let (low, high) = (number(low)?, number(high)?);
+                if low > high {
+                    return Err(format!("CPU range {part:?} runs backwards"));
+                }
+                cpus.extend(low..=high);
+            }
+            None => cpus.push(number(part)?),
+        }
+    }
+    cpus.sort_unstable();
+    cpus.dedup();
+    Ok(CpuList(cpus))
 }
 
 /// Reads every partition from its start during the beside phases, paused in between (its
@@ -715,6 +776,15 @@ mod tests {
             phases: 4,
             settle: Duration::from_millis(500),
         }
+    }
+
+    #[test]
+    fn cpu_lists_parse_as_taskset_takes_them() {
+        assert_eq!(parse_cpu_list("1"), Ok(CpuList(vec![1])));
+        assert_eq!(parse_cpu_list("3,1-2,1"), Ok(CpuList(vec![1, 2, 3])));
+        assert!(parse_cpu_list("").is_err());
+        assert!(parse_cpu_list("2-1").is_err());
+        assert!(parse_cpu_list("a").is_err());
     }
 
     #[test]

@@ -264,6 +264,17 @@ fn owned_reads_larger_than_a_piece_come_back_whole_and_stop_at_the_end() {
     });
 }
 
+/// The offset after the last batch a read returned.
+fn end_of(read: &rill_engine::ReadBatches) -> Offset {
+    let mut rest = &read.chunks.last().expect("a read returned batches")[..];
+    let mut end = None;
+    while let Ok(meta) = validate_prefix(rest) {
+        end = Some(meta.last_offset.plus(1));
+        rest = &rest[meta.total_bytes..];
+    }
+    end.expect("whole batches")
+}
+
 #[test]
 fn read_ahead_loads_finish_without_a_reader_awaiting_them() {
     let dir = temp_dir();
@@ -288,17 +299,7 @@ fn read_ahead_loads_finish_without_a_reader_awaiting_them() {
             .await
             .unwrap();
         // Two sequential reads: the second one tops the read-ahead window up.
-        let first = log.read(Offset(0), 200_000).await.unwrap();
-        let next = first.chunks.iter().map(|c| {
-            let mut rest = &c[..];
-            let mut end = Offset(0);
-            while let Ok(meta) = validate_prefix(rest) {
-                end = meta.last_offset.plus(1);
-                rest = &rest[meta.total_bytes..];
-            }
-            end
-        });
-        let next = next.max().unwrap();
+        let next = end_of(&log.read(Offset(0), 200_000).await.unwrap());
         log.read(next, 200_000).await.unwrap();
         assert!(cache.stats().loads >= 2, "{:?}", cache.stats());
         // Nobody awaits the loads now; they finish on their own as their reads complete.
@@ -306,13 +307,7 @@ fn read_ahead_loads_finish_without_a_reader_awaiting_them() {
         let before = cache.stats();
         let mut at = next;
         for _ in 0..6 {
-            let read = log.read(at, 200_000).await.unwrap();
-            let last = read.chunks.last().unwrap();
-            let mut rest = &last[..];
-            while let Ok(meta) = validate_prefix(rest) {
-                at = meta.last_offset.plus(1);
-                rest = &rest[meta.total_bytes..];
-            }
+            at = end_of(&log.read(at, 200_000).await.unwrap());
         }
         let after = cache.stats();
         assert!(after.hits > before.hits, "{before:?} -> {after:?}");

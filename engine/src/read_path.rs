@@ -22,6 +22,11 @@
 //! its end on its own ([`crate::io::BlockFile::run_detached`]): its copy and CRC checks run when
 //! its bytes arrive, while the consumer digests the previous response, not inside the fetch
 //! that needs them.
+//!
+//! Held read-ahead ([`PartitionLog::hold_read_ahead`], while producers wait on flushes): a
+//! sequential reader still reads ahead, but with at most one load of its window in flight at a
+//! time ([`HELD_LOADS_IN_FLIGHT`]), so the device queue holds at most one of its reads ahead of
+//! the next flush, while the next fetch's bytes still load as the client digests this one.
 
 use crate::batch::BatchHeader;
 use crate::error::EngineError;
@@ -42,6 +47,8 @@ pub const EXTENT_BYTES: u64 = 1 << 20;
 pub const READ_AHEAD_BYTES: usize = 4 << 20;
 /// Most extents issued by one read (bounds the work of a read with tiny extents).
 const READ_AHEAD_EXTENTS_MAX: usize = 16;
+/// Loads of one log in flight at once while its read-ahead is held.
+pub const HELD_LOADS_IN_FLIGHT: usize = 1;
 
 /// What [`PartitionLog::extent_for`] could get for an offset.
 enum Had {
@@ -156,19 +163,19 @@ impl<S: Storage> PartitionLog<S> {
         Ok(chunks)
     }
 
-    /// Holds (or releases) read-ahead: while held, a read loads only the extents it asks for,
-    /// as a random read does, even where the previous read ended. The partition's owner holds
-    /// it while producers wait for their appends to be made durable: a sequential reader's
-    /// window of loads (up to [`READ_AHEAD_BYTES`], issued at once) would otherwise queue on
-    /// the device ahead of the next flush's write and fdatasync.
+    /// Holds (or releases) read-ahead: while held, a read issues a load only while fewer than
+    /// [`HELD_LOADS_IN_FLIGHT`] of the extents it walks are loading. The partition's owner
+    /// holds it while producers wait for their appends to be made durable: a sequential
+    /// reader's window of loads (up to [`READ_AHEAD_BYTES`], issued at once) would otherwise
+    /// queue on the device ahead of the next flush's write and fdatasync; one load ahead keeps
+    /// the reader from waiting on the disk at every fetch.
     pub fn hold_read_ahead(&mut self, held: bool) {
         self.read_ahead_held = held;
     }
 
-    /// Whether a read from `from` loads ahead: it starts where the previous read ended and
-    /// read-ahead is not held.
+    /// Whether a read from `from` loads ahead: it starts where the previous read ended.
     fn reads_ahead_from(&self, from: Offset) -> bool {
-        self.last_read_end == Some(from) && !self.read_ahead_held
+        self.last_read_end == Some(from)
     }
 
     /// Issues the loads a read from `from` needs, without waiting on them: `Some(loaded)` when
@@ -294,9 +301,16 @@ impl<S: Storage> PartitionLog<S> {
     /// Issues the loads of the extents within `window` bytes from `from` that are not cached
     /// or loading yet, stopping at the batch cache, the settled end of the log, or when the
     /// cache has no room. Failures only end the read-ahead (the reads report them).
+    /// While read-ahead is held, stops once [`HELD_LOADS_IN_FLIGHT`] of those extents are
+    /// loading.
     async fn read_ahead(&mut self, from: Offset, window: usize) {
         let log = self.read_cache_log;
-        let (mut offset, mut ahead) = (from, 0usize);
+        let in_flight_max = if self.read_ahead_held {
+            HELD_LOADS_IN_FLIGHT
+        } else {
+            usize::MAX
+        };
+        let (mut offset, mut ahead, mut in_flight) = (from, 0usize, 0usize);
         for _ in 0..READ_AHEAD_EXTENTS_MAX {
             let done =
                 ahead >= window || offset >= self.positions.log_end() || self.cache.covers(offset);
@@ -304,15 +318,22 @@ impl<S: Storage> PartitionLog<S> {
                 break;
             }
             if let Some((end, bytes)) = self.read_cache.entry_covering(log, offset) {
+                let loading = self.read_cache.loading(log, offset);
+                in_flight += usize::from(loading.is_some_and(|load| load.peek().is_none()));
                 (offset, ahead) = (end, ahead + bytes);
                 continue;
+            }
+            if in_flight >= in_flight_max {
+                break;
             }
             let Ok(Some(plan)) = self.plan_extent(offset).await else {
                 break;
             };
-            if !self.start_load(&plan).1 {
+            let (load, admitted) = self.start_load(&plan);
+            if !admitted {
                 break;
             }
+            in_flight += usize::from(load.peek().is_none());
             (offset, ahead) = (plan.end, ahead + (plan.end_pos - plan.start_pos) as usize);
         }
     }

@@ -106,9 +106,9 @@ pub struct BrokerConfig {
     /// consumers (a hard bound, least recently used evicted; 0 disables read-ahead).
     pub read_cache_bytes: usize,
     /// `rill.read.ahead.hold.ms`: for this long after a flush that acks=all producers waited
-    /// on, a partition's readers load only what each read asks for, no read-ahead (so a
-    /// catch-up reader's loads do not queue on the device ahead of the next flush); 0 never
-    /// holds read-ahead.
+    /// on, a partition's readers keep at most one load in flight (still one extent ahead, so
+    /// a catch-up reader's loads do not queue on the device ahead of the next flush, nor wait
+    /// on the disk at every fetch); 0 never holds read-ahead.
     pub read_ahead_hold_ms: u64,
     /// `rill.shard.prealloc.bytes.max`: disk a shard's partitions may hold allocated ahead of
     /// their data (0: no preallocation).

@@ -96,8 +96,8 @@ def test_catch_up_reads_racing_appends_serve_exactly_what_was_produced(broker_fa
 
 def test_a_catch_up_read_progresses_under_continuous_acks_all_produce(broker_factory, topic_name):
     """While acks=all producers keep the partition flushing, its read-ahead is held
-    (rill.read.ahead.hold.ms): a catch-up reader must still get every message, in order, each
-    read served once its own bytes are loaded. The producer never pauses while it reads."""
+    (rill.read.ahead.hold.ms: one load in flight at a time): a catch-up reader must still get
+    every message, in order, each read served once its own bytes are loaded. The producer never pauses while it reads."""
     b = broker_factory()
     create_topic(b.bootstrap, topic_name, partitions=1)
     backlog = 20_000  # ~20 MiB: most of it past the batch cache, read cold

@@ -780,10 +780,11 @@ impl<S: Storage + 'static> Actor<S> {
     }
 
     /// Holds the log's read-ahead while producers wait on its flushes: within
-    /// `rill.read.ahead.hold.ms` of the last flush an acks=all producer waited on, a read
-    /// loads only what it asks for, so a catch-up reader's window of loads (megabytes, issued
-    /// at once) does not queue on the device ahead of the next flush. Reads are still served
-    /// as before, each as soon as its own bytes are loaded.
+    /// `rill.read.ahead.hold.ms` of the last flush an acks=all producer waited on, the log
+    /// keeps at most one load in flight, so a catch-up reader's window of loads (megabytes,
+    /// issued at once) does not queue on the device ahead of the next flush, while the next
+    /// fetch's extent still loads ahead. Reads are still served as before, each as soon as
+    /// its own bytes are loaded.
     fn hold_read_ahead_if_writing(&mut self) {
         let hold = Duration::from_millis(self.setup.configs.broker.read_ahead_hold_ms);
         let writing = self

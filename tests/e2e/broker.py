@@ -31,11 +31,22 @@ STOP_TIMEOUT_S = 20.0
 E2E_INITIAL_REBALANCE_DELAY_MS = 100
 
 
+#: Ports free_port has handed out in this process: a port is closed again as soon as it is
+#: picked, so the kernel may pick it twice (a node's admin port once equalled its controller
+#: port); it must never go to two listeners of one test.
+_PORTS_HANDED_OUT: set[int] = set()
+
+
 def free_port() -> int:
-    """A TCP port on 127.0.0.1 that nobody listens on right now (the kernel picks it)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A TCP port on 127.0.0.1 that nobody listens on right now (the kernel picks it), never one
+    this process handed out before."""
+    while True:
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        if port not in _PORTS_HANDED_OUT:
+            _PORTS_HANDED_OUT.add(port)
+            return port
 
 
 def port_accepts(host: str, port: int) -> bool:

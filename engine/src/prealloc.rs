@@ -15,11 +15,12 @@
 //! Why few, large pieces: on ext4 a durable append into preallocated (unwritten) blocks still
 //! converts them to written, and fdatasync commits that change of the extent tree. An inode
 //! holds 4 extents itself; past that the tree has a leaf block, and every commit journals it
-//! too. Measured on the development VM's ext4, a 4 KiB write + fdatasync took ~30 us more in a
-//! file of 5 or more extents than in one of 1-2 (BENCHMARKS.md, issue 17). Each grant is at
-//! least one extent unless the file system places it right after the previous one, which small
-//! and odd-sized grants on a used file system seldom get: ext4 puts a small allocation in
-//! whatever small gap fits it (a file under 16 blocks even in a pool shared by small files).
+//! too. On the development VM's ext4 a 4 KiB write + fdatasync took 25-50 us more in a file of
+//! 7 extents than in one of 1, in some runs and not others (BENCHMARKS.md, issue 17). Each
+//! grant is at least one extent unless the file system places it right after the previous one,
+//! which small and odd-sized grants on a used file system seldom get: ext4 puts a small
+//! allocation in whatever small gap fits it (a file under 16 blocks even in a pool shared by
+//! small files).
 //! So a segment's grants are few, aligned and placed with room behind them:
 //! - its first write takes [`PREALLOC_STEP_MIN`] (its block in the same allocation), allocated
 //!   as the start of a whole [`PREALLOC_STEP_MAX`] whose rest is given back at once (the
@@ -29,9 +30,9 @@
 //!
 //! A partition written at a sustained rate allocates `[0, 64 KiB)`, `[64 KiB, 1 MiB)`,
 //! `[1 MiB, 16 MiB)`, then aligned 16 MiB steps, as the fixed step did; the 4x ramp made six
-//! pieces (an extending write's block, then 64 KiB to 16 MiB past it, none aligned), which
-//! in replays on the development VM's ext4 stayed 5-6 extents where these stay 2 as the
-//! fixed step's (BENCHMARKS.md).
+//! pieces (an extending write's block, then 64 KiB to 16 MiB past it, none aligned): in
+//! replays on the development VM's ext4 its file ended in 6-10 extents, this layout's mostly
+//! in 2, as the fixed step's (BENCHMARKS.md).
 //!
 //! Policy ([`Prealloc`]): a segment's first request for room past the allocated end takes at
 //! least [`PREALLOC_STEP_MIN`] (the previous segment's step when it rolled). Each later request

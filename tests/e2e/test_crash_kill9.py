@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import os
 import random
+import threading
 import time
 
 import pytest
@@ -172,14 +173,42 @@ def test_acked_messages_survive_kill9(broker_factory, topic_name, idempotent):
     assert "panicked" not in b.log_text(), b.log_tail()
 
 
-def _commit(c: Consumer, topic: str, offsets: dict[int, int]) -> bool:
-    """Synchronous OffsetCommit; True when the broker acknowledged it without error."""
-    try:
-        result = c.commit(offsets=[TopicPartition(topic, p, o) for p, o in offsets.items()],
-                          asynchronous=False)
-    except KafkaException:
+#: Bound on one synchronous OffsetCommit to a live broker (generous: a loaded debug build).
+COMMIT_TIMEOUT_S = 60.0
+
+
+def _commit(b, c: Consumer, topic: str, offsets: dict[int, int]) -> bool:
+    """Synchronous OffsetCommit; True when the broker acknowledged it without error.
+
+    The broker is alive for every commit here (the kill comes after them), so a broker that
+    dies meanwhile is a crash and fails the test with its log. librdkafka's synchronous commit
+    waits for a coordinator without bound and pytest-timeout cannot interrupt that C call, so
+    the commit runs in a worker thread and is watched from here.
+    """
+    outcome: dict[str, object] = {}
+
+    def run() -> None:
+        try:
+            outcome["result"] = c.commit(
+                offsets=[TopicPartition(topic, p, o) for p, o in offsets.items()],
+                asynchronous=False)
+        except KafkaException as e:
+            outcome["error"] = e
+
+    worker = threading.Thread(target=run, name="kill9-commit", daemon=True)
+    worker.start()
+    deadline = time.monotonic() + COMMIT_TIMEOUT_S
+    while worker.is_alive():
+        worker.join(timeout=0.2)
+        if worker.is_alive() and not b.alive():
+            pytest.fail(f"the broker died during an OffsetCommit, before any kill:\n"
+                        f"{b.log_tail()}")
+        if worker.is_alive() and time.monotonic() > deadline:
+            pytest.fail(f"an OffsetCommit went unanswered for {COMMIT_TIMEOUT_S:.0f} s:\n"
+                        f"{b.log_tail()}")
+    if "error" in outcome:
         return False
-    return all(tp.error is None for tp in result or [])
+    return all(tp.error is None for tp in outcome.get("result") or [])
 
 
 def _committed(bootstrap: str, group: str, topic: str) -> dict[int, int]:
@@ -209,7 +238,7 @@ def test_committed_offsets_survive_kill9(broker_factory, topic_name):
             next_offset += rng.randint(1, 10)
             offsets = {p: next_offset + p for p in range(PARTITIONS)}
             attempted.update(offsets)
-            if _commit(c, topic_name, offsets):
+            if _commit(b, c, topic_name, offsets):
                 acked.update(offsets)
                 commits_acked += 1
         b.kill9()

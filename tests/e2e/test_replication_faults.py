@@ -22,7 +22,7 @@ import threading
 import time
 
 import pytest
-from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
 
 from cluster import Cluster, node_metadata
@@ -208,7 +208,25 @@ def test_a_deposed_leader_cuts_the_records_it_never_replicated_and_no_consumer_s
         assert elect_preferred(bootstrap(c), topic, 0) == 0
         wait_for(lambda: as_seen_by(followers[0], topic)[0][1] == old.node_id, 20,
                  lambda: f"the old leader did not lead again: {as_seen_by(followers[0], topic)}")
-        assert read_values(old.bootstrap, topic) == committed + later
+        # The followers' Metadata names it leader before it has taken the role itself (each
+        # node applies the metadata log on its own, as in Kafka): until then it answers
+        # NOT_LEADER_OR_FOLLOWER, which a client retries.
+        assert read_values_when_led(old, topic) == committed + later
+
+
+def read_values_when_led(node, topic: str, partition: int = 0,
+                         timeout_s: float = 20.0) -> list[str]:
+    """read_values from `node`, retried while it answers NOT_LEADER_OR_FOLLOWER (it has not yet
+    applied the leadership other nodes already show); any other error fails at once."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            return read_values(node.bootstrap, topic, partition)
+        except KafkaException as e:
+            if (e.args[0].code() != KafkaError.NOT_LEADER_FOR_PARTITION
+                    or time.monotonic() > deadline):
+                raise
+            time.sleep(0.2)
 
 
 def as_seen_by(node, topic: str) -> dict:

@@ -193,7 +193,7 @@ impl<S: Storage + 'static> CoordinatorLog<S> {
     pub async fn append(&self, partition: i32, batch: ValidatedBatch) -> Result<(), ErrorCode> {
         self.ready(partition)?;
         let op = PartitionOp::Append {
-            batches: vec![batch],
+            batch,
             acks: Acks::All,
             ack_timeout: INTERNAL_ACK_TIMEOUT,
             txn_guard: None,

@@ -21,7 +21,7 @@
 
 use bytes::BytesMut;
 use rill_protocol::record::{
-    for_each_record, recompress, BatchError, RecordBatchView, TimestampType,
+    for_each_record, recompress, BatchError, NotOneBatch, RecordBatchView, TimestampType,
 };
 use rill_protocol::ErrorCode;
 use rill_types::batch::ValidatedBatch;
@@ -82,20 +82,19 @@ pub fn batch_refusal(e: &BatchError) -> Refusal {
     }
 }
 
-/// A partition of Produce `version` (v3+) without a record batch, as Kafka's
-/// `ProduceRequest.validateRecords` words it.
-pub fn no_batch(version: i16) -> Refusal {
-    invalid(format!(
-        "Produce requests with version {version} must have at least one record batch per partition"
-    ))
-}
-
-/// A partition of Produce `version` (v3+) with more than one record batch: Kafka refuses it
-/// whole (`ProduceRequest.validateRecords`), so nothing of the partition is written.
-pub fn more_than_one_batch(version: i16) -> Refusal {
-    invalid(format!(
-        "Produce requests with version {version} are only allowed to contain exactly one record batch per partition"
-    ))
+/// A partition of Produce `version` (v3+) whose records are not exactly one whole batch,
+/// worded as Kafka's `ProduceRequest.validateRecords`. Kafka refuses such a partition whole
+/// (INVALID_RECORD), so nothing of it is written; a cut or mis-sized batch is its batch error.
+pub fn not_one_batch(version: i16, why: &NotOneBatch) -> Refusal {
+    match why {
+        NotOneBatch::Empty => invalid(format!(
+            "Produce requests with version {version} must have at least one record batch per partition"
+        )),
+        NotOneBatch::MoreThanOne => invalid(format!(
+            "Produce requests with version {version} are only allowed to contain exactly one record batch per partition"
+        )),
+        NotOneBatch::Malformed(e) => batch_refusal(e),
+    }
 }
 
 /// Whether a produce with `acks` may go to this topic at all.

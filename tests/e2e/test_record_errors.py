@@ -149,6 +149,16 @@ def test_two_batches_for_one_partition_are_refused_whole(broker, topic_name):
         assert r.take(">i") == 1 and r.string() == topic_name and r.take(">i") == 1
         index, err, base_offset, _append_time = r.take(">ihqq")
         assert (index, err, base_offset) == (0, kw.ERR_INVALID_RECORD, -1)
+        # Kafka counts the batches before it looks into one: a corrupt first batch with a
+        # second after it is the same refusal, not CORRUPT_MESSAGE.
+        corrupt = bytearray(two)
+        corrupt[len(kw.record_batch([b"a", b"b"])) - 1] ^= 0xFF
+        body = kw.produce_v3_body({topic_name: {0: bytes(corrupt)}})
+        c.send(kw.request(kw.API_PRODUCE, PRODUCE_V8, 13, body))
+        resp = c.recv_response()
+        assert resp is not None, "broker closed the connection"
+        assert kw.parse_produce_v8(resp[1])[(topic_name, 0)] == \
+            (kw.ERR_INVALID_RECORD, [], ONE_BATCH_ONLY.format(8))
     assert watermarks(broker.bootstrap, topic_name, 0) == (0, 0), "nothing of partition 0"
     assert [m.value() for m in consume_partition(broker.bootstrap, topic_name, 1, 0, 1)] == \
         [b"other"]

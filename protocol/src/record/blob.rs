@@ -2,10 +2,10 @@
 //!
 //! [`split`] cuts it into zero-copy parts of one whole batch each (`Bytes` slices, or disjoint
 //! `BytesMut` parts), by batchLength alone; [`batches`] also validates each (length, magic,
-//! CRC, compression code) as it goes. The Produce handler splits its `BytesMut`, then checks
-//! each part once as a [`rill_types::batch::ValidatedBatch`]. Kafka requires exactly one batch per partition for
-//! Produce v3+ (answering INVALID_RECORD otherwise): the handler refuses a second part, and
-//! [`single_batch`] is the same rule for a `Bytes` blob.
+//! CRC, compression code) as it goes. Kafka requires exactly one batch per partition for
+//! Produce v3+ (`ProduceRequest.validateRecords`, INVALID_RECORD otherwise): [`single_batch`]
+//! is that rule, and the Produce handler checks the one part it yields once as a
+//! [`rill_types::batch::ValidatedBatch`].
 
 use std::ops::Deref;
 
@@ -98,19 +98,30 @@ impl Iterator for Batches {
     }
 }
 
-/// The one validated batch of a Produce v3+ partition; zero or several batches are an
-/// `InvalidRecord` error, as in Kafka.
-pub fn single_batch(records: Bytes) -> Result<RecordBatchView<Bytes>, BatchError> {
-    let mut all = batches(records);
-    let first = all.next().unwrap_or_else(|| {
-        Err(BatchError::InvalidRecord {
-            reason: "no record batch".into(),
-        })
-    })?;
-    if all.next().is_some() {
-        return Err(BatchError::InvalidRecord {
-            reason: "more than one record batch".into(),
-        });
+/// Why a Produce v3+ partition's records are not exactly one whole batch.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum NotOneBatch {
+    /// No batch at all: the records field is absent or empty.
+    #[error("no record batch")]
+    Empty,
+    /// A whole batch, then a second whole batch.
+    #[error("more than one record batch")]
+    MoreThanOne,
+    /// The bytes do not split into whole batches (a batchLength wrong, or a batch cut short).
+    #[error(transparent)]
+    Malformed(#[from] BatchError),
+}
+
+/// The one whole batch of a Produce v3+ partition's records, as a part of the same buffer
+/// (no copy), checked for its length only: the caller validates it (Kafka counts the batches
+/// before it looks into one, so two batches are [`NotOneBatch::MoreThanOne`] whatever is in
+/// them). A cut batch after a whole one is [`NotOneBatch::Malformed`].
+pub fn single_batch<B: SplitBuf>(records: B) -> Result<B, NotOneBatch> {
+    let mut parts = split(records);
+    let first = parts.next().ok_or(NotOneBatch::Empty)??;
+    match parts.next() {
+        None => Ok(first),
+        Some(Err(e)) => Err(e.into()),
+        Some(Ok(_)) => Err(NotOneBatch::MoreThanOne),
     }
-    Ok(first)
 }

@@ -21,7 +21,7 @@ pub use rill_types::batch::{attributes, header};
 
 pub use attributes::{Attributes, Compression, TimestampType};
 pub use batch::{batch_size_bytes, BatchError, RecordBatchView};
-pub use blob::{batches, single_batch, split, Batches, Split, SplitBuf};
+pub use blob::{batches, single_batch, split, Batches, NotOneBatch, Split, SplitBuf};
 pub use header::{RecordBatchHeader, BATCH_HEADER_BYTES, MAGIC_V2};
 pub use plain_batch::{encode_plain_batch, PlainRecord};
 pub use rebuild::{for_each_record, recompress, retain_records, KeyedRecord};

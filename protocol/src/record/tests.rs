@@ -160,11 +160,50 @@ fn blob_of_several_batches_splits_without_copy() {
         blob.as_ptr(),
         "slices share the buffer"
     );
-    assert!(single_batch(blob.clone()).is_err());
-    assert!(single_batch(blob.slice(..views[0].size_bytes())).is_ok());
-    assert!(single_batch(Bytes::new()).is_err());
     let cut = blob.slice(..blob.len() - 3);
     let results: Vec<_> = batches(cut).collect();
     assert_eq!(results.len(), 2);
     assert!(matches!(results[1], Err(BatchError::Truncated { .. })));
+}
+
+#[test]
+fn single_batch_is_one_whole_batch_and_nothing_after_it() {
+    let mut blob = encoded_batch(2, KpCompression::None);
+    let first_len = blob.len();
+    blob.extend_from_slice(&encoded_batch(3, KpCompression::Zstd));
+    let blob = blob.freeze();
+    let one = single_batch(blob.slice(..first_len)).unwrap();
+    assert_eq!(one.as_ptr(), blob.as_ptr(), "a part of the same buffer");
+    assert_eq!(RecordBatchView::validate(one).unwrap().record_count(), 2);
+    // BytesMut splits the same way: the writable part the Produce handler stamps in place.
+    let one = single_batch(BytesMut::from(&blob[..first_len])).unwrap();
+    assert_eq!(one.len(), first_len);
+
+    assert_eq!(single_batch(blob.clone()), Err(NotOneBatch::MoreThanOne));
+    assert_eq!(single_batch(Bytes::new()), Err(NotOneBatch::Empty));
+    // Batches are counted before either is looked into (Kafka's order): a corrupt first batch
+    // with a second after it is still "more than one".
+    let mut corrupt_first = BytesMut::from(&blob[..]);
+    corrupt_first[first_len - 1] ^= 0xff;
+    assert_eq!(single_batch(corrupt_first), Err(NotOneBatch::MoreThanOne));
+    // A whole batch then a cut one, a cut one alone, and one byte: the cut batch's error.
+    for cut in [
+        blob.slice(..blob.len() - 1),
+        blob.slice(..first_len - 1),
+        blob.slice(..1),
+    ] {
+        assert!(
+            matches!(
+                single_batch(cut),
+                Err(NotOneBatch::Malformed(BatchError::Truncated { .. }))
+            ),
+            "cut batches are malformed"
+        );
+    }
+    let mut bad_length = BytesMut::from(&blob[..first_len]);
+    bad_length[8..12].copy_from_slice(&(-1i32).to_be_bytes());
+    assert!(matches!(
+        single_batch(bad_length),
+        Err(NotOneBatch::Malformed(BatchError::InvalidLength { .. }))
+    ));
 }

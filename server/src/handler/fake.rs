@@ -208,16 +208,12 @@ impl Broker for FakeBroker {
     async fn partition(&self, topic: &str, partition: i32, op: PartitionOp) -> PartitionReply {
         let positions = self.positions(topic, partition);
         match op {
-            PartitionOp::Append { batches, .. } => {
-                let mut first = None;
-                for b in batches {
-                    let at = b.as_bytes().as_ptr() as usize;
-                    self.appended_at.borrow_mut().push(at);
-                    let base = self.append(topic, partition, b.freeze());
-                    first.get_or_insert(base);
-                }
+            PartitionOp::Append { batch, .. } => {
+                let at = batch.as_bytes().as_ptr() as usize;
+                self.appended_at.borrow_mut().push(at);
+                let base = self.append(topic, partition, batch.freeze());
                 PartitionReply::Appended {
-                    base_offset: Offset(first.unwrap()),
+                    base_offset: Offset(base),
                     log_append_time: TimestampMs::NONE,
                     log_start_offset: Offset(0),
                 }

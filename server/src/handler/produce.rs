@@ -9,17 +9,21 @@
 //! | topic unknown (auto-create off)         | UNKNOWN_TOPIC_OR_PARTITION   |
 //! | partition index out of range            | UNKNOWN_TOPIC_OR_PARTITION   |
 //! | no records                              | INVALID_RECORD (87)          |
-//! | batch length/CRC wrong                  | CORRUPT_MESSAGE (2) etc.     |
+//! | a batch cut short, batchLength wrong    | CORRUPT_MESSAGE (2)          |
+//! | a second whole batch after the first    | INVALID_RECORD (87)          |
+//! | CRC wrong                               | CORRUPT_MESSAGE (2) etc.     |
 //! | magic not 2                             | INVALID_RECORD (87)          |
 //! | batch larger than max.message.bytes     | MESSAGE_TOO_LARGE (10)       |
 //! | no records in a batch, count ≠ offsets  | INVALID_RECORD (87)          |
-//! | a second batch after the first (v3+)    | INVALID_RECORD (87)          |
 //! | a record malformed, or refused by a rule | [`produce_rules`]' table, with record errors |
 //!
-//! The batch checks are [`ValidatedBatch::new`]'s (its module lists them in order), then every
-//! record is checked ([`produce_rules`]); each refusal carries a message (Produce v8+; Kafka
-//! sends none for the two batch-count refusals, Rill the text of Kafka's exception). The engine
-//! appends what it is handed without checking again.
+//! The batch count is [`single_batch`]'s (Kafka's `ProduceRequest.validateRecords`, which
+//! counts the batches before it looks into one); the batch checks are
+//! [`ValidatedBatch::new`]'s (its module lists them in order), then every record is checked
+//! ([`produce_rules`]); each refusal carries a message (Produce v8+; Kafka sends none for the
+//! batch-count refusals, Rill the text of Kafka's exception). Kafka ignores a cut batch after
+//! a whole one (and appends the whole one); Rill refuses the partition. The engine appends
+//! what it is handed without checking again.
 //!
 //! acks=0 requests still append but get no response.
 //! A transactional producer's first append to a partition in a transaction is verified with
@@ -36,7 +40,7 @@ use rill_protocol::kafka_protocol::messages::produce_response::{
     BatchIndexAndErrorMessage, PartitionProduceResponse, TopicProduceResponse,
 };
 use rill_protocol::kafka_protocol::messages::{ProduceRequest, ProduceResponse};
-use rill_protocol::record::split;
+use rill_protocol::record::single_batch;
 use rill_protocol::ErrorCode;
 use rill_types::batch::ValidatedBatch;
 
@@ -46,8 +50,8 @@ use crate::partition::ops::{Acks, PartitionOp, PartitionReply};
 use crate::produce_rules::{self, Refusal};
 use crate::topic_config::TopicSettings;
 
-/// One partition's plan: the batches to append, or the refusal to answer.
-type Planned = Result<Vec<ValidatedBatch>, Refusal>;
+/// One partition's plan: its one batch to append, or the refusal to answer.
+type Planned = Result<ValidatedBatch, Refusal>;
 
 /// What a Produce request gets back.
 #[derive(Debug)]
@@ -92,12 +96,12 @@ pub async fn handle<B: Broker>(
         .into_iter()
         .map(|(topic, index, plan, durable)| async move {
             let result = match plan {
-                Ok(batches) => {
+                Ok(batch) => {
                     if acks == Acks::All {
                         hooks::shard_stage(hooks::Stage::Planned, arrived.elapsed());
                     }
                     let op = PartitionOp::Append {
-                        batches,
+                        batch,
                         acks,
                         ack_timeout,
                         txn_guard: None,
@@ -282,29 +286,15 @@ fn plan_partition(
     now: rill_types::TimestampMs,
 ) -> Planned {
     let message_bytes_max = settings.log.message_bytes_max as usize;
-    let refuse = |e: rill_protocol::record::BatchError| {
-        tracing::debug!(error = %e, "refusing record batch");
-        produce_rules::batch_refusal(&e)
+    let refused = |refusal: Refusal| {
+        tracing::debug!(message = refusal.message, "refusing record batch");
+        refusal
     };
-    let mut parts = split(records.unwrap_or_default());
-    let Some(first) = parts.next() else {
-        return Err(produce_rules::no_batch(version));
-    };
-    let batch = first
-        .and_then(|bytes| ValidatedBatch::new(bytes, message_bytes_max))
-        .map_err(refuse)?;
-    // Kafka's `ProduceRequest.validateRecords`, after the first batch's magic: one batch only.
-    match parts.next() {
-        None => {}
-        Some(Err(e)) => return Err(refuse(e)),
-        Some(Ok(_)) => return Err(produce_rules::more_than_one_batch(version)),
-    }
-    Ok(vec![produce_rules::apply(
-        batch,
-        settings,
-        message_bytes_max,
-        now,
-    )?])
+    let one = single_batch(records.unwrap_or_default())
+        .map_err(|why| refused(produce_rules::not_one_batch(version, &why)))?;
+    let batch = ValidatedBatch::new(one, message_bytes_max)
+        .map_err(|e| refused(produce_rules::batch_refusal(&e)))?;
+    produce_rules::apply(batch, settings, message_bytes_max, now)
 }
 
 /// A partition's outcome: the owner's answer, or the refusal made before any append.
@@ -531,6 +521,21 @@ mod tests {
         .into_response()
         .unwrap();
         assert_eq!(error_of(&r), ErrorCode::CorruptMessage.code());
+        // Batches are counted before either is checked, as Kafka: a corrupt first batch with
+        // a second after it is the batch-count refusal, not the CRC's.
+        let mut corrupt = BytesMut::from(&batch(2)[..]);
+        let last = corrupt.len() - 1;
+        corrupt[last] ^= 0xff;
+        corrupt.extend_from_slice(&batch(3));
+        let r = block_on(handle(
+            &broker,
+            9,
+            request("t", 0, Some(corrupt.freeze()), 1),
+            Bytes::new(),
+        ))
+        .into_response()
+        .unwrap();
+        assert_eq!(error_of(&r), ErrorCode::InvalidRecord.code());
         // An empty records field names the version too.
         let r = block_on(handle(
             &broker,
@@ -604,8 +609,7 @@ mod tests {
         let records = records_of(owned_records(request.topic_data, frame));
         assert!(inside(&records[0], memory), "split off the frame");
         assert_eq!(&records[0][..], &batch(40)[..]);
-        let batches: Vec<_> = split(records.into_iter().next().unwrap()).collect();
-        assert_eq!(batches.len(), 1);
+        assert!(single_batch(records.into_iter().next().unwrap()).is_ok());
     }
 
     #[test]

@@ -61,14 +61,14 @@ pub async fn verify_first_appends<B: Broker>(
         let reply = std::mem::replace(&mut results[i].2, PartitionReply::Waited);
         let same_producer = matches!(&reply, PartitionReply::NeedsTxnVerification { producer: p, .. } if *p == producer);
         async move {
-            let PartitionReply::NeedsTxnVerification { guard, batches, .. } = reply else {
+            let PartitionReply::NeedsTxnVerification { guard, batch, .. } = reply else {
                 unreachable!("filtered above")
             };
             let reply = match (code, same_producer) {
                 (_, false) => PartitionReply::Error(ErrorCode::InvalidProducerIdMapping),
                 (ErrorCode::None, true) => {
                     let op = PartitionOp::Append {
-                        batches,
+                        batch,
                         acks,
                         ack_timeout,
                         txn_guard: Some(guard),

@@ -694,7 +694,7 @@ impl<S: Storage + 'static> Actor<S> {
             }
             match msg.op {
                 PartitionOp::Append {
-                    batches,
+                    batch,
                     acks,
                     ack_timeout,
                     txn_guard,
@@ -704,7 +704,7 @@ impl<S: Storage + 'static> Actor<S> {
                         let waited = group_started.saturating_duration_since(msg.queued);
                         hooks::shard_stage(hooks::Stage::Mailbox, waited);
                     }
-                    let (reply, wait_for_flush) = self.append_op(batches, acks, txn_guard).await;
+                    let (reply, wait_for_flush) = self.append_op(batch, acks, txn_guard).await;
                     if wait_for_flush {
                         durable_waiters.push((msg.reply, reply, ack_timeout));
                     } else {
@@ -799,14 +799,14 @@ impl<S: Storage + 'static> Actor<S> {
     /// that syncs, or on a replicated leader, where it then waits for the ISR too).
     async fn append_op(
         &mut self,
-        batches: Vec<ValidatedBatch>,
+        batch: ValidatedBatch,
         acks: Acks,
         txn_guard: Option<u64>,
     ) -> (PartitionReply, bool) {
         let reply = match self.check_leader_append(acks == Acks::All) {
             Err(code) => PartitionReply::Error(code),
-            Ok(()) => match self.admit_txn(batches, txn_guard) {
-                Ok(batches) => self.append(batches).await,
+            Ok(()) => match self.admit_txn(batch, txn_guard) {
+                Ok(batch) => self.append(batch).await,
                 Err(reply) => reply,
             },
         };
@@ -846,67 +846,55 @@ impl<S: Storage + 'static> Actor<S> {
         self.publish();
     }
 
-    async fn append(&mut self, batches: Vec<ValidatedBatch>) -> PartitionReply {
-        assert!(!batches.is_empty());
+    async fn append(&mut self, batch: ValidatedBatch) -> PartitionReply {
         let now = self.setup.clock.now();
-        let mut first = None;
-        for batch in batches {
-            let bytes = batch.len() as u64;
-            let info = match self.log().append(batch, now).await {
-                Ok(info) => {
-                    if let Some(stats) = &self.stats {
-                        let records = info.last_offset.0 - info.base_offset.0 + 1;
-                        stats.appended(bytes, records as u64);
-                    }
-                    (
-                        info.base_offset,
-                        info.log_append_time,
-                        info.log_start_offset,
-                    )
+        let bytes = batch.len() as u64;
+        match self.log().append(batch, now).await {
+            Ok(info) => {
+                if let Some(stats) = &self.stats {
+                    let records = info.last_offset.0 - info.base_offset.0 + 1;
+                    stats.appended(bytes, records as u64);
                 }
-                // An idempotent retry of a batch we hold: success, with the original offsets.
-                Err(EngineError::DuplicateSequence { base_offset, .. }) => {
-                    let start = self.log().log_start_offset();
-                    (base_offset, TimestampMs::NONE, start)
+                PartitionReply::Appended {
+                    base_offset: info.base_offset,
+                    log_append_time: info.log_append_time,
+                    log_start_offset: info.log_start_offset,
                 }
-                Err(e) => {
-                    tracing::debug!(topic = self.setup.topic, error = %e, "append refused");
-                    return PartitionReply::Error(e.kafka_error_code());
-                }
-            };
-            first.get_or_insert(info);
-        }
-        let (base_offset, log_append_time, log_start_offset) = first.expect("at least one batch");
-        PartitionReply::Appended {
-            base_offset,
-            log_append_time,
-            log_start_offset,
+            }
+            // An idempotent retry of a batch we hold: success, with the original offsets.
+            Err(EngineError::DuplicateSequence { base_offset, .. }) => PartitionReply::Appended {
+                base_offset,
+                log_append_time: TimestampMs::NONE,
+                log_start_offset: self.log().log_start_offset(),
+            },
+            Err(e) => {
+                tracing::debug!(topic = self.setup.topic, error = %e, "append refused");
+                PartitionReply::Error(e.kafka_error_code())
+            }
         }
     }
 
     /// KIP-890: a transactional producer's first append since its transaction began waits for
-    /// its coordinator's word (see `txn_guard.rs`); the batches come back with the guard.
+    /// its coordinator's word (see `txn_guard.rs`); the batch comes back with the guard.
     fn admit_txn(
         &mut self,
-        batches: Vec<ValidatedBatch>,
+        batch: ValidatedBatch,
         guard: Option<u64>,
-    ) -> Result<Vec<ValidatedBatch>, PartitionReply> {
-        let Some(header) = batches.first().map(ValidatedBatch::header) else {
-            return Ok(batches);
-        };
+    ) -> Result<ValidatedBatch, PartitionReply> {
+        let header = batch.header();
         let attributes = header.attrs();
         let (pid, epoch, _) = header.producer();
         // Control batches and producer-less ones are the engine's to refuse.
         if !attributes.is_transactional() || attributes.is_control() || !pid.is_some() {
-            return Ok(batches);
+            return Ok(batch);
         }
         let open_here = self.log().has_open_txn(pid);
         match self.txn_guards.admit(pid, open_here, guard) {
-            Admit::Append => Ok(batches),
+            Admit::Append => Ok(batch),
             Admit::Verify(guard) => Err(PartitionReply::NeedsTxnVerification {
                 producer: (pid, epoch),
                 guard,
-                batches,
+                batch,
             }),
             Admit::Refuse => Err(PartitionReply::Error(ErrorCode::InvalidTxnState)),
         }

@@ -65,10 +65,10 @@ impl Acks {
 /// What a shard asks a partition to do.
 #[derive(Debug)]
 pub enum PartitionOp {
-    /// Append validated v2 record batches, in order.
+    /// Append one validated v2 record batch (a Produce v3+ partition carries exactly one).
     Append {
-        /// One or more whole batches, each checked once by the Produce handler.
-        batches: Vec<ValidatedBatch>,
+        /// The whole batch, checked once by the Produce handler.
+        batch: ValidatedBatch,
         /// When to answer.
         acks: Acks,
         /// acks=all on a replicated leader: how long to wait for the ISR before answering
@@ -207,10 +207,10 @@ pub enum PartitionReply {
     NeedsTxnVerification {
         /// The producer to verify.
         producer: (ProducerId, ProducerEpoch),
-        /// What to send back with the batches.
+        /// What to send back with the batch.
         guard: u64,
-        /// The batches, handed back unwritten.
-        batches: Vec<ValidatedBatch>,
+        /// The batch, handed back unwritten.
+        batch: ValidatedBatch,
     },
     /// Answer to [`PartitionOp::WriteTxnMarker`]: the marker is durable.
     MarkerWritten,

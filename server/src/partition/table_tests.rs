@@ -67,9 +67,7 @@ fn run<F: std::future::Future<Output = ()> + 'static>(make: impl FnOnce() -> F +
 
 fn append(records: usize, acks: Acks) -> PartitionOp {
     PartitionOp::Append {
-        batches: vec![
-            ValidatedBatch::new(BytesMut::from(&batch(records)[..]), usize::MAX).unwrap(),
-        ],
+        batch: ValidatedBatch::new(BytesMut::from(&batch(records)[..]), usize::MAX).unwrap(),
         acks,
         ack_timeout: crate::partition::ops::INTERNAL_ACK_TIMEOUT,
         txn_guard: None,

@@ -32,6 +32,10 @@ use crate::small_file;
 use crate::types::{Offset, RelativeOffset, TimestampMs};
 use rill_types::LeaderEpoch;
 
+/// A replicated log's high watermark at its last clean close (Kafka's
+/// `replication-offset-checkpoint`, kept per partition).
+pub const HIGH_WATERMARK_FILE: &str = "high-watermark-checkpoint";
+
 impl<S: Storage> PartitionLog<S> {
     /// This replica leads at `epoch`: appends are stamped with it. The first time, the high
     /// watermark starts at `high_watermark` (what this replica knew was replicated).
@@ -66,6 +70,30 @@ impl<S: Storage> PartitionLog<S> {
             .min(self.positions.log_end());
         self.positions.set_high_watermark(hw);
         self.refresh_last_stable();
+    }
+
+    /// Writes the high watermark of a replicated log to [`HIGH_WATERMARK_FILE`] (before a clean
+    /// close), so a replica that leads as soon as it reopens exposes what was replicated then
+    /// instead of nothing until its followers report.
+    pub async fn checkpoint_high_watermark(&self) -> Result<(), EngineError> {
+        if !self.positions.is_replicated() {
+            return Ok(());
+        }
+        let bytes = small_file::encode_log_start(self.positions.high_watermark().0);
+        small_file::write_atomic(&*self.storage, &self.dir, HIGH_WATERMARK_FILE, &bytes).await?;
+        Ok(())
+    }
+
+    /// The high watermark of the last [`Self::checkpoint_high_watermark`], within
+    /// `[log start, log end]` (a crash may have cut unflushed batches since); `None` without
+    /// one. A cut (truncation, emptying) removes a checkpoint that names offsets it cut.
+    pub async fn checkpointed_high_watermark(&self) -> Result<Option<Offset>, EngineError> {
+        let path = self.dir.join(HIGH_WATERMARK_FILE);
+        let bytes = small_file::read_whole(&*self.storage, &path).await?;
+        let (start, end) = (self.positions.log_start(), self.positions.log_end());
+        Ok(bytes
+            .and_then(|b| small_file::decode_log_start(&b))
+            .map(|hw| Offset(hw).max(start).min(end)))
     }
 
     /// The leader epochs of this log and where each started.
@@ -225,9 +253,17 @@ impl<S: Storage> PartitionLog<S> {
         Ok(())
     }
 
-    /// Removes the producer snapshot and the cleaner checkpoint if they were taken past `end`:
-    /// once the log grew back past their offset, they would describe batches that are gone.
+    /// Removes the producer snapshot, the cleaner checkpoint and the high watermark checkpoint
+    /// if they were taken past `end`: once the log grew back past their offset, they would
+    /// describe batches that are gone.
     async fn remove_checkpoints_past(&self, end: Offset) -> Result<(), EngineError> {
+        let hw = self.dir.join(HIGH_WATERMARK_FILE);
+        let stale = small_file::read_whole(&*self.storage, &hw)
+            .await?
+            .is_some_and(|b| small_file::decode_log_start(&b).is_none_or(|o| o > end.0));
+        if stale {
+            self.storage.remove_file(&hw).await?;
+        }
         let snapshot = self.dir.join(PRODUCER_SNAPSHOT_FILE);
         let stale = small_file::read_whole(&*self.storage, &snapshot)
             .await?

@@ -420,3 +420,63 @@ fn emptying_cut_off_by_a_crash_at_every_step_leaves_a_prefix_below_the_start() {
     }
     assert!(crashed > 3, "the crash points were exercised ({crashed})");
 }
+
+#[test]
+fn the_high_watermark_checkpoint_survives_a_reopen_within_the_log_and_goes_with_a_cut_past_it() {
+    let s = SimStorage::new(1, FaultConfig::default());
+    let spans = divergent_log(&s);
+    let mut log = reopen_follower(&s);
+    assert_eq!(block_on(log.checkpointed_high_watermark()).unwrap(), None);
+    log.set_high_watermark(spans[6].0);
+    block_on(log.checkpoint_high_watermark()).unwrap();
+    block_on(log.close()).unwrap();
+    let log = open(&s, small_config()); // not replicated yet: the file is still read
+    assert_eq!(
+        block_on(log.checkpointed_high_watermark()).unwrap(),
+        Some(spans[6].0)
+    );
+    // A cut at or above it keeps it; one below it removes it.
+    block_on(log.truncate_to(spans[8].0)).unwrap();
+    let log = reopen_follower(&s);
+    assert_eq!(
+        block_on(log.checkpointed_high_watermark()).unwrap(),
+        Some(spans[6].0)
+    );
+    block_on(log.truncate_to(spans[3].0)).unwrap();
+    let log = reopen_follower(&s);
+    assert_eq!(block_on(log.checkpointed_high_watermark()).unwrap(), None);
+}
+
+#[test]
+fn a_high_watermark_checkpoint_past_the_recovered_end_is_clamped_to_it() {
+    let mut clamped = 0;
+    for seed in 0..20 {
+        let s = SimStorage::new(seed, FaultConfig::default());
+        let mut log = open(&s, small_config());
+        log.follow(Offset(0));
+        for base in [0, 4] {
+            let mut b = batch(4, None);
+            crate::batch::set_base_offset(&mut b, Offset(base));
+            block_on(log.append_replica(validated(&b), TimestampMs(1))).unwrap();
+            if base == 0 {
+                block_on(log.flush()).unwrap();
+            }
+        }
+        log.set_high_watermark(Offset(8)); // the second batch is not durable yet
+        block_on(log.checkpoint_high_watermark()).unwrap();
+        s.crash();
+        let log = reopen_follower(&s);
+        let end = log.log_end_offset();
+        assert!(end >= Offset(4), "seed {seed}: the flushed batch stays");
+        let hw = block_on(log.checkpointed_high_watermark()).unwrap();
+        assert_eq!(hw, Some(end), "seed {seed}");
+        clamped += usize::from(end < Offset(8));
+    }
+    assert!(clamped > 0, "some crash lost the unflushed batch");
+    // Unreplicated logs write none.
+    let u = SimStorage::new(99, FaultConfig::default());
+    let mut plain = open(&u, small_config());
+    append(&mut plain, 2, None);
+    block_on(plain.checkpoint_high_watermark()).unwrap();
+    assert_eq!(block_on(plain.checkpointed_high_watermark()).unwrap(), None);
+}

@@ -9,6 +9,9 @@ loopback (rill.shards=1), real clients, real stops, kill -9 and SIGSTOP/SIGCONT.
   REQUEST_TIMED_OUT; the records stay written (as Kafka) and are read once the ISR holds them.
 - A restarted broker serves (and names leaders) only once it caught up with the metadata
   quorum, as Kafka's broker does, so no client is sent to a leader that no longer leads.
+- The high watermark is checkpointed (Kafka's replication-offset-checkpoint): after every node
+  was killed -9, the partition's leader serves exactly what was committed before, neither
+  nothing (a high watermark from scratch) nor the records only the old leader held.
 """
 
 from __future__ import annotations
@@ -24,8 +27,9 @@ from confluent_kafka.admin import AdminClient
 from cluster import node_metadata
 from test_replication import FAST, bootstrap, create, leader_of, partitions, unique, wait_for, \
     wait_isr
-from test_replication_faults import (Nodes, elect_preferred, partition_bytes, pause, read_values,
-                                     resume, serving)
+from test_replication_faults import (PARKED_FETCH_S, Nodes, elect_preferred, partition_bytes, pause,
+                                     produce_values, read_values, read_values_when_led, resume,
+                                     serving)
 
 ERR_REQUEST_TIMED_OUT = 7
 
@@ -158,3 +162,50 @@ def test_a_restarted_broker_serves_only_once_it_caught_up_with_the_metadata_quor
         assert "caught up with the metadata quorum" in old.log_text()
         leader = node_metadata(old)["topics"][topic][1][0][1]
         assert leader == new_leader, f"{old.node_id} names {leader}, not {new_leader}"
+
+
+
+#: Sessions long enough that no node is fenced for being stopped a few seconds; high
+#: watermarks checkpointed every 200 ms.
+CHECKPOINTED = {"broker.session.timeout.ms": 10000, "broker.heartbeat.interval.ms": 1000,
+                "replica.lag.time.max.ms": 30000,
+                "replica.high.watermark.checkpoint.interval.ms": 200}
+
+
+def checkpointed_high_watermark(node, topic: str, partition: int = 0) -> int | None:
+    """The offset in `node`'s high-watermark-checkpoint file of the partition (8 bytes big
+    endian, then their CRC-32C), None without one."""
+    path = node.data_dir / f"{topic}-{partition}" / "high-watermark-checkpoint"
+    return int.from_bytes(path.read_bytes()[:8], "big", signed=True) if path.exists() else None
+
+
+@pytest.mark.timeout(120)
+def test_a_leader_restarted_after_every_node_was_killed_serves_its_checkpointed_high_watermark(
+        tmp_path):
+    """20 records committed (acks=all), then 10 acks=1 records only the leader takes (its
+    followers are stopped: the high watermark stays at 20). Every node is killed -9 a few
+    checkpoint intervals later; each replica's checkpoint holds 20. The old leader comes back
+    alone: with no quorum it serves, after its bounded wait, as the leader its metadata last
+    named, and must serve exactly the 20 committed records: a high watermark recomputed from
+    nothing served none, one taken from the log end would serve the 10 uncommitted ones."""
+    with Nodes(tmp_path, **CHECKPOINTED) as c:
+        topic = unique("hw-checkpoint")
+        create(c, topic, 1)
+        wait_isr(c, topic, 3)
+        committed = [f"committed-{i}" for i in range(20)]
+        produce_batches(bootstrap(c), topic, committed, per_batch=10)
+        leader = c.node(leader_of(c, topic, 0))
+        followers = [n for n in c.nodes if n is not leader]
+        time.sleep(PARKED_FETCH_S)  # the followers' next fetch tells them the high watermark
+        for f in followers:
+            pause(f)
+        time.sleep(PARKED_FETCH_S)
+        produce_values(leader.bootstrap, topic, [f"unreplicated-{i}" for i in range(10)],
+                       acks="1")
+        time.sleep(1.0)  # five checkpoint intervals
+        for n in c.nodes:
+            n.kill9()
+        assert [checkpointed_high_watermark(n, topic) for n in c.nodes] == [20, 20, 20]
+        leader.start()  # no quorum: it serves once its wait for one is over
+        assert "high watermark from its checkpoint" in leader.log_text()
+        assert read_values_when_led(leader, topic) == committed

@@ -21,6 +21,7 @@
 //! | `transaction.state.log.replication.factor`| `--transaction-state-log-replication-factor` | 3 |
 //! | `transaction.state.log.min.isr` (at most the factor) | (property only)      | 2       |
 //! | `replica.lag.time.max.ms`                 | (property only)                     | 30000   |
+//! | `replica.high.watermark.checkpoint.interval.ms` | (property only)               | 5000    |
 //!
 //! Without `controller.quorum.voters` (and `process.roles`) Rill is the single node it always
 //! was and none of this applies. With them, every mistake below stops the start with an error
@@ -70,6 +71,8 @@ pub struct Voter {
 
 /// Kafka's `replica.lag.time.max.ms` default.
 pub const REPLICA_LAG_TIME_MAX_MS_DEFAULT: u64 = 30_000;
+/// Kafka's `replica.high.watermark.checkpoint.interval.ms` default.
+pub const HW_CHECKPOINT_INTERVAL_MS_DEFAULT: u64 = 5_000;
 
 /// A validated cluster configuration (present only when a quorum is configured).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -100,6 +103,9 @@ pub struct ClusterConfig {
     pub txn_min_isr: u16,
     /// `replica.lag.time.max.ms`: a follower not caught up for this long leaves the ISR.
     pub replica_lag_time_max_ms: u64,
+    /// `replica.high.watermark.checkpoint.interval.ms`: how often a replica writes its
+    /// partitions' high watermarks (also on a clean close), so a restart resumes from them.
+    pub hw_checkpoint_interval_ms: u64,
     /// Who leads: preferred-leader rebalance and unclean elections.
     pub leadership: Leadership,
 }
@@ -148,6 +154,7 @@ pub struct ClusterSettings {
     txn_replication_factor: Option<u16>,
     txn_min_isr: Option<u16>,
     replica_lag_time_max_ms: Option<u64>,
+    hw_checkpoint_interval_ms: Option<u64>,
 }
 
 /// Cluster flags (a subset of [`crate::cli::Cli`]).
@@ -208,6 +215,9 @@ impl ClusterSettings {
             "default.replication.factor" => self.default_replication_factor = Some(number(key, v)?),
             "min.insync.replicas" => self.min_insync_replicas = Some(number(key, v)?),
             "replica.lag.time.max.ms" => self.replica_lag_time_max_ms = Some(number(key, v)?),
+            "replica.high.watermark.checkpoint.interval.ms" => {
+                self.hw_checkpoint_interval_ms = Some(number(key, v)?)
+            }
             "offsets.topic.replication.factor" => {
                 self.offsets_replication_factor = Some(number(key, v)?)
             }
@@ -343,6 +353,10 @@ impl ClusterSettings {
             replica_lag_time_max_ms: self
                 .replica_lag_time_max_ms
                 .unwrap_or(REPLICA_LAG_TIME_MAX_MS_DEFAULT),
+            hw_checkpoint_interval_ms: self
+                .hw_checkpoint_interval_ms
+                .unwrap_or(HW_CHECKPOINT_INTERVAL_MS_DEFAULT)
+                .max(1),
         };
         check_timings_and_factors(&config)?;
         Ok(Some(config))

@@ -146,6 +146,7 @@ fn cluster_fake() -> ClusterFake {
         txn_min_isr: 2,
         leadership: Default::default(),
         replica_lag_time_max_ms: 30_000,
+        hw_checkpoint_interval_ms: 5_000,
     };
     let fake = FakeBroker::new();
     let view = ClusterView::new(config, Default::default());

@@ -47,7 +47,7 @@ use crate::topics::TopicRegistry;
 use rill_protocol::ErrorCode;
 
 mod replicated;
-use replicated::{is_replication_op, DurableWaiter, Replication, REPLICATED_TICK_MS};
+use replicated::{is_replication_op, DurableWaiter, HwCheckpoint, Replication, REPLICATED_TICK_MS};
 
 /// Most mailbox messages handled as one group (bounds the latency of the first in the group).
 pub const GROUP_OPS_MAX: usize = 256;
@@ -210,6 +210,7 @@ async fn open_actor<S: Storage + 'static>(
         jitter: jitter(topic, partition),
         parked: None,
         last_durable_flush: None,
+        hw_checkpoint: HwCheckpoint::default(),
         replication: if setup.cluster.is_some() {
             Replication::Opened
         } else {
@@ -267,6 +268,8 @@ struct Actor<S: Storage> {
     parked: Option<FuturesUnordered<LocalBoxFuture<'static, ActorMsg>>>,
     /// This partition's part in replication (`replicated.rs`).
     replication: Replication,
+    /// The high watermark last checkpointed (a replicated log's, see `replicated.rs`).
+    hw_checkpoint: HwCheckpoint,
     /// When a flush that acks=all producers waited on last ended (holds read-ahead, see
     /// [`Actor::hold_read_ahead_if_writing`]).
     last_durable_flush: Option<Instant>,
@@ -548,6 +551,7 @@ impl<S: Storage + 'static> Actor<S> {
             self.publish(); // the log start, segments and bytes may have moved
         }
         self.maybe_start_clean(now).await;
+        self.checkpoint_high_watermark(false).await;
         let idle_ms = self.setup.idle_release_ms;
         if idle_release_due(self.last_activity_ms, now.0, self.idle_released, idle_ms) {
             self.release().await;
@@ -1027,6 +1031,9 @@ impl<S: Storage + 'static> Actor<S> {
         let (topic, partition) = (self.setup.topic.clone(), self.setup.partition);
         if let Some(stats) = &self.stats {
             stats.online.store(false, Ordering::Relaxed);
+        }
+        if delete_reply.is_none() && self.log.is_some() {
+            self.checkpoint_high_watermark(true).await;
         }
         if let Some(log) = self.log.take() {
             if let Err(e) = log.close().await {

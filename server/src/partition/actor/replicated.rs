@@ -52,6 +52,14 @@ pub(super) enum Replication {
     Opened,
 }
 
+/// The high watermark a replicated log last wrote to its checkpoint file (Kafka's
+/// `replication-offset-checkpoint`, here one small file per partition), and when.
+#[derive(Default)]
+pub(super) struct HwCheckpoint {
+    written: Option<Offset>,
+    at_ms: i64,
+}
+
 /// An acks=all produce (or marker) appended and durable here, waiting for the high watermark.
 pub(super) struct PendingAck {
     /// The high watermark that answers it (the log end after its group).
@@ -147,15 +155,15 @@ impl<S: Storage + 'static> Actor<S> {
             Replication::Follower { stop, .. } => stop.set(true),
             Replication::Off | Replication::Idle | Replication::Opened => {}
         }
-        // A log opened now does not know how much of it the other replicas hold: it exposes
-        // nothing new until replication says so. One that served as the only replica until
-        // now (a reassignment adds replicas) holds exactly what was acknowledged: its high
-        // watermark stands.
-        let log = self.log();
-        let hw = if log.is_replicated() || was_unreplicated {
-            log.high_watermark()
+        // A log opened now exposes what its checkpoint says was replicated before the
+        // restart (a crash may have cut below it: no further than its recovered end), and
+        // nothing more until replication says so; without a checkpoint, nothing. One that
+        // served as the only replica until now (a reassignment adds replicas) holds exactly
+        // what was acknowledged: its high watermark stands.
+        let hw = if self.log().is_replicated() || was_unreplicated {
+            self.log().high_watermark()
         } else {
-            log.log_start_offset()
+            self.checkpointed_high_watermark().await
         };
         let now = self.setup.clock.now().0;
         self.replication = match role {
@@ -187,6 +195,55 @@ impl<S: Storage + 'static> Actor<S> {
         };
         self.advance_high_watermark();
         self.publish();
+    }
+
+    /// The high watermark this log's checkpoint holds, within its log; its log start
+    /// without one (or if it cannot be read).
+    async fn checkpointed_high_watermark(&mut self) -> Offset {
+        let (topic, partition) = (self.setup.topic.clone(), self.setup.partition);
+        let log = self.log();
+        let start = log.log_start_offset();
+        match log.checkpointed_high_watermark().await {
+            Ok(Some(hw)) => {
+                tracing::info!(
+                    topic,
+                    partition,
+                    high_watermark = hw.0,
+                    "high watermark from its checkpoint"
+                );
+                hw
+            }
+            Ok(None) => start,
+            Err(e) => {
+                tracing::warn!(topic, partition, error = %e, "reading the high watermark checkpoint failed");
+                start
+            }
+        }
+    }
+
+    /// Writes a replicated log's high watermark to its checkpoint file if it moved since the
+    /// last one, at most every `replica.high.watermark.checkpoint.interval.ms` unless `now`
+    /// (a clean close): a restart then resumes from it instead of exposing nothing.
+    pub(super) async fn checkpoint_high_watermark(&mut self, now: bool) {
+        let Some(view) = self.setup.cluster.clone() else {
+            return;
+        };
+        let at_ms = self.setup.clock.now().0;
+        let due = now
+            || at_ms - self.hw_checkpoint.at_ms >= view.config().hw_checkpoint_interval_ms as i64;
+        let (hw, replicated) = (self.log().high_watermark(), self.log().is_replicated());
+        if !due || !replicated || self.hw_checkpoint.written == Some(hw) {
+            return;
+        }
+        let written = self.log().checkpoint_high_watermark().await;
+        self.hw_checkpoint.at_ms = at_ms;
+        match written {
+            Ok(()) => self.hw_checkpoint.written = Some(hw),
+            Err(e) => {
+                let (topic, partition) = (&self.setup.topic, self.setup.partition);
+                tracing::warn!(topic, partition, error = %e, "writing the high watermark checkpoint failed");
+            }
+        }
     }
 
     /// A follower of `leader` at `epoch`: its fetcher task starts.
@@ -570,6 +627,7 @@ impl<S: Storage + 'static> Actor<S> {
         let (topic, partition) = (self.setup.topic.clone(), self.setup.partition);
         self.cancel_clean().await;
         let log = self.log.take().expect("log is open while the actor serves");
+        self.hw_checkpoint.written = None; // a cut removes a checkpoint past it
         if let Err(e) = cut(log).await {
             tracing::error!(topic, partition, error = %e, "cutting the log failed; reopening");
         }

@@ -53,6 +53,29 @@ pub fn is_internal(name: &str) -> bool {
     name == crate::group::OFFSETS_TOPIC || name == crate::txn::TXN_TOPIC
 }
 
+/// A topic clients may read (Fetch, ListOffsets, OffsetForLeaderEpoch) by name: a registered
+/// one, or a cluster's internal one, which Kafka lets any consumer fetch (writes stay the
+/// coordinators').
+pub fn readable_topic<B: crate::handler::Broker>(
+    broker: &B,
+    name: &str,
+) -> Option<Arc<crate::topics::TopicMeta>> {
+    let registered = broker.topics().get(name);
+    registered.or_else(|| broker.cluster()?.internal_topic(name))
+}
+
+/// [`readable_topic`] by topic id (Fetch v13+): its name and metadata.
+pub fn readable_topic_by_id<B: crate::handler::Broker>(
+    broker: &B,
+    id: uuid::Uuid,
+) -> Option<(String, Arc<crate::topics::TopicMeta>)> {
+    let registered = broker.topics().by_id(id);
+    registered.or_else(|| {
+        let mut internal = broker.cluster()?.internal_topics().into_iter();
+        internal.find(|(_, meta)| meta.id == id)
+    })
+}
+
 /// Topic configs of `__consumer_offsets` (Kafka creates it compacted, too).
 pub fn offsets_topic_configs() -> BTreeMap<String, String> {
     let segment = crate::group::journal::OFFSETS_SEGMENT_BYTES;

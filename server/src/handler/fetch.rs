@@ -125,19 +125,12 @@ fn resolve<B: Broker>(broker: &B, version: i16, request: &FetchRequest) -> Vec<W
         } else {
             request.replica_id.0
         };
+        // Followers copy the internal topics and consumers read them (`crate::coordinator_log`).
         let found = if by_id {
-            broker.topics().by_id(topic.topic_id)
+            crate::coordinator_log::readable_topic_by_id(broker, topic.topic_id)
         } else {
             let name = topic.topic.0.as_str();
-            let registered = broker.topics().get(name);
-            // Followers also copy the internal topics (`crate::coordinator_log`).
-            let internal = || {
-                broker
-                    .cluster()?
-                    .internal_topic(name)
-                    .filter(|_| replica_id >= 0)
-            };
-            registered.or_else(internal).map(|m| (name.to_string(), m))
+            crate::coordinator_log::readable_topic(broker, name).map(|m| (name.to_string(), m))
         };
         let (name, error) = match &found {
             Some((name, _)) => (name.clone(), None),

@@ -33,7 +33,7 @@ pub async fn handle<B: Broker>(
     };
     let topics = request.topics.iter().map(|topic| async move {
         let name = topic.name.0.as_str();
-        let meta = broker.topics().get(name);
+        let meta = crate::coordinator_log::readable_topic(broker, name);
         let partitions = topic.partitions.iter().map(|p| {
             let meta = meta.clone();
             async move {

@@ -1,0 +1,76 @@
+"""The internal topics as Kafka clients see them (issue 14/18 leftovers).
+
+- In a cluster, `__consumer_offsets` (and `__transaction_state`) are replicated partitions the
+  coordinators write: a consumer can assign them, ask their watermarks and fetch the records,
+  as in Kafka (`kcat -C -t __consumer_offsets`). Rill's record formats are its own (see the
+  README), so only their keys' readable parts are checked here.
+"""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+
+from test_replication import bootstrap, cluster, create, unique, wait_isr  # noqa: F401
+
+OFFSETS_TOPIC = "__consumer_offsets"
+
+
+def read_partitions(bootstrap_servers: str, topic: str, partitions: list[int],
+                    timeout_s: float = 30.0) -> list[tuple[int, bytes | None, bytes | None]]:
+    """Every record of `partitions` of `topic` from the start to each one's end, as
+    (partition, key, value), read by a group-less consumer (assign, no commits)."""
+    consumer = Consumer({"bootstrap.servers": bootstrap_servers, "group.id": unique("reader"),
+                         "enable.auto.commit": False, "enable.partition.eof": True})
+    try:
+        consumer.assign([TopicPartition(topic, p, 0) for p in partitions])
+        got, at_end = [], set()
+        deadline = time.monotonic() + timeout_s
+        while at_end != set(partitions):
+            assert time.monotonic() < deadline, f"read {len(got)} records, at end: {at_end}"
+            msg = consumer.poll(0.5)
+            if msg is None:
+                continue
+            if msg.error():
+                assert msg.error().code() == KafkaError._PARTITION_EOF, msg.error()
+                at_end.add(msg.partition())
+                continue
+            got.append((msg.partition(), msg.key(), msg.value()))
+        return got
+    finally:
+        consumer.close()
+
+
+@pytest.mark.timeout(120)
+def test_a_consumer_fetches_the_offsets_a_group_committed_from_consumer_offsets(cluster):
+    topic, group = unique("committed"), unique("group")
+    create(cluster, topic, 1)
+    wait_isr(cluster, topic, 3)
+    producer = Producer({"bootstrap.servers": bootstrap(cluster), "acks": "all"})
+    for i in range(5):
+        producer.produce(topic, f"{i}".encode(), partition=0)
+    assert producer.flush(30) == 0
+    committer = Consumer({"bootstrap.servers": bootstrap(cluster), "group.id": group,
+                          "enable.auto.commit": False})
+    try:
+        committer.commit(offsets=[TopicPartition(topic, 0, 5)], asynchronous=False)
+    finally:
+        committer.close()
+    reader = Consumer({"bootstrap.servers": bootstrap(cluster), "group.id": unique("meta")})
+    try:
+        listed = reader.list_topics(OFFSETS_TOPIC, timeout=10).topics[OFFSETS_TOPIC]
+        assert listed.error is None, listed.error
+        partitions = sorted(listed.partitions)
+        ends = {p: reader.get_watermark_offsets(TopicPartition(OFFSETS_TOPIC, p), timeout=10)
+                for p in partitions}
+    finally:
+        reader.close()
+    assert any(high > low for low, high in ends.values()), f"nothing committed: {ends}"
+    records = read_partitions(bootstrap(cluster), OFFSETS_TOPIC, partitions)
+    assert len(records) == sum(high - low for low, high in ends.values())
+    ours = [(p, k, v) for p, k, v in records
+            if k and group.encode() in k and topic.encode() in k]
+    assert ours, f"no commit of {group} among {len(records)} records"
+    assert all(v for _, _, v in ours), "the commit is a tombstone"

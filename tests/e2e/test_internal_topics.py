@@ -4,6 +4,13 @@
   coordinators write: a consumer can assign them, ask their watermarks and fetch the records,
   as in Kafka (`kcat -C -t __consumer_offsets`). Rill's record formats are its own (see the
   README), so only their keys' readable parts are checked here.
+- Clients never create them: Kafka creates its internal topics itself, with their own settings.
+  A single node keeps the coordinators' state in private logs, so it has no internal topic: a
+  Metadata request naming one with auto-creation on answers UNKNOWN_TOPIC_OR_PARTITION and
+  creates nothing (it used to create an ordinary, writable topic by that name), and CreateTopics
+  of one gets INVALID_REQUEST ("Creation of internal topic ... is prohibited", Kafka's answer for
+  an internal topic clients may not create); in a cluster, one that exists gets
+  TOPIC_ALREADY_EXISTS.
 """
 
 from __future__ import annotations
@@ -11,11 +18,29 @@ from __future__ import annotations
 import time
 
 import pytest
-from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from cluster import node_metadata
 
 from test_replication import bootstrap, cluster, create, unique, wait_isr  # noqa: F401
 
 OFFSETS_TOPIC = "__consumer_offsets"
+TXN_TOPIC = "__transaction_state"
+ERR_UNKNOWN_TOPIC_OR_PARTITION = 3
+ERR_TOPIC_ALREADY_EXISTS = 36
+ERR_INVALID_REQUEST = 42
+
+
+def create_error(bootstrap_servers: str, name: str) -> tuple[int, str]:
+    """(error code, message) of a CreateTopics of `name` (1 partition, default factor)."""
+    admin = AdminClient({"bootstrap.servers": bootstrap_servers})
+    future = admin.create_topics([NewTopic(name, 1)], request_timeout=15)[name]
+    try:
+        future.result(20)
+    except KafkaException as e:
+        return e.args[0].code(), e.args[0].str()
+    return 0, ""
 
 
 def read_partitions(bootstrap_servers: str, topic: str, partitions: list[int],
@@ -74,3 +99,17 @@ def test_a_consumer_fetches_the_offsets_a_group_committed_from_consumer_offsets(
             if k and group.encode() in k and topic.encode() in k]
     assert ours, f"no commit of {group} among {len(records)} records"
     assert all(v for _, _, v in ours), "the commit is a tombstone"
+    # It exists: CreateTopics of it is TOPIC_ALREADY_EXISTS, as in Kafka.
+    assert create_error(bootstrap(cluster), OFFSETS_TOPIC)[0] == ERR_TOPIC_ALREADY_EXISTS
+
+
+def test_a_single_node_never_creates_an_internal_topic_for_a_client(broker):
+    for name in (OFFSETS_TOPIC, TXN_TOPIC):
+        # Metadata v1 predates the auto-creation flag: naming a topic asks to create it.
+        error, partitions = node_metadata(broker, [name])["topics"][name]
+        assert (error, partitions) == (ERR_UNKNOWN_TOPIC_OR_PARTITION, {}), name
+        assert name not in node_metadata(broker)["topics"], "created anyway"
+        code, message = create_error(broker.bootstrap, name)
+        assert code == ERR_INVALID_REQUEST, (name, code, message)
+        assert f"Creation of internal topic {name} is prohibited" in message
+        assert name not in node_metadata(broker)["topics"], "created by CreateTopics"

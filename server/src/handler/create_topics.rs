@@ -105,7 +105,30 @@ pub(crate) fn requested<B: Broker>(
         .map_err(|e| (ErrorCode::InvalidConfig, e.to_string()))?;
     validate_topic_name(topic.name.0.as_str())
         .map_err(|e| (ErrorCode::InvalidTopicException, e.to_string()))?;
+    refuse_internal(broker, topic.name.0.as_str())?;
     Ok((partitions, configs))
+}
+
+/// `__consumer_offsets` and `__transaction_state` are the coordinators' to create, with their
+/// own settings (a cluster's on first use; a single node keeps that state in private logs):
+/// TOPIC_ALREADY_EXISTS once one exists, else INVALID_REQUEST, Kafka's answer for an internal
+/// topic clients may not create ("Creation of internal topic ... is prohibited").
+fn refuse_internal<B: Broker>(broker: &B, name: &str) -> Result<(), (ErrorCode, String)> {
+    if !crate::coordinator_log::is_internal(name) {
+        return Ok(());
+    }
+    let internal = broker.cluster().and_then(|c| c.internal_topic(name));
+    if internal.is_some() || broker.topics().get(name).is_some() {
+        return Err((
+            ErrorCode::TopicAlreadyExists,
+            format!("topic {name} already exists"),
+        ));
+    }
+    let message = format!(
+        "Creation of internal topic {name} is prohibited: the coordinators create it with \
+         its own settings"
+    );
+    Err((ErrorCode::InvalidRequest, message))
 }
 
 /// Creates the topic if it fits on this broker (or, `validate_only`, says whether it would).
@@ -262,5 +285,29 @@ mod tests {
             .with_topics(vec![topic("v", 2, &[])]);
         assert_eq!(block_on(handle(&broker, 7, &req)).topics[0].error_code, 0);
         assert!(broker.topics().get("v").is_none());
+    }
+
+    #[test]
+    fn the_internal_topics_are_not_a_clients_to_create() {
+        let broker = FakeBroker::new();
+        let req = CreateTopicsRequest::default().with_topics(vec![
+            topic("__consumer_offsets", 3, &[]),
+            topic("__transaction_state", -1, &[]),
+            topic("__consumer_offsets_not", 1, &[]),
+        ]);
+        let r = block_on(handle(&broker, 7, &req));
+        let codes: Vec<i16> = r.topics.iter().map(|t| t.error_code).collect();
+        assert_eq!(codes, vec![42, 42, 0]);
+        let message = r.topics[0].error_message.as_ref().unwrap().as_str();
+        assert!(message.starts_with("Creation of internal topic __consumer_offsets is prohibited"));
+        assert!(broker.topics().get("__consumer_offsets").is_none());
+        // One an older version created as an ordinary topic exists.
+        broker
+            .topics()
+            .create("__consumer_offsets", 1, Default::default())
+            .unwrap();
+        let req =
+            CreateTopicsRequest::default().with_topics(vec![topic("__consumer_offsets", 1, &[])]);
+        assert_eq!(block_on(handle(&broker, 7, &req)).topics[0].error_code, 36);
     }
 }

@@ -10,7 +10,8 @@
 //! replicated logs, `crate::coordinator_log`) are listed and found by name or id as in Kafka,
 //! with `is_internal` (clients leave them out of their topic lists); a request naming one that
 //! does not exist yet creates it with its own settings when auto-creation is allowed. A single
-//! node keeps that state in private logs, so it has no internal topics to list.
+//! node keeps that state in private logs, so it has no internal topics to list, and never
+//! auto-creates an ordinary topic by one of their names.
 
 use std::sync::Arc;
 
@@ -232,6 +233,20 @@ mod tests {
         assert_eq!(r.topics[1].error_code, 17);
         let r = handle(&broker, 9, &request(&["bad name!"], true));
         assert_eq!(r.topics[0].error_code, 17);
+        assert!(broker.topics().list().is_empty());
+    }
+
+    #[test]
+    fn a_single_node_never_auto_creates_an_internal_topic_name() {
+        let broker = FakeBroker::new();
+        let r = handle(
+            &broker,
+            12,
+            &request(&["__consumer_offsets", "__transaction_state"], true),
+        );
+        assert_eq!(r.topics[0].error_code, 3);
+        assert_eq!(r.topics[1].error_code, 3);
+        assert!(r.topics[0].is_internal);
         assert!(broker.topics().list().is_empty());
     }
 

@@ -129,7 +129,12 @@ pub fn topic_or_auto_create<B: Broker>(
     {
         return Err(ErrorCode::InvalidTopicException);
     }
-    if !(allow_auto_create && broker.config().auto_create_topics) {
+    // Kafka creates its internal topics itself, never as ordinary ones; a single node keeps
+    // the coordinators' state in private logs (`crate::group::journal`, `crate::txn::log`),
+    // so it has no such topic to create.
+    let single_node_internal =
+        broker.cluster().is_none() && crate::coordinator_log::is_internal(name);
+    if single_node_internal || !(allow_auto_create && broker.config().auto_create_topics) {
         return Err(ErrorCode::UnknownTopicOrPartition);
     }
     let partitions = broker.config().default_partitions;

@@ -3,19 +3,21 @@
 # a position far back in the log must not read slower than a recent one.
 #
 #   benches/oldest_newest.sh RILL_BINARY [--log-mib 4608] [--segment-mib 1024] [--read-messages 500000] \
-#       [--rounds 2] [--out DIR]
+#       [--rounds 2] [--no-restart] [--out DIR]
 #
 # Starts rill (--shards 1, segments of --segment-mib, a fresh data dir under --out on this disk), fills one
 # partition with --log-mib of 1 KiB messages (rdkafka_performance, acks=1), restarts the broker
-# (nothing cached), then reads --read-messages from the base offset of the oldest and of the
-# newest sealed segment, alternating which goes first, and prints msgs/s of each.
+# (nothing cached; with --no-restart it goes on serving, its read cache holding the newest bytes
+# written, up to rill.read.cache.bytes), then reads --read-messages from the base offset of the
+# oldest and of the newest sealed segment, alternating which goes first, and prints msgs/s of each.
 # rdkafka_performance: as in benches/catchup.sh ($RDKAFKA_PERFORMANCE or built there first).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bin=$1; shift
-log_mib=4608 segment_mib=1024 read_messages=500000 rounds=2 out=bench-results/oldest-newest
+log_mib=4608 segment_mib=1024 read_messages=500000 rounds=2 out=bench-results/oldest-newest restart=1
 while [[ $# -gt 0 ]]; do
     case "$1" in
+        --no-restart) restart=0; shift ;;
         --log-mib) log_mib=$2; shift 2 ;;
         --segment-mib) segment_mib=$2; shift 2 ;;
         --read-messages) read_messages=$2; shift 2 ;;
@@ -47,8 +49,10 @@ start() {
 rm -rf "$data"
 start
 "$tool" -P -t big -p 0 -b "127.0.0.1:$port" -s 1024 -c $((log_mib * 1024)) -X acks=1 2>&1 | tail -n1 >&2
-kill "$pid"; wait "$pid" || true
-start
+if (( restart )); then
+    kill "$pid"; wait "$pid" || true
+    start
+fi
 mapfile -t bases < <(ls "$data/big-0" | sed -n 's/^0*\([0-9][0-9]*\)\.log$/\1/p' | sort -n)
 (( ${#bases[@]} >= 3 )) || { echo "need at least two sealed segments, got ${#bases[@]} segments" >&2; exit 1; }
 oldest=${bases[0]} newest=${bases[${#bases[@]}-2]}
@@ -71,7 +75,8 @@ kill "$pid"; wait "$pid" || true
 mean() { printf '%s\n' "$@" | awk '{ s += $1 } END { printf "%d", s / NR }'; }
 o=$(mean "${old_rates[@]}") n=$(mean "${new_rates[@]}")
 {
-    echo "log of $log_mib MiB (1 KiB messages, ${#bases[@]} segments of $segment_mib MiB), broker restarted before reading; $read_messages messages read from each start, $rounds round(s), alternating."
+    how=$( (( restart )) && echo "broker restarted before reading (read cache empty)" || echo "broker not restarted (read cache as writing left it)")
+    echo "log of $log_mib MiB (1 KiB messages, ${#bases[@]} segments of $segment_mib MiB), $how; $read_messages messages read from each start, $rounds round(s), alternating."
     echo
     echo "| start | msgs/s |"
     echo "|---|---:|"

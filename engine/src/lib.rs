@@ -12,8 +12,8 @@
 //!   `io::sim` (seeded faults).
 //! - [`log_manager`]: [`LogManager`], owner of the data directory layout.
 //! - [`partition_log`]: [`PartitionLog`], append / flush / read / retention of one partition;
-//!   its reads (`read_path.rs`) go through [`read_cache::ReadCache`], one per core, with
-//!   sequential read-ahead.
+//!   its reads (`read_path.rs`) go through [`read_cache::ReadCache`], one per core, filled by
+//!   write-through of appended batches and by sequential read-ahead.
 //! - [`prealloc`]: how far ahead of its data an active `.log` is allocated (a step following the
 //!   write rate, within a per-shard budget).
 //! - [`verify`]: offline check of every batch and index of a partition, and its repair (`rill check`).
@@ -58,8 +58,9 @@
 //!   their [`prealloc::PreallocBudget`] ahead ([`prealloc::SHARD_PREALLOC_BYTES_DEFAULT`],
 //!   256 MiB).
 //! - Tail batch cache: `LogConfig::batch_cache_bytes_max` per partition.
-//! - Read cache of cold extents: one [`read_cache::ReadCache`] per core, a hard bound in bytes
-//!   (`rill.read.cache.bytes`) over extents loaded and loading; least recently used evicted.
+//! - Read cache: one [`read_cache::ReadCache`] per core, a hard bound in bytes
+//!   (`rill.read.cache.bytes`) over extents written through, loaded and loading; least
+//!   recently used evicted.
 //! - Open files: the active `.log` plus at most [`partition_log::OPEN_SEALED_FILES_MAX`] sealed
 //!   ones; none once the partition is released idle ([`PartitionLog::open_files`]).
 //! - Sparse indexes (8 + 12 bytes per `index_interval_bytes` of log) are in memory only for the
@@ -127,6 +128,8 @@ pub mod types;
 pub mod verify;
 #[cfg(test)]
 mod verify_tests;
+#[cfg(test)]
+mod write_through_tests;
 
 /// The `bytes` crate the API speaks (`BytesMut` in, `Bytes` out), re-exported so callers match.
 pub use bytes;

@@ -3,7 +3,8 @@
 //! file, reopen it on the next use) / crash+reopen / close+reopen against a trivial in-memory
 //! model, on the simulated disk with seeded faults (EIO, torn and reordered writes, bit flips,
 //! length changes lost in a crash). Each case draws a preallocation budget (none, a little,
-//! plenty), so appends run with and without room allocated ahead of them.
+//! plenty), so appends run with and without room allocated ahead of them, and a shard read
+//! cache (none, tiny, large; mostly with write-through) shared by every reopen of the log.
 //!
 //! About a third of the cases turn on latency: storage operations then take a seeded number of
 //! polls, background writes stay in flight across operations, and some operations (recovery
@@ -37,6 +38,7 @@ use crate::io::sim::{block_on, block_on_polls, FaultConfig, ManualClock, SimStat
 use crate::io::Clock;
 use crate::log_manager::LogManager;
 use crate::partition_log::PartitionLog;
+use crate::read_cache::ReadCache;
 use crate::segment::file_name::{segment_file_name, FileKind};
 use crate::types::{Offset, TimestampMs};
 use std::future::Future;
@@ -292,8 +294,14 @@ impl Harness {
         let storage = SimStorage::new(rng.u64(..), FaultConfig::default());
         storage.set_latency_polls_max(latency_polls_max);
         let prealloc_budget = [0, 64 << 10, 1 << 20, 1 << 30][rng.usize(0..4)];
+        // The shard's read cache outlives every reopen of the log (crashes included): tiny
+        // ones evict all the time; with write-through, appended batches leaving the tail
+        // cache are served from it, so a stale one would show in a read.
+        let cache_bytes = [0, 8 << 10, 64 << 10, 64 << 20][rng.usize(0..4)];
+        let read_cache = ReadCache::with_write_through(cache_bytes, rng.u8(0..4) != 0);
         let manager = LogManager::new(storage.clone(), PathBuf::from("/data"))
-            .with_prealloc_budget(prealloc_budget);
+            .with_prealloc_budget(prealloc_budget)
+            .with_read_cache(Rc::new(read_cache));
         let clock = Rc::new(ManualClock::new(1_000_000));
         let mut h = Harness {
             rng,

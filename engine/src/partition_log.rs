@@ -209,7 +209,11 @@ impl<S: Storage> PartitionLog<S> {
         if let Some(completed) = self.producers.record(&meta) {
             self.note_completed_txn(completed);
         }
-        self.cache.push(meta.base_offset, meta.last_offset, bytes);
+        // Batches leaving the tail cache stay readable from memory (write-through, no copy).
+        let (read_cache, log) = (&self.read_cache, self.read_cache_log);
+        let demote = |base, last, bytes| read_cache.insert_written(log, base, last, bytes);
+        self.cache
+            .push(meta.base_offset, meta.last_offset, bytes, demote);
         self.positions.appended(meta.last_offset.plus(1));
         self.refresh_last_stable();
         self.unflushed_messages += (delta + 1) as u64;
@@ -444,7 +448,10 @@ impl<S: Storage> PartitionLog<S> {
             self.flush_inner().await?;
         }
         self.positions.set_hw_follows_durable(every_append);
-        self.cache.set_bytes_max(config.batch_cache_bytes_max);
+        let (read_cache, log) = (&self.read_cache, self.read_cache_log);
+        let demote = |base, last, bytes| read_cache.insert_written(log, base, last, bytes);
+        self.cache
+            .set_bytes_max(config.batch_cache_bytes_max, demote);
         self.config = config;
         Ok(())
     }

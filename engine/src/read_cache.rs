@@ -1,17 +1,30 @@
-//! [`ReadCache`]: one core's cache of cold log bytes, shared by all the partitions it owns, so a
-//! catch-up consumer finds its next fetch already in memory (the read-ahead in
-//! `read_path.rs` fills it; the tail of each log stays in its own [`crate::batch_cache`]).
+//! [`ReadCache`]: one core's cache of log bytes past each log's tail, shared by all the
+//! partitions it owns, so a catch-up consumer finds its next fetch already in memory. Two
+//! things fill it:
+//! - *write-through*: a batch leaving a log's tail cache ([`crate::batch_cache`]) is kept here,
+//!   the very `Bytes` the append wrote (no copy), so a log just written is read from memory as
+//!   Kafka reads it from the page cache (O_DIRECT writes leave nothing there);
+//! - the read-ahead in `read_path.rs`, loading from disk what is not here.
 //!
-//! Entries are [`Extent`]s: the whole batches `[first, end)` of one segment, read from disk as
-//! one range (`BlockFile::read_owned`) whose bounds come from the sparse index, so both ends are batch starts and no
-//! batch is ever split between two extents (nor copied to join it back). An entry is *loading*
+//! Entries are [`Extent`]s: whole batches `[first, end)` of one segment, back to back. A loaded
+//! one is read from disk as one range (`BlockFile::read_owned`) whose bounds come from the
+//! sparse index, so both ends are batch starts and no batch is ever split between two extents
+//! (nor copied to join it back); a written one is one appended batch. An entry is *loading*
 //! (its read in flight, a shared future any reader may await) or *ready*.
+//!
+//! No stale byte: entries are keyed by a [`LogId`] that an open log takes and never shares, so
+//! whatever rewrites a log's bytes by reopening it (follower truncation, recovery of a torn
+//! tail, a partition deleted and created again) leaves the old entries unreachable (the old
+//! log's drop also forgets them); what removes bytes of an open log forgets their entries
+//! (retention, [`ReadCache::forget_below`]; a cleaner's segment swap, the same), and the tail
+//! cache drops, rather than hands over, batches compaction rewrote.
 //!
 //! | bound | how |
 //! |---|---|
 //! | bytes of all entries, loading or ready, `<= bytes_max` | checked on every insert (`assert!`) |
 //! | room is made least recently used first | loading entries too |
 //! | a stopped consumer pins nothing | its entries are evicted like any other; an idle log drops them |
+//! | write-through adds no copy | a written entry is the appended batch's `Bytes` (counted as its length: it may share its allocation with the rest of its request, at most 2x, see `owned_records` in the produce handler) |
 //!
 //! Bytes already handed to a response are `Bytes` clones: they live on until the response is
 //! written, outside the bound (the connection's in-flight limits bound those). So does a load
@@ -33,8 +46,12 @@ use std::rc::Rc;
 /// sees its predecessor's bytes).
 pub type LogId = u64;
 
-/// Default bound of a shard's read cache (`rill.read.cache.bytes`).
+/// Bound of a read cache built without a size of its own (engine tests, tools); the broker
+/// sizes its shards' caches to the machine's memory (`rill.read.cache.bytes`).
 pub const READ_CACHE_BYTES_DEFAULT: usize = 64 << 20;
+/// What an entry costs beyond its bytes and batch list: the `Rc<Extent>`, and its slots in
+/// the cache's two maps (estimated), so many tiny written batches stay within the bound too.
+const ENTRY_OVERHEAD_BYTES: usize = 256;
 
 /// One batch inside an extent.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
@@ -123,6 +140,22 @@ impl Extent {
         })
     }
 
+    /// One batch just appended (`[base, last]`, whole and verified where it entered the
+    /// broker), kept as it is: no copy, no second CRC check.
+    pub fn written(bytes: Bytes, base: Offset, last: Offset) -> Extent {
+        assert!(base <= last, "a batch holds at least one offset");
+        let end = u32::try_from(bytes.len()).expect("a batch is < 4 GiB");
+        debug_assert!(validate_prefix(&bytes).is_ok_and(|m| m.base_offset == base
+            && m.last_offset == last
+            && m.total_bytes == bytes.len()));
+        Extent {
+            held_bytes: bytes.len(),
+            bytes,
+            batches: vec![BatchSpan { base, last, end }],
+            end: last.plus(1),
+        }
+    }
+
     /// Offset of the first batch.
     pub fn first(&self) -> Offset {
         self.batches[0].base
@@ -144,9 +177,12 @@ impl Extent {
         self.first() <= offset && offset < self.end()
     }
 
-    /// Heap bytes this extent holds (its read buffer and its batch list).
+    /// Heap bytes this extent holds (its read buffer, its batch list, and what its cache
+    /// entry costs).
     pub fn heap_bytes(&self) -> usize {
-        self.held_bytes + self.batches.capacity() * std::mem::size_of::<BatchSpan>()
+        self.held_bytes
+            + self.batches.capacity() * std::mem::size_of::<BatchSpan>()
+            + ENTRY_OVERHEAD_BYTES
     }
 
     /// The whole batches from the one holding `from` whose base is below `limit`, as one slice
@@ -243,6 +279,8 @@ pub struct ReadCacheStats {
     pub loads_refused: u64,
     /// Entries evicted to make room.
     pub evictions: u64,
+    /// Appended batches kept by write-through.
+    pub written: u64,
 }
 
 enum Slot {
@@ -262,6 +300,8 @@ struct Entry {
 #[derive(Default)]
 struct Inner {
     bytes_max: usize,
+    /// Whether batches leaving a log's tail cache are kept ([`ReadCache::insert_written`]).
+    write_through: bool,
     bytes: usize,
     tick: u64,
     next_log: LogId,
@@ -329,15 +369,57 @@ impl std::fmt::Debug for ReadCache {
 }
 
 impl ReadCache {
-    /// An empty cache holding at most `bytes_max` bytes (0 disables caching: every cold read
-    /// is read on demand and dropped after use).
+    /// An empty cache holding at most `bytes_max` bytes, with write-through (0 disables
+    /// caching: every cold read is read on demand and dropped after use).
     pub fn new(bytes_max: usize) -> Self {
+        Self::with_write_through(bytes_max, true)
+    }
+
+    /// [`Self::new`], keeping appended batches as they leave their log's tail cache or not
+    /// (`rill.read.cache.write.through`; without it only read-ahead fills the cache, and a
+    /// catch-up of a log just written reads the disk).
+    pub fn with_write_through(bytes_max: usize, write_through: bool) -> Self {
         ReadCache {
             inner: RefCell::new(Inner {
                 bytes_max,
+                write_through,
                 ..Inner::default()
             }),
         }
+    }
+
+    /// Keeps the batch `[base, last]` of `log`, which was appended and is leaving the log's
+    /// tail cache, as a ready extent (write-through: the same `Bytes`, no copy), evicting
+    /// least recently used entries for it. Nothing happens if write-through is off, an entry
+    /// already holds `base` (read ahead from disk), or the batch is larger than the cache.
+    pub fn insert_written(&self, log: LogId, base: Offset, last: Offset, bytes: Bytes) {
+        let mut inner = self.inner.borrow_mut();
+        if !inner.write_through || inner.key_covering(log, base).is_some() {
+            return;
+        }
+        let extent = Extent::written(bytes, base, last);
+        let size = extent.heap_bytes();
+        if !inner.make_room(size) {
+            return;
+        }
+        inner.bytes += size;
+        inner.stats.written += 1;
+        let key = (log, base);
+        let entry = Entry {
+            end: extent.end(),
+            bytes: size,
+            used: 0,
+            slot: Slot::Ready(Rc::new(extent)),
+        };
+        let replaced = inner.entries.insert(key, entry);
+        assert!(replaced.is_none(), "no entry held the key: it held nothing");
+        inner.touch(key);
+        assert!(inner.bytes <= inner.bytes_max, "the cache stays in bounds");
+    }
+
+    /// Whether appended batches are kept (see [`Self::with_write_through`]).
+    pub fn writes_through(&self) -> bool {
+        self.inner.borrow().write_through
     }
 
     /// A fresh id for a log that is opening.
@@ -613,7 +695,7 @@ mod tests {
         padded.extend_from_slice(&bytes);
         let e = Extent::parse(Bytes::from(padded), 100, first, Offset(10)).unwrap();
         assert_eq!(
-            e.heap_bytes() - e.batches.capacity() * 24,
+            e.heap_bytes() - e.batches.capacity() * 24 - ENTRY_OVERHEAD_BYTES,
             bytes.len() + 100
         );
     }

@@ -5,6 +5,7 @@
 //! | where the batch holding `from` is | served from | copies of record bytes |
 //! |---|---|---|
 //! | in the batch cache (the newest appends) | the appended `Bytes` | none |
+//! | a batch that left the batch cache, still in the read cache (write-through) | the appended `Bytes` | none |
 //! | a sealed segment, or the active one below its settled tail block | a cached extent | one per load: DMA buffer -> `Bytes` |
 //! | the active segment's unsettled tail, not in the batch cache | a direct read ([`PartitionLog::read_from_segment`]) | one, plus the appender's pending bytes |
 //!
@@ -229,6 +230,16 @@ impl<S: Storage> PartitionLog<S> {
         let (mut chunks, mut total, mut next) = (Vec::new(), 0usize, from);
         while next < hw && total < max_bytes {
             let first = chunks.is_empty();
+            if !first && self.cache.covers(next) {
+                // Caught up with the tail cache (written extents end where it starts): the
+                // rest comes from there, within what is left of the budget.
+                let rest = self.cache.read(next, hw, max_bytes - total);
+                if rest.first().is_some_and(|b| b.len() <= max_bytes - total) {
+                    next = end_of_chunk(rest.last().expect("not empty"));
+                    chunks.extend(rest);
+                }
+                break;
+            }
             let extent = match self.extent_for(next, first).await? {
                 Had::Extent(extent) => extent,
                 Had::Missing => break,

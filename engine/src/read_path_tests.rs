@@ -72,10 +72,13 @@ fn fill_logs(
     manager: &LogManager<SimStorage>,
     partitions: i32,
     batches: usize,
+    config: &LogConfig,
 ) -> (Vec<PartitionLog<SimStorage>>, Vec<Vec<Bytes>>) {
     let (mut logs, mut want) = (Vec::new(), Vec::new());
+    let cache = manager.read_cache();
     for p in 0..partitions {
-        let mut log = open_log(manager, p);
+        let clock = Rc::new(ManualClock::new(1_000));
+        let mut log = block_on(manager.open_partition("t", p, config.clone(), clock)).unwrap();
         let mut appended = Vec::new();
         for i in 0..batches {
             let b = batch(p, i, 5_000);
@@ -83,6 +86,10 @@ fn fill_logs(
                 .unwrap()
                 .base_offset;
             appended.push(expected(b, base));
+            assert!(
+                cache.bytes() <= cache.bytes_max(),
+                "bound held while writing"
+            );
         }
         block_on(log.flush()).unwrap();
         logs.push(log);
@@ -126,12 +133,30 @@ fn consume_round_robin(
 
 #[test]
 fn read_cache_stays_in_bounds_with_many_catch_up_consumers() {
+    read_cache_bound_case(false);
+}
+
+/// The same with write-through: appended batches leave a 64 KiB tail cache into the shared
+/// read cache as they are written, which holds only the newest ~3 MiB of the 24 logs; the
+/// rest is read ahead from disk, the two kinds of entries evicting each other.
+#[test]
+fn read_cache_stays_in_bounds_with_write_through_and_many_catch_up_consumers() {
+    read_cache_bound_case(true);
+}
+
+fn read_cache_bound_case(write_through: bool) {
     const PARTITIONS: i32 = 24;
     const BATCHES: usize = 200; // ~1 MiB of log per partition, 4 segments each
     let s = SimStorage::new(11, FaultConfig::default());
-    let cache = Rc::new(ReadCache::new(3 << 20));
+    let cache = Rc::new(ReadCache::with_write_through(3 << 20, write_through));
     let manager = manager(&s, &cache);
-    let (mut logs, want) = fill_logs(&manager, PARTITIONS, BATCHES);
+    let config = LogConfig {
+        batch_cache_bytes_max: if write_through { 64 << 10 } else { 0 },
+        ..cold_config()
+    };
+    let (mut logs, want) = fill_logs(&manager, PARTITIONS, BATCHES, &config);
+    let written = cache.stats().written;
+    assert_eq!(written > 0, write_through, "{:?}", cache.stats());
     // Half of the consumers stop half way.
     let got = consume_round_robin(&mut logs, &cache, BATCHES / 2);
     for p in 0..PARTITIONS as usize {
@@ -145,6 +170,10 @@ fn read_cache_stays_in_bounds_with_many_catch_up_consumers() {
     }
     let stats = cache.stats();
     assert!(stats.evictions > 0, "the bound was reached: {stats:?}");
+    assert!(
+        stats.loads > 0,
+        "the older logs were read from disk: {stats:?}"
+    );
     assert!(
         stats.hits + stats.hits_loading > stats.loads / 2,
         "read-ahead served: {stats:?}"
@@ -164,11 +193,16 @@ fn read_cache_stays_in_bounds_with_many_catch_up_consumers() {
     assert_eq!(cache.entries_of(id), 0);
 }
 
+/// A 64 MiB read cache without write-through: only read-ahead from disk fills it.
+fn disk_only_cache() -> Rc<ReadCache> {
+    Rc::new(ReadCache::with_write_through(64 << 20, false))
+}
+
 /// A log of 400 flushed batches of ~10 KiB (16 segments) on a disk seeded `seed`, with its
-/// own 64 MiB read cache.
+/// own 64 MiB read cache (no write-through: these reads go to the disk).
 fn log_of_400_batches(seed: u64) -> (Rc<ReadCache>, PartitionLog<SimStorage>) {
     let s = SimStorage::new(seed, FaultConfig::default());
-    let cache = Rc::new(ReadCache::new(64 << 20));
+    let cache = disk_only_cache();
     let mut log = open_log(&manager(&s, &cache), 0);
     for i in 0..400 {
         block_on(log.append(validated(&batch(0, i, 10_000)), TimestampMs(1))).unwrap();
@@ -209,7 +243,7 @@ fn a_sequential_reader_finds_its_next_fetch_loaded_ahead() {
 #[test]
 fn a_held_read_ahead_keeps_one_load_in_flight() {
     let s = SimStorage::new(14, FaultConfig::default());
-    let cache = Rc::new(ReadCache::new(64 << 20));
+    let cache = disk_only_cache();
     let mut log = open_log(&manager(&s, &cache), 0);
     for i in 0..400 {
         block_on(log.append(validated(&batch(0, i, 10_000)), TimestampMs(1))).unwrap();
@@ -328,7 +362,7 @@ fn no_stale_or_torn_byte_when_reads_race_appends_on_the_active_segment() {
 #[test]
 fn a_read_waiting_on_the_disk_is_prepared_without_holding_the_log() {
     let s = SimStorage::new(13, FaultConfig::default());
-    let cache = Rc::new(ReadCache::new(64 << 20));
+    let cache = disk_only_cache();
     let manager = manager(&s, &cache);
     let mut log = open_log(&manager, 0);
     let mut want = Vec::new();

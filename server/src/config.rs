@@ -102,9 +102,13 @@ pub struct BrokerConfig {
     /// `rill.shard.inflight.bytes.max`: request bytes a shard holds unanswered, over all its
     /// connections; never below `request_bytes_max` (one largest request must fit).
     pub shard_inflight_bytes_max: usize,
-    /// `rill.read.cache.bytes`: each shard's cache of cold log bytes read ahead for catch-up
-    /// consumers (a hard bound, least recently used evicted; 0 disables read-ahead).
-    pub read_cache_bytes: usize,
+    /// `rill.read.cache.bytes`: each shard's cache of log bytes past the partitions' tail
+    /// caches, for catch-up consumers (a hard bound, least recently used evicted; 0 disables
+    /// it and read-ahead). `None`: sized to the machine, see [`Self::read_cache_bytes_per_shard`].
+    pub read_cache_bytes: Option<usize>,
+    /// `rill.read.cache.write.through`: appended batches leaving a partition's tail cache are
+    /// kept in the read cache (no copy), so a catch-up of a log just written reads memory.
+    pub read_cache_write_through: bool,
     /// `rill.read.ahead.hold.ms`: for this long after a flush that acks=all producers waited
     /// on, a partition's readers keep at most one load in flight (still one extent ahead, so
     /// a catch-up reader's loads do not queue on the device ahead of the next flush, nor wait
@@ -211,7 +215,8 @@ impl BrokerConfig {
             partition_queue_max: 1024,
             shard_channel_capacity: 1024,
             shard_inflight_bytes_max: 256 * 1024 * 1024,
-            read_cache_bytes: rill_engine::read_cache::READ_CACHE_BYTES_DEFAULT,
+            read_cache_bytes: None,
+            read_cache_write_through: true,
             read_ahead_hold_ms: 100,
             shard_prealloc_bytes_max: rill_engine::prealloc::SHARD_PREALLOC_BYTES_DEFAULT,
             shard_open_files_max: None,
@@ -225,6 +230,19 @@ impl BrokerConfig {
             txn: crate::txn::TxnConfig::default(),
             group: crate::group::GroupConfig::default(),
         }
+    }
+
+    /// Bound of each shard's read cache: `rill.read.cache.bytes` if set, else an eighth of the
+    /// memory this process may use ([`memory_bytes`]) divided among the shards, at least
+    /// [`READ_CACHE_BYTES_MIN`]. It is a ceiling, never allocated ahead: the cache holds only
+    /// what was written or read. An eighth, because unlike the page cache Kafka leans on, the
+    /// kernel cannot take it back under pressure: the rest stays for the OS, the page cache of
+    /// other processes, and the broker's own memory (tail caches, requests, indexes).
+    pub fn read_cache_bytes_per_shard(&self) -> usize {
+        self.read_cache_bytes.unwrap_or_else(|| {
+            let memory = usize::try_from(memory_bytes()).unwrap_or(usize::MAX);
+            (memory / 8 / self.shards.max(1)).max(READ_CACHE_BYTES_MIN)
+        })
     }
 
     /// Partitions this broker may hold (`rill.broker.partitions.max`, or its default).
@@ -304,7 +322,8 @@ impl BrokerConfig {
             "rill.shard.inflight.bytes.max" => {
                 self.shard_inflight_bytes_max = parse_at_least_one(key, v)?
             }
-            "rill.read.cache.bytes" => self.read_cache_bytes = parse_num(key, v)?,
+            "rill.read.cache.bytes" => self.read_cache_bytes = Some(parse_num(key, v)?),
+            "rill.read.cache.write.through" => self.read_cache_write_through = parse_bool(key, v)?,
             "rill.read.ahead.hold.ms" => self.read_ahead_hold_ms = parse_num(key, v)?,
             "rill.shard.prealloc.bytes.max" => self.shard_prealloc_bytes_max = parse_num(key, v)?,
             "rill.shard.open.files.max" => {
@@ -462,6 +481,30 @@ fn apply_txn_property(
 /// Upper bound on `--shards`: more shards than cores run unpinned, far more is a mistake.
 pub const SHARDS_MAX: usize = 256;
 
+/// Least per-shard read cache the memory-sized default gives (so a small machine still reads
+/// ahead for catch-up consumers).
+pub const READ_CACHE_BYTES_MIN: usize = 64 << 20;
+
+/// Memory this process may use: the machine's (`MemTotal` in /proc/meminfo), or its cgroup's
+/// limit (v2 `memory.max`) if lower; 1 GiB if neither can be read.
+pub fn memory_bytes() -> u64 {
+    let total = std::fs::read_to_string("/proc/meminfo")
+        .ok()
+        .and_then(|text| mem_total_bytes(&text))
+        .unwrap_or(1 << 30);
+    let limit = std::fs::read_to_string("/sys/fs/cgroup/memory.max")
+        .ok()
+        .and_then(|text| text.trim().parse::<u64>().ok());
+    limit.map_or(total, |limit| limit.min(total))
+}
+
+/// `MemTotal` of a /proc/meminfo text, in bytes.
+fn mem_total_bytes(meminfo: &str) -> Option<u64> {
+    let line = meminfo.lines().find(|l| l.starts_with("MemTotal:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    kib.checked_mul(1024)
+}
+
 /// Number of cores this process may run on (the `--shards` default).
 pub fn available_cores() -> usize {
     std::thread::available_parallelism().map_or(1, |n| n.get())
@@ -607,6 +650,23 @@ mod tests {
     }
 
     #[test]
+    fn the_read_cache_is_sized_to_memory_unless_set() {
+        let meminfo = "MemTotal:       24634412 kB\nMemFree:  100 kB\n";
+        assert_eq!(mem_total_bytes(meminfo), Some(24_634_412 * 1024));
+        assert_eq!(mem_total_bytes("MemFree: 1 kB\n"), None);
+        let mut c = BrokerConfig::defaults();
+        c.shards = 2;
+        let per_shard = (memory_bytes() / 16) as usize;
+        assert_eq!(
+            c.read_cache_bytes_per_shard(),
+            per_shard.max(READ_CACHE_BYTES_MIN)
+        );
+        assert!(c.read_cache_write_through);
+        c.read_cache_bytes = Some(0);
+        assert_eq!(c.read_cache_bytes_per_shard(), 0, "0 turns it off");
+    }
+
+    #[test]
     fn advertise_follows_listen_unless_given() {
         let c = BrokerConfig::resolve(&cli(&["--listen", "127.0.0.1:19092"])).unwrap();
         assert_eq!(c.advertise_port, 19092);
@@ -654,7 +714,8 @@ mod tests {
              log.retention.ms=-1\nlog.flush.interval.messages=100\n\
              auto.create.topics.enable=false\nsome.unknown.key=1\n\
              listeners=PLAINTEXT://127.0.0.1:9999\nrill.read.cache.bytes=1000\n\
-             rill.read.ahead.hold.ms=0\ntransaction.max.timeout.ms=60000\n\
+             rill.read.ahead.hold.ms=0\nrill.read.cache.write.through=false\n\
+             transaction.max.timeout.ms=60000\n\
              transaction.abort.timed.out.transaction.cleanup.interval.ms=200\n\
              group.initial.rebalance.delay.ms=250\n",
         )
@@ -665,7 +726,8 @@ mod tests {
         assert_eq!(c.txn.max_timeout_ms, 60_000);
         assert_eq!(c.txn.abort_check_interval_ms, 200);
         assert_eq!(c.group.initial_rebalance_delay_ms, 250);
-        assert_eq!(c.read_cache_bytes, 1000);
+        assert_eq!(c.read_cache_bytes_per_shard(), 1000);
+        assert!(!c.read_cache_write_through);
         assert_eq!(c.read_ahead_hold_ms, 0);
         assert_eq!(c.log.topic_default("segment.bytes"), "1048576");
         assert_eq!(c.log.topic_default("retention.ms"), "-1");

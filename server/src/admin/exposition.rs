@@ -12,7 +12,7 @@
 //! | topic_{partitions, segments, log_bytes, bytes_in_total, messages_in_total, bytes_out_total, messages_out_total} | topic | topics_max |
 //! | log_segments, log_bytes, partitions               | state (partitions)     | —                |
 //! | shard_{connections_open, connections_accepted_total, connections_closed_total, requests_in_flight, busy_seconds_total} | shard | shards |
-//! | read_cache_hits_total, read_cache_misses_total    | shard                  | shards           |
+//! | read_cache_hits_total, read_cache_misses_total, read_cache_bytes | shard   | shards           |
 //! | read_cache_hit_ratio                              | —                      | —                |
 //! | group_lag                                         | group, topic, partition | partition series |
 //! | group_topic_lag                                   | group, topic           | groups_max × topics_max |
@@ -288,7 +288,7 @@ fn topic_families(out: &mut Families, partitions: &[((String, i32), PartitionVie
     }
 }
 
-const SHARD_FAMILIES: [(&str, &str, MetricType); 7] = [
+const SHARD_FAMILIES: [(&str, &str, MetricType); 8] = [
     (
         "rill_shard_connections_open",
         "Client connections open on the shard.",
@@ -324,9 +324,14 @@ const SHARD_FAMILIES: [(&str, &str, MetricType); 7] = [
         "Cold reads the shard's read cache sent to the disk.",
         MetricType::COUNTER,
     ),
+    (
+        "rill_read_cache_bytes",
+        "Bytes the shard's read cache holds (written through and read ahead).",
+        MetricType::GAUGE,
+    ),
 ];
 
-fn shard_values(s: &ShardStats) -> [f64; 7] {
+fn shard_values(s: &ShardStats) -> [f64; 8] {
     let get = |a: &std::sync::atomic::AtomicU64| a.load(Ordering::Relaxed);
     let (accepted, closed) = (get(&s.connections_accepted), get(&s.connections_closed));
     [
@@ -337,6 +342,7 @@ fn shard_values(s: &ShardStats) -> [f64; 7] {
         get(&s.busy_us) as f64 / 1e6,
         get(&s.read_cache_hits) as f64,
         get(&s.read_cache_misses) as f64,
+        get(&s.read_cache_bytes) as f64,
     ]
 }
 

@@ -27,8 +27,9 @@ use super::state::{AdminState, GroupSnapshot, ShardSnapshot, ShardStats, Snapsho
 type GroupSource = Box<dyn Fn() -> Vec<GroupSnapshot>>;
 /// Source of a shard's transactional ids counted by state (its transaction coordinator).
 type TxnSource = Box<dyn Fn() -> BTreeMap<&'static str, u64>>;
-/// Source of a shard's read cache counters: (lookups served, lookups missed), since start.
-type ReadCacheSource = Box<dyn Fn() -> (u64, u64)>;
+/// Source of a shard's read cache counters: (lookups served, lookups missed) since start, and
+/// the bytes it holds now.
+type ReadCacheSource = Box<dyn Fn() -> (u64, u64, u64)>;
 
 /// Bytes and records this shard sent to consumers since its last flush, by topic and
 /// partition. Counted here, not in the partition's [`PartitionStats`]: the partition may be
@@ -92,7 +93,7 @@ impl ShardLocal {
     }
 
     /// Where the read cache counters come from once the shard's cache exists.
-    pub fn set_read_cache_source(&self, source: impl Fn() -> (u64, u64) + 'static) {
+    pub fn set_read_cache_source(&self, source: impl Fn() -> (u64, u64, u64) + 'static) {
         *self.read_cache.borrow_mut() = Some(Box::new(source));
     }
 
@@ -170,9 +171,10 @@ async fn observe(local: Rc<ShardLocal>, mut requests: mpsc::UnboundedReceiver<Sn
             .busy_us
             .fetch_add(busy.as_micros() as u64, Ordering::Relaxed);
         if let Some(source) = local.read_cache.borrow().as_ref() {
-            let (hits, misses) = source();
+            let (hits, misses, bytes) = source();
             stats.read_cache_hits.store(hits, Ordering::Relaxed);
             stats.read_cache_misses.store(misses, Ordering::Relaxed);
+            stats.read_cache_bytes.store(bytes, Ordering::Relaxed);
         }
         let _ = local.state.ready(); // latches start-up recovery as soon as it is done
         if let Some(reply) = asked {

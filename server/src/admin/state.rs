@@ -161,6 +161,8 @@ pub struct ShardStats {
     pub read_cache_hits: AtomicU64,
     /// Read cache lookups that had to read the disk.
     pub read_cache_misses: AtomicU64,
+    /// Bytes the shard's read cache holds (within `rill.read.cache.bytes`).
+    pub read_cache_bytes: AtomicU64,
 }
 
 /// One consumer group as its coordinator shard sees it.

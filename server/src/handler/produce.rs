@@ -156,8 +156,8 @@ struct TopicRecords {
 /// allocation of its own. Once the decoded request is dropped, nothing else shares the frame,
 /// so it becomes one writable buffer again and the records are split off it. Only records
 /// making up at least half of the frame are split off, though: every batch the batch cache
-/// keeps pins the allocation it lives in, and this keeps that within 2x of what the cache
-/// counts. Smaller records (a request spreading many partitions' batches), and all records
+/// (or the read cache, by write-through) keeps pins the allocation it lives in, and this keeps
+/// that within 2x of what the caches count. Smaller records (a request spreading many partitions' batches), and all records
 /// of a frame something else still shares, are copied once instead.
 fn owned_records(topic_data: Vec<TopicProduceData>, frame: Bytes) -> Vec<TopicRecords> {
     /// Where a partition's records are: a range of the frame, or another buffer.

@@ -463,12 +463,15 @@ async fn prepare_shard(
 ) -> anyhow::Result<(Rc<Shard<GlommioStorage>>, TxnInbox)> {
     let id = links.partitions.as_ref().map_or(0, |l| l.shard);
     let clock: Rc<dyn Clock> = Rc::new(SystemClock);
-    let read_cache = Rc::new(ReadCache::new(config.read_cache_bytes));
+    let read_cache = Rc::new(ReadCache::with_write_through(
+        config.read_cache_bytes_per_shard(),
+        config.read_cache_write_through,
+    ));
     if let Some(observer) = crate::admin::shard::local() {
         let cache = read_cache.clone();
         observer.set_read_cache_source(move || {
             let s = cache.stats();
-            (s.hits + s.hits_loading, s.misses)
+            (s.hits + s.hits_loading, s.misses, cache.bytes() as u64)
         });
     }
     let log_manager = Rc::new(

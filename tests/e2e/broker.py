@@ -122,6 +122,25 @@ class Broker:
         """Start the process and wait until it logs that every shard listens and its port
         accepts connections. A start that does not get there within START_TIMEOUT_S fails the
         test (the process is killed so the run can go on): start-up must never hang."""
+        log_start = self.spawn()
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"rill exited with {self.proc.returncode} during start-up; "
+                                   f"log tail:\n{self.log_tail()}")
+            # Ready = THIS start logged that every shard listens. A port that accepts is not
+            # enough: after kill -9 the dead broker's listener (held by its io_uring until the
+            # kernel tears it down) keeps accepting, then resetting, connections for tens of ms.
+            if self.logged_since(log_start, READY_LINE) and port_accepts(self.host, self.port):
+                return
+            time.sleep(0.05)
+        self.kill9()
+        raise RuntimeError(f"rill start #{self.starts} did not listen on {self.bootstrap} within "
+                           f"{START_TIMEOUT_S}s (killed); log tail:\n{self.log_tail()}")
+
+    def spawn(self) -> int:
+        """Start the process without waiting for it (`start` waits); returns where this start's
+        lines begin in the log (for `logged_since`)."""
         assert self.proc is None or self.proc.poll() is not None, "broker already running"
         binary = rill_binary()
         if not binary.exists():
@@ -139,22 +158,9 @@ class Broker:
         self.proc = subprocess.Popen(self.command(), stdout=log, stderr=subprocess.STDOUT,
                                      stdin=subprocess.DEVNULL, env=env, cwd=self.data_dir.parent)
         log.close()
-        deadline = time.monotonic() + START_TIMEOUT_S
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"rill exited with {self.proc.returncode} during start-up; "
-                                   f"log tail:\n{self.log_tail()}")
-            # Ready = THIS start logged that every shard listens. A port that accepts is not
-            # enough: after kill -9 the dead broker's listener (held by its io_uring until the
-            # kernel tears it down) keeps accepting, then resetting, connections for tens of ms.
-            if self._logged_since(log_start, READY_LINE) and port_accepts(self.host, self.port):
-                return
-            time.sleep(0.05)
-        self.kill9()
-        raise RuntimeError(f"rill start #{self.starts} did not listen on {self.bootstrap} within "
-                           f"{START_TIMEOUT_S}s (killed); log tail:\n{self.log_tail()}")
+        return log_start
 
-    def _logged_since(self, offset: int, needle: str) -> bool:
+    def logged_since(self, offset: int, needle: str) -> bool:
         """True when the broker log, from byte `offset` on, contains `needle`."""
         try:
             with open(self.log_path, "rb") as f:

@@ -9,8 +9,6 @@ up in time fails the test: no retries.
 
 from __future__ import annotations
 
-import os
-import subprocess
 import time
 from contextlib import contextmanager
 from pathlib import Path
@@ -65,14 +63,9 @@ class ClusterNode(Broker):
             super().start()
             return
         # A controller-only node has no client listener: ready once it says so.
-        log = open(self.log_path, "ab")
-        start = log.tell()
-        self.proc = subprocess.Popen(self.command(), stdout=log, stderr=subprocess.STDOUT,
-                                     stdin=subprocess.DEVNULL, cwd=self.data_dir.parent,
-                                     env={**os.environ, "RUST_LOG": "info", "NO_COLOR": "1"})
-        log.close()
+        start = self.spawn()
         deadline = time.monotonic() + FORM_TIMEOUT_S
-        while not self._logged_since(start, "controller only: no client listener"):
+        while not self.logged_since(start, "controller only: no client listener"):
             assert self.proc.poll() is None, f"controller exited:\n{self.log_tail()}"
             assert time.monotonic() < deadline, f"controller not up:\n{self.log_tail()}"
             time.sleep(0.05)

@@ -8,7 +8,8 @@ loopback (rill.shards=1), real clients, real stops, kill -9 and SIGSTOP/SIGCONT.
 - acks=all waits for the ISR as long as the Produce request's timeout_ms says, then answers
   REQUEST_TIMED_OUT; the records stay written (as Kafka) and are read once the ISR holds them.
 - A restarted broker serves (and names leaders) only once it caught up with the metadata
-  quorum, as Kafka's broker does, so no client is sent to a leader that no longer leads.
+  quorum, as Kafka's broker does, so no client is sent to a leader that no longer leads; with
+  no quorum in reach it keeps waiting, unready and saying why, and stops at once on SIGTERM.
 - The high watermark is checkpointed (Kafka's replication-offset-checkpoint): after every node
   was killed -9, the partition's leader serves exactly what was committed before, neither
   nothing (a high watermark from scratch) nor the records only the old leader held.
@@ -18,12 +19,15 @@ from __future__ import annotations
 
 import threading
 import time
+import urllib.error
+import urllib.request
 
 import kafka_wire as kw
 import pytest
 from confluent_kafka import Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
+from broker import port_accepts
 from cluster import node_metadata
 from test_replication import FAST, bootstrap, create, leader_of, partitions, unique, wait_for, \
     wait_isr
@@ -166,10 +170,12 @@ def test_a_restarted_broker_serves_only_once_it_caught_up_with_the_metadata_quor
 
 
 #: Sessions long enough that no node is fenced for being stopped a few seconds; high
-#: watermarks checkpointed every 200 ms.
+#: watermarks checkpointed every 200 ms; a restarted node serves what it knows after 3 s
+#: without a quorum (an operator's opt-in: by default it waits for one, as Kafka).
 CHECKPOINTED = {"broker.session.timeout.ms": 10000, "broker.heartbeat.interval.ms": 1000,
                 "replica.lag.time.max.ms": 30000,
-                "replica.high.watermark.checkpoint.interval.ms": 200}
+                "replica.high.watermark.checkpoint.interval.ms": 200,
+                "rill.metadata.catch.up.max.ms": 3000}
 
 
 def checkpointed_high_watermark(node, topic: str, partition: int = 0) -> int | None:
@@ -185,8 +191,8 @@ def test_a_leader_restarted_after_every_node_was_killed_serves_its_checkpointed_
     """20 records committed (acks=all), then 10 acks=1 records only the leader takes (its
     followers are stopped: the high watermark stays at 20). Every node is killed -9 a few
     checkpoint intervals later; each replica's checkpoint holds 20. The old leader comes back
-    alone: with no quorum it serves, after its bounded wait, as the leader its metadata last
-    named, and must serve exactly the 20 committed records: a high watermark recomputed from
+    alone: with no quorum it serves, after rill.metadata.catch.up.max.ms, as the leader its
+    metadata last named, and must serve exactly the 20 committed records: a high watermark recomputed from
     nothing served none, one taken from the log end would serve the 10 uncommitted ones."""
     with Nodes(tmp_path, **CHECKPOINTED) as c:
         topic = unique("hw-checkpoint")
@@ -206,6 +212,60 @@ def test_a_leader_restarted_after_every_node_was_killed_serves_its_checkpointed_
         for n in c.nodes:
             n.kill9()
         assert [checkpointed_high_watermark(n, topic) for n in c.nodes] == [20, 20, 20]
-        leader.start()  # no quorum: it serves once its wait for one is over
+        leader.start()  # no quorum: it serves once rill.metadata.catch.up.max.ms is over
+        assert "not caught up with the metadata quorum within" in leader.log_text()
         assert "high watermark from its checkpoint" in leader.log_text()
         assert read_values_when_led(leader, topic) == committed
+
+
+#: Longer than the 10 s a restarted broker once waited before serving a stale image.
+NO_QUORUM_S = 12
+
+
+def readiness(node) -> tuple[int, str]:
+    """(status, body) of the node's /health/ready."""
+    url = f"http://{node.host}:{node.admin_port}/health/ready"
+    try:
+        with urllib.request.urlopen(url, timeout=5) as r:
+            return r.status, r.read().decode()
+    except urllib.error.HTTPError as e:
+        return e.code, e.read().decode()
+
+
+@pytest.mark.timeout(150)
+def test_a_restarted_broker_without_a_quorum_waits_unready_and_stops_on_sigterm(tmp_path):
+    """A node is killed -9 and restarted while both other nodes are SIGSTOPped: with no quorum
+    it cannot catch up, so however long that lasts it does not listen (its readiness probe says
+    why, its log says so every 10 s), and SIGTERM stops it at once, exit 0, never having
+    served. Once the others resume, it starts, catches up and serves."""
+    with Nodes(tmp_path, **RESTART) as c:
+        topic = unique("noquorum")
+        create(c, topic, 1)
+        wait_isr(c, topic, 3)
+        victim = c.nodes[0]
+        others = c.nodes[1:]
+        victim.kill9()
+        for n in others:
+            pause(n)
+        try:
+            log_start = victim.spawn()
+            began = time.monotonic()
+            wait_for(lambda: victim.logged_since(log_start, "still catching up with the metadata"
+                                                            " quorum, not serving"),
+                     NO_QUORUM_S + 10, victim.log_tail)
+            time.sleep(max(0.0, began + NO_QUORUM_S - time.monotonic()))
+            assert victim.alive(), victim.log_tail()
+            assert not victim.logged_since(log_start, "all shards listening"), victim.log_tail()
+            assert not port_accepts(victim.host, victim.port), "it listens with a stale image"
+            status, body = readiness(victim)
+            assert status == 503 and "catching up with the metadata quorum" in body, body
+            # Broker.stop fails the test if SIGTERM does not end it within STOP_TIMEOUT_S.
+            assert victim.stop() == 0, victim.log_tail()
+            assert victim.logged_since(log_start, "never served"), victim.log_tail()
+        finally:
+            for n in others:
+                resume(n)
+        victim.start()
+        c.wait_brokers(3, timeout_s=60)
+        assert "caught up with the metadata quorum" in victim.log_text()
+        assert leader_of(c, topic, 0) != -1

@@ -435,6 +435,12 @@ impl AdminState {
             .iter()
             .filter(|s| s.listening.load(Ordering::Relaxed))
             .count();
+        if listening == 0 {
+            if let Some(cluster) = self.cluster().filter(|c| !c.caught_up()) {
+                let progress = crate::cluster::catch_up_progress(cluster);
+                return Err(format!("catching up with the metadata quorum: {progress}"));
+            }
+        }
         if listening < self.shards.len() {
             return Err(format!(
                 "{listening} of {} shards listening",

@@ -22,6 +22,7 @@
 //! | `transaction.state.log.min.isr` (at most the factor) | (property only)      | 2       |
 //! | `replica.lag.time.max.ms`                 | (property only)                     | 30000   |
 //! | `replica.high.watermark.checkpoint.interval.ms` | (property only)               | 5000    |
+//! | `rill.metadata.catch.up.max.ms` (Rill's own: see [`super::catch_up_before_serving`]) | (property only) | no bound |
 //!
 //! Without `controller.quorum.voters` (and `process.roles`) Rill is the single node it always
 //! was and none of this applies. With them, every mistake below stops the start with an error
@@ -31,6 +32,7 @@
 
 use std::collections::BTreeMap;
 use std::net::{SocketAddr, ToSocketAddrs};
+use std::time::Duration;
 
 use rill_metadata::types::NodeId;
 
@@ -108,6 +110,10 @@ pub struct ClusterConfig {
     pub hw_checkpoint_interval_ms: u64,
     /// Who leads: preferred-leader rebalance and unclean elections.
     pub leadership: Leadership,
+    /// `rill.metadata.catch.up.max.ms`: how long a restarted broker waits to catch up with the
+    /// metadata quorum before it serves what it last knew anyway. `None` (the default): no
+    /// bound, as Kafka's broker, which never serves before it caught up.
+    pub catch_up_max: Option<Duration>,
 }
 
 /// The controller's leadership settings (Kafka's names, [`rill_metadata::elect_leaders`]).
@@ -155,6 +161,7 @@ pub struct ClusterSettings {
     txn_min_isr: Option<u16>,
     replica_lag_time_max_ms: Option<u64>,
     hw_checkpoint_interval_ms: Option<u64>,
+    catch_up_max_ms: Option<u64>,
 }
 
 /// Cluster flags (a subset of [`crate::cli::Cli`]).
@@ -218,6 +225,7 @@ impl ClusterSettings {
             "replica.high.watermark.checkpoint.interval.ms" => {
                 self.hw_checkpoint_interval_ms = Some(number(key, v)?)
             }
+            "rill.metadata.catch.up.max.ms" => self.catch_up_max_ms = Some(number(key, v)?),
             "offsets.topic.replication.factor" => {
                 self.offsets_replication_factor = Some(number(key, v)?)
             }
@@ -357,6 +365,7 @@ impl ClusterSettings {
                 .hw_checkpoint_interval_ms
                 .unwrap_or(HW_CHECKPOINT_INTERVAL_MS_DEFAULT)
                 .max(1),
+            catch_up_max: self.catch_up_max_ms.map(Duration::from_millis),
         };
         check_timings_and_factors(&config)?;
         Ok(Some(config))
@@ -670,6 +679,17 @@ mod tests {
         pairs.push(("transaction.state.log.min.isr", "1"));
         let c = settings(&pairs).resolve(1).unwrap().unwrap();
         assert_eq!(c.txn_min_isr, 1);
+        // A restarted broker waits for the quorum without a bound unless an operator sets one.
+        assert_eq!(c.catch_up_max, None);
+        pairs.push(("rill.metadata.catch.up.max.ms", "2500"));
+        let c = settings(&pairs).resolve(1).unwrap().unwrap();
+        assert_eq!(c.catch_up_max, Some(std::time::Duration::from_millis(2500)));
+        let mut s = ClusterSettings::default();
+        let e = s.apply_property("rill.metadata.catch.up.max.ms", "-1");
+        assert!(e
+            .unwrap_err()
+            .to_string()
+            .contains("rill.metadata.catch.up.max.ms"));
     }
 
     #[test]

@@ -146,6 +146,7 @@ fn cluster_fake() -> ClusterFake {
         txn_min_isr: 2,
         leadership: Default::default(),
         replica_lag_time_max_ms: 30_000,
+        catch_up_max: None,
         hw_checkpoint_interval_ms: 5_000,
     };
     let fake = FakeBroker::new();
@@ -305,4 +306,64 @@ fn a_transactional_id_is_coordinated_by_the_leader_of_its_state_partition() {
     assert!(matches!(reply, TxnReply::Init(Ok(_))), "{reply:?}");
     let reply = futures::executor::block_on(broker.txn(there, init()));
     assert_eq!(reply, TxnReply::Unavailable(ErrorCode::NotCoordinator));
+}
+
+/// A restarted broker's wait to catch up (`super::wait_caught_up`) has no deadline: it ends
+/// only when this node applied the log up to its registration, or when the node stops.
+#[test]
+fn a_restarted_brokers_catch_up_wait_ends_only_caught_up_or_stopped() {
+    use super::{catch_up_progress, wait_caught_up, CatchUp};
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let log_every = Duration::from_millis(20);
+    let view = cluster_fake().view; // applied up to index 3, not registered
+    assert!(catch_up_progress(&view).starts_with("not registered yet (active controller: 2)"));
+
+    // No registration, ever (no quorum): it waits, past many progress logs, until stopped.
+    let stop = Arc::new(AtomicBool::new(false));
+    let stopper = {
+        let stop = stop.clone();
+        std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(200));
+            stop.store(true, Ordering::SeqCst);
+        })
+    };
+    assert_eq!(
+        wait_caught_up(&view, &stop, log_every, None),
+        CatchUp::Stopped
+    );
+    stopper.join().unwrap();
+
+    // Registered at index 5, applied up to 3: it serves once index 5 is applied.
+    let stop = AtomicBool::new(false);
+    view.set_registered(rill_metadata::types::BrokerEpoch(5));
+    assert_eq!(
+        catch_up_progress(&view),
+        "metadata applied up to 3 of this start's registration at 5"
+    );
+    let applier = {
+        let view = view.clone();
+        std::thread::spawn(move || {
+            let mut image = (*view.image()).clone();
+            for index in [4, 5] {
+                std::thread::sleep(Duration::from_millis(50));
+                image.apply_entry(LogIndex(index), 1, &[]);
+                view.publish(Arc::new(image.clone()));
+            }
+        })
+    };
+    assert_eq!(
+        wait_caught_up(&view, &stop, log_every, None),
+        CatchUp::Serve
+    );
+    assert!(view.caught_up() && view.applied_index() == LogIndex(5));
+    applier.join().unwrap();
+
+    // An operator's bound (rill.metadata.catch.up.max.ms): it serves what it knows after it.
+    view.set_registered(rill_metadata::types::BrokerEpoch(9));
+    let bound = Some(Duration::from_millis(50));
+    assert_eq!(
+        wait_caught_up(&view, &stop, log_every, bound),
+        CatchUp::Serve
+    );
+    assert!(!view.caught_up());
 }

@@ -120,41 +120,77 @@ pub fn start(
     }))
 }
 
-/// Longest a restarted broker waits to catch up with the metadata quorum before it serves.
-pub const CATCH_UP_WAIT_MAX: Duration = Duration::from_secs(10);
+/// How often a restarted broker that is still catching up says so, and why.
+pub const CATCH_UP_LOG_EVERY: Duration = Duration::from_secs(10);
+
+/// How a broker's wait to catch up with the metadata quorum ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CatchUp {
+    /// It may serve: it caught up, or it is new to the cluster (nothing stale to tell), or
+    /// `rill.metadata.catch.up.max.ms` ran out (an operator's choice to serve what it knows).
+    Serve,
+    /// The node is stopping (SIGTERM, or a fatal condition) before it caught up: it must
+    /// not serve at all.
+    Stopped,
+}
 
 /// Before a broker serves (called once its admin listener is up, before the shards start): a
 /// restarted broker waits until it caught up with the metadata quorum, see [`wait_caught_up`].
-pub fn catch_up_before_serving(view: &ClusterView, stop: &AtomicBool) {
+pub fn catch_up_before_serving(view: &ClusterView, stop: &AtomicBool) -> CatchUp {
     let restarted = view.image().brokers.contains_key(&view.node_id());
     if view.config().roles.broker && restarted {
-        wait_caught_up(view, stop);
+        let bound = view.config().catch_up_max;
+        return wait_caught_up(view, stop, CATCH_UP_LOG_EVERY, bound);
     }
+    CatchUp::Serve
 }
 
 /// A restarted node's image is the cluster as it last knew it: leaders may have moved since. As
-/// Kafka's broker does, it serves (and its shards take partition roles) only once it applied
-/// the metadata log up to this start's registration, so no client is sent to a stale leader;
-/// bounded by [`CATCH_UP_WAIT_MAX`] (a quorum out of reach leaves it serving what it knows,
-/// with a warning). A node new to the cluster has nothing stale to tell and does not wait.
-fn wait_caught_up(view: &ClusterView, stop: &AtomicBool) {
+/// Kafka's broker does (`BrokerServer.startup` waits for the controller to say it caught up
+/// before it enables its client listeners, with no deadline by default), it serves, and its
+/// shards take partition roles, only once it applied the metadata log up to this start's
+/// registration, so no client is sent to a stale leader and no partition takes a stale role.
+/// By default the wait has no bound: with the quorum out of reach the broker stays unready (its
+/// admin listener says why) and logs why every `log_every`, and it returns at once when the
+/// node stops. `bound` (`rill.metadata.catch.up.max.ms`, unset by default) is an operator's
+/// opt-in to serve the image it last knew after that long, with a warning: its Metadata may
+/// then name stale leaders, and acks=1 writes it takes as a stale leader may later be cut.
+/// A node new to the cluster has nothing stale to tell and does not wait.
+fn wait_caught_up(
+    view: &ClusterView,
+    stop: &AtomicBool,
+    log_every: Duration,
+    bound: Option<Duration>,
+) -> CatchUp {
     let started = Instant::now();
-    let applied = view.applied_index().0;
+    let mut next_log = started + log_every;
     tracing::info!(
-        applied,
+        applied = view.applied_index().0,
         "restarted: catching up with the metadata quorum before serving"
     );
     while !view.caught_up() {
         if stop.load(Ordering::Relaxed) || view.fatal().is_some() {
-            return;
-        }
-        if started.elapsed() >= CATCH_UP_WAIT_MAX {
-            tracing::warn!(
+            tracing::info!(
                 applied = view.applied_index().0,
-                "not caught up with the metadata quorum within {CATCH_UP_WAIT_MAX:?}: serving \
-                 from the metadata applied so far (leaders named may be stale)"
+                "stopping before it caught up with the metadata quorum: never served"
             );
-            return;
+            return CatchUp::Stopped;
+        }
+        if bound.is_some_and(|bound| started.elapsed() >= bound) {
+            tracing::warn!(
+                "not caught up with the metadata quorum within rill.metadata.catch.up.max.ms \
+                 ({bound:?}): serving the metadata applied so far (leaders named may be stale): {}",
+                catch_up_progress(view)
+            );
+            return CatchUp::Serve;
+        }
+        if Instant::now() >= next_log {
+            next_log += log_every;
+            tracing::warn!(
+                waited_s = started.elapsed().as_secs(),
+                "still catching up with the metadata quorum, not serving: {}",
+                catch_up_progress(view)
+            );
         }
         std::thread::sleep(CATCH_UP_POLL);
     }
@@ -163,6 +199,23 @@ fn wait_caught_up(view: &ClusterView, stop: &AtomicBool) {
         waited_ms = started.elapsed().as_millis() as u64,
         "caught up with the metadata quorum"
     );
+    CatchUp::Serve
+}
+
+/// Where a broker's catch-up stands, for its log and its readiness probe.
+pub fn catch_up_progress(view: &ClusterView) -> String {
+    let applied = view.applied_index();
+    match view.registered() {
+        None => format!(
+            "not registered yet (active controller: {}), metadata applied up to {applied}",
+            view.controller()
+                .map_or("none known".to_string(), |c| c.0.to_string())
+        ),
+        Some(epoch) => format!(
+            "metadata applied up to {applied} of this start's registration at {}",
+            epoch.0
+        ),
+    }
 }
 
 /// How often [`wait_caught_up`] looks.

@@ -100,11 +100,18 @@ impl ClusterView {
         self.registered.store(epoch.0, Ordering::SeqCst);
     }
 
+    /// The broker epoch of this process's registration, once the controller accepted it.
+    pub fn registered(&self) -> Option<BrokerEpoch> {
+        let epoch = self.registered.load(Ordering::SeqCst);
+        (epoch >= 0).then_some(BrokerEpoch(epoch))
+    }
+
     /// Whether this node applied the metadata log up to this process's registration: it then
     /// knows the cluster at least as of its start (Kafka's broker "caught up").
     pub fn caught_up(&self) -> bool {
-        let registered = self.registered.load(Ordering::SeqCst);
-        registered >= 0 && i64::try_from(self.applied_index().0).unwrap_or(i64::MAX) >= registered
+        self.registered().is_some_and(|epoch| {
+            i64::try_from(self.applied_index().0).unwrap_or(i64::MAX) >= epoch.0
+        })
     }
 
     /// Remember the active controller.

@@ -107,6 +107,25 @@ struct ShardLinks {
 }
 
 impl ShardEnds {
+    /// Each shard's ends of the meshes (none with one shard).
+    fn all(config: &BrokerConfig) -> Vec<ShardEnds> {
+        let mut meshes = (config.shards > 1).then(|| {
+            let capacity = config.shard_channel_capacity;
+            (
+                ChannelMesh::<PartitionEnvelope>::new(config.shards, capacity),
+                ChannelMesh::<GroupEnvelope>::new(config.shards, capacity),
+                ChannelMesh::<TxnEnvelope>::new(config.shards, capacity),
+            )
+        });
+        (0..config.shards)
+            .map(|shard| ShardEnds {
+                partitions: meshes.as_mut().map(|m| m.0.take(shard)),
+                groups: meshes.as_mut().map(|m| m.1.take(shard)),
+                txns: meshes.as_mut().map(|m| m.2.take(shard)),
+            })
+            .collect()
+    }
+
     /// Connects both meshes (blocking: see [`MeshEnds::connect`]).
     fn connect(self, rendezvous: &Rendezvous) -> Result<ShardLinks, Abandoned> {
         Ok(ShardLinks {
@@ -151,29 +170,20 @@ pub fn run(mut config: BrokerConfig, stop: Arc<AtomicBool>) -> anyhow::Result<()
     }
     crate::admin::start(&config, &admin)?;
     // A restarted broker learns the current leaders before its shards take partition roles
-    // and listen (bounded); its admin listener answers meanwhile (not ready).
-    if let Some(view) = &view {
-        crate::cluster::catch_up_before_serving(view, &stop);
+    // and listen (however long that takes); its admin listener answers meanwhile (not ready).
+    // Stopped before that, it never serves.
+    let catch_up = view
+        .as_ref()
+        .map(|v| crate::cluster::catch_up_before_serving(v, &stop));
+    if catch_up == Some(crate::cluster::CatchUp::Stopped) {
+        admin.health.stopping.store(true, Ordering::Relaxed);
+        return cluster.map_or(Ok(()), crate::cluster::ClusterRuntime::shutdown);
     }
     let startup = Arc::new(Startup::new(config.shards));
     // Each executor holds a clone until its thread ends (even by panic): when all are gone,
     // `finished` disconnects.
     let (running, finished) = mpsc::channel::<()>();
-    let mut meshes = (config.shards > 1).then(|| {
-        let capacity = config.shard_channel_capacity;
-        (
-            ChannelMesh::<PartitionEnvelope>::new(config.shards, capacity),
-            ChannelMesh::<GroupEnvelope>::new(config.shards, capacity),
-            ChannelMesh::<TxnEnvelope>::new(config.shards, capacity),
-        )
-    });
-    let ends = (0..config.shards)
-        .map(|shard| ShardEnds {
-            partitions: meshes.as_mut().map(|m| m.0.take(shard)),
-            groups: meshes.as_mut().map(|m| m.1.take(shard)),
-            txns: meshes.as_mut().map(|m| m.2.take(shard)),
-        })
-        .collect();
+    let ends = ShardEnds::all(&config);
     let shared = Shared {
         config: &config,
         registry: &registry,

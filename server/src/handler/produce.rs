@@ -395,6 +395,13 @@ mod tests {
                 .with_partition_data(vec![data])])
     }
 
+    /// [`handle`]'s response to `request` (acks 1 or -1), on a request frame of its own.
+    fn answer(broker: &FakeBroker, version: i16, request: ProduceRequest) -> ProduceResponse {
+        block_on(handle(broker, version, request, Bytes::new()))
+            .into_response()
+            .expect("acks 1 or -1 get a response")
+    }
+
     fn error_of(r: &ProduceResponse) -> i16 {
         r.responses[0].partition_responses[0].error_code
     }
@@ -402,24 +409,10 @@ mod tests {
     #[test]
     fn appends_and_assigns_offsets() {
         let broker = FakeBroker::new();
-        let r = block_on(handle(
-            &broker,
-            9,
-            request("t", 0, Some(batch(3)), -1),
-            Bytes::new(),
-        ))
-        .into_response()
-        .unwrap();
+        let r = answer(&broker, 9, request("t", 0, Some(batch(3)), -1));
         assert_eq!(error_of(&r), 0);
         assert_eq!(r.responses[0].partition_responses[0].base_offset, 0);
-        let r = block_on(handle(
-            &broker,
-            9,
-            request("t", 0, Some(batch(2)), 1),
-            Bytes::new(),
-        ))
-        .into_response()
-        .unwrap();
+        let r = answer(&broker, 9, request("t", 0, Some(batch(2)), 1));
         assert_eq!(r.responses[0].partition_responses[0].base_offset, 3);
     }
 
@@ -453,14 +446,7 @@ mod tests {
         let mut bad = BytesMut::from(&batch(1)[..]);
         let last = bad.len() - 1;
         bad[last] ^= 0xff;
-        let r = block_on(handle(
-            &broker,
-            9,
-            request("t", 0, Some(bad.freeze()), 1),
-            Bytes::new(),
-        ))
-        .into_response()
-        .unwrap();
+        let r = answer(&broker, 9, request("t", 0, Some(bad.freeze()), 1));
         assert_eq!(error_of(&r), 2);
         assert_eq!(broker.log_end("t", 0), 0);
     }
@@ -476,10 +462,7 @@ mod tests {
             (request("t", 0, Some(Bytes::from_static(b"short")), 1), 2),
         ];
         for (req, code) in cases {
-            let r = block_on(handle(&broker, 9, req, Bytes::new()))
-                .into_response()
-                .unwrap();
-            assert_eq!(error_of(&r), code);
+            assert_eq!(error_of(&answer(&broker, 9, req)), code);
         }
     }
 
@@ -487,14 +470,7 @@ mod tests {
     fn two_batches_in_one_partition_are_refused_whole_as_kafka() {
         let broker = FakeBroker::new();
         let two = Bytes::from([batch(2), batch(3)].concat());
-        let r = block_on(handle(
-            &broker,
-            9,
-            request("t", 0, Some(two), 1),
-            Bytes::new(),
-        ))
-        .into_response()
-        .unwrap();
+        let r = answer(&broker, 9, request("t", 0, Some(two), 1));
         let p = &r.responses[0].partition_responses[0];
         assert_eq!(p.error_code, ErrorCode::InvalidRecord.code());
         assert_eq!((p.base_offset, p.log_start_offset), (-1, -1));
@@ -512,14 +488,7 @@ mod tests {
 
         // A whole batch followed by a cut one is the cut one's error, as before.
         let cut = Bytes::from([batch(2), batch(3).slice(..20)].concat());
-        let r = block_on(handle(
-            &broker,
-            9,
-            request("t", 0, Some(cut), 1),
-            Bytes::new(),
-        ))
-        .into_response()
-        .unwrap();
+        let r = answer(&broker, 9, request("t", 0, Some(cut), 1));
         assert_eq!(error_of(&r), ErrorCode::CorruptMessage.code());
         // Batches are counted before either is checked, as Kafka: a corrupt first batch with
         // a second after it is the batch-count refusal, not the CRC's.
@@ -527,24 +496,10 @@ mod tests {
         let last = corrupt.len() - 1;
         corrupt[last] ^= 0xff;
         corrupt.extend_from_slice(&batch(3));
-        let r = block_on(handle(
-            &broker,
-            9,
-            request("t", 0, Some(corrupt.freeze()), 1),
-            Bytes::new(),
-        ))
-        .into_response()
-        .unwrap();
+        let r = answer(&broker, 9, request("t", 0, Some(corrupt.freeze()), 1));
         assert_eq!(error_of(&r), ErrorCode::InvalidRecord.code());
         // An empty records field names the version too.
-        let r = block_on(handle(
-            &broker,
-            3,
-            request("t", 0, Some(Bytes::new()), 1),
-            Bytes::new(),
-        ))
-        .into_response()
-        .unwrap();
+        let r = answer(&broker, 3, request("t", 0, Some(Bytes::new()), 1));
         assert_eq!(error_of(&r), ErrorCode::InvalidRecord.code());
         assert_eq!(broker.log_end("t", 0), 0);
     }
@@ -556,14 +511,7 @@ mod tests {
                 .static_props
                 .insert("message.max.bytes".into(), "100".into());
         });
-        let r = block_on(handle(
-            &broker,
-            9,
-            request("t", 0, Some(batch(20)), 1),
-            Bytes::new(),
-        ))
-        .into_response()
-        .unwrap();
+        let r = answer(&broker, 9, request("t", 0, Some(batch(20)), 1));
         assert_eq!(error_of(&r), 10);
     }
 

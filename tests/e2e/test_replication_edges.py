@@ -10,6 +10,8 @@ loopback (rill.shards=1), real clients, real stops, kill -9 and SIGSTOP/SIGCONT.
 - A restarted broker serves (and names leaders) only once it caught up with the metadata
   quorum, as Kafka's broker does, so no client is sent to a leader that no longer leads; with
   no quorum in reach it keeps waiting, unready and saying why, and stops at once on SIGTERM.
+- A follower pulls every partition it follows from one leader in one Fetch over one connection
+  (Kafka's ReplicaFetcherThread), not one connection per partition.
 - The high watermark is checkpointed (Kafka's replication-offset-checkpoint): after every node
   was killed -9, the partition's leader serves exactly what was committed before, neither
   nothing (a high watermark from scratch) nor the records only the old leader held.
@@ -17,6 +19,7 @@ loopback (rill.shards=1), real clients, real stops, kill -9 and SIGSTOP/SIGCONT.
 
 from __future__ import annotations
 
+import subprocess
 import threading
 import time
 import urllib.error
@@ -270,3 +273,35 @@ def test_a_restarted_broker_without_a_quorum_waits_unready_and_stops_on_sigterm(
         c.wait_brokers(3, timeout_s=60)
         assert "caught up with the metadata quorum" in victim.log_text()
         assert leader_of(c, topic, 0) != -1
+
+
+def connections(from_node, to_node) -> int:
+    """Established TCP connections `from_node`'s process holds to `to_node`'s client port."""
+    out = subprocess.run(["ss", "-tnpH", "state", "established"], capture_output=True, text=True,
+                         check=True).stdout
+    return sum(1 for line in out.splitlines()
+               if f"pid={from_node.proc.pid}," in line
+               and line.split()[3] == f"127.0.0.1:{to_node.port}")
+
+
+@pytest.mark.timeout(120)
+def test_a_follower_pulls_every_partition_of_a_leader_over_one_connection(tmp_path):
+    """30 partitions of three replicas spread their leaders over the three nodes: each node
+    follows ~10 partitions of each other node, and pulls them all over one connection per
+    leader (rill.shards=1: one fetcher per shard and leader), where it held one per partition.
+    acks=all to every partition is answered, so every follower copies through it."""
+    with Nodes(tmp_path, **FAST) as c:
+        topic = unique("one-link")
+        create(c, topic, 30)
+        wait_isr(c, topic, 3)
+        errors = []
+        p = Producer({"bootstrap.servers": bootstrap(c), "acks": "all", "linger.ms": 5})
+        for i in range(300):
+            p.produce(topic, f"{i}".encode(), partition=i % 30,
+                      on_delivery=lambda e, m: errors.append(e))
+        assert p.flush(30) == 0, "messages still in flight"
+        assert errors == [None] * 300, errors[:5]
+        wait_isr(c, topic, 3)
+        links = {(a.node_id, b.node_id): connections(a, b) for a in c.nodes for b in c.nodes
+                 if a is not b}
+        assert links == {pair: 1 for pair in links}, links

@@ -11,7 +11,8 @@
 //!   batch (every ISR member holds it) and the ISR has `min.insync.replicas` members. The ISR
 //!   shrinks when a follower has not caught up for `replica.lag.time.max.ms` and grows when a
 //!   follower reaches the high watermark, through the controller's AlterPartition.
-//! - **Follower**: a fetcher task ([`fetcher`]) pulls from the leader, the actor appends the
+//! - **Follower**: the shard's fetcher for its leader ([`fetcher`], one per leader, pulling
+//!   every partition this shard follows from it in one Fetch) pulls, the actor appends the
 //!   batches at the leader's offsets and flushes them before fetching again (so the log end a
 //!   follower reports is durable under the default flush policy), and takes the leader's high
 //!   watermark. A Fetch answered with a diverging epoch (KIP-320) cuts the divergent tail

@@ -39,11 +39,11 @@ pub(super) enum Replication {
         /// Set while an AlterPartition is in flight (cleared by its answer).
         altering: Rc<Cell<bool>>,
     },
-    /// Following `leader` at `epoch`; the fetcher task pulls from it (dropped: cancelled).
+    /// Following `leader` at `epoch`; the shard's fetcher for that leader pulls for it until
+    /// `stop` is set.
     Follower {
         epoch: LeaderEpoch,
         leader: NodeId,
-        _fetcher: glommio::task::JoinHandle<()>,
         stop: Rc<Cell<bool>>,
     },
     /// A replica waiting for a leader.
@@ -246,7 +246,7 @@ impl<S: Storage + 'static> Actor<S> {
         }
     }
 
-    /// A follower of `leader` at `epoch`: its fetcher task starts.
+    /// A follower of `leader` at `epoch`: it joins the shard's fetcher for that leader.
     fn start_following(&self, epoch: LeaderEpoch, leader: NodeId) -> Replication {
         let stop = Rc::new(Cell::new(false));
         let fetcher = crate::replication::fetcher::FetcherSetup {
@@ -262,11 +262,10 @@ impl<S: Storage + 'static> Actor<S> {
             leader,
             stop: stop.clone(),
         };
-        let task = glommio::spawn_local(crate::replication::fetcher::run(fetcher)).detach();
+        crate::replication::fetcher::follow(fetcher);
         Replication::Follower {
             epoch,
             leader,
-            _fetcher: task,
             stop,
         }
     }

@@ -8,8 +8,10 @@
 //!   timestamp); its indexes are read from disk when a read opens its file and dropped when the
 //!   file is closed (the LRU of `OPEN_SEALED_FILES_MAX`). An index file that no longer decodes
 //!   is rebuilt by scanning the segment (the log is the truth).
-//! - **Idle release**: [`PartitionLog::release_idle_memory`] drops the batch cache and the
-//!   log's extents in the shard's read cache, closes sealed files, checkpoints (unless at most
+//! - **Idle release**: [`PartitionLog::release_idle_memory`] drops the batch cache (its
+//!   extents in the shard's read cache stay, within that cache's own bound, evicted least
+//!   recently used like any others: a catch-up after the idle spell still reads memory), closes
+//!   sealed files, checkpoints (unless at most
 //!   `CLOSE_SCAN_BYTES_MAX` past the last checkpoint) and drops the active segment's indexes and
 //!   its write buffer (the partial tail block is re-read from disk on the next append), trims the active `.log`'s preallocation and closes it, so an idle
 //!   partition costs a few KiB of memory ([`PartitionLog::resident_bytes`]), no open file and
@@ -210,7 +212,6 @@ impl<S: Storage> PartitionLog<S> {
             self.flush().await?;
         }
         self.cache = BatchCache::new(self.config.batch_cache_bytes_max);
-        self.read_cache.forget_log(self.read_cache_log);
         let sealed = self.segments.len() - 1;
         for segment in &mut self.segments[..sealed] {
             segment.drop_indexes();

@@ -23,7 +23,7 @@
 //! |---|---|
 //! | bytes of all entries, loading or ready, `<= bytes_max` | checked on every insert (`assert!`) |
 //! | room is made least recently used first | loading entries too |
-//! | a stopped consumer pins nothing | its entries are evicted like any other; an idle log drops them |
+//! | a stopped consumer pins nothing | its entries are evicted like any other; a closed log drops them (an idle one keeps them: they are within the bound) |
 //! | write-through adds no copy | a written entry is the appended batch's `Bytes` (counted as its length: it may share its allocation with the rest of its request, at most 2x, see `owned_records` in the produce handler) |
 //!
 //! Bytes already handed to a response are `Bytes` clones: they live on until the response is
@@ -537,7 +537,7 @@ impl ReadCache {
         assert!(inner.bytes <= inner.bytes_max, "the cache stays in bounds");
     }
 
-    /// Drops every entry of `log` (it closed, went idle, or failed).
+    /// Drops every entry of `log` (it closed, or failed and is reopened).
     pub fn forget_log(&self, log: LogId) {
         let mut inner = self.inner.borrow_mut();
         let keys: Vec<_> = inner

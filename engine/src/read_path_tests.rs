@@ -184,9 +184,24 @@ fn read_cache_bound_case(write_through: bool) {
         .map(|p| cache.entries_of(logs[p].read_cache_log))
         .sum();
     assert!(pinned <= 4, "{pinned} extents of stopped consumers left");
-    // An idle log, and a closed one, drop what they still have.
+    // An idle log keeps its entries (within the bound) and serves from them without touching
+    // its files; a closed one drops what it still has.
+    let log0 = logs[0].read_cache_log;
+    let kept = cache.entries_of(log0);
+    let cached = (0..logs[0].high_watermark().0)
+        .rev()
+        .map(Offset)
+        .find(|&o| cache.entry_covering(log0, o).is_some())
+        .expect("partition 0 read last: some of its extents are cached");
+    let before = block_on(logs[0].read(cached, 1)).unwrap();
     block_on(logs[0].release_idle_memory()).unwrap();
-    assert_eq!(cache.entries_of(logs[0].read_cache_log), 0);
+    assert_eq!(logs[0].open_files(), 0);
+    assert_eq!(cache.entries_of(log0), kept, "idle: kept");
+    let loads = cache.stats().loads;
+    let after = block_on(logs[0].read(cached, 1)).unwrap();
+    assert_eq!(batches_of(&after.chunks), batches_of(&before.chunks));
+    assert_eq!(cache.stats().loads, loads, "served from memory");
+    assert_eq!(logs[0].open_files(), 0, "no file reopened");
     let last = logs.pop().unwrap();
     let id = last.read_cache_log;
     block_on(last.close()).unwrap();

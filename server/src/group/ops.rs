@@ -253,6 +253,3 @@ pub struct GroupCall {
     /// What to do.
     pub op: GroupOp,
 }
-
-/// A [`GroupCall`] and where its answer goes: what the group mesh carries.
-pub type GroupEnvelope = crate::shard::router::Envelope<GroupCall, GroupReply>;

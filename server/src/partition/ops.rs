@@ -285,6 +285,3 @@ pub struct PartitionCall {
     /// The operation.
     pub op: PartitionOp,
 }
-
-/// A [`PartitionCall`] and where its answer goes: what the partition mesh carries.
-pub type PartitionEnvelope = crate::shard::router::Envelope<PartitionCall, PartitionReply>;

@@ -23,22 +23,21 @@ use rill_engine::io::{Clock, SystemClock};
 use rill_engine::read_cache::ReadCache;
 use rill_engine::LogManager;
 
-use super::mesh::{ChannelMesh, Links, MeshEnds};
 use super::rendezvous::{Abandoned, Rendezvous};
-use super::router::{self, Router, REMOTE_REQUESTS_MAX};
+use super::router::{self, Router, RouterEnds, RouterLinks, RouterMesh, REMOTE_REQUESTS_MAX};
 use super::Shard;
 use crate::admin::shard::ShardLocal;
 use crate::admin::state::AdminState;
 use crate::cluster::{deletions, ClusterView};
 use crate::config::{available_cores, BrokerConfig};
-use crate::group::ops::GroupEnvelope;
+use crate::group::{GroupCall, GroupReply};
 use crate::net::listener::accept_loop;
-use crate::partition::ops::PartitionEnvelope;
+use crate::partition::ops::{PartitionCall, PartitionReply};
 use crate::partition::table::PartitionTable;
 use crate::routing::owner_shard;
 use crate::shutdown::ShutdownSignal;
 use crate::topics::TopicRegistry;
-use crate::txn::ops::{TxnCall, TxnEnvelope, TxnReply};
+use crate::txn::ops::{TxnCall, TxnReply};
 use crate::txn::runtime::RemoteTxns;
 
 /// How often a shard looks at the process-wide stop flag (set by the signal handler thread):
@@ -94,16 +93,16 @@ impl Drop for AbandonOnExit {
 
 /// One shard's ends of the meshes (`None` with one shard).
 struct ShardEnds {
-    partitions: Option<MeshEnds<PartitionEnvelope>>,
-    groups: Option<MeshEnds<GroupEnvelope>>,
-    txns: Option<MeshEnds<TxnEnvelope>>,
+    partitions: Option<RouterEnds<PartitionCall, PartitionReply>>,
+    groups: Option<RouterEnds<GroupCall, GroupReply>>,
+    txns: Option<RouterEnds<TxnCall, TxnReply>>,
 }
 
 /// One shard's connected mesh links (`None` with one shard).
 struct ShardLinks {
-    partitions: Option<Links<PartitionEnvelope>>,
-    groups: Option<Links<GroupEnvelope>>,
-    txns: Option<Links<TxnEnvelope>>,
+    partitions: Option<RouterLinks<PartitionCall, PartitionReply>>,
+    groups: Option<RouterLinks<GroupCall, GroupReply>>,
+    txns: Option<RouterLinks<TxnCall, TxnReply>>,
 }
 
 impl ShardEnds {
@@ -112,9 +111,9 @@ impl ShardEnds {
         let mut meshes = (config.shards > 1).then(|| {
             let capacity = config.shard_channel_capacity;
             (
-                ChannelMesh::<PartitionEnvelope>::new(config.shards, capacity),
-                ChannelMesh::<GroupEnvelope>::new(config.shards, capacity),
-                ChannelMesh::<TxnEnvelope>::new(config.shards, capacity),
+                RouterMesh::<PartitionCall, PartitionReply>::new(config.shards, capacity),
+                RouterMesh::<GroupCall, GroupReply>::new(config.shards, capacity),
+                RouterMesh::<TxnCall, TxnReply>::new(config.shards, capacity),
             )
         });
         (0..config.shards)
@@ -126,7 +125,7 @@ impl ShardEnds {
             .collect()
     }
 
-    /// Connects both meshes (blocking: see [`MeshEnds::connect`]).
+    /// Connects every router's meshes (blocking: see [`super::mesh::MeshEnds::connect`]).
     fn connect(self, rendezvous: &Rendezvous) -> Result<ShardLinks, Abandoned> {
         Ok(ShardLinks {
             partitions: self.partitions.map(|e| e.connect(rendezvous)).transpose()?,
@@ -398,7 +397,7 @@ async fn shard_main(
         return Ok(());
     };
     let prepare = Box::pin(prepare_shard(config.clone(), (registry, cluster), links));
-    let (shard, txn_inbox) = match select(prepare, Box::pin(shutdown.wait())).await {
+    let (shard, txn_inbox, mut serving) = match select(prepare, Box::pin(shutdown.wait())).await {
         Either::Left((prepared, _)) => prepared?,
         Either::Right(_) => {
             tracing::info!("stop signal during start-up: shard not started");
@@ -433,7 +432,7 @@ async fn shard_main(
     .detach();
     // Transactions act through the shard: served from now on.
     let txns = RemoteTxns::new(&shard.txns, &shard);
-    serve_inbox(txn_inbox, Rc::new(txns));
+    serving.push(serve_inbox(txn_inbox, Rc::new(txns)));
     crate::txn::runtime::run_timers(&shard.txns, &shard);
     crate::txn::runtime::follow_leadership(&shard.txns, &shard);
     // Finish transactions decided before a crash (markers, group offsets) before clients come:
@@ -456,6 +455,10 @@ async fn shard_main(
     shard.table.close_all().await;
     shard.groups.journal().close().await;
     shard.txns.journal().close().await;
+    // Other shards' calls still waiting here answer "unavailable" rather than wait for good.
+    for serving in &serving {
+        serving.stop().await;
+    }
     tracing::info!(shard = shard.id, "shard stopped; partition logs closed");
     Ok(())
 }
@@ -470,8 +473,8 @@ async fn prepare_shard(
     config: Arc<BrokerConfig>,
     (registry, cluster): (Arc<TopicRegistry>, Option<Arc<ClusterView>>),
     links: ShardLinks,
-) -> anyhow::Result<(Rc<Shard<GlommioStorage>>, TxnInbox)> {
-    let id = links.partitions.as_ref().map_or(0, |l| l.shard);
+) -> anyhow::Result<(Rc<Shard<GlommioStorage>>, TxnInbox, Vec<router::Serving>)> {
+    let id = links.partitions.as_ref().map_or(0, RouterLinks::shard);
     let clock: Rc<dyn Clock> = Rc::new(SystemClock);
     let read_cache = Rc::new(ReadCache::with_write_through(
         config.read_cache_bytes_per_shard(),
@@ -497,11 +500,11 @@ async fn prepare_shard(
     let internal = || cluster.clone().map(|c| (table.clone(), c));
     let storage = (id, GlommioStorage::new());
     let groups = crate::group::runtime::start(&config, storage, clock.clone(), internal()).await?;
-    let group_router = route(links.groups, &groups);
+    let (group_router, serving_groups) = route(links.groups, &groups);
     let storage = (id, GlommioStorage::new());
     let txns = crate::txn::runtime::start(&config, storage, clock.clone(), internal()).await?;
     let (txn_router, txn_inbox) = connect_router(links.txns);
-    let partitions = route(links.partitions, &table);
+    let (partitions, serving_partitions) = route(links.partitions, &table);
     let shards = config.shards;
     // In a cluster, only partitions this broker leads live here.
     let leads = |topic: &str, partition| cluster.as_ref().is_none_or(|c| c.leads(topic, partition));
@@ -525,29 +528,30 @@ async fn prepare_shard(
         txns,
         txn_router,
     };
-    Ok((Rc::new(shard), txn_inbox))
+    let serving = vec![serving_groups, serving_partitions];
+    Ok((Rc::new(shard), txn_inbox, serving))
 }
 
 /// The router over `links` (a single-shard router without), serving other shards' requests
-/// with `service`, at most [`REMOTE_REQUESTS_MAX`] at once.
+/// with `service`, at most [`REMOTE_REQUESTS_MAX`] at once (stop it before the shard leaves).
 fn route<Req, Rep, S>(
-    links: Option<Links<router::Envelope<Req, Rep>>>,
+    links: Option<RouterLinks<Req, Rep>>,
     service: &Rc<S>,
-) -> Router<Req, Rep>
+) -> (Router<Req, Rep>, router::Serving)
 where
     Req: Send + 'static,
     Rep: Send + 'static,
     S: router::Service<Req, Reply = Rep> + 'static,
 {
     let (router, receivers) = connect_router(links);
-    serve_inbox(receivers, service.clone());
-    router
+    let serving = serve_inbox(receivers, service.clone());
+    (router, serving)
 }
 
 /// The router over `links` (a single-shard router without), and the receivers of other shards'
 /// requests.
 fn connect_router<Req: Send + 'static, Rep: Send + 'static>(
-    links: Option<Links<router::Envelope<Req, Rep>>>,
+    links: Option<RouterLinks<Req, Rep>>,
 ) -> (Router<Req, Rep>, router::Inbox<Req, Rep>) {
     match links {
         Some(links) => Router::over(links),
@@ -556,15 +560,15 @@ fn connect_router<Req: Send + 'static, Rep: Send + 'static>(
 }
 
 /// Serves other shards' requests from `receivers` with `service`, at most
-/// [`REMOTE_REQUESTS_MAX`] at once.
-fn serve_inbox<Req, Rep, S>(receivers: router::Inbox<Req, Rep>, service: Rc<S>)
+/// [`REMOTE_REQUESTS_MAX`] at once, until stopped.
+fn serve_inbox<Req, Rep, S>(receivers: router::Inbox<Req, Rep>, service: Rc<S>) -> router::Serving
 where
     Req: Send + 'static,
     Rep: Send + 'static,
     S: router::Service<Req, Reply = Rep> + 'static,
 {
     let permits = Rc::new(Semaphore::new(REMOTE_REQUESTS_MAX));
-    router::serve(receivers, service, permits);
+    router::serve(receivers, service, permits)
 }
 
 /// Resolves once every shard is past its part of start-up, or start-up was abandoned. Polled on

@@ -134,9 +134,6 @@ pub struct TxnCall {
     pub op: TxnOp,
 }
 
-/// A [`TxnCall`] and where its answer goes: what the transaction mesh carries.
-pub type TxnEnvelope = crate::shard::router::Envelope<TxnCall, TxnReply>;
-
 /// `code` as a client at `version` of an API knows it: PRODUCER_FENCED exists from
 /// `fenced_from` on (older clients get INVALID_PRODUCER_EPOCH), TRANSACTION_ABORTABLE from
 /// `abortable_from` (older ones get INVALID_TXN_STATE), as Kafka answers them.

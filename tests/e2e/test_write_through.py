@@ -13,10 +13,10 @@ from __future__ import annotations
 import time
 
 from confluent_kafka import Consumer, KafkaException, TopicPartition
-from confluent_kafka.admin import NewTopic
 
 from clients import CLIENT_TIMEOUT_S, admin, create_topic, produce_all, producer, watermarks
 from test_admin_listener import metrics, series
+from test_compaction import _read_all_confluent
 
 #: Each shard's read cache in these tests (so they do not depend on the machine's memory).
 CACHE_BYTES = 16 << 20
@@ -159,7 +159,8 @@ def test_compaction_never_serves_superseded_bytes(broker_factory, tmp_path, topi
     last_round[total] = b"end"
     deadline = time.monotonic() + 60
     while True:
-        got = dict(consume_to_end(b.bootstrap, topic_name))
+        got = {offset: v.encode() for offset, _key, v in _read_all_confluent(b.bootstrap,
+                                                                             topic_name)}
         if got == last_round:
             break
         stale = [o for o in got if o not in last_round]
@@ -169,27 +170,6 @@ def test_compaction_never_serves_superseded_bytes(broker_factory, tmp_path, topi
         time.sleep(0.5)
     assert watermarks(b.bootstrap, topic_name, 0) == (0, total + 1), "offsets kept"
     assert "panicked" not in b.log_text()
-
-
-def consume_to_end(bootstrap: str, topic: str) -> list[tuple[int, bytes]]:
-    """(offset, value) of every record from the start of partition 0 to its high watermark."""
-    low, high = watermarks(bootstrap, topic, 0)
-    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "rill-e2e-unused",
-                  "enable.auto.commit": False, "enable.partition.eof": True})
-    out = []
-    try:
-        c.assign([TopicPartition(topic, 0, low)])
-        deadline = time.monotonic() + CLIENT_TIMEOUT_S
-        while time.monotonic() < deadline:
-            for m in c.consume(num_messages=1000, timeout=0.5):
-                if m.error():
-                    if m.error().code() == -191:  # _PARTITION_EOF: at the high watermark
-                        return out
-                    raise KafkaException(m.error())
-                out.append((m.offset(), m.value()))
-        raise AssertionError(f"no end of partition within {CLIENT_TIMEOUT_S}s ({low}, {high})")
-    finally:
-        c.close()
 
 
 def rss_bytes(pid: int) -> int:

@@ -30,6 +30,7 @@ use super::Broker;
 use crate::admin::shard::hooks;
 use crate::partition::ops::{Isolation, PartitionOp, PartitionReply};
 use rill_engine::{AbortedTxn, Positions};
+use rill_metadata::types::NodeId;
 use rill_types::{LeaderEpoch, Offset};
 
 /// Upper bound on how long one fetch may park (clients send ~500 ms; a lying value is capped).
@@ -46,7 +47,7 @@ struct Want {
     /// The request's isolation level ([`Isolation::Replica`] for a follower's fetch).
     isolation: Isolation,
     /// A follower's fetch: its node id, the leader epoch it names and its last fetched epoch.
-    replica: Option<(i32, LeaderEpoch, Option<LeaderEpoch>)>,
+    replica: Option<(NodeId, LeaderEpoch, Option<LeaderEpoch>)>,
     /// Set when the topic is unknown: answered without touching a shard.
     error: Option<ErrorCode>,
 }
@@ -96,7 +97,7 @@ pub async fn handle<B: Broker>(
         usize::MAX
     };
     let (response, records) = response(version, wants, gots, budget);
-    let from_consumer = request.replica_id.0 < 0 && request.replica_state.replica_id.0 < 0;
+    let from_consumer = follower(request).is_none();
     hooks::fetch_answered(waited, from_consumer.then(|| sent(&response, &records)));
     (response, records)
 }
@@ -116,15 +117,20 @@ fn sent<'a>(
         .map(|((topic, partition), chunks)| (topic, partition, chunks.as_slice()))
 }
 
+/// The follower a Fetch comes from (its `replica_state`, v15+, or its `replica_id`); `None`
+/// for a consumer (-1 on the wire).
+fn follower(request: &FetchRequest) -> Option<NodeId> {
+    [request.replica_state.replica_id.0, request.replica_id.0]
+        .into_iter()
+        .find(|&id| id >= 0)
+        .map(NodeId)
+}
+
 fn resolve<B: Broker>(broker: &B, version: i16, request: &FetchRequest) -> Vec<Want> {
     let mut wants = Vec::new();
+    let replica_id = follower(request);
     for topic in &request.topics {
         let by_id = version >= 13;
-        let replica_id = if request.replica_state.replica_id.0 >= 0 {
-            request.replica_state.replica_id.0
-        } else {
-            request.replica_id.0
-        };
         // Followers copy the internal topics and consumers read them (`crate::coordinator_log`).
         let found = if by_id {
             crate::coordinator_log::readable_topic_by_id(broker, topic.topic_id)
@@ -141,9 +147,9 @@ fn resolve<B: Broker>(broker: &B, version: i16, request: &FetchRequest) -> Vec<W
             ),
         };
         for p in &topic.partitions {
-            let replica = (replica_id >= 0).then(|| {
+            let replica = replica_id.map(|node| {
                 let last = (p.last_fetched_epoch >= 0).then_some(LeaderEpoch(p.last_fetched_epoch));
-                (replica_id, LeaderEpoch(p.current_leader_epoch), last)
+                (node, LeaderEpoch(p.current_leader_epoch), last)
             });
             let in_range = found
                 .as_ref()
@@ -225,7 +231,7 @@ async fn read_one<B: Broker>(broker: &B, want: &Want) -> Got {
 async fn read_for_follower<B: Broker>(
     broker: &B,
     want: &Want,
-    (replica, current_leader_epoch, last_fetched_epoch): (i32, LeaderEpoch, Option<LeaderEpoch>),
+    (replica, current_leader_epoch, last_fetched_epoch): (NodeId, LeaderEpoch, Option<LeaderEpoch>),
 ) -> Got {
     let op = PartitionOp::ReplicaFetch {
         replica,

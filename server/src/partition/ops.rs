@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use rill_engine::{AbortedTxn, Positions, ProducerView, TxnMarker};
+use rill_metadata::types::NodeId;
 use rill_types::batch::ValidatedBatch;
 use rill_types::{ErrorCode, LeaderEpoch, Offset, ProducerEpoch, ProducerId, TimestampMs};
 
@@ -129,7 +130,7 @@ pub enum PartitionOp {
     /// Replication, on the leader: a follower's fetch (`crate::replication`).
     ReplicaFetch {
         /// The follower's node id.
-        replica: i32,
+        replica: NodeId,
         /// Its log end: where it wants to read from.
         from: Offset,
         /// Partition byte budget.

@@ -430,7 +430,7 @@ impl<S: Storage + 'static> Actor<S> {
     /// A follower's fetch, on the leader.
     pub(super) async fn replica_fetch(
         &mut self,
-        replica: i32,
+        node: NodeId,
         from: Offset,
         max_bytes: usize,
         current_leader_epoch: LeaderEpoch,
@@ -447,7 +447,6 @@ impl<S: Storage + 'static> Actor<S> {
         if current_leader_epoch.0 >= 0 && current_leader_epoch < epoch {
             return PartitionReply::Error(ErrorCode::FencedLeaderEpoch);
         }
-        let node = NodeId(replica);
         if !state.role.replicas.contains(&node) {
             return PartitionReply::Error(ErrorCode::NotLeaderOrFollower);
         }

@@ -410,6 +410,8 @@ impl<S: Storage> PartitionLog<S> {
             .appender
             .as_mut()
             .expect("an appender while bytes are unflushed");
+        // Held read-ahead loads wait behind it (see `FlushGate`).
+        let _flushing = self.read_cache.flush_gate().flush_started();
         if let Err(e) = appender.flush(file).await {
             self.failed = true;
             return Err(EngineError::from_io(e));

@@ -34,6 +34,7 @@
 
 use crate::batch::validate_prefix;
 use crate::error::EngineError;
+use crate::io::gate::FlushGate;
 use crate::types::Offset;
 use bytes::Bytes;
 use futures::future::{LocalBoxFuture, Shared};
@@ -355,6 +356,8 @@ impl Inner {
 /// A bounded, least-recently-used cache of extents for all the logs of one core.
 pub struct ReadCache {
     inner: RefCell<Inner>,
+    /// The core's durable flushes in flight, which held read-ahead loads wait behind.
+    flush_gate: Rc<FlushGate>,
 }
 
 impl std::fmt::Debug for ReadCache {
@@ -385,6 +388,7 @@ impl ReadCache {
                 write_through,
                 ..Inner::default()
             }),
+            flush_gate: Rc::default(),
         }
     }
 
@@ -420,6 +424,11 @@ impl ReadCache {
     /// Whether appended batches are kept (see [`Self::with_write_through`]).
     pub fn writes_through(&self) -> bool {
         self.inner.borrow().write_through
+    }
+
+    /// The core's durable flushes in flight (its logs mark theirs; held loads wait behind them).
+    pub fn flush_gate(&self) -> &Rc<FlushGate> {
+        &self.flush_gate
     }
 
     /// A fresh id for a log that is opening.

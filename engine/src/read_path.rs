@@ -26,8 +26,10 @@
 //!
 //! Held read-ahead ([`PartitionLog::hold_read_ahead`], while producers wait on flushes): a
 //! sequential reader still reads ahead, but with at most one load of its window in flight at a
-//! time ([`HELD_LOADS_IN_FLIGHT`]), so the device queue holds at most one of its reads ahead of
-//! the next flush, while the next fetch's bytes still load as the client digests this one.
+//! time ([`HELD_LOADS_IN_FLIGHT`]), each paced ([`crate::io::BlockFile::read_owned_paced`]):
+//! the core's paced pieces go to the device one at a time, none started while one of its
+//! flushes is in flight ([`crate::io::gate::FlushGate`]), so the next flush waits behind at
+//! most one piece, while the next fetch's bytes still load as the client digests this one.
 
 use crate::batch::BatchHeader;
 use crate::error::EngineError;
@@ -37,7 +39,7 @@ use crate::read_cache::{Extent, Found, Load, LoadError};
 use crate::segment::Segment;
 use crate::types::Offset;
 use bytes::Bytes;
-use futures::future::LocalBoxFuture;
+use futures::future::{Either, LocalBoxFuture};
 use futures::FutureExt;
 use std::rc::Rc;
 
@@ -48,8 +50,9 @@ pub const EXTENT_BYTES: u64 = 1 << 20;
 pub const READ_AHEAD_BYTES: usize = 4 << 20;
 /// Most extents issued by one read (bounds the work of a read with tiny extents).
 const READ_AHEAD_EXTENTS_MAX: usize = 16;
-/// Loads of one log in flight at once while its read-ahead is held.
-pub const HELD_LOADS_IN_FLIGHT: usize = 1;
+/// Loads of one log in flight at once while its read-ahead is held: its pieces are read one
+/// at a time anyway (paced), the second keeps the next piece queued behind the first's last.
+pub const HELD_LOADS_IN_FLIGHT: usize = 2;
 
 /// What [`PartitionLog::extent_for`] could get for an offset.
 enum Had {
@@ -165,11 +168,12 @@ impl<S: Storage> PartitionLog<S> {
     }
 
     /// Holds (or releases) read-ahead: while held, a read issues a load only while fewer than
-    /// [`HELD_LOADS_IN_FLIGHT`] of the extents it walks are loading. The partition's owner
-    /// holds it while producers wait for their appends to be made durable: a sequential
-    /// reader's window of loads (up to [`READ_AHEAD_BYTES`], issued at once) would otherwise
-    /// queue on the device ahead of the next flush's write and fdatasync; one load ahead keeps
-    /// the reader from waiting on the disk at every fetch.
+    /// [`HELD_LOADS_IN_FLIGHT`] of the extents it walks are loading, and its loads are paced
+    /// (one piece at a time on the core, none started while a flush is in flight). The
+    /// partition's owner holds it while producers wait for their appends to be made durable: a
+    /// sequential reader's window of loads (up to [`READ_AHEAD_BYTES`], issued at once) would
+    /// otherwise queue on the device ahead of the next flush's write and fdatasync; loading
+    /// ahead still keeps the reader from waiting on the disk at every fetch.
     pub fn hold_read_ahead(&mut self, held: bool) {
         self.read_ahead_held = held;
     }
@@ -376,7 +380,14 @@ impl<S: Storage> PartitionLog<S> {
         let file = segment.file.as_ref().expect("a planned segment is open");
         let read_pos = align_down(plan.start_pos);
         let read_len = (align_up(plan.end_pos) - read_pos) as usize;
-        let read = file.read_owned(read_pos, read_len);
+        // Held (producers wait on flushes): one piece at a time, none while a flush is in
+        // flight, so a flush waits behind at most one piece of it.
+        let read = if self.read_ahead_held {
+            let gate = self.read_cache.flush_gate().clone();
+            Either::Left(file.read_owned_paced(read_pos, read_len, gate))
+        } else {
+            Either::Right(file.read_owned(read_pos, read_len))
+        };
         let skip = (plan.start_pos - read_pos) as usize;
         let want = skip + (plan.end_pos - plan.start_pos) as usize;
         let (first, end) = (plan.first, plan.end);

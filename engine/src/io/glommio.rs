@@ -365,6 +365,35 @@ impl BlockFile for GlommioFile {
         }
     }
 
+    fn read_owned_paced(
+        &self,
+        pos: u64,
+        len: usize,
+        gate: Rc<super::gate::FlushGate>,
+    ) -> impl std::future::Future<Output = io::Result<Bytes>> + 'static {
+        assert!(pos.is_multiple_of(BLOCK_BYTES));
+        let file = self.file.clone();
+        async move {
+            let aligned_len = super::align_up(len as u64) as usize;
+            let mut bytes = BytesMut::with_capacity(len);
+            for at in (0..aligned_len).step_by(READ_PIECE_BYTES) {
+                let turn = gate.read_turn().await;
+                let piece = READ_PIECE_BYTES.min(aligned_len - at);
+                let piece = file
+                    .read_at_aligned(pos + at as u64, piece)
+                    .await
+                    .map_err(to_io)?;
+                drop(turn);
+                let want = (len - bytes.len()).min(piece.len());
+                bytes.extend_from_slice(&piece[..want]);
+                if piece.len() < READ_PIECE_BYTES {
+                    break; // end of file
+                }
+            }
+            Ok(bytes.freeze())
+        }
+    }
+
     fn run_detached(&self, task: futures::future::LocalBoxFuture<'static, ()>) {
         glommio::spawn_local(task).detach();
     }

@@ -16,6 +16,7 @@
 //!
 //! Futures are `!Send` by design (thread-per-core): the traits use `async fn`.
 
+pub mod gate;
 pub mod glommio;
 pub mod sim;
 
@@ -25,6 +26,7 @@ use futures::future::LocalBoxFuture;
 use std::future::Future;
 use std::io;
 use std::path::{Path, PathBuf};
+use std::rc::Rc;
 
 /// Alignment of every disk write and read: the device's physical block size (not the 512 that
 /// `DmaFile::alignment()` reports).
@@ -104,6 +106,23 @@ pub trait BlockFile {
     /// tail block, see [`Self::settle`]).
     fn read_owned(&self, pos: u64, len: usize)
         -> impl Future<Output = io::Result<Bytes>> + 'static;
+    /// [`Self::read_owned`] paced behind the core's durable flushes: its pieces are read one
+    /// per turn of `gate` (see [`gate::FlushGate`]), so a flush waits behind at most one piece
+    /// of the core's paced reads. A turn is held while a piece is in flight: whoever polls
+    /// the read first must drive it to its end. Default: the whole read, issued once a turn
+    /// comes (not held across it: a simulated load may stay in flight until a reader awaits).
+    fn read_owned_paced(
+        &self,
+        pos: u64,
+        len: usize,
+        gate: Rc<gate::FlushGate>,
+    ) -> impl Future<Output = io::Result<Bytes>> + 'static {
+        let read = self.read_owned(pos, len);
+        async move {
+            drop(gate.read_turn().await);
+            read.await
+        }
+    }
     /// Drives `task` to its end on this core with nobody awaiting it, so a read-ahead load
     /// finishes (copied, verified, ready in the read cache) when its bytes arrive, not when
     /// the next read asks for them. Default: `task` is dropped, and the load runs when a reader

@@ -785,10 +785,10 @@ impl<S: Storage + 'static> Actor<S> {
 
     /// Holds the log's read-ahead while producers wait on its flushes: within
     /// `rill.read.ahead.hold.ms` of the last flush an acks=all producer waited on, the log
-    /// keeps at most one load in flight, so a catch-up reader's window of loads (megabytes,
-    /// issued at once) does not queue on the device ahead of the next flush, while the next
-    /// fetch's extent still loads ahead. Reads are still served as before, each as soon as
-    /// its own bytes are loaded.
+    /// keeps few loads in flight and reads them one piece at a time on the core, none started
+    /// while a flush is in flight, so a catch-up reader's loads (megabytes, issued at once) do
+    /// not queue on the device ahead of the next flush, while the next fetch's extent still
+    /// loads ahead. Reads are still served as before, each as soon as its own bytes are loaded.
     fn hold_read_ahead_if_writing(&mut self) {
         let hold = Duration::from_millis(self.setup.configs.broker.read_ahead_hold_ms);
         let writing = self

@@ -253,11 +253,11 @@ fn a_sequential_reader_finds_its_next_fetch_loaded_ahead() {
     assert_eq!(cache.stats().loads, loads + 1, "only the extent it needs");
 }
 
-/// With read-ahead held, a sequential reader keeps at most one load in flight (it still reads
-/// ahead, one extent at a time); released, its whole window is loaded ahead at once. Every
+/// With read-ahead held, a sequential reader keeps at most [`HELD_LOADS_IN_FLIGHT`] loads in
+/// flight (it still reads ahead); released, its whole window is loaded ahead at once. Every
 /// read is served either way.
 #[test]
-fn a_held_read_ahead_keeps_one_load_in_flight() {
+fn a_held_read_ahead_keeps_few_loads_in_flight() {
     let s = SimStorage::new(14, FaultConfig::default());
     let cache = disk_only_cache();
     let mut log = open_log(&manager(&s, &cache), 0);
@@ -410,4 +410,34 @@ fn a_read_waiting_on_the_disk_is_prepared_without_holding_the_log() {
     assert!(block_on(log.prepare_read(Offset(1_000_000), 1)).is_none());
     let end = log.high_watermark();
     assert!(block_on(log.prepare_read(end, 1)).is_none());
+}
+
+/// A held log's loads wait while one of the core's flushes is in flight (paced behind the
+/// shard's `FlushGate`), and go once it ends; a released log's loads do not wait.
+#[test]
+fn a_held_load_waits_behind_a_flush_in_flight() {
+    use futures::FutureExt;
+    let (cache, mut log) = log_of_400_batches(15);
+    log.hold_read_ahead(true);
+    let flushing = cache.flush_gate().flush_started();
+    let mut loaded = block_on(log.prepare_read(Offset(0), 64 << 10)).expect("a cold read loads");
+    assert!(
+        (&mut loaded).now_or_never().is_none(),
+        "held: no load goes while a flush is in flight"
+    );
+    drop(flushing);
+    block_on(loaded);
+    let read = block_on(log.read(Offset(0), 64 << 10)).unwrap();
+    assert_eq!(
+        validate_prefix(&read.chunks[0]).unwrap().base_offset,
+        Offset(0)
+    );
+
+    let (cache, mut log) = log_of_400_batches(16);
+    let _flushing = cache.flush_gate().flush_started();
+    let loaded = block_on(log.prepare_read(Offset(0), 64 << 10));
+    assert!(
+        loaded.is_none_or(|loaded| loaded.now_or_never().is_some()),
+        "released: loads do not wait for flushes"
+    );
 }

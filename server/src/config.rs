@@ -110,9 +110,10 @@ pub struct BrokerConfig {
     /// kept in the read cache (no copy), so a catch-up of a log just written reads memory.
     pub read_cache_write_through: bool,
     /// `rill.read.ahead.hold.ms`: for this long after a flush that acks=all producers waited
-    /// on, a partition's readers keep at most one load in flight (still one extent ahead, so
-    /// a catch-up reader's loads do not queue on the device ahead of the next flush, nor wait
-    /// on the disk at every fetch); 0 never holds read-ahead.
+    /// on, a partition's readers keep few loads in flight, read one piece at a time per shard
+    /// and none started while a flush is in flight (still loading ahead, so a catch-up
+    /// reader's loads do not queue on the device ahead of the next flush, nor wait on the disk
+    /// at every fetch); 0 never holds read-ahead.
     pub read_ahead_hold_ms: u64,
     /// `rill.shard.prealloc.bytes.max`: disk a shard's partitions may hold allocated ahead of
     /// their data (0: no preallocation).

@@ -6,19 +6,20 @@
 //! carries a metrics handle, and on a thread without a shard (unit tests, the fake broker, the
 //! offline tools) every hook does nothing.
 //!
-//! The observer wakes every [`FLUSH_INTERVAL`] (or at once when the admin thread asks for a
-//! snapshot): heartbeat, flush of the local metrics, executor busy time, read cache counters,
-//! readiness latch, and the answers to snapshot requests (the groups this shard coordinates).
+//! The observer works every [`FLUSH_INTERVAL`], and within [`REQUEST_POLL`] of the admin thread
+//! asking for a snapshot: heartbeat, flush of the local metrics, executor busy time, read cache
+//! counters, readiness latch, and the answers to snapshot requests (the groups this shard
+//! coordinates). It polls for requests: the admin thread never wakes a shard's task, which
+//! glommio 0.9 can turn into a double free (see `crate::shard::router`).
 
 use std::cell::RefCell;
 use std::collections::{BTreeMap, HashMap};
 use std::rc::Rc;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use futures::channel::mpsc;
-use futures::future::{select, Either};
-use futures::StreamExt;
 
 use super::metrics::{ShardMetrics, FLUSH_INTERVAL};
 use super::state::{AdminState, GroupSnapshot, ShardSnapshot, ShardStats, SnapshotRequest};
@@ -149,15 +150,27 @@ pub fn install(id: usize, state: Arc<AdminState>) -> Rc<ShardLocal> {
     local
 }
 
+/// How often the observer looks for snapshot requests.
+const REQUEST_POLL: Duration = Duration::from_millis(10);
+
 /// The observer loop (see the module doc). Ends with the executor.
 async fn observe(local: Rc<ShardLocal>, mut requests: mpsc::UnboundedReceiver<SnapshotRequest>) {
+    let mut worked = Instant::now();
     loop {
-        let tick = Box::pin(glommio::timer::sleep(FLUSH_INTERVAL));
-        let asked = match select(tick, requests.next()).await {
-            Either::Left(_) => None,
-            Either::Right((Some(reply), _)) => Some(reply),
-            Either::Right((None, _)) => return,
-        };
+        glommio::timer::sleep(REQUEST_POLL).await;
+        let mut asked = Vec::new();
+        // `try_recv` registers no waker, so the admin thread's send wakes nothing.
+        loop {
+            match requests.try_recv() {
+                Ok(reply) => asked.push(reply),
+                Err(mpsc::TryRecvError::Empty) => break,
+                Err(mpsc::TryRecvError::Closed) => return, // the admin state is gone
+            }
+        }
+        if asked.is_empty() && worked.elapsed() < FLUSH_INTERVAL {
+            continue;
+        }
+        worked = Instant::now();
         let stats = local.stats();
         stats
             .heartbeat_ms
@@ -177,11 +190,8 @@ async fn observe(local: Rc<ShardLocal>, mut requests: mpsc::UnboundedReceiver<Sn
             stats.read_cache_bytes.store(bytes, Ordering::Relaxed);
         }
         let _ = local.state.ready(); // latches start-up recovery as soon as it is done
-        if let Some(reply) = asked {
+        for reply in asked {
             let _ = reply.send(local.snapshot());
-            while let Ok(reply) = requests.try_recv() {
-                let _ = reply.send(local.snapshot());
-            }
         }
     }
 }

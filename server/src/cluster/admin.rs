@@ -33,7 +33,7 @@ async fn ask(
     request: ControllerRequest,
     sleep: impl AsyncSleep,
 ) -> Result<BTreeMap<String, TopicResult>, (ErrorCode, String)> {
-    match cluster.request(request).await {
+    match cluster.request(request, |d| sleep.sleep(d)).await {
         ControllerResponse::Topics { results, index } => {
             if !cluster.wait_applied(index, |d| sleep.sleep(d)).await {
                 tracing::warn!(

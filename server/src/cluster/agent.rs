@@ -50,7 +50,7 @@ const LOOP_WAIT_MAX: Duration = Duration::from_millis(50);
 
 /// Where an answer goes.
 pub enum Reply {
-    /// To a waiting handler.
+    /// To a handler, which polls for it (its task's waker never reaches the agent's thread).
     Future(oneshot::Sender<ControllerResponse>),
     /// To a function, run on the agent's thread (must not block).
     Callback(Box<dyn FnOnce(ControllerResponse) + Send>),

@@ -26,6 +26,9 @@ pub const APPLY_WAIT_MAX: Duration = Duration::from_secs(5);
 /// How often that wait looks.
 const APPLY_POLL: Duration = Duration::from_millis(5);
 
+/// How often a controller request looks for its answer.
+const ANSWER_POLL: Duration = Duration::from_millis(1);
+
 /// The cluster as this node sees it (see the module doc).
 pub struct ClusterView {
     config: ClusterConfig,
@@ -304,15 +307,31 @@ impl ClusterView {
     }
 
     /// Ask the active controller; the agent retries elsewhere on NOT_CONTROLLER and answers
-    /// REQUEST_TIMED_OUT when no controller answers in time.
-    pub async fn request(&self, request: ControllerRequest) -> ControllerResponse {
-        let (reply, answer) = oneshot::channel();
+    /// REQUEST_TIMED_OUT when no controller answers in time. The answer is looked for every
+    /// [`ANSWER_POLL`] (`sleep`): the agent's thread never wakes a shard's task, which glommio
+    /// 0.9 can turn into a double free (see `crate::shard::router`).
+    pub async fn request<F: std::future::Future<Output = ()>>(
+        &self,
+        request: ControllerRequest,
+        sleep: impl Fn(Duration) -> F,
+    ) -> ControllerResponse {
+        let (reply, mut answer) = oneshot::channel();
         if !self.send(request, Reply::Future(reply)) {
             return ControllerResponse::error(ErrorCode::NotController, "no controller client");
         }
-        answer.await.unwrap_or_else(|_| {
-            ControllerResponse::error(ErrorCode::RequestTimedOut, "the controller client stopped")
-        })
+        loop {
+            // `try_recv` registers no waker, so the agent's `send` wakes nothing.
+            match answer.try_recv() {
+                Ok(Some(response)) => return response,
+                Ok(None) => sleep(ANSWER_POLL).await,
+                Err(oneshot::Canceled) => {
+                    return ControllerResponse::error(
+                        ErrorCode::RequestTimedOut,
+                        "the controller client stopped",
+                    )
+                }
+            }
+        }
     }
 
     /// Ask for a topic's creation once (auto-creation, `__consumer_offsets`): later calls for

@@ -47,7 +47,7 @@ pub async fn handle<B: Broker>(
             let request = ControllerRequest::AlterPartitionReassignments {
                 topics: topics.clone(),
             };
-            match cluster.request(request).await {
+            match cluster.request(request, |d| broker.sleep(d)).await {
                 ControllerResponse::PartitionResults { results, index } => {
                     if !cluster.wait_applied(index, |d| broker.sleep(d)).await {
                         tracing::warn!(index = index.0, "reassignments not applied here yet");

@@ -45,7 +45,7 @@ pub async fn handle<B: Broker>(
                 election,
                 partitions: asked.clone(),
             };
-            match cluster.request(request).await {
+            match cluster.request(request, |d| broker.sleep(d)).await {
                 ControllerResponse::PartitionResults { results, index } => {
                     if !cluster.wait_applied(index, |d| broker.sleep(d)).await {
                         tracing::warn!(index = index.0, "elections not applied here yet");

@@ -418,7 +418,7 @@ impl<S: Storage + 'static> Actor<S> {
         let topic = self.setup.topic.clone();
         tracing::info!(topic, partition, from = ?state.role.isr, to = ?new_isr, "asking for an ISR change");
         glommio::spawn_local(async move {
-            let answer = view.request(request).await;
+            let answer = view.request(request, glommio::timer::sleep).await;
             tracing::info!(topic, partition, ?answer, "ISR change answered");
             // The image brings the new ISR; a refusal is retried on a later tick.
             glommio::timer::sleep(std::time::Duration::from_millis(200)).await;

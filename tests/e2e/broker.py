@@ -17,6 +17,8 @@ import subprocess
 import time
 from pathlib import Path
 
+from broker_watchdog import WATCHDOG
+
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
 #: How long a broker may take to accept connections after it was started (debug build, 2 cores).
@@ -132,6 +134,7 @@ class Broker:
             # enough: after kill -9 the dead broker's listener (held by its io_uring until the
             # kernel tears it down) keeps accepting, then resetting, connections for tens of ms.
             if self.logged_since(log_start, READY_LINE) and port_accepts(self.host, self.port):
+                WATCHDOG.arm(self)
                 return
             time.sleep(0.05)
         self.kill9()
@@ -177,6 +180,7 @@ class Broker:
         """Graceful stop (SIGTERM); SIGKILL if it does not exit in time. Returns the exit code."""
         if self.proc is None:
             return None
+        WATCHDOG.disarm(self)
         if self.proc.poll() is None:
             self.proc.send_signal(signal.SIGTERM)
             try:
@@ -190,6 +194,7 @@ class Broker:
     def kill9(self) -> None:
         """SIGKILL: the process dies without flushing or closing anything."""
         assert self.proc is not None
+        WATCHDOG.disarm(self)
         self.proc.kill()
         self.proc.wait()
 

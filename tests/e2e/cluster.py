@@ -14,6 +14,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from broker import E2E_INITIAL_REBALANCE_DELAY_MS, Broker, free_port, rill_binary
+from broker_watchdog import WATCHDOG
 
 #: How long a fresh cluster may take until every node lists every broker (debug build, 2 cores).
 FORM_TIMEOUT_S = 30.0
@@ -69,6 +70,7 @@ class ClusterNode(Broker):
             assert self.proc.poll() is None, f"controller exited:\n{self.log_tail()}"
             assert time.monotonic() < deadline, f"controller not up:\n{self.log_tail()}"
             time.sleep(0.05)
+        WATCHDOG.arm(self)
 
 
 class Cluster:

@@ -10,9 +10,12 @@ from pathlib import Path
 import pytest
 
 from broker import Broker, ExternalBroker, external_broker
+from broker_watchdog import WATCHDOG, describe_exit
 
 #: Every broker started in this session, newest last; failing tests get their log tails attached.
 _BROKERS: list = []
+#: The session's shared broker(s): once one died, every later test that could use it fails.
+_SHARED: list = []
 
 
 @pytest.fixture(scope="session")
@@ -27,6 +30,7 @@ def broker(tmp_path_factory):
     root = tmp_path_factory.mktemp("rill-shared")
     b = Broker(root / "data", root / "rill.log")
     _BROKERS.append(b)
+    _SHARED.append(b)
     b.start()
     yield b
     code = b.stop()
@@ -56,6 +60,39 @@ def broker_factory(tmp_path):
             b.stop()
 
 
+@pytest.fixture(autouse=True)
+def _broker_watchdog(request):
+    """Fail a test whose broker died without being asked to (see broker_watchdog.py), with the
+    broker's log; a test after the shared broker died fails at once instead of hanging on it."""
+    for b in _SHARED:
+        death = WATCHDOG.dead(b)
+        if death:
+            pytest.fail(f"the shared broker {describe_exit(death['status'])} during "
+                        f"{death['test']}; log tail:\n{b.log_tail()}", pytrace=False)
+    yield
+    deaths = WATCHDOG.deaths_in(request.node.nodeid)
+    if deaths:
+        pytest.fail("\n".join(f"broker {d['broker'].bootstrap} {describe_exit(d['status'])} "
+                              f"during the test, unasked; log tail:\n{d['broker'].log_tail()}"
+                              for d in deaths), pytrace=False)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    """Arm the watchdog's hard deadline for this test: its pytest-timeout plus a grace."""
+    marker = item.get_closest_marker("timeout")
+    timeout = None
+    if marker is not None:
+        timeout = marker.args[0] if marker.args else marker.kwargs.get("timeout")
+    if timeout is None:
+        timeout = float(item.config.getini("timeout") or 0) or None
+    WATCHDOG.test_started(item.nodeid, float(timeout) if timeout else None)
+    try:
+        yield
+    finally:
+        WATCHDOG.test_finished()
+
+
 @pytest.fixture
 def topic_name(request):
     """A topic name unique to this test (Kafka-legal: letters, digits, '.', '_', '-')."""
@@ -81,7 +118,17 @@ def pytest_report_header(config):
     return f"rill e2e: broker binary {rill_binary()} (shards={os.environ.get('RILL_E2E_SHARDS', '2')})"
 
 
+def _real_stderr_fd(config) -> int:
+    """A descriptor of the run's real stderr: with fd capture, fd 2 is a temporary file."""
+    capman = config.pluginmanager.getplugin("capturemanager")
+    try:
+        return capman._global_capturing.err.targetfd_save
+    except AttributeError:
+        return 2
+
+
 def pytest_configure(config):
+    WATCHDOG.configure(_real_stderr_fd(config))
     # The suite runs from any cwd; make the helper modules importable as plain modules.
     here = str(Path(__file__).parent)
     import sys

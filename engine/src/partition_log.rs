@@ -201,6 +201,7 @@ impl<S: Storage> PartitionLog<S> {
             },
             ..sent
         };
+        let held = batch.held_bytes();
         let bytes = batch.freeze();
         if let Err(e) = self.write_to_active(&meta, &bytes, now).await {
             self.failed = true;
@@ -211,9 +212,11 @@ impl<S: Storage> PartitionLog<S> {
         }
         // Batches leaving the tail cache stay readable from memory (write-through, no copy).
         let (read_cache, log) = (&self.read_cache, self.read_cache_log);
-        let demote = |base, last, bytes| read_cache.insert_written(log, base, last, bytes);
-        self.cache
-            .push(meta.base_offset, meta.last_offset, bytes, demote);
+        let demote = |base, last, bytes, held| {
+            read_cache.insert_written(log, (base, last), bytes, held);
+        };
+        let span = (meta.base_offset, meta.last_offset);
+        self.cache.push(span, bytes, held, demote);
         self.positions.appended(meta.last_offset.plus(1));
         self.refresh_last_stable();
         self.unflushed_messages += (delta + 1) as u64;
@@ -451,7 +454,9 @@ impl<S: Storage> PartitionLog<S> {
         }
         self.positions.set_hw_follows_durable(every_append);
         let (read_cache, log) = (&self.read_cache, self.read_cache_log);
-        let demote = |base, last, bytes| read_cache.insert_written(log, base, last, bytes);
+        let demote = |base, last, bytes, held| {
+            read_cache.insert_written(log, (base, last), bytes, held);
+        };
         self.cache
             .set_bytes_max(config.batch_cache_bytes_max, demote);
         self.config = config;

@@ -24,7 +24,7 @@
 //! | bytes of all entries, loading or ready, `<= bytes_max` | checked on every insert (`assert!`) |
 //! | room is made least recently used first | loading entries too |
 //! | a stopped consumer pins nothing | its entries are evicted like any other; a closed log drops them (an idle one keeps them: they are within the bound) |
-//! | write-through adds no copy | a written entry is the appended batch's `Bytes` (counted as its length: it may share its allocation with the rest of its request, at most 2x, see `owned_records` in the produce handler) |
+//! | write-through adds no copy | a written entry is the appended batch's `Bytes`, counted as the whole allocation it keeps alive (a batch received in a Produce frame pins the frame: `ValidatedBatch::held_bytes`) |
 //!
 //! Bytes already handed to a response are `Bytes` clones: they live on until the response is
 //! written, outside the bound (the connection's in-flight limits bound those). So does a load
@@ -142,15 +142,16 @@ impl Extent {
     }
 
     /// One batch just appended (`[base, last]`, whole and verified where it entered the
-    /// broker), kept as it is: no copy, no second CRC check.
-    pub fn written(bytes: Bytes, base: Offset, last: Offset) -> Extent {
+    /// broker), kept as it is: no copy, no second CRC check. It keeps `held` bytes of memory
+    /// alive (at least its length: the buffer it was received in).
+    pub fn written(bytes: Bytes, (base, last): (Offset, Offset), held: usize) -> Extent {
         assert!(base <= last, "a batch holds at least one offset");
         let end = u32::try_from(bytes.len()).expect("a batch is < 4 GiB");
         debug_assert!(validate_prefix(&bytes).is_ok_and(|m| m.base_offset == base
             && m.last_offset == last
             && m.total_bytes == bytes.len()));
         Extent {
-            held_bytes: bytes.len(),
+            held_bytes: held.max(bytes.len()),
             bytes,
             batches: vec![BatchSpan { base, last, end }],
             end: last.plus(1),
@@ -393,15 +394,17 @@ impl ReadCache {
     }
 
     /// Keeps the batch `[base, last]` of `log`, which was appended and is leaving the log's
-    /// tail cache, as a ready extent (write-through: the same `Bytes`, no copy), evicting
-    /// least recently used entries for it. Nothing happens if write-through is off, an entry
-    /// already holds `base` (read ahead from disk), or the batch is larger than the cache.
-    pub fn insert_written(&self, log: LogId, base: Offset, last: Offset, bytes: Bytes) {
+    /// tail cache, as a ready extent (write-through: the same `Bytes`, no copy) counted as the
+    /// `held` bytes of memory it keeps alive, evicting least recently used entries for it.
+    /// Nothing happens if write-through is off, an entry already holds `base` (read ahead
+    /// from disk), or the batch is larger than the cache.
+    pub fn insert_written(&self, log: LogId, span: (Offset, Offset), bytes: Bytes, held: usize) {
+        let (base, _) = span;
         let mut inner = self.inner.borrow_mut();
         if !inner.write_through || inner.key_covering(log, base).is_some() {
             return;
         }
-        let extent = Extent::written(bytes, base, last);
+        let extent = Extent::written(bytes, span, held);
         let size = extent.heap_bytes();
         if !inner.make_room(size) {
             return;
@@ -768,6 +771,26 @@ mod tests {
         assert!(matches!(cache.find(log, Offset(4)), Some(Found::Ready(_))));
         cache.forget_below(log, Offset(5));
         assert!(cache.is_empty());
+    }
+
+    #[test]
+    fn a_written_batch_counts_the_memory_it_keeps_alive() {
+        let cache = ReadCache::new(10_000);
+        let log = cache.register();
+        let one = Bytes::from(batch(0, 1, 100));
+        cache.insert_written(log, (Offset(0), Offset(0)), one.clone(), 6_000);
+        assert!(
+            cache.bytes() >= 6_000,
+            "its whole frame counts: {}",
+            cache.bytes()
+        );
+        let next = Bytes::from(batch(1, 1, 100));
+        cache.insert_written(log, (Offset(1), Offset(1)), next, 6_000);
+        assert_eq!(cache.len(), 1, "two frames do not fit: the older went");
+        assert!(cache.find(log, Offset(1)).is_some() && cache.bytes() <= cache.bytes_max());
+        let off = ReadCache::with_write_through(10_000, false);
+        off.insert_written(off.register(), (Offset(0), Offset(0)), one, 0);
+        assert!(off.is_empty(), "write-through off");
     }
 
     #[test]

@@ -145,7 +145,23 @@ pub async fn handle<B: Broker>(
 struct TopicRecords {
     name: String,
     /// Partition index and records (`None` when absent or empty).
-    partitions: Vec<(i32, Option<BytesMut>)>,
+    partitions: Vec<(i32, Option<Received>)>,
+}
+
+/// One partition's record bytes, and the memory they keep alive while anything keeps them
+/// (the whole frame, for records split off it; their length, for copied ones).
+struct Received {
+    bytes: BytesMut,
+    held_bytes: usize,
+}
+
+impl Received {
+    /// `bytes` copied into an allocation of their own.
+    fn copied(bytes: &[u8]) -> Received {
+        let bytes = BytesMut::from(bytes);
+        let held_bytes = bytes.len();
+        Received { bytes, held_bytes }
+    }
 }
 
 /// Takes each partition's record bytes out of a decoded request as a buffer of its own that
@@ -156,9 +172,10 @@ struct TopicRecords {
 /// allocation of its own. Once the decoded request is dropped, nothing else shares the frame,
 /// so it becomes one writable buffer again and the records are split off it. Only records
 /// making up at least half of the frame are split off, though: every batch the batch cache
-/// (or the read cache, by write-through) keeps pins the allocation it lives in, and this keeps
-/// that within 2x of what the caches count. Smaller records (a request spreading many partitions' batches), and all records
-/// of a frame something else still shares, are copied once instead.
+/// (or the read cache, by write-through) keeps pins the allocation it lives in, which they
+/// count ([`Received::held_bytes`]), and this keeps that within 2x of the batch. Smaller
+/// records (a request spreading many partitions' batches), and all records of a frame
+/// something else still shares, are copied once instead.
 fn owned_records(topic_data: Vec<TopicProduceData>, frame: Bytes) -> Vec<TopicRecords> {
     /// Where a partition's records are: a range of the frame, or another buffer.
     enum At {
@@ -203,14 +220,17 @@ fn owned_records(topic_data: Vec<TopicProduceData>, frame: Bytes) -> Vec<TopicRe
         false => Err(frame),
     };
     let mut split_at = 0; // frame position of `whole`'s first byte, when it is writable
+                          // What a part split off the frame keeps alive: the whole allocation.
+    let held_bytes = whole.as_ref().map_or(0, |b| b.capacity().max(frame_len));
     let mut take = |range: std::ops::Range<usize>| match &mut whole {
         Ok(buf) if 2 * range.len() >= frame_len => {
             buf.advance(range.start - split_at);
             split_at = range.end;
-            buf.split_to(range.len())
+            let bytes = buf.split_to(range.len());
+            Received { bytes, held_bytes }
         }
-        Ok(buf) => BytesMut::from(&buf[range.start - split_at..range.end - split_at]),
-        Err(shared) => BytesMut::from(&shared[range]),
+        Ok(buf) => Received::copied(&buf[range.start - split_at..range.end - split_at]),
+        Err(shared) => Received::copied(&shared[range]),
     };
     topics
         .into_iter()
@@ -221,7 +241,7 @@ fn owned_records(topic_data: Vec<TopicProduceData>, frame: Bytes) -> Vec<TopicRe
                 .map(|(index, at)| {
                     let records = match at {
                         At::Frame(range) => Some(take(range)),
-                        At::Elsewhere(bytes) => Some(BytesMut::from(bytes)),
+                        At::Elsewhere(bytes) => Some(Received::copied(&bytes)),
                         At::Nothing => None,
                     };
                     (index, records)
@@ -281,7 +301,7 @@ fn plan_request<B: Broker>(
 /// versions), once, for the owner shard (which rewrites its baseOffset in place, uncopied).
 fn plan_partition(
     version: i16,
-    records: Option<BytesMut>,
+    records: Option<Received>,
     settings: &TopicSettings,
     now: rill_types::TimestampMs,
 ) -> Planned {
@@ -290,10 +310,12 @@ fn plan_partition(
         tracing::debug!(message = refusal.message, "refusing record batch");
         refusal
     };
-    let one = single_batch(records.unwrap_or_default())
-        .map_err(|why| refused(produce_rules::not_one_batch(version, &why)))?;
+    let (bytes, held_bytes) = records.map_or((BytesMut::new(), 0), |r| (r.bytes, r.held_bytes));
+    let one =
+        single_batch(bytes).map_err(|why| refused(produce_rules::not_one_batch(version, &why)))?;
     let batch = ValidatedBatch::new(one, message_bytes_max)
-        .map_err(|e| refused(produce_rules::batch_refusal(&e)))?;
+        .map_err(|e| refused(produce_rules::batch_refusal(&e)))?
+        .holding(held_bytes);
     produce_rules::apply(batch, settings, message_bytes_max, now)
 }
 
@@ -546,8 +568,17 @@ mod tests {
     }
 
     fn records_of(topics: Vec<TopicRecords>) -> Vec<BytesMut> {
+        held_of(topics)
+            .into_iter()
+            .map(|(bytes, _)| bytes)
+            .collect()
+    }
+
+    /// Each partition's records and the memory they keep alive.
+    fn held_of(topics: Vec<TopicRecords>) -> Vec<(BytesMut, usize)> {
         let partitions = topics.into_iter().flat_map(|t| t.partitions);
-        partitions.map(|(_, r)| r.unwrap()).collect()
+        let received = partitions.map(|(_, r)| r.unwrap());
+        received.map(|r| (r.bytes, r.held_bytes)).collect()
     }
 
     #[test]
@@ -577,6 +608,21 @@ mod tests {
         let records = records_of(owned_records(request.topic_data, frame));
         let in_place: Vec<bool> = records.iter().map(|r| inside(r, memory.clone())).collect();
         assert_eq!(in_place, [false, true, false]);
+        let (request, frame) = decoded(&parts);
+        let frame_len = frame.len();
+        let held: Vec<usize> = held_of(owned_records(request.topic_data, frame))
+            .into_iter()
+            .map(|(_, held)| held)
+            .collect();
+        assert!(
+            held[1] >= frame_len,
+            "the split-off batch counts its whole frame"
+        );
+        assert_eq!(
+            [held[0], held[2]],
+            [parts[0].1.len(), parts[2].1.len()],
+            "copies: their own"
+        );
         for ((_, sent), got) in parts.iter().zip(&records) {
             assert_eq!(&sent[..], &got[..]);
         }

@@ -31,6 +31,9 @@ use crate::{LeaderEpoch, Offset, TimestampMs};
 #[derive(Debug)]
 pub struct ValidatedBatch {
     bytes: BytesMut,
+    /// Bytes of the allocation `bytes` keeps alive (at least its length): a batch received in
+    /// a larger buffer (a Produce frame) pins all of it while anything keeps the batch.
+    held_bytes: usize,
 }
 
 impl ValidatedBatch {
@@ -54,7 +57,20 @@ impl ValidatedBatch {
         }
         check_offsets(header)?;
         check_records_count(header)?;
-        Ok(ValidatedBatch { bytes })
+        let held_bytes = bytes.len();
+        Ok(ValidatedBatch { bytes, held_bytes })
+    }
+
+    /// The same batch, noted as keeping `bytes` of memory alive (the buffer it was received
+    /// in), so the caches that keep it count what it really holds.
+    pub fn holding(mut self, bytes: usize) -> ValidatedBatch {
+        self.held_bytes = bytes.max(self.bytes.len());
+        self
+    }
+
+    /// Bytes of the allocation the batch keeps alive (its length unless [`Self::holding`]).
+    pub fn held_bytes(&self) -> usize {
+        self.held_bytes
     }
 
     /// The header, read in place.

@@ -304,6 +304,14 @@ impl WriteBuffer for DmaBuffer {
     }
 }
 
+/// Appends what `bytes` still lacks of its `len` from one read piece; false once the piece is
+/// short (the end of the file), so the caller reads no further piece.
+fn keep_piece(bytes: &mut BytesMut, len: usize, piece: &[u8]) -> bool {
+    let want = (len - bytes.len()).min(piece.len());
+    bytes.extend_from_slice(&piece[..want]);
+    piece.len() == READ_PIECE_BYTES
+}
+
 impl BlockFile for GlommioFile {
     type Buffer = DmaBuffer;
 
@@ -354,11 +362,8 @@ impl BlockFile for GlommioFile {
             let pieces = futures::future::join_all(pieces).await;
             let mut bytes = BytesMut::with_capacity(len);
             for piece in pieces {
-                let piece = piece.map_err(to_io)?;
-                let want = (len - bytes.len()).min(piece.len());
-                bytes.extend_from_slice(&piece[..want]);
-                if piece.len() < READ_PIECE_BYTES {
-                    break; // end of file
+                if !keep_piece(&mut bytes, len, &piece.map_err(to_io)?) {
+                    break;
                 }
             }
             Ok(bytes.freeze())
@@ -384,10 +389,8 @@ impl BlockFile for GlommioFile {
                     .await
                     .map_err(to_io)?;
                 drop(turn);
-                let want = (len - bytes.len()).min(piece.len());
-                bytes.extend_from_slice(&piece[..want]);
-                if piece.len() < READ_PIECE_BYTES {
-                    break; // end of file
+                if !keep_piece(&mut bytes, len, &piece) {
+                    break;
                 }
             }
             Ok(bytes.freeze())

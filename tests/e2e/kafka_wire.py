@@ -12,6 +12,8 @@ import struct
 import time
 
 API_PRODUCE = 0
+API_FETCH = 1
+API_LIST_OFFSETS = 2
 API_METADATA = 3
 API_VERSIONS = 18
 API_INIT_PRODUCER_ID = 22
@@ -24,6 +26,7 @@ ATTR_TRANSACTIONAL = 0x10
 ATTR_CONTROL = 0x20
 
 ERR_NONE = 0
+ERR_UNKNOWN_SERVER_ERROR = -1
 ERR_CORRUPT_MESSAGE = 2
 ERR_UNKNOWN_TOPIC_OR_PARTITION = 3
 ERR_MESSAGE_TOO_LARGE = 10
@@ -181,9 +184,11 @@ def metadata_v1_body(topics: list[str] | None) -> bytes:
 
 
 def fetch_v4_body(offsets: dict[tuple[str, int], int], max_wait_ms: int = 0, min_bytes: int = 1,
-                  max_bytes: int = 1 << 24, partition_max_bytes: int = 1 << 22) -> bytes:
-    """Fetch v4 (a consumer, read_uncommitted) of each (topic, partition) from its offset."""
-    body = struct.pack(">iiiib", -1, max_wait_ms, min_bytes, max_bytes, 0)
+                  max_bytes: int = 1 << 24, partition_max_bytes: int = 1 << 22,
+                  isolation_level: int = 0) -> bytes:
+    """Fetch v4 (a consumer, read_uncommitted unless told) of each (topic, partition) from its
+    offset."""
+    body = struct.pack(">iiiib", -1, max_wait_ms, min_bytes, max_bytes, isolation_level)
     topics: dict[str, list[tuple[int, int]]] = {}
     for (topic, partition), offset in offsets.items():
         topics.setdefault(topic, []).append((partition, offset))
@@ -191,6 +196,19 @@ def fetch_v4_body(offsets: dict[tuple[str, int], int], max_wait_ms: int = 0, min
     for topic, parts in topics.items():
         body += kstring(topic) + struct.pack(">i", len(parts))
         body += b"".join(struct.pack(">iqi", p, o, partition_max_bytes) for p, o in parts)
+    return body
+
+
+def list_offsets_v2_body(timestamps: dict[tuple[str, int], int], isolation_level: int = 0) -> bytes:
+    """ListOffsets v2 (a consumer) of each (topic, partition) at its timestamp (-1 latest)."""
+    body = struct.pack(">ib", -1, isolation_level)
+    topics: dict[str, list[tuple[int, int]]] = {}
+    for (topic, partition), ts in timestamps.items():
+        topics.setdefault(topic, []).append((partition, ts))
+    body += struct.pack(">i", len(topics))
+    for topic, parts in topics.items():
+        body += kstring(topic) + struct.pack(">i", len(parts))
+        body += b"".join(struct.pack(">iq", p, ts) for p, ts in parts)
     return body
 
 
@@ -260,6 +278,19 @@ def parse_fetch_v4(body: bytes) -> dict[tuple[str, int], tuple[int, int, bytes]]
             records = r.data[r.pos:r.pos + max(n, 0)]
             r.pos += max(n, 0)
             out[(topic, idx)] = (err, hw, records)
+    return out
+
+
+def parse_list_offsets_v2(body: bytes) -> dict[tuple[str, int], tuple[int, int]]:
+    """{(topic, partition): (error_code, offset)} from a ListOffsets v2 response body."""
+    r = Reader(body)
+    r.take(">i")  # throttle_time_ms
+    out = {}
+    for _ in range(r.take(">i")):
+        topic = r.string()
+        for _ in range(r.take(">i")):
+            idx, err, _ts, offset = r.take(">ihqq")
+            out[(topic, idx)] = (err, offset)
     return out
 
 

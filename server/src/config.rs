@@ -115,6 +115,11 @@ pub struct BrokerConfig {
     /// reader's loads do not queue on the device ahead of the next flush, nor wait on the disk
     /// at every fetch); 0 never holds read-ahead.
     pub read_ahead_hold_ms: u64,
+    /// `rill.read.ahead.hold.piece.bytes`: while read-ahead is held, the largest piece a
+    /// shard reads from disk at a time (4 KiB to 256 KiB, whole 4 KiB blocks): what a flush
+    /// may find queued ahead of it on the device. Smaller keeps producers' flushes closer to
+    /// their time alone and costs a held catch-up reader throughput.
+    pub read_ahead_hold_piece_bytes: usize,
     /// `rill.shard.prealloc.bytes.max`: disk a shard's partitions may hold allocated ahead of
     /// their data (0: no preallocation).
     pub shard_prealloc_bytes_max: u64,
@@ -219,6 +224,7 @@ impl BrokerConfig {
             read_cache_bytes: None,
             read_cache_write_through: true,
             read_ahead_hold_ms: 100,
+            read_ahead_hold_piece_bytes: rill_engine::io::gate::PIECE_BYTES_DEFAULT,
             shard_prealloc_bytes_max: rill_engine::prealloc::SHARD_PREALLOC_BYTES_DEFAULT,
             shard_open_files_max: None,
             broker_partitions_max: None,
@@ -326,6 +332,9 @@ impl BrokerConfig {
             "rill.read.cache.bytes" => self.read_cache_bytes = Some(parse_num(key, v)?),
             "rill.read.cache.write.through" => self.read_cache_write_through = parse_bool(key, v)?,
             "rill.read.ahead.hold.ms" => self.read_ahead_hold_ms = parse_num(key, v)?,
+            "rill.read.ahead.hold.piece.bytes" => {
+                self.read_ahead_hold_piece_bytes = parse_piece_bytes(key, v)?
+            }
             "rill.shard.prealloc.bytes.max" => self.shard_prealloc_bytes_max = parse_num(key, v)?,
             "rill.shard.open.files.max" => {
                 self.shard_open_files_max = Some(parse_at_least_one(key, v)?)
@@ -582,6 +591,20 @@ fn parse_shards(key: &str, v: &str) -> Result<usize, ConfigError> {
     Ok(n)
 }
 
+/// A held read's piece size: whole 4 KiB blocks, from one block to 256 KiB (the largest
+/// piece any disk read is issued in).
+fn parse_piece_bytes(key: &str, v: &str) -> Result<usize, ConfigError> {
+    let n: usize = parse_num(key, v)?;
+    if !(4096..=256 << 10).contains(&n) || !n.is_multiple_of(4096) {
+        return Err(bad(
+            key,
+            v,
+            "must be a multiple of 4096 from 4096 to 262144",
+        ));
+    }
+    Ok(n)
+}
+
 fn parse_bool(key: &str, v: &str) -> Result<bool, ConfigError> {
     match v.to_ascii_lowercase().as_str() {
         "true" => Ok(true),
@@ -716,6 +739,7 @@ mod tests {
              auto.create.topics.enable=false\nsome.unknown.key=1\n\
              listeners=PLAINTEXT://127.0.0.1:9999\nrill.read.cache.bytes=1000\n\
              rill.read.ahead.hold.ms=0\nrill.read.cache.write.through=false\n\
+             rill.read.ahead.hold.piece.bytes=131072\n\
              transaction.max.timeout.ms=60000\n\
              transaction.abort.timed.out.transaction.cleanup.interval.ms=200\n\
              group.initial.rebalance.delay.ms=250\n",
@@ -730,6 +754,7 @@ mod tests {
         assert_eq!(c.read_cache_bytes_per_shard(), 1000);
         assert!(!c.read_cache_write_through);
         assert_eq!(c.read_ahead_hold_ms, 0);
+        assert_eq!(c.read_ahead_hold_piece_bytes, 128 << 10);
         assert_eq!(c.log.topic_default("segment.bytes"), "1048576");
         assert_eq!(c.log.topic_default("retention.ms"), "-1");
         assert_eq!(c.log.topic_default("flush.messages"), "100");

@@ -11,6 +11,23 @@
 //! started while a flush is in flight. A flush waits behind at most one piece, and a read that
 //! has waited for a flush goes once one has ended (back-to-back flushes of many logs cannot
 //! starve it).
+//!
+//! A turn grants at most [`FlushGate::piece_bytes`] (`rill.read.ahead.hold.piece.bytes`): what
+//! a flush may find ahead of it on the device. A flush arriving at a random moment waits for
+//! the rest of the piece in flight, and a read that waited goes right after a flush ends, so
+//! under a steady producer the next flush nearly always finds one. With 256 KiB pieces a flush
+//! took 426–447 µs beside a catch-up reader against ~190 µs alone, so at 2,000 flushes/s
+//! producers queued behind the flush loop (mailbox wait 139–151 µs); with 128 KiB pieces
+//! 306–343 µs (mailbox 26–45 µs), the reader at 503–564 MB/s instead of 561–592; 64 KiB and
+//! 32 KiB shortened flushes further but slowed the reader to 231–404 MB/s without lowering the
+//! producer's p99 (development sweep of the mixed bench, cold reads, 2026-12-01 16:09–16:16;
+//! BENCHMARKS.md has the figures of record).
+//!
+//! The gate is held through the whole flush, its fdatasync too: reads started once the write
+//! completed delayed the fdatasync as much (on ext4 it commits the journal then, and those
+//! writes queue behind the reads): a C probe at 2,000 flushes/s beside one paced reader
+//! measured a flush at 173–419 µs held through the fdatasync, 241–940 µs held through the
+//! write only (32–256 KiB pieces).
 
 use std::cell::{Cell, RefCell};
 use std::future::Future;
@@ -18,18 +35,58 @@ use std::pin::Pin;
 use std::rc::Rc;
 use std::task::{Context, Poll, Waker};
 
+/// Default of [`FlushGate::piece_bytes`]: see the module doc and BENCHMARKS.md (mixed workload).
+pub const PIECE_BYTES_DEFAULT: usize = 128 << 10;
+
 /// The durable flushes in flight on one core and its paced read in flight, shared by its logs.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct FlushGate {
     flushes: Cell<usize>,
     /// Flushes ended so far: a waiting read goes once one has ended since it began waiting.
     ended: Cell<u64>,
     /// Whether a paced read holds its turn.
     reading: Cell<bool>,
+    /// Largest piece one turn grants.
+    piece_bytes: Cell<usize>,
+    /// Turns granted so far.
+    turns: Cell<u64>,
     waiters: RefCell<Vec<Waker>>,
 }
 
+impl Default for FlushGate {
+    fn default() -> Self {
+        FlushGate {
+            flushes: Cell::new(0),
+            ended: Cell::new(0),
+            reading: Cell::new(false),
+            piece_bytes: Cell::new(PIECE_BYTES_DEFAULT),
+            turns: Cell::new(0),
+            waiters: RefCell::new(Vec::new()),
+        }
+    }
+}
+
 impl FlushGate {
+    /// Sets the largest piece a turn grants (`rill.read.ahead.hold.piece.bytes`); a multiple
+    /// of the 4 KiB block, at least one block.
+    pub fn set_piece_bytes(&self, bytes: usize) {
+        assert!(
+            bytes > 0 && bytes.is_multiple_of(super::BLOCK_BYTES as usize),
+            "a piece is whole blocks: {bytes}"
+        );
+        self.piece_bytes.set(bytes);
+    }
+
+    /// The largest piece one turn grants.
+    pub fn piece_bytes(&self) -> usize {
+        self.piece_bytes.get()
+    }
+
+    /// Read turns granted so far (one per paced piece).
+    pub fn turns(&self) -> u64 {
+        self.turns.get()
+    }
+
     /// Marks a flush in flight until the guard drops.
     pub fn flush_started(self: &Rc<Self>) -> FlushGuard {
         self.flushes.set(self.flushes.get() + 1);
@@ -85,6 +142,7 @@ impl Future for WaitTurn {
         let flush_clear = !gate.is_flushing() || gate.ended.get() != self.ended_at_start;
         if flush_clear && !gate.reading.get() {
             gate.reading.set(true);
+            gate.turns.set(gate.turns.get() + 1);
             return Poll::Ready(ReadTurn(gate.clone()));
         }
         gate.waiters.borrow_mut().push(cx.waker().clone());
@@ -92,9 +150,17 @@ impl Future for WaitTurn {
     }
 }
 
-/// A paced read's turn (see [`FlushGate::read_turn`]).
+/// A paced read's turn (see [`FlushGate::read_turn`]): one piece of at most
+/// [`Self::piece_bytes`] in flight.
 #[derive(Debug)]
 pub struct ReadTurn(Rc<FlushGate>);
+
+impl ReadTurn {
+    /// The most this turn may read in one piece.
+    pub fn piece_bytes(&self) -> usize {
+        self.0.piece_bytes()
+    }
+}
 
 impl Drop for ReadTurn {
     fn drop(&mut self) {
@@ -141,5 +207,61 @@ mod tests {
         drop(second);
         assert!(!gate.is_flushing());
         assert!(later.now_or_never().is_some());
+    }
+
+    #[test]
+    fn a_turn_grants_at_most_the_piece_size() {
+        let gate = Rc::new(FlushGate::default());
+        let turn = gate.read_turn().now_or_never().unwrap();
+        assert_eq!(turn.piece_bytes(), PIECE_BYTES_DEFAULT);
+        drop(turn);
+        gate.set_piece_bytes(4096);
+        let turn = gate.read_turn().now_or_never().unwrap();
+        assert_eq!(turn.piece_bytes(), 4096);
+        assert_eq!(gate.turns(), 2);
+    }
+
+    #[test]
+    #[should_panic(expected = "whole blocks")]
+    fn a_piece_is_whole_blocks() {
+        FlushGate::default().set_piece_bytes(5000);
+    }
+
+    #[test]
+    fn a_flush_arriving_mid_piece_stops_the_next_piece_until_it_ends() {
+        let gate = Rc::new(FlushGate::default());
+        let piece = gate.read_turn().now_or_never().unwrap();
+        let flushing = gate.flush_started(); // the piece is on the device: the flush waits on it
+        let mut next = gate.read_turn().boxed_local();
+        assert!((&mut next).now_or_never().is_none(), "a piece in flight");
+        drop(piece);
+        assert!(
+            (&mut next).now_or_never().is_none(),
+            "no piece starts while the flush is in flight"
+        );
+        drop(flushing);
+        assert!(
+            next.now_or_never().is_some(),
+            "the flush ended: the read goes"
+        );
+    }
+
+    #[test]
+    fn a_storm_of_overlapping_flushes_never_starves_a_read() {
+        let gate = Rc::new(FlushGate::default());
+        let mut in_flight = gate.flush_started();
+        for _ in 0..100 {
+            let mut waiting = gate.read_turn().boxed_local();
+            assert!((&mut waiting).now_or_never().is_none());
+            // The next flush starts before the previous one ends: always one in flight.
+            let next = gate.flush_started();
+            drop(std::mem::replace(&mut in_flight, next));
+            assert!(gate.is_flushing());
+            let turn = waiting
+                .now_or_never()
+                .expect("one flush ended since it waited");
+            drop(turn);
+        }
+        assert_eq!(gate.turns(), 100);
     }
 }

@@ -304,12 +304,12 @@ impl WriteBuffer for DmaBuffer {
     }
 }
 
-/// Appends what `bytes` still lacks of its `len` from one read piece; false once the piece is
-/// short (the end of the file), so the caller reads no further piece.
-fn keep_piece(bytes: &mut BytesMut, len: usize, piece: &[u8]) -> bool {
+/// Appends what `bytes` still lacks of its `len` from one read piece of `asked` bytes; false
+/// once the piece is short (the end of the file), so the caller reads no further piece.
+fn keep_piece(bytes: &mut BytesMut, len: usize, piece: &[u8], asked: usize) -> bool {
     let want = (len - bytes.len()).min(piece.len());
     bytes.extend_from_slice(&piece[..want]);
-    piece.len() == READ_PIECE_BYTES
+    piece.len() == asked
 }
 
 impl BlockFile for GlommioFile {
@@ -362,7 +362,7 @@ impl BlockFile for GlommioFile {
             let pieces = futures::future::join_all(pieces).await;
             let mut bytes = BytesMut::with_capacity(len);
             for piece in pieces {
-                if !keep_piece(&mut bytes, len, &piece.map_err(to_io)?) {
+                if !keep_piece(&mut bytes, len, &piece.map_err(to_io)?, READ_PIECE_BYTES) {
                     break;
                 }
             }
@@ -380,18 +380,24 @@ impl BlockFile for GlommioFile {
         let file = self.file.clone();
         async move {
             let aligned_len = super::align_up(len as u64) as usize;
-            let mut bytes = BytesMut::with_capacity(len);
-            for at in (0..aligned_len).step_by(READ_PIECE_BYTES) {
+            let (mut bytes, mut at) = (BytesMut::with_capacity(len), 0);
+            while at < aligned_len {
                 let turn = gate.read_turn().await;
-                let piece = READ_PIECE_BYTES.min(aligned_len - at);
+                // The gate sizes each piece (what a flush may find ahead of it), within the
+                // size io_memory serves without pinning pages.
+                let asked = turn
+                    .piece_bytes()
+                    .min(READ_PIECE_BYTES)
+                    .min(aligned_len - at);
                 let piece = file
-                    .read_at_aligned(pos + at as u64, piece)
+                    .read_at_aligned(pos + at as u64, asked)
                     .await
                     .map_err(to_io)?;
                 drop(turn);
-                if !keep_piece(&mut bytes, len, &piece) {
+                if !keep_piece(&mut bytes, len, &piece, asked) {
                     break;
                 }
+                at += asked;
             }
             Ok(bytes.freeze())
         }
@@ -461,5 +467,45 @@ impl LocalRuntime {
     /// Runs `future` to completion on this thread.
     pub fn block_on<T>(&self, future: impl std::future::Future<Output = T> + 'static) -> T {
         self.executor.run(future)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::io::gate::FlushGate;
+
+    /// A paced read is issued in pieces of at most the gate's piece size, one turn each, and
+    /// returns exactly the bytes of one unpaced read (an odd length, to the end of the file).
+    #[test]
+    fn a_paced_read_reads_pieces_of_at_most_the_gate_size() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("data");
+        let data: Vec<u8> = (0..(1 << 20) + 5000).map(|i| (i % 251) as u8).collect();
+        std::fs::write(&path, &data).unwrap();
+        let runtime = LocalRuntime::new(1 << 20).unwrap();
+        runtime.block_on(async move {
+            let storage = GlommioStorage::new();
+            let file = storage.open(&path, OpenMode::Read).await.unwrap();
+            for (piece, pos) in [(64 << 10, 0), (4096, 8192), (256 << 10, 4096)] {
+                let gate = Rc::new(FlushGate::default());
+                gate.set_piece_bytes(piece);
+                let len = data.len() - pos;
+                let paced = file
+                    .read_owned_paced(pos as u64, len, gate.clone())
+                    .await
+                    .unwrap();
+                assert_eq!(&paced[..], &data[pos..], "piece {piece}");
+                let aligned = crate::io::align_up(len as u64) as usize;
+                assert_eq!(
+                    gate.turns() as usize,
+                    aligned.div_ceil(piece),
+                    "piece {piece}"
+                );
+                let whole = file.read_owned(pos as u64, len).await.unwrap();
+                assert_eq!(paced, whole);
+            }
+            file.close().await.unwrap();
+        });
     }
 }

@@ -28,7 +28,8 @@
 //!   transactional id, and delete with a null value).
 //!
 //! A single node keeps its private, unreplicated logs (`crate::group::journal`,
-//! `crate::txn::log`): there is no leadership to follow there.
+//! `crate::txn::log`): there is no leadership to follow there. Clients read them as the same
+//! internal topics (`crate::internal_log`).
 
 use std::cell::RefCell;
 use std::collections::{BTreeMap, HashMap};
@@ -54,14 +55,14 @@ pub fn is_internal(name: &str) -> bool {
 }
 
 /// A topic clients may read (Fetch, ListOffsets, OffsetForLeaderEpoch) by name: a registered
-/// one, or a cluster's internal one, which Kafka lets any consumer fetch (writes stay the
-/// coordinators').
+/// one, or an internal one ([`crate::handler::Broker::internal_topic`]), which Kafka lets any
+/// consumer fetch (writes stay the coordinators').
 pub fn readable_topic<B: crate::handler::Broker>(
     broker: &B,
     name: &str,
 ) -> Option<Arc<crate::topics::TopicMeta>> {
     let registered = broker.topics().get(name);
-    registered.or_else(|| broker.cluster()?.internal_topic(name))
+    registered.or_else(|| broker.internal_topic(name))
 }
 
 /// [`readable_topic`] by topic id (Fetch v13+): its name and metadata.
@@ -71,7 +72,7 @@ pub fn readable_topic_by_id<B: crate::handler::Broker>(
 ) -> Option<(String, Arc<crate::topics::TopicMeta>)> {
     let registered = broker.topics().by_id(id);
     registered.or_else(|| {
-        let mut internal = broker.cluster()?.internal_topics().into_iter();
+        let mut internal = broker.internal_topics().into_iter();
         internal.find(|(_, meta)| meta.id == id)
     })
 }

@@ -11,6 +11,8 @@
 //! - [`handler`]: one Kafka API per file, written against the [`handler::Broker`] trait.
 //! - [`routing`]: which shard owns a partition.
 //! - [`group`]: consumer-group coordinators (one per shard) and durable committed offsets.
+//! - [`internal_log`]: a single node's `__consumer_offsets` and `__transaction_state`, served
+//!   read-only from the coordinators' private logs.
 //! - [`partition`]: the per-partition actor that alone touches a log (group commit, long poll),
 //!   and the shard's open-file budget; [`open_files`]: RLIMIT_NOFILE and each shard's share.
 //! - [`topics`], [`topic_config`]: durable topic metadata and per-topic log configs;
@@ -36,6 +38,7 @@ pub mod data_dir_lock;
 pub mod dispatch;
 pub mod group;
 pub mod handler;
+pub mod internal_log;
 pub mod net;
 pub mod open_files;
 pub mod partition;

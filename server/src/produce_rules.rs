@@ -65,10 +65,15 @@ impl From<ErrorCode> for Refusal {
     }
 }
 
-/// A batch that failed [`ValidatedBatch::new`]: its code and what was wrong. A batch that is not
-/// v2 is INVALID_RECORD, as Kafka answers Produce v3 and later.
+/// A batch that failed [`ValidatedBatch::new`]: its code and what was wrong. A batch of magic
+/// 0 or 1 is INVALID_RECORD, as Kafka answers Produce v3 and later; any other magic is
+/// CORRUPT_MESSAGE, which Kafka's batch reader throws for it.
 pub fn batch_refusal(e: &BatchError) -> Refusal {
     let (code, message) = match e {
+        BatchError::UnsupportedMagic { magic } if !(0..=2).contains(magic) => (
+            ErrorCode::CorruptMessage,
+            format!("Invalid magic found in record: {magic}"),
+        ),
         BatchError::UnsupportedMagic { magic } => (
             ErrorCode::InvalidRecord,
             format!("Produce requests are only allowed to contain record batches with magic 2, not {magic}"),
@@ -84,14 +89,24 @@ pub fn batch_refusal(e: &BatchError) -> Refusal {
 
 /// A partition of Produce `version` (v3+) whose records are not exactly one whole batch,
 /// worded as Kafka's `ProduceRequest.validateRecords`. Kafka refuses such a partition whole
-/// (INVALID_RECORD), so nothing of it is written; a cut or mis-sized batch is its batch error.
+/// (INVALID_RECORD), so nothing of it is written: a batch cut short is no batch to Kafka, so
+/// INVALID_RECORD too (not the retriable CORRUPT_MESSAGE: resending the same bytes cannot
+/// help). A batchLength below 14 or a magic outside 0..=2 is its batch error (CORRUPT_MESSAGE).
 pub fn not_one_batch(version: i16, why: &NotOneBatch) -> Refusal {
+    let at_least_one = format!(
+        "Produce requests with version {version} must have at least one record batch per partition"
+    );
+    let exactly_one = format!(
+        "Produce requests with version {version} are only allowed to contain exactly one record batch per partition"
+    );
     match why {
-        NotOneBatch::Empty => invalid(format!(
-            "Produce requests with version {version} must have at least one record batch per partition"
+        NotOneBatch::Empty => invalid(at_least_one),
+        NotOneBatch::Cut { available } => invalid(format!(
+            "{at_least_one}: its {available} bytes hold no whole batch (a batch cut short?)"
         )),
-        NotOneBatch::MoreThanOne => invalid(format!(
-            "Produce requests with version {version} are only allowed to contain exactly one record batch per partition"
+        NotOneBatch::MoreThanOne => invalid(exactly_one),
+        NotOneBatch::Trailing { extra } => invalid(format!(
+            "{exactly_one}: {extra} bytes follow the batch and are not a whole batch"
         )),
         NotOneBatch::Malformed(e) => batch_refusal(e),
     }
@@ -423,6 +438,12 @@ mod tests {
         let refusal = batch_refusal(&BatchError::UnsupportedMagic { magic: 1 });
         assert_eq!(refusal.code, ErrorCode::InvalidRecord);
         assert!(refusal.message.unwrap().contains("magic 2, not 1"));
+        // A magic no Kafka version wrote is corrupt, as Kafka's batch reader says.
+        for magic in [3, -1] {
+            let refusal = batch_refusal(&BatchError::UnsupportedMagic { magic });
+            assert_eq!(refusal.code, ErrorCode::CorruptMessage);
+            assert!(refusal.message.unwrap().contains("Invalid magic"));
+        }
         let refusal = batch_refusal(&BatchError::CrcMismatch {
             stored: 1,
             computed: 2,

@@ -149,7 +149,8 @@ def node_metadata(node: Broker, topics: list[str] | None = None) -> dict:
     topics auto-creates them (v1 predates the flag); None asks for all.
     Returns
     {"brokers": {id: (host, port)}, "controller": id,
-     "topics": {name: (error, {partition: (error, leader, replicas, isr)})}}."""
+     "topics": {name: (error, {partition: (error, leader, replicas, isr)})},
+     "internal": {names marked is_internal}}."""
     import kafka_wire as kw
     conn = kw.Conn(node.host, node.port)
     try:
@@ -166,11 +167,12 @@ def node_metadata(node: Broker, topics: list[str] | None = None) -> dict:
         brokers[node_id] = (host, r.take(">i"))
         r.string()                                   # rack
     controller = r.take(">i")
-    out = {}
+    out, internal = {}, set()
     for _ in range(r.take(">i")):
         error = r.take(">h")
         name = r.string()
-        r.take(">b")                                 # is_internal
+        if r.take(">b"):                             # is_internal
+            internal.add(name)
         partitions = {}
         for _ in range(r.take(">i")):
             p_error, index, leader = r.take(">hii")
@@ -178,7 +180,7 @@ def node_metadata(node: Broker, topics: list[str] | None = None) -> dict:
             isr = [r.take(">i") for _ in range(r.take(">i"))]
             partitions[index] = (p_error, leader, replicas, isr)
         out[name] = (error, partitions)
-    return {"brokers": brokers, "controller": controller, "topics": out}
+    return {"brokers": brokers, "controller": controller, "topics": out, "internal": internal}
 
 
 def wait_isr_full(cluster: Cluster, topic: str, timeout_s: float = 20.0) -> float:

@@ -12,6 +12,8 @@ import struct
 import time
 
 API_PRODUCE = 0
+API_FETCH = 1
+API_LIST_OFFSETS = 2
 API_METADATA = 3
 API_VERSIONS = 18
 API_INIT_PRODUCER_ID = 22
@@ -24,6 +26,7 @@ ATTR_TRANSACTIONAL = 0x10
 ATTR_CONTROL = 0x20
 
 ERR_NONE = 0
+ERR_UNKNOWN_SERVER_ERROR = -1
 ERR_CORRUPT_MESSAGE = 2
 ERR_UNKNOWN_TOPIC_OR_PARTITION = 3
 ERR_MESSAGE_TOO_LARGE = 10
@@ -181,17 +184,31 @@ def metadata_v1_body(topics: list[str] | None) -> bytes:
 
 
 def fetch_v4_body(offsets: dict[tuple[str, int], int], max_wait_ms: int = 0, min_bytes: int = 1,
-                  max_bytes: int = 1 << 24, partition_max_bytes: int = 1 << 22) -> bytes:
-    """Fetch v4 (a consumer, read_uncommitted) of each (topic, partition) from its offset."""
-    body = struct.pack(">iiiib", -1, max_wait_ms, min_bytes, max_bytes, 0)
-    topics: dict[str, list[tuple[int, int]]] = {}
-    for (topic, partition), offset in offsets.items():
-        topics.setdefault(topic, []).append((partition, offset))
-    body += struct.pack(">i", len(topics))
+                  max_bytes: int = 1 << 24, partition_max_bytes: int = 1 << 22,
+                  isolation_level: int = 0) -> bytes:
+    """Fetch v4 (a consumer, read_uncommitted unless told) of each (topic, partition) from its
+    offset."""
+    body = struct.pack(">iiiib", -1, max_wait_ms, min_bytes, max_bytes, isolation_level)
+    return body + topics_array({(t, p): struct.pack(">iqi", p, o, partition_max_bytes)
+                                for (t, p), o in offsets.items()})
+
+
+def topics_array(entries: dict[tuple[str, int], bytes]) -> bytes:
+    """A request's topics array: each topic (in first-seen order) with its partitions' already
+    encoded entries."""
+    topics: dict[str, list[bytes]] = {}
+    for (topic, _partition), entry in entries.items():
+        topics.setdefault(topic, []).append(entry)
+    body = struct.pack(">i", len(topics))
     for topic, parts in topics.items():
-        body += kstring(topic) + struct.pack(">i", len(parts))
-        body += b"".join(struct.pack(">iqi", p, o, partition_max_bytes) for p, o in parts)
+        body += kstring(topic) + struct.pack(">i", len(parts)) + b"".join(parts)
     return body
+
+
+def list_offsets_v2_body(timestamps: dict[tuple[str, int], int], isolation_level: int = 0) -> bytes:
+    """ListOffsets v2 (a consumer) of each (topic, partition) at its timestamp (-1 latest)."""
+    return struct.pack(">ib", -1, isolation_level) + topics_array(
+        {(t, p): struct.pack(">iq", p, ts) for (t, p), ts in timestamps.items()})
 
 
 class Reader:
@@ -245,22 +262,39 @@ def parse_produce_v3_offsets(body: bytes) -> dict[tuple[str, int], tuple[int, in
     return out
 
 
-def parse_fetch_v4(body: bytes) -> dict[tuple[str, int], tuple[int, int, bytes]]:
-    """{(topic, partition): (error_code, high_watermark, records)} from a Fetch v4 response."""
+def per_partition(body: bytes, partition) -> dict:
+    """{(topic, index): value} from a response of throttle_time_ms then topics of partitions;
+    `partition(reader)` reads one partition and returns (index, value)."""
     r = Reader(body)
     r.take(">i")  # throttle_time_ms
     out = {}
     for _ in range(r.take(">i")):
         topic = r.string()
         for _ in range(r.take(">i")):
-            idx, err, hw, _lso = r.take(">ihqq")
-            for _ in range(max(r.take(">i"), 0)):  # aborted transactions
-                r.take(">qq")
-            n = r.take(">i")
-            records = r.data[r.pos:r.pos + max(n, 0)]
-            r.pos += max(n, 0)
-            out[(topic, idx)] = (err, hw, records)
+            idx, value = partition(r)
+            out[(topic, idx)] = value
     return out
+
+
+def parse_fetch_v4(body: bytes) -> dict[tuple[str, int], tuple[int, int, bytes]]:
+    """{(topic, partition): (error_code, high_watermark, records)} from a Fetch v4 response."""
+    def partition(r: Reader):
+        idx, err, hw, _lso = r.take(">ihqq")
+        for _ in range(max(r.take(">i"), 0)):  # aborted transactions
+            r.take(">qq")
+        n = r.take(">i")
+        records = r.data[r.pos:r.pos + max(n, 0)]
+        r.pos += max(n, 0)
+        return idx, (err, hw, records)
+    return per_partition(body, partition)
+
+
+def parse_list_offsets_v2(body: bytes) -> dict[tuple[str, int], tuple[int, int]]:
+    """{(topic, partition): (error_code, offset)} from a ListOffsets v2 response body."""
+    def partition(r: Reader):
+        idx, err, _ts, offset = r.take(">ihqq")
+        return idx, (err, offset)
+    return per_partition(body, partition)
 
 
 def init_producer_id_v0_body(transactional_id: str | None = None,

@@ -160,6 +160,31 @@ def test_batch_length_lies(broker, topic_name, delta):
     assert watermarks(broker.bootstrap, topic_name, 0) == (0, 0)
 
 
+def test_an_unknown_isolation_level_is_refused_as_kafka_refuses_it(broker, topic_name):
+    """Kafka's `IsolationLevel.forId` throws on anything but 0 (read_uncommitted) and 1
+    (read_committed), and the request is answered UNKNOWN_SERVER_ERROR on every partition
+    (`FetchRequest`/`ListOffsetsRequest.getErrorResponse`); it used to read as read_uncommitted."""
+    create_topic(broker.bootstrap, topic_name, partitions=1)
+    produce_all(producer(broker.bootstrap, acks="all"), topic_name, [(None, b"v")])
+    tp = (topic_name, 0)
+    with conn(broker) as c:
+        for corr, level in ((21, 0), (22, 1), (23, 2), (24, -1)):
+            c.send(kw.request(kw.API_FETCH, 4, corr,
+                              kw.fetch_v4_body({tp: 0}, isolation_level=level)))
+            got, body = answer_or_close(c)
+            err, hw, records = kw.parse_fetch_v4(body)[tp]
+            if level in (0, 1):
+                assert (got, err, hw) == (corr, kw.ERR_NONE, 1) and records, level
+            else:
+                assert (got, err, hw, records) == (corr, kw.ERR_UNKNOWN_SERVER_ERROR, -1, b""), level
+            c.send(kw.request(kw.API_LIST_OFFSETS, 2, corr,
+                              kw.list_offsets_v2_body({tp: -1}, isolation_level=level)))
+            got, body = answer_or_close(c)
+            answer = kw.parse_list_offsets_v2(body)[tp]
+            expected = (kw.ERR_NONE, 1) if level in (0, 1) else (kw.ERR_UNKNOWN_SERVER_ERROR, -1)
+            assert (got, answer) == (corr, expected), level
+
+
 def test_oversized_batch_message_too_large(broker, topic_name):
     create_topic(broker.bootstrap, topic_name, partitions=1)
     big = kw.record_batch([os.urandom(1024) * 1536])     # 1.5 MiB > 1 MiB max.message.bytes

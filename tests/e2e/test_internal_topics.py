@@ -5,12 +5,10 @@
   as in Kafka (`kcat -C -t __consumer_offsets`). Rill's record formats are its own (see the
   README), so only their keys' readable parts are checked here.
 - Clients never create them: Kafka creates its internal topics itself, with their own settings.
-  A single node keeps the coordinators' state in private logs, so it has no internal topic: a
-  Metadata request naming one with auto-creation on answers UNKNOWN_TOPIC_OR_PARTITION and
-  creates nothing (it used to create an ordinary, writable topic by that name), and CreateTopics
-  of one gets INVALID_REQUEST ("Creation of internal topic ... is prohibited", Kafka's answer for
-  an internal topic clients may not create); in a cluster, one that exists gets
-  TOPIC_ALREADY_EXISTS.
+  In a cluster, CreateTopics of one that exists gets TOPIC_ALREADY_EXISTS; of one that does not,
+  INVALID_REQUEST ("Creation of internal topic ... is prohibited").
+- A single node keeps the coordinators' state in private logs and serves them as the same
+  internal topics, read-only (`server/src/internal_log.rs`): they exist from its start.
 """
 
 from __future__ import annotations
@@ -21,15 +19,14 @@ import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
+import kafka_wire as kw
 from cluster import node_metadata
 
 from test_replication import bootstrap, cluster, create, unique, wait_isr  # noqa: F401
 
 OFFSETS_TOPIC = "__consumer_offsets"
 TXN_TOPIC = "__transaction_state"
-ERR_UNKNOWN_TOPIC_OR_PARTITION = 3
 ERR_TOPIC_ALREADY_EXISTS = 36
-ERR_INVALID_REQUEST = 42
 
 
 def create_error(bootstrap_servers: str, name: str) -> tuple[int, str]:
@@ -103,13 +100,45 @@ def test_a_consumer_fetches_the_offsets_a_group_committed_from_consumer_offsets(
     assert create_error(bootstrap(cluster), OFFSETS_TOPIC)[0] == ERR_TOPIC_ALREADY_EXISTS
 
 
-def test_a_single_node_never_creates_an_internal_topic_for_a_client(broker):
+@pytest.mark.timeout(120)
+def test_a_single_node_serves_its_internal_topics_read_only(broker_factory):
+    """A single node keeps the coordinators' state in private logs; it serves them as Kafka
+    serves its internal topics: listed with is_internal, read by any consumer, written by no
+    client (INVALID_TOPIC_EXCEPTION, Kafka's "Cannot append to internal topic"), never created
+    or recreated by one (TOPIC_ALREADY_EXISTS). Before, a single node had none to read."""
+    node = broker_factory()  # its own: the shared broker's logs hold every other test's commits
+    topic, group, txn_id = unique("committed"), unique("group"), unique("txn")
+    producer = Producer({"bootstrap.servers": node.bootstrap, "acks": "all"})
+    producer.produce(topic, b"v", partition=0)
+    assert producer.flush(30) == 0
+    committer = Consumer({"bootstrap.servers": node.bootstrap, "group.id": group,
+                          "enable.auto.commit": False})
+    try:
+        committer.commit(offsets=[TopicPartition(topic, 0, 1)], asynchronous=False)
+    finally:
+        committer.close()
+    transactional = Producer({"bootstrap.servers": node.bootstrap, "transactional.id": txn_id})
+    transactional.init_transactions(30)
+    transactional.begin_transaction()
+    transactional.produce(topic, b"t", partition=0)
+    transactional.commit_transaction(30)
+
+    metadata = node_metadata(node)
     for name in (OFFSETS_TOPIC, TXN_TOPIC):
-        # Metadata v1 predates the auto-creation flag: naming a topic asks to create it.
-        error, partitions = node_metadata(broker, [name])["topics"][name]
-        assert (error, partitions) == (ERR_UNKNOWN_TOPIC_OR_PARTITION, {}), name
-        assert name not in node_metadata(broker)["topics"], "created anyway"
-        code, message = create_error(broker.bootstrap, name)
-        assert code == ERR_INVALID_REQUEST, (name, code, message)
-        assert f"Creation of internal topic {name} is prohibited" in message
-        assert name not in node_metadata(broker)["topics"], "created by CreateTopics"
+        error, partitions = metadata["topics"][name]
+        assert (error, sorted(partitions)) == (0, list(range(8))), name
+        assert name in metadata["internal"] and topic not in metadata["internal"]
+        assert create_error(node.bootstrap, name)[0] == ERR_TOPIC_ALREADY_EXISTS, name
+        with kw.Conn(node.host, node.port) as c:
+            c.send(kw.request(kw.API_PRODUCE, 3, 9, kw.produce_v3_body(
+                {name: {0: kw.record_batch([b"forged"])}})))
+            assert kw.parse_produce_v3(c.recv_response()[1]) == \
+                {(name, 0): kw.ERR_INVALID_TOPIC_EXCEPTION}, name
+
+    offsets = read_partitions(node.bootstrap, OFFSETS_TOPIC, list(range(8)))
+    ours = [(p, k, v) for p, k, v in offsets if k and group.encode() in k and topic.encode() in k]
+    assert ours and all(v for _, _, v in ours), f"no commit of {group} among {len(offsets)}"
+    states = read_partitions(node.bootstrap, TXN_TOPIC, list(range(8)))
+    assert any(k and txn_id.encode() in k for _, k, _ in states), \
+        f"no record of {txn_id} among {len(states)}"
+    assert not any(v == b"forged" for _, _, v in offsets + states)

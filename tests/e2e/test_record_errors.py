@@ -42,6 +42,11 @@ def record_body(offset_delta: int, key: bytes | None, value: bytes | None,
             + field(value) + headers)
 
 
+def with_batch_length(batch: bytes, length: int) -> bytes:
+    """`batch` with its batchLength field set to `length`."""
+    return batch[:8] + struct.pack(">i", length) + batch[12:]
+
+
 def good(i: int) -> bytes:
     return kw.record(b"v%d" % i, i, key=b"k%d" % i)
 
@@ -99,6 +104,17 @@ def test_batch_level_refusals_say_why(broker, topic_name):
         (kw.corrupt_crc(kw.record_batch([b"v"])), kw.ERR_CORRUPT_MESSAGE, "CRC"),
         (kw.batch_of_records(good(0) + good(1), 2, last_offset_delta=5), kw.ERR_INVALID_RECORD,
          "Invalid record batch"),
+        # As Kafka's batch reader sees the bytes (ByteBufferLogInputStream): a batch cut short,
+        # alone or after a whole one, or a few bytes, is no batch (INVALID_RECORD, not the
+        # retriable CORRUPT_MESSAGE); a batchLength below 14 or a magic outside 0..=2 is corrupt.
+        (kw.record_batch([b"v"])[:-5], kw.ERR_INVALID_RECORD, "no whole batch"),
+        (b"\x00" * 5, kw.ERR_INVALID_RECORD, "at least one record batch"),
+        (kw.record_batch([b"v"]) + kw.record_batch([b"w"])[:30], kw.ERR_INVALID_RECORD,
+         "30 bytes follow the batch"),
+        (with_batch_length(kw.record_batch([b"v"]), 3), kw.ERR_CORRUPT_MESSAGE,
+         "invalid batchLength 3"),
+        (kw.batch_of_records(good(0), 1, magic=7)[:40], kw.ERR_CORRUPT_MESSAGE,
+         "Invalid magic found in record: 7"),
     ]:
         err, record_errors, message = produce_v8(broker, topic_name, batch)
         assert (err, record_errors) == (code, []), (words, err, record_errors, message)

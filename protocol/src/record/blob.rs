@@ -4,14 +4,15 @@
 //! `BytesMut` parts), by batchLength alone; [`batches`] also validates each (length, magic,
 //! CRC, compression code) as it goes. Kafka requires exactly one batch per partition for
 //! Produce v3+ (`ProduceRequest.validateRecords`, INVALID_RECORD otherwise): [`single_batch`]
-//! is that rule, and the Produce handler checks the one part it yields once as a
-//! [`rill_types::batch::ValidatedBatch`].
+//! is that rule, read the way Kafka's batch reader reads the bytes, and the Produce handler
+//! checks the one batch it yields once as a [`rill_types::batch::ValidatedBatch`].
 
 use std::ops::Deref;
 
 use bytes::{Bytes, BytesMut};
 
 use super::batch::{batch_size_bytes, BatchError, RecordBatchView};
+use super::header::{BATCH_LENGTH_OFFSET, BATCH_LENGTH_OVERHEAD_BYTES, MAGIC_OFFSET, MAGIC_V2};
 
 /// A buffer that splits into parts of the same memory without copying: `Bytes` (shared,
 /// read-only slices) or `BytesMut` (disjoint, each writable).
@@ -104,24 +105,81 @@ pub enum NotOneBatch {
     /// No batch at all: the records field is absent or empty.
     #[error("no record batch")]
     Empty,
+    /// Bytes, but no whole batch in them: fewer than a batch's length and magic, or than its
+    /// batchLength announces. Kafka's batch reader finds no batch there (INVALID_RECORD).
+    #[error("no whole record batch in {available} bytes")]
+    Cut {
+        /// Bytes present.
+        available: usize,
+    },
     /// A whole batch, then a second whole batch.
     #[error("more than one record batch")]
     MoreThanOne,
-    /// The bytes do not split into whole batches (a batchLength wrong, or a batch cut short).
+    /// A whole batch, then bytes that are not a whole batch. Kafka's reader stops before them
+    /// and Kafka appends the batch without them; Rill refuses rather than drop bytes unsaid.
+    #[error("{extra} bytes after the record batch")]
+    Trailing {
+        /// Bytes after the batch.
+        extra: usize,
+    },
+    /// A batch Kafka's reader (or, for the first batch, `validateRecords`) refuses outright:
+    /// batchLength below 14, a magic outside 0..=2, or (first batch) a magic other than 2.
     #[error(transparent)]
     Malformed(#[from] BatchError),
 }
 
-/// The one whole batch of a Produce v3+ partition's records, as a part of the same buffer
-/// (no copy), checked for its length only: the caller validates it (Kafka counts the batches
-/// before it looks into one, so two batches are [`NotOneBatch::MoreThanOne`] whatever is in
-/// them). A cut batch after a whole one is [`NotOneBatch::Malformed`].
-pub fn single_batch<B: SplitBuf>(records: B) -> Result<B, NotOneBatch> {
-    let mut parts = split(records);
-    let first = parts.next().ok_or(NotOneBatch::Empty)??;
-    match parts.next() {
-        None => Ok(first),
-        Some(Err(e)) => Err(e.into()),
-        Some(Ok(_)) => Err(NotOneBatch::MoreThanOne),
+/// Kafka's smallest batchLength (`LegacyRecord.RECORD_OVERHEAD_V0`): its batch reader throws
+/// CorruptRecordException below it, before looking further.
+const KAFKA_BATCH_LENGTH_MIN: i32 = 14;
+
+/// What Kafka's batch reader (`ByteBufferLogInputStream.nextBatchSize`, then `nextBatch`)
+/// finds at the start of `buf`, checking in its order: the size of a whole batch; `None` where
+/// it finds no batch (fewer bytes than batchLength's end, than the magic byte, or than
+/// batchLength announces); an error where it throws (batchLength below 14, magic outside
+/// 0..=2).
+fn kafka_next_batch(buf: &[u8]) -> Result<Option<usize>, BatchError> {
+    let Some(length) = buf.get(BATCH_LENGTH_OFFSET..BATCH_LENGTH_OVERHEAD_BYTES) else {
+        return Ok(None);
+    };
+    let batch_length = i32::from_be_bytes(length.try_into().expect("4 bytes"));
+    if batch_length < KAFKA_BATCH_LENGTH_MIN {
+        return Err(BatchError::InvalidLength { batch_length });
     }
+    let Some(&magic) = buf.get(MAGIC_OFFSET) else {
+        return Ok(None);
+    };
+    let magic = magic as i8;
+    if !(0..=MAGIC_V2).contains(&magic) {
+        return Err(BatchError::UnsupportedMagic { magic });
+    }
+    let size = batch_length as usize + BATCH_LENGTH_OVERHEAD_BYTES;
+    Ok((size <= buf.len()).then_some(size))
+}
+
+/// The one whole batch of a Produce v3+ partition's records (the same buffer, no copy), as
+/// Kafka's `ProduceRequest.validateRecords` reads them: the first batch must be whole and v2,
+/// then nothing may follow it. Only the batch's length and magic are looked at: the caller
+/// validates the rest (Kafka counts the batches before it looks into one, so two batches are
+/// [`NotOneBatch::MoreThanOne`] whatever is in them).
+pub fn single_batch<B: SplitBuf>(records: B) -> Result<B, NotOneBatch> {
+    if records.is_empty() {
+        return Err(NotOneBatch::Empty);
+    }
+    let Some(size) = kafka_next_batch(&records)? else {
+        return Err(NotOneBatch::Cut {
+            available: records.len(),
+        });
+    };
+    let magic = records[MAGIC_OFFSET] as i8;
+    if magic != MAGIC_V2 {
+        return Err(BatchError::UnsupportedMagic { magic }.into());
+    }
+    let rest = &records[size..];
+    if rest.is_empty() {
+        return Ok(records);
+    }
+    Err(match kafka_next_batch(rest)? {
+        Some(_) => NotOneBatch::MoreThanOne,
+        None => NotOneBatch::Trailing { extra: rest.len() },
+    })
 }

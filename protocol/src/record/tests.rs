@@ -186,24 +186,49 @@ fn single_batch_is_one_whole_batch_and_nothing_after_it() {
     let mut corrupt_first = BytesMut::from(&blob[..]);
     corrupt_first[first_len - 1] ^= 0xff;
     assert_eq!(single_batch(corrupt_first), Err(NotOneBatch::MoreThanOne));
-    // A whole batch then a cut one, a cut one alone, and one byte: the cut batch's error.
-    for cut in [
-        blob.slice(..blob.len() - 1),
-        blob.slice(..first_len - 1),
-        blob.slice(..1),
+    // A cut batch alone, and a few bytes, hold no batch for Kafka's reader.
+    for (cut, available) in [
+        (blob.slice(..first_len - 1), first_len - 1),
+        (blob.slice(..1), 1),
+        (blob.slice(..16), 16),
     ] {
-        assert!(
-            matches!(
-                single_batch(cut),
-                Err(NotOneBatch::Malformed(BatchError::Truncated { .. }))
-            ),
-            "cut batches are malformed"
+        assert_eq!(single_batch(cut), Err(NotOneBatch::Cut { available }));
+    }
+    // A whole batch then a cut one (Kafka would drop it), or a few bytes.
+    for extra in [1, 20, blob.len() - first_len - 1] {
+        assert_eq!(
+            single_batch(blob.slice(..first_len + extra)),
+            Err(NotOneBatch::Trailing { extra })
         );
     }
-    let mut bad_length = BytesMut::from(&blob[..first_len]);
-    bad_length[8..12].copy_from_slice(&(-1i32).to_be_bytes());
-    assert!(matches!(
-        single_batch(bad_length),
-        Err(NotOneBatch::Malformed(BatchError::InvalidLength { .. }))
-    ));
+    // Kafka's reader throws before it measures: batchLength below 14, magic outside 0..=2,
+    // even on a batch cut short; then validateRecords refuses magic 0 and 1.
+    let edited = |at: usize, bytes: &[u8], len: usize| {
+        let mut b = BytesMut::from(&blob[..first_len]);
+        b[at..at + bytes.len()].copy_from_slice(bytes);
+        single_batch(b.split_to(len))
+    };
+    for length in [-1i32, 0, 13] {
+        assert_eq!(
+            edited(8, &length.to_be_bytes(), first_len),
+            Err(NotOneBatch::Malformed(BatchError::InvalidLength {
+                batch_length: length
+            }))
+        );
+    }
+    for (magic, len) in [(3i8, first_len), (-1, 20), (1, first_len), (0, first_len)] {
+        assert_eq!(
+            edited(16, &[magic as u8], len),
+            Err(NotOneBatch::Malformed(BatchError::UnsupportedMagic {
+                magic
+            }))
+        );
+    }
+    // A batchLength of 14..49 with its bytes present is a batch to Kafka's reader (the batch
+    // checks refuse it); cut, it is none.
+    assert!(edited(8, &14i32.to_be_bytes(), 26).is_ok());
+    assert_eq!(
+        edited(8, &14i32.to_be_bytes(), 25),
+        Err(NotOneBatch::Cut { available: 25 })
+    );
 }

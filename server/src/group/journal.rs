@@ -180,6 +180,11 @@ impl<S: Storage> OffsetsLog<S> {
         })
     }
 
+    /// The engine log, for a single node's read-only view of it (`crate::internal_log`).
+    pub fn engine_log(&self) -> &Mutex<Option<PartitionLog<S>>> {
+        &self.log
+    }
+
     /// The live (latest, not deleted) entries.
     pub fn live(&self) -> Vec<(OffsetKey, CommittedOffset)> {
         self.live
@@ -387,6 +392,11 @@ impl<S: Storage> LogJournal<S> {
     /// Every live entry of every owned partition (to rebuild the groups).
     pub fn live(&self) -> Vec<(OffsetKey, CommittedOffset)> {
         self.logs.values().flat_map(|l| l.live()).collect()
+    }
+
+    /// Each owned partition's log.
+    pub fn logs(&self) -> impl Iterator<Item = (i32, &Rc<OffsetsLog<S>>)> {
+        self.logs.iter().map(|(p, log)| (*p, log))
     }
 
     /// Close every log.

@@ -110,14 +110,14 @@ pub(crate) fn requested<B: Broker>(
 }
 
 /// `__consumer_offsets` and `__transaction_state` are the coordinators' to create, with their
-/// own settings (a cluster's on first use; a single node keeps that state in private logs):
+/// own settings (a cluster's on first use; a single node's exist from its start):
 /// TOPIC_ALREADY_EXISTS once one exists, else INVALID_REQUEST, Kafka's answer for an internal
 /// topic clients may not create ("Creation of internal topic ... is prohibited").
 fn refuse_internal<B: Broker>(broker: &B, name: &str) -> Result<(), (ErrorCode, String)> {
     if !crate::coordinator_log::is_internal(name) {
         return Ok(());
     }
-    let internal = broker.cluster().and_then(|c| c.internal_topic(name));
+    let internal = broker.internal_topic(name);
     if internal.is_some() || broker.topics().get(name).is_some() {
         return Err((
             ErrorCode::TopicAlreadyExists,

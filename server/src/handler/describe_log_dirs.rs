@@ -104,15 +104,15 @@ fn held_partitions<B: Broker>(broker: &B, req: &DescribeLogDirsRequest) -> Vec<(
             .is_some_and(|p| p.replicas.contains(node)),
     };
     // The internal topics hold data here too (`crate::coordinator_log`), as in Kafka's answer.
-    let internal = |name: &str| broker.cluster()?.internal_topic(name);
+    let internal = |name: &str| broker.internal_topic(name);
     let counts: Vec<(String, i32)> = match &req.topics {
         None => {
-            let internal_topics = broker.cluster().map(|c| c.internal_topics());
+            let internal_topics = broker.internal_topics();
             broker
                 .topics()
                 .list()
                 .into_iter()
-                .chain(internal_topics.into_iter().flatten())
+                .chain(internal_topics)
                 .map(|(name, meta)| (name, meta.partitions))
                 .collect()
         }

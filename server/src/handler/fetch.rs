@@ -4,6 +4,7 @@
 //! Isolation (v4+): read_uncommitted reads below the high watermark; read_committed below the
 //! last stable offset, and gets the aborted transactions among the records it is sent (the
 //! client drops their records). Every response carries the partition's last stable offset.
+//! Any other level is refused as Kafka refuses it: UNKNOWN_SERVER_ERROR for the whole request.
 //! Long polls wait for the high watermark or, read_committed, the last stable offset to pass
 //! the fetch position. Fetch sessions are not kept: `session_id` 0 tells clients to send full
 //! requests.
@@ -72,7 +73,14 @@ pub async fn handle<B: Broker>(
     version: i16,
     request: &FetchRequest,
 ) -> (FetchResponse, Vec<Vec<Bytes>>) {
-    let wants = resolve(broker, version, request);
+    let Some(isolation) = Isolation::from_wire(request.isolation_level) else {
+        tracing::warn!(
+            isolation_level = request.isolation_level,
+            "Fetch names an unknown isolation level: answered UNKNOWN_SERVER_ERROR, as Kafka"
+        );
+        return refuse(version, request, Isolation::INVALID_CODE);
+    };
+    let wants = resolve(broker, version, request, isolation);
     let wait = Duration::from_millis((request.max_wait_ms.max(0) as u64).min(FETCH_WAIT_MS_MAX));
     let min_bytes = request.min_bytes.max(0) as usize;
     let deadline = broker.now() + wait;
@@ -126,7 +134,42 @@ fn follower(request: &FetchRequest) -> Option<NodeId> {
         .map(NodeId)
 }
 
-fn resolve<B: Broker>(broker: &B, version: i16, request: &FetchRequest) -> Vec<Want> {
+/// Kafka's answer to a Fetch it cannot serve at all (`FetchRequest.getErrorResponse`): `code`
+/// at the top (on the wire from v7) and, below v13, on every requested partition too.
+fn refuse(
+    version: i16,
+    request: &FetchRequest,
+    code: ErrorCode,
+) -> (FetchResponse, Vec<Vec<Bytes>>) {
+    let topics: Vec<FetchableTopicResponse> = if version < 13 {
+        let each = |t: &rill_protocol::kafka_protocol::messages::fetch_request::FetchTopic| {
+            FetchableTopicResponse::default()
+                .with_topic(t.topic.clone())
+                .with_partitions(
+                    t.partitions
+                        .iter()
+                        .map(|p| partition_data(p.partition, code, None))
+                        .collect(),
+                )
+        };
+        request.topics.iter().map(each).collect()
+    } else {
+        Vec::new()
+    };
+    let partitions = topics.iter().map(|t| t.partitions.len()).sum();
+    let response = FetchResponse::default()
+        .with_error_code(code.code())
+        .with_session_id(0)
+        .with_responses(topics);
+    (response, vec![Vec::new(); partitions])
+}
+
+fn resolve<B: Broker>(
+    broker: &B,
+    version: i16,
+    request: &FetchRequest,
+    isolation: Isolation,
+) -> Vec<Want> {
     let mut wants = Vec::new();
     let replica_id = follower(request);
     for topic in &request.topics {
@@ -162,7 +205,7 @@ fn resolve<B: Broker>(broker: &B, version: i16, request: &FetchRequest) -> Vec<W
                 max_bytes: p.partition_max_bytes.max(0) as usize,
                 isolation: match replica {
                     Some(_) => Isolation::Replica,
-                    None => Isolation::from_wire(request.isolation_level),
+                    None => isolation,
                 },
                 replica,
                 error: error.or((!in_range).then_some(ErrorCode::UnknownTopicOrPartition)),
@@ -470,6 +513,30 @@ mod tests {
             broker.now() - start >= Duration::from_millis(100),
             "waited max_wait_ms"
         );
+    }
+
+    #[test]
+    fn an_unknown_isolation_level_refuses_the_whole_fetch_as_kafka() {
+        let broker = FakeBroker::new();
+        broker.topics().create("t", 2, Default::default()).unwrap();
+        broker.append("t", 0, batch(3));
+        for level in [2, -1, i8::MAX] {
+            let req = request("t", &[(0, 0), (1, 0)], 0, 1).with_isolation_level(level);
+            // Below v13 every partition carries the error too, with unknown positions.
+            let r = block_on(answer(&broker, 12, &req));
+            assert_eq!(r.error_code, ErrorCode::UnknownServerError.code());
+            let parts = &r.responses[0].partitions;
+            assert_eq!(parts.len(), 2);
+            for p in parts {
+                assert_eq!(p.error_code, ErrorCode::UnknownServerError.code());
+                assert_eq!((p.high_watermark, p.log_start_offset), (-1, -1));
+                assert!(p.records.as_ref().unwrap().is_empty());
+            }
+            // From v13 the top-level code alone says it.
+            let r = block_on(answer(&broker, 13, &req));
+            assert_eq!(r.error_code, ErrorCode::UnknownServerError.code());
+            assert!(r.responses.is_empty());
+        }
     }
 
     #[test]

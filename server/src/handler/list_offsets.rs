@@ -3,6 +3,7 @@
 //!
 //! Isolation (v2+): read_uncommitted sees up to the high watermark, read_committed up to the
 //! last stable offset ("latest" is then the LSO; a timestamp found at or past it is not found).
+//! Any other level gets UNKNOWN_SERVER_ERROR on every partition, as Kafka answers it.
 
 use futures::future::join_all;
 use rill_protocol::kafka_protocol::messages::list_offsets_response::{
@@ -29,7 +30,14 @@ pub async fn handle<B: Broker>(
     let isolation = if version >= 2 {
         Isolation::from_wire(request.isolation_level)
     } else {
-        Isolation::ReadUncommitted
+        Some(Isolation::ReadUncommitted)
+    };
+    let Some(isolation) = isolation else {
+        tracing::warn!(
+            isolation_level = request.isolation_level,
+            "ListOffsets names an unknown isolation level: answered UNKNOWN_SERVER_ERROR, as Kafka"
+        );
+        return refuse(request, Isolation::INVALID_CODE);
     };
     let topics = request.topics.iter().map(|topic| async move {
         let name = topic.name.0.as_str();
@@ -58,6 +66,22 @@ pub async fn handle<B: Broker>(
             .with_partitions(join_all(partitions).await)
     });
     ListOffsetsResponse::default().with_topics(join_all(topics).await)
+}
+
+/// Kafka's answer to a ListOffsets it cannot serve at all (`ListOffsetsRequest.getErrorResponse`):
+/// `code` on every requested partition, offset and timestamp unknown.
+fn refuse(request: &ListOffsetsRequest, code: ErrorCode) -> ListOffsetsResponse {
+    let topics = request.topics.iter().map(|topic| {
+        let partitions = topic.partitions.iter().map(|p| {
+            let base =
+                ListOffsetsPartitionResponse::default().with_partition_index(p.partition_index);
+            not_found(base).with_error_code(code.code())
+        });
+        ListOffsetsTopicResponse::default()
+            .with_name(topic.name.clone())
+            .with_partitions(partitions.collect())
+    });
+    ListOffsetsResponse::default().with_topics(topics.collect())
 }
 
 async fn lookup<B: Broker>(
@@ -125,6 +149,33 @@ mod tests {
         let r = block_on(handle(broker, 7, &req));
         let p = &r.topics[0].partitions[0];
         (p.error_code, p.offset)
+    }
+
+    #[test]
+    fn an_unknown_isolation_level_is_unknown_server_error_on_every_partition() {
+        let broker = FakeBroker::new();
+        broker.topics().create("t", 1, Default::default()).unwrap();
+        broker.append("t", 0, batch(2));
+        let req = |level| {
+            ListOffsetsRequest::default()
+                .with_isolation_level(level)
+                .with_topics(vec![ListOffsetsTopic::default()
+                    .with_name(topic_name("t"))
+                    .with_partitions(vec![
+                        ListOffsetsPartition::default().with_timestamp(LATEST)
+                    ])])
+        };
+        let p = |r: ListOffsetsResponse| {
+            (
+                r.topics[0].partitions[0].error_code,
+                r.topics[0].partitions[0].offset,
+            )
+        };
+        assert_eq!(p(block_on(handle(&broker, 7, &req(1)))), (0, 2));
+        let refused = (ErrorCode::UnknownServerError.code(), -1);
+        assert_eq!(p(block_on(handle(&broker, 7, &req(2)))), refused);
+        // v0-v1 have no isolation level: whatever the field holds is not looked at.
+        assert_eq!(p(block_on(handle(&broker, 1, &req(2)))), (0, 2));
     }
 
     #[test]

@@ -6,12 +6,12 @@
 //! leader (LEADER_NOT_AVAILABLE while none is alive), leader epoch, replicas, ISR and offline
 //! replicas. Topic ids are the registry's stable UUIDs (Fetch v13+ names topics by id).
 //!
-//! A cluster's internal topics (`__consumer_offsets`, `__transaction_state`: the coordinators'
-//! replicated logs, `crate::coordinator_log`) are listed and found by name or id as in Kafka,
-//! with `is_internal` (clients leave them out of their topic lists); a request naming one that
-//! does not exist yet creates it with its own settings when auto-creation is allowed. A single
-//! node keeps that state in private logs, so it has no internal topics to list, and never
-//! auto-creates an ordinary topic by one of their names.
+//! The internal topics (`__consumer_offsets`, `__transaction_state`: a cluster's replicated
+//! coordinator logs, `crate::coordinator_log`; a single node's private ones,
+//! `crate::internal_log`) are listed and found by name or id as in Kafka, with `is_internal`
+//! (clients leave them out of their topic lists); in a cluster, a request naming one that does
+//! not exist yet creates it with its own settings when auto-creation is allowed. An ordinary
+//! topic is never auto-created by one of their names.
 
 use std::sync::Arc;
 
@@ -120,14 +120,10 @@ pub fn handle<B: Broker>(broker: &B, version: i16, request: &MetadataRequest) ->
         None => true,
         Some(list) => list.is_empty() && version == 0,
     };
-    // A cluster's internal topics (`crate::coordinator_log`) are in its image, not the registry.
-    let internal_topics = || {
-        broker
-            .cluster()
-            .map(|c| c.internal_topics())
-            .unwrap_or_default()
-    };
-    let internal = |name: &str| broker.cluster()?.internal_topic(name);
+    // The internal topics (a cluster's image, a single node's coordinator logs) are not in the
+    // registry.
+    let internal_topics = || broker.internal_topics();
+    let internal = |name: &str| broker.internal_topic(name);
     let topics = if all {
         // Kafka lists its internal topics too, marked so (clients leave them out of their lists).
         let listed = broker.topics().list().into_iter().chain(internal_topics());

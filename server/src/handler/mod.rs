@@ -92,6 +92,18 @@ pub trait Broker {
     fn cluster(&self) -> Option<&ClusterView> {
         None
     }
+    /// The internal topic `name` (`__consumer_offsets`, `__transaction_state`) if it exists
+    /// here: a cluster's from its image; a single node's where its runtime serves the
+    /// coordinators' logs (`crate::internal_log`). Clients read them, never write them.
+    fn internal_topic(&self, name: &str) -> Option<Arc<TopicMeta>> {
+        self.cluster()?.internal_topic(name)
+    }
+    /// Every internal topic that exists here, each as [`Broker::internal_topic`] gives it.
+    fn internal_topics(&self) -> Vec<(String, Arc<TopicMeta>)> {
+        self.cluster()
+            .map(|c| c.internal_topics())
+            .unwrap_or_default()
+    }
     /// A partition's current leader epoch: the cluster's, or [`LEADER_EPOCH`] on a single node.
     fn leader_epoch(&self, topic: &str, partition: i32) -> LeaderEpoch {
         self.cluster()
@@ -121,17 +133,13 @@ pub fn topic_or_auto_create<B: Broker>(
         return Ok(meta);
     }
     crate::topics::validate_topic_name(name).map_err(|_| ErrorCode::InvalidTopicException)?;
-    // A cluster's internal topics are the coordinators', not a client's to write (Kafka:
-    // "Cannot append to internal topic"); Metadata looks them up before coming here.
-    if broker
-        .cluster()
-        .is_some_and(|c| c.internal_topic(name).is_some())
-    {
+    // Internal topics are the coordinators', not a client's to write (Kafka: "Cannot append
+    // to internal topic"); Metadata looks them up before coming here.
+    if broker.internal_topic(name).is_some() {
         return Err(ErrorCode::InvalidTopicException);
     }
-    // Kafka creates its internal topics itself, never as ordinary ones; a single node keeps
-    // the coordinators' state in private logs (`crate::group::journal`, `crate::txn::log`),
-    // so it has no such topic to create.
+    // Kafka creates its internal topics itself, never as ordinary ones (a broker without them,
+    // e.g. the unit tests' fake, has none to offer).
     let single_node_internal =
         broker.cluster().is_none() && crate::coordinator_log::is_internal(name);
     if single_node_internal || !(allow_auto_create && broker.config().auto_create_topics) {

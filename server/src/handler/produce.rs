@@ -8,11 +8,11 @@
 //! | topic name illegal                      | INVALID_TOPIC_EXCEPTION (17) |
 //! | topic unknown (auto-create off)         | UNKNOWN_TOPIC_OR_PARTITION   |
 //! | partition index out of range            | UNKNOWN_TOPIC_OR_PARTITION   |
-//! | no records                              | INVALID_RECORD (87)          |
-//! | a batch cut short, batchLength wrong    | CORRUPT_MESSAGE (2)          |
-//! | a second whole batch after the first    | INVALID_RECORD (87)          |
-//! | CRC wrong                               | CORRUPT_MESSAGE (2) etc.     |
-//! | magic not 2                             | INVALID_RECORD (87)          |
+//! | no records, or no whole batch (cut short) | INVALID_RECORD (87)        |
+//! | batchLength < 14, magic not 0..=2       | CORRUPT_MESSAGE (2)          |
+//! | a second batch (or a cut one) after the first | INVALID_RECORD (87)    |
+//! | magic 0 or 1                            | INVALID_RECORD (87)          |
+//! | batchLength too small for a v2 header, CRC wrong | CORRUPT_MESSAGE (2) etc. |
 //! | batch larger than max.message.bytes     | MESSAGE_TOO_LARGE (10)       |
 //! | no records in a batch, count ≠ offsets  | INVALID_RECORD (87)          |
 //! | a record malformed, or refused by a rule | [`produce_rules`]' table, with record errors |
@@ -22,8 +22,8 @@
 //! [`ValidatedBatch::new`]'s (its module lists them in order), then every record is checked
 //! ([`produce_rules`]); each refusal carries a message (Produce v8+; Kafka sends none for the
 //! batch-count refusals, Rill the text of Kafka's exception). Kafka ignores a cut batch after
-//! a whole one (and appends the whole one); Rill refuses the partition. The engine appends
-//! what it is handed without checking again.
+//! a whole one (and appends the whole one); Rill refuses the partition (INVALID_RECORD). The
+//! engine appends what it is handed without checking again.
 //!
 //! acks=0 requests still append but get no response.
 //! A transactional producer's first append to a partition in a transaction is verified with
@@ -481,7 +481,8 @@ mod tests {
             (request("bad name", 0, Some(batch(1)), 1), 17),
             (request("t", 7, Some(batch(1)), 1), 3),
             (request("t", 0, None, 1), 87),
-            (request("t", 0, Some(Bytes::from_static(b"short")), 1), 2),
+            // Five bytes hold no batch for Kafka's reader: INVALID_RECORD, as no records.
+            (request("t", 0, Some(Bytes::from_static(b"short")), 1), 87),
         ];
         for (req, code) in cases {
             assert_eq!(error_of(&answer(&broker, 9, req)), code);
@@ -508,10 +509,16 @@ mod tests {
             "nothing of the partition written"
         );
 
-        // A whole batch followed by a cut one is the cut one's error, as before.
+        // A whole batch followed by a cut one: Kafka would drop the cut one and append; Rill
+        // refuses the partition, with the batch-count code.
         let cut = Bytes::from([batch(2), batch(3).slice(..20)].concat());
         let r = answer(&broker, 9, request("t", 0, Some(cut), 1));
-        assert_eq!(error_of(&r), ErrorCode::CorruptMessage.code());
+        assert_eq!(error_of(&r), ErrorCode::InvalidRecord.code());
+        // A cut batch alone is no batch to Kafka: INVALID_RECORD, saying so.
+        let r = answer(&broker, 9, request("t", 0, Some(batch(3).slice(..70)), 1));
+        assert_eq!(error_of(&r), ErrorCode::InvalidRecord.code());
+        let message = r.responses[0].partition_responses[0].error_message.as_ref();
+        assert!(message.unwrap().contains("no whole batch"), "{message:?}");
         // Batches are counted before either is checked, as Kafka: a corrupt first batch with
         // a second after it is the batch-count refusal, not the CRC's.
         let mut corrupt = BytesMut::from(&batch(2)[..]);

@@ -26,14 +26,20 @@ pub enum Isolation {
 }
 
 impl Isolation {
-    /// Kafka's wire value (1 = read_committed; anything else reads uncommitted).
-    pub fn from_wire(level: i8) -> Isolation {
-        if level == 1 {
-            Isolation::ReadCommitted
-        } else {
-            Isolation::ReadUncommitted
+    /// Kafka's wire value: 0 read_uncommitted, 1 read_committed. `None` for any other, which
+    /// Kafka refuses: `IsolationLevel.forId` throws, and the request is answered
+    /// UNKNOWN_SERVER_ERROR ([`Isolation::INVALID_CODE`]).
+    pub fn from_wire(level: i8) -> Option<Isolation> {
+        match level {
+            0 => Some(Isolation::ReadUncommitted),
+            1 => Some(Isolation::ReadCommitted),
+            _ => None,
         }
     }
+
+    /// What Kafka answers a request naming an unknown isolation level (Fetch v4+, ListOffsets
+    /// v2+): its handler's IllegalArgumentException becomes UNKNOWN_SERVER_ERROR.
+    pub const INVALID_CODE: ErrorCode = ErrorCode::UnknownServerError;
 }
 
 /// How long an internal acks=all write (a coordinator's, a transaction marker) waits for the

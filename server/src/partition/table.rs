@@ -17,6 +17,7 @@ use super::ops::{PartitionOp, PartitionReply};
 use super::watch::PartitionWatch;
 use crate::compaction::ShardCleaner;
 use crate::config::BrokerConfig;
+use crate::internal_log::InternalLog;
 use crate::topic_config::TopicSettings;
 use crate::topics::TopicRegistry;
 use rill_protocol::ErrorCode;
@@ -30,6 +31,9 @@ const KEEPER_PAUSE: Duration = Duration::from_millis(20);
 pub const OPENING_MAX: u64 = 64;
 
 type PartitionMap = HashMap<(String, i32), Rc<PartitionHandle>>;
+
+/// A single node's internal partition on this shard: topic, partition and the log behind it.
+type InternalPartition<S> = (&'static str, i32, Rc<InternalLog<S>>);
 
 /// The partition logs one shard owns, keyed by (topic, partition).
 pub struct PartitionTable<S: Storage> {
@@ -53,6 +57,9 @@ pub struct PartitionTable<S: Storage> {
     open_permits: Rc<glommio::sync::Semaphore>,
     /// The cluster, if any: replicated partitions follow their role there.
     cluster: Option<Arc<crate::cluster::ClusterView>>,
+    /// A single node's internal partitions this shard owns, served read-only from the
+    /// coordinators' logs (`crate::internal_log`).
+    internal: RefCell<Vec<InternalPartition<S>>>,
 }
 
 impl<S: Storage + 'static> PartitionTable<S> {
@@ -82,7 +89,32 @@ impl<S: Storage + 'static> PartitionTable<S> {
             open_permits: Rc::new(glommio::sync::Semaphore::new(OPENING_MAX)),
             config,
             cluster: None,
+            internal: RefCell::new(Vec::new()),
         }
+    }
+
+    /// Serve reads of `topic`'s (an internal topic's) partition `partition` from `log`, a
+    /// single node's coordinator log on this shard.
+    pub fn serve_internal(&self, topic: &'static str, partition: i32, log: InternalLog<S>) {
+        debug_assert!(crate::coordinator_log::is_internal(topic));
+        debug_assert!(
+            self.cluster.is_none(),
+            "a cluster's are replicated partitions"
+        );
+        self.internal
+            .borrow_mut()
+            .push((topic, partition, Rc::new(log)));
+    }
+
+    fn internal_log(&self, topic: &str, partition: i32) -> Option<Rc<InternalLog<S>>> {
+        if !crate::coordinator_log::is_internal(topic) {
+            return None;
+        }
+        let internal = self.internal.borrow();
+        let mut found = internal
+            .iter()
+            .filter(|(t, p, _)| *t == topic && *p == partition);
+        found.next().map(|(_, _, log)| log.clone())
     }
 
     /// The table of a broker in `cluster`: its replicated partitions lead or follow there.
@@ -211,6 +243,9 @@ impl<S: Storage + 'static> PartitionTable<S> {
 
     /// Run `op` on a partition this shard owns.
     pub async fn call(&self, topic: &str, partition: i32, op: PartitionOp) -> PartitionReply {
+        if let Some(log) = self.internal_log(topic, partition) {
+            return log.serve(op, glommio::timer::sleep).await;
+        }
         match op {
             PartitionOp::WaitForData {
                 from,

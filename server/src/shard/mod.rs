@@ -85,6 +85,21 @@ impl<S: Storage + 'static> Broker for Shard<S> {
         self.cluster.as_deref()
     }
 
+    // A single node serves its coordinators' logs as the internal topics (`runtime`).
+    fn internal_topic(&self, name: &str) -> Option<Arc<crate::topics::TopicMeta>> {
+        match self.cluster.as_deref() {
+            Some(cluster) => cluster.internal_topic(name),
+            None => crate::internal_log::topic(name),
+        }
+    }
+
+    fn internal_topics(&self) -> Vec<(String, Arc<crate::topics::TopicMeta>)> {
+        match self.cluster.as_deref() {
+            Some(cluster) => cluster.internal_topics(),
+            None => crate::internal_log::topics(),
+        }
+    }
+
     async fn partition(&self, topic: &str, partition: i32, op: PartitionOp) -> PartitionReply {
         if partition < 0 {
             return PartitionReply::Error(ErrorCode::UnknownTopicOrPartition);

@@ -507,6 +507,9 @@ async fn prepare_shard(
     let storage = (id, GlommioStorage::new());
     let txns = crate::txn::runtime::start(&config, storage, clock.clone(), internal()).await?;
     let (txn_router, txn_inbox) = connect_router(links.txns);
+    if cluster.is_none() {
+        serve_internal_logs(&table, &groups, &txns);
+    }
     let (partitions, serving_partitions) = route(links.partitions, &table);
     let shards = config.shards;
     // In a cluster, only partitions this broker leads live here.
@@ -533,6 +536,28 @@ async fn prepare_shard(
     };
     let serving = vec![serving_groups, serving_partitions];
     Ok((Rc::new(shard), txn_inbox, serving))
+}
+
+/// On a single node: the internal topics' partitions this shard owns are its coordinators'
+/// private logs, which its table serves read-only (`crate::internal_log`).
+fn serve_internal_logs<S: rill_engine::io::Storage + 'static>(
+    table: &PartitionTable<S>,
+    groups: &crate::group::runtime::ShardCoordinator<S>,
+    txns: &crate::txn::runtime::ShardTxnCoordinator<S>,
+) {
+    use crate::internal_log::InternalLog;
+    if let crate::group::runtime::ShardJournal::Private(journal) = groups.journal() {
+        for (partition, log) in journal.logs() {
+            let log = InternalLog::Offsets(log.clone());
+            table.serve_internal(crate::group::OFFSETS_TOPIC, partition, log);
+        }
+    }
+    if let crate::txn::runtime::ShardTxnJournal::Private(journal) = txns.journal() {
+        for (partition, log) in journal.logs() {
+            let log = InternalLog::Txn(log.clone());
+            table.serve_internal(crate::txn::TXN_TOPIC, partition, log);
+        }
+    }
 }
 
 /// The router over `links` (a single-shard router without), serving other shards' requests

@@ -137,6 +137,11 @@ impl<S: Storage> TxnPartitionLog<S> {
         })
     }
 
+    /// The engine log, for a single node's read-only view of it (`crate::internal_log`).
+    pub fn engine_log(&self) -> &Mutex<Option<PartitionLog<S>>> {
+        &self.log
+    }
+
     /// The live entries.
     pub fn live(&self) -> Vec<(String, TxnMetadata)> {
         let live = self.live.borrow();
@@ -301,6 +306,11 @@ impl<S: Storage> TxnStateLog<S> {
     /// Every live entry of every owned partition.
     pub fn live(&self) -> Vec<(String, TxnMetadata)> {
         self.logs.values().flat_map(|l| l.live()).collect()
+    }
+
+    /// Each owned partition's log.
+    pub fn logs(&self) -> impl Iterator<Item = (i32, &Rc<TxnPartitionLog<S>>)> {
+        self.logs.iter().map(|(p, log)| (*p, log))
     }
 
     /// Close every log.

@@ -4,13 +4,14 @@
 # defaults (1 MiB per-partition fetches), one partition, on each broker given, in one run.
 #
 #   benches/catchup.sh [--messages N] [--size BYTES] [--rounds R] [--shards S] [--partitions P] \
-#       [--out DIR] NAME=RILL_BINARY ... [tansu=TANSU_BINARY]
+#       [--config FILE] [--out DIR] NAME=RILL_BINARY ... [tansu=TANSU_BINARY]
 #
 # A NAME starting with "tansu" runs that binary as tansu with memory:// storage; any other NAME
-# runs a rill binary (--shards S, a fresh data dir under --out on this disk). Every round runs
+# runs a rill binary (--shards S, a fresh data dir under --out on this disk, --config FILE if
+# given, e.g. rill.read.cache.bytes). Every round runs
 # every broker, alternating the order, each on a freshly started process on 127.0.0.1. Per phase
-# it prints msgs/s (rdkafka_performance's own figure) and the broker's CPU time (utime+stime from
-# /proc) per message. Output: a markdown table on stdout and in DIR/catchup.md.
+# it prints msgs/s (rdkafka_performance's own figure), the broker's CPU time (utime+stime from
+# /proc) per message and its page faults (minor + major, from /proc) per message. Output: a markdown table on stdout and in DIR/catchup.md.
 #
 # rdkafka_performance is built from the librdkafka 2.12.1 sources that the rdkafka crate vendors
 # (the same client as rill-bench), against the static library of a release build of rill-bench
@@ -18,7 +19,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-messages=300000 size=1024 rounds=2 shards=1 partitions=1 out=bench-results/catchup
+messages=300000 size=1024 rounds=2 shards=1 partitions=1 out=bench-results/catchup config=
 brokers=()
 while [[ $# -gt 0 ]]; do
     case "$1" in
@@ -28,6 +29,7 @@ while [[ $# -gt 0 ]]; do
         --shards) shards=$2; shift 2 ;;
         --partitions) partitions=$2; shift 2 ;;
         --out) out=$2; shift 2 ;;
+        --config) config=$(realpath "$2"); shift 2 ;;
         *=*) brokers+=("$1"); shift ;;
         *) echo "unknown argument $1" >&2; exit 2 ;;
     esac
@@ -53,6 +55,7 @@ tool=$(perf_tool)
 
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
 cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
+page_faults() { awk '{print $10 + $12}' "/proc/$1/stat"; }
 ticks_per_s=$(getconf CLK_TCK)
 
 start_broker() { # name binary port -> pid
@@ -64,8 +67,10 @@ start_broker() { # name binary port -> pid
         rm -rf "$out/$name-data"
         # No admin listener: its fixed default port would still be held by the broker stopped
         # just before.
+        local extra=()
+        [[ -n $config ]] && extra=(--config "$config")
         "$bin" --listen "127.0.0.1:$port" --data-dir "$out/$name-data" --shards "$shards" --admin-listen off \
-            --default-partitions "$partitions" >"$out/$name.log" 2>&1 &
+            --default-partitions "$partitions" "${extra[@]}" >"$out/$name.log" 2>&1 &
     fi
     local pid=$!
     for _ in $(seq 100); do
@@ -78,16 +83,17 @@ start_broker() { # name binary port -> pid
 
 stop_broker() { kill "$1" 2>/dev/null || true; wait "$1" 2>/dev/null || true; }
 
-# One phase: run rdkafka_performance, print "msgs/s cpu_us_per_msg".
+# One phase: run rdkafka_performance, print "msgs/s cpu_us_per_msg page_faults_per_msg".
 phase() { # pid args...
     local pid=$1; shift
-    local before after line rate
-    before=$(cpu_ticks "$pid")
+    local before after faults_before faults_after line rate
+    before=$(cpu_ticks "$pid") faults_before=$(page_faults "$pid")
     line=$("$tool" "$@" 2>&1 | grep -E 'msgs/s' | tail -n1)
-    after=$(cpu_ticks "$pid")
+    after=$(cpu_ticks "$pid") faults_after=$(page_faults "$pid")
     rate=$(sed -E 's/.*: ([0-9]+) msgs\/s.*/\1/' <<<"$line")
     awk -v r="$rate" -v t=$((after - before)) -v hz="$ticks_per_s" -v n="$messages" \
-        'BEGIN { printf "%d %.2f\n", r, 1e6 * t / hz / n }'
+        -v f=$((faults_after - faults_before)) \
+        'BEGIN { printf "%d %.2f %.3f\n", r, 1e6 * t / hz / n, f / n }'
 }
 
 declare -A results
@@ -106,20 +112,21 @@ for round in $(seq 1 "$rounds"); do
         produce=$(phase "$pid" -P -t "$topic" -p 0 -b "127.0.0.1:$port" -s "$size" -c "$messages" -X acks=all)
         consume=$(phase "$pid" -C -t "$topic" -p 0 -b "127.0.0.1:$port" -o beginning -c "$messages")
         stop_broker "$pid"
-        echo "round $round $name: produce $produce, consume $consume (msgs/s, broker CPU µs/msg)" >&2
+        echo "round $round $name: produce $produce, consume $consume (msgs/s, broker CPU µs/msg, page faults/msg)" >&2
         results[$name]+="$produce $consume;"
     done
 done
 
 {
-    echo "$messages messages of $size B, $partitions partition(s), acks=all, then consumed from the beginning with rdkafka_performance defaults; $rounds round(s), alternating; rill --shards $shards."
+    echo "$messages messages of $size B, $partitions partition(s), acks=all, then consumed from the beginning with rdkafka_performance defaults; $rounds round(s), alternating; rill --shards $shards${config:+ --config $config ($(tr '\n' ' ' <"$config"))}."
     echo
-    echo "| broker | produce msg/s | consume msg/s | broker CPU µs/msg produce | consume | produce + consume |"
-    echo "|---|---:|---:|---:|---:|---:|"
+    echo "| broker | produce msg/s | consume msg/s | broker CPU µs/msg produce | consume | produce + consume | page faults/msg produce | consume |"
+    echo "|---|---:|---:|---:|---:|---:|---:|---:|"
     for entry in "${brokers[@]}"; do
         name=${entry%%=*}
-        tr ';' '\n' <<<"${results[$name]}" | awk -v name="$name" 'NF == 4 {
-            pr += $1; pc += $2; cr += $3; cc += $4; n++ }
-            END { printf "| %s | %d | %d | %.2f | %.2f | %.2f |\n", name, pr/n, cr/n, pc/n, cc/n, (pc+cc)/n }'
+        tr ';' '\n' <<<"${results[$name]}" | awk -v name="$name" 'NF == 6 {
+            pr += $1; pc += $2; pf += $3; cr += $4; cc += $5; cf += $6; n++ }
+            END { printf "| %s | %d | %d | %.2f | %.2f | %.2f | %.3f | %.3f |\n",
+                name, pr/n, cr/n, pc/n, cc/n, (pc+cc)/n, pf/n, cf/n }'
     done
 } | tee "$out/catchup.md"

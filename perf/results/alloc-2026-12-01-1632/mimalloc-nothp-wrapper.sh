@@ -1,0 +1,2 @@
+#!/bin/sh
+MIMALLOC_ALLOW_THP=0 exec /work/alloc-bin/mimalloc/rill "$@"

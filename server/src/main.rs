@@ -7,7 +7,6 @@ use rill_server::cli::Cli;
 use rill_server::config::BrokerConfig;
 
 fn main() -> anyhow::Result<()> {
-    let heap_for_large_blocks = keep_large_blocks_in_the_heap();
     let cli = Cli::parse();
     if let Some(command) = cli.command {
         // Tools print their findings on stdout; the engine's log lines (a repair's cuts) go to
@@ -19,9 +18,6 @@ fn main() -> anyhow::Result<()> {
         std::process::exit(rill_server::tools::run(command));
     }
     init_broker_log();
-    if !heap_for_large_blocks {
-        tracing::warn!("mallopt(M_MMAP_THRESHOLD) failed: each large block gets its own mapping");
-    }
     let config = BrokerConfig::resolve(&cli).context("invalid configuration")?;
     tracing::info!(
         version = rill_server::cli::VERSION,
@@ -66,24 +62,6 @@ fn log_open_files_limit(config: &BrokerConfig) {
         }
         Err(e) => tracing::warn!(error = %e, "cannot read the open files limit"),
     }
-}
-
-/// Serves blocks up to 32 MiB (the most `M_MMAP_THRESHOLD` accepts on 64-bit) from glibc's
-/// heaps instead of a mapping each; false if glibc refused. Why: each Produce frame (up to
-/// 1 MiB) is one block, which the batch and read caches keep until eviction. By default glibc
-/// maps every block over 128 KiB on its own and unmaps it on free (its threshold rises only
-/// when such a block is freed, which the caches delay), so frames were received into fresh
-/// mappings, and an evicted frame's pages went back to the kernel instead of to the next frame.
-/// Measured in BENCHMARKS.md ("Catch-up reads", the cost of write-through).
-fn keep_large_blocks_in_the_heap() -> bool {
-    #[cfg(all(target_os = "linux", target_env = "gnu"))]
-    {
-        // SAFETY: mallopt only sets a tuning parameter of glibc's allocator; it is called
-        // first thing in main, before any thread is started.
-        unsafe { libc::mallopt(libc::M_MMAP_THRESHOLD, 32 << 20) == 1 }
-    }
-    #[cfg(not(all(target_os = "linux", target_env = "gnu")))]
-    true
 }
 
 /// The broker's log: RUST_LOG-filtered lines on stdout, plus every warning and error kept for

@@ -124,12 +124,10 @@ async fn read_requests<S: Storage + 'static>(
         // READ_CHUNK_BYTES_MAX at a time): no read goes past the frame's end, and a frame of up
         // to that size arrives without the buffer growing (and copying) on the way. The room is
         // not touched before bytes arrive in it (no zero-filling), so a lying size prefix costs
-        // address space, not resident memory. Reads stop at each chunk's end, so the buffer
-        // grows only once a whole chunk has arrived: growing it earlier would copy the unfilled
-        // room too (a heap block's realloc copies the whole old block), making it resident.
+        // address space, not resident memory.
         let want = match buf.len() {
             got if got < SIZE_PREFIX_BYTES => SIZE_PREFIX_BYTES - got,
-            got => (frame_bytes - got).min(chunk_room(got - SIZE_PREFIX_BYTES)),
+            got => (frame_bytes - got).min(READ_CHUNK_BYTES_MAX),
         };
         let read = Box::pin(read_some(&reader, &mut buf, want));
         match select(read, &mut stop).await {
@@ -164,13 +162,6 @@ async fn write_parts(writer: &mut TcpStream, parts: Vec<Bytes>) -> std::io::Resu
         }
     }
     Ok(())
-}
-
-/// How many more bytes a frame whose body has `body_got` bytes may receive before its buffer
-/// needs another chunk: the rest of the current READ_CHUNK_BYTES_MAX chunk (a whole one at a
-/// chunk's start).
-fn chunk_room(body_got: usize) -> usize {
-    READ_CHUNK_BYTES_MAX - body_got % READ_CHUNK_BYTES_MAX
 }
 
 /// The size the buffered prefix announces (0 if not even 4 bytes are there yet).
@@ -230,21 +221,4 @@ async fn write_responses(
     }
     closing.fire();
     let _ = writer.close().await;
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_read_never_crosses_a_chunk_end() {
-        assert_eq!(chunk_room(0), READ_CHUNK_BYTES_MAX);
-        assert_eq!(chunk_room(100), READ_CHUNK_BYTES_MAX - 100);
-        assert_eq!(chunk_room(READ_CHUNK_BYTES_MAX - 1), 1);
-        assert_eq!(chunk_room(READ_CHUNK_BYTES_MAX), READ_CHUNK_BYTES_MAX);
-        assert_eq!(
-            chunk_room(3 * READ_CHUNK_BYTES_MAX + 7),
-            READ_CHUNK_BYTES_MAX - 7
-        );
-    }
 }

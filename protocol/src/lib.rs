@@ -18,7 +18,8 @@
 //! frame_len(buf, max)        -> Ok(None) read more | Ok(Some(n)) | Err: close
 //! decode_request(body)       -> Request | RequestError (needs_api_versions_fallback() =>
 //!                               answer ApiVersions v0 with ErrorCode::UnsupportedVersion)
-//! record::split(recs)        -> whole batches, each checked once as a ValidatedBatch (Produce)
+//! record::single_batch(recs) -> the one whole batch, as Kafka reads it; checked once as a
+//!                               ValidatedBatch (Produce)
 //! encode_response(..) / fetch_encoder::encode_fetch_response_vectored(..)
 //! ```
 //!

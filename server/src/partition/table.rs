@@ -111,10 +111,10 @@ impl<S: Storage + 'static> PartitionTable<S> {
             return None;
         }
         let internal = self.internal.borrow();
-        let mut found = internal
+        let found = internal
             .iter()
-            .filter(|(t, p, _)| *t == topic && *p == partition);
-        found.next().map(|(_, _, log)| log.clone())
+            .find(|(t, p, _)| *t == topic && *p == partition);
+        found.map(|(_, _, log)| log.clone())
     }
 
     /// The table of a broker in `cluster`: its replicated partitions lead or follow there.

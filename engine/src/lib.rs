@@ -86,6 +86,7 @@
 //!
 //! Measured figures (benches `engine_append`, `engine_read`, `engine_recovery`, `engine_index`),
 //! each with its date and command, are in `BENCHMARKS.md` ("Storage engine").
+#![forbid(unsafe_code)]
 
 pub mod batch;
 pub mod batch_cache;

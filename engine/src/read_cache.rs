@@ -239,19 +239,6 @@ impl LoadError {
             other => LoadError::Corrupt(other.to_string()),
         }
     }
-
-    /// Back to an engine error for the caller of a read.
-    pub fn to_engine(&self) -> EngineError {
-        match self {
-            LoadError::Io(_, Some(code)) => {
-                EngineError::from_io(io::Error::from_raw_os_error(*code))
-            }
-            LoadError::Io(kind, None) => {
-                EngineError::Io(io::Error::new(*kind, "extent read failed"))
-            }
-            LoadError::Corrupt(why) => EngineError::CorruptBatch(why.clone()),
-        }
-    }
 }
 
 /// A load in flight; every clone resolves to the same outcome.
@@ -422,11 +409,6 @@ impl ReadCache {
         assert!(replaced.is_none(), "no entry held the key: it held nothing");
         inner.touch(key);
         assert!(inner.bytes <= inner.bytes_max, "the cache stays in bounds");
-    }
-
-    /// Whether appended batches are kept (see [`Self::with_write_through`]).
-    pub fn writes_through(&self) -> bool {
-        self.inner.borrow().write_through
     }
 
     /// The core's durable flushes in flight (its logs mark theirs; held loads wait behind them).

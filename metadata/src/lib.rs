@@ -32,15 +32,15 @@
 //! (`quorum_sim`). `openraft` also builds here but runs on its own async runtime (tokio by
 //! default), which would be a second runtime beside glommio.
 //!
-//! # What issue 14 adds on top
-//! Records already carry what replication needs: replicas in preference order, ISR, leader
-//! epoch and partition epoch ([`record::MetadataRecord::PartitionChange`] is KRaft's
-//! PartitionChangeRecord, checked against the epochs it was decided on). AlterPartition
-//! (KIP-497) is decided already ([`alter_partition`]), though no broker sends it yet; leader
-//! election from the live ISR is [`controller::reconcile`]'s rule. What 14 changes here: new
-//! partitions start with every replica in the ISR (today the leader alone, because only the
-//! leader holds data); with followers in the ISR, the same rule moves a fenced leader's
-//! partitions to one of them.
+//! # What replication reads here
+//! Records carry what replication needs: replicas in preference order, ISR, leader epoch and
+//! partition epoch ([`record::MetadataRecord::PartitionChange`] is KRaft's
+//! PartitionChangeRecord, checked against the epochs it was decided on). A new partition starts
+//! with its leader alone in the ISR; partition leaders send AlterPartition (KIP-497, decided by
+//! [`alter_partition`]) to add a follower that reached the high watermark and to drop one that
+//! lags. Leader election from the live ISR is [`controller::reconcile`]'s rule, so a fenced
+//! leader's partitions move to an ISR follower.
+#![forbid(unsafe_code)]
 
 pub mod alter_partition;
 pub mod controller;

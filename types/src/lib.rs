@@ -19,7 +19,8 @@
 //! The engine stores Kafka's on-disk format and answers in Kafka's error codes, but must not
 //! depend on the wire protocol (its codec, its message types). Putting the shared concepts in
 //! `rill-protocol` would pull the codec into the engine; duplicating them in the engine is what
-//! this crate replaced (one definition of each wire concept, GUIDE.md).
+//! this crate replaced (one definition of each wire concept).
+#![forbid(unsafe_code)]
 
 pub mod batch;
 pub mod error_code;

@@ -25,7 +25,7 @@ use bytes::Bytes;
 use futures::future::LocalBoxFuture;
 use std::future::Future;
 use std::io;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::rc::Rc;
 
 /// Alignment of every disk write and read: the device's physical block size (not the 512 that
@@ -198,11 +198,6 @@ impl Clock for SystemClock {
         let since = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH);
         TimestampMs(since.map(|d| d.as_millis() as i64).unwrap_or(0))
     }
-}
-
-/// Joins a directory and a file name (helper for layouts).
-pub fn join(dir: &Path, name: &str) -> PathBuf {
-    dir.join(name)
 }
 
 #[cfg(test)]

@@ -30,7 +30,6 @@
 //! `node.id` is not a voter; a controller listener name missing from `listeners`; a controller
 //! listener whose port is not its voter entry's.
 
-use std::collections::BTreeMap;
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::time::Duration;
 
@@ -604,21 +603,6 @@ pub fn client_listener(
 fn voter_ids(voters: &[Voter]) -> String {
     let ids: Vec<String> = voters.iter().map(|v| v.id.to_string()).collect();
     ids.join(",")
-}
-
-impl ClusterConfig {
-    /// Voter addresses by id.
-    pub fn voter_addresses(&self) -> BTreeMap<NodeId, String> {
-        self.voters
-            .iter()
-            .map(|v| (v.id, v.address.clone()))
-            .collect()
-    }
-
-    /// Whether this node votes.
-    pub fn is_voter(&self) -> bool {
-        self.roles.controller
-    }
 }
 
 #[cfg(test)]

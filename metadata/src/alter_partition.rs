@@ -205,7 +205,7 @@ mod tests {
 
     fn refused(response: &ControllerResponse) -> i16 {
         match response {
-            ControllerResponse::Error { error_code, .. } => *error_code,
+            ControllerResponse::Error { error_code, .. } => error_code.code(),
             other => panic!("accepted: {other:?}"),
         }
     }

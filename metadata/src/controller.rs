@@ -908,7 +908,7 @@ mod tests {
         let ControllerResponse::Topics { results, .. } = response else {
             panic!("{response:?}")
         };
-        assert_eq!(results[0].error_code, 0);
+        assert_eq!(results[0].error_code, ErrorCode::None);
         let leaders: BTreeSet<i32> = image.topics["t"]
             .partitions
             .iter()
@@ -926,9 +926,10 @@ mod tests {
         let (mut controller, mut image) = three_live_brokers();
         run(&mut controller, &mut image, &create("t", 1, None), 0);
         let codes = |r: ControllerResponse| match r {
-            ControllerResponse::Topics { results, .. } => {
-                results.iter().map(|r| r.error_code).collect::<Vec<_>>()
-            }
+            ControllerResponse::Topics { results, .. } => results
+                .iter()
+                .map(|r| r.error_code.code())
+                .collect::<Vec<_>>(),
             other => panic!("{other:?}"),
         };
         let again = run(&mut controller, &mut image, &create("t", 1, None), 0);
@@ -1034,7 +1035,7 @@ mod tests {
         assert!(matches!(
             dup,
             ControllerResponse::Error {
-                error_code: 101,
+                error_code: ErrorCode::DuplicateBrokerRegistration,
                 ..
             }
         ));
@@ -1081,7 +1082,10 @@ mod tests {
         let r = run(&mut controller, &mut image, &stale, 0);
         assert!(matches!(
             r,
-            ControllerResponse::Error { error_code: 77, .. }
+            ControllerResponse::Error {
+                error_code: ErrorCode::StaleBrokerEpoch,
+                ..
+            }
         ));
         let unknown = ControllerRequest::BrokerHeartbeat {
             node_id: NodeId(9),
@@ -1093,7 +1097,7 @@ mod tests {
         assert!(matches!(
             r,
             ControllerResponse::Error {
-                error_code: 102,
+                error_code: ErrorCode::BrokerIdNotRegistered,
                 ..
             }
         ));
@@ -1132,7 +1136,10 @@ mod tests {
         let ControllerResponse::Topics { results, .. } = r else {
             panic!()
         };
-        assert_eq!((results[0].error_code, results[1].error_code), (0, 3));
+        assert_eq!(
+            (results[0].error_code, results[1].error_code),
+            (ErrorCode::None, ErrorCode::UnknownTopicOrPartition)
+        );
         assert_eq!(image.topics["t"].partitions.len(), 5);
         assert!(image.topics["t"]
             .partitions
@@ -1169,7 +1176,10 @@ mod tests {
         let ControllerResponse::Topics { results, .. } = r else {
             panic!()
         };
-        assert_eq!((results[0].error_code, results[1].error_code), (0, 100));
+        assert_eq!(
+            (results[0].error_code, results[1].error_code),
+            (ErrorCode::None, ErrorCode::UnknownTopicId)
+        );
         assert!(image.topics.is_empty());
     }
 

@@ -312,7 +312,7 @@ mod tests {
         let ControllerResponse::PartitionResults { results, .. } = response else {
             panic!("{response:?}")
         };
-        results.iter().map(|r| r.error_code).collect()
+        results.iter().map(|r| r.error_code.code()).collect()
     }
 
     fn leader(image: &MetadataImage, partition: i32) -> Option<i32> {

@@ -335,7 +335,7 @@ fn register(node: i32) -> ControllerRequest {
 }
 
 fn created(response: &ControllerResponse) -> bool {
-    matches!(response, ControllerResponse::Topics { results, .. } if results[0].error_code == 0)
+    matches!(response, ControllerResponse::Topics { results, .. } if results[0].error_code == rill_types::ErrorCode::None)
 }
 
 /// Register brokers 1..=3 and keep them heartbeating until they are unfenced.

@@ -353,7 +353,7 @@ mod tests {
         let ControllerResponse::PartitionResults { results, .. } = response else {
             panic!("{response:?}")
         };
-        results.iter().map(|r| r.error_code).collect()
+        results.iter().map(|r| r.error_code.code()).collect()
     }
 
     fn placement(image: &MetadataImage, p: i32) -> (Vec<i32>, Vec<i32>, Vec<i32>, Option<i32>) {

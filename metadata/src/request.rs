@@ -1,6 +1,6 @@
 //! What brokers ask of the active controller, and its answers (KIP-631's broker-to-controller
 //! RPCs, plus the admin requests a broker forwards). Serialized as JSON on the controller
-//! listener; raw Kafka error codes (`i16`) only there, [`ErrorCode`] everywhere else.
+//! listener, where an [`ErrorCode`] is written as its wire number (`i16`); typed everywhere else.
 
 use std::collections::BTreeMap;
 
@@ -155,8 +155,9 @@ pub struct PartitionResult {
     pub topic: String,
     /// Partition index.
     pub partition: i32,
-    /// Kafka error code (0 = done).
-    pub error_code: i16,
+    /// Kafka error code (`None` = done).
+    #[serde(with = "wire_code")]
+    pub error_code: ErrorCode,
     /// Why, for the client.
     pub message: Option<String>,
 }
@@ -167,7 +168,7 @@ impl PartitionResult {
         Self {
             topic: topic.to_string(),
             partition,
-            error_code: 0,
+            error_code: ErrorCode::None,
             message: None,
         }
     }
@@ -182,7 +183,7 @@ impl PartitionResult {
         Self {
             topic: topic.to_string(),
             partition,
-            error_code: code.code(),
+            error_code: code,
             message: Some(message.into()),
         }
     }
@@ -195,8 +196,9 @@ pub struct TopicResult {
     pub name: String,
     /// Its id (nil when unknown or failed).
     pub topic_id: Uuid,
-    /// Kafka error code (0 = success).
-    pub error_code: i16,
+    /// Kafka error code (`None` = success).
+    #[serde(with = "wire_code")]
+    pub error_code: ErrorCode,
     /// Why, for the client.
     pub message: Option<String>,
 }
@@ -207,7 +209,7 @@ impl TopicResult {
         Self {
             name: name.to_string(),
             topic_id,
-            error_code: 0,
+            error_code: ErrorCode::None,
             message: None,
         }
     }
@@ -217,14 +219,14 @@ impl TopicResult {
         Self {
             name: name.to_string(),
             topic_id: Uuid::nil(),
-            error_code: code.code(),
+            error_code: code,
             message: Some(message.into()),
         }
     }
 
     /// The error as a typed code.
     pub fn error(&self) -> ErrorCode {
-        ErrorCode::try_from(self.error_code).unwrap_or(ErrorCode::UnknownServerError)
+        self.error_code
     }
 }
 
@@ -290,7 +292,8 @@ pub enum ControllerResponse {
     /// The request as a whole was refused.
     Error {
         /// Kafka error code.
-        error_code: i16,
+        #[serde(with = "wire_code")]
+        error_code: ErrorCode,
         /// Why.
         message: String,
     },
@@ -300,8 +303,41 @@ impl ControllerResponse {
     /// A whole-request refusal.
     pub fn error(code: ErrorCode, message: impl Into<String>) -> Self {
         ControllerResponse::Error {
-            error_code: code.code(),
+            error_code: code,
             message: message.into(),
         }
+    }
+}
+
+/// An [`ErrorCode`] on the controller listener: its wire number, as the JSON always carried it.
+/// A number this build does not know (a newer peer's) reads as `UNKNOWN_SERVER_ERROR`.
+mod wire_code {
+    use rill_types::ErrorCode;
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(code: &ErrorCode, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_i16(code.code())
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<ErrorCode, D::Error> {
+        let code = i16::deserialize(d)?;
+        Ok(ErrorCode::try_from(code).unwrap_or(ErrorCode::UnknownServerError))
+    }
+}
+
+#[cfg(test)]
+mod wire_code_tests {
+    use super::*;
+
+    #[test]
+    fn an_error_code_is_its_wire_number_in_the_json() {
+        let result = TopicResult::failed("t", ErrorCode::TopicAlreadyExists, "exists");
+        let json = serde_json::to_string(&result).unwrap();
+        assert!(json.contains(r#""error_code":36"#), "{json}");
+        let back: TopicResult = serde_json::from_str(&json).unwrap();
+        assert_eq!(back, result);
+        let unknown = json.replace(r#""error_code":36"#, r#""error_code":-999"#);
+        let read: TopicResult = serde_json::from_str(&unknown).unwrap();
+        assert_eq!(read.error_code, ErrorCode::UnknownServerError);
     }
 }

@@ -46,10 +46,7 @@ async fn ask(
         ControllerResponse::Error {
             error_code,
             message,
-        } => {
-            let code = ErrorCode::try_from(error_code).unwrap_or(ErrorCode::UnknownServerError);
-            Err((code, message))
-        }
+        } => Err((error_code, message)),
         other => Err((
             ErrorCode::UnknownServerError,
             format!("unexpected controller answer {other:?}"),
@@ -109,7 +106,7 @@ pub async fn create_topics<B: Broker>(
             let outcome = checked.and_then(|((partitions, factor, configs), _)| {
                 let decided = decided.as_ref().map_err(Clone::clone)?;
                 let r = decided.get(topic.name.0.as_str()).ok_or_else(missing)?;
-                if r.error_code != 0 {
+                if r.error_code != ErrorCode::None {
                     return Err((r.error(), r.message.clone().unwrap_or_default()));
                 }
                 let placed = (r.topic_id, partitions, factor);
@@ -181,7 +178,7 @@ pub async fn alter_topic_configs<B: Broker>(
     };
     let decided = ask(cluster, request, broker).await?;
     let r = decided.get(topic).ok_or_else(missing)?;
-    if r.error_code != 0 {
+    if r.error_code != ErrorCode::None {
         return Err((r.error(), r.message.clone().unwrap_or_default()));
     }
     Ok(())
@@ -225,12 +222,12 @@ pub async fn delete_topics<B: Broker>(
                 .map_err(Clone::clone)
                 .and_then(|d| d.get(&key).cloned().ok_or_else(missing));
             match outcome {
-                Ok(r) if r.error_code == 0 => {
+                Ok(r) if r.error_code == ErrorCode::None => {
                     tracing::info!(topic = %key, "deleted topic");
                     result.topic_id = r.topic_id;
                 }
                 Ok(r) => {
-                    result.error_code = r.error_code;
+                    result.error_code = r.error_code.code();
                     result.error_message = r.message.as_deref().map(str_bytes);
                 }
                 Err((code, message)) => {
@@ -284,9 +281,9 @@ pub async fn create_partitions<B: Broker>(
                 .map_err(Clone::clone)
                 .and_then(|d| d.get(t.name.0.as_str()).cloned().ok_or_else(missing));
             match outcome {
-                Ok(r) if r.error_code == 0 => result,
+                Ok(r) if r.error_code == ErrorCode::None => result,
                 Ok(r) => result
-                    .with_error_code(r.error_code)
+                    .with_error_code(r.error_code.code())
                     .with_error_message(r.message.as_deref().map(str_bytes)),
                 Err((code, message)) => result
                     .with_error_code(code.code())

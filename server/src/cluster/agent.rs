@@ -474,9 +474,9 @@ impl Agent {
                 self.next_heartbeat = Instant::now();
             }
             ControllerResponse::Error {
-                error_code,
+                error_code: ErrorCode::DuplicateBrokerRegistration,
                 message,
-            } if error_code == ErrorCode::DuplicateBrokerRegistration.code() => {
+            } => {
                 self.view.fail(format!(
                     "node.id={} is already used by another live broker: {message}. Give each \
                      node its own node.id (if this node's data directory was replaced, wait \
@@ -504,10 +504,10 @@ impl Agent {
                     self.heartbeat(true);
                 }
             }
-            ControllerResponse::Error { error_code, .. }
-                if error_code == ErrorCode::StaleBrokerEpoch.code()
-                    || error_code == ErrorCode::BrokerIdNotRegistered.code() =>
-            {
+            ControllerResponse::Error {
+                error_code: ErrorCode::StaleBrokerEpoch | ErrorCode::BrokerIdNotRegistered,
+                ..
+            } => {
                 tracing::info!("the controller lost this registration: registering again");
                 self.registration.epoch = None;
             }

@@ -59,7 +59,7 @@ pub async fn handle<B: Broker>(
                     message,
                 } => {
                     return AlterPartitionReassignmentsResponse::default()
-                        .with_error_code(error_code)
+                        .with_error_code(error_code.code())
                         .with_error_message(Some(str_bytes(&message)))
                 }
                 other => {
@@ -111,7 +111,7 @@ fn response(results: Vec<PartitionResult>) -> AlterPartitionReassignmentsRespons
     let topics = by_topic(results.into_iter().map(|r| {
         let partition = ReassignablePartitionResponse::default()
             .with_partition_index(r.partition)
-            .with_error_code(r.error_code)
+            .with_error_code(r.error_code.code())
             .with_error_message(r.message.as_deref().map(str_bytes));
         (r.topic, partition)
     }));

@@ -55,11 +55,7 @@ pub async fn handle<B: Broker>(
                 ControllerResponse::Error {
                     error_code,
                     message,
-                } => {
-                    let code =
-                        ErrorCode::try_from(error_code).unwrap_or(ErrorCode::UnknownServerError);
-                    return refuse(version, asked, code, &message);
-                }
+                } => return refuse(version, asked, error_code, &message),
                 other => {
                     let message = format!("unexpected controller answer {other:?}");
                     return refuse(version, asked, ErrorCode::UnknownServerError, &message);
@@ -134,7 +130,7 @@ fn response(results: Vec<PartitionResult>) -> ElectLeadersResponse {
     let topics = by_topic(results.into_iter().map(|r| {
         let partition = WirePartitionResult::default()
             .with_partition_id(r.partition)
-            .with_error_code(r.error_code)
+            .with_error_code(r.error_code.code())
             .with_error_message(r.message.as_deref().map(str_bytes));
         (r.topic, partition)
     }));

@@ -22,12 +22,14 @@
 //!   and (Incremental)AlterConfigs of topics and brokers, persisted and applied live;
 //!   [`produce_rules`]: what a topic's configs require of produced batches (keys, timestamps,
 //!   codec, min.insync.replicas).
+//! - [`channel`]: in-process channels whose ends cannot carry a waker to another thread.
 //! - [`shutdown`]: SIGTERM/SIGINT → every shard stops accepting, drains, closes its logs.
 //! - [`admin`]: the admin HTTP listener: Prometheus metrics, health checks, status JSON and page.
 //! - [`tools`]: `rill dump-log`, `rill check`: offline inspection and repair of a data directory.
 pub mod admin;
 pub mod broker_configs;
 pub mod capacity;
+pub mod channel;
 pub mod cli;
 pub mod cluster;
 pub mod compaction;

@@ -5,7 +5,7 @@ use std::cell::{Cell, RefCell};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
-use futures::channel::oneshot;
+use crate::channel::local::oneshot;
 use futures::future::{select, Either};
 
 /// A one-shot, shard-local broadcast: `fire` once, every `wait` (before or after) resolves.

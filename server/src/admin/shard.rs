@@ -16,10 +16,8 @@ use std::cell::RefCell;
 use std::collections::{BTreeMap, HashMap};
 use std::rc::Rc;
 use std::sync::atomic::Ordering;
-use std::sync::Arc;
+use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};
-
-use futures::channel::mpsc;
 
 use super::metrics::{ShardMetrics, FLUSH_INTERVAL};
 use super::state::{AdminState, GroupSnapshot, ShardSnapshot, ShardStats, SnapshotRequest};
@@ -144,7 +142,7 @@ pub fn install(id: usize, state: Arc<AdminState>) -> Rc<ShardLocal> {
         .heartbeat_ms
         .store(local.state.now_ms(), Ordering::Relaxed);
     LOCAL.with(|l| *l.borrow_mut() = Some(local.clone()));
-    let (tx, requests) = mpsc::unbounded();
+    let (tx, requests) = mpsc::channel();
     local.state.set_snapshot_requests(id, tx);
     glommio::spawn_local(observe(local.clone(), requests)).detach();
     local
@@ -154,7 +152,7 @@ pub fn install(id: usize, state: Arc<AdminState>) -> Rc<ShardLocal> {
 const REQUEST_POLL: Duration = Duration::from_millis(10);
 
 /// The observer loop (see the module doc). Ends with the executor.
-async fn observe(local: Rc<ShardLocal>, mut requests: mpsc::UnboundedReceiver<SnapshotRequest>) {
+async fn observe(local: Rc<ShardLocal>, requests: mpsc::Receiver<SnapshotRequest>) {
     let mut worked = Instant::now();
     loop {
         glommio::timer::sleep(REQUEST_POLL).await;
@@ -164,7 +162,7 @@ async fn observe(local: Rc<ShardLocal>, mut requests: mpsc::UnboundedReceiver<Sn
             match requests.try_recv() {
                 Ok(reply) => asked.push(reply),
                 Err(mpsc::TryRecvError::Empty) => break,
-                Err(mpsc::TryRecvError::Closed) => return, // the admin state is gone
+                Err(mpsc::TryRecvError::Disconnected) => return, // the admin state is gone
             }
         }
         if asked.is_empty() && worked.elapsed() < FLUSH_INTERVAL {

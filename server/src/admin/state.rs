@@ -14,7 +14,6 @@ use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, AtomicUsize, Ordering}
 use std::sync::{Arc, Mutex, OnceLock, RwLock};
 use std::time::{Duration, Instant, SystemTime};
 
-use futures::channel::mpsc;
 use rill_types::Offset;
 
 use super::metrics::Metrics;
@@ -252,7 +251,7 @@ pub struct AdminState {
     /// Label cardinality bounds.
     pub limits: SeriesLimits,
     /// Where each shard takes snapshot requests (set when the shard starts).
-    snapshot_requests: Mutex<Vec<Option<mpsc::UnboundedSender<SnapshotRequest>>>>,
+    snapshot_requests: Mutex<Vec<Option<std::sync::mpsc::Sender<SnapshotRequest>>>>,
     /// The cluster this broker belongs to, once it started (`None` on a single node).
     cluster: OnceLock<Arc<ClusterView>>,
     /// A controller-only node: no shards, no registration as a broker.
@@ -367,7 +366,7 @@ impl AdminState {
     }
 
     /// Registers where shard `id` takes snapshot requests.
-    pub fn set_snapshot_requests(&self, id: usize, tx: mpsc::UnboundedSender<SnapshotRequest>) {
+    pub fn set_snapshot_requests(&self, id: usize, tx: std::sync::mpsc::Sender<SnapshotRequest>) {
         self.snapshot_requests.lock().expect("not poisoned")[id] = Some(tx);
     }
 
@@ -378,7 +377,7 @@ impl AdminState {
         let (reply, answers) = std::sync::mpsc::channel();
         let mut asked = 0;
         for tx in senders.iter().flatten() {
-            if tx.unbounded_send(reply.clone()).is_ok() {
+            if tx.send(reply.clone()).is_ok() {
                 asked += 1;
             }
         }

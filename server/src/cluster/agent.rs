@@ -23,7 +23,7 @@ use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use futures::channel::oneshot;
+use crate::channel::polled::oneshot;
 use rill_metadata::controller::PRODUCER_ID_BLOCK;
 use rill_metadata::record::BrokerIdentity;
 use rill_metadata::request::{ControllerRequest, ControllerResponse};

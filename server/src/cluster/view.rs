@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{mpsc, Arc, Mutex, RwLock};
 use std::time::Duration;
 
-use futures::channel::oneshot;
+use crate::channel::polled::oneshot;
 use rill_metadata::image::{MetadataImage, PartitionState};
 use rill_metadata::request::{ControllerRequest, ControllerResponse, NewTopic};
 use rill_metadata::types::{BrokerEpoch, LogIndex, NodeId};

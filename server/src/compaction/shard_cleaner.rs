@@ -20,7 +20,7 @@ use std::cell::Cell;
 use std::rc::Rc;
 use std::time::{Duration, Instant};
 
-use futures::channel::mpsc;
+use crate::channel::local::mpsc;
 use futures::SinkExt;
 use glommio::sync::Semaphore;
 use glommio::{Latency, Shares, TaskQueueHandle};

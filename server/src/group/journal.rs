@@ -18,7 +18,7 @@ use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
 use std::rc::Rc;
 
-use futures::channel::oneshot;
+use crate::channel::local::oneshot;
 use futures::lock::Mutex;
 use rill_engine::cleaner::{CompactionConfig, Unpaced};
 use rill_engine::io::{Clock, Storage};

@@ -14,8 +14,8 @@
 
 use std::collections::{BTreeMap, HashMap};
 
+use crate::channel::local::oneshot;
 use bytes::Bytes;
-use futures::channel::oneshot;
 
 use super::metadata_record::GroupMetadata;
 use super::offsets::CommittedOffset;

@@ -1,7 +1,7 @@
 //! The state machine driven by hand: time is a number, answers are polled from oneshots.
 
 use super::*;
-use futures::channel::oneshot::Receiver;
+use crate::channel::local::oneshot::Receiver;
 use rill_protocol::ErrorCode;
 
 fn args(member_id: &str, protocols: &[&str]) -> JoinArgs {

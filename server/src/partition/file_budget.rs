@@ -11,7 +11,7 @@
 use std::cell::Cell;
 use std::rc::Rc;
 
-use futures::channel::mpsc;
+use crate::channel::local::mpsc;
 
 /// The open partition files of one shard and their bound.
 #[derive(Debug)]

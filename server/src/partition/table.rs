@@ -6,7 +6,7 @@ use std::rc::Rc;
 use std::sync::Arc;
 use std::time::Duration;
 
-use futures::channel::{mpsc, oneshot};
+use crate::channel::local::{mpsc, oneshot};
 use futures::{SinkExt, StreamExt};
 use rill_engine::io::{Clock, Storage};
 use rill_engine::LogManager;

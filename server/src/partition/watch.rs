@@ -9,7 +9,7 @@
 use std::cell::{Cell, RefCell};
 use std::time::Duration;
 
-use futures::channel::oneshot;
+use crate::channel::local::oneshot;
 use futures::future::{select, Either};
 use rill_types::Offset;
 

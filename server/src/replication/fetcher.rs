@@ -14,7 +14,7 @@ use std::rc::Rc;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use futures::channel::{mpsc, oneshot};
+use crate::channel::local::{mpsc, oneshot};
 use futures::future::join_all;
 use futures::SinkExt;
 use rill_metadata::types::NodeId;

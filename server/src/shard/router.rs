@@ -41,7 +41,7 @@ use std::collections::HashMap;
 use std::rc::Rc;
 use std::time::Duration;
 
-use futures::channel::oneshot;
+use crate::channel::local::oneshot;
 use futures::future::{select, Either};
 use glommio::channels::local_channel::{self, LocalReceiver, LocalSender};
 use glommio::channels::shared_channel::{ConnectedReceiver, ConnectedSender};

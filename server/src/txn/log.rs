@@ -14,7 +14,7 @@ use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
 use std::rc::Rc;
 
-use futures::channel::oneshot;
+use crate::channel::local::oneshot;
 use futures::lock::Mutex;
 use rill_engine::io::{Clock, Storage};
 use rill_engine::{EngineError, FlushPolicy, LogConfig, LogManager, Offset, PartitionLog};

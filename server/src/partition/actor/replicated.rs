@@ -6,8 +6,8 @@ use std::cell::Cell;
 use std::rc::Rc;
 use std::time::Duration;
 
+use crate::channel::local::oneshot;
 use bytes::BytesMut;
-use futures::channel::oneshot;
 use rill_metadata::request::{AlterPartition, ControllerRequest};
 use rill_metadata::types::NodeId;
 use rill_protocol::ErrorCode;

@@ -4,7 +4,8 @@
 # 1. Installs what the tests need, idempotently (a second run installs nothing):
 #    kcat and chromium from Debian; Python clients (tests/requirements.txt) into ./.venv; kafkajs (npm ci) in
 #    tests/clients/node.
-# 2. cargo fmt --check and cargo clippy (-D warnings, lints from the workspace Cargo.toml), then
+# 2. cargo fmt --check and cargo clippy (-D warnings, lints from the workspace Cargo.toml), the
+#    server's layering check (ops/layering.py: no import points up server/LAYERS.md's floors), then
 #    cargo build --workspace, cargo test --workspace --all-targets (--no-fail-fast: every crate reports).
 # 3. The end-to-end suite (tests/e2e, pytest): a real `rill` (target/debug/rill) on a free 127.0.0.1
 #    port, driven by kcat, confluent-kafka, kafka-python, aiokafka and kafkajs.
@@ -78,6 +79,9 @@ step "cargo fmt --all --check"
 cargo fmt --all --check || failed+=("cargo fmt")
 step "cargo clippy --workspace --all-targets -- -D warnings"
 cargo clippy --workspace --all-targets -- -D warnings || failed+=("cargo clippy")
+
+step "server layering (ops/layering.py, floors in server/LAYERS.md)"
+"$PYTHON" ops/layering.py || failed+=("layering")
 
 step "cargo build --workspace"
 cargo build --workspace

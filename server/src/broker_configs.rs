@@ -11,7 +11,7 @@ use std::collections::BTreeMap;
 
 use crate::config::BrokerConfig;
 use crate::topic_config::defs::{by_synonym, TOPIC_CONFIGS};
-use crate::topic_config::{ConfigError, ConfigSource, ConfigType, SynonymValue};
+use crate::topic_config::{ConfigSource, ConfigType, RefusedConfig, SynonymValue};
 use crate::topics::{BrokerConfigs, CLUSTER_DEFAULT_RESOURCE};
 
 /// One static broker config.
@@ -286,7 +286,7 @@ pub enum AlterRefusal {
     /// Fixed at start-up (INVALID_REQUEST, as Kafka answers).
     ReadOnly(String),
     /// A value the rule refuses (INVALID_CONFIG).
-    Invalid(ConfigError),
+    Invalid(RefusedConfig),
 }
 
 impl std::fmt::Display for AlterRefusal {
@@ -314,7 +314,7 @@ pub fn check_dynamic(name: &str, value: &str) -> Result<(), AlterRefusal> {
         _ => value.trim().to_string(),
     };
     (def.check)(&in_topic_unit).map_err(|reason| {
-        AlterRefusal::Invalid(ConfigError {
+        AlterRefusal::Invalid(RefusedConfig {
             name: name.to_string(),
             value: value.to_string(),
             reason,

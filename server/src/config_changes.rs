@@ -20,11 +20,11 @@ use std::collections::BTreeMap;
 
 use rill_protocol::ErrorCode;
 
+use crate::broker::Broker;
 use crate::broker_configs::{self, AlterRefusal};
-use crate::cluster::ClusterView;
+use crate::cluster::view::ClusterView;
 use crate::config::BrokerConfig;
-use crate::handler::Broker;
-use crate::topic_config::{def, BrokerLayers, ConfigError, ConfigType, TopicSettings};
+use crate::topic_config::{def, BrokerLayers, ConfigType, RefusedConfig, TopicSettings};
 use crate::topics::{TopicError, TopicRegistry};
 
 /// Kafka's resource types.
@@ -68,14 +68,13 @@ pub enum Change {
     Incremental(Vec<(String, Op)>),
 }
 
-/// A refused change: the error code and the message.
-pub type Refusal = (ErrorCode, String);
+pub use crate::broker::Refused;
 
-fn invalid_config(e: ConfigError) -> Refusal {
+fn invalid_config(e: RefusedConfig) -> Refused {
     (ErrorCode::InvalidConfig, e.to_string())
 }
 
-fn storage(e: TopicError) -> Refusal {
+fn storage(e: TopicError) -> Refused {
     match e {
         TopicError::Unknown(name) => (
             ErrorCode::UnknownTopicOrPartition,
@@ -92,7 +91,7 @@ fn next_topic_configs(
     layers: &BrokerLayers,
     current: &BTreeMap<String, String>,
     change: &Change,
-) -> Result<BTreeMap<String, String>, Refusal> {
+) -> Result<BTreeMap<String, String>, Refused> {
     let next = match change {
         Change::Replace(all) => all.clone(),
         Change::Incremental(ops) => apply_topic_ops(layers, current, ops)?,
@@ -108,7 +107,7 @@ pub fn alter_topic(
     name: &str,
     change: &Change,
     validate_only: bool,
-) -> Result<(), Refusal> {
+) -> Result<(), Refused> {
     let layers = BrokerLayers::of(config, registry);
     if validate_only {
         let meta = registry
@@ -142,7 +141,7 @@ async fn alter_topic_in_cluster<B: Broker>(
     name: &str,
     change: &Change,
     validate_only: bool,
-) -> Result<(), Refusal> {
+) -> Result<(), Refused> {
     let registry = broker.topics();
     let layers = BrokerLayers::of(broker.config(), registry);
     let current = registry
@@ -176,10 +175,10 @@ fn apply_topic_ops(
     layers: &BrokerLayers,
     current: &BTreeMap<String, String>,
     ops: &[(String, Op)],
-) -> Result<BTreeMap<String, String>, Refusal> {
+) -> Result<BTreeMap<String, String>, Refused> {
     let mut next = current.clone();
     for (name, op) in ops {
-        let d = def(name).ok_or_else(|| invalid_config(ConfigError::unknown(name)))?;
+        let d = def(name).ok_or_else(|| invalid_config(RefusedConfig::unknown(name)))?;
         match op {
             Op::Set(v) => {
                 next.insert(name.clone(), v.clone());
@@ -233,7 +232,7 @@ pub fn alter_broker(
     resource: &str,
     change: &Change,
     validate_only: bool,
-) -> Result<(), Refusal> {
+) -> Result<(), Refused> {
     if !broker_configs::is_broker_resource(config, resource) {
         let message = format!(
             "Unexpected broker id, expected {} or empty string, but received {resource}",
@@ -246,7 +245,7 @@ pub fn alter_broker(
         _ => (ErrorCode::InvalidConfig, r.to_string()),
     };
     let compute =
-        |current: &BTreeMap<String, String>| -> Result<BTreeMap<String, String>, Refusal> {
+        |current: &BTreeMap<String, String>| -> Result<BTreeMap<String, String>, Refused> {
             let changes: Vec<(String, Option<String>)> = match change {
                 Change::Replace(all) => {
                     let mut changes: Vec<_> = current.keys().map(|k| (k.clone(), None)).collect();
@@ -280,7 +279,7 @@ pub fn alter_broker(
 }
 
 /// Broker configs take SET and DELETE only (none of the dynamic ones is a list).
-fn broker_ops(ops: &[(String, Op)]) -> Result<Vec<(String, Option<String>)>, Refusal> {
+fn broker_ops(ops: &[(String, Op)]) -> Result<Vec<(String, Option<String>)>, Refused> {
     ops.iter()
         .map(|(name, op)| match op {
             Op::Set(v) => Ok((name.clone(), Some(v.clone()))),
@@ -300,7 +299,7 @@ pub async fn alter<B: Broker>(
     resource: &str,
     change: &Change,
     validate_only: bool,
-) -> Result<(), Refusal> {
+) -> Result<(), Refused> {
     let (config, registry) = (broker.config(), broker.topics());
     match (resource_type, broker.cluster()) {
         (RESOURCE_TOPIC, None) => alter_topic(config, registry, resource, change, validate_only),

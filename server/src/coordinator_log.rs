@@ -7,7 +7,7 @@
 //!   followers copy them with the follower Fetch, the leader keeps the ISR and the high
 //!   watermark (`crate::replication`). Only the topic registry leaves them out: clients see
 //!   them in Metadata (marked `is_internal`, as Kafka lists them) but cannot write them
-//!   ([`crate::cluster::ClusterView::internal_topic`] gives the table, the follower Fetch and
+//!   ([`crate::cluster::view::ClusterView::internal_topic`] gives the table, the follower Fetch and
 //!   Metadata their metadata).
 //! - **Writes.** A coordinator writes its records as one batch through the partition actor with
 //!   acks=all: answered once fdatasync'ed here and covered by the high watermark (every ISR
@@ -42,22 +42,19 @@ use rill_protocol::ErrorCode;
 use rill_types::batch::ValidatedBatch;
 use rill_types::{LeaderEpoch, Offset};
 
-use crate::cluster::ClusterView;
+use crate::cluster::view::ClusterView;
 use crate::partition::ops::{Acks, Isolation, PartitionOp, PartitionReply, INTERNAL_ACK_TIMEOUT};
 use crate::partition::table::PartitionTable;
 
 /// Bytes read per step while loading.
 const LOAD_READ_BYTES: usize = 1 << 20;
 
-/// Whether `name` is one of Kafka's internal topics (`Topic.isInternal`), which Metadata marks.
-pub fn is_internal(name: &str) -> bool {
-    name == crate::group::OFFSETS_TOPIC || name == crate::txn::TXN_TOPIC
-}
+pub use crate::internal_topics::is_internal;
 
 /// A topic clients may read (Fetch, ListOffsets, OffsetForLeaderEpoch) by name: a registered
-/// one, or an internal one ([`crate::handler::Broker::internal_topic`]), which Kafka lets any
+/// one, or an internal one ([`crate::broker::Broker::internal_topic`]), which Kafka lets any
 /// consumer fetch (writes stay the coordinators').
-pub fn readable_topic<B: crate::handler::Broker>(
+pub fn readable_topic<B: crate::broker::Broker>(
     broker: &B,
     name: &str,
 ) -> Option<Arc<crate::topics::TopicMeta>> {
@@ -66,7 +63,7 @@ pub fn readable_topic<B: crate::handler::Broker>(
 }
 
 /// [`readable_topic`] by topic id (Fetch v13+): its name and metadata.
-pub fn readable_topic_by_id<B: crate::handler::Broker>(
+pub fn readable_topic_by_id<B: crate::broker::Broker>(
     broker: &B,
     id: uuid::Uuid,
 ) -> Option<(String, Arc<crate::topics::TopicMeta>)> {

@@ -1,6 +1,9 @@
 //! rill-server: the `rill` broker — glommio executors, one per core, each owning a share of the
 //! partitions, answering Kafka clients.
 //!
+//! The floors these modules stand on, and the check that keeps imports pointing down them, are
+//! in `server/LAYERS.md` (`ops/layering.py`, run by `./test.sh`).
+//!
 //! Map (a request's path, top to bottom):
 //! - [`cli`], [`config`]: flags and Kafka-style properties, resolved into [`config::BrokerConfig`].
 //! - [`cluster`]: the metadata quorum's edge (KRaft properties, controller, broker registration)
@@ -8,9 +11,12 @@
 //! - [`shard`]: executors per core, the channel mesh between them, startup and shutdown.
 //! - [`net`]: accept loop; per-connection pipeline (frames in, responses out in request order).
 //! - [`dispatch`]: frame body → handler → response frame (or silence, or close).
-//! - [`handler`]: one Kafka API per file, written against the [`handler::Broker`] trait.
+//! - [`broker`]: the [`broker::Broker`] facade handlers and coordinators call, and wire helpers.
+//! - [`handler`]: one Kafka API per file, written against that facade.
 //! - [`routing`]: which shard owns a partition.
 //! - [`group`]: consumer-group coordinators (one per shard) and durable committed offsets.
+//! - [`internal_topics`]: the names, partition counts and placement of `__consumer_offsets`
+//!   and `__transaction_state`.
 //! - [`internal_log`]: a single node's `__consumer_offsets` and `__transaction_state`, served
 //!   read-only from the coordinators' private logs.
 //! - [`partition`]: the per-partition actor that alone touches a log (group commit, long poll),
@@ -27,6 +33,7 @@
 //! - [`admin`]: the admin HTTP listener: Prometheus metrics, health checks, status JSON and page.
 //! - [`tools`]: `rill dump-log`, `rill check`: offline inspection and repair of a data directory.
 pub mod admin;
+pub mod broker;
 pub mod broker_configs;
 pub mod capacity;
 pub mod channel;
@@ -41,6 +48,7 @@ pub mod dispatch;
 pub mod group;
 pub mod handler;
 pub mod internal_log;
+pub mod internal_topics;
 pub mod net;
 pub mod open_files;
 pub mod partition;

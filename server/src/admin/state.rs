@@ -17,7 +17,7 @@ use std::time::{Duration, Instant, SystemTime};
 use rill_types::Offset;
 
 use super::metrics::Metrics;
-use crate::cluster::ClusterView;
+use crate::cluster::view::ClusterView;
 use crate::config::BrokerConfig;
 use crate::topics::TopicRegistry;
 

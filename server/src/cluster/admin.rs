@@ -23,9 +23,9 @@ use rill_protocol::kafka_protocol::messages::{
 use rill_types::ErrorCode;
 use uuid::Uuid;
 
-use super::ClusterView;
+use super::view::ClusterView;
+use crate::broker::{str_bytes, topic_name, Broker, Refused};
 use crate::handler::create_topics::{created_result, requested};
-use crate::handler::{str_bytes, topic_name, Broker};
 
 /// The controller's per-topic results by name, or one error for all (no controller, timeout).
 async fn ask(
@@ -66,9 +66,6 @@ impl<B: Broker> AsyncSleep for &B {
     }
 }
 
-/// Why a topic was refused: its Kafka error code and a message for the client.
-type Refusal = (ErrorCode, String);
-
 /// A requested topic as checked here: (partitions, replication factor, configs).
 type Checked = (i32, i16, BTreeMap<String, String>);
 
@@ -79,7 +76,7 @@ pub async fn create_topics<B: Broker>(
     version: i16,
     request: &CreateTopicsRequest,
 ) -> CreateTopicsResponse {
-    let checked: Vec<Result<(Checked, NewTopic), Refusal>> = request
+    let checked: Vec<Result<(Checked, NewTopic), Refused>> = request
         .topics
         .iter()
         .map(|topic| check_topic(broker, cluster, topic))
@@ -133,7 +130,7 @@ fn check_topic<B: Broker>(
     broker: &B,
     cluster: &ClusterView,
     topic: &CreatableTopic,
-) -> Result<(Checked, NewTopic), Refusal> {
+) -> Result<(Checked, NewTopic), Refused> {
     let (partitions, configs) = requested(broker, topic)?;
     let factor = match topic.replication_factor {
         -1 => cluster.config().default_replication_factor,
@@ -171,7 +168,7 @@ pub async fn alter_topic_configs<B: Broker>(
     cluster: &ClusterView,
     topic: &str,
     changes: BTreeMap<String, Option<String>>,
-) -> Result<(), Refusal> {
+) -> Result<(), Refused> {
     let request = ControllerRequest::AlterTopicConfigs {
         topic: topic.to_string(),
         changes,

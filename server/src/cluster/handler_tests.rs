@@ -21,11 +21,12 @@ use uuid::Uuid;
 use super::config::{ClusterConfig, Roles, Voter};
 use super::mirror::mirror;
 use super::ClusterView;
+use crate::broker::{topic_name, Broker};
 use crate::config::BrokerConfig;
 use crate::group::ops::GroupListing;
 use crate::group::{GroupOp, GroupReply};
+use crate::handler;
 use crate::handler::fake::FakeBroker;
-use crate::handler::{self, topic_name, Broker};
 use crate::partition::ops::{PartitionOp, PartitionReply};
 use crate::topics::TopicRegistry;
 

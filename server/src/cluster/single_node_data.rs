@@ -33,8 +33,8 @@ pub fn refuse_single_node_data(data_dir: &Path, registry: &TopicRegistry) -> any
         found.push(format!("{topics} topic(s)"));
     }
     for (dir, what) in [
-        (crate::group::OFFSETS_DIR, "committed offsets"),
-        (crate::txn::TXN_DIR, "transaction state"),
+        (crate::internal_topics::OFFSETS_DIR, "committed offsets"),
+        (crate::internal_topics::TXN_DIR, "transaction state"),
     ] {
         if holds_data(&data_dir.join(dir)) {
             found.push(format!("{what} in {dir}/"));
@@ -88,7 +88,7 @@ mod tests {
 
         // Empty private logs (a single node that never had a group) are nothing to lose.
         let offsets = path
-            .join(crate::group::OFFSETS_DIR)
+            .join(crate::internal_topics::OFFSETS_DIR)
             .join("__consumer_offsets-0");
         std::fs::create_dir_all(&offsets).unwrap();
         std::fs::write(offsets.join("00000000000000000000.log"), b"").unwrap();

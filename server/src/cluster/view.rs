@@ -174,8 +174,8 @@ impl ClusterView {
     /// (the first FindCoordinator asks the controller to create it, see
     /// [`Self::ensure_offsets_topic`]).
     pub fn group_coordinator(&self, group_id: &str) -> Result<NodeId, ErrorCode> {
-        let partition = crate::group::offsets_partition(group_id);
-        self.internal_leader(crate::group::OFFSETS_TOPIC, partition)
+        let partition = crate::internal_topics::offsets_partition(group_id);
+        self.internal_leader(crate::internal_topics::OFFSETS_TOPIC, partition)
     }
 
     /// The broker coordinating `transactional_id`: the leader of its `__transaction_state`
@@ -183,8 +183,8 @@ impl ClusterView {
     /// lives on that broker's disk) stays there until leadership moves. Unavailable until the
     /// topic exists ([`Self::ensure_txn_topic`]) and the partition has a live leader.
     pub fn txn_coordinator(&self, transactional_id: &str) -> Result<NodeId, ErrorCode> {
-        let partition = crate::txn::txn_partition(transactional_id);
-        self.internal_leader(crate::txn::TXN_TOPIC, partition)
+        let partition = crate::internal_topics::txn_partition(transactional_id);
+        self.internal_leader(crate::internal_topics::TXN_TOPIC, partition)
     }
 
     /// The live leader of an internal topic's partition, or COORDINATOR_NOT_AVAILABLE.
@@ -199,32 +199,42 @@ impl ClusterView {
     }
 
     /// Ask the controller for `__consumer_offsets` if it does not exist yet (Kafka creates it
-    /// on the first FindCoordinator): [`crate::group::OFFSETS_PARTITIONS`] partitions,
+    /// on the first FindCoordinator): [`crate::internal_topics::OFFSETS_PARTITIONS`] partitions,
     /// `offsets.topic.replication.factor` replicas (refused until that many brokers are live,
     /// as in Kafka; asked again on the next FindCoordinator).
     pub fn ensure_offsets_topic(&self) {
         let (partitions, factor) = (
-            crate::group::OFFSETS_PARTITIONS as u32,
+            crate::internal_topics::OFFSETS_PARTITIONS as u32,
             self.config.offsets_replication_factor,
         );
         let configs = crate::coordinator_log::offsets_topic_configs();
-        self.ensure_internal_topic(crate::group::OFFSETS_TOPIC, partitions, factor, configs);
+        self.ensure_internal_topic(
+            crate::internal_topics::OFFSETS_TOPIC,
+            partitions,
+            factor,
+            configs,
+        );
     }
 
     /// Ask the controller for `__transaction_state` if it does not exist yet (on the first
-    /// FindCoordinator for a transactional id): [`crate::txn::TXN_PARTITIONS`] partitions,
+    /// FindCoordinator for a transactional id): [`crate::internal_topics::TXN_PARTITIONS`] partitions,
     /// `transaction.state.log.replication.factor` replicas (refused until that many brokers
     /// are live). The coordinators' state is written to it and replicated like any partition
     /// (`crate::coordinator_log`).
     pub fn ensure_txn_topic(&self) {
         let (partitions, factor) = (
-            crate::txn::TXN_PARTITIONS as u32,
+            crate::internal_topics::TXN_PARTITIONS as u32,
             self.config.txn_replication_factor,
         );
         // transaction.state.log.min.isr, at most the factor (or no write could succeed).
         let min_isr = self.config.txn_min_isr.min(factor);
         let configs = crate::coordinator_log::txn_topic_configs(min_isr);
-        self.ensure_internal_topic(crate::txn::TXN_TOPIC, partitions, factor, configs);
+        self.ensure_internal_topic(
+            crate::internal_topics::TXN_TOPIC,
+            partitions,
+            factor,
+            configs,
+        );
     }
 
     fn ensure_internal_topic(
@@ -275,8 +285,8 @@ impl ClusterView {
     /// Kafka. Returns whether `name` is one of them.
     pub fn ensure_internal_topic_named(&self, name: &str) -> bool {
         match name {
-            crate::group::OFFSETS_TOPIC => self.ensure_offsets_topic(),
-            crate::txn::TXN_TOPIC => self.ensure_txn_topic(),
+            crate::internal_topics::OFFSETS_TOPIC => self.ensure_offsets_topic(),
+            crate::internal_topics::TXN_TOPIC => self.ensure_txn_topic(),
             _ => return false,
         }
         true

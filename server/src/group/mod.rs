@@ -29,18 +29,10 @@ pub mod runtime;
 pub mod state;
 mod txn_offsets;
 
+pub use crate::internal_topics::{
+    offsets_partition, OFFSETS_DIR, OFFSETS_PARTITIONS, OFFSETS_TOPIC,
+};
 pub use ops::{GroupCall, GroupOp, GroupReply};
-
-/// Partitions of the internal offsets log (fixed forever: group → partition must not change).
-pub const OFFSETS_PARTITIONS: i32 = 8;
-
-/// Name of the internal offsets log. On a single node its directory lives under
-/// [`OFFSETS_DIR`], outside the topic registry; in a cluster it is a replicated internal topic
-/// (`crate::coordinator_log`) that Metadata lists with `is_internal` and clients cannot write.
-pub const OFFSETS_TOPIC: &str = "__consumer_offsets";
-
-/// Subdirectory of the data dir that holds the offsets log partitions.
-pub const OFFSETS_DIR: &str = "__rill_groups";
 
 /// Kafka's `group.*` broker settings.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -57,11 +49,6 @@ impl Default for GroupConfig {
             initial_rebalance_delay_ms: 3_000,
         }
     }
-}
-
-/// The offsets partition that holds `group_id`'s offsets.
-pub fn offsets_partition(group_id: &str) -> i32 {
-    (crc32c::crc32c(group_id.as_bytes()) % OFFSETS_PARTITIONS as u32) as i32
 }
 
 /// The shard that coordinates `group_id`: the one owning its offsets partition in the

@@ -9,8 +9,9 @@ use rill_protocol::kafka_protocol::messages::*;
 use rill_protocol::kafka_protocol::protocol::StrBytes;
 use rill_protocol::response::encode_response;
 
+use crate::broker::{str_bytes, topic_name, Broker};
+use crate::handler;
 use crate::handler::fake::FakeBroker;
-use crate::handler::{self, str_bytes, topic_name, Broker};
 
 fn versions(api_key: ApiKey) -> std::ops::RangeInclusive<i16> {
     let e = entry(api_key).expect("registered");

@@ -117,7 +117,7 @@ pub struct ActorSetup<S: Storage> {
     /// Logs the shard opens at once (shared by its actors).
     pub open_permits: Rc<glommio::sync::Semaphore>,
     /// The cluster (`None` on a single node): a replicated partition follows its role there.
-    pub cluster: Option<Arc<crate::cluster::ClusterView>>,
+    pub cluster: Option<Arc<crate::cluster::view::ClusterView>>,
     /// The actor's own mailbox, for its follower fetcher (`crate::replication::fetcher`).
     pub mailbox: Option<mpsc::Sender<ActorMsg>>,
     /// `min.insync.replicas` of the topic (acks=all on a replicated leader).

@@ -56,7 +56,7 @@ pub struct PartitionTable<S: Storage> {
     /// Logs opening at once on this shard ([`OPENING_MAX`]).
     open_permits: Rc<glommio::sync::Semaphore>,
     /// The cluster, if any: replicated partitions follow their role there.
-    cluster: Option<Arc<crate::cluster::ClusterView>>,
+    cluster: Option<Arc<crate::cluster::view::ClusterView>>,
     /// A single node's internal partitions this shard owns, served read-only from the
     /// coordinators' logs (`crate::internal_log`).
     internal: RefCell<Vec<InternalPartition<S>>>,
@@ -96,7 +96,7 @@ impl<S: Storage + 'static> PartitionTable<S> {
     /// Serve reads of `topic`'s (an internal topic's) partition `partition` from `log`, a
     /// single node's coordinator log on this shard.
     pub fn serve_internal(&self, topic: &'static str, partition: i32, log: InternalLog<S>) {
-        debug_assert!(crate::coordinator_log::is_internal(topic));
+        debug_assert!(crate::internal_topics::is_internal(topic));
         debug_assert!(
             self.cluster.is_none(),
             "a cluster's are replicated partitions"
@@ -107,7 +107,7 @@ impl<S: Storage + 'static> PartitionTable<S> {
     }
 
     fn internal_log(&self, topic: &str, partition: i32) -> Option<Rc<InternalLog<S>>> {
-        if !crate::coordinator_log::is_internal(topic) {
+        if !crate::internal_topics::is_internal(topic) {
             return None;
         }
         let internal = self.internal.borrow();
@@ -118,7 +118,7 @@ impl<S: Storage + 'static> PartitionTable<S> {
     }
 
     /// The table of a broker in `cluster`: its replicated partitions lead or follow there.
-    pub fn with_cluster(mut self, cluster: Option<Arc<crate::cluster::ClusterView>>) -> Self {
+    pub fn with_cluster(mut self, cluster: Option<Arc<crate::cluster::view::ClusterView>>) -> Self {
         self.cluster = cluster;
         self
     }
@@ -142,7 +142,7 @@ impl<S: Storage + 'static> PartitionTable<S> {
     fn topic_settings(
         &self,
         configs: &std::collections::BTreeMap<String, String>,
-    ) -> Result<TopicSettings, crate::topic_config::ConfigError> {
+    ) -> Result<TopicSettings, crate::topic_config::RefusedConfig> {
         let mut settings = TopicSettings::of_topic(&self.config, &self.registry, configs)?;
         let cluster = self.cluster.as_deref();
         settings.min_insync_replicas =
@@ -404,7 +404,7 @@ async fn send(handle: &PartitionHandle, op: PartitionOp) -> PartitionReply {
         .unwrap_or(PartitionReply::Error(ErrorCode::UnknownTopicOrPartition))
 }
 
-impl<S: Storage + 'static> crate::shard::router::Service<super::ops::PartitionCall>
+impl<S: Storage + 'static> crate::shard::service::Service<super::ops::PartitionCall>
     for PartitionTable<S>
 {
     type Reply = PartitionReply;
@@ -423,7 +423,7 @@ impl<S: Storage + 'static> crate::shard::router::Service<super::ops::PartitionCa
 /// `min.insync.replicas` of a topic: its own config, else the cluster's default, else the
 /// broker's (`from_settings`). Read when a partition opens and again when configs change.
 pub(crate) fn min_insync_replicas_of(
-    cluster: Option<&crate::cluster::ClusterView>,
+    cluster: Option<&crate::cluster::view::ClusterView>,
     topic_configs: &std::collections::BTreeMap<String, String>,
     from_settings: i32,
 ) -> i32 {

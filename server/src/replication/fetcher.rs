@@ -25,7 +25,7 @@ use rill_protocol::ErrorCode;
 use rill_types::{LeaderEpoch, Offset};
 
 use super::wire::LeaderLink;
-use crate::cluster::ClusterView;
+use crate::cluster::view::ClusterView;
 use crate::partition::actor::ActorMsg;
 use crate::partition::ops::{PartitionOp, PartitionReply};
 
@@ -321,7 +321,7 @@ fn fetch_request(me: NodeId, asked: &[Asked]) -> FetchRequest {
             Some(t) if t.topic.0.as_str() == p.setup.topic => t.partitions.push(partition),
             _ => topics.push(
                 FetchTopic::default()
-                    .with_topic(crate::handler::topic_name(&p.setup.topic))
+                    .with_topic(crate::broker::topic_name(&p.setup.topic))
                     .with_partitions(vec![partition]),
             ),
         }

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use rill_engine::io::Storage;
 
-use crate::cluster::ClusterView;
+use crate::cluster::view::ClusterView;
 use crate::partition::ops::PartitionOp;
 use crate::partition::table::PartitionTable;
 use crate::routing::owner_shard;

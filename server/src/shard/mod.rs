@@ -6,6 +6,8 @@
 //!   transactions) takes
 //!   it to the owning shard over that kind's channel mesh, and serves other shards' requests
 //!   with bounded concurrency.
+//! - [`service`]: the [`service::Service`] trait each owner (partition table, group and
+//!   transaction coordinators) implements for the requests the router brings it.
 //! - [`mesh`]: the channels between shards, built on the main thread and connected at start-up
 //!   without waiting on any wake-up; [`rendezvous`]: the start-up barrier that makes that work.
 //! - [`runtime`]: start the executors, serve until the stop flag turns, close cleanly.
@@ -17,12 +19,12 @@ use std::time::{Duration, Instant};
 use rill_engine::io::Storage;
 use rill_protocol::ErrorCode;
 
+use crate::broker::Broker;
 use crate::cluster::ClusterView;
 use crate::config::BrokerConfig;
 use crate::group::ops::GroupListing;
 use crate::group::runtime::ShardCoordinator;
 use crate::group::{coordinator_shard, GroupCall, GroupOp, GroupReply};
-use crate::handler::Broker;
 use crate::partition::ops::{PartitionCall, PartitionOp, PartitionReply};
 use crate::partition::table::PartitionTable;
 use crate::routing::owner_shard;
@@ -34,6 +36,7 @@ pub mod mesh;
 pub mod rendezvous;
 pub mod router;
 pub mod runtime;
+pub mod service;
 
 use router::Router;
 

@@ -49,6 +49,7 @@ use glommio::sync::Semaphore;
 
 use super::mesh::{ChannelMesh, Links, MeshEnds};
 use super::rendezvous::{Abandoned, Rendezvous};
+pub use super::service::Service;
 use crate::shutdown::ShutdownSignal;
 
 /// Cross-shard requests one shard serves concurrently, per router.
@@ -137,20 +138,6 @@ pub type Inbox<Req, Rep> = Vec<(
     ConnectedReceiver<ToOwner<Req>>,
     ConnectedSender<Answer<Rep>>,
 )>;
-
-/// What the owning shard runs for a request.
-#[allow(async_fn_in_trait)] // !Send futures are intended: thread-per-core.
-pub trait Service<Req> {
-    /// The answer.
-    type Reply;
-    /// Serves one request on this (the owning) shard.
-    async fn serve(&self, request: Req) -> Self::Reply;
-    /// Whether a remote request may be dropped once its asker stops waiting (a long poll whose
-    /// fetch already answered); other requests always run to completion once received.
-    fn abandon_unheard(_request: &Req) -> bool {
-        false
-    }
-}
 
 /// The calls this shard waits on at one owner, by id (shard-local).
 struct Waiters<Rep> {

@@ -77,7 +77,7 @@ pub enum ConfigSource {
 
 /// A refused config: which one and why (the message of an INVALID_CONFIG answer).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ConfigError {
+pub struct RefusedConfig {
     /// The config's name.
     pub name: String,
     /// The value refused.
@@ -86,7 +86,7 @@ pub struct ConfigError {
     pub reason: String,
 }
 
-impl std::fmt::Display for ConfigError {
+impl std::fmt::Display for RefusedConfig {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         if self.reason == UNKNOWN_NAME {
             return write!(f, "Unknown topic config name: {}", self.name);
@@ -99,14 +99,14 @@ impl std::fmt::Display for ConfigError {
     }
 }
 
-impl std::error::Error for ConfigError {}
+impl std::error::Error for RefusedConfig {}
 
 const UNKNOWN_NAME: &str = "unknown topic config name";
 
-impl ConfigError {
+impl RefusedConfig {
     /// An unknown config name (Kafka: "Unknown topic config name").
-    pub fn unknown(name: &str) -> ConfigError {
-        ConfigError {
+    pub fn unknown(name: &str) -> RefusedConfig {
+        RefusedConfig {
             name: name.to_string(),
             value: String::new(),
             reason: UNKNOWN_NAME.into(),
@@ -264,10 +264,10 @@ struct Reader<'a> {
 }
 
 impl Reader<'_> {
-    fn text(&self, name: &str) -> Result<String, ConfigError> {
+    fn text(&self, name: &str) -> Result<String, RefusedConfig> {
         let d = def(name).expect("a known topic config");
         let value = self.layers.resolve(d).value;
-        (d.check)(&value).map_err(|reason| ConfigError {
+        (d.check)(&value).map_err(|reason| RefusedConfig {
             name: name.to_string(),
             value: value.clone(),
             reason,
@@ -275,9 +275,9 @@ impl Reader<'_> {
         Ok(value)
     }
 
-    fn long(&self, name: &str) -> Result<i64, ConfigError> {
+    fn long(&self, name: &str) -> Result<i64, RefusedConfig> {
         let value = self.text(name)?;
-        value.parse::<i64>().map_err(|_| ConfigError {
+        value.parse::<i64>().map_err(|_| RefusedConfig {
             name: name.into(),
             value,
             reason: "not a number".into(),
@@ -285,7 +285,7 @@ impl Reader<'_> {
     }
 
     /// A limit where -1 (or `Long.MAX_VALUE`) means none.
-    fn limit(&self, name: &str) -> Result<Option<u64>, ConfigError> {
+    fn limit(&self, name: &str) -> Result<Option<u64>, RefusedConfig> {
         Ok(match self.long(name)? {
             n if n < 0 || n == i64::MAX => None,
             n => Some(n as u64),
@@ -295,10 +295,10 @@ impl Reader<'_> {
 
 impl TopicSettings {
     /// The settings the layers give (every value checked; cross-config rules too).
-    pub fn from_layers(layers: &ConfigLayers) -> Result<TopicSettings, ConfigError> {
+    pub fn from_layers(layers: &ConfigLayers) -> Result<TopicSettings, RefusedConfig> {
         for (name, value) in layers.topic {
-            let d = def(name).ok_or_else(|| ConfigError::unknown(name))?;
-            (d.check)(value).map_err(|reason| ConfigError {
+            let d = def(name).ok_or_else(|| RefusedConfig::unknown(name))?;
+            (d.check)(value).map_err(|reason| RefusedConfig {
                 name: name.clone(),
                 value: value.clone(),
                 reason,
@@ -332,7 +332,7 @@ impl TopicSettings {
         config: &BrokerConfig,
         registry: &TopicRegistry,
         topic: &BTreeMap<String, String>,
-    ) -> Result<TopicSettings, ConfigError> {
+    ) -> Result<TopicSettings, RefusedConfig> {
         let broker = BrokerLayers::of(config, registry);
         TopicSettings::from_layers(&broker.with_topic(topic))
     }
@@ -364,7 +364,7 @@ impl<'a> BrokerLayers<'a> {
     }
 }
 
-fn log_config(r: &Reader) -> Result<LogConfig, ConfigError> {
+fn log_config(r: &Reader) -> Result<LogConfig, RefusedConfig> {
     let flush_messages = r.limit("flush.messages")?;
     let flush_ms = r.limit("flush.ms")?;
     let flush = if flush_messages.is_none() && flush_ms.is_none() {
@@ -391,7 +391,7 @@ fn log_config(r: &Reader) -> Result<LogConfig, ConfigError> {
     })
 }
 
-fn compaction_config(r: &Reader) -> Result<CompactionConfig, ConfigError> {
+fn compaction_config(r: &Reader) -> Result<CompactionConfig, RefusedConfig> {
     let ratio = r.text("min.cleanable.dirty.ratio")?;
     let config = CompactionConfig {
         delete_retention_ms: r.long("delete.retention.ms")? as u64,
@@ -401,7 +401,7 @@ fn compaction_config(r: &Reader) -> Result<CompactionConfig, ConfigError> {
     };
     if let Some(max) = config.max_compaction_lag_ms {
         if max < config.min_compaction_lag_ms {
-            return Err(ConfigError {
+            return Err(RefusedConfig {
                 name: "max.compaction.lag.ms".into(),
                 value: max.to_string(),
                 reason: format!(
@@ -414,8 +414,8 @@ fn compaction_config(r: &Reader) -> Result<CompactionConfig, ConfigError> {
     Ok(config)
 }
 
-fn target_compression(r: &Reader) -> Result<TargetCompression, ConfigError> {
-    let level = |name: &str| -> Result<Option<i32>, ConfigError> {
+fn target_compression(r: &Reader) -> Result<TargetCompression, RefusedConfig> {
+    let level = |name: &str| -> Result<Option<i32>, RefusedConfig> {
         Ok(Some(r.long(name)? as i32).filter(|&l| l != -1))
     };
     Ok(match r.text("compression.type")?.as_str() {

@@ -9,7 +9,7 @@ fn map(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
         .collect()
 }
 
-fn settings(topic: &[(&str, &str)]) -> Result<TopicSettings, ConfigError> {
+fn settings(topic: &[(&str, &str)]) -> Result<TopicSettings, RefusedConfig> {
     let (topic, empty) = (map(topic), BTreeMap::new());
     TopicSettings::from_layers(&ConfigLayers {
         topic: &topic,

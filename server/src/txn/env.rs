@@ -1,5 +1,5 @@
 //! [`TxnEnv`]: what the transaction coordinator needs from the rest of the broker. The real one
-//! is the shard (through [`crate::handler::Broker`]); tests use fakes.
+//! is the shard (through [`crate::broker::Broker`]); tests use fakes.
 //!
 //! In a cluster a marker for a partition led by another broker, and the end of a group's
 //! offsets coordinated by another broker, go there as WriteTxnMarkers ([`super::remote`]);
@@ -9,10 +9,10 @@ use rill_engine::TxnMarker;
 use rill_protocol::ErrorCode;
 
 use super::ProducerId;
+use crate::broker::Broker;
 use crate::group::offsets::CommittedOffset;
 use crate::group::ops::MemberRef;
 use crate::group::{GroupOp, GroupReply};
-use crate::handler::Broker;
 use crate::partition::ops::{PartitionOp, PartitionReply};
 
 /// A transaction's offsets for one group: (topic, partition, offset).

@@ -45,22 +45,8 @@ pub mod replicated;
 pub mod runtime;
 pub mod state;
 
+pub use crate::internal_topics::{txn_partition, TXN_DIR, TXN_PARTITIONS, TXN_TOPIC};
 pub use rill_types::{ProducerEpoch, ProducerId};
-
-/// Partitions of the transaction state log (fixed forever: id → partition must not change).
-pub const TXN_PARTITIONS: i32 = 8;
-
-/// Name of the transaction state log (its directory lives under [`TXN_DIR`], never in the
-/// topic registry: clients can neither see, produce to nor delete it).
-pub const TXN_TOPIC: &str = "__transaction_state";
-
-/// Subdirectory of the data dir that holds the state-log partitions.
-pub const TXN_DIR: &str = "__rill_txn";
-
-/// The state-log partition that holds `transactional_id`.
-pub fn txn_partition(transactional_id: &str) -> i32 {
-    (crc32c::crc32c(transactional_id.as_bytes()) % TXN_PARTITIONS as u32) as i32
-}
 
 /// The shard that coordinates `transactional_id`: the one owning its state-log partition in
 /// the partition table (in a cluster the coordinator writes through it,

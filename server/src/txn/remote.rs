@@ -26,9 +26,10 @@ use rill_protocol::ErrorCode;
 
 use super::ops::{TxnOp, TxnProducer, TxnReply};
 use super::state::TopicPartition;
-use crate::cluster::{peer, ClusterView};
+use crate::broker::{topic_name, Broker};
+use crate::cluster::peer;
+use crate::cluster::view::ClusterView;
 use crate::group::{offsets_partition, OFFSETS_TOPIC};
-use crate::handler::{topic_name, Broker};
 
 /// The WriteTxnMarkers version sent (the only one the codec knows).
 const WRITE_TXN_MARKERS_VERSION: i16 = 1;

@@ -23,11 +23,11 @@ use super::ops::{TxnCall, TxnReply};
 use super::record::TxnRecord;
 use super::replicated::ReplicatedTxnLog;
 use super::{owned_txn_partitions, TXN_DIR, TXN_TOPIC};
-use crate::cluster::ClusterView;
+use crate::cluster::view::ClusterView;
 use crate::config::BrokerConfig;
 use crate::coordinator_log::CoordinatorLog;
 use crate::partition::table::PartitionTable;
-use crate::shard::router::Service;
+use crate::shard::service::Service;
 
 /// How often a cluster's coordinator looks at the leadership of its state-log partitions.
 const FOLLOW_MS: u64 = 100;

@@ -201,7 +201,7 @@ impl fmt::Display for Finding {
 
 /// One segment as verified.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct SegmentSummary {
+pub struct VerifiedSegment {
     /// Base offset (the file name).
     pub base: Offset,
     /// One past the last offset of its valid batches.
@@ -220,7 +220,7 @@ pub struct SegmentSummary {
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct PartitionReport {
     /// Segments in offset order.
-    pub segments: Vec<SegmentSummary>,
+    pub segments: Vec<VerifiedSegment>,
     /// Findings, segments in order.
     pub findings: Vec<Finding>,
 }
@@ -286,7 +286,7 @@ async fn verify_segment<S: Storage>(
     active: bool,
     open_txns: &mut HashSet<ProducerId>,
     findings: &mut Vec<Finding>,
-) -> Result<SegmentSummary, EngineError> {
+) -> Result<VerifiedSegment, EngineError> {
     let path = dir.join(segment_file_name(base, FileKind::Log));
     let file = storage.open(&path, OpenMode::Read).await?;
     let log_bytes = file.size_bytes().await?;
@@ -325,7 +325,7 @@ async fn verify_segment<S: Storage>(
 
 /// Where a walk over a segment's batches stopped.
 struct Walk {
-    summary: SegmentSummary,
+    summary: VerifiedSegment,
     /// Why the batch at `valid_bytes` is not valid (`None`: too short for a header).
     failure: Option<String>,
     /// The ABORT markers among the valid batches, in offset order.
@@ -395,7 +395,7 @@ async fn walk<F: BlockFile>(
     open_txns: &mut HashSet<ProducerId>,
 ) -> Result<Walk, EngineError> {
     let mut cursor = BatchCursor::new(segment, 0, segment.base, READ_AHEAD_BYTES);
-    let mut summary = SegmentSummary {
+    let mut summary = VerifiedSegment {
         base: segment.base,
         next_offset: segment.base,
         log_bytes: segment.size_bytes,
@@ -455,7 +455,7 @@ async fn finish_segment<F: BlockFile>(
     active: bool,
     mut entries: EntryCheck,
     findings: &mut Vec<Finding>,
-) -> Result<SegmentSummary, EngineError> {
+) -> Result<VerifiedSegment, EngineError> {
     let summary = walk.summary;
     if summary.valid_bytes < summary.log_bytes {
         let kind = classify_tail(segment, summary.valid_bytes, walk.failure).await?;

@@ -5,7 +5,7 @@
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 
 /// A field did not fit the bytes left, or a string was not UTF-8; each record module turns it
-/// into its own `DecodeError::Record`.
+/// into its own error (`OffsetRecordError::Record`, `TxnRecordError::Record`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Malformed;
 

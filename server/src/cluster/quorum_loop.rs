@@ -62,7 +62,7 @@ pub enum QuorumEvent {
 }
 
 /// An opened voter, ready to run.
-pub struct Voter {
+pub struct QuorumVoter {
     node: QuorumNode<FsFiles, Replier>,
     tick: Duration,
 }
@@ -74,7 +74,7 @@ pub fn open(
     data_dir: &Path,
     registry: &TopicRegistry,
     view: &ClusterView,
-) -> anyhow::Result<Voter> {
+) -> anyhow::Result<QuorumVoter> {
     let dir = data_dir.join(METADATA_DIR);
     let files =
         FsFiles::open(&dir).map_err(|e| anyhow::anyhow!("metadata log {}: {e}", dir.display()))?;
@@ -113,10 +113,10 @@ pub fn open(
     mirror(registry, &image).map_err(|e| anyhow::anyhow!("mirroring topics: {e}"))?;
     view.publish(image);
     let tick = Duration::from_millis((config.election_timeout_ms / ELECTION_TICKS as u64).max(10));
-    Ok(Voter { node, tick })
+    Ok(QuorumVoter { node, tick })
 }
 
-impl Voter {
+impl QuorumVoter {
     /// Run until `stop`; a metadata-log failure is recorded in `view` and stops the process.
     pub fn run(
         mut self,
@@ -205,7 +205,7 @@ fn deliver(out: Output<Replier>, peers: &Peers, registry: &TopicRegistry, view: 
 
 /// Start the voter's threads: the listener and the quorum loop (which owns the node).
 pub fn spawn(
-    voter: Voter,
+    voter: QuorumVoter,
     listener: std::net::TcpListener,
     config: &ClusterConfig,
     registry: Arc<TopicRegistry>,

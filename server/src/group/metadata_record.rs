@@ -12,7 +12,7 @@ use bytes::{Buf, BufMut, Bytes, BytesMut};
 use rill_protocol::record::{encode_plain_batch, PlainRecord};
 use rill_types::batch::ValidatedBatch;
 
-use super::offsets::DecodeError;
+use super::offsets::OffsetRecordError;
 use crate::record_fields::{
     get_bytes, get_i16, get_i32, get_i64, get_nullable_str, put_bytes, put_nullable_str,
 };
@@ -70,13 +70,13 @@ pub fn encode_group_key(group: &str) -> Bytes {
 }
 
 /// The group id of a key whose version byte is [`GROUP_KEY_VERSION`] (checked here too).
-pub fn decode_group_key(mut buf: Bytes) -> Result<String, DecodeError> {
+pub fn decode_group_key(mut buf: Bytes) -> Result<String, OffsetRecordError> {
     if buf.remaining() < 1 || buf.get_u8() != GROUP_KEY_VERSION {
-        return Err(DecodeError::Record);
+        return Err(OffsetRecordError::Record);
     }
-    let group = get_nullable_str(&mut buf)?.ok_or(DecodeError::Record)?;
+    let group = get_nullable_str(&mut buf)?.ok_or(OffsetRecordError::Record)?;
     if buf.has_remaining() {
-        return Err(DecodeError::Record);
+        return Err(OffsetRecordError::Record);
     }
     Ok(group)
 }
@@ -106,19 +106,19 @@ pub fn encode_group_value(group: &GroupMetadata) -> Bytes {
 
 /// Parse [`encode_group_value`]'s bytes: a truncated, overlong or unknown-version value is an
 /// error.
-pub fn decode_group_value(mut buf: Bytes) -> Result<GroupMetadata, DecodeError> {
+pub fn decode_group_value(mut buf: Bytes) -> Result<GroupMetadata, OffsetRecordError> {
     if get_i16(&mut buf)? != VALUE_VERSION {
-        return Err(DecodeError::Record);
+        return Err(OffsetRecordError::Record);
     }
     let protocol_type = required(get_nullable_str(&mut buf)?)?;
     let generation = get_i32(&mut buf)?;
     let protocol_name = get_nullable_str(&mut buf)?;
     let leader = get_nullable_str(&mut buf)?;
     let current_state_timestamp_ms = get_i64(&mut buf)?;
-    let count = usize::try_from(get_i32(&mut buf)?).map_err(|_| DecodeError::Record)?;
+    let count = usize::try_from(get_i32(&mut buf)?).map_err(|_| OffsetRecordError::Record)?;
     // Every member takes at least 24 bytes: a count beyond that is corrupt, not a huge alloc.
     if count > buf.remaining() / 24 {
-        return Err(DecodeError::Record);
+        return Err(OffsetRecordError::Record);
     }
     let mut members = Vec::with_capacity(count);
     for _ in 0..count {
@@ -134,7 +134,7 @@ pub fn decode_group_value(mut buf: Bytes) -> Result<GroupMetadata, DecodeError> 
         });
     }
     if buf.has_remaining() {
-        return Err(DecodeError::Record);
+        return Err(OffsetRecordError::Record);
     }
     Ok(GroupMetadata {
         protocol_type,
@@ -160,8 +160,8 @@ pub fn encode_group_batch(
     ValidatedBatch::new(bytes, usize::MAX).expect("an encoded group batch is valid")
 }
 
-fn required(s: Option<String>) -> Result<String, DecodeError> {
-    s.ok_or(DecodeError::Record)
+fn required(s: Option<String>) -> Result<String, OffsetRecordError> {
+    s.ok_or(OffsetRecordError::Record)
 }
 
 #[cfg(test)]

@@ -87,7 +87,7 @@ pub struct OffsetRecord {
 
 /// Why stored bytes could not be read back.
 #[derive(Debug, thiserror::Error)]
-pub enum DecodeError {
+pub enum OffsetRecordError {
     /// The record batch did not parse.
     #[error("offsets log batch: {0}")]
     Batch(String),
@@ -96,9 +96,9 @@ pub enum DecodeError {
     Record,
 }
 
-impl From<Malformed> for DecodeError {
+impl From<Malformed> for OffsetRecordError {
     fn from(_: Malformed) -> Self {
-        DecodeError::Record
+        OffsetRecordError::Record
     }
 }
 
@@ -120,19 +120,19 @@ pub fn encode_key(key: &OffsetKey) -> Bytes {
 }
 
 /// Parse [`encode_key`]'s bytes.
-pub fn decode_key(mut buf: Bytes) -> Result<OffsetKey, DecodeError> {
+pub fn decode_key(mut buf: Bytes) -> Result<OffsetKey, OffsetRecordError> {
     if buf.remaining() < 1 {
-        return Err(DecodeError::Record);
+        return Err(OffsetRecordError::Record);
     }
     let tail = match buf.get_u8() {
         KEY_VERSION => 4,
         PENDING_KEY_VERSION => 12,
-        _ => return Err(DecodeError::Record),
+        _ => return Err(OffsetRecordError::Record),
     };
     let group = get_str(&mut buf)?;
     let topic = get_str(&mut buf)?;
     if buf.remaining() != tail {
-        return Err(DecodeError::Record);
+        return Err(OffsetRecordError::Record);
     }
     let partition = buf.get_i32();
     let pending_for = (tail == 12).then(|| ProducerId(buf.get_i64()));
@@ -163,9 +163,9 @@ pub fn encode_value(value: &CommittedOffset) -> Bytes {
 }
 
 /// Parse [`encode_value`]'s bytes.
-pub fn decode_value(mut buf: Bytes) -> Result<CommittedOffset, DecodeError> {
+pub fn decode_value(mut buf: Bytes) -> Result<CommittedOffset, OffsetRecordError> {
     if buf.remaining() < 25 || buf.get_u8() != VALUE_VERSION {
-        return Err(DecodeError::Record);
+        return Err(OffsetRecordError::Record);
     }
     let offset = Offset(buf.get_i64());
     let leader_epoch = LeaderEpoch(buf.get_i32());
@@ -174,9 +174,9 @@ pub fn decode_value(mut buf: Bytes) -> Result<CommittedOffset, DecodeError> {
     let metadata = if len < 0 {
         None
     } else if buf.remaining() == len as usize {
-        Some(String::from_utf8(buf.to_vec()).map_err(|_| DecodeError::Record)?)
+        Some(String::from_utf8(buf.to_vec()).map_err(|_| OffsetRecordError::Record)?)
     } else {
-        return Err(DecodeError::Record);
+        return Err(OffsetRecordError::Record);
     };
     Ok(CommittedOffset {
         offset,
@@ -209,7 +209,7 @@ pub enum LogRecord {
 
 /// The offset records in `chunk` (whole batches back to back), with their offsets, in log
 /// order; group membership records are skipped (a single node never writes them).
-pub fn decode_chunk(chunk: Bytes) -> Result<Vec<(Offset, OffsetRecord)>, DecodeError> {
+pub fn decode_chunk(chunk: Bytes) -> Result<Vec<(Offset, OffsetRecord)>, OffsetRecordError> {
     let records = decode_log_chunk(chunk)?.into_iter();
     Ok(records
         .filter_map(|(offset, record)| match record {
@@ -220,14 +220,14 @@ pub fn decode_chunk(chunk: Bytes) -> Result<Vec<(Offset, OffsetRecord)>, DecodeE
 }
 
 /// Every record in `chunk` (whole batches back to back), with its offset, in log order.
-pub fn decode_log_chunk(chunk: Bytes) -> Result<Vec<(Offset, LogRecord)>, DecodeError> {
+pub fn decode_log_chunk(chunk: Bytes) -> Result<Vec<(Offset, LogRecord)>, OffsetRecordError> {
     let mut buf = chunk;
-    let sets =
-        RecordBatchDecoder::decode_all(&mut buf).map_err(|e| DecodeError::Batch(e.to_string()))?;
+    let sets = RecordBatchDecoder::decode_all(&mut buf)
+        .map_err(|e| OffsetRecordError::Batch(e.to_string()))?;
     let mut out = Vec::new();
     for set in sets {
         for record in set.records {
-            let key = record.key.ok_or(DecodeError::Record)?;
+            let key = record.key.ok_or(OffsetRecordError::Record)?;
             let decoded = if key.first() == Some(&GROUP_KEY_VERSION) {
                 let group = decode_group_key(key)?;
                 let value = record.value.map(decode_group_value).transpose()?;

@@ -35,7 +35,7 @@ pub struct TxnRecord {
 
 /// Why stored bytes could not be read back.
 #[derive(Debug, thiserror::Error)]
-pub enum DecodeError {
+pub enum TxnRecordError {
     /// The record batch did not parse.
     #[error("transaction state log batch: {0}")]
     Batch(String),
@@ -44,9 +44,9 @@ pub enum DecodeError {
     Record,
 }
 
-impl From<Malformed> for DecodeError {
+impl From<Malformed> for TxnRecordError {
     fn from(_: Malformed) -> Self {
-        DecodeError::Record
+        TxnRecordError::Record
     }
 }
 
@@ -59,14 +59,14 @@ pub fn encode_key(transactional_id: &str) -> Bytes {
 }
 
 /// Parse [`encode_key`]'s bytes.
-pub fn decode_key(mut buf: Bytes) -> Result<String, DecodeError> {
+pub fn decode_key(mut buf: Bytes) -> Result<String, TxnRecordError> {
     need(&buf, 1)?;
     if buf.get_u8() != KEY_VERSION {
-        return Err(DecodeError::Record);
+        return Err(TxnRecordError::Record);
     }
     let id = get_str(&mut buf)?;
     if buf.has_remaining() {
-        return Err(DecodeError::Record);
+        return Err(TxnRecordError::Record);
     }
     Ok(id)
 }
@@ -100,10 +100,10 @@ pub fn encode_value(m: &TxnMetadata) -> Bytes {
 }
 
 /// Parse [`encode_value`]'s bytes.
-pub fn decode_value(mut buf: Bytes) -> Result<TxnMetadata, DecodeError> {
+pub fn decode_value(mut buf: Bytes) -> Result<TxnMetadata, TxnRecordError> {
     need(&buf, 1 + 8 + 8 + 2 + 2 + 4 + 1 + 8 + 8 + 4)?;
     if buf.get_u8() != VALUE_VERSION {
-        return Err(DecodeError::Record);
+        return Err(TxnRecordError::Record);
     }
     let producer_id = ProducerId(buf.get_i64());
     let last_producer_id = ProducerId(buf.get_i64());
@@ -112,7 +112,7 @@ pub fn decode_value(mut buf: Bytes) -> Result<TxnMetadata, DecodeError> {
     let timeout_ms = buf.get_i32();
     let state = *TxnState::ALL
         .get(buf.get_u8() as usize)
-        .ok_or(DecodeError::Record)?;
+        .ok_or(TxnRecordError::Record)?;
     let start_ms = buf.get_i64();
     let last_update_ms = buf.get_i64();
     let mut partitions = BTreeSet::new();
@@ -127,7 +127,7 @@ pub fn decode_value(mut buf: Bytes) -> Result<TxnMetadata, DecodeError> {
         groups.insert(get_str(&mut buf)?);
     }
     if buf.has_remaining() {
-        return Err(DecodeError::Record);
+        return Err(TxnRecordError::Record);
     }
     Ok(TxnMetadata {
         producer_id,
@@ -156,14 +156,14 @@ pub fn encode_batch(records: &[TxnRecord], timestamp_ms: i64) -> ValidatedBatch 
 }
 
 /// Every record in `chunk` (whole batches back to back), with its offset, in log order.
-pub fn decode_chunk(chunk: Bytes) -> Result<Vec<(i64, TxnRecord)>, DecodeError> {
+pub fn decode_chunk(chunk: Bytes) -> Result<Vec<(i64, TxnRecord)>, TxnRecordError> {
     let mut buf = chunk;
-    let sets =
-        RecordBatchDecoder::decode_all(&mut buf).map_err(|e| DecodeError::Batch(e.to_string()))?;
+    let sets = RecordBatchDecoder::decode_all(&mut buf)
+        .map_err(|e| TxnRecordError::Batch(e.to_string()))?;
     let mut out = Vec::new();
     for set in sets {
         for record in set.records {
-            let transactional_id = decode_key(record.key.ok_or(DecodeError::Record)?)?;
+            let transactional_id = decode_key(record.key.ok_or(TxnRecordError::Record)?)?;
             let metadata = record.value.map(decode_value).transpose()?;
             out.push((
                 record.offset,

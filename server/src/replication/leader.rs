@@ -54,6 +54,11 @@ impl LeaderState {
         leader_end: Offset,
         now_ms: i64,
     ) {
+        // The actor answers a fetch past its log end OFFSET_OUT_OF_RANGE before it gets here.
+        assert!(
+            fetch_offset <= leader_end,
+            "a follower fetches within the leader's log"
+        );
         let since = self.since_ms;
         let progress = self.followers.entry(node).or_insert(FollowerProgress {
             log_end: fetch_offset,
@@ -72,12 +77,22 @@ impl LeaderState {
     /// The high watermark: the least of the leader's own `durable` end and the log ends of
     /// the ISR followers (one that never fetched holds nothing we know of: the log start).
     pub fn high_watermark(&self, me: NodeId, durable: Offset, log_start: Offset) -> Offset {
-        self.role
+        assert!(
+            log_start <= durable,
+            "the log starts at or before its durable end"
+        );
+        let high_watermark = self
+            .role
             .isr
             .iter()
             .filter(|n| **n != me)
             .map(|n| self.followers.get(n).map_or(log_start, |f| f.log_end))
-            .fold(durable, Offset::min)
+            .fold(durable, Offset::min);
+        assert!(
+            high_watermark <= durable,
+            "the high watermark is durable on the leader"
+        );
+        high_watermark
     }
 
     /// The ISR the leader should ask for, if it differs: members that have not caught up for

@@ -326,6 +326,7 @@ impl<S: Storage + 'static> Actor<S> {
             log.set_high_watermark(hw);
         }
         let hw = log.high_watermark();
+        assert!(hw <= log.log_end_offset(), "high watermark within the log");
         let enough = state.role.isr.len() >= min_isr;
         pending.retain_mut(|ack| {
             let answer = if ack.end <= hw {

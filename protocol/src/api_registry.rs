@@ -44,8 +44,8 @@
 //! | DescribeTransactions (65)|   0..=0    |                                                                    |
 //! | ListTransactions (66)    |   0..=1    | v1 adds the duration filter; v2's id pattern is not offered        |
 //!
-//! The server decides which of these it implements and answers ApiVersions with
-//! [`api_versions_response_for`], passing that set; the ranges stay here.
+//! The rows themselves are [`for_each_api!`]: each names its versions and the server's handler,
+//! so adding an API is one row there plus one handler file.
 
 use crate::kafka_protocol::messages::api_versions_response::{ApiVersion, ApiVersionsResponse};
 use crate::kafka_protocol::messages::ApiKey;
@@ -65,68 +65,88 @@ pub struct ApiEntry {
 }
 
 impl ApiEntry {
-    const fn new(api_key: ApiKey, min: i16, max: i16) -> Self {
-        ApiEntry {
-            api_key,
-            advertised_min: min,
-            advertised_max: max,
-            decodable_min: min,
-        }
-    }
-
     /// Whether `version` is advertised AND decodable.
     pub const fn decodes(&self, version: i16) -> bool {
         version >= self.decodable_min && version <= self.advertised_max
     }
 }
 
-/// The registry. Sorted by api key (ApiVersions lists keys in this order).
-pub const ENTRIES: &[ApiEntry] = &[
-    // Produce v0-2: advertised so librdkafka keeps compression (KAFKA-18659), never decoded.
-    ApiEntry {
-        api_key: ApiKey::Produce,
-        advertised_min: 0,
-        advertised_max: 11,
-        decodable_min: 3,
-    },
-    ApiEntry::new(ApiKey::Fetch, 4, 12),
-    ApiEntry::new(ApiKey::ListOffsets, 1, 7),
-    ApiEntry::new(ApiKey::Metadata, 0, 12),
-    ApiEntry::new(ApiKey::OffsetCommit, 2, 9),
-    ApiEntry::new(ApiKey::OffsetFetch, 1, 9),
-    ApiEntry::new(ApiKey::FindCoordinator, 0, 4),
-    ApiEntry::new(ApiKey::JoinGroup, 0, 7),
-    ApiEntry::new(ApiKey::Heartbeat, 0, 4),
-    ApiEntry::new(ApiKey::LeaveGroup, 0, 5),
-    ApiEntry::new(ApiKey::SyncGroup, 0, 5),
-    ApiEntry::new(ApiKey::DescribeGroups, 0, 5),
-    ApiEntry::new(ApiKey::ListGroups, 0, 5),
-    ApiEntry::new(ApiKey::ApiVersions, 0, 4),
-    ApiEntry::new(ApiKey::CreateTopics, 2, 7),
-    ApiEntry::new(ApiKey::DeleteTopics, 1, 6),
-    ApiEntry::new(ApiKey::DeleteRecords, 0, 2),
-    ApiEntry::new(ApiKey::InitProducerId, 0, 4),
-    ApiEntry::new(ApiKey::OffsetForLeaderEpoch, 2, 4),
-    ApiEntry::new(ApiKey::AddPartitionsToTxn, 0, 5),
-    ApiEntry::new(ApiKey::AddOffsetsToTxn, 0, 4),
-    ApiEntry::new(ApiKey::EndTxn, 0, 4),
-    ApiEntry::new(ApiKey::WriteTxnMarkers, 1, 1),
-    ApiEntry::new(ApiKey::TxnOffsetCommit, 0, 4),
-    ApiEntry::new(ApiKey::DescribeConfigs, 1, 4),
-    ApiEntry::new(ApiKey::AlterConfigs, 0, 2),
-    ApiEntry::new(ApiKey::DescribeLogDirs, 1, 4),
-    ApiEntry::new(ApiKey::CreatePartitions, 0, 3),
-    ApiEntry::new(ApiKey::DeleteGroups, 0, 2),
-    ApiEntry::new(ApiKey::ElectLeaders, 0, 2),
-    ApiEntry::new(ApiKey::IncrementalAlterConfigs, 0, 1),
-    ApiEntry::new(ApiKey::AlterPartitionReassignments, 0, 0),
-    ApiEntry::new(ApiKey::ListPartitionReassignments, 0, 0),
-    ApiEntry::new(ApiKey::OffsetDelete, 0, 0),
-    ApiEntry::new(ApiKey::DescribeCluster, 0, 1),
-    ApiEntry::new(ApiKey::DescribeProducers, 0, 0),
-    ApiEntry::new(ApiKey::DescribeTransactions, 0, 0),
-    ApiEntry::new(ApiKey::ListTransactions, 0, 1),
-];
+/// The registry, written once: every other list of APIs is derived from it (the entries
+/// below, the pinned specs in `rill_protocol::schema`, and in rill-server the dispatch match and the
+/// handler each row names). `for_each_api!(m)` calls the macro `m` with the rows:
+///
+/// `Name min..=max [decodes from..] => handler,`
+///
+/// - `Name`: the `ApiKey`, `RequestKind` and `ResponseKind` variant, and the pinned spec
+///   `specs/{Name}Request.json`;
+/// - `min..=max`: the versions advertised in ApiVersions (the table in the module doc says why);
+/// - `decodes from..`: the lowest version decoded, where it is above `min` (Produce);
+/// - `handler`: the module `rill_server::handler::handler`, whose `serve` answers the API.
+///
+/// Rows are sorted by api key (ApiVersions lists keys in this order).
+#[macro_export]
+macro_rules! for_each_api {
+    ($then:ident) => {
+        $then! {
+            // Produce v0-2: advertised so librdkafka keeps compression (KAFKA-18659), never decoded.
+            Produce 0..=11 decodes 3.. => produce,
+            Fetch 4..=12 => fetch,
+            ListOffsets 1..=7 => list_offsets,
+            Metadata 0..=12 => metadata,
+            OffsetCommit 2..=9 => offset_commit,
+            OffsetFetch 1..=9 => offset_fetch,
+            FindCoordinator 0..=4 => find_coordinator,
+            JoinGroup 0..=7 => join_group,
+            Heartbeat 0..=4 => heartbeat,
+            LeaveGroup 0..=5 => leave_group,
+            SyncGroup 0..=5 => sync_group,
+            DescribeGroups 0..=5 => describe_groups,
+            ListGroups 0..=5 => list_groups,
+            ApiVersions 0..=4 => api_versions,
+            CreateTopics 2..=7 => create_topics,
+            DeleteTopics 1..=6 => delete_topics,
+            DeleteRecords 0..=2 => delete_records,
+            InitProducerId 0..=4 => init_producer_id,
+            OffsetForLeaderEpoch 2..=4 => offset_for_leader_epoch,
+            AddPartitionsToTxn 0..=5 => add_partitions_to_txn,
+            AddOffsetsToTxn 0..=4 => add_offsets_to_txn,
+            EndTxn 0..=4 => end_txn,
+            WriteTxnMarkers 1..=1 => write_txn_markers,
+            TxnOffsetCommit 0..=4 => txn_offset_commit,
+            DescribeConfigs 1..=4 => describe_configs,
+            AlterConfigs 0..=2 => alter_configs,
+            DescribeLogDirs 1..=4 => describe_log_dirs,
+            CreatePartitions 0..=3 => create_partitions,
+            DeleteGroups 0..=2 => delete_groups,
+            ElectLeaders 0..=2 => elect_leaders,
+            IncrementalAlterConfigs 0..=1 => incremental_alter_configs,
+            AlterPartitionReassignments 0..=0 => alter_partition_reassignments,
+            ListPartitionReassignments 0..=0 => list_partition_reassignments,
+            OffsetDelete 0..=0 => offset_delete,
+            DescribeCluster 0..=1 => describe_cluster,
+            DescribeProducers 0..=0 => describe_producers,
+            DescribeTransactions 0..=0 => describe_transactions,
+            ListTransactions 0..=1 => list_transactions,
+        }
+    };
+}
+
+/// [`ENTRIES`] from the rows of [`for_each_api!`].
+macro_rules! registry_entries {
+    ($($name:ident $min:literal ..= $max:literal $(decodes $from:literal ..)? => $handler:ident,)*) => {
+        /// Every API Rill serves, sorted by api key (see [`for_each_api!`]).
+        pub const ENTRIES: &[ApiEntry] = &[$(ApiEntry {
+            api_key: ApiKey::$name,
+            advertised_min: $min,
+            advertised_max: $max,
+            decodable_min: registry_entries!(@from $($from)? ; $min),
+        },)*];
+    };
+    (@from $from:literal ; $min:literal) => { $from };
+    (@from ; $min:literal) => { $min };
+}
+
+for_each_api!(registry_entries);
 
 /// All registry entries (for listing, docs and tests).
 pub fn entries() -> &'static [ApiEntry] {

@@ -100,155 +100,16 @@ pub struct MessageSpec {
     pub fields: Vec<Field>,
 }
 
-/// (api key, pinned spec text) for every API in the registry.
-const REQUEST_SPECS: &[(ApiKey, &str)] = &[
-    (
-        ApiKey::Produce,
-        include_str!("../specs/ProduceRequest.json"),
-    ),
-    (ApiKey::Fetch, include_str!("../specs/FetchRequest.json")),
-    (
-        ApiKey::ListOffsets,
-        include_str!("../specs/ListOffsetsRequest.json"),
-    ),
-    (
-        ApiKey::Metadata,
-        include_str!("../specs/MetadataRequest.json"),
-    ),
-    (
-        ApiKey::OffsetCommit,
-        include_str!("../specs/OffsetCommitRequest.json"),
-    ),
-    (
-        ApiKey::OffsetFetch,
-        include_str!("../specs/OffsetFetchRequest.json"),
-    ),
-    (
-        ApiKey::FindCoordinator,
-        include_str!("../specs/FindCoordinatorRequest.json"),
-    ),
-    (
-        ApiKey::JoinGroup,
-        include_str!("../specs/JoinGroupRequest.json"),
-    ),
-    (
-        ApiKey::Heartbeat,
-        include_str!("../specs/HeartbeatRequest.json"),
-    ),
-    (
-        ApiKey::LeaveGroup,
-        include_str!("../specs/LeaveGroupRequest.json"),
-    ),
-    (
-        ApiKey::SyncGroup,
-        include_str!("../specs/SyncGroupRequest.json"),
-    ),
-    (
-        ApiKey::DescribeGroups,
-        include_str!("../specs/DescribeGroupsRequest.json"),
-    ),
-    (
-        ApiKey::ListGroups,
-        include_str!("../specs/ListGroupsRequest.json"),
-    ),
-    (
-        ApiKey::ApiVersions,
-        include_str!("../specs/ApiVersionsRequest.json"),
-    ),
-    (
-        ApiKey::CreateTopics,
-        include_str!("../specs/CreateTopicsRequest.json"),
-    ),
-    (
-        ApiKey::DeleteTopics,
-        include_str!("../specs/DeleteTopicsRequest.json"),
-    ),
-    (
-        ApiKey::InitProducerId,
-        include_str!("../specs/InitProducerIdRequest.json"),
-    ),
-    (
-        ApiKey::OffsetForLeaderEpoch,
-        include_str!("../specs/OffsetForLeaderEpochRequest.json"),
-    ),
-    (
-        ApiKey::DescribeConfigs,
-        include_str!("../specs/DescribeConfigsRequest.json"),
-    ),
-    (
-        ApiKey::DeleteRecords,
-        include_str!("../specs/DeleteRecordsRequest.json"),
-    ),
-    (
-        ApiKey::AlterConfigs,
-        include_str!("../specs/AlterConfigsRequest.json"),
-    ),
-    (
-        ApiKey::IncrementalAlterConfigs,
-        include_str!("../specs/IncrementalAlterConfigsRequest.json"),
-    ),
-    (
-        ApiKey::DescribeLogDirs,
-        include_str!("../specs/DescribeLogDirsRequest.json"),
-    ),
-    (
-        ApiKey::CreatePartitions,
-        include_str!("../specs/CreatePartitionsRequest.json"),
-    ),
-    (
-        ApiKey::DeleteGroups,
-        include_str!("../specs/DeleteGroupsRequest.json"),
-    ),
-    (
-        ApiKey::ElectLeaders,
-        include_str!("../specs/ElectLeadersRequest.json"),
-    ),
-    (
-        ApiKey::AlterPartitionReassignments,
-        include_str!("../specs/AlterPartitionReassignmentsRequest.json"),
-    ),
-    (
-        ApiKey::ListPartitionReassignments,
-        include_str!("../specs/ListPartitionReassignmentsRequest.json"),
-    ),
-    (
-        ApiKey::OffsetDelete,
-        include_str!("../specs/OffsetDeleteRequest.json"),
-    ),
-    (
-        ApiKey::DescribeCluster,
-        include_str!("../specs/DescribeClusterRequest.json"),
-    ),
-    (
-        ApiKey::AddPartitionsToTxn,
-        include_str!("../specs/AddPartitionsToTxnRequest.json"),
-    ),
-    (
-        ApiKey::AddOffsetsToTxn,
-        include_str!("../specs/AddOffsetsToTxnRequest.json"),
-    ),
-    (ApiKey::EndTxn, include_str!("../specs/EndTxnRequest.json")),
-    (
-        ApiKey::WriteTxnMarkers,
-        include_str!("../specs/WriteTxnMarkersRequest.json"),
-    ),
-    (
-        ApiKey::TxnOffsetCommit,
-        include_str!("../specs/TxnOffsetCommitRequest.json"),
-    ),
-    (
-        ApiKey::DescribeProducers,
-        include_str!("../specs/DescribeProducersRequest.json"),
-    ),
-    (
-        ApiKey::DescribeTransactions,
-        include_str!("../specs/DescribeTransactionsRequest.json"),
-    ),
-    (
-        ApiKey::ListTransactions,
-        include_str!("../specs/ListTransactionsRequest.json"),
-    ),
-];
+/// (api key, pinned spec text) for every API in the registry ([`crate::for_each_api!`]).
+macro_rules! request_specs {
+    ($($name:ident $min:literal ..= $max:literal $(decodes $from:literal ..)? => $handler:ident,)*) => {
+        const REQUEST_SPECS: &[(ApiKey, &str)] = &[$((
+            ApiKey::$name,
+            include_str!(concat!("../specs/", stringify!($name), "Request.json")),
+        ),)*];
+    };
+}
+crate::for_each_api!(request_specs);
 
 /// The pinned request-header spec.
 const REQUEST_HEADER_SPEC: &str = include_str!("../specs/RequestHeader.json");

@@ -51,10 +51,6 @@ pub async fn dispatch<B: Broker>(broker: &B, frame_body: Bytes) -> Outcome {
     };
     let (api_key, version, correlation_id) =
         (request.api_key, request.api_version, request.correlation_id);
-    if !api_versions::implemented(api_key) {
-        tracing::debug!(?api_key, "closing connection: API not implemented");
-        return Outcome::Close;
-    }
     let client_id = request
         .header
         .client_id
@@ -73,169 +69,34 @@ pub async fn dispatch<B: Broker>(broker: &B, frame_body: Bytes) -> Outcome {
     }
 }
 
-/// What a handler answered.
-#[derive(Debug)]
-pub enum Answer {
-    /// A response body, encoded whole.
-    Body(ResponseKind),
-    /// A Fetch response without record bytes, and each partition's record chunks in response
-    /// order (spliced in uncopied by the vectored encoder).
-    Fetch(FetchResponse, Vec<Vec<Bytes>>),
-    /// No response (Produce with acks=0).
-    Silent,
-    /// Close the connection (Produce with acks=0 that failed somewhere, as Kafka does).
-    Close,
-}
+pub use crate::handler::Answer;
 
-/// Run the handler of one decoded request; `frame` is the frame body it was decoded from.
-pub async fn handle<B: Broker>(
-    broker: &B,
-    version: i16,
-    client_id: &str,
-    body: RequestKind,
-    frame: Bytes,
-) -> Answer {
-    use handler::*;
-    let response = match body {
-        RequestKind::ApiVersions(_) => ResponseKind::ApiVersions(api_versions::handle(version)),
-        RequestKind::Metadata(r) => ResponseKind::Metadata(metadata::handle(broker, version, &r)),
-        RequestKind::Produce(r) => match produce::handle(broker, version, r, frame).await {
-            produce::Produced::Response(response) => ResponseKind::Produce(response),
-            produce::Produced::Silent => return Answer::Silent,
-            produce::Produced::Close => return Answer::Close,
-        },
-        RequestKind::Fetch(r) => {
-            let (response, records) = fetch::handle(broker, version, &r).await;
-            return Answer::Fetch(response, records);
+/// [`handle`], generated from the registry's rows (`rill_protocol::for_each_api!`): each API's
+/// request goes to its handler's `serve`.
+macro_rules! dispatch_table {
+    ($($name:ident $min:literal ..= $max:literal $(decodes $from:literal ..)? => $handler:ident,)*) => {
+        /// Run the handler of one decoded request; `frame` is the frame body it was decoded from.
+        pub async fn handle<B: Broker>(
+            broker: &B,
+            version: i16,
+            client_id: &str,
+            body: RequestKind,
+            frame: Bytes,
+        ) -> Answer {
+            let cx = handler::RequestContext { version, client_id, frame };
+            match body {
+                $(RequestKind::$name(request) => handler::$handler::serve(broker, cx, request).await,)*
+                // The decoder decodes registry APIs only; anything else is closed, as Kafka does.
+                _ => {
+                    tracing::debug!("closing connection: API not implemented");
+                    Answer::Close
+                }
+            }
         }
-        RequestKind::ListOffsets(r) => {
-            ResponseKind::ListOffsets(list_offsets::handle(broker, version, &r).await)
-        }
-        RequestKind::DeleteRecords(r) => {
-            ResponseKind::DeleteRecords(delete_records::handle(broker, &r).await)
-        }
-        RequestKind::CreateTopics(r) => {
-            ResponseKind::CreateTopics(create_topics::handle(broker, version, &r).await)
-        }
-        RequestKind::DeleteTopics(r) => {
-            ResponseKind::DeleteTopics(delete_topics::handle(broker, version, &r).await)
-        }
-        RequestKind::CreatePartitions(r) => {
-            ResponseKind::CreatePartitions(create_partitions::handle(broker, &r).await)
-        }
-        RequestKind::DescribeConfigs(r) => {
-            ResponseKind::DescribeConfigs(describe_configs::handle(broker, version, &r))
-        }
-        RequestKind::AlterConfigs(r) => {
-            ResponseKind::AlterConfigs(alter_configs::handle(broker, &r).await)
-        }
-        RequestKind::IncrementalAlterConfigs(r) => ResponseKind::IncrementalAlterConfigs(
-            incremental_alter_configs::handle(broker, &r).await,
-        ),
-        RequestKind::DescribeCluster(r) => {
-            ResponseKind::DescribeCluster(describe_cluster::handle(broker, &r))
-        }
-        RequestKind::DescribeLogDirs(r) => {
-            ResponseKind::DescribeLogDirs(describe_log_dirs::handle(broker, &r).await)
-        }
-        RequestKind::ElectLeaders(r) => {
-            ResponseKind::ElectLeaders(elect_leaders::handle(broker, version, &r).await)
-        }
-        RequestKind::AlterPartitionReassignments(r) => ResponseKind::AlterPartitionReassignments(
-            alter_partition_reassignments::handle(broker, &r).await,
-        ),
-        RequestKind::ListPartitionReassignments(r) => ResponseKind::ListPartitionReassignments(
-            list_partition_reassignments::handle(broker, &r),
-        ),
-        RequestKind::OffsetForLeaderEpoch(r) => {
-            ResponseKind::OffsetForLeaderEpoch(offset_for_leader_epoch::handle(broker, &r).await)
-        }
-        RequestKind::InitProducerId(r) => {
-            ResponseKind::InitProducerId(init_producer_id::handle(broker, version, &r).await)
-        }
-        other => handle_group_or_txn(broker, version, client_id, other).await,
     };
-    Answer::Body(response)
 }
 
-/// Transaction APIs (issue 15), then the consumer-group ones.
-async fn handle_group_or_txn<B: Broker>(
-    broker: &B,
-    version: i16,
-    client_id: &str,
-    body: RequestKind,
-) -> ResponseKind {
-    use handler::*;
-    match body {
-        RequestKind::AddPartitionsToTxn(r) => ResponseKind::AddPartitionsToTxn(
-            add_partitions_to_txn::handle(broker, version, &r).await,
-        ),
-        RequestKind::AddOffsetsToTxn(r) => {
-            ResponseKind::AddOffsetsToTxn(add_offsets_to_txn::handle(broker, version, &r).await)
-        }
-        RequestKind::EndTxn(r) => ResponseKind::EndTxn(end_txn::handle(broker, version, &r).await),
-        RequestKind::WriteTxnMarkers(r) => {
-            ResponseKind::WriteTxnMarkers(write_txn_markers::handle(broker, &r).await)
-        }
-        RequestKind::TxnOffsetCommit(r) => {
-            ResponseKind::TxnOffsetCommit(txn_offset_commit::handle(broker, version, &r).await)
-        }
-        RequestKind::DescribeProducers(r) => {
-            ResponseKind::DescribeProducers(describe_producers::handle(broker, &r).await)
-        }
-        RequestKind::DescribeTransactions(r) => {
-            ResponseKind::DescribeTransactions(describe_transactions::handle(broker, &r).await)
-        }
-        RequestKind::ListTransactions(r) => {
-            ResponseKind::ListTransactions(list_transactions::handle(broker, version, &r).await)
-        }
-        other => handle_group(broker, version, client_id, other).await,
-    }
-}
-
-/// Consumer-group APIs (issue 5).
-async fn handle_group<B: Broker>(
-    broker: &B,
-    version: i16,
-    client_id: &str,
-    body: RequestKind,
-) -> ResponseKind {
-    use handler::*;
-    match body {
-        RequestKind::FindCoordinator(r) => {
-            ResponseKind::FindCoordinator(find_coordinator::handle(broker, version, &r))
-        }
-        RequestKind::JoinGroup(r) => {
-            ResponseKind::JoinGroup(join_group::handle(broker, version, client_id, &r).await)
-        }
-        RequestKind::SyncGroup(r) => {
-            ResponseKind::SyncGroup(sync_group::handle(broker, version, &r).await)
-        }
-        RequestKind::Heartbeat(r) => ResponseKind::Heartbeat(heartbeat::handle(broker, &r).await),
-        RequestKind::LeaveGroup(r) => {
-            ResponseKind::LeaveGroup(leave_group::handle(broker, version, &r).await)
-        }
-        RequestKind::OffsetCommit(r) => {
-            ResponseKind::OffsetCommit(offset_commit::handle(broker, version, &r).await)
-        }
-        RequestKind::OffsetFetch(r) => {
-            ResponseKind::OffsetFetch(offset_fetch::handle(broker, version, &r).await)
-        }
-        RequestKind::OffsetDelete(r) => {
-            ResponseKind::OffsetDelete(offset_delete::handle(broker, &r).await)
-        }
-        RequestKind::ListGroups(r) => {
-            ResponseKind::ListGroups(list_groups::handle(broker, version, &r).await)
-        }
-        RequestKind::DescribeGroups(r) => {
-            ResponseKind::DescribeGroups(describe_groups::handle(broker, version, &r).await)
-        }
-        RequestKind::DeleteGroups(r) => {
-            ResponseKind::DeleteGroups(delete_groups::handle(broker, &r).await)
-        }
-        other => unreachable!("implemented() admitted an unhandled request {other:?}"),
-    }
-}
+rill_protocol::for_each_api!(dispatch_table);
 
 /// A Fetch response as buffers: record chunks are spliced in, never copied.
 fn encode_fetch(

@@ -9,6 +9,15 @@ use rill_protocol::kafka_protocol::messages::{AlterConfigsRequest, AlterConfigsR
 use super::{str_bytes, Broker};
 use crate::config_changes::{alter, Change};
 
+/// This API's entry in the registry (`rill_protocol::for_each_api!`).
+pub async fn serve<B: Broker>(
+    broker: &B,
+    _cx: super::RequestContext<'_>,
+    request: rill_protocol::kafka_protocol::messages::AlterConfigsRequest,
+) -> super::Answer {
+    super::Answer::body(handle(broker, &request).await)
+}
+
 /// Answer AlterConfigs.
 pub async fn handle<B: Broker>(broker: &B, request: &AlterConfigsRequest) -> AlterConfigsResponse {
     let mut responses = Vec::with_capacity(request.resources.len());

@@ -18,6 +18,15 @@ use rill_protocol::ErrorCode;
 
 use super::{by_topic, str_bytes, topic_name, Broker};
 
+/// This API's entry in the registry (`rill_protocol::for_each_api!`).
+pub async fn serve<B: Broker>(
+    broker: &B,
+    _cx: super::RequestContext<'_>,
+    request: rill_protocol::kafka_protocol::messages::AlterPartitionReassignmentsRequest,
+) -> super::Answer {
+    super::Answer::body(handle(broker, &request).await)
+}
+
 /// Answer AlterPartitionReassignments.
 pub async fn handle<B: Broker>(
     broker: &B,

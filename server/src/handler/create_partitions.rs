@@ -9,6 +9,15 @@ use rill_protocol::ErrorCode;
 use super::{str_bytes, Broker};
 use crate::topics::Growth;
 
+/// This API's entry in the registry (`rill_protocol::for_each_api!`).
+pub async fn serve<B: Broker>(
+    broker: &B,
+    _cx: super::RequestContext<'_>,
+    request: rill_protocol::kafka_protocol::messages::CreatePartitionsRequest,
+) -> super::Answer {
+    super::Answer::body(handle(broker, &request).await)
+}
+
 /// Answer CreatePartitions (in a cluster: decided by the controller, [`crate::cluster::admin`]).
 pub async fn handle<B: Broker>(
     broker: &B,

@@ -17,6 +17,15 @@ use super::{str_bytes, Broker};
 use crate::topic_config::{describe, BrokerLayers, TopicSettings};
 use crate::topics::{validate_topic_name, Growth, TopicError, TopicMeta};
 
+/// This API's entry in the registry (`rill_protocol::for_each_api!`).
+pub async fn serve<B: Broker>(
+    broker: &B,
+    cx: super::RequestContext<'_>,
+    request: rill_protocol::kafka_protocol::messages::CreateTopicsRequest,
+) -> super::Answer {
+    super::Answer::body(handle(broker, cx.version, &request).await)
+}
+
 /// Answer CreateTopics (in a cluster: decided by the controller, [`crate::cluster::admin`]).
 pub async fn handle<B: Broker>(
     broker: &B,

@@ -6,6 +6,15 @@ use rill_protocol::kafka_protocol::messages::{DeleteGroupsRequest, DeleteGroupsR
 use super::Broker;
 use crate::group::{GroupOp, GroupReply};
 
+/// This API's entry in the registry (`rill_protocol::for_each_api!`).
+pub async fn serve<B: Broker>(
+    broker: &B,
+    _cx: super::RequestContext<'_>,
+    request: rill_protocol::kafka_protocol::messages::DeleteGroupsRequest,
+) -> super::Answer {
+    super::Answer::body(handle(broker, &request).await)
+}
+
 /// Answer DeleteGroups.
 pub async fn handle<B: Broker>(broker: &B, req: &DeleteGroupsRequest) -> DeleteGroupsResponse {
     let mut results = Vec::with_capacity(req.groups_names.len());

@@ -22,6 +22,15 @@ use super::Broker;
 use crate::partition::ops::{PartitionOp, PartitionReply};
 use crate::topic_config::TopicSettings;
 
+/// This API's entry in the registry (`rill_protocol::for_each_api!`).
+pub async fn serve<B: Broker>(
+    broker: &B,
+    _cx: super::RequestContext<'_>,
+    request: rill_protocol::kafka_protocol::messages::DeleteRecordsRequest,
+) -> super::Answer {
+    super::Answer::body(handle(broker, &request).await)
+}
+
 /// Answer DeleteRecords.
 pub async fn handle<B: Broker>(
     broker: &B,

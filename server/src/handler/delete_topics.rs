@@ -10,6 +10,15 @@ use uuid::Uuid;
 use super::{str_bytes, topic_name, Broker};
 use crate::partition::ops::PartitionOp;
 
+/// This API's entry in the registry (`rill_protocol::for_each_api!`).
+pub async fn serve<B: Broker>(
+    broker: &B,
+    cx: super::RequestContext<'_>,
+    request: rill_protocol::kafka_protocol::messages::DeleteTopicsRequest,
+) -> super::Answer {
+    super::Answer::body(handle(broker, cx.version, &request).await)
+}
+
 /// Answer DeleteTopics (names in v0-5, names or ids in v6+).
 pub async fn handle<B: Broker>(
     broker: &B,

@@ -8,6 +8,15 @@ use rill_protocol::kafka_protocol::messages::{
 
 use super::{str_bytes, Broker};
 
+/// This API's entry in the registry (`rill_protocol::for_each_api!`).
+pub async fn serve<B: Broker>(
+    broker: &B,
+    _cx: super::RequestContext<'_>,
+    request: rill_protocol::kafka_protocol::messages::DescribeClusterRequest,
+) -> super::Answer {
+    super::Answer::body(handle(broker, &request))
+}
+
 /// Answer DescribeCluster.
 pub fn handle<B: Broker>(broker: &B, _request: &DescribeClusterRequest) -> DescribeClusterResponse {
     let config = broker.config();

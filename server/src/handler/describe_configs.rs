@@ -33,6 +33,15 @@ struct Include {
     documentation: bool,
 }
 
+/// This API's entry in the registry (`rill_protocol::for_each_api!`).
+pub async fn serve<B: Broker>(
+    broker: &B,
+    cx: super::RequestContext<'_>,
+    request: rill_protocol::kafka_protocol::messages::DescribeConfigsRequest,
+) -> super::Answer {
+    super::Answer::body(handle(broker, cx.version, &request))
+}
+
 /// Answer DescribeConfigs.
 pub fn handle<B: Broker>(
     broker: &B,

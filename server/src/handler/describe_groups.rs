@@ -13,6 +13,15 @@ use crate::group::{GroupOp, GroupReply};
 /// accepted at versions that lack the field).
 const OPERATIONS_UNKNOWN: i32 = i32::MIN;
 
+/// This API's entry in the registry (`rill_protocol::for_each_api!`).
+pub async fn serve<B: Broker>(
+    broker: &B,
+    cx: super::RequestContext<'_>,
+    request: rill_protocol::kafka_protocol::messages::DescribeGroupsRequest,
+) -> super::Answer {
+    super::Answer::body(handle(broker, cx.version, &request).await)
+}
+
 /// Answer DescribeGroups.
 pub async fn handle<B: Broker>(
     broker: &B,

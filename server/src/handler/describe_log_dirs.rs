@@ -28,6 +28,15 @@ use rill_protocol::ErrorCode;
 use super::{str_bytes, topic_name, Broker};
 use crate::partition::ops::{PartitionOp, PartitionReply};
 
+/// This API's entry in the registry (`rill_protocol::for_each_api!`).
+pub async fn serve<B: Broker>(
+    broker: &B,
+    _cx: super::RequestContext<'_>,
+    request: rill_protocol::kafka_protocol::messages::DescribeLogDirsRequest,
+) -> super::Answer {
+    super::Answer::body(handle(broker, &request).await)
+}
+
 /// Answer DescribeLogDirs.
 pub async fn handle<B: Broker>(
     broker: &B,

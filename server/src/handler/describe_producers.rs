@@ -14,6 +14,15 @@ use rill_protocol::ErrorCode;
 use super::Broker;
 use crate::partition::ops::{PartitionOp, PartitionReply};
 
+/// This API's entry in the registry (`rill_protocol::for_each_api!`).
+pub async fn serve<B: Broker>(
+    broker: &B,
+    _cx: super::RequestContext<'_>,
+    request: rill_protocol::kafka_protocol::messages::DescribeProducersRequest,
+) -> super::Answer {
+    super::Answer::body(handle(broker, &request).await)
+}
+
 /// Answer DescribeProducers.
 pub async fn handle<B: Broker>(
     broker: &B,

@@ -12,6 +12,15 @@ use rill_protocol::kafka_protocol::messages::{
 use super::{str_bytes, topic_name, Broker};
 use crate::txn::ops::{TxnDescription, TxnOp, TxnReply};
 
+/// This API's entry in the registry (`rill_protocol::for_each_api!`).
+pub async fn serve<B: Broker>(
+    broker: &B,
+    _cx: super::RequestContext<'_>,
+    request: rill_protocol::kafka_protocol::messages::DescribeTransactionsRequest,
+) -> super::Answer {
+    super::Answer::body(handle(broker, &request).await)
+}
+
 /// Answer DescribeTransactions.
 pub async fn handle<B: Broker>(
     broker: &B,

@@ -16,6 +16,15 @@ use rill_protocol::ErrorCode;
 
 use super::{by_topic, str_bytes, topic_name, Broker};
 
+/// This API's entry in the registry (`rill_protocol::for_each_api!`).
+pub async fn serve<B: Broker>(
+    broker: &B,
+    cx: super::RequestContext<'_>,
+    request: rill_protocol::kafka_protocol::messages::ElectLeadersRequest,
+) -> super::Answer {
+    super::Answer::body(handle(broker, cx.version, &request).await)
+}
+
 /// Answer ElectLeaders.
 pub async fn handle<B: Broker>(
     broker: &B,

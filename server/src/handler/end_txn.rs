@@ -10,6 +10,15 @@ use super::Broker;
 use crate::txn::ops::{for_client, TxnOp, TxnProducer};
 use crate::txn::{ProducerEpoch, ProducerId};
 
+/// This API's entry in the registry (`rill_protocol::for_each_api!`).
+pub async fn serve<B: Broker>(
+    broker: &B,
+    cx: super::RequestContext<'_>,
+    request: rill_protocol::kafka_protocol::messages::EndTxnRequest,
+) -> super::Answer {
+    super::Answer::body(handle(broker, cx.version, &request).await)
+}
+
 /// Answer EndTxn.
 pub async fn handle<B: Broker>(broker: &B, version: i16, req: &EndTxnRequest) -> EndTxnResponse {
     let op = TxnOp::End {

@@ -65,6 +65,16 @@ struct Got {
     diverging: Option<(LeaderEpoch, Offset)>,
 }
 
+/// This API's entry in the registry (`rill_protocol::for_each_api!`).
+pub async fn serve<B: Broker>(
+    broker: &B,
+    cx: super::RequestContext<'_>,
+    request: FetchRequest,
+) -> super::Answer {
+    let (response, records) = handle(broker, cx.version, &request).await;
+    super::Answer::Fetch(response, records)
+}
+
 /// Answer Fetch: the response without record bytes, plus each partition's record chunks in
 /// response order, which the vectored encoder (`rill_protocol::fetch_encoder`) splices in
 /// without copying them.

@@ -16,6 +16,15 @@ use rill_protocol::ErrorCode;
 /// Key types Kafka defines: 0 = group, 1 = transaction.
 const KEY_TYPES: [i8; 2] = [0, 1];
 
+/// This API's entry in the registry (`rill_protocol::for_each_api!`).
+pub async fn serve<B: Broker>(
+    broker: &B,
+    cx: super::RequestContext<'_>,
+    request: rill_protocol::kafka_protocol::messages::FindCoordinatorRequest,
+) -> super::Answer {
+    super::Answer::body(handle(broker, cx.version, &request))
+}
+
 /// Answer FindCoordinator (v0-3: one key; v4+: a batch of keys).
 pub fn handle<B: Broker>(
     broker: &B,

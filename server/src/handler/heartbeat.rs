@@ -6,6 +6,15 @@ use super::Broker;
 use crate::group::ops::MemberRef;
 use crate::group::{GroupOp, GroupReply};
 
+/// This API's entry in the registry (`rill_protocol::for_each_api!`).
+pub async fn serve<B: Broker>(
+    broker: &B,
+    _cx: super::RequestContext<'_>,
+    request: rill_protocol::kafka_protocol::messages::HeartbeatRequest,
+) -> super::Answer {
+    super::Answer::body(handle(broker, &request).await)
+}
+
 /// Answer Heartbeat.
 pub async fn handle<B: Broker>(broker: &B, req: &HeartbeatRequest) -> HeartbeatResponse {
     let who = MemberRef {

@@ -10,6 +10,15 @@ use rill_protocol::ErrorCode;
 use super::{str_bytes, Broker};
 use crate::config_changes::{alter, Change, Op};
 
+/// This API's entry in the registry (`rill_protocol::for_each_api!`).
+pub async fn serve<B: Broker>(
+    broker: &B,
+    _cx: super::RequestContext<'_>,
+    request: rill_protocol::kafka_protocol::messages::IncrementalAlterConfigsRequest,
+) -> super::Answer {
+    super::Answer::body(handle(broker, &request).await)
+}
+
 /// Answer IncrementalAlterConfigs.
 pub async fn handle<B: Broker>(
     broker: &B,

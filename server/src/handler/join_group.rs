@@ -7,6 +7,15 @@ use super::{str_bytes, Broker};
 use crate::group::ops::{JoinArgs, JoinResult};
 use crate::group::{GroupOp, GroupReply};
 
+/// This API's entry in the registry (`rill_protocol::for_each_api!`).
+pub async fn serve<B: Broker>(
+    broker: &B,
+    cx: super::RequestContext<'_>,
+    request: rill_protocol::kafka_protocol::messages::JoinGroupRequest,
+) -> super::Answer {
+    super::Answer::body(handle(broker, cx.version, cx.client_id, &request).await)
+}
+
 /// Answer JoinGroup. `client_id` is the request header's (DescribeGroups shows it).
 pub async fn handle<B: Broker>(
     broker: &B,

@@ -8,6 +8,15 @@ use rill_protocol::ErrorCode;
 use super::Broker;
 use crate::group::{GroupOp, GroupReply};
 
+/// This API's entry in the registry (`rill_protocol::for_each_api!`).
+pub async fn serve<B: Broker>(
+    broker: &B,
+    cx: super::RequestContext<'_>,
+    request: rill_protocol::kafka_protocol::messages::LeaveGroupRequest,
+) -> super::Answer {
+    super::Answer::body(handle(broker, cx.version, &request).await)
+}
+
 /// Answer LeaveGroup.
 pub async fn handle<B: Broker>(
     broker: &B,

@@ -10,6 +10,15 @@ use super::{str_bytes, Broker};
 /// The type of every group (KIP-848's name for the JoinGroup/SyncGroup protocol).
 const CLASSIC: &str = "classic";
 
+/// This API's entry in the registry (`rill_protocol::for_each_api!`).
+pub async fn serve<B: Broker>(
+    broker: &B,
+    cx: super::RequestContext<'_>,
+    request: rill_protocol::kafka_protocol::messages::ListGroupsRequest,
+) -> super::Answer {
+    super::Answer::body(handle(broker, cx.version, &request).await)
+}
+
 /// Answer ListGroups.
 pub async fn handle<B: Broker>(
     broker: &B,

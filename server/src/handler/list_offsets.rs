@@ -21,6 +21,15 @@ const EARLIEST: i64 = -2;
 const LATEST: i64 = -1;
 const MAX_TIMESTAMP: i64 = -3;
 
+/// This API's entry in the registry (`rill_protocol::for_each_api!`).
+pub async fn serve<B: Broker>(
+    broker: &B,
+    cx: super::RequestContext<'_>,
+    request: rill_protocol::kafka_protocol::messages::ListOffsetsRequest,
+) -> super::Answer {
+    super::Answer::body(handle(broker, cx.version, &request).await)
+}
+
 /// Answer ListOffsets.
 pub async fn handle<B: Broker>(
     broker: &B,

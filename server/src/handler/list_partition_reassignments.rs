@@ -13,6 +13,15 @@ use rill_protocol::kafka_protocol::messages::{
 
 use super::{by_topic, topic_name, Broker};
 
+/// This API's entry in the registry (`rill_protocol::for_each_api!`).
+pub async fn serve<B: Broker>(
+    broker: &B,
+    _cx: super::RequestContext<'_>,
+    request: rill_protocol::kafka_protocol::messages::ListPartitionReassignmentsRequest,
+) -> super::Answer {
+    super::Answer::body(handle(broker, &request))
+}
+
 /// Answer ListPartitionReassignments.
 pub fn handle<B: Broker>(
     broker: &B,

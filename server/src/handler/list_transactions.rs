@@ -11,6 +11,15 @@ use super::{str_bytes, Broker};
 use crate::txn::ops::TxnListFilter;
 use crate::txn::state::TxnState;
 
+/// This API's entry in the registry (`rill_protocol::for_each_api!`).
+pub async fn serve<B: Broker>(
+    broker: &B,
+    cx: super::RequestContext<'_>,
+    request: rill_protocol::kafka_protocol::messages::ListTransactionsRequest,
+) -> super::Answer {
+    super::Answer::body(handle(broker, cx.version, &request).await)
+}
+
 /// Answer ListTransactions.
 pub async fn handle<B: Broker>(
     broker: &B,

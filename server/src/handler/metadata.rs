@@ -112,6 +112,15 @@ impl Layout {
     }
 }
 
+/// This API's entry in the registry (`rill_protocol::for_each_api!`).
+pub async fn serve<B: Broker>(
+    broker: &B,
+    cx: super::RequestContext<'_>,
+    request: rill_protocol::kafka_protocol::messages::MetadataRequest,
+) -> super::Answer {
+    super::Answer::body(handle(broker, cx.version, &request))
+}
+
 /// Answer Metadata.
 pub fn handle<B: Broker>(broker: &B, version: i16, request: &MetadataRequest) -> MetadataResponse {
     let layout = Layout::of(broker);

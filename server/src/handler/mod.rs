@@ -1,11 +1,48 @@
 //! One Kafka API per file: decode (done by rill-protocol) → plan → partitions → response.
 //!
-//! Handlers call the broker through [`crate::broker::Broker`] (re-exported here with its wire
-//! helpers, so each handler names them as `super::`).
+//! Each API's file is named by its row in the registry (`rill_protocol::for_each_api!`) and
+//! answers through its `serve`, which the dispatcher's match (generated from the same rows)
+//! calls. Handlers call the broker through [`crate::broker::Broker`] (re-exported here with its
+//! wire helpers, so each handler names them as `super::`).
+
+use bytes::Bytes;
+use rill_protocol::kafka_protocol::messages::{FetchResponse, ResponseKind};
 
 pub use crate::broker::{
     by_topic, str_bytes, topic_name, topic_or_auto_create, Broker, LEADER_EPOCH,
 };
+
+/// What a handler's `serve` is given beside the decoded request body.
+#[derive(Clone, Debug)]
+pub struct RequestContext<'a> {
+    /// The request's API version.
+    pub version: i16,
+    /// The client id of its header ("" when absent).
+    pub client_id: &'a str,
+    /// The frame body the request was decoded from (Produce takes its record bytes from it).
+    pub frame: Bytes,
+}
+
+/// What a handler answered.
+#[derive(Debug)]
+pub enum Answer {
+    /// A response body, encoded whole.
+    Body(ResponseKind),
+    /// A Fetch response without record bytes, and each partition's record chunks in response
+    /// order (spliced in uncopied by the vectored encoder).
+    Fetch(FetchResponse, Vec<Vec<Bytes>>),
+    /// No response (Produce with acks=0).
+    Silent,
+    /// Close the connection (Produce with acks=0 that failed somewhere, as Kafka does).
+    Close,
+}
+
+impl Answer {
+    /// A whole response body.
+    pub fn body(response: impl Into<ResponseKind>) -> Self {
+        Answer::Body(response.into())
+    }
+}
 
 pub mod add_offsets_to_txn;
 pub mod add_partitions_to_txn;

@@ -14,6 +14,15 @@ use crate::group::{GroupOp, GroupReply};
 use rill_protocol::ErrorCode;
 use rill_types::{LeaderEpoch, Offset};
 
+/// This API's entry in the registry (`rill_protocol::for_each_api!`).
+pub async fn serve<B: Broker>(
+    broker: &B,
+    cx: super::RequestContext<'_>,
+    request: rill_protocol::kafka_protocol::messages::OffsetCommitRequest,
+) -> super::Answer {
+    super::Answer::body(handle(broker, cx.version, &request).await)
+}
+
 /// Answer OffsetCommit: unknown partitions are refused here, the rest go to the coordinator.
 pub async fn handle<B: Broker>(
     broker: &B,

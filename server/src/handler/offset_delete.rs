@@ -9,6 +9,15 @@ use rill_protocol::ErrorCode;
 use super::Broker;
 use crate::group::{GroupOp, GroupReply};
 
+/// This API's entry in the registry (`rill_protocol::for_each_api!`).
+pub async fn serve<B: Broker>(
+    broker: &B,
+    _cx: super::RequestContext<'_>,
+    request: rill_protocol::kafka_protocol::messages::OffsetDeleteRequest,
+) -> super::Answer {
+    super::Answer::body(handle(broker, &request).await)
+}
+
 /// Answer OffsetDelete.
 pub async fn handle<B: Broker>(broker: &B, req: &OffsetDeleteRequest) -> OffsetDeleteResponse {
     let topics: Vec<(String, Vec<i32>)> = req

@@ -24,6 +24,15 @@ type Fetched = (
     Vec<(String, i32)>,
 );
 
+/// This API's entry in the registry (`rill_protocol::for_each_api!`).
+pub async fn serve<B: Broker>(
+    broker: &B,
+    cx: super::RequestContext<'_>,
+    request: rill_protocol::kafka_protocol::messages::OffsetFetchRequest,
+) -> super::Answer {
+    super::Answer::body(handle(broker, cx.version, &request).await)
+}
+
 /// Answer OffsetFetch.
 pub async fn handle<B: Broker>(
     broker: &B,

@@ -21,6 +21,15 @@ use rill_types::LeaderEpoch;
 use super::{topic_name, Broker};
 use crate::partition::ops::{PartitionOp, PartitionReply};
 
+/// This API's entry in the registry (`rill_protocol::for_each_api!`).
+pub async fn serve<B: Broker>(
+    broker: &B,
+    _cx: super::RequestContext<'_>,
+    request: rill_protocol::kafka_protocol::messages::OffsetForLeaderEpochRequest,
+) -> super::Answer {
+    super::Answer::body(handle(broker, &request).await)
+}
+
 /// Answer OffsetForLeaderEpoch.
 pub async fn handle<B: Broker>(
     broker: &B,

@@ -75,6 +75,19 @@ impl Produced {
     }
 }
 
+/// This API's entry in the registry (`rill_protocol::for_each_api!`).
+pub async fn serve<B: Broker>(
+    broker: &B,
+    cx: super::RequestContext<'_>,
+    request: ProduceRequest,
+) -> super::Answer {
+    match handle(broker, cx.version, request, cx.frame).await {
+        Produced::Response(response) => super::Answer::body(response),
+        Produced::Silent => super::Answer::Silent,
+        Produced::Close => super::Answer::Close,
+    }
+}
+
 /// Answer Produce (see [`Produced`]). `frame` is the request frame `request` was decoded
 /// from: its record bytes are slices of it (see [`owned_records`]).
 pub async fn handle<B: Broker>(

@@ -6,6 +6,15 @@ use super::{str_bytes, Broker};
 use crate::group::ops::{SyncArgs, SyncResult};
 use crate::group::{GroupOp, GroupReply};
 
+/// This API's entry in the registry (`rill_protocol::for_each_api!`).
+pub async fn serve<B: Broker>(
+    broker: &B,
+    cx: super::RequestContext<'_>,
+    request: rill_protocol::kafka_protocol::messages::SyncGroupRequest,
+) -> super::Answer {
+    super::Answer::body(handle(broker, cx.version, &request).await)
+}
+
 /// Answer SyncGroup (followers wait for the leader's assignment).
 pub async fn handle<B: Broker>(
     broker: &B,

@@ -19,6 +19,15 @@ use crate::group::ops::MemberRef;
 use crate::txn::ops::{for_client, TxnOp, TxnProducer, TxnReply};
 use crate::txn::{ProducerEpoch, ProducerId};
 
+/// This API's entry in the registry (`rill_protocol::for_each_api!`).
+pub async fn serve<B: Broker>(
+    broker: &B,
+    cx: super::RequestContext<'_>,
+    request: rill_protocol::kafka_protocol::messages::TxnOffsetCommitRequest,
+) -> super::Answer {
+    super::Answer::body(handle(broker, cx.version, &request).await)
+}
+
 /// Answer TxnOffsetCommit.
 pub async fn handle<B: Broker>(
     broker: &B,

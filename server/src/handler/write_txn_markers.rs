@@ -20,6 +20,15 @@ use super::Broker;
 use crate::group::{offsets_partition, GroupOp, GroupReply, OFFSETS_PARTITIONS, OFFSETS_TOPIC};
 use crate::partition::ops::{PartitionOp, PartitionReply};
 
+/// This API's entry in the registry (`rill_protocol::for_each_api!`).
+pub async fn serve<B: Broker>(
+    broker: &B,
+    _cx: super::RequestContext<'_>,
+    request: rill_protocol::kafka_protocol::messages::WriteTxnMarkersRequest,
+) -> super::Answer {
+    super::Answer::body(handle(broker, &request).await)
+}
+
 /// Answer WriteTxnMarkers.
 pub async fn handle<B: Broker>(
     broker: &B,

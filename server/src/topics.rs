@@ -11,7 +11,7 @@
 //! on the lock and do a small blocking write. Reads clone an `Arc`, never hold the lock across an
 //! `.await`.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -105,6 +105,21 @@ struct MetaDocument {
     /// cluster-wide default, a node id that broker. Absent in documents of older versions.
     #[serde(default)]
     broker_configs: Arc<BrokerConfigs>,
+    /// Topic names by id (Fetch v13+ names topics by id), rebuilt with every change; not stored.
+    #[serde(skip)]
+    ids: HashMap<Uuid, String>,
+}
+
+impl MetaDocument {
+    /// The document with its id index rebuilt from its topics (the first name wins an id
+    /// shared by several, as the scan it replaces found).
+    fn indexed(mut self) -> Self {
+        self.ids.clear();
+        for (name, meta) in &self.topics {
+            self.ids.entry(meta.id).or_insert_with(|| name.clone());
+        }
+        self
+    }
 }
 
 /// Dynamic broker configs: each broker's and the cluster's default, by broker property name.
@@ -183,9 +198,11 @@ impl TopicRegistry {
                 producer_id_reserved_until: 0,
                 topics: BTreeMap::new(),
                 broker_configs: Arc::default(),
+                ids: HashMap::new(),
             },
             Err(e) => return Err(e),
         };
+        let document = document.indexed();
         if document.format_version != FORMAT_VERSION {
             return Err(std::io::Error::new(
                 std::io::ErrorKind::InvalidData,
@@ -227,10 +244,12 @@ impl TopicRegistry {
     /// A topic by id (Fetch v13+ names topics by id).
     pub fn by_id(&self, id: Uuid) -> Option<(String, Arc<TopicMeta>)> {
         let doc = self.read();
-        doc.topics
-            .iter()
-            .find(|(_, meta)| meta.id == id)
-            .map(|(name, meta)| (name.clone(), meta.clone()))
+        let name = doc.ids.get(&id)?;
+        let meta = doc
+            .topics
+            .get(name)
+            .expect("the id index names a topic it holds");
+        Some((name.clone(), meta.clone()))
     }
 
     /// All topics, sorted by name.
@@ -467,6 +486,7 @@ impl TopicRegistry {
     }
 
     fn commit(&self, next: MetaDocument) -> Result<(), TopicError> {
+        let next = next.indexed();
         self.persist(&next)?;
         *self.document.write().unwrap_or_else(|e| e.into_inner()) = next;
         Ok(())
@@ -565,6 +585,29 @@ mod tests {
         assert_eq!(a2.configs, configs);
         assert!(reg.get("b").is_none());
         assert_eq!(reg.by_id(a.id).unwrap().0, "orders");
+    }
+
+    #[test]
+    fn the_id_index_follows_every_change() {
+        let dir = tempfile::tempdir().unwrap();
+        let reg = TopicRegistry::open(dir.path()).unwrap();
+        assert!(reg.by_id(Uuid::nil()).is_none(), "empty");
+        let a = reg.create("a", 1, BTreeMap::new()).unwrap();
+        let b = reg.create("b", 2, BTreeMap::new()).unwrap();
+        assert_eq!(
+            reg.by_id(b.id).map(|(n, m)| (n, m.partitions)),
+            Some(("b".into(), 2))
+        );
+        reg.delete("a").unwrap();
+        assert!(reg.by_id(a.id).is_none(), "a deleted topic's id is gone");
+        let mirrored = BTreeMap::from([("c".to_string(), a.clone())]);
+        reg.mirror(&reg.cluster_id(), mirrored).unwrap();
+        assert_eq!(
+            reg.by_id(a.id).unwrap().0,
+            "c",
+            "the metadata log's topics replace all"
+        );
+        assert!(reg.by_id(b.id).is_none());
     }
 
     #[test]

@@ -95,16 +95,9 @@ impl<S: Storage> LogManager<S> {
     }
 }
 
-/// Rejects topic names that could escape the data directory (Kafka's legal characters only).
+/// Rejects topic names that could escape the data directory (Kafka's rule, from the one
+/// limits table: legal characters only, never `.` or `..`).
 fn check_topic_name(topic: &str) -> Result<(), EngineError> {
-    let legal = |c: char| c.is_ascii_alphanumeric() || c == '.' || c == '_' || c == '-';
-    if topic.is_empty()
-        || topic.len() > 249
-        || topic == "."
-        || topic == ".."
-        || !topic.chars().all(legal)
-    {
-        return Err(EngineError::Layout(format!("illegal topic name {topic:?}")));
-    }
-    Ok(())
+    rill_types::limits::check_topic_name(topic)
+        .map_err(|e| EngineError::Layout(format!("illegal topic name: {}", e.reason)))
 }

@@ -5,12 +5,16 @@
 //! (upstream PRs #152/#161/#200 are still open). This module walks the request body once,
 //! driven by Kafka's own JSON spec of that API ([`crate::schema`]), without allocating, and
 //! rejects any string, bytes, array or tag section that cannot fit in the bytes that remain,
-//! and any array longer than [`ARRAY_ELEMENTS_MAX`]. Only then does the codec run.
+//! any array longer than [`ARRAY_ELEMENTS_MAX`], and any string longer than Kafka's
+//! [`WIRE_STRING_BYTES_MAX`] (32767: Kafka's generated readers refuse one even behind a compact
+//! varint length, and Kafka then closes the connection; the codec here would accept it).
+//! Only then does the codec run.
 //!
 //! Cost: one pass over the non-record bytes; record payloads are skipped by length.
 
 use crate::kafka_protocol::messages::ApiKey;
 use crate::schema::{request_spec, Field, FieldType, MessageSpec};
+use rill_types::limits::WIRE_STRING_BYTES_MAX;
 
 /// Most elements any single array in a request may hold. A Fetch of every partition of a
 /// large cluster is ~10^5; a million leaves room and caps what one array may make us allocate.
@@ -114,6 +118,14 @@ impl Walker<'_> {
                 } else {
                     self.i16_len(field)?
                 };
+                // Kafka's readers refuse a longer string even behind a varint length, and
+                // Rill's records could not store it (rill_types::limits).
+                if len > WIRE_STRING_BYTES_MAX {
+                    return self.fail(
+                        field,
+                        format!("string of {len} bytes exceeds {WIRE_STRING_BYTES_MAX}"),
+                    );
+                }
                 self.skip(field, len)
             }
             FieldType::Bytes => {
@@ -408,6 +420,50 @@ mod tests {
         let err = check_request_body(ApiKey::Metadata, 1, &[0, 0, 0, 1, 1, 44]).unwrap_err();
         assert_eq!(err.field, "Name");
         assert!(check_request_body(ApiKey::Metadata, 1, &[0xff, 0xff, 0xff, 0xff]).is_ok());
+    }
+
+    /// Issue 26: a 70 KB transactional id (InitProducerId v4), a 64 KiB group id (OffsetCommit
+    /// v8) and an over-32 KiB group instance id (JoinGroup v6) got past the codec, which reads
+    /// compact strings of any length, and panicked the record writers. Kafka's readers refuse
+    /// any string over 32767 bytes; so does the guard, and exactly 32767 passes.
+    #[test]
+    fn strings_over_kafkas_32767_bytes_are_refused_behind_compact_lengths() {
+        use crate::kafka_protocol::messages::*;
+        use crate::kafka_protocol::protocol::StrBytes;
+        type Make = fn(StrBytes) -> RequestKind;
+        let cases: [(ApiKey, i16, &str, Make); 4] = [
+            (ApiKey::InitProducerId, 4, "TransactionalId", |s| {
+                let r = InitProducerIdRequest::default();
+                RequestKind::InitProducerId(r.with_transactional_id(Some(TransactionalId(s))))
+            }),
+            (ApiKey::OffsetCommit, 8, "GroupId", |s| {
+                RequestKind::OffsetCommit(OffsetCommitRequest::default().with_group_id(GroupId(s)))
+            }),
+            (ApiKey::JoinGroup, 6, "GroupInstanceId", |s| {
+                RequestKind::JoinGroup(JoinGroupRequest::default().with_group_instance_id(Some(s)))
+            }),
+            (ApiKey::JoinGroup, 7, "ProtocolType", |s| {
+                RequestKind::JoinGroup(JoinGroupRequest::default().with_protocol_type(s))
+            }),
+        ];
+        for (api_key, version, field, make) in cases {
+            for (n, ok) in [
+                (WIRE_STRING_BYTES_MAX, true),
+                (WIRE_STRING_BYTES_MAX + 1, false),
+                (70_000, false),
+            ] {
+                let mut out = BytesMut::new();
+                make(StrBytes::from_string("x".repeat(n)))
+                    .encode(&mut out, version)
+                    .unwrap();
+                let checked = check_request_body(api_key, version, &out);
+                assert_eq!(checked.is_ok(), ok, "{api_key:?} v{version} {field} of {n}");
+                if let Err(e) = checked {
+                    assert_eq!(e.field, field);
+                    assert!(e.reason.contains("exceeds 32767"), "{e}");
+                }
+            }
+        }
     }
 
     #[test]

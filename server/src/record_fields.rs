@@ -1,8 +1,14 @@
 //! The fields of the coordinators' own records (offsets, group metadata, transaction state):
 //! big-endian integers and length-prefixed strings and bytes, every read checked against the
 //! bytes left, so a truncated or corrupt record is an error, never a panic.
+//!
+//! Writers: every string a record stores is one of the values in the limits table
+//! ([`rill_types::limits`]), which bounds them all by [`RECORD_STRING_BYTES_MAX`] (the wire
+//! refuses longer strings before any handler runs, and the one broker-made id, the member id,
+//! is cut to it). The writers assert that bound; a value the table lets through always fits.
 
 use bytes::{Buf, BufMut, Bytes, BytesMut};
+use rill_types::limits::RECORD_STRING_BYTES_MAX;
 
 /// A field did not fit the bytes left, or a string was not UTF-8; each record module turns it
 /// into its own error (`OffsetRecordError::Record`, `TxnRecordError::Record`).
@@ -17,10 +23,21 @@ pub fn need(buf: &Bytes, n: usize) -> Result<(), Malformed> {
     Ok(())
 }
 
-/// A u16-length string (ids and names: short, never null).
+/// A u16-length string (ids and names: at most [`RECORD_STRING_BYTES_MAX`], never null).
 pub fn put_str(out: &mut BytesMut, s: &str) {
-    out.put_u16(u16::try_from(s.len()).expect("ids, names and topics are short"));
+    out.put_u16(record_string_len(s) as u16);
     out.put_slice(s.as_bytes());
+}
+
+/// The length of a string a record stores, asserted within the limits table's bound.
+fn record_string_len(s: &str) -> i16 {
+    assert!(
+        s.len() <= RECORD_STRING_BYTES_MAX,
+        "a {}-byte string reached a record writer: the limits table bounds them by {}",
+        s.len(),
+        RECORD_STRING_BYTES_MAX
+    );
+    s.len() as i16
 }
 
 /// Reads [`put_str`]'s string.
@@ -34,7 +51,7 @@ pub fn get_str(buf: &mut Bytes) -> Result<String, Malformed> {
 pub fn put_nullable_str(out: &mut BytesMut, s: Option<&str>) {
     match s {
         Some(s) => {
-            out.put_i16(i16::try_from(s.len()).expect("ids and names are short"));
+            out.put_i16(record_string_len(s));
             out.put_slice(s.as_bytes());
         }
         None => out.put_i16(-1),
@@ -50,9 +67,11 @@ pub fn get_nullable_str(buf: &mut Bytes) -> Result<Option<String>, Malformed> {
     take_utf8(buf, len as usize).map(Some)
 }
 
-/// i32-length bytes (Kafka's BYTES).
+/// i32-length bytes (Kafka's BYTES): a member's subscription or assignment, each from one
+/// request frame, which is smaller than 2 GiB (its size prefix is an i32).
 pub fn put_bytes(out: &mut BytesMut, b: &Bytes) {
-    out.put_i32(i32::try_from(b.len()).expect("metadata fits a request"));
+    assert!(b.len() <= i32::MAX as usize, "bytes from one request frame");
+    out.put_i32(b.len() as i32);
     out.put_slice(b);
 }
 
@@ -116,6 +135,32 @@ mod tests {
         for cut in 0..whole.len() {
             assert_eq!(read(whole.slice(..cut)), Err(Malformed), "cut at {cut}");
         }
+    }
+
+    /// Issue 26: the longest string the limits table admits is written and read back by both
+    /// string writers; the u16 writer used to be the only bound, behind an `expect`.
+    #[test]
+    fn the_longest_admitted_string_round_trips_in_both_formats() {
+        let longest = "x".repeat(RECORD_STRING_BYTES_MAX);
+        let mut out = BytesMut::new();
+        put_str(&mut out, &longest);
+        put_nullable_str(&mut out, Some(&longest));
+        let mut buf = out.freeze();
+        assert_eq!(get_str(&mut buf).unwrap(), longest);
+        assert_eq!(
+            get_nullable_str(&mut buf).unwrap().as_deref(),
+            Some(&*longest)
+        );
+        assert!(!buf.has_remaining());
+    }
+
+    #[test]
+    #[should_panic(expected = "reached a record writer")]
+    fn a_string_over_the_table_is_a_broken_invariant() {
+        put_nullable_str(
+            &mut BytesMut::new(),
+            Some(&"x".repeat(RECORD_STRING_BYTES_MAX + 1)),
+        );
     }
 
     #[test]

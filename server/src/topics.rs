@@ -22,8 +22,6 @@ use rill_types::ProducerId;
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
-/// Kafka's limit on topic name length.
-pub const TOPIC_NAME_BYTES_MAX: usize = 249;
 /// Upper bound on partitions per topic (a named maximum: each costs a directory and a task).
 pub const PARTITIONS_PER_TOPIC_MAX: i32 = 10_000;
 /// Producer ids are reserved on disk this many at a time, so InitProducerId rarely writes.
@@ -518,23 +516,9 @@ pub fn write_atomically(dir: &Path, name: &str, bytes: &[u8]) -> std::io::Result
     std::fs::File::open(dir)?.sync_all()
 }
 
-/// Kafka's topic name rule: 1..=249 of `[a-zA-Z0-9._-]`, and not `.` or `..`.
+/// Kafka's topic name rule ([`rill_types::limits::check_topic_name`], the one table's row).
 pub fn validate_topic_name(name: &str) -> Result<(), TopicError> {
-    let invalid = |why: &str| Err(TopicError::InvalidName(format!("{name:?}: {why}")));
-    if name.is_empty() {
-        return invalid("empty");
-    }
-    if name.len() > TOPIC_NAME_BYTES_MAX {
-        return invalid("longer than 249 characters");
-    }
-    if name == "." || name == ".." {
-        return invalid("'.' and '..' are reserved");
-    }
-    let legal = |c: char| c.is_ascii_alphanumeric() || c == '.' || c == '_' || c == '-';
-    if !name.chars().all(legal) {
-        return invalid("only ASCII letters, digits, '.', '_' and '-' are allowed");
-    }
-    Ok(())
+    rill_types::limits::check_topic_name(name).map_err(|e| TopicError::InvalidName(e.reason))
 }
 
 fn validate_partition_count(partitions: i32) -> Result<(), TopicError> {

@@ -11,6 +11,8 @@
 //! - [`producer`]: [`ProducerId`], [`ProducerEpoch`], [`Sequence`] of idempotent producers.
 //! - [`batch`]: the v2 record batch header, its checks, and [`batch::ValidatedBatch`], the one
 //!   thing the engine appends.
+//! - [`limits`]: the one table of limits on client-sent names and ids (topic names, group,
+//!   member, instance and transactional ids, ...), bound to Kafka's and to Rill's record formats.
 //!
 //! Each typed value wraps the wire integer (`.0`); the conversion happens where a request is
 //! decoded or a response encoded, never in between.
@@ -25,6 +27,7 @@
 pub mod batch;
 pub mod error_code;
 pub mod leader_epoch;
+pub mod limits;
 pub mod offset;
 pub mod producer;
 pub mod timestamp;

@@ -11,10 +11,11 @@ use std::rc::Rc;
 
 use rill_engine::io::Clock;
 use rill_protocol::ErrorCode;
+use rill_types::limits::Field;
 
 use super::journal::Journal;
 use super::metadata_record::GroupMetadata;
-use super::offsets::{CommittedOffset, OffsetKey, OffsetRecord, METADATA_BYTES_MAX};
+use super::offsets::{CommittedOffset, OffsetKey, OffsetRecord};
 use super::ops::{GroupDescription, GroupListing, GroupOp, GroupReply, MemberRef, TopicPartitions};
 use super::state::{Group, GroupState};
 use super::GroupConfig;
@@ -99,8 +100,11 @@ impl<J: Journal> GroupCoordinator<J> {
 
     /// Run `op` on `group_id` (which this shard coordinates).
     pub async fn handle(&self, group_id: &str, op: GroupOp) -> GroupReply {
-        if group_id.is_empty() && !matches!(op, GroupOp::List | GroupOp::Fetch(_)) {
-            return invalid_group_id(&op);
+        // The limits table's row (an empty id: INVALID_GROUP_ID); List and Fetch take any.
+        if !matches!(op, GroupOp::List | GroupOp::Fetch(_)) {
+            if let Err(e) = Field::GroupId.check(group_id) {
+                return refused(&op, e.code);
+            }
         }
         if !matches!(op, GroupOp::List) {
             if let Err(code) = self.journal.ready(group_id) {
@@ -238,12 +242,9 @@ impl<J: Journal> GroupCoordinator<J> {
         let mut errors = Vec::with_capacity(offsets.len());
         let mut records = Vec::new();
         for (topic, partition, mut value) in offsets {
-            if value
-                .metadata
-                .as_ref()
-                .is_some_and(|m| m.len() > METADATA_BYTES_MAX)
-            {
-                errors.push(ErrorCode::OffsetMetadataTooLarge);
+            let metadata = value.metadata.as_deref().unwrap_or("");
+            if let Err(e) = Field::OffsetMetadata.check(metadata) {
+                errors.push(e.code); // OFFSET_METADATA_TOO_LARGE
                 continue;
             }
             errors.push(ErrorCode::None);
@@ -497,34 +498,27 @@ fn groups_of(
     groups
 }
 
-fn invalid_group_id(op: &GroupOp) -> GroupReply {
+/// `op` refused with `code` for its group id, in the reply shape `op` expects.
+fn refused(op: &GroupOp, code: ErrorCode) -> GroupReply {
     match op {
-        GroupOp::Join(args) => GroupReply::Join(super::ops::JoinResult::error(
-            ErrorCode::InvalidGroupId,
-            &args.member_id,
-        )),
-        GroupOp::Sync(_) => {
-            GroupReply::Sync(super::ops::SyncResult::error(ErrorCode::InvalidGroupId))
+        GroupOp::Join(args) => {
+            GroupReply::Join(super::ops::JoinResult::error(code, &args.member_id))
         }
-        GroupOp::Heartbeat(_) => GroupReply::Heartbeat(ErrorCode::InvalidGroupId),
-        GroupOp::Leave(m) => GroupReply::Leave(
-            ErrorCode::InvalidGroupId,
-            vec![ErrorCode::InvalidGroupId; m.len()],
-        ),
-        GroupOp::Commit(_, o) => GroupReply::Commit(vec![ErrorCode::InvalidGroupId; o.len()]),
+        GroupOp::Sync(_) => GroupReply::Sync(super::ops::SyncResult::error(code)),
+        GroupOp::Heartbeat(_) => GroupReply::Heartbeat(code),
+        GroupOp::Leave(m) => GroupReply::Leave(code, vec![code; m.len()]),
+        GroupOp::Commit(_, o) => GroupReply::Commit(vec![code; o.len()]),
         GroupOp::DeleteOffsets(t) => {
             let n = t.iter().map(|(_, p)| p.len()).sum();
-            GroupReply::DeleteOffsets(ErrorCode::InvalidGroupId, vec![ErrorCode::None; n])
+            GroupReply::DeleteOffsets(code, vec![ErrorCode::None; n])
         }
         GroupOp::Describe => GroupReply::Describe(GroupDescription {
-            error_code: ErrorCode::InvalidGroupId,
+            error_code: code,
             ..Default::default()
         }),
-        GroupOp::Delete => GroupReply::Delete(ErrorCode::InvalidGroupId),
-        GroupOp::TxnCommit { offsets, .. } => {
-            GroupReply::Commit(vec![ErrorCode::InvalidGroupId; offsets.len()])
-        }
-        GroupOp::TxnEnd { .. } => GroupReply::TxnEnd(ErrorCode::InvalidGroupId),
+        GroupOp::Delete => GroupReply::Delete(code),
+        GroupOp::TxnCommit { offsets, .. } => GroupReply::Commit(vec![code; offsets.len()]),
+        GroupOp::TxnEnd { .. } => GroupReply::TxnEnd(code),
         GroupOp::PendingTxn(_) => GroupReply::PendingTxn(Vec::new()),
         GroupOp::Fetch(_) | GroupOp::List => unreachable!("allowed with an empty id"),
     }

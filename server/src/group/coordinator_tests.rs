@@ -114,7 +114,7 @@ fn a_failed_journal_write_is_an_error_and_not_visible() {
 #[test]
 fn oversized_metadata_is_refused_per_partition() {
     let c = coordinator();
-    let big = "x".repeat(METADATA_BYTES_MAX + 1);
+    let big = "x".repeat(super::super::offsets::METADATA_BYTES_MAX + 1);
     let op = GroupOp::Commit(
         simple(),
         vec![

@@ -22,8 +22,9 @@ use super::metadata_record::{
     decode_group_key, decode_group_value, GroupMetadata, GROUP_KEY_VERSION,
 };
 
-/// Kafka's `offset.metadata.max.bytes` default: longer metadata gets OFFSET_METADATA_TOO_LARGE.
-pub const METADATA_BYTES_MAX: usize = 4096;
+/// Kafka's `offset.metadata.max.bytes` default: longer metadata gets OFFSET_METADATA_TOO_LARGE
+/// (a row of the limits table).
+pub use rill_types::limits::OFFSET_METADATA_BYTES_MAX as METADATA_BYTES_MAX;
 
 const KEY_VERSION: u8 = 1;
 const PENDING_KEY_VERSION: u8 = 2;
@@ -154,6 +155,7 @@ pub fn encode_value(value: &CommittedOffset) -> Bytes {
     out.put_i64(value.commit_time_ms);
     match metadata {
         Some(m) => {
+            // A wire STRING (at most 32767 bytes, rill_types::limits): fits the i32.
             out.put_i32(m.len() as i32);
             out.put_slice(m.as_bytes());
         }

@@ -272,7 +272,8 @@ impl Group {
             .group_instance_id
             .as_deref()
             .unwrap_or(args.client_id.as_str());
-        format!("{prefix}-{}", uuid::Uuid::new_v4())
+        // Cut to fit a record string (rill_types::limits): a 32 KiB client id is legal.
+        rill_types::limits::member_id(prefix, &uuid::Uuid::new_v4().to_string())
     }
 
     fn join_new(&mut self, args: JoinArgs, tx: oneshot::Sender<JoinResult>, now_ms: i64) {

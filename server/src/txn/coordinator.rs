@@ -26,6 +26,7 @@ use futures::future::join_all;
 use rill_engine::io::Clock;
 use rill_engine::TxnMarker;
 use rill_protocol::ErrorCode;
+use rill_types::limits::Field;
 
 use super::env::{TxnEnv, TxnOffsets};
 use super::log::TxnJournal;
@@ -129,8 +130,11 @@ impl<J: TxnJournal> TxnCoordinator<J> {
 
     /// Run `op` on `id` (which this shard coordinates); `env` writes markers and group offsets.
     pub async fn handle<E: TxnEnv>(&self, id: &str, op: TxnOp, env: &E) -> TxnReply {
-        if id.is_empty() && !matches!(op, TxnOp::List(_)) {
-            return invalid_request(&op);
+        // The limits table's row (an empty id: INVALID_REQUEST); List names no id.
+        if !matches!(op, TxnOp::List(_)) {
+            if let Err(e) = Field::TransactionalId.check(id) {
+                return refused(&op, e.code);
+            }
         }
         if !matches!(op, TxnOp::List(_)) {
             if let Err(code) = self.journal.ready(id) {
@@ -273,8 +277,8 @@ impl<J: TxnJournal> TxnCoordinator<J> {
     }
 
     async fn add_group(&self, id: &str, producer: TxnProducer, group: String) -> ErrorCode {
-        if group.is_empty() {
-            return ErrorCode::InvalidGroupId;
+        if let Err(e) = Field::GroupId.check(&group) {
+            return e.code;
         }
         self.add(id, producer, &[], &[group]).await
     }
@@ -553,8 +557,8 @@ impl<J: TxnJournal> TxnCoordinator<J> {
     }
 }
 
-fn invalid_request(op: &TxnOp) -> TxnReply {
-    let code = ErrorCode::InvalidRequest;
+/// `op` refused with `code` for its transactional id, in the reply shape `op` expects.
+fn refused(op: &TxnOp, code: ErrorCode) -> TxnReply {
     match op {
         TxnOp::InitProducerId { .. } => TxnReply::Init(Err(code)),
         TxnOp::AddPartitions { partitions, .. } => {

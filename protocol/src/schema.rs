@@ -126,6 +126,16 @@ pub fn request_spec(api_key: ApiKey) -> Option<&'static MessageSpec> {
     specs.get(&(api_key as i16))
 }
 
+/// The consumer protocol's subscription (JoinGroup member metadata of `protocol_type`
+/// "consumer"), for checking a client's metadata before it is decoded.
+pub fn consumer_subscription_spec() -> &'static MessageSpec {
+    static SPEC: OnceLock<MessageSpec> = OnceLock::new();
+    SPEC.get_or_init(|| {
+        parse_spec(include_str!("../specs/ConsumerProtocolSubscription.json"))
+            .expect("pinned subscription spec parses")
+    })
+}
+
 /// The parsed request-header spec.
 pub fn request_header_spec() -> &'static MessageSpec {
     static SPEC: OnceLock<MessageSpec> = OnceLock::new();

@@ -906,8 +906,12 @@ impl Group {
                 return None;
             }
             // The consumer protocol's metadata: an i16 version, then the subscription.
-            let version = bytes::Buf::get_i16(&mut meta);
-            let sub = ConsumerProtocolSubscription::decode(&mut meta, version.clamp(0, 3)).ok()?;
+            let version = bytes::Buf::get_i16(&mut meta).clamp(0, 3);
+            // The client's bytes: every length is checked before the codec allocates for it
+            // (a topics count of 2^30 made it abort the broker).
+            let spec = rill_protocol::schema::consumer_subscription_spec();
+            rill_protocol::length_guard::check_message(spec, version, &meta).ok()?;
+            let sub = ConsumerProtocolSubscription::decode(&mut meta, version).ok()?;
             topics.extend(sub.topics.into_iter().map(|t| t.to_string()));
         }
         Some(topics)

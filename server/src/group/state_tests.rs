@@ -495,3 +495,28 @@ fn a_group_with_members_rebalances_without_the_delay() {
     assert_eq!(ready(&mut a_join).unwrap().generation_id, 2);
     assert_eq!(ready(&mut b_join).unwrap().generation_id, 2);
 }
+
+/// A consumer's metadata whose topics count claims ~2^30 strings: once made the codec allocate
+/// 58 GB and abort the broker on OffsetDelete (found by the differential suite, issue 28).
+#[test]
+fn subscribed_topics_of_hostile_metadata_is_unknown_not_an_abort() {
+    let mut g = Group::new("g", 0);
+    let id = first_member(&mut g, 0);
+    assert!(!id.is_empty());
+    // "meta-range": version 0x6d65 (clamped to 3), then a topics count of 0x74612d72.
+    assert_eq!(g.subscribed_topics(), None);
+}
+
+/// A well-formed subscription (v0: two topics, null user data) is read.
+#[test]
+fn subscribed_topics_reads_a_real_subscription() {
+    let mut g = Group::new("g", 0);
+    let mut join = args("", &["range"]);
+    let mut meta = vec![0, 0, 0, 0, 0, 2, 0, 1, b'a', 0, 1, b'b'];
+    meta.extend_from_slice(&(-1i32).to_be_bytes());
+    join.protocols = vec![("range".into(), Bytes::from(meta))];
+    let r = ready(&mut g.join(join.clone(), 0)).unwrap();
+    join.member_id = r.member_id;
+    ready(&mut g.join(join, 0)).expect("sole member completes at once");
+    assert_eq!(g.subscribed_topics(), Some(vec!["a".to_string(), "b".to_string()]));
+}

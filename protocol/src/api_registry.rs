@@ -31,6 +31,7 @@
 //! | TxnOffsetCommit (28)     |   0..=4    | librdkafka 3 (KIP-447 member fields); v5 is KIP-890 part 2         |
 //! | DescribeConfigs (32)     |   1..=4    | codec minimum 1                                                    |
 //! | AlterConfigs (33)        |   0..=2    | kafkajs and kafka-python's non-incremental path                    |
+//! | AlterReplicaLogDirs (34) |   1..=2    | Kafka 4's range; one data directory: moving a replica where it is answers NONE |
 //! | DescribeLogDirs (35)     |   1..=4    | codec minimum 1; v4 adds the directory's total and usable bytes    |
 //! | CreatePartitions (37)    |   0..=3    |                                                                    |
 //! | DeleteGroups (42)        |   0..=2    |                                                                    |
@@ -115,6 +116,7 @@ macro_rules! for_each_api {
             TxnOffsetCommit 0..=4 => txn_offset_commit,
             DescribeConfigs 1..=4 => describe_configs,
             AlterConfigs 0..=2 => alter_configs,
+            AlterReplicaLogDirs 1..=2 => alter_replica_log_dirs,
             DescribeLogDirs 1..=4 => describe_log_dirs,
             CreatePartitions 0..=3 => create_partitions,
             DeleteGroups 0..=2 => delete_groups,

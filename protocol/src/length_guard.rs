@@ -367,6 +367,9 @@ mod tests {
             ApiKey::DescribeLogDirs => {
                 RequestKind::DescribeLogDirs(DescribeLogDirsRequest::default())
             }
+            ApiKey::AlterReplicaLogDirs => {
+                RequestKind::AlterReplicaLogDirs(AlterReplicaLogDirsRequest::default())
+            }
             ApiKey::ElectLeaders => RequestKind::ElectLeaders(ElectLeadersRequest::default()),
             ApiKey::AlterPartitionReassignments => RequestKind::AlterPartitionReassignments(
                 AlterPartitionReassignmentsRequest::default(),

@@ -518,5 +518,8 @@ fn subscribed_topics_reads_a_real_subscription() {
     let r = ready(&mut g.join(join.clone(), 0)).unwrap();
     join.member_id = r.member_id;
     ready(&mut g.join(join, 0)).expect("sole member completes at once");
-    assert_eq!(g.subscribed_topics(), Some(vec!["a".to_string(), "b".to_string()]));
+    assert_eq!(
+        g.subscribed_topics(),
+        Some(vec!["a".to_string(), "b".to_string()])
+    );
 }

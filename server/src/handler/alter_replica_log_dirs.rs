@@ -1,0 +1,92 @@
+//! AlterReplicaLogDirs (34): move replicas between a broker's log directories (JBOD,
+//! `kafka-reassign-partitions.sh --reassignment-json-file` with `log_dirs`).
+//!
+//! Rill keeps every partition in its one data directory, so the only move it can be asked for
+//! is to the directory the replica is already in, which Kafka answers NONE (nothing to move).
+//! Each partition is answered as Kafka's ReplicaManager does, in this order:
+//!
+//! | case                                                   | answer                        |
+//! |--------------------------------------------------------|-------------------------------|
+//! | the path is not this broker's data directory           | LOG_DIR_NOT_FOUND             |
+//! | the topic or partition is not held here                | UNKNOWN_TOPIC_OR_PARTITION    |
+//! | otherwise (the replica is already there)               | NONE                          |
+
+use std::path::{Path, PathBuf};
+
+use rill_protocol::kafka_protocol::messages::alter_replica_log_dirs_response::{
+    AlterReplicaLogDirPartitionResult, AlterReplicaLogDirTopicResult,
+};
+use rill_protocol::kafka_protocol::messages::{
+    AlterReplicaLogDirsRequest, AlterReplicaLogDirsResponse,
+};
+use rill_protocol::ErrorCode;
+
+use super::Broker;
+
+/// The registry's entry point (`for_each_api!`).
+pub async fn serve<B: Broker>(
+    broker: &B,
+    _cx: super::RequestContext<'_>,
+    request: AlterReplicaLogDirsRequest,
+) -> super::Answer {
+    super::Answer::body(handle(broker, &request))
+}
+
+/// Answer AlterReplicaLogDirs.
+pub fn handle<B: Broker>(
+    broker: &B,
+    req: &AlterReplicaLogDirsRequest,
+) -> AlterReplicaLogDirsResponse {
+    let data_dir = absolute(&broker.config().data_dir);
+    let mut results = Vec::new();
+    for dir in &req.dirs {
+        let here = absolute(Path::new(dir.path.as_str())) == data_dir;
+        for topic in &dir.topics {
+            let partitions = topic
+                .partitions
+                .iter()
+                .map(|&partition| {
+                    let code = if !here {
+                        ErrorCode::LogDirNotFound
+                    } else if !holds(broker, topic.name.0.as_str(), partition) {
+                        ErrorCode::UnknownTopicOrPartition
+                    } else {
+                        ErrorCode::None
+                    };
+                    AlterReplicaLogDirPartitionResult::default()
+                        .with_partition_index(partition)
+                        .with_error_code(code.code())
+                })
+                .collect();
+            results.push(
+                AlterReplicaLogDirTopicResult::default()
+                    .with_topic_name(topic.name.clone())
+                    .with_partitions(partitions),
+            );
+        }
+    }
+    AlterReplicaLogDirsResponse::default().with_results(results)
+}
+
+/// The path made absolute and normalised as Kafka does (`toAbsolutePath.normalize`), and with
+/// symlinks resolved where it exists.
+fn absolute(path: &Path) -> PathBuf {
+    std::fs::canonicalize(path).unwrap_or_else(|_| std::path::absolute(path).unwrap_or_default())
+}
+
+/// Whether this broker holds a replica of `topic`/`partition`.
+fn holds<B: Broker>(broker: &B, topic: &str, partition: i32) -> bool {
+    let Some(meta) = broker.topics().get(topic) else {
+        return false;
+    };
+    if !(0..meta.partitions).contains(&partition) {
+        return false;
+    }
+    match broker.cluster() {
+        None => true,
+        Some(cluster) => cluster
+            .image()
+            .partition(topic, partition)
+            .is_some_and(|p| p.replicas.contains(&cluster.node_id())),
+    }
+}

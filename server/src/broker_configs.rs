@@ -30,7 +30,7 @@ pub struct StaticConfig {
 pub const STATIC_CONFIGS: &[StaticConfig] = &[
     StaticConfig {
         name: "advertised.listeners",
-        kind: ConfigType::String,
+        kind: ConfigType::List,
         doc: "The address clients are told to connect to (Metadata).",
         value: |c| format!("PLAINTEXT://{}:{}", c.advertise_host, c.advertise_port),
     },
@@ -55,7 +55,7 @@ pub const STATIC_CONFIGS: &[StaticConfig] = &[
     },
     StaticConfig {
         name: "listeners",
-        kind: ConfigType::String,
+        kind: ConfigType::List,
         doc: "The address the broker listens on.",
         value: |c| format!("PLAINTEXT://{}", c.listen),
     },

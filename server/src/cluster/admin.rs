@@ -99,7 +99,10 @@ pub async fn create_topics<B: Broker>(
         .iter()
         .zip(checked)
         .map(|(topic, checked)| {
-            let result = CreatableTopicResult::default().with_name(topic.name.clone());
+            let result = CreatableTopicResult::default()
+                .with_name(topic.name.clone())
+                // Kafka sends null on success; the codec's default is "".
+                .with_error_message(None);
             let outcome = checked.and_then(|((partitions, factor, configs), _)| {
                 let decided = decided.as_ref().map_err(Clone::clone)?;
                 let r = decided.get(topic.name.0.as_str()).ok_or_else(missing)?;

@@ -132,7 +132,10 @@ fn response(results: Vec<PartitionResult>) -> AlterPartitionReassignmentsRespons
                 .with_partitions(partitions)
         })
         .collect();
-    AlterPartitionReassignmentsResponse::default().with_responses(topics)
+    // Kafka sends a null top-level message on success; the codec's default is "".
+    AlterPartitionReassignmentsResponse::default()
+        .with_error_message(None)
+        .with_responses(topics)
 }
 
 #[cfg(test)]

@@ -53,7 +53,10 @@ fn create_one<B: Broker>(
     pending: &Cell<i64>,
 ) -> CreatableTopicResult {
     let name = topic.name.0.as_str();
-    let result = CreatableTopicResult::default().with_name(topic.name.clone());
+    let result = CreatableTopicResult::default()
+        .with_name(topic.name.clone())
+        // Kafka sends null on success; the codec's default is "".
+        .with_error_message(None);
     let fail = |code: ErrorCode, message: String| {
         tracing::debug!(topic = name, message, "CreateTopics refused");
         result

@@ -28,7 +28,8 @@ pub fn handle<B: Broker>(
     req: &ListPartitionReassignmentsRequest,
 ) -> ListPartitionReassignmentsResponse {
     let Some(cluster) = broker.cluster() else {
-        return ListPartitionReassignmentsResponse::default();
+        // Kafka sends a null message on success; the codec's default is "".
+        return ListPartitionReassignmentsResponse::default().with_error_message(None);
     };
     let asked: Option<Vec<(String, Vec<i32>)>> = req.topics.as_ref().map(|topics| {
         topics
@@ -56,5 +57,7 @@ pub fn handle<B: Broker>(
                 .with_partitions(partitions)
         })
         .collect();
-    ListPartitionReassignmentsResponse::default().with_topics(topics)
+    ListPartitionReassignmentsResponse::default()
+        .with_error_message(None)
+        .with_topics(topics)
 }

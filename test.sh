@@ -9,7 +9,9 @@
 #    cargo build --workspace, cargo test --workspace --all-targets (--no-fail-fast: every crate reports).
 # 3. The end-to-end suite (tests/e2e, pytest): a real `rill` (target/debug/rill) on a free 127.0.0.1
 #    port, driven by kcat, confluent-kafka, kafka-python, aiokafka and kafkajs.
-# 4. The cargo-fuzz targets, bounded (tests/fuzz.sh; RILL_FUZZ_SECONDS per target, 0 skips).
+# 4. The differential protocol suite (tests/differential): Apache Kafka (Maven, peers/kafka) and
+#    Rill answer the same requests; every difference must be listed in COMPATIBILITY.md.
+# 5. The cargo-fuzz targets, bounded (tests/fuzz.sh; RILL_FUZZ_SECONDS per target, 0 skips).
 #
 # Exits non-zero if anything failed. Extra arguments go to pytest (e.g. `./test.sh -k kcat -x`).
 # Environment: SKIP_CARGO_TEST=1 skips step 2's tests (build still runs); RILL_E2E_SHARDS=N.
@@ -105,6 +107,17 @@ if [ $rc = 5 ]; then
     echo "pytest collected no tests: that is a failure here"
 fi
 [ $rc = 0 ] || failed+=("e2e (pytest exit $rc)")
+
+# --- 3b. the differential protocol suite: the same requests to Apache Kafka and to Rill -------------
+# tests/differential/run.sh starts Kafka (peers/kafka/kafka.sh: Maven fetches it once into
+# ~/.cache/rill-kafka-peer; one JVM for the whole suite) and target/debug/rill, and fails on any
+# difference COMPATIBILITY.md does not list. Skipped when pytest arguments were given.
+if [ $# = 0 ]; then
+    step "differential protocol suite against Apache Kafka (tests/differential)"
+    if ! command -v java >/dev/null; then apt_install openjdk-17-jre-headless; fi
+    if ! command -v mvn >/dev/null; then apt_install maven; fi
+    CARGO_TARGET_DIR="$target_dir" tests/differential/run.sh || failed+=("differential")
+fi
 
 # --- 4. fuzz targets, bounded (crash-safety work, issue 7: tests/fuzz.sh) --------------------------
 # cargo-fuzz on the request path (server/fuzz: frame -> decode -> handler -> response), seeded from

@@ -147,6 +147,8 @@ pub struct BrokerConfig {
     pub txn: crate::txn::TxnConfig,
     /// Kafka's `group.*` settings (the consumer group coordinator).
     pub group: crate::group::GroupConfig,
+    /// `rill.test.*`: faults injected on purpose, debug builds only ([`crate::test_hooks`]).
+    pub test_hooks: crate::test_hooks::TestHooks,
 }
 
 /// The admin HTTP listener (metrics, health, status) and its label cardinality bounds.
@@ -236,6 +238,7 @@ impl BrokerConfig {
             cluster_settings: ClusterSettings::default(),
             txn: crate::txn::TxnConfig::default(),
             group: crate::group::GroupConfig::default(),
+            test_hooks: Default::default(),
         }
     }
 
@@ -346,6 +349,10 @@ impl BrokerConfig {
             "group.initial.rebalance.delay.ms" => {
                 self.group.initial_rebalance_delay_ms = parse_delay_ms(key, v)?
             }
+            _ if key.starts_with("rill.test.") => self
+                .test_hooks
+                .apply(key, v)
+                .map_err(|why| bad(key, v, why))?,
             _ if key.starts_with("transaction") => {
                 return apply_txn_property(&mut self.txn, key, v)
             }

@@ -8,18 +8,25 @@
 //! | API not implemented by this broker     | connection closed                            |
 //! | Produce with acks=0                    | no response                                  |
 //! | Produce with acks=0, a partition failed| connection closed (as Kafka does)            |
+//! | the handler (or decoder) panicked      | UNKNOWN_SERVER_ERROR or closed ([`crate::panic_guard`]) |
 //!
 //! Every request goes through [`handle`]; its [`Answer`] is a response body to encode, or for
 //! Fetch the body plus each partition's record chunks, which the vectored encoder splices in
 //! without copying them.
 
+use std::panic::AssertUnwindSafe;
+
 use bytes::{Bytes, BytesMut};
+use futures::FutureExt;
 use rill_protocol::fetch_encoder::encode_fetch_response_vectored;
 use rill_protocol::kafka_protocol::messages::{ApiKey, FetchResponse, RequestKind, ResponseKind};
 use rill_protocol::request::decode_request;
 use rill_protocol::response::encode_response;
+use rill_protocol::ErrorCode;
 
+use crate::admin::shard::hooks;
 use crate::handler::{self, api_versions, Broker};
+use crate::panic_guard::{self, RequestHead};
 
 /// What the connection does with a request's outcome.
 #[derive(Debug)]
@@ -34,8 +41,56 @@ pub enum Outcome {
     Close,
 }
 
-/// Decode, handle and encode one request frame body (the bytes after the size prefix).
+/// Decode, handle and encode one request frame body (the bytes after the size prefix). A
+/// panic on the way is caught here, in the request's own task ([`crate::panic_guard`]).
 pub async fn dispatch<B: Broker>(broker: &B, frame_body: Bytes) -> Outcome {
+    let head = RequestHead::peek(&frame_body);
+    // AssertUnwindSafe: what the unwinding leaves behind is examined in crate::panic_guard.
+    match AssertUnwindSafe(dispatch_unguarded(broker, frame_body))
+        .catch_unwind()
+        .await
+    {
+        Ok(outcome) => outcome,
+        Err(panic) => answer_panic(head, &*panic),
+    }
+}
+
+/// A request whose serving panicked: logged with its API and version, counted, answered
+/// UNKNOWN_SERVER_ERROR where its response has a top-level error code, else closed.
+fn answer_panic(head: Option<RequestHead>, panic: &(dyn std::any::Any + Send)) -> Outcome {
+    let message = panic_guard::message(panic);
+    let Some(head) = head else {
+        tracing::error!(
+            panic = message,
+            "request without a header panicked; closing connection"
+        );
+        return Outcome::Close;
+    };
+    hooks::request_panicked(head.api_key);
+    let api = ApiKey::try_from(head.api_key).ok();
+    let body = api
+        .and_then(|api| panic_guard::error_body(api, head.version, ErrorCode::UnknownServerError));
+    let answer = match (api, body) {
+        (Some(api), Some(body)) => {
+            let mut out = BytesMut::new();
+            encode_response(&mut out, head.correlation_id, api, head.version, &body)
+                .ok()
+                .map(|()| Outcome::Respond(out))
+        }
+        _ => None,
+    };
+    tracing::error!(
+        api_key = head.api_key,
+        api = ?api,
+        version = head.version,
+        answered = if answer.is_some() { "UNKNOWN_SERVER_ERROR" } else { "connection closed" },
+        panic = message,
+        "a request's handler panicked; the shard goes on"
+    );
+    answer.unwrap_or(Outcome::Close)
+}
+
+async fn dispatch_unguarded<B: Broker>(broker: &B, frame_body: Bytes) -> Outcome {
     let frame = frame_body.clone(); // Produce takes its records back out of it, uncopied
     let request = match decode_request(frame_body) {
         Ok(request) => request,
@@ -59,6 +114,7 @@ pub async fn dispatch<B: Broker>(broker: &B, frame_body: Bytes) -> Outcome {
         .to_string();
     let body = request.body;
     drop(request.header); // its client id is a slice of the frame
+    crate::test_hooks::maybe_panic_in_handler(api_key as i16);
     match handle(broker, version, &client_id, body, frame).await {
         Answer::Body(body) => encode(correlation_id, api_key, version, &body),
         Answer::Fetch(response, records) => {
@@ -162,6 +218,57 @@ mod tests {
         ] {
             assert!(matches!(block_on(dispatch(&broker, body)), Outcome::Close));
         }
+    }
+
+    /// Issue 26: a panic while serving is answered UNKNOWN_SERVER_ERROR where the response has
+    /// a top-level error code at that version (Kafka's ErrorCode field: JoinGroup 0+,
+    /// FindCoordinator 0-3, OffsetFetch 2-7, AddPartitionsToTxn 4+, ...), and closes the
+    /// connection elsewhere; never a panic out of the request's task.
+    #[test]
+    fn a_panic_is_answered_unknown_server_error_or_closes() {
+        let head = |api: ApiKey, version| RequestHead {
+            api_key: api as i16,
+            version,
+            correlation_id: 77,
+        };
+        let answered = [
+            (ApiKey::InitProducerId, 0..=4),
+            (ApiKey::JoinGroup, 0..=7),
+            (ApiKey::SyncGroup, 0..=5),
+            (ApiKey::Heartbeat, 0..=4),
+            (ApiKey::FindCoordinator, 0..=3),
+            (ApiKey::OffsetFetch, 2..=7),
+            (ApiKey::AddPartitionsToTxn, 4..=5),
+            (ApiKey::EndTxn, 0..=4),
+            (ApiKey::ApiVersions, 0..=4),
+        ];
+        for (api, versions) in answered {
+            for v in versions {
+                let Outcome::Respond(bytes) = answer_panic(Some(head(api, v)), &"boom") else {
+                    panic!("{api:?} v{v} was not answered");
+                };
+                assert_eq!(&bytes[4..8], &77i32.to_be_bytes(), "{api:?} v{v}");
+                let code = (-1i16).to_be_bytes();
+                assert!(bytes.windows(2).any(|w| w == code), "{api:?} v{v}: no -1");
+            }
+        }
+        let closed = [
+            (ApiKey::Produce, 9),
+            (ApiKey::Fetch, 12),
+            (ApiKey::Metadata, 12),
+            (ApiKey::OffsetCommit, 8),
+            (ApiKey::FindCoordinator, 4),
+            (ApiKey::OffsetFetch, 8),
+            (ApiKey::AddPartitionsToTxn, 3),
+        ];
+        for (api, v) in closed {
+            let outcome = answer_panic(Some(head(api, v)), &String::from("boom"));
+            assert!(
+                matches!(outcome, Outcome::Close),
+                "{api:?} v{v}: {outcome:?}"
+            );
+        }
+        assert!(matches!(answer_panic(None, &"boom"), Outcome::Close));
     }
 
     #[test]

@@ -10,7 +10,8 @@
 //!   and the cluster view handlers answer from; absent on a single node.
 //! - [`shard`]: executors per core, the channel mesh between them, startup and shutdown.
 //! - [`net`]: accept loop; per-connection pipeline (frames in, responses out in request order).
-//! - [`dispatch`]: frame body → handler → response frame (or silence, or close).
+//! - [`dispatch`]: frame body → handler → response frame (or silence, or close);
+//!   [`panic_guard`]: a panic while serving a request is answered, never the shard's end.
 //! - [`broker`]: the [`broker::Broker`] facade handlers and coordinators call, and wire helpers.
 //! - [`handler`]: one Kafka API per file, written against that facade.
 //! - [`routing`]: which shard owns a partition.
@@ -32,6 +33,7 @@
 //! - [`shutdown`]: SIGTERM/SIGINT → every shard stops accepting, drains, closes its logs.
 //! - [`admin`]: the admin HTTP listener: Prometheus metrics, health checks, status JSON and page.
 //! - [`tools`]: `rill dump-log`, `rill check`: offline inspection and repair of a data directory.
+//! - [`test_hooks`]: faults the end-to-end tests inject (debug builds only).
 pub mod admin;
 pub mod broker;
 pub mod broker_configs;
@@ -51,6 +53,7 @@ pub mod internal_log;
 pub mod internal_topics;
 pub mod net;
 pub mod open_files;
+pub mod panic_guard;
 pub mod partition;
 pub mod produce_rules;
 pub mod record_fields;
@@ -58,6 +61,7 @@ pub mod replication;
 pub mod routing;
 pub mod shard;
 pub mod shutdown;
+pub mod test_hooks;
 pub mod tools;
 pub mod topic_config;
 pub mod topics;

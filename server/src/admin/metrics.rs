@@ -46,6 +46,9 @@ pub struct Metrics {
     cleaner: CleanerMetrics<IntCounter, Histogram>,
     txn_ended: IntCounterVec,
     txn_timed_out: IntCounter,
+    /// Requests whose serving panicked (caught: `crate::panic_guard`), by API. Counted on the
+    /// shared counter at once: a panic is rare, and must show before the next flush.
+    request_panics: IntCounterVec,
 }
 
 /// The log cleaner's figures (compaction): shared ones, or a shard's local copies.
@@ -166,6 +169,20 @@ fn txn_metrics(registry: &Registry) -> (IntCounterVec, IntCounter) {
     (ended, timed_out)
 }
 
+/// Requests whose serving panicked, by API (see [`Metrics::request_panicked`]).
+fn request_panics(registry: &Registry) -> IntCounterVec {
+    let panics = IntCounterVec::new(
+        Opts::new(
+            "rill_request_panics_total",
+            "Requests whose serving panicked, answered UNKNOWN_SERVER_ERROR or closed (a bug: please report it), by API.",
+        ),
+        &["api"],
+    )
+    .expect("valid metric");
+    register(registry, &panics);
+    panics
+}
+
 impl Metrics {
     /// Creates and registers every metric.
     pub fn new() -> Self {
@@ -219,6 +236,7 @@ impl Metrics {
         }
         let cleaner = CleanerMetrics::new(&registry);
         let (txn_ended, txn_timed_out) = txn_metrics(&registry);
+        let request_panics = request_panics(&registry);
         Metrics {
             registry,
             requests,
@@ -230,7 +248,15 @@ impl Metrics {
             cleaner,
             txn_ended,
             txn_timed_out,
+            request_panics,
         }
+    }
+
+    /// A request of api `api_key` panicked while it was served (caught and answered).
+    pub fn request_panicked(&self, api_key: i16) {
+        // Unknown keys share one label: the series stay bounded whatever a client sends.
+        let api = ApiKey::try_from(api_key).map_or_else(|_| "unknown".into(), |a| format!("{a:?}"));
+        self.request_panics.with_label_values(&[&api]).inc();
     }
 
     /// A shard's local copies, to be flushed into these.

@@ -370,6 +370,13 @@ pub mod hooks {
         }
     }
 
+    /// A request of api `api_key` panicked while it was served (caught and answered).
+    pub fn request_panicked(api_key: i16) {
+        if let Some(l) = local() {
+            l.state.metrics.request_panicked(api_key);
+        }
+    }
+
     /// A connection was accepted.
     pub fn connection_accepted() {
         if let Some(l) = local() {

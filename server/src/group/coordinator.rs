@@ -100,6 +100,7 @@ impl<J: Journal> GroupCoordinator<J> {
 
     /// Run `op` on `group_id` (which this shard coordinates).
     pub async fn handle(&self, group_id: &str, op: GroupOp) -> GroupReply {
+        crate::test_hooks::maybe_panic_in_group(group_id);
         // The limits table's row (an empty id: INVALID_GROUP_ID); List and Fetch take any.
         if !matches!(op, GroupOp::List | GroupOp::Fetch(_)) {
             if let Err(e) = Field::GroupId.check(group_id) {

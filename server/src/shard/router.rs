@@ -72,12 +72,18 @@ pub enum ToOwner<Req> {
     },
 }
 
-/// The owning shard's answer to call `id`.
+/// The owning shard's answer to call `id`: its reply, or [`Panicked`].
 #[derive(Debug)]
 pub struct Answer<Rep> {
     id: u64,
-    reply: Rep,
+    reply: Result<Rep, Panicked>,
 }
+
+/// Serving the call panicked on the owning shard (caught there: the owner goes on). The asker
+/// resumes the panic in its own task, as if it had served the call itself, so a request gets
+/// the same answer (`crate::panic_guard`) whichever shard owns what it asked for.
+#[derive(Debug, Clone, Copy)]
+pub struct Panicked;
 
 /// The channels of one kind of request between every ordered pair of shards: calls to the
 /// owner and answers back (built on the main thread, see [`super::mesh`]).
@@ -142,7 +148,7 @@ pub type Inbox<Req, Rep> = Vec<(
 /// The calls this shard waits on at one owner, by id (shard-local).
 struct Waiters<Rep> {
     next_id: Cell<u64>,
-    waiting: RefCell<HashMap<u64, oneshot::Sender<Rep>>>,
+    waiting: RefCell<HashMap<u64, oneshot::Sender<Result<Rep, Panicked>>>>,
     /// The owner's answers channel closed: nothing more will be answered.
     gone: Cell<bool>,
 }
@@ -157,7 +163,7 @@ impl<Rep> Waiters<Rep> {
     }
 
     /// A fresh id and where its answer will arrive.
-    fn register(&self) -> (u64, oneshot::Receiver<Rep>) {
+    fn register(&self) -> (u64, oneshot::Receiver<Result<Rep, Panicked>>) {
         let id = self.next_id.get();
         self.next_id.set(id + 1);
         let (sender, receiver) = oneshot::channel();
@@ -167,7 +173,7 @@ impl<Rep> Waiters<Rep> {
     }
 
     /// Hands `reply` to call `id`'s waiter, if it still waits.
-    fn answer(&self, id: u64, reply: Rep) {
+    fn answer(&self, id: u64, reply: Result<Rep, Panicked>) {
         let waiter = self.waiting.borrow_mut().remove(&id);
         if let Some(waiter) = waiter {
             let _ = waiter.send(reply);
@@ -297,7 +303,14 @@ impl<Req: Send + 'static, Rep: Send + 'static> Router<Req, Rep> {
         waiting.cancel_on_drop = abandonable;
         let reply = answer.await;
         waiting.cancel_on_drop = false;
-        reply.unwrap_or_else(|_| unavailable())
+        match reply {
+            Ok(Ok(reply)) => reply,
+            Ok(Err(Panicked)) => std::panic::resume_unwind(Box::new(format!(
+                "shard {owner} panicked serving a call from shard {} (logged there)",
+                self.shard
+            ))),
+            Err(_) => unavailable(),
+        }
     }
 }
 
@@ -484,7 +497,7 @@ async fn serve_peer<Req, Rep, S>(
         );
         glommio::spawn_local(async move {
             let serve = async {
-                let reply = service.serve(request).await;
+                let reply = serve_caught(&*service, request).await;
                 // Fails only when the asker is gone.
                 let _ = answers.send(Answer { id, reply }).await;
             };
@@ -493,6 +506,29 @@ async fn serve_peer<Req, Rep, S>(
             drop((permit, answers, live));
         })
         .detach();
+    }
+}
+
+/// Serves one call from another shard; a panic is caught and logged here (this shard goes
+/// on: see `crate::panic_guard` for why that is sound) and answered [`Panicked`].
+async fn serve_caught<Req, S: Service<Req>>(
+    service: &S,
+    request: Req,
+) -> Result<S::Reply, Panicked> {
+    use futures::FutureExt;
+    match std::panic::AssertUnwindSafe(service.serve(request))
+        .catch_unwind()
+        .await
+    {
+        Ok(reply) => Ok(reply),
+        Err(panic) => {
+            let message = crate::panic_guard::message(&*panic);
+            tracing::error!(
+                panic = message,
+                "serving another shard's call panicked; answered as a panic"
+            );
+            Err(Panicked)
+        }
     }
 }
 

@@ -51,6 +51,10 @@ pub const STARTUP_TIMEOUT: Duration = Duration::from_secs(30);
 /// How long shards get to wind down after a stop signal that arrived during start-up.
 const STARTUP_STOP_GRACE: Duration = Duration::from_secs(5);
 
+/// How long the other shards get to close their logs after one died, before the process exits
+/// without them.
+const SHARD_DEATH_GRACE: Duration = Duration::from_secs(5);
+
 /// How long a probe connect to our own port may take before the port counts as free.
 const PORT_PROBE_TIMEOUT: Duration = Duration::from_millis(200);
 
@@ -178,6 +182,7 @@ pub fn run(mut config: BrokerConfig, stop: Arc<AtomicBool>) -> anyhow::Result<()
         admin.health.stopping.store(true, Ordering::Relaxed);
         return cluster.map_or(Ok(()), crate::cluster::ClusterRuntime::shutdown);
     }
+    crate::test_hooks::install(&config.test_hooks);
     let startup = Arc::new(Startup::new(config.shards));
     // Each executor holds a clone until its thread ends (even by panic): when all are gone,
     // `finished` disconnects.
@@ -362,16 +367,62 @@ fn wait_for_startup(
     }
 }
 
+/// Waits for every shard to end, in whatever order they end. A shard that ends before the
+/// stop flag turned (a panic outside any request, an error) ends the broker: the others are
+/// stopped, given [`SHARD_DEATH_GRACE`] to close their logs, and the process then exits with an
+/// error either way. A broker missing a shard serves nothing of that shard's partitions, groups
+/// and connections while it looks alive: it must not outlive it.
 fn join_shards(executors: Vec<ShardExecutor>, stop: &AtomicBool) -> anyhow::Result<()> {
-    let mut first_error = None;
-    for executor in executors {
-        let result = executor
-            .join()
-            .map_err(|e| anyhow::anyhow!("shard executor failed: {e}"))
-            .and_then(|r| r);
-        if let Err(e) = result {
-            tracing::error!(error = %e, "shard stopped with an error");
+    let shards = executors.len();
+    let (ended, endings) = mpsc::channel();
+    for (index, executor) in executors.into_iter().enumerate() {
+        let ended = ended.clone();
+        // join() blocks: one watcher thread per shard, so the first shard to end is seen at
+        // once, whatever its index.
+        let watcher = std::thread::Builder::new()
+            .name(format!("rill-watch-{index}"))
+            .spawn(move || {
+                let result = executor
+                    .join()
+                    .map_err(|e| anyhow::anyhow!("shard {index} executor failed: {e}"))
+                    .and_then(|r| r);
+                let _ = ended.send((index, result));
+            });
+        if let Err(e) = watcher {
             stop.store(true, Ordering::SeqCst);
+            return Err(anyhow::anyhow!(
+                "starting the watcher of shard {index}: {e}"
+            ));
+        }
+    }
+    drop(ended);
+    let mut first_error = None;
+    let mut deadline: Option<Instant> = None;
+    for _ in 0..shards {
+        let ending = match deadline {
+            None => endings.recv().map_err(|_| ()),
+            Some(deadline) => endings
+                .recv_timeout(deadline.saturating_duration_since(Instant::now()))
+                .map_err(|_| ()),
+        };
+        let Ok((index, result)) = ending else {
+            // Past the grace: the rest may be stuck on the dead shard; exit without them.
+            let e = first_error.unwrap_or_else(|| anyhow::anyhow!("a shard died"));
+            tracing::error!(error = %e, "shards did not stop within {SHARD_DEATH_GRACE:?}; exiting");
+            std::process::exit(1);
+        };
+        let unexpected = !stop.swap(true, Ordering::SeqCst);
+        let result = match (result, unexpected) {
+            (Ok(()), true) => Err(anyhow::anyhow!("shard {index} stopped unasked")),
+            (result, _) => result,
+        };
+        if let Err(e) = result {
+            tracing::error!(
+                shard = index,
+                error = %e,
+                "a shard died; the broker cannot serve without it: stopping the others"
+            );
+            deadline.get_or_insert(Instant::now() + SHARD_DEATH_GRACE);
             first_error.get_or_insert(e);
         }
     }
@@ -450,6 +501,7 @@ async fn shard_main(
         tracing::info!(shard = shard.id, "listening on {local}");
         startup.listening.fetch_add(1, Ordering::SeqCst);
         crate::admin::shard::hooks::listening();
+        crate::test_hooks::maybe_kill_shard_later(shard.id);
         accept_loop(listener, shard.clone(), shutdown).await;
     }
     shard.table.close_all().await;

@@ -10,7 +10,7 @@
 //! | client id          | ≤ 32767                 | (header INT16 string: cannot be)    | request header |
 //! | group instance id  | ≤ 32767                 | undecodable                         | wire STRING |
 //! | protocol type/name | ≤ 32767                 | undecodable                         | wire STRING |
-//! | member id          | ≤ 32767, made here      | its prefix is cut (see [`member_id`]) | `clientId-uuid` (unbounded) |
+//! | member id          | ≤ 32767, made here      | its prefix is cut (see [`member_id`]) | `clientId-uuid`: UNKNOWN_SERVER_ERROR past 32767 |
 //! | offset metadata    | ≤ 4096                  | OFFSET_METADATA_TOO_LARGE           | `offset.metadata.max.bytes` |
 //!
 //! Rill's coordinator records (offsets, group metadata, transaction state) store every one of
@@ -201,9 +201,10 @@ fn check_topic_characters(name: &str) -> Result<(), &'static str> {
 
 /// A new member id, `<prefix>-<uuid>` as Kafka makes it (the prefix is the group instance id
 /// or the client id), with the prefix cut (at a character boundary) so that the whole fits
-/// [`MEMBER_ID_BYTES_MAX`]. Kafka does not cut it: a 32 KiB client id there makes a member id
-/// its JoinGroup response cannot serialize, and the client never hears back. The id is opaque
-/// to clients, so a shorter prefix changes nothing for them.
+/// [`MEMBER_ID_BYTES_MAX`]. Kafka does not cut it: with a 32767-byte client id or group
+/// instance id, Kafka 4.4.0 fails to serialize the member id ("'memberId' field is too long to
+/// be serialized") and answers JoinGroup UNKNOWN_SERVER_ERROR (peers/kafka, 2026-12-02). The id
+/// is opaque to clients, so a shorter prefix changes nothing for them, and the member joins.
 pub fn member_id(prefix: &str, uuid: &str) -> String {
     assert_eq!(uuid.len() + 1, MEMBER_ID_SUFFIX_BYTES, "a hyphenated UUID");
     let mut cut = prefix

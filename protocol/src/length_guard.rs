@@ -275,6 +275,9 @@ fn section_field() -> Field {
         tagged_versions: crate::schema::Versions::NONE,
         tag: None,
         flexible_versions: None,
+        type_name: String::new(),
+        entity_type: None,
+        nullable_versions: crate::schema::Versions::NONE,
     }
 }
 

@@ -87,6 +87,13 @@ pub struct Field {
     pub tag: Option<u32>,
     /// Field-level flexibility override (RequestHeader.ClientId is "none").
     pub flexible_versions: Option<Versions>,
+    /// The spec's type name without `[]` ("int16", "uint16", "records", a struct's name...):
+    /// what a request generator needs beyond the wire shape (tests/livefuzz).
+    pub type_name: String,
+    /// The spec's `entityType` ("topicName", "groupId", "transactionalId"...), if any.
+    pub entity_type: Option<String>,
+    /// Versions in which the field may be null.
+    pub nullable_versions: Versions,
 }
 
 /// A parsed request spec.
@@ -194,6 +201,9 @@ fn parse_field(json: &Value, common: &HashMap<String, Value>) -> Result<Field, S
         tagged_versions: optional_versions(json, "taggedVersions")?.unwrap_or(Versions::NONE),
         tag: tag.map_err(|e| format!("{name}: tag {e}"))?,
         flexible_versions: optional_versions(json, "flexibleVersions")?,
+        type_name: type_name.trim_start_matches("[]").to_owned(),
+        entity_type: json["entityType"].as_str().map(str::to_owned),
+        nullable_versions: optional_versions(json, "nullableVersions")?.unwrap_or(Versions::NONE),
         name,
     })
 }

@@ -42,6 +42,7 @@ use super::txn_guard::{Admit, TxnGuards};
 use super::watch::PartitionWatch;
 use crate::compaction::{CleanEvent, ShardCleaner};
 use crate::config::BrokerConfig;
+use crate::shutdown::ShutdownSignal;
 use crate::topic_config::TopicSettings;
 use crate::topics::TopicRegistry;
 use rill_protocol::ErrorCode;
@@ -82,6 +83,9 @@ pub struct PartitionHandle {
     pub watch: Rc<PartitionWatch>,
     /// Set when the actor stopped (open failed, deleted, closed): the table must not reuse it.
     pub stopped: Rc<Cell<bool>>,
+    /// Fired when the actor's task has ended: its log closed and, when asked, its directory
+    /// deleted. A stopped actor still owns the directory until then, so no other may open it.
+    pub finished: Rc<ShutdownSignal>,
     /// Files the partition's log holds open (published by the actor).
     pub files: Rc<Cell<usize>>,
     /// When the table last routed a request here (the table's own clock of requests).
@@ -139,6 +143,18 @@ pub struct ConfigWatch {
 
 /// Spawnable body of the actor: open the log, serve the mailbox until it closes, close the log.
 pub async fn run_actor<S: Storage + 'static>(
+    setup: ActorSetup<S>,
+    mailbox: mpsc::Receiver<ActorMsg>,
+    watch: Rc<PartitionWatch>,
+    stopped: Rc<Cell<bool>>,
+    finished: Rc<ShutdownSignal>,
+) {
+    serve_and_close(setup, mailbox, watch, stopped).await;
+    finished.fire();
+}
+
+/// [`run_actor`] up to the end of its task.
+async fn serve_and_close<S: Storage + 'static>(
     setup: ActorSetup<S>,
     mut mailbox: mpsc::Receiver<ActorMsg>,
     watch: Rc<PartitionWatch>,

@@ -18,6 +18,7 @@ use super::watch::PartitionWatch;
 use crate::compaction::ShardCleaner;
 use crate::config::BrokerConfig;
 use crate::internal_log::InternalLog;
+use crate::shutdown::ShutdownSignal;
 use crate::topic_config::TopicSettings;
 use crate::topics::TopicRegistry;
 use rill_protocol::ErrorCode;
@@ -32,6 +33,15 @@ pub const OPENING_MAX: u64 = 64;
 
 type PartitionMap = HashMap<(String, i32), Rc<PartitionHandle>>;
 
+/// What the table has for a partition right now.
+enum Slot {
+    /// A running actor.
+    Open(Rc<PartitionHandle>),
+    /// An actor that stopped (released its files, failed to open) and is still closing its
+    /// log: fired when it is done and a new actor may open the directory.
+    Closing(Rc<ShutdownSignal>),
+}
+
 /// A single node's internal partition on this shard: topic, partition and the log behind it.
 type InternalPartition<S> = (&'static str, i32, Rc<InternalLog<S>>);
 
@@ -45,6 +55,10 @@ pub struct PartitionTable<S: Storage> {
     actors: RefCell<Vec<glommio::task::JoinHandle<()>>>,
     /// Set by `close_all`: a late request must not reopen a log during shutdown.
     closed: Cell<bool>,
+    /// Partitions whose directory is being deleted (with how many deletes are running): no
+    /// actor may open one until its delete is done (issue 26: a second actor opened a directory
+    /// while the first removed it, and glommio's open panicked on the vanished path).
+    deleting: RefCell<HashMap<(String, i32), u32>>,
     /// The shard's open partition files and their bound.
     files: Rc<FileBudget>,
     /// Wakes the file keeper; taken when the keeper task starts (with the first actor).
@@ -82,6 +96,7 @@ impl<S: Storage + 'static> PartitionTable<S> {
             partitions: Rc::new(RefCell::new(HashMap::new())),
             actors: RefCell::new(Vec::new()),
             closed: Cell::new(false),
+            deleting: RefCell::new(HashMap::new()),
             files,
             keeper_wake: RefCell::new(Some(keeper_wake)),
             uses: Cell::new(0),
@@ -150,15 +165,29 @@ impl<S: Storage + 'static> PartitionTable<S> {
         Ok(settings)
     }
 
-    fn handle(&self, topic: &str, partition: i32) -> Result<Rc<PartitionHandle>, ErrorCode> {
+    /// The slot of a partition that has an actor (running or closing) or is being deleted;
+    /// `None` when a new actor may open it.
+    fn existing(&self, key: &(String, i32)) -> Option<Result<Slot, ErrorCode>> {
+        if let Some(handle) = self.partitions.borrow().get(key) {
+            if !handle.stopped.get() {
+                return Some(Ok(Slot::Open(handle.clone())));
+            }
+            if !handle.finished.is_fired() {
+                return Some(Ok(Slot::Closing(handle.finished.clone())));
+            }
+        }
+        // What Kafka answers for a partition of a topic being deleted (retriable).
+        let deleting = self.deleting.borrow().contains_key(key);
+        deleting.then_some(Err(ErrorCode::UnknownTopicOrPartition))
+    }
+
+    fn handle(&self, topic: &str, partition: i32) -> Result<Slot, ErrorCode> {
         if self.closed.get() {
             return Err(ErrorCode::KafkaStorageError);
         }
         let key = (topic.to_string(), partition);
-        if let Some(handle) = self.partitions.borrow().get(&key) {
-            if !handle.stopped.get() {
-                return Ok(handle.clone());
-            }
+        if let Some(slot) = self.existing(&key) {
+            return slot;
         }
         let meta = self
             .topic(topic)
@@ -179,6 +208,7 @@ impl<S: Storage + 'static> PartitionTable<S> {
             mailbox,
             watch: Rc::new(PartitionWatch::default()),
             stopped: Rc::new(Cell::new(false)),
+            finished: Rc::new(ShutdownSignal::default()),
             files: Rc::new(Cell::new(0)),
             last_use: Cell::new(0),
             release_asked: Cell::new(u64::MAX),
@@ -214,6 +244,7 @@ impl<S: Storage + 'static> PartitionTable<S> {
             receiver,
             handle.watch.clone(),
             handle.stopped.clone(),
+            handle.finished.clone(),
         );
         // Counted now, not when the task first runs: readiness must see it before the shard
         // listens (the actor counts the open done).
@@ -221,7 +252,7 @@ impl<S: Storage + 'static> PartitionTable<S> {
         let join = glommio::spawn_local(task).detach();
         self.actors.borrow_mut().push(join);
         self.partitions.borrow_mut().insert(key, handle.clone());
-        Ok(handle)
+        Ok(Slot::Open(handle))
     }
 
     /// Starts the task that keeps the shard's open files within budget (once).
@@ -234,8 +265,18 @@ impl<S: Storage + 'static> PartitionTable<S> {
     }
 
     /// The running actor of a partition (see [`Self::handle`]), marked as just used.
-    fn use_handle(&self, topic: &str, partition: i32) -> Result<Rc<PartitionHandle>, ErrorCode> {
-        let handle = self.handle(topic, partition)?;
+    async fn use_handle(
+        &self,
+        topic: &str,
+        partition: i32,
+    ) -> Result<Rc<PartitionHandle>, ErrorCode> {
+        let handle = loop {
+            match self.handle(topic, partition)? {
+                Slot::Open(handle) => break handle,
+                // One actor per directory: the next opens once the last has closed its log.
+                Slot::Closing(finished) => finished.wait().await,
+            }
+        };
         self.uses.set(self.uses.get() + 1);
         handle.last_use.set(self.uses.get());
         Ok(handle)
@@ -252,7 +293,7 @@ impl<S: Storage + 'static> PartitionTable<S> {
                 wait_ms,
                 isolation,
             } => {
-                let handle = match self.use_handle(topic, partition) {
+                let handle = match self.use_handle(topic, partition).await {
                     Ok(handle) => handle,
                     Err(code) => return PartitionReply::Error(code),
                 };
@@ -264,26 +305,45 @@ impl<S: Storage + 'static> PartitionTable<S> {
                 PartitionReply::Waited
             }
             PartitionOp::Delete => self.delete(topic, partition).await,
-            op => match self.use_handle(topic, partition) {
+            op => match self.use_handle(topic, partition).await {
                 Ok(handle) => send(&handle, op).await,
                 Err(code) => PartitionReply::Error(code),
             },
         }
     }
 
+    /// Deletes the partition's directory: through its actor when one runs (it closes its log
+    /// first), else directly once any closing actor is done. No actor opens it meanwhile.
     async fn delete(&self, topic: &str, partition: i32) -> PartitionReply {
         let key = (topic.to_string(), partition);
+        *self.deleting.borrow_mut().entry(key.clone()).or_insert(0) += 1;
         let open = self.partitions.borrow_mut().remove(&key);
-        match open {
-            Some(handle) if !handle.stopped.get() => send(&handle, PartitionOp::Delete).await,
-            _ => match self.log_manager.delete_partition(topic, partition).await {
-                Ok(()) => PartitionReply::Deleted,
-                Err(e) => {
-                    tracing::error!(topic, partition, error = %e, "deleting partition failed");
-                    PartitionReply::Error(ErrorCode::KafkaStorageError)
+        let reply = match open {
+            Some(handle) if !handle.stopped.get() => {
+                let reply = send(&handle, PartitionOp::Delete).await;
+                handle.finished.wait().await;
+                reply
+            }
+            closing => {
+                if let Some(handle) = closing {
+                    handle.finished.wait().await; // a released actor may still be closing
                 }
-            },
+                match self.log_manager.delete_partition(topic, partition).await {
+                    Ok(()) => PartitionReply::Deleted,
+                    Err(e) => {
+                        tracing::error!(topic, partition, error = %e, "deleting partition failed");
+                        PartitionReply::Error(ErrorCode::KafkaStorageError)
+                    }
+                }
+            }
+        };
+        let mut deleting = self.deleting.borrow_mut();
+        let running = deleting.get_mut(&key).expect("counted above");
+        *running -= 1;
+        if *running == 0 {
+            deleting.remove(&key);
         }
+        reply
     }
 
     /// Open every partition this shard owns that exists on disk (recovery runs now, not on the

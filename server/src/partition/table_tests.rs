@@ -280,3 +280,54 @@ fn idle_partitions_release_their_files() {
         table.close_all().await;
     });
 }
+
+/// Found by the live fuzzer (issue 26, a 3-node cluster: CreateTopics, DeleteTopics and
+/// auto-creation interleaved): a request for a partition whose actor is being deleted opened a
+/// second actor on the same directory while the first was still closing it and removing it. On
+/// glommio the new actor's open then panicked (`statfs(path).unwrap()` on a path just removed:
+/// the shard died); here, an append acknowledged by the second actor would be deleted by the
+/// first. The append must either fail with a retriable error or stay readable.
+#[test]
+fn a_request_racing_a_delete_never_shares_the_directory() {
+    run(|| async {
+        let fixture = Fixture::new();
+        fixture.storage.set_latency_polls_max(4); // storage steps take polls, as io_uring's do
+        let table = fixture.table();
+        // Every interleaving the executor offers: the append arrives 0, 1, 2... yields after
+        // the delete was sent.
+        for yields in 0..12 {
+            base_offset(table.call("t", 0, append(3, Acks::All)).await);
+            let deleting = {
+                let table = table.clone();
+                glommio::spawn_local(async move { table.call("t", 0, PartitionOp::Delete).await })
+            };
+            for _ in 0..=yields {
+                glommio::executor().yield_task_queue_now().await;
+            }
+            let appended = table.call("t", 0, append(2, Acks::All)).await;
+            assert!(matches!(deleting.await, PartitionReply::Deleted));
+            match appended {
+                PartitionReply::Appended { base_offset, .. } => {
+                    let end = base_offset.0 + 2;
+                    let survived = high_watermark(&table, 0).await;
+                    assert_eq!(
+                        survived, end,
+                        "the acknowledged append survives ({yields} yields)"
+                    );
+                }
+                other => assert!(
+                    matches!(
+                        other.error_code(),
+                        ErrorCode::UnknownTopicOrPartition | ErrorCode::NotLeaderOrFollower
+                    ),
+                    "a retriable error, not {other:?} ({yields} yields)"
+                ),
+            }
+            assert!(matches!(
+                table.call("t", 0, PartitionOp::Delete).await,
+                PartitionReply::Deleted
+            ));
+        }
+        table.close_all().await;
+    });
+}

@@ -53,15 +53,26 @@ pub enum Next {
     Stop,
 }
 
+/// A fresh in-memory broker whose coordinators write membership and encode every record as
+/// the on-disk logs would ([`FakeBroker::writing_records`]): what `stateful_sequence` runs on.
+pub fn broker_writing_records() -> FakeBroker {
+    FakeBroker::writing_records()
+}
+
 /// Dispatches one frame body (without its size prefix) and checks the outcome.
 pub fn run_frame(broker: &FakeBroker, body: Bytes) -> Next {
+    run_frame_answer(broker, body).0
+}
+
+/// [`run_frame`], also handing back the response frame (after its size prefix), if any.
+pub fn run_frame_answer(broker: &FakeBroker, body: Bytes) -> (Next, Option<Vec<u8>>) {
     let Some(body) = tame(body) else {
-        return Next::Stop;
+        return (Next::Stop, None);
     };
     let outcome = drive(broker, dispatch(broker, body.clone()));
-    match outcome {
-        None => Next::Stop, // still waiting for a rebalance: dropped, as a closed connection would
-        Some(Outcome::Close) => Next::Stop,
+    let frame = match outcome {
+        None => return (Next::Stop, None), // still waiting for a rebalance: dropped, as a closed connection would
+        Some(Outcome::Close) => return (Next::Stop, None),
         Some(Outcome::Silent) => {
             let prefix = peek_header_prefix(&body).expect("a silent answer needs a decoded header");
             assert_eq!(
@@ -69,18 +80,14 @@ pub fn run_frame(broker: &FakeBroker, body: Bytes) -> Next {
                 ApiKey::Produce as i16,
                 "only acks=0 Produce is silent"
             );
-            Next::Continue
+            return (Next::Continue, None);
         }
-        Some(Outcome::Respond(frame)) => {
-            check_response(&body, &frame);
-            Next::Continue
-        }
-        Some(Outcome::RespondParts(parts)) => {
-            // The zero-copy Fetch path: the parts, written in order, are one response frame.
-            check_response(&body, &parts.concat());
-            Next::Continue
-        }
-    }
+        Some(Outcome::Respond(frame)) => frame.to_vec(),
+        // The zero-copy Fetch path: the parts, written in order, are one response frame.
+        Some(Outcome::RespondParts(parts)) => parts.concat(),
+    };
+    check_response(&body, &frame);
+    (Next::Continue, Some(frame[4..].to_vec()))
 }
 
 /// Polls `fut` to completion without a runtime; `None` if it is still pending after

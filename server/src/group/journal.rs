@@ -81,12 +81,25 @@ pub struct MemJournal {
     pub membership: Cell<bool>,
     /// Membership records appended, in order.
     pub groups: RefCell<Vec<(String, Option<GroupMetadata>)>>,
+    /// When set, every record is encoded (and offset records decoded back) as [`LogJournal`]
+    /// and the replicated journal write them, so a value no record can hold fails here too
+    /// (the request-path fuzz targets set it).
+    pub encodes: Cell<bool>,
 }
 
 impl Journal for MemJournal {
     async fn append(&self, _group_id: &str, records: Vec<OffsetRecord>) -> Result<(), ErrorCode> {
         if let Some(code) = self.fail_with.get() {
             return Err(code);
+        }
+        if self.encodes.get() && !records.is_empty() {
+            let batch = encode_batch(&records, 0).freeze();
+            let decoded: Vec<OffsetRecord> = decode_chunk(batch)
+                .expect("an encoded offsets batch decodes")
+                .into_iter()
+                .map(|(_, record)| record)
+                .collect();
+            assert_eq!(decoded, records, "offset records round-trip");
         }
         self.records.borrow_mut().extend(records);
         Ok(())
@@ -103,6 +116,9 @@ impl Journal for MemJournal {
     ) -> Result<(), ErrorCode> {
         if let Some(code) = self.fail_with.get() {
             return Err(code);
+        }
+        if self.encodes.get() {
+            let _ = super::metadata_record::encode_group_batch(group_id, value.as_ref(), 0);
         }
         self.groups.borrow_mut().push((group_id.to_string(), value));
         Ok(())

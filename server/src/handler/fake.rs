@@ -72,6 +72,27 @@ impl FakeBroker {
 
     /// Defaults adjusted by `edit`.
     pub fn with_config(edit: impl FnOnce(&mut BrokerConfig)) -> Self {
+        Self::with_journals(edit, MemJournal::default(), MemTxnJournal::default())
+    }
+
+    /// Defaults, with coordinators that write what a cluster node's write: group membership
+    /// too, and every offset, membership and transaction record encoded as the on-disk logs
+    /// hold them (and decoded back), so a value no record can hold fails here as it would on
+    /// disk. What the request-path fuzz targets run against.
+    pub fn writing_records() -> Self {
+        let journal = MemJournal::default();
+        journal.membership.set(true);
+        journal.encodes.set(true);
+        let txn_journal = MemTxnJournal::default();
+        txn_journal.encodes.set(true);
+        Self::with_journals(|_| {}, journal, txn_journal)
+    }
+
+    fn with_journals(
+        edit: impl FnOnce(&mut BrokerConfig),
+        journal: MemJournal,
+        txn_journal: MemTxnJournal,
+    ) -> Self {
         let dir = tempfile::tempdir().expect("temp dir");
         let mut config = BrokerConfig::defaults();
         config.data_dir = dir.path().to_path_buf(); // where free disk space is checked
@@ -86,7 +107,7 @@ impl FakeBroker {
             logs: RefCell::new(HashMap::new()),
             log_starts: RefCell::new(HashMap::new()),
             groups: GroupCoordinator::new(
-                MemJournal::default(),
+                journal,
                 std::rc::Rc::new(rill_engine::io::SystemClock),
                 group_config,
                 Vec::new(),
@@ -95,7 +116,7 @@ impl FakeBroker {
             slept: Cell::new(Duration::ZERO),
             appended_at: RefCell::default(),
             txns: TxnCoordinator::new(
-                MemTxnJournal::default(),
+                txn_journal,
                 std::rc::Rc::new(rill_engine::io::SystemClock),
                 config_txn(),
                 Vec::new(),

@@ -62,12 +62,21 @@ pub struct MemTxnJournal {
     pub not_ready: Cell<Option<ErrorCode>>,
     /// The coordinator epoch markers carry.
     pub epoch: Cell<i32>,
+    /// When set, every record is encoded and decoded back as the state log writes and replays
+    /// it, so a value no record can hold fails here too (the request-path fuzz targets set it).
+    pub encodes: Cell<bool>,
 }
 
 impl TxnJournal for MemTxnJournal {
     async fn append(&self, record: TxnRecord) -> Result<(), ErrorCode> {
         if let Some(code) = self.fail_with.get() {
             return Err(code);
+        }
+        if self.encodes.get() {
+            let batch = encode_batch(std::slice::from_ref(&record), 0).freeze();
+            let decoded = decode_chunk(batch).expect("an encoded txn batch decodes");
+            assert_eq!(decoded.len(), 1, "one record in, one out");
+            assert_eq!(decoded[0].1, record, "transaction records round-trip");
         }
         self.records.borrow_mut().push(record);
         Ok(())

@@ -12,6 +12,8 @@
 # 4. The differential protocol suite (tests/differential): Apache Kafka (Maven, peers/kafka) and
 #    Rill answer the same requests; every difference must be listed in COMPATIBILITY.md.
 # 5. The cargo-fuzz targets, bounded (tests/fuzz.sh; RILL_FUZZ_SECONDS per target, 0 skips).
+# 6. The live fuzzer against a real broker and a 3-node cluster, bounded (tests/livefuzz;
+#    RILL_LIVEFUZZ_SECONDS, RILL_LIVEFUZZ_CLUSTER_SECONDS, 0 skips).
 #
 # Exits non-zero if anything failed. Extra arguments go to pytest (e.g. `./test.sh -k kcat -x`).
 # Environment: SKIP_CARGO_TEST=1 skips step 2's tests (build still runs); RILL_E2E_SHARDS=N.
@@ -130,6 +132,25 @@ if [ "$fuzz_seconds" != 0 ] && [ $# = 0 ]; then
         || failed+=("fuzz")
 fi
 # --- end of step 4 ---------------------------------------------------------------------------------
+
+# --- 6. the live fuzzer, bounded (issue 26: tests/livefuzz, SECURITY.md) ---------------------------
+# Spec-generated requests for every API and version on 24 connections against a real target/debug/rill,
+# beside a friendly producer and consumer; the broker's liveness, the friendly clients' progress and RSS
+# are checked after every batch. A fresh seed each run, printed; `target/debug/livefuzz --seed S` replays
+# it. RILL_LIVEFUZZ_SECONDS (single node) and RILL_LIVEFUZZ_CLUSTER_SECONDS (3 nodes); 0 skips.
+livefuzz_seconds=${RILL_LIVEFUZZ_SECONDS:-60}
+livefuzz_cluster_seconds=${RILL_LIVEFUZZ_CLUSTER_SECONDS:-30}
+if [ $# = 0 ] && [ "$livefuzz_seconds" != 0 ]; then
+    step "live fuzzer, single node, ${livefuzz_seconds}s (tests/livefuzz)"
+    "$target_dir/debug/livefuzz" --rill-bin "$RILL_BIN" --seconds "$livefuzz_seconds" \
+        --work-dir "$target_dir/livefuzz/single" || failed+=("livefuzz (single node)")
+fi
+if [ $# = 0 ] && [ "$livefuzz_cluster_seconds" != 0 ]; then
+    step "live fuzzer, 3-node cluster, ${livefuzz_cluster_seconds}s (tests/livefuzz)"
+    "$target_dir/debug/livefuzz" --rill-bin "$RILL_BIN" --cluster 3 --seconds "$livefuzz_cluster_seconds" \
+        --work-dir "$target_dir/livefuzz/cluster" || failed+=("livefuzz (3-node cluster)")
+fi
+# --- end of step 6 ---------------------------------------------------------------------------------
 
 step "summary ($(( $(date +%s) - started ))s)"
 if [ ${#failed[@]} -gt 0 ]; then

@@ -10,7 +10,7 @@ use rill_protocol::kafka_protocol::messages::alter_replica_log_dirs_request::{
 };
 use rill_protocol::kafka_protocol::messages::create_partitions_request::CreatePartitionsTopic;
 use rill_protocol::kafka_protocol::messages::create_topics_request::{
-    CreatableReplicaAssignment, CreatableTopic, CreatableTopicConfig,
+    CreatableReplicaAssignment, CreatableTopic,
 };
 use rill_protocol::kafka_protocol::messages::delete_topics_request::DeleteTopicState;
 use rill_protocol::kafka_protocol::messages::describe_log_dirs_request::DescribableLogDirTopic;
@@ -39,20 +39,7 @@ pub const CASES: &[Case] = &[
 ];
 
 fn topic(name: &str, partitions: i32, rf: i16, configs: &[(&str, &str)]) -> CreatableTopic {
-    CreatableTopic::default()
-        .with_name(tn(name))
-        .with_num_partitions(partitions)
-        .with_replication_factor(rf)
-        .with_configs(
-            configs
-                .iter()
-                .map(|(k, v)| {
-                    CreatableTopicConfig::default()
-                        .with_name(sb(k))
-                        .with_value(Some(sb(v)))
-                })
-                .collect(),
-        )
+    super::creatable(name, partitions, rf, configs)
 }
 
 fn create(topics: Vec<CreatableTopic>, validate_only: bool) -> RequestKind {

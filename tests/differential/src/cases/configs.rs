@@ -318,8 +318,8 @@ fn value_classes(pair: &mut Pair) -> anyhow::Result<()> {
                 rill_protocol::kafka_protocol::messages::CreateTopicsRequest::default()
                     .with_timeout_ms(30_000)
                     .with_topics(vec![
-                        super::admin_topic(&created, &[(key, good)]),
-                        super::admin_topic(&bad_topic, &[(key, bad)]),
+                        super::creatable(&created, 1, 1, &[(key, good)]),
+                        super::creatable(&bad_topic, 1, 1, &[(key, bad)]),
                     ]),
             )
         })?;

@@ -74,20 +74,7 @@ pub fn create_topic(
     partitions: i32,
     configs: &[(&str, &str)],
 ) -> anyhow::Result<()> {
-    let topic = CreatableTopic::default()
-        .with_name(tn(name))
-        .with_num_partitions(partitions)
-        .with_replication_factor(1)
-        .with_configs(
-            configs
-                .iter()
-                .map(|(k, v)| {
-                    CreatableTopicConfig::default()
-                        .with_name(sb(k))
-                        .with_value(Some(sb(v)))
-                })
-                .collect(),
-        );
+    let topic = creatable(name, partitions, 1, configs);
     let request = CreateTopicsRequest::default()
         .with_topics(vec![topic])
         .with_timeout_ms(30_000);
@@ -173,12 +160,12 @@ pub fn response(answer: &Answer) -> Option<&ResponseKind> {
     }
 }
 
-/// A CreateTopics entry: one partition, replication factor 1, these configs.
-pub fn admin_topic(name: &str, configs: &[(&str, &str)]) -> CreatableTopic {
+/// A CreateTopics entry: `partitions` partitions, replication factor `rf`, these configs.
+pub fn creatable(name: &str, partitions: i32, rf: i16, configs: &[(&str, &str)]) -> CreatableTopic {
     CreatableTopic::default()
         .with_name(tn(name))
-        .with_num_partitions(1)
-        .with_replication_factor(1)
+        .with_num_partitions(partitions)
+        .with_replication_factor(rf)
         .with_configs(
             configs
                 .iter()

@@ -64,6 +64,11 @@ async fn one_marker<B: Broker>(broker: &B, m: &WritableTxnMarker) -> WritableTxn
 
 /// One partition's marker: its error code.
 async fn write<B: Broker>(broker: &B, topic: &str, partition: i32, marker: TxnMarker) -> ErrorCode {
+    if !marker.producer_id.is_some() {
+        // A marker ends a producer's transaction: without a producer id there is none to end
+        // (issue 26: the live fuzzer's producer id -1 reached the engine's assertion).
+        return ErrorCode::InvalidProducerIdMapping;
+    }
     if topic == OFFSETS_TOPIC {
         return end_groups(broker, partition, marker).await;
     }
@@ -157,6 +162,22 @@ mod tests {
         assert_eq!(r.markers[0].producer_id.0, 7);
         let r = block_on(handle(&broker, &marker("nope", vec![0], false)));
         assert_eq!(codes(&r), vec![(0, unknown)]);
+    }
+
+    /// Found by the live fuzzer (issue 26): a marker with producer id -1 reached the engine's
+    /// "markers belong to a producer" assertion and the shard died.
+    #[test]
+    fn a_marker_without_a_producer_id_is_refused() {
+        let broker = FakeBroker::new();
+        broker.topics().create("t", 1, Default::default()).unwrap();
+        for id in [-1, -2, i64::MIN] {
+            let mut request = marker("t", vec![0], true);
+            request.markers[0].producer_id = WireProducerId(id);
+            let r = block_on(handle(&broker, &request));
+            let refused = ErrorCode::InvalidProducerIdMapping.code();
+            assert_eq!(codes(&r), vec![(0, refused)]);
+        }
+        assert_eq!(broker.log_end("t", 0), 0, "nothing was written");
     }
 
     #[test]

@@ -45,6 +45,14 @@ enum Slot {
 /// A single node's internal partition on this shard: topic, partition and the log behind it.
 type InternalPartition<S> = (&'static str, i32, Rc<InternalLog<S>>);
 
+/// A partition whose directory is being deleted: how many deletes run, and the end of the actor
+/// the first of them asked to delete (later deletes wait for it before touching the directory).
+#[derive(Default)]
+struct Deleting {
+    running: u32,
+    actor_finished: Option<Rc<ShutdownSignal>>,
+}
+
 /// The partition logs one shard owns, keyed by (topic, partition).
 pub struct PartitionTable<S: Storage> {
     log_manager: Rc<LogManager<S>>,
@@ -58,7 +66,7 @@ pub struct PartitionTable<S: Storage> {
     /// Partitions whose directory is being deleted (with how many deletes are running): no
     /// actor may open one until its delete is done (issue 26: a second actor opened a directory
     /// while the first removed it, and glommio's open panicked on the vanished path).
-    deleting: RefCell<HashMap<(String, i32), u32>>,
+    deleting: RefCell<HashMap<(String, i32), Deleting>>,
     /// The shard's open partition files and their bound.
     files: Rc<FileBudget>,
     /// Wakes the file keeper; taken when the keeper task starts (with the first actor).
@@ -313,13 +321,28 @@ impl<S: Storage + 'static> PartitionTable<S> {
     }
 
     /// Deletes the partition's directory: through its actor when one runs (it closes its log
-    /// first), else directly once any closing actor is done. No actor opens it meanwhile.
+    /// first), else directly once any closing actor is done. No actor opens it meanwhile, and a
+    /// delete that finds another under way waits for the actor that one asked to delete: that
+    /// actor may still be opening the directory (a second DeleteTopics of a topic just
+    /// re-created removed it under the open, and glommio's open panicked on the vanished path).
     async fn delete(&self, topic: &str, partition: i32) -> PartitionReply {
         let key = (topic.to_string(), partition);
-        *self.deleting.borrow_mut().entry(key.clone()).or_insert(0) += 1;
+        let earlier = {
+            let mut deleting = self.deleting.borrow_mut();
+            let entry = deleting.entry(key.clone()).or_default();
+            entry.running += 1;
+            entry.actor_finished.clone()
+        };
         let open = self.partitions.borrow_mut().remove(&key);
         let reply = match open {
             Some(handle) if !handle.stopped.get() => {
+                assert!(
+                    earlier.is_none(),
+                    "no actor opens a partition being deleted"
+                );
+                if let Some(entry) = self.deleting.borrow_mut().get_mut(&key) {
+                    entry.actor_finished = Some(handle.finished.clone());
+                }
                 let reply = send(&handle, PartitionOp::Delete).await;
                 handle.finished.wait().await;
                 reply
@@ -327,6 +350,9 @@ impl<S: Storage + 'static> PartitionTable<S> {
             closing => {
                 if let Some(handle) = closing {
                     handle.finished.wait().await; // a released actor may still be closing
+                }
+                if let Some(finished) = earlier {
+                    finished.wait().await; // the earlier delete's actor may still be opening
                 }
                 match self.log_manager.delete_partition(topic, partition).await {
                     Ok(()) => PartitionReply::Deleted,
@@ -338,9 +364,9 @@ impl<S: Storage + 'static> PartitionTable<S> {
             }
         };
         let mut deleting = self.deleting.borrow_mut();
-        let running = deleting.get_mut(&key).expect("counted above");
-        *running -= 1;
-        if *running == 0 {
+        let entry = deleting.get_mut(&key).expect("counted above");
+        entry.running -= 1;
+        if entry.running == 0 {
             deleting.remove(&key);
         }
         reply

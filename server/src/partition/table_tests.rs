@@ -331,3 +331,45 @@ fn a_request_racing_a_delete_never_shares_the_directory() {
         table.close_all().await;
     });
 }
+
+/// Pins the live fuzzer's crash (seeds 0x5d7111083bd040bd, 0x5bad302b5cf0b267): a second delete
+/// that found no actor removed the directory while the actor the first delete asked to delete
+/// was still opening it, and glommio's open panicked on the vanished path. The second delete now
+/// waits for that actor, so every open ends before its directory goes.
+#[test]
+fn a_second_delete_waits_for_the_actor_the_first_is_deleting() {
+    run(|| async {
+        let fixture = Fixture::new();
+        fixture.storage.set_latency_polls_max(4); // storage steps take polls, as io_uring's do
+        let table = fixture.table();
+        for yields in 0..12 {
+            let opening = {
+                let table = table.clone();
+                glommio::spawn_local(async move { table.call("t", 0, append(1, Acks::All)).await })
+            };
+            for _ in 0..yields {
+                glommio::executor().yield_task_queue_now().await;
+            }
+            let first = {
+                let table = table.clone();
+                glommio::spawn_local(async move { table.call("t", 0, PartitionOp::Delete).await })
+            };
+            glommio::executor().yield_task_queue_now().await;
+            let second = table.call("t", 0, PartitionOp::Delete).await;
+            assert!(
+                matches!(second, PartitionReply::Deleted),
+                "{second:?} ({yields} yields)"
+            );
+            assert!(
+                matches!(first.await, PartitionReply::Deleted),
+                "({yields} yields)"
+            );
+            let opened = opening.await;
+            assert!(
+                !matches!(opened.error_code(), ErrorCode::KafkaStorageError),
+                "the open never loses its directory: {opened:?} ({yields} yields)"
+            );
+        }
+        table.close_all().await;
+    });
+}

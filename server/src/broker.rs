@@ -48,6 +48,11 @@ pub trait Broker {
     fn cluster(&self) -> Option<&ClusterView> {
         None
     }
+    /// The shard's budget of record bytes Fetch responses hold (`rill.shard.fetch.bytes.max`);
+    /// `None`: unbounded (the unit tests' fake).
+    fn fetch_budget(&self) -> Option<&crate::memory_budget::ByteBudget> {
+        None
+    }
     /// The internal topic `name` (`__consumer_offsets`, `__transaction_state`) if it exists
     /// here: a cluster's from its image; a single node's where its runtime serves the
     /// coordinators' logs (`crate::internal_log`). Clients read them, never write them.

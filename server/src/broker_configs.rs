@@ -47,6 +47,20 @@ pub const STATIC_CONFIGS: &[StaticConfig] = &[
         value: |c| c.node_id.to_string(),
     },
     StaticConfig {
+        name: "connections.max.idle.ms",
+        kind: ConfigType::Long,
+        doc: "A connection that received and sent nothing for this long, with no request being \
+              served, is closed (negative: never).",
+        value: |c| c.connections.idle_ms.to_string(),
+    },
+    StaticConfig {
+        name: "fetch.max.bytes",
+        kind: ConfigType::Int,
+        doc: "The most record bytes one Fetch response carries (the client's max_bytes if \
+              smaller), its first batch excepted.",
+        value: |c| c.fetch_max_bytes.to_string(),
+    },
+    StaticConfig {
         name: "group.initial.rebalance.delay.ms",
         kind: ConfigType::Int,
         doc: "How long the first rebalance of an empty consumer group waits for more members \
@@ -107,6 +121,25 @@ pub const STATIC_CONFIGS: &[StaticConfig] = &[
         value: |c| c.log.retention_check_interval_ms.to_string(),
     },
     StaticConfig {
+        name: "max.connections",
+        kind: ConfigType::Int,
+        doc: "Connections open at once over every shard; at it, the broker accepts again once \
+              one closes. Default: what RLIMIT_NOFILE leaves beside the partition files.",
+        value: |c| c.max_connections().to_string(),
+    },
+    StaticConfig {
+        name: "max.connections.per.ip",
+        kind: ConfigType::Int,
+        doc: "Connections open at once from one address; past it new ones are closed.",
+        value: |c| c.connections.per_ip.to_string(),
+    },
+    StaticConfig {
+        name: "max.connections.per.ip.overrides",
+        kind: ConfigType::String,
+        doc: "host:count pairs that override max.connections.per.ip.",
+        value: |c| c.connections.per_ip_overrides_text.clone(),
+    },
+    StaticConfig {
         name: "node.id",
         kind: ConfigType::Int,
         doc: "This broker's id.",
@@ -123,6 +156,21 @@ pub const STATIC_CONFIGS: &[StaticConfig] = &[
         kind: ConfigType::Int,
         doc: "Partitions of the internal committed-offsets log.",
         value: |_| crate::group::OFFSETS_PARTITIONS.to_string(),
+    },
+    StaticConfig {
+        name: "queued.max.request.bytes",
+        kind: ConfigType::Long,
+        doc: "Memory request frames hold from their size prefix until answered, over every \
+              shard (split evenly, each share at least one largest request); a connection \
+              that cannot get its frame's waits, reading nothing more.",
+        value: |c| c.queued_max_request_bytes().to_string(),
+    },
+    StaticConfig {
+        name: "rill.shard.fetch.bytes.max",
+        kind: ConfigType::Long,
+        doc: "Record bytes a shard's Fetch requests hold at once, from their read until \
+              their response is written; a Fetch that finds it spent waits.",
+        value: |c| c.shard_fetch_bytes_max.to_string(),
     },
     StaticConfig {
         name: "socket.request.max.bytes",

@@ -99,9 +99,20 @@ pub struct BrokerConfig {
     pub partition_queue_max: usize,
     /// `rill.shard.channel.capacity`: slots per cross-shard channel.
     pub shard_channel_capacity: usize,
-    /// `rill.shard.inflight.bytes.max`: request bytes a shard holds unanswered, over all its
-    /// connections; never below `request_bytes_max` (one largest request must fit).
-    pub shard_inflight_bytes_max: usize,
+    /// `queued.max.request.bytes`: memory request frames may hold, over every shard, from
+    /// their size prefix on (partially received ones included) until they are answered; split
+    /// evenly among the shards ([`Self::shard_request_bytes_max`]). `None`:
+    /// [`QUEUED_REQUEST_BYTES_PER_SHARD_DEFAULT`] per shard.
+    pub queued_max_request_bytes: Option<u64>,
+    /// `fetch.max.bytes`: the most record bytes one Fetch response carries (the client's
+    /// `max_bytes` if smaller), its first batch excepted.
+    pub fetch_max_bytes: usize,
+    /// `rill.shard.fetch.bytes.max`: record bytes a shard's Fetch requests may hold at once,
+    /// from their read until their response is written.
+    pub shard_fetch_bytes_max: usize,
+    /// `max.connections`, `max.connections.per.ip` (and its overrides),
+    /// `connections.max.idle.ms`.
+    pub connections: ConnectionSettings,
     /// `rill.read.cache.bytes`: each shard's cache of log bytes past the partitions' tail
     /// caches, for catch-up consumers (a hard bound, least recently used evicted; 0 disables
     /// it and read-ahead). `None`: sized to the machine, see [`Self::read_cache_bytes_per_shard`].
@@ -201,6 +212,100 @@ fn parse_admin_listen(key: &str, v: &str) -> Result<Option<SocketAddr>, ConfigEr
     parse_listen(key, v).map(Some)
 }
 
+/// Kafka's `fetch.max.bytes` (55 MiB).
+pub const FETCH_MAX_BYTES_DEFAULT: usize = 57_671_680;
+
+/// The default `rill.shard.fetch.bytes.max`: a few full-size Fetch responses in flight per
+/// shard (each at most `fetch.max.bytes`), many more of the usual 1 MiB per partition.
+pub const SHARD_FETCH_BYTES_DEFAULT: usize = 256 << 20;
+
+/// The default share of `queued.max.request.bytes` per shard (Kafka's default, -1, bounds
+/// nothing): room for two requests of the largest default size at once on each shard.
+pub const QUEUED_REQUEST_BYTES_PER_SHARD_DEFAULT: u64 = 256 << 20;
+
+/// Kafka's `connections.max.idle.ms` (10 minutes).
+pub const CONNECTIONS_MAX_IDLE_MS_DEFAULT: i64 = 600_000;
+
+/// The connection limits, as Kafka names them (see `crate::net::quotas`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConnectionSettings {
+    /// `max.connections`: open connections over every shard; `None`: what RLIMIT_NOFILE
+    /// leaves beside the partition files ([`crate::open_files::connections_default`]).
+    pub max: Option<usize>,
+    /// `max.connections.per.ip` (Kafka's default: `i32::MAX`).
+    pub per_ip: usize,
+    /// `max.connections.per.ip.overrides` as given (`host:count,...`).
+    pub per_ip_overrides_text: String,
+    /// Those overrides, hosts resolved to their addresses.
+    pub per_ip_overrides: std::collections::HashMap<std::net::IpAddr, usize>,
+    /// `connections.max.idle.ms`: a connection with nothing received or sent for this long,
+    /// and no request being served, is closed; negative: never.
+    pub idle_ms: i64,
+}
+
+impl Default for ConnectionSettings {
+    fn default() -> Self {
+        ConnectionSettings {
+            max: None,
+            per_ip: i32::MAX as usize,
+            per_ip_overrides_text: String::new(),
+            per_ip_overrides: Default::default(),
+            idle_ms: CONNECTIONS_MAX_IDLE_MS_DEFAULT,
+        }
+    }
+}
+
+impl ConnectionSettings {
+    fn apply_property(&mut self, key: &str, v: &str) -> Result<bool, ConfigError> {
+        match key {
+            "max.connections" => self.max = Some(parse_at_most_i32(key, v)?),
+            "max.connections.per.ip" => {
+                self.per_ip = usize::try_from(parse_num::<i32>(key, v)?)
+                    .map_err(|_| bad(key, v, "must be 0 or more"))?
+            }
+            "max.connections.per.ip.overrides" => {
+                self.per_ip_overrides = parse_ip_overrides(key, v)?;
+                self.per_ip_overrides_text = v.to_string();
+            }
+            "connections.max.idle.ms" => self.idle_ms = parse_num(key, v)?,
+            _ => return Ok(false),
+        }
+        Ok(true)
+    }
+
+    /// `connections.max.idle.ms` as a duration; `None` when connections never idle out.
+    pub fn idle(&self) -> Option<std::time::Duration> {
+        u64::try_from(self.idle_ms)
+            .ok()
+            .map(std::time::Duration::from_millis)
+    }
+}
+
+/// `host:count,host:count`: each host (a name or an address) resolved to every address it has.
+fn parse_ip_overrides(
+    key: &str,
+    v: &str,
+) -> Result<std::collections::HashMap<std::net::IpAddr, usize>, ConfigError> {
+    let mut out = std::collections::HashMap::new();
+    for entry in v.split(',').map(str::trim).filter(|e| !e.is_empty()) {
+        let (host, count) = entry
+            .rsplit_once(':')
+            .ok_or_else(|| bad(key, v, format!("{entry:?} is not host:count")))?;
+        let count: usize = count
+            .trim()
+            .parse()
+            .map_err(|_| bad(key, v, format!("{entry:?}: the count is not a number")))?;
+        let host = host.trim().trim_matches(|c| c == '[' || c == ']');
+        let addresses = (host, 0)
+            .to_socket_addrs()
+            .map_err(|e| bad(key, v, format!("{host:?}: {e}")))?;
+        for address in addresses {
+            out.insert(address.ip().to_canonical(), count);
+        }
+    }
+    Ok(out)
+}
+
 /// Partitions per shard the default `rill.broker.partitions.max` allows: the load whose
 /// start-up, memory and latency BENCHMARKS.md measures (10,000 on 2 shards) with room.
 pub const PARTITIONS_PER_SHARD_DEFAULT: i64 = 10_000;
@@ -222,7 +327,10 @@ impl BrokerConfig {
             io_memory_bytes: 2 << 20,
             partition_queue_max: 1024,
             shard_channel_capacity: 1024,
-            shard_inflight_bytes_max: 256 * 1024 * 1024,
+            queued_max_request_bytes: None,
+            fetch_max_bytes: FETCH_MAX_BYTES_DEFAULT,
+            shard_fetch_bytes_max: SHARD_FETCH_BYTES_DEFAULT,
+            connections: ConnectionSettings::default(),
             read_cache_bytes: None,
             read_cache_write_through: true,
             read_ahead_hold_ms: 100,
@@ -253,6 +361,58 @@ impl BrokerConfig {
             let memory = usize::try_from(memory_bytes()).unwrap_or(usize::MAX);
             (memory / 8 / self.shards.max(1)).max(READ_CACHE_BYTES_MIN)
         })
+    }
+
+    /// `queued.max.request.bytes`, or its default.
+    pub fn queued_max_request_bytes(&self) -> u64 {
+        self.queued_max_request_bytes
+            .unwrap_or(QUEUED_REQUEST_BYTES_PER_SHARD_DEFAULT * self.shards.max(1) as u64)
+    }
+
+    /// Each shard's share of `queued.max.request.bytes`, never below one request of the
+    /// largest size (`socket.request.max.bytes` and its size prefix), which must always fit.
+    pub fn shard_request_bytes_max(&self) -> u64 {
+        let largest =
+            self.request_bytes_max as u64 + rill_protocol::frame::SIZE_PREFIX_BYTES as u64;
+        (self.queued_max_request_bytes() / self.shards.max(1) as u64).max(largest)
+    }
+
+    /// `max.connections`, or what RLIMIT_NOFILE leaves for connections now.
+    pub fn max_connections(&self) -> usize {
+        self.connections.max.unwrap_or_else(|| {
+            let nofile = crate::open_files::current_limit().unwrap_or(1024);
+            crate::open_files::connections_default(nofile)
+        })
+    }
+
+    /// The limits `crate::net::quotas` applies.
+    pub fn connection_quota_limits(&self) -> crate::net::quotas::QuotaLimits {
+        crate::net::quotas::QuotaLimits {
+            max: self.max_connections(),
+            per_ip: self.connections.per_ip,
+            per_ip_overrides: self.connections.per_ip_overrides.clone(),
+        }
+    }
+
+    /// Kafka's cross-checks of the bounds.
+    fn check_bounds(&self) -> Result<(), ConfigError> {
+        if let Some(q) = self.queued_max_request_bytes {
+            if q < self.request_bytes_max as u64 {
+                return Err(bad(
+                    "queued.max.request.bytes",
+                    &q.to_string(),
+                    "must be at least socket.request.max.bytes",
+                ));
+            }
+        }
+        if self.connections.per_ip == 0 && self.connections.per_ip_overrides.is_empty() {
+            return Err(bad(
+                "max.connections.per.ip",
+                "0",
+                "can be 0 only if max.connections.per.ip.overrides is set",
+            ));
+        }
+        Ok(())
     }
 
     /// Partitions this broker may hold (`rill.broker.partitions.max`, or its default).
@@ -319,7 +479,7 @@ impl BrokerConfig {
             "num.partitions" => self.default_partitions = parse_positive_i32(key, v)?,
             "auto.create.topics.enable" => self.auto_create_topics = parse_bool(key, v)?,
             "broker.id" | "node.id" => self.node_id = parse_num(key, v)?,
-            "socket.request.max.bytes" => self.request_bytes_max = parse_num(key, v)?,
+            "socket.request.max.bytes" => self.request_bytes_max = parse_at_most_i32(key, v)?,
             "rill.shards" => self.shards = parse_shards(key, v)?,
             "rill.connection.inflight.requests.max" => {
                 self.inflight_requests_max = parse_at_least_one(key, v)?
@@ -329,9 +489,13 @@ impl BrokerConfig {
             "rill.shard.channel.capacity" => {
                 self.shard_channel_capacity = parse_at_least_one(key, v)?
             }
-            "rill.shard.inflight.bytes.max" => {
-                self.shard_inflight_bytes_max = parse_at_least_one(key, v)?
+            "queued.max.request.bytes" => {
+                self.queued_max_request_bytes = parse_queued_bytes(key, v)?
             }
+            "fetch.max.bytes" => {
+                self.fetch_max_bytes = parse_at_most_i32(key, v)?;
+            }
+            "rill.shard.fetch.bytes.max" => self.shard_fetch_bytes_max = parse_at_most_i32(key, v)?,
             "rill.read.cache.bytes" => self.read_cache_bytes = Some(parse_num(key, v)?),
             "rill.read.cache.write.through" => self.read_cache_write_through = parse_bool(key, v)?,
             "rill.read.ahead.hold.ms" => self.read_ahead_hold_ms = parse_num(key, v)?,
@@ -356,6 +520,7 @@ impl BrokerConfig {
             _ if key.starts_with("transaction") => {
                 return apply_txn_property(&mut self.txn, key, v)
             }
+            _ if self.connections.apply_property(key, v)? => {}
             _ if self.cluster_settings.apply_property(key, v)? => {}
             _ => match self.admin.apply_property(key, v)? {
                 Applied::Unknown => return self.log.apply_property(key, v),
@@ -421,8 +586,7 @@ impl BrokerConfig {
         for (_, property) in flags.into_iter().filter(|(given, _)| *given) {
             self.explicit.insert(property.to_string());
         }
-        // One request of the largest allowed size must always fit in the shard's budget.
-        self.shard_inflight_bytes_max = self.shard_inflight_bytes_max.max(self.request_bytes_max);
+        self.check_bounds()?;
         // advertise defaults to listen, so it is resolved after the listen address is final.
         self.advertise_host = self.listen.ip().to_string();
         self.advertise_port = self.listen.port();
@@ -568,6 +732,26 @@ where
         return Err(bad(key, v, "must be at least 1"));
     }
     Ok(n)
+}
+
+/// A Kafka `int` property that counts something: 1 to `i32::MAX`.
+fn parse_at_most_i32(key: &str, v: &str) -> Result<usize, ConfigError> {
+    let n = parse_positive_i32(key, v)?;
+    Ok(n as usize)
+}
+
+/// `queued.max.request.bytes`: bytes; Kafka's -1 (or 0: no bound) keeps Rill's default bound.
+fn parse_queued_bytes(key: &str, v: &str) -> Result<Option<u64>, ConfigError> {
+    let n: i64 = parse_num(key, v)?;
+    if n <= 0 {
+        tracing::warn!(
+            key,
+            value = n,
+            "Rill always bounds request memory: using the default queued.max.request.bytes"
+        );
+        return Ok(None);
+    }
+    Ok(Some(n as u64))
 }
 
 fn parse_positive_i32(key: &str, v: &str) -> Result<i32, ConfigError> {
@@ -862,6 +1046,86 @@ mod tests {
         ] {
             let map = BTreeMap::from([(k.to_string(), v.to_string())]);
             assert!(c.apply_properties(&map).is_err(), "{k}={v} accepted");
+        }
+    }
+
+    #[test]
+    fn connection_and_memory_bounds_take_kafkas_names_and_defaults() {
+        let c = BrokerConfig::resolve(&cli(&["--shards", "2"])).unwrap();
+        assert_eq!(
+            c.connections.idle_ms, 600_000,
+            "Kafka's connections.max.idle.ms"
+        );
+        assert_eq!(c.connections.per_ip, i32::MAX as usize);
+        assert_eq!(c.fetch_max_bytes, 57_671_680, "Kafka's fetch.max.bytes");
+        assert_eq!(c.queued_max_request_bytes(), 512 << 20, "256 MiB per shard");
+        assert_eq!(c.shard_request_bytes_max(), 256 << 20);
+        assert!(c.max_connections() >= 1);
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("server.properties");
+        std::fs::write(
+            &path,
+            "max.connections=4000\nmax.connections.per.ip=10\n\
+             max.connections.per.ip.overrides=127.0.0.1:200,[::1]:5\n\
+             connections.max.idle.ms=-1\nqueued.max.request.bytes=200000000\n\
+             fetch.max.bytes=1048576\nrill.shard.fetch.bytes.max=8388608\n\
+             socket.request.max.bytes=1000000\n",
+        )
+        .unwrap();
+        let p = path.to_str().unwrap();
+        let c = BrokerConfig::resolve(&cli(&["--config", p, "--shards", "4"])).unwrap();
+        assert_eq!(c.max_connections(), 4000);
+        let limits = c.connection_quota_limits();
+        assert_eq!(limits.per_ip, 10);
+        assert_eq!(limits.per_ip_overrides[&"127.0.0.1".parse().unwrap()], 200);
+        assert_eq!(limits.per_ip_overrides[&"::1".parse().unwrap()], 5);
+        assert_eq!(c.connections.idle(), None, "negative: never idle out");
+        assert_eq!(c.queued_max_request_bytes(), 200_000_000);
+        assert_eq!(
+            c.shard_request_bytes_max(),
+            50_000_000,
+            "split among 4 shards"
+        );
+        assert_eq!(
+            (c.fetch_max_bytes, c.shard_fetch_bytes_max),
+            (1 << 20, 8 << 20)
+        );
+        // A share never below one largest request (and its size prefix).
+        let mut small = c.clone();
+        small.shards = 1000;
+        assert_eq!(small.shard_request_bytes_max(), 1_000_004);
+        // Kafka's -1 keeps Rill's bound.
+        let mut c = BrokerConfig::defaults();
+        let map = BTreeMap::from([("queued.max.request.bytes".into(), "-1".into())]);
+        c.apply_properties(&map).unwrap();
+        assert_eq!(c.queued_max_request_bytes, None);
+    }
+
+    #[test]
+    fn bad_bounds_are_refused_as_kafka_refuses_them() {
+        let mut c = BrokerConfig::defaults();
+        for (k, v) in [
+            ("max.connections", "0"),
+            ("max.connections", "3000000000"),
+            ("max.connections.per.ip", "-1"),
+            ("max.connections.per.ip.overrides", "nocount"),
+            ("max.connections.per.ip.overrides", "127.0.0.1:x"),
+            ("fetch.max.bytes", "0"),
+            ("socket.request.max.bytes", "0"),
+            ("connections.max.idle.ms", "soon"),
+        ] {
+            let map = BTreeMap::from([(k.to_string(), v.to_string())]);
+            assert!(c.apply_properties(&map).is_err(), "{k}={v} accepted");
+        }
+        let dir = tempfile::tempdir().unwrap();
+        for text in [
+            "queued.max.request.bytes=1000\n",
+            "max.connections.per.ip=0\n",
+        ] {
+            let path = dir.path().join("bad.properties");
+            std::fs::write(&path, text).unwrap();
+            let resolved = BrokerConfig::resolve(&cli(&["--config", path.to_str().unwrap()]));
+            assert!(resolved.is_err(), "{text} accepted");
         }
     }
 

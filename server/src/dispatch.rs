@@ -19,13 +19,14 @@ use std::panic::AssertUnwindSafe;
 use bytes::{Bytes, BytesMut};
 use futures::FutureExt;
 use rill_protocol::fetch_encoder::encode_fetch_response_vectored;
-use rill_protocol::kafka_protocol::messages::{ApiKey, FetchResponse, RequestKind, ResponseKind};
+use rill_protocol::kafka_protocol::messages::{ApiKey, RequestKind, ResponseKind};
 use rill_protocol::request::decode_request;
 use rill_protocol::response::encode_response;
 use rill_protocol::ErrorCode;
 
 use crate::admin::shard::hooks;
 use crate::handler::{self, api_versions, Broker};
+use crate::memory_budget::Hold;
 use crate::panic_guard::{self, RequestHead};
 
 /// What the connection does with a request's outcome.
@@ -33,8 +34,9 @@ use crate::panic_guard::{self, RequestHead};
 pub enum Outcome {
     /// Write this whole response frame.
     Respond(BytesMut),
-    /// Write these buffers in order: one frame whose record bytes were never copied (Fetch).
-    RespondParts(Vec<Bytes>),
+    /// Write these buffers in order: one frame whose record bytes were never copied (Fetch);
+    /// the hold (of the shard's Fetch budget) is given back once they are written.
+    RespondParts(Vec<Bytes>, Hold),
     /// Write nothing (acks=0).
     Silent,
     /// Close the connection (after earlier responses are written).
@@ -117,9 +119,7 @@ async fn dispatch_unguarded<B: Broker>(broker: &B, frame_body: Bytes) -> Outcome
     crate::test_hooks::maybe_panic_in_handler(api_key as i16);
     match handle(broker, version, &client_id, body, frame).await {
         Answer::Body(body) => encode(correlation_id, api_key, version, &body),
-        Answer::Fetch(response, records) => {
-            encode_fetch(correlation_id, version, response, &records)
-        }
+        Answer::Fetch(fetched) => encode_fetch(correlation_id, version, fetched),
         Answer::Silent => Outcome::Silent,
         Answer::Close => Outcome::Close,
     }
@@ -155,14 +155,14 @@ macro_rules! dispatch_table {
 rill_protocol::for_each_api!(dispatch_table);
 
 /// A Fetch response as buffers: record chunks are spliced in, never copied.
-fn encode_fetch(
-    correlation_id: i32,
-    version: i16,
-    response: FetchResponse,
-    records: &[Vec<Bytes>],
-) -> Outcome {
-    match encode_fetch_response_vectored(correlation_id, version, response, records) {
-        Ok(parts) => Outcome::RespondParts(parts),
+fn encode_fetch(correlation_id: i32, version: i16, fetched: handler::fetch::Fetched) -> Outcome {
+    let handler::fetch::Fetched {
+        response,
+        records,
+        hold,
+    } = fetched;
+    match encode_fetch_response_vectored(correlation_id, version, response, &records) {
+        Ok(parts) => Outcome::RespondParts(parts, hold),
         Err(e) => {
             tracing::error!(error = %e, "cannot encode fetch response; closing connection");
             Outcome::Close
@@ -344,8 +344,8 @@ mod every_version_encodes {
                 Answer::Body(body) => {
                     encode_response(&mut BytesMut::new(), 1, api_key, v, &body).map(drop)
                 }
-                Answer::Fetch(response, records) => {
-                    encode_fetch_response_vectored(1, v, response, &records).map(drop)
+                Answer::Fetch(f) => {
+                    encode_fetch_response_vectored(1, v, f.response, &f.records).map(drop)
                 }
                 Answer::Silent | Answer::Close => Ok(()),
             };
@@ -385,8 +385,7 @@ mod every_version_encodes {
             let req = FetchRequest::default()
                 .with_max_bytes(1 << 20)
                 .with_topics(vec![t]);
-            let (response, records) = block_on(handler::fetch::handle(b, v, &req));
-            Answer::Fetch(response, records)
+            Answer::Fetch(block_on(handler::fetch::handle(b, v, &req)))
         });
         assert_encodes(ApiKey::ListOffsets, |b, v| {
             let p = list_offsets_request::ListOffsetsPartition::default().with_timestamp(-1);

@@ -30,6 +30,8 @@
 //!   [`produce_rules`]: what a topic's configs require of produced batches (keys, timestamps,
 //!   codec, min.insync.replicas).
 //! - [`channel`]: in-process channels whose ends cannot carry a waker to another thread.
+//! - [`memory_budget`]: a shard's byte budgets (request frames, Fetch reads): reserve before
+//!   allocating, wait in order when spent.
 //! - [`shutdown`]: SIGTERM/SIGINT → every shard stops accepting, drains, closes its logs.
 //! - [`admin`]: the admin HTTP listener: Prometheus metrics, health checks, status JSON and page.
 //! - [`tools`]: `rill dump-log`, `rill check`: offline inspection and repair of a data directory.
@@ -51,6 +53,7 @@ pub mod group;
 pub mod handler;
 pub mod internal_log;
 pub mod internal_topics;
+pub mod memory_budget;
 pub mod net;
 pub mod open_files;
 pub mod panic_guard;

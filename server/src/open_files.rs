@@ -93,6 +93,26 @@ pub fn shard_budget(configured: Option<usize>, nofile: u64, shards: usize) -> us
         .max(SHARD_FILES_MIN)
 }
 
+/// Descriptors one connection uses: its socket, and the second handle its reader receives on
+/// (`crate::net::connection`).
+pub const FDS_PER_CONNECTION: u64 = 2;
+/// Descriptors kept back from connections too (io_uring rings, the metadata, group and index
+/// files written now and then).
+const NON_CONNECTION_FDS: u64 = 256;
+
+/// The default `max.connections`: what the descriptor limit leaves beside the partition files'
+/// budgets ([`shard_budget`] takes three quarters of what [`RESERVED_FDS`] leaves), less
+/// [`NON_CONNECTION_FDS`], at [`FDS_PER_CONNECTION`] each. A broker at its limit then stops
+/// accepting (Kafka's `max.connections`) before `accept` or a partition file fails for want
+/// of a descriptor.
+pub fn connections_default(nofile: u64) -> usize {
+    let beside_partitions = nofile.saturating_sub(RESERVED_FDS) / 4 + RESERVED_FDS.min(nofile);
+    let fds = beside_partitions.saturating_sub(NON_CONNECTION_FDS);
+    usize::try_from(fds / FDS_PER_CONNECTION)
+        .unwrap_or(usize::MAX)
+        .max(1)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -104,6 +124,14 @@ mod tests {
         let again = raise_to_hard_limit().unwrap();
         assert_eq!(again.before, again.now, "already raised");
         assert_eq!(current_limit().unwrap(), again.now);
+    }
+
+    #[test]
+    fn connections_get_what_partition_files_leave() {
+        // 20,000: the partition budgets take 14,232, connections (2 fds) the rest but 256.
+        assert_eq!(connections_default(20_000), (20_000 - 14_232 - 256) / 2);
+        assert_eq!(connections_default(1024), (1024 - 256) / 2);
+        assert_eq!(connections_default(0), 1, "never none");
     }
 
     #[test]

@@ -84,7 +84,7 @@ pub fn run_frame_answer(broker: &FakeBroker, body: Bytes) -> (Next, Option<Vec<u
         }
         Some(Outcome::Respond(frame)) => frame.to_vec(),
         // The zero-copy Fetch path: the parts, written in order, are one response frame.
-        Some(Outcome::RespondParts(parts)) => parts.concat(),
+        Some(Outcome::RespondParts(parts, _)) => parts.concat(),
     };
     check_response(&body, &frame);
     (Next::Continue, Some(frame[4..].to_vec()))

@@ -14,6 +14,8 @@
 //! | shard_{connections_open, connections_accepted_total, connections_closed_total, requests_in_flight, busy_seconds_total} | shard | shards |
 //! | read_cache_hits_total, read_cache_misses_total, read_cache_bytes | shard   | shards           |
 //! | read_cache_hit_ratio                              | —                      | —                |
+//! | bound_hits_total                                  | bound                  | the bounds       |
+//! | shard_budget_{bytes, held_bytes, held_bytes_max, waiting} | shard, budget  | shards × 2       |
 //! | group_lag                                         | group, topic, partition | partition series |
 //! | group_topic_lag                                   | group, topic           | groups_max × topics_max |
 //! | group_members, group_state                        | group (state)          | groups_max       |
@@ -48,6 +50,7 @@ pub fn render(state: &AdminState, snapshots: &[ShardSnapshot]) -> String {
     partition_families(&mut out, &partitions);
     topic_families(&mut out, &partitions);
     shard_families(&mut out, state);
+    bound_families(&mut out, state);
     group_families(&mut out, &partitions, &groups);
     txn_families(&mut out, snapshots);
     broker_families(&mut out, state);
@@ -364,6 +367,56 @@ fn shard_families(out: &mut Families, state: &AdminState) {
             &[],
             hits / (hits + misses),
         );
+    }
+}
+
+/// How often each resource bound bit (summed over the shards), and each shard's byte budgets.
+fn bound_families(out: &mut Families, state: &AdminState) {
+    use super::bound_hits::Bound;
+    use super::state::Budget;
+    for bound in Bound::ALL {
+        let hits: u64 = state.shards.iter().map(|s| s.bound_hits.get(bound)).sum();
+        out.add(
+            "rill_bound_hits_total",
+            "Times a resource bound bit, by its property (README: Bounds).",
+            MetricType::COUNTER,
+            &[("bound", bound.property())],
+            hits as f64,
+        );
+    }
+    const BUDGET_FAMILIES: [(&str, &str); 4] = [
+        (
+            "rill_shard_budget_bytes",
+            "The shard's bound of a byte budget, by its property.",
+        ),
+        (
+            "rill_shard_budget_held_bytes",
+            "Bytes the shard's work holds of a byte budget now.",
+        ),
+        (
+            "rill_shard_budget_waiting",
+            "Reservations waiting for a byte budget on the shard now.",
+        ),
+        (
+            "rill_shard_budget_held_bytes_max",
+            "The most bytes the shard's work held of a byte budget at once, since start.",
+        ),
+    ];
+    for (id, s) in state.shards.iter().enumerate() {
+        let id = id.to_string();
+        for (budget, gauges) in Budget::ALL.iter().zip(&s.budgets) {
+            let values = [
+                &gauges.capacity,
+                &gauges.held,
+                &gauges.waiting,
+                &gauges.held_max,
+            ];
+            for ((name, help), value) in BUDGET_FAMILIES.iter().zip(values) {
+                let labels = [("shard", id.as_str()), ("budget", budget.property())];
+                let value = value.load(Ordering::Relaxed) as f64;
+                out.add(name, help, MetricType::GAUGE, &labels, value);
+            }
+        }
     }
 }
 

@@ -14,11 +14,13 @@
 //!   they answer) and the admin thread reads.
 //! - [`shard`]: the shard side: a thread-local per shard, the hooks the data path calls, the
 //!   observer task that flushes metrics and answers snapshots.
+//! - [`bound_hits`]: the resource bounds by property name, and how often each bit.
 //! - [`metrics`]: data-path counters and histograms (per-shard local copies, flushed).
 //! - [`exposition`], [`status`], [`page`]: the three renderings.
 //! - [`errors`]: the last warnings and errors, from the `tracing` log.
 //! - [`http`]: the HTTP/1.1 server on its own threads (`httparse`).
 
+pub mod bound_hits;
 pub mod errors;
 pub mod exposition;
 pub mod http;

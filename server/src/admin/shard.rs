@@ -29,6 +29,8 @@ type TxnSource = Box<dyn Fn() -> BTreeMap<&'static str, u64>>;
 /// Source of a shard's read cache counters: (lookups served, lookups missed) since start, and
 /// the bytes it holds now.
 type ReadCacheSource = Box<dyn Fn() -> (u64, u64, u64)>;
+/// Source of a shard's byte budgets' figures, by [`super::state::Budget`].
+type BudgetSource = Box<dyn Fn() -> [crate::memory_budget::BudgetStats; 2]>;
 
 /// Bytes and records this shard sent to consumers since its last flush, by topic and
 /// partition. Counted here, not in the partition's [`PartitionStats`]: the partition may be
@@ -72,6 +74,7 @@ pub struct ShardLocal {
     groups: RefCell<Option<GroupSource>>,
     transactions: RefCell<Option<TxnSource>>,
     read_cache: RefCell<Option<ReadCacheSource>>,
+    budgets: RefCell<Option<BudgetSource>>,
     sent: RefCell<SentSinceFlush>,
 }
 
@@ -94,6 +97,27 @@ impl ShardLocal {
     /// Where the read cache counters come from once the shard's cache exists.
     pub fn set_read_cache_source(&self, source: impl Fn() -> (u64, u64, u64) + 'static) {
         *self.read_cache.borrow_mut() = Some(Box::new(source));
+    }
+
+    /// Where the byte budgets' figures come from once the shard exists.
+    pub fn set_budget_source(
+        &self,
+        source: impl Fn() -> [crate::memory_budget::BudgetStats; 2] + 'static,
+    ) {
+        *self.budgets.borrow_mut() = Some(Box::new(source));
+    }
+
+    /// Copies the byte budgets' figures into the shared stats.
+    fn publish_budgets(&self) {
+        let Some(source) = self.budgets.borrow().as_ref().map(|f| f()) else {
+            return;
+        };
+        for (gauges, stats) in self.stats().budgets.iter().zip(source) {
+            gauges.capacity.store(stats.capacity, Ordering::Relaxed);
+            gauges.held.store(stats.held, Ordering::Relaxed);
+            gauges.waiting.store(stats.waiting, Ordering::Relaxed);
+            gauges.held_max.store(stats.held_max, Ordering::Relaxed);
+        }
     }
 
     fn snapshot(&self) -> ShardSnapshot {
@@ -135,6 +159,7 @@ pub fn install(id: usize, state: Arc<AdminState>) -> Rc<ShardLocal> {
         groups: RefCell::new(None),
         transactions: RefCell::new(None),
         read_cache: RefCell::new(None),
+        budgets: RefCell::new(None),
         sent: RefCell::new(SentSinceFlush::default()),
     });
     local
@@ -187,6 +212,7 @@ async fn observe(local: Rc<ShardLocal>, requests: mpsc::Receiver<SnapshotRequest
             stats.read_cache_misses.store(misses, Ordering::Relaxed);
             stats.read_cache_bytes.store(bytes, Ordering::Relaxed);
         }
+        local.publish_budgets();
         let _ = local.state.ready(); // latches start-up recovery as soon as it is done
         for reply in asked {
             let _ = reply.send(local.snapshot());
@@ -374,6 +400,13 @@ pub mod hooks {
     pub fn request_panicked(api_key: i16) {
         if let Some(l) = local() {
             l.state.metrics.request_panicked(api_key);
+        }
+    }
+
+    /// A resource bound bit (see [`crate::admin::bound_hits`]).
+    pub fn bound_hit(bound: crate::admin::bound_hits::Bound) {
+        if let Some(l) = local() {
+            l.stats().bound_hits.add(bound, 1);
         }
     }
 

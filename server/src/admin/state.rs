@@ -162,6 +162,45 @@ pub struct ShardStats {
     pub read_cache_misses: AtomicU64,
     /// Bytes the shard's read cache holds (within `rill.read.cache.bytes`).
     pub read_cache_bytes: AtomicU64,
+    /// How often each resource bound bit on this shard.
+    pub bound_hits: super::bound_hits::BoundHits,
+    /// The shard's byte budgets, by [`Budget`], as of its last flush.
+    pub budgets: [BudgetGauges; 2],
+}
+
+/// A shard's byte budgets.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Budget {
+    /// Request frames from their size prefix until answered (`queued.max.request.bytes`).
+    RequestBytes,
+    /// Record bytes of Fetch responses until written (`rill.shard.fetch.bytes.max`).
+    FetchBytes,
+}
+
+impl Budget {
+    /// Both, in declaration order.
+    pub const ALL: [Budget; 2] = [Budget::RequestBytes, Budget::FetchBytes];
+
+    /// The property that sets it (the metric label).
+    pub fn property(self) -> &'static str {
+        match self {
+            Budget::RequestBytes => "queued.max.request.bytes",
+            Budget::FetchBytes => "rill.shard.fetch.bytes.max",
+        }
+    }
+}
+
+/// One byte budget's figures, published by the shard's observer.
+#[derive(Debug, Default)]
+pub struct BudgetGauges {
+    /// Its bound on this shard.
+    pub capacity: AtomicU64,
+    /// Bytes held now.
+    pub held: AtomicU64,
+    /// Reservations waiting now.
+    pub waiting: AtomicU64,
+    /// The most held at once since start.
+    pub held_max: AtomicU64,
 }
 
 /// One consumer group as its coordinator shard sees it.

@@ -56,6 +56,8 @@ pub struct FakeBroker {
     pub txns: TxnCoordinator<MemTxnJournal>,
     /// Where each appended batch's bytes were when the owner got them (to tell copies apart).
     pub appended_at: RefCell<Vec<usize>>,
+    /// The Fetch budget (`rill.shard.fetch.bytes.max`), if a test sets one.
+    pub fetch_budget: Option<crate::memory_budget::ByteBudget>,
 }
 
 impl Default for FakeBroker {
@@ -115,12 +117,48 @@ impl FakeBroker {
             clock_origin: Instant::now(),
             slept: Cell::new(Duration::ZERO),
             appended_at: RefCell::default(),
+            fetch_budget: None,
             txns: TxnCoordinator::new(
                 txn_journal,
                 std::rc::Rc::new(rill_engine::io::SystemClock),
                 config_txn(),
                 Vec::new(),
             ),
+        }
+    }
+
+    /// Whole batches from `from` up to `max_bytes`, at least one (as the engine reads).
+    fn read(
+        &self,
+        topic: &str,
+        partition: i32,
+        from: Offset,
+        max_bytes: usize,
+        positions: Positions,
+    ) -> PartitionReply {
+        if from < positions.log_start() || from > positions.log_end() {
+            return PartitionReply::Error(ErrorCode::OffsetOutOfRange);
+        }
+        let logs = self.logs.borrow();
+        let mut total = 0usize;
+        let chunks = logs
+            .get(&(topic.to_string(), partition))
+            .map(|l| {
+                l.iter()
+                    .filter(|(b, batch)| b + last_delta(batch) >= from.0)
+                    .take_while(|(_, batch)| {
+                        let first = total == 0;
+                        total += batch.len();
+                        first || total <= max_bytes
+                    })
+                    .map(|(_, batch)| batch.clone())
+                    .collect()
+            })
+            .unwrap_or_default();
+        PartitionReply::Read {
+            positions,
+            chunks,
+            aborted: Vec::new(),
         }
     }
 
@@ -226,6 +264,10 @@ impl Broker for FakeBroker {
         &self.topics
     }
 
+    fn fetch_budget(&self) -> Option<&crate::memory_budget::ByteBudget> {
+        self.fetch_budget.as_ref()
+    }
+
     async fn partition(&self, topic: &str, partition: i32, op: PartitionOp) -> PartitionReply {
         let positions = self.positions(topic, partition);
         match op {
@@ -239,26 +281,9 @@ impl Broker for FakeBroker {
                     log_start_offset: Offset(0),
                 }
             }
-            PartitionOp::Read { from, .. } => {
-                if from < positions.log_start() || from > positions.log_end() {
-                    return PartitionReply::Error(ErrorCode::OffsetOutOfRange);
-                }
-                let logs = self.logs.borrow();
-                let chunks = logs
-                    .get(&(topic.to_string(), partition))
-                    .map(|l| {
-                        l.iter()
-                            .filter(|(b, batch)| b + last_delta(batch) >= from.0)
-                            .map(|(_, batch)| batch.clone())
-                            .collect()
-                    })
-                    .unwrap_or_default();
-                PartitionReply::Read {
-                    positions,
-                    chunks,
-                    aborted: Vec::new(),
-                }
-            }
+            PartitionOp::Read {
+                from, max_bytes, ..
+            } => self.read(topic, partition, from, max_bytes, positions),
             PartitionOp::Offsets => PartitionReply::Offsets(positions),
             PartitionOp::LogSize => PartitionReply::LogSize {
                 bytes: self.log_bytes(topic, partition),

@@ -6,7 +6,7 @@
 //! wire helpers, so each handler names them as `super::`).
 
 use bytes::Bytes;
-use rill_protocol::kafka_protocol::messages::{FetchResponse, ResponseKind};
+use rill_protocol::kafka_protocol::messages::ResponseKind;
 
 pub use crate::broker::{
     by_topic, str_bytes, topic_name, topic_or_auto_create, Broker, LEADER_EPOCH,
@@ -28,9 +28,9 @@ pub struct RequestContext<'a> {
 pub enum Answer {
     /// A response body, encoded whole.
     Body(ResponseKind),
-    /// A Fetch response without record bytes, and each partition's record chunks in response
-    /// order (spliced in uncopied by the vectored encoder).
-    Fetch(FetchResponse, Vec<Vec<Bytes>>),
+    /// A Fetch response without record bytes, each partition's record chunks in response
+    /// order (spliced in uncopied by the vectored encoder), and the budget they hold.
+    Fetch(fetch::Fetched),
     /// No response (Produce with acks=0).
     Silent,
     /// Close the connection (Produce with acks=0 that failed somewhere, as Kafka does).

@@ -1,4 +1,6 @@
-//! Sockets: the per-shard accept loop and the per-connection request/response pipeline.
+//! Sockets: the per-shard accept loop, the connection quotas it applies, and the
+//! per-connection request/response pipeline.
 pub mod connection;
 pub mod listener;
+pub mod quotas;
 pub mod socket_io;

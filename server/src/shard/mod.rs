@@ -25,6 +25,7 @@ use crate::config::BrokerConfig;
 use crate::group::ops::GroupListing;
 use crate::group::runtime::ShardCoordinator;
 use crate::group::{coordinator_shard, GroupCall, GroupOp, GroupReply};
+use crate::memory_budget::ByteBudget;
 use crate::partition::ops::{PartitionCall, PartitionOp, PartitionReply};
 use crate::partition::table::PartitionTable;
 use crate::routing::owner_shard;
@@ -60,9 +61,12 @@ pub struct Shard<S: Storage + 'static> {
     pub table: Rc<PartitionTable<S>>,
     /// Takes partition operations to the owning shard.
     pub partitions: Router<PartitionCall, PartitionReply>,
-    /// Request bytes read but not yet answered, across this shard's connections, in permits of
-    /// one byte: when exhausted, connections stop reading (back-pressure, bounded memory).
-    pub inflight_bytes: Rc<glommio::sync::Semaphore>,
+    /// This shard's share of `queued.max.request.bytes`: request frames from their size
+    /// prefix until answered, over its connections. When spent, connections stop reading.
+    pub request_bytes: ByteBudget,
+    /// `rill.shard.fetch.bytes.max`: record bytes this shard's Fetch requests hold, from their
+    /// read until their response is written.
+    pub fetch_bytes: ByteBudget,
     /// The consumer groups this shard coordinates.
     pub groups: Rc<ShardCoordinator<S>>,
     /// Takes group operations to the coordinating shard.
@@ -86,6 +90,10 @@ impl<S: Storage + 'static> Broker for Shard<S> {
 
     fn cluster(&self) -> Option<&ClusterView> {
         self.cluster.as_deref()
+    }
+
+    fn fetch_budget(&self) -> Option<&ByteBudget> {
+        Some(&self.fetch_bytes)
     }
 
     // A single node serves its coordinators' logs as the internal topics (`runtime`).

@@ -31,7 +31,9 @@ use crate::admin::state::AdminState;
 use crate::cluster::{deletions, ClusterView};
 use crate::config::{available_cores, BrokerConfig};
 use crate::group::{GroupCall, GroupReply};
+use crate::memory_budget::ByteBudget;
 use crate::net::listener::accept_loop;
+use crate::net::quotas::ConnectionQuotas;
 use crate::partition::ops::{PartitionCall, PartitionReply};
 use crate::partition::table::PartitionTable;
 use crate::routing::owner_shard;
@@ -188,11 +190,13 @@ pub fn run(mut config: BrokerConfig, stop: Arc<AtomicBool>) -> anyhow::Result<()
     // `finished` disconnects.
     let (running, finished) = mpsc::channel::<()>();
     let ends = ShardEnds::all(&config);
+    let connections = ConnectionQuotas::new(config.connection_quota_limits());
     let shared = Shared {
         config: &config,
         registry: &registry,
         admin: &admin,
         cluster: &view,
+        connections: &connections,
     };
     let executors = spawn_shards(shared, &stop, &startup, &running, ends);
     drop(running);
@@ -263,6 +267,8 @@ struct Shared<'a> {
     admin: &'a Arc<AdminState>,
     /// The cluster this broker belongs to (`None` on a single node).
     cluster: &'a Option<Arc<ClusterView>>,
+    /// `max.connections` and `max.connections.per.ip`, counted over every shard.
+    connections: &'a Arc<ConnectionQuotas>,
 }
 
 fn spawn_shards(
@@ -284,6 +290,7 @@ fn spawn_shards(
         let (config, registry) = (config.clone(), shared.registry.clone());
         let admin = shared.admin.clone();
         let cluster = shared.cluster.clone();
+        let connections = shared.connections.clone();
         let (shard_startup, running) = (startup.clone(), running.clone());
         let shard_stop = stop.clone();
         let executor = LocalExecutorBuilder::new(placement)
@@ -297,7 +304,7 @@ fn spawn_shards(
                 let observer = crate::admin::shard::install(index, admin);
                 let result = shard_main(
                     config,
-                    (registry, cluster),
+                    (registry, cluster, connections),
                     ends,
                     shard_stop.clone(),
                     startup,
@@ -434,7 +441,11 @@ fn join_shards(executors: Vec<ShardExecutor>, stop: &AtomicBool) -> anyhow::Resu
 
 async fn shard_main(
     config: Arc<BrokerConfig>,
-    (registry, cluster): (Arc<TopicRegistry>, Option<Arc<ClusterView>>),
+    (registry, cluster, connections): (
+        Arc<TopicRegistry>,
+        Option<Arc<ClusterView>>,
+        Arc<ConnectionQuotas>,
+    ),
     ends: ShardEnds,
     stop: Arc<AtomicBool>,
     startup: Arc<Startup>,
@@ -459,6 +470,8 @@ async fn shard_main(
     observer.set_group_source(move || groups.snapshot());
     let txns = shard.txns.clone();
     observer.set_txn_source(move || txns.count_by_state());
+    let budgets = (shard.request_bytes.clone(), shard.fetch_bytes.clone());
+    observer.set_budget_source(move || [budgets.0.stats(), budgets.1.stats()]);
     if let Some(cluster) = &shard.cluster {
         let topics = cluster.topics_at_start().clone();
         let (table, registry) = (shard.table.clone(), shard.registry.clone());
@@ -502,7 +515,7 @@ async fn shard_main(
         startup.listening.fetch_add(1, Ordering::SeqCst);
         crate::admin::shard::hooks::listening();
         crate::test_hooks::maybe_kill_shard_later(shard.id);
-        accept_loop(listener, shard.clone(), shutdown).await;
+        accept_loop(listener, shard.clone(), shutdown, connections).await;
     }
     shard.table.close_all().await;
     shard.groups.journal().close().await;
@@ -571,7 +584,8 @@ async fn prepare_shard(
             owner_shard(topic, partition, shards) == id && leads(topic, partition)
         })
         .await;
-    let inflight_bytes = Rc::new(Semaphore::new(config.shard_inflight_bytes_max as u64));
+    let request_bytes = ByteBudget::new(config.shard_request_bytes_max());
+    let fetch_bytes = ByteBudget::new(config.shard_fetch_bytes_max as u64);
     let shard = Shard {
         id,
         shards,
@@ -579,7 +593,8 @@ async fn prepare_shard(
         registry,
         table,
         partitions,
-        inflight_bytes,
+        request_bytes,
+        fetch_bytes,
         groups,
         group_router,
         cluster,

@@ -481,7 +481,8 @@ impl<S: Storage + 'static> Actor<S> {
             };
         }
         state.on_fetch(node, from, log_end, now);
-        let chunks = if from < log_end {
+        // 0 bytes: the follower's position only (a Fetch whose response limit is spent).
+        let chunks = if from < log_end && max_bytes > 0 {
             match log.read_for_replica(from, max_bytes).await {
                 Ok(read) => read.chunks,
                 Err(e) => return PartitionReply::Error(e.kafka_error_code()),

@@ -68,6 +68,13 @@ pub const STATIC_CONFIGS: &[StaticConfig] = &[
         value: |c| c.group.initial_rebalance_delay_ms.to_string(),
     },
     StaticConfig {
+        name: "group.max.size",
+        kind: ConfigType::Int,
+        doc: "Members of one consumer group (and member ids it hands out pending their \
+              rejoin); a JoinGroup past it gets GROUP_MAX_SIZE_REACHED.",
+        value: |c| c.group.max_size.to_string(),
+    },
+    StaticConfig {
         name: "listeners",
         kind: ConfigType::List,
         doc: "The address the broker listens on.",
@@ -171,6 +178,13 @@ pub const STATIC_CONFIGS: &[StaticConfig] = &[
         doc: "Record bytes a shard's Fetch requests hold at once, from their read until \
               their response is written; a Fetch that finds it spent waits.",
         value: |c| c.shard_fetch_bytes_max.to_string(),
+    },
+    StaticConfig {
+        name: "rill.shard.groups.max",
+        kind: ConfigType::Int,
+        doc: "Consumer groups one shard coordinates; a request that would create one more gets \
+              GROUP_MAX_SIZE_REACHED.",
+        value: |c| c.group.shard_groups_max.to_string(),
     },
     StaticConfig {
         name: "socket.request.max.bytes",

@@ -513,6 +513,8 @@ impl BrokerConfig {
             "group.initial.rebalance.delay.ms" => {
                 self.group.initial_rebalance_delay_ms = parse_delay_ms(key, v)?
             }
+            "group.max.size" => self.group.max_size = parse_at_most_i32(key, v)?,
+            "rill.shard.groups.max" => self.group.shard_groups_max = parse_at_least_one(key, v)?,
             _ if key.starts_with("rill.test.") => self
                 .test_hooks
                 .apply(key, v)
@@ -985,6 +987,8 @@ mod tests {
             ("rill.partition.idle.ms", "0"),
             ("group.initial.rebalance.delay.ms", "-1"),
             ("group.initial.rebalance.delay.ms", "3s"),
+            ("group.max.size", "0"),
+            ("rill.shard.groups.max", "0"),
         ] {
             let map = BTreeMap::from([(k.to_string(), v.to_string())]);
             assert!(c.apply_properties(&map).is_err(), "{k}={v} accepted");

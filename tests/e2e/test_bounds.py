@@ -13,6 +13,7 @@ import struct
 import time
 
 import pytest
+from confluent_kafka import Consumer, KafkaError
 from confluent_kafka.admin import ConfigResource, ConfigSource
 
 import kafka_wire as kw
@@ -30,11 +31,11 @@ IDLE_MS = 15_000
 SLACK_BYTES = 64 << 20
 
 
-def start(broker_factory, tmp_path, props: dict):
+def start(broker_factory, tmp_path, props: dict, **kwargs):
     """A private broker with these properties in its config file."""
     path = tmp_path / "bounds.properties"
     path.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
-    return broker_factory(config_path=path)
+    return broker_factory(config_path=path, **kwargs)
 
 
 def hits(b, bound: str) -> float:
@@ -314,3 +315,52 @@ def test_bounds_are_described_as_kafka_describes_them(broker_factory, tmp_path):
     res = a2.describe_configs([ConfigResource(ConfigResource.Type.BROKER, "0")])
     entry = list(res.values())[0].result(timeout=CLIENT_TIMEOUT_S)["max.connections"]
     assert int(entry.value) > 0 and ConfigSource(entry.source).name == "DEFAULT_CONFIG"
+
+
+def join(b, group: str, topic: str, others: list, timeout_s: float = 30.0):
+    """A consumer of `group` subscribed to `topic`: ("assigned", consumer) once it has its
+    partitions, or (KafkaError code, consumer) on the first error the group answers. The
+    `others` are polled meanwhile, so that they rejoin the rebalances it causes."""
+    c = Consumer({"bootstrap.servers": b.bootstrap, "group.id": group,
+                  "session.timeout.ms": 6000, "auto.offset.reset": "earliest",
+                  "enable.auto.commit": False, "topic.metadata.refresh.interval.ms": 2000})
+    c.subscribe([topic])
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        for other in others:
+            other.poll(0.05)
+        msg = c.poll(0.2)
+        if msg is not None and msg.error() and msg.error().code() != KafkaError._PARTITION_EOF:
+            return msg.error().code(), c
+        if c.assignment():
+            return "assigned", c
+    pytest.fail(f"a consumer of {group} neither joined nor got an error in {timeout_s}s")
+
+
+def test_group_max_size_and_groups_per_shard_refuse_with_group_max_size_reached(
+        broker_factory, tmp_path, topic_name):
+    b = start(broker_factory, tmp_path, {"group.max.size": 2, "rill.shard.groups.max": 2},
+              shards=1)
+    create_topic(b.bootstrap, topic_name, partitions=2)
+    consumers = []
+    try:
+        for _ in range(2):
+            outcome, c = join(b, "full", topic_name, consumers)
+            consumers.append(c)
+            assert outcome == "assigned"
+        outcome, c = join(b, "full", topic_name, consumers)
+        consumers.append(c)
+        assert outcome == KafkaError.GROUP_MAX_SIZE_REACHED, outcome
+        # One more group fits the shard; a third does not.
+        outcome, c = join(b, "second", topic_name, consumers)
+        consumers.append(c)
+        assert outcome == "assigned"
+        outcome, c = join(b, "third", topic_name, consumers)
+        consumers.append(c)
+        assert outcome == KafkaError.GROUP_MAX_SIZE_REACHED, outcome
+        admin_addr = f"{b.host}:{b.admin_port}"
+        wait_for_metric(admin_addr, 'rill_bound_hits_total{bound="group.max.size"}', 1)
+        wait_for_metric(admin_addr, 'rill_bound_hits_total{bound="rill.shard.groups.max"}', 1)
+    finally:
+        for c in consumers:
+            c.close()

@@ -9,6 +9,8 @@
 //! | `queued.max.request.bytes`     | a request frame that waited for memory before being read    |
 //! | `fetch.max.bytes`              | a Fetch whose partitions were cut to the response limit     |
 //! | `rill.shard.fetch.bytes.max`   | a Fetch read that waited for the shard's budget             |
+//! | `group.max.size`               | a JoinGroup answered GROUP_MAX_SIZE_REACHED                 |
+//! | `rill.shard.groups.max`        | a request that would create a group refused                 |
 //!
 //! Hits are rare by nature (a bound biting), so each shard counts them straight into atomics of
 //! its own [`super::state::ShardStats`]: no flush, nothing on the hot path while nothing bites.
@@ -30,17 +32,23 @@ pub enum Bound {
     FetchMaxBytes,
     /// `rill.shard.fetch.bytes.max`.
     ShardFetchBytes,
+    /// `group.max.size`.
+    GroupMaxSize,
+    /// `rill.shard.groups.max`.
+    ShardGroups,
 }
 
 impl Bound {
     /// Every bound, in declaration order.
-    pub const ALL: [Bound; 6] = [
+    pub const ALL: [Bound; 8] = [
         Bound::MaxConnections,
         Bound::MaxConnectionsPerIp,
         Bound::ConnectionsMaxIdle,
         Bound::QueuedRequestBytes,
         Bound::FetchMaxBytes,
         Bound::ShardFetchBytes,
+        Bound::GroupMaxSize,
+        Bound::ShardGroups,
     ];
 
     /// Its property name (the metric label).
@@ -52,6 +60,8 @@ impl Bound {
             Bound::QueuedRequestBytes => "queued.max.request.bytes",
             Bound::FetchMaxBytes => "fetch.max.bytes",
             Bound::ShardFetchBytes => "rill.shard.fetch.bytes.max",
+            Bound::GroupMaxSize => "group.max.size",
+            Bound::ShardGroups => "rill.shard.groups.max",
         }
     }
 }

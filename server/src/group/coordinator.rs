@@ -19,6 +19,8 @@ use super::offsets::{CommittedOffset, OffsetKey, OffsetRecord};
 use super::ops::{GroupDescription, GroupListing, GroupOp, GroupReply, MemberRef, TopicPartitions};
 use super::state::{Group, GroupState};
 use super::GroupConfig;
+use crate::admin::bound_hits::Bound;
+use crate::admin::shard::hooks;
 
 /// How often [`GroupCoordinator::tick`] should run (session-expiry granularity).
 pub const TICK_MS: u64 = 100;
@@ -115,10 +117,18 @@ impl<J: Journal> GroupCoordinator<J> {
         let now = self.now();
         match op {
             GroupOp::Join(args) => {
+                if !self.may_create(group_id) {
+                    let refused = ErrorCode::GroupMaxSizeReached;
+                    return GroupReply::Join(super::ops::JoinResult::error(refused, ""));
+                }
                 let rx = self.with_group(group_id, true, |g| g.join(args, now));
-                GroupReply::Join(rx.expect("created").await.unwrap_or_else(|_| {
+                let result = rx.expect("created").await.unwrap_or_else(|_| {
                     super::ops::JoinResult::error(ErrorCode::UnknownMemberId, "")
-                }))
+                });
+                if result.error_code == ErrorCode::GroupMaxSizeReached {
+                    hooks::bound_hit(Bound::GroupMaxSize);
+                }
+                GroupReply::Join(result)
             }
             GroupOp::Sync(args) => self.sync(group_id, args, now).await,
             GroupOp::Heartbeat(who) => GroupReply::Heartbeat(
@@ -205,9 +215,25 @@ impl<J: Journal> GroupCoordinator<J> {
     }
 
     fn new_group(&self, group_id: &str) -> Group {
-        let mut group = Group::new(group_id, self.config.initial_rebalance_delay_ms);
+        let mut group = new_group(group_id, self.config);
         group.set_writes_membership(self.journal.writes_membership());
         group
+    }
+
+    /// Whether `group_id` exists or one more group fits `rill.shard.groups.max` (counted as a
+    /// bite when it does not).
+    pub(super) fn may_create(&self, group_id: &str) -> bool {
+        let groups = self.groups.borrow();
+        if groups.contains_key(group_id) || groups.len() < self.config.shard_groups_max {
+            return true;
+        }
+        tracing::debug!(
+            group = group_id,
+            groups = groups.len(),
+            "new group refused: rill.shard.groups.max reached"
+        );
+        hooks::bound_hit(Bound::ShardGroups);
+        false
     }
 
     async fn commit(
@@ -219,6 +245,9 @@ impl<J: Journal> GroupCoordinator<J> {
     ) -> GroupReply {
         // A commit outside any generation (manual assignment) may create the group.
         let simple = who.generation_id < 0;
+        if simple && !self.may_create(group_id) {
+            return GroupReply::Commit(vec![ErrorCode::GroupMaxSizeReached; offsets.len()]);
+        }
         let allowed = self
             .with_group(group_id, simple, |g| g.validate_commit(&who, now))
             .unwrap_or(Err(ErrorCode::IllegalGeneration));
@@ -489,7 +518,7 @@ fn groups_of(
     for (key, value) in live {
         let group = groups
             .entry(key.group.clone())
-            .or_insert_with(|| Group::new(&key.group, config.initial_rebalance_delay_ms));
+            .or_insert_with(|| new_group(&key.group, config));
         let record = OffsetRecord {
             key,
             value: Some(value),
@@ -497,6 +526,13 @@ fn groups_of(
         super::txn_offsets::apply_record(group, record);
     }
     groups
+}
+
+/// A new, empty group with the configured delay and maximum size.
+fn new_group(group_id: &str, config: GroupConfig) -> Group {
+    let mut group = Group::new(group_id, config.initial_rebalance_delay_ms);
+    group.set_max_size(config.max_size);
+    group
 }
 
 /// `op` refused with `code` for its group id, in the reply shape `op` expects.

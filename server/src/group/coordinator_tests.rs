@@ -21,6 +21,7 @@ fn coordinator() -> GroupCoordinator<MemJournal> {
 fn no_delay() -> GroupConfig {
     GroupConfig {
         initial_rebalance_delay_ms: 0,
+        ..GroupConfig::default()
     }
 }
 
@@ -615,4 +616,43 @@ fn a_group_emptied_by_session_expiry_is_written_empty() {
     let (next, d) = restored(last);
     assert_eq!((d.state.as_str(), d.members.len()), ("Empty", 0));
     assert!(next.tick().is_empty(), "nothing more to write");
+}
+
+#[test]
+fn a_shard_holds_at_most_its_groups_max() {
+    let config = GroupConfig {
+        shard_groups_max: 2,
+        ..no_delay()
+    };
+    let c = GroupCoordinator::new(
+        MemJournal::default(),
+        Rc::new(ManualClock::new(0)),
+        config,
+        Vec::new(),
+    );
+    let join = || JoinArgs {
+        session_timeout_ms: 6_000,
+        rebalance_timeout_ms: 6_000,
+        protocol_type: "consumer".into(),
+        protocols: vec![("range".into(), bytes::Bytes::new())],
+        ..Default::default()
+    };
+    for g in ["a", "b"] {
+        let GroupReply::Join(r) = block_on(c.handle(g, GroupOp::Join(join()))) else {
+            panic!()
+        };
+        assert_eq!(r.error_code, ErrorCode::None);
+    }
+    let GroupReply::Join(r) = block_on(c.handle("c", GroupOp::Join(join()))) else {
+        panic!()
+    };
+    assert_eq!(r.error_code, ErrorCode::GroupMaxSizeReached);
+    assert_eq!(
+        commit(&c, "c", simple(), 0, 5),
+        vec![ErrorCode::GroupMaxSizeReached]
+    );
+    // The groups it holds are served as before.
+    let served = commit(&c, "a", simple(), 0, 5);
+    assert_ne!(served, vec![ErrorCode::GroupMaxSizeReached]);
+    assert_eq!(c.list().len(), 2);
 }

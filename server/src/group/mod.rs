@@ -41,12 +41,30 @@ pub struct GroupConfig {
     /// for more members (and again while members keep arriving, within the rebalance timeout),
     /// so that consumers started together land in one generation instead of two.
     pub initial_rebalance_delay_ms: i32,
+    /// `group.max.size`: members of one group, and member ids one group hands out pending
+    /// their rejoin; a JoinGroup past it gets GROUP_MAX_SIZE_REACHED.
+    pub max_size: usize,
+    /// `rill.shard.groups.max`: groups one shard coordinates; a request that would create one
+    /// more gets GROUP_MAX_SIZE_REACHED (groups loaded from the log always load).
+    pub shard_groups_max: usize,
 }
+
+/// The default `group.max.size`. Kafka's is unbounded for classic groups; each member holds its
+/// JoinGroup metadata (up to a whole request), the leader's JoinGroup answer carries every
+/// member's, and every rebalance of the classic protocol stops the whole group: a thousand
+/// members is past what a classic group rebalances well, and keeps one group's memory bounded.
+pub const GROUP_MAX_SIZE_DEFAULT: usize = 1_000;
+
+/// The default `rill.shard.groups.max`: far more groups than a broker's consumers form, a
+/// bounded map for clients that invent group ids (Kafka bounds neither).
+pub const SHARD_GROUPS_MAX_DEFAULT: usize = 50_000;
 
 impl Default for GroupConfig {
     fn default() -> Self {
         GroupConfig {
             initial_rebalance_delay_ms: 3_000,
+            max_size: GROUP_MAX_SIZE_DEFAULT,
+            shard_groups_max: SHARD_GROUPS_MAX_DEFAULT,
         }
     }
 }

@@ -142,6 +142,8 @@ pub struct Group {
     writing: Option<i32>,
     /// That generation's record, until the coordinator takes it to write.
     to_write: Option<GroupMetadata>,
+    /// `group.max.size`: members, and member ids pending their rejoin.
+    max_size: usize,
 }
 
 /// A join answer sent now.
@@ -174,7 +176,15 @@ impl Group {
             writes_membership: false,
             writing: None,
             to_write: None,
+            max_size: usize::MAX,
         }
+    }
+
+    /// Bounds the group to `max_size` members (`group.max.size`), and as many member ids
+    /// handed out pending their rejoin.
+    pub fn set_max_size(&mut self, max_size: usize) {
+        assert!(max_size > 0, "a group holds a member");
+        self.max_size = max_size;
     }
 
     /// Current state.
@@ -225,6 +235,13 @@ impl Group {
             answer(tx, JoinResult::error(code, &args.member_id));
             return rx;
         }
+        if !self.accepts_joining(&args) {
+            // Kafka removes the member it refuses (a pending id too) and answers no id.
+            self.pending.remove(&args.member_id);
+            self.remove_member(&args.member_id, now_ms);
+            answer(tx, JoinResult::error(ErrorCode::GroupMaxSizeReached, ""));
+            return rx;
+        }
         if args.member_id.is_empty() {
             self.join_new(args, tx, now_ms);
         } else {
@@ -232,6 +249,39 @@ impl Group {
         }
         self.maybe_complete_join(now_ms);
         rx
+    }
+
+    /// Whether `group.max.size` lets this join in (Kafka's `acceptJoiningMember`): an Empty
+    /// group takes anyone; while rebalancing, a member already waiting, or anyone while fewer
+    /// than the maximum wait (the group may be past it after the maximum was lowered, and the
+    /// last to rejoin are left out); otherwise a member, or anyone while the group is below its
+    /// maximum. A new member that must come back with its id also needs a pending place free.
+    fn accepts_joining(&self, args: &JoinArgs) -> bool {
+        let new_pending = args.member_id.is_empty()
+            && args.require_known_member_id
+            && args.group_instance_id.is_none();
+        if new_pending && self.pending.len() >= self.max_size {
+            return false;
+        }
+        let member = self.members.get(&args.member_id);
+        match self.state {
+            GroupState::Empty | GroupState::Dead => true,
+            GroupState::PreparingRebalance => {
+                member.is_some_and(|m| m.awaiting_join.is_some())
+                    || self.awaiting_join() < self.max_size
+            }
+            GroupState::CompletingRebalance | GroupState::Stable => {
+                member.is_some() || self.members.len() < self.max_size
+            }
+        }
+    }
+
+    /// Members waiting for the rebalance's JoinGroup answer.
+    fn awaiting_join(&self) -> usize {
+        self.members
+            .values()
+            .filter(|m| m.awaiting_join.is_some())
+            .count()
     }
 
     fn validate_join(&self, args: &JoinArgs) -> Result<(), ErrorCode> {

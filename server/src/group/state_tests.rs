@@ -523,3 +523,75 @@ fn subscribed_topics_reads_a_real_subscription() {
         Some(vec!["a".to_string(), "b".to_string()])
     );
 }
+
+#[test]
+fn group_max_size_refuses_members_past_it_as_kafka_does() {
+    let mut g = Group::new("g", 0);
+    g.set_max_size(2);
+    let first = first_member(&mut g, 0); // Stable with 1 member
+                                         // A second member joins: room for it; the group rebalances.
+    let second = ready(&mut g.join(args("", &["range"]), 0))
+        .unwrap()
+        .member_id;
+    let mut second_join = g.join(args(&second, &["range"]), 0);
+    assert!(
+        ready(&mut second_join).is_none(),
+        "waits for the first to rejoin"
+    );
+    assert_eq!(g.state(), GroupState::PreparingRebalance);
+    // While rebalancing, the members waiting count: the first has not rejoined yet, so a
+    // third new member still fits beside the one waiting...
+    let third = ready(&mut g.join(args("", &["range"]), 0))
+        .unwrap()
+        .member_id;
+    let mut third_join = g.join(args(&third, &["range"]), 0);
+    assert!(ready(&mut third_join).is_none());
+    // ...but the first, rejoining last, finds two waiting: it is left out (Kafka kicks the
+    // last to rejoin out of a group past its maximum).
+    let refused = ready(&mut g.join(args(&first, &["range"]), 0)).unwrap();
+    assert_eq!(
+        (refused.error_code, refused.member_id.as_str()),
+        (ErrorCode::GroupMaxSizeReached, "")
+    );
+    assert!(
+        !g.member_ids().contains(&first),
+        "the refused member is removed"
+    );
+    let done = ready(&mut second_join).expect("the rebalance completes without it");
+    assert_eq!((done.error_code, done.members.len()), (ErrorCode::None, 2));
+    let _ = ready(&mut third_join).unwrap();
+    // Full and not rebalancing: a new member is refused, the members are not.
+    assert_eq!(g.state(), GroupState::CompletingRebalance);
+    let r = ready(&mut g.join(args("", &["range"]), 0)).unwrap();
+    assert_eq!(r.error_code, ErrorCode::GroupMaxSizeReached);
+    let r = ready(&mut g.join(args(&second, &["range"]), 0)).unwrap();
+    assert_eq!(
+        r.error_code,
+        ErrorCode::None,
+        "a member of a full group rejoins"
+    );
+}
+
+#[test]
+fn member_ids_pending_their_rejoin_are_bounded_too() {
+    let mut g = Group::new("g", 0);
+    g.set_max_size(3);
+    let pending: Vec<String> = (0..3)
+        .map(|_| ready(&mut g.join(args("", &["range"]), 0)).unwrap())
+        .map(|r| {
+            assert_eq!(r.error_code, ErrorCode::MemberIdRequired);
+            r.member_id
+        })
+        .collect();
+    assert_eq!(g.state(), GroupState::Empty);
+    let r = ready(&mut g.join(args("", &["range"]), 0)).unwrap();
+    assert_eq!(
+        r.error_code,
+        ErrorCode::GroupMaxSizeReached,
+        "a fourth pending id"
+    );
+    // The pending ones may still come back with their ids (the join then waits for the rest).
+    let mut joined = g.join(args(&pending[0], &["range"]), 0);
+    assert!(ready(&mut joined).is_none());
+    assert_eq!(g.member_ids(), vec![pending[0].clone()]);
+}

@@ -32,6 +32,9 @@ impl<J: Journal> GroupCoordinator<J> {
         // Without a generation or member id Kafka does not check the member (clients before
         // KIP-447 send neither); otherwise as for OffsetCommit.
         let unchecked = who.generation_id < 0 && who.member_id.is_empty();
+        if !self.may_create(group_id) {
+            return GroupReply::Commit(vec![ErrorCode::GroupMaxSizeReached; offsets.len()]);
+        }
         let allowed = self
             .with_group(group_id, true, |g| {
                 if unchecked {

@@ -43,7 +43,13 @@ pub struct LogConfig {
     pub segment_jitter_ms: u64,
     /// Stamp each appended batch with the append time (`message.timestamp.type=LogAppendTime`).
     pub log_append_time: bool,
+    /// Producers whose idempotence state the log keeps at most (`rill.partition.producers.max`):
+    /// past it, the least recently written without an open transaction are forgotten.
+    pub producers_max: usize,
 }
+
+/// The default [`LogConfig::producers_max`].
+pub const PRODUCERS_MAX_DEFAULT: usize = 10_000;
 
 /// Kafka's default `segment.bytes`: 1 GiB.
 pub const SEGMENT_BYTES_MAX_DEFAULT: u64 = 1 << 30;
@@ -66,6 +72,7 @@ impl Default for LogConfig {
             index_bytes_max: INDEX_BYTES_MAX_DEFAULT,
             segment_jitter_ms: 0,
             log_append_time: false,
+            producers_max: PRODUCERS_MAX_DEFAULT,
         }
     }
 }
@@ -87,6 +94,9 @@ impl LogConfig {
         }
         if self.index_bytes_max < 8 {
             return Err("index_bytes_max must hold an index entry".into());
+        }
+        if self.producers_max == 0 {
+            return Err("producers_max must keep a producer".into());
         }
         Ok(())
     }

@@ -132,6 +132,9 @@ pub struct PartitionLog<S: Storage> {
     /// The epoch this replica leads at: appends are stamped with it (`None`: appends keep the
     /// epoch the batch carries, as a single node and a follower do).
     pub(crate) stamp_epoch: Option<rill_types::LeaderEpoch>,
+    /// Producers forgotten to stay within `producers_max` since the last
+    /// [`Self::take_producers_evicted`].
+    pub(crate) producers_evicted: u64,
 }
 
 impl<S: Storage> Drop for PartitionLog<S> {
@@ -210,6 +213,8 @@ impl<S: Storage> PartitionLog<S> {
         if let Some(completed) = self.producers.record(&meta) {
             self.note_completed_txn(completed);
         }
+        let evicted = self.producers.evict_over(self.config.producers_max);
+        self.producers_evicted += evicted as u64;
         // Batches leaving the tail cache stay readable from memory (write-through, no copy).
         let (read_cache, log) = (&self.read_cache, self.read_cache_log);
         let demote = |base, last, bytes, held| {
@@ -461,6 +466,18 @@ impl<S: Storage> PartitionLog<S> {
             .set_bytes_max(config.batch_cache_bytes_max, demote);
         self.config = config;
         Ok(())
+    }
+
+    /// Forgets the producers idle for `expiration_ms` of the clock (`producer.id.expiration.ms`,
+    /// see [`ProducerState::remove_expired`]); returns how many.
+    pub fn expire_producers(&mut self, expiration_ms: i64) -> usize {
+        let now = self.clock.now();
+        self.producers.remove_expired(now, expiration_ms)
+    }
+
+    /// Producers forgotten to stay within the configured `producers_max` since the last call.
+    pub fn take_producers_evicted(&mut self) -> u64 {
+        std::mem::take(&mut self.producers_evicted)
     }
 
     /// The configuration in force.

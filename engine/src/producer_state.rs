@@ -237,6 +237,8 @@ impl ProducerState {
         match meta.control {
             Some(control) => {
                 entry.coordinator_epoch = entry.coordinator_epoch.max(control.coordinator_epoch);
+                // A marker is activity too (Kafka's producer expiration counts from it).
+                entry.last_timestamp = entry.last_timestamp.max(meta.max_timestamp);
                 let aborted = match control.kind {
                     ControlType::Abort => true,
                     ControlType::Commit => false,
@@ -313,6 +315,50 @@ impl ProducerState {
             .collect()
     }
 
+    /// Forgets the producers idle for `expiration_ms` with no open transaction, as Kafka's
+    /// `removeExpiredProducers` (`producer.id.expiration.ms`): idle since the timestamp of their
+    /// last batch or marker. One with no timestamp yet (from a version 1 snapshot) is given
+    /// `now`, so it has a whole period before it expires. Returns how many were forgotten.
+    pub fn remove_expired(&mut self, now: TimestampMs, expiration_ms: i64) -> usize {
+        assert!(expiration_ms > 0, "an expiration is a positive time");
+        let before = self.producers.len();
+        self.producers.retain(|_, e| {
+            if e.last_timestamp == TimestampMs::NONE {
+                e.last_timestamp = now;
+            }
+            e.txn_first_offset.is_some() || now.0.saturating_sub(e.last_timestamp.0) < expiration_ms
+        });
+        before - self.producers.len()
+    }
+
+    /// Keeps at most `max` producers: past it, forgets the least recently written ones (by
+    /// the offset of their last batch) that have no open transaction, down to
+    /// [`evict_target`] of `max` at once so that a stream of new producers evicts in batches,
+    /// not one scan per producer. Producers with open transactions are never forgotten (the
+    /// last stable offset waits on them); their number is bounded by the transactional ids.
+    /// Returns how many were forgotten.
+    pub fn evict_over(&mut self, max: usize) -> usize {
+        assert!(max > 0, "a bound keeps a producer");
+        if self.producers.len() <= max {
+            return 0;
+        }
+        let mut idle: Vec<(Offset, ProducerId)> = self
+            .producers
+            .iter()
+            .filter(|(_, e)| e.txn_first_offset.is_none())
+            .map(|(&pid, e)| (e.last_offset, pid))
+            .collect();
+        let excess = (self.producers.len() - evict_target(max)).min(idle.len());
+        if excess == 0 {
+            return 0;
+        }
+        idle.select_nth_unstable(excess - 1);
+        for (_, pid) in &idle[..excess] {
+            self.producers.remove(pid);
+        }
+        excess
+    }
+
     /// Number of producers known.
     pub fn len(&self) -> usize {
         self.producers.len()
@@ -378,6 +424,12 @@ impl ProducerState {
         }
         (crc32c::crc32c(&bytes[start..r.pos]) == crc).then_some((offset, state))
     }
+}
+
+/// How many producers [`ProducerState::evict_over`] leaves of `max`: a sixteenth less, so the
+/// next evictions are that many new producers away.
+pub fn evict_target(max: usize) -> usize {
+    max - max / 16
 }
 
 /// Notes a data batch in the producer's sequence history.

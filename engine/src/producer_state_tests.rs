@@ -258,3 +258,80 @@ fn views_describe_each_producer() {
     );
     assert_eq!(v[0].txn_first_offset, Some(Offset(0)));
 }
+
+#[test]
+fn idle_producers_expire_unless_a_transaction_is_open() {
+    let mut s = ProducerState::default();
+    let at = |pid, base, ts| BatchMeta {
+        max_timestamp: TimestampMs(ts),
+        ..meta(pid, 0, 0, base, 1)
+    };
+    s.record(&at(1, 0, 1_000));
+    s.record(&at(2, 1, 5_000));
+    s.record(&BatchMeta {
+        transactional: true,
+        ..at(3, 2, 1_000)
+    });
+    // 1 is idle for exactly the expiration: gone (Kafka's >=); 2 is one ms short of it.
+    assert_eq!(s.remove_expired(TimestampMs(11_000), 10_000), 1);
+    assert_eq!(s.len(), 2);
+    assert_eq!(s.remove_expired(TimestampMs(14_999), 10_000), 0);
+    assert_eq!(s.remove_expired(TimestampMs(15_000), 10_000), 1);
+    assert!(
+        s.has_open_txn(ProducerId(3)),
+        "an open transaction never expires"
+    );
+    // Its marker is activity: from then on it ages like the others.
+    let marker = BatchMeta {
+        control: Some(crate::control::Control {
+            kind: ControlType::Commit,
+            coordinator_epoch: 0,
+        }),
+        transactional: true,
+        max_timestamp: TimestampMs(20_000),
+        ..meta(3, 0, -1, 3, 1)
+    };
+    assert!(s.record(&marker).is_some());
+    assert_eq!(s.remove_expired(TimestampMs(29_999), 10_000), 0);
+    assert_eq!(s.remove_expired(TimestampMs(30_000), 10_000), 1);
+    // A producer without a timestamp (a version 1 snapshot's) gets a whole period from now.
+    s.record(&at(4, 4, -1));
+    assert_eq!(s.remove_expired(TimestampMs(50_000), 10_000), 0);
+    assert_eq!(s.remove_expired(TimestampMs(60_000), 10_000), 1);
+    assert!(s.is_empty());
+}
+
+#[test]
+fn past_its_bound_the_least_recently_written_producers_are_evicted_in_batches() {
+    let mut s = ProducerState::default();
+    let max = 32;
+    s.record(&BatchMeta {
+        transactional: true,
+        ..meta(1000, 0, 0, 0, 1)
+    });
+    for pid in 0..max as i64 - 1 {
+        s.record(&meta(pid, 0, 0, 1 + pid, 1));
+        assert_eq!(s.evict_over(max), 0, "within the bound");
+    }
+    assert_eq!(s.len(), max);
+    s.record(&meta(500, 0, 0, 100, 1));
+    // 33 > 32: down to 30 at once, the oldest writers first, the open transaction kept.
+    assert_eq!(s.evict_over(max), 3);
+    assert_eq!(s.len(), evict_target(max));
+    assert!(s.has_open_txn(ProducerId(1000)));
+    for gone in 0..3 {
+        assert!(s.views().iter().all(|v| v.producer_id != ProducerId(gone)));
+    }
+    assert!(s.views().iter().any(|v| v.producer_id == ProducerId(500)));
+    // A forgotten producer's next batch is accepted as a new producer's, as after expiry.
+    s.check(&meta(0, 0, 9, 200, 1)).unwrap();
+    // Only open transactions left past the bound: nothing to evict.
+    let mut t = ProducerState::default();
+    for pid in 0..3 {
+        t.record(&BatchMeta {
+            transactional: true,
+            ..meta(pid, 0, 0, pid, 1)
+        });
+    }
+    assert_eq!(t.evict_over(1), 0);
+}

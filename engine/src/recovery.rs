@@ -130,6 +130,7 @@ impl<S: Storage> PartitionLog<S> {
             read_ahead_held: false,
             epochs: crate::leader_epochs::LeaderEpochs::default(),
             stamp_epoch: None,
+            producers_evicted: 0,
         };
         let (bases, checkpoint) = log.clean_directory().await?;
         let tail = log

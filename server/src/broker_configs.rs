@@ -165,12 +165,26 @@ pub const STATIC_CONFIGS: &[StaticConfig] = &[
         value: |_| crate::group::OFFSETS_PARTITIONS.to_string(),
     },
     StaticConfig {
+        name: "producer.id.expiration.ms",
+        kind: ConfigType::Int,
+        doc: "A producer idle this long (since its last batch or marker) with no open \
+              transaction is forgotten by each partition, at its retention checks.",
+        value: |c| c.producers.expiration_ms.to_string(),
+    },
+    StaticConfig {
         name: "queued.max.request.bytes",
         kind: ConfigType::Long,
         doc: "Memory request frames hold from their size prefix until answered, over every \
               shard (split evenly, each share at least one largest request); a connection \
               that cannot get its frame's waits, reading nothing more.",
         value: |c| c.queued_max_request_bytes().to_string(),
+    },
+    StaticConfig {
+        name: "rill.partition.producers.max",
+        kind: ConfigType::Int,
+        doc: "Producers one partition keeps idempotence state for; past it, the least \
+              recently written without an open transaction are forgotten.",
+        value: |c| c.producers.partition_max.to_string(),
     },
     StaticConfig {
         name: "rill.shard.fetch.bytes.max",
@@ -187,10 +201,23 @@ pub const STATIC_CONFIGS: &[StaticConfig] = &[
         value: |c| c.group.shard_groups_max.to_string(),
     },
     StaticConfig {
+        name: "rill.shard.transactional.ids.max",
+        kind: ConfigType::Int,
+        doc: "Transactional ids one shard coordinates; a new one past it takes the place of \
+              the idle id updated longest ago, or is refused (POLICY_VIOLATION) if none is idle.",
+        value: |c| c.txn.shard_ids_max.to_string(),
+    },
+    StaticConfig {
         name: "socket.request.max.bytes",
         kind: ConfigType::Int,
         doc: "The largest request the broker reads.",
         value: |c| c.request_bytes_max.to_string(),
+    },
+    StaticConfig {
+        name: "transactional.id.expiration.ms",
+        kind: ConfigType::Int,
+        doc: "A transactional id with no transaction for this long is forgotten.",
+        value: |c| c.txn.id_expiration_ms.to_string(),
     },
 ];
 

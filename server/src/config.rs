@@ -113,6 +113,8 @@ pub struct BrokerConfig {
     /// `max.connections`, `max.connections.per.ip` (and its overrides),
     /// `connections.max.idle.ms`.
     pub connections: ConnectionSettings,
+    /// `producer.id.expiration.ms`, `rill.partition.producers.max`.
+    pub producers: ProducerSettings,
     /// `rill.read.cache.bytes`: each shard's cache of log bytes past the partitions' tail
     /// caches, for catch-up consumers (a hard bound, least recently used evicted; 0 disables
     /// it and read-ahead). `None`: sized to the machine, see [`Self::read_cache_bytes_per_shard`].
@@ -281,6 +283,40 @@ impl ConnectionSettings {
     }
 }
 
+/// Idempotent producers' state, kept per partition (Kafka's producer state manager).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ProducerSettings {
+    /// `producer.id.expiration.ms` (Kafka: 1 day): a producer idle this long with no open
+    /// transaction is forgotten by each partition, at its retention checks
+    /// (`log.retention.check.interval.ms`).
+    pub expiration_ms: i64,
+    /// `rill.partition.producers.max`: producers one partition keeps at most (the least
+    /// recently written without an open transaction are forgotten past it).
+    pub partition_max: usize,
+}
+
+impl Default for ProducerSettings {
+    fn default() -> Self {
+        ProducerSettings {
+            expiration_ms: 86_400_000,
+            partition_max: rill_engine::config::PRODUCERS_MAX_DEFAULT,
+        }
+    }
+}
+
+impl ProducerSettings {
+    fn apply_property(&mut self, key: &str, v: &str) -> Result<bool, ConfigError> {
+        match key {
+            "producer.id.expiration.ms" => {
+                self.expiration_ms = i64::from(parse_positive_i32(key, v)?)
+            }
+            "rill.partition.producers.max" => self.partition_max = parse_at_least_one(key, v)?,
+            _ => return Ok(false),
+        }
+        Ok(true)
+    }
+}
+
 /// `host:count,host:count`: each host (a name or an address) resolved to every address it has.
 fn parse_ip_overrides(
     key: &str,
@@ -331,6 +367,7 @@ impl BrokerConfig {
             fetch_max_bytes: FETCH_MAX_BYTES_DEFAULT,
             shard_fetch_bytes_max: SHARD_FETCH_BYTES_DEFAULT,
             connections: ConnectionSettings::default(),
+            producers: ProducerSettings::default(),
             read_cache_bytes: None,
             read_cache_write_through: true,
             read_ahead_hold_ms: 100,
@@ -519,10 +556,11 @@ impl BrokerConfig {
                 .test_hooks
                 .apply(key, v)
                 .map_err(|why| bad(key, v, why))?,
-            _ if key.starts_with("transaction") => {
+            _ if key.starts_with("transaction") || key == "rill.shard.transactional.ids.max" => {
                 return apply_txn_property(&mut self.txn, key, v)
             }
             _ if self.connections.apply_property(key, v)? => {}
+            _ if self.producers.apply_property(key, v)? => {}
             _ if self.cluster_settings.apply_property(key, v)? => {}
             _ => match self.admin.apply_property(key, v)? {
                 Applied::Unknown => return self.log.apply_property(key, v),
@@ -656,6 +694,7 @@ fn apply_txn_property(
         "transaction.remove.expired.transaction.cleanup.interval.ms" => {
             txn.expiration_check_interval_ms = parse_at_least_one(key, v)?
         }
+        "rill.shard.transactional.ids.max" => txn.shard_ids_max = parse_at_least_one(key, v)?,
         _ => return Ok(Applied::Unknown),
     }
     Ok(Applied::Yes)
@@ -989,6 +1028,10 @@ mod tests {
             ("group.initial.rebalance.delay.ms", "3s"),
             ("group.max.size", "0"),
             ("rill.shard.groups.max", "0"),
+            ("producer.id.expiration.ms", "0"),
+            ("rill.partition.producers.max", "0"),
+            ("rill.shard.transactional.ids.max", "0"),
+            ("transactional.id.expiration.ms", "0"),
         ] {
             let map = BTreeMap::from([(k.to_string(), v.to_string())]);
             assert!(c.apply_properties(&map).is_err(), "{k}={v} accepted");

@@ -364,3 +364,48 @@ def test_group_max_size_and_groups_per_shard_refuse_with_group_max_size_reached(
     finally:
         for c in consumers:
             c.close()
+
+
+def test_idle_producers_expire_and_a_partition_keeps_at_most_its_producers(
+        broker_factory, tmp_path, topic_name):
+    b = start(broker_factory, tmp_path, {"producer.id.expiration.ms": 3000,
+                                         "log.retention.check.interval.ms": 500,
+                                         "rill.partition.producers.max": 2})
+    admin_addr = f"{b.host}:{b.admin_port}"
+    create_topic(b.bootstrap, topic_name)
+    # Four idempotent producers write the partition: past two, the oldest are evicted.
+    for i in range(4):
+        p = producer(b.bootstrap, acks="all", **{"enable.idempotence": True})
+        p.produce(topic_name, f"p{i}".encode(), partition=0)
+        assert p.flush(30) == 0
+    wait_for_metric(admin_addr, 'rill_bound_hits_total{bound="rill.partition.producers.max"}', 1)
+    # Left idle past producer.id.expiration.ms, the rest expire at a retention check.
+    wait_for_metric(admin_addr, 'rill_bound_hits_total{bound="producer.id.expiration.ms"}', 1,
+                    timeout_s=60)
+    round_trip(b, topic_name, "after")
+
+
+def test_transactional_ids_past_the_shards_maximum(broker_factory, tmp_path, topic_name):
+    from confluent_kafka import KafkaException, Producer
+    b = start(broker_factory, tmp_path, {"rill.shard.transactional.ids.max": 1}, shards=1)
+    create_topic(b.bootstrap, topic_name)
+
+    def txn_producer(tid: str) -> Producer:
+        return Producer({"bootstrap.servers": b.bootstrap, "transactional.id": tid})
+
+    first = txn_producer("first")
+    first.init_transactions(30)
+    first.begin_transaction()
+    first.produce(topic_name, b"open", partition=0)
+    first.flush(30)  # the transaction is open on the partition
+    second = txn_producer("second")
+    # librdkafka retries the refusal until its timeout, then raises it.
+    with pytest.raises(KafkaException) as refused:
+        second.init_transactions(5)
+    assert refused.value.args[0].code() == KafkaError.POLICY_VIOLATION, refused.value
+    first.commit_transaction(30)
+    # "first" is idle now: a new id takes its place.
+    third = txn_producer("third")
+    third.init_transactions(30)
+    wait_for_metric(f"{b.host}:{b.admin_port}",
+                    'rill_bound_hits_total{bound="rill.shard.transactional.ids.max"}', 2)

@@ -11,6 +11,10 @@
 //! | `rill.shard.fetch.bytes.max`   | a Fetch read that waited for the shard's budget             |
 //! | `group.max.size`               | a JoinGroup answered GROUP_MAX_SIZE_REACHED                 |
 //! | `rill.shard.groups.max`        | a request that would create a group refused                 |
+//! | `producer.id.expiration.ms`    | an idle producer's state dropped by a partition             |
+//! | `rill.partition.producers.max` | a producer's state evicted to make room in a partition      |
+//! | `transactional.id.expiration.ms` | an idle transactional id forgotten                        |
+//! | `rill.shard.transactional.ids.max` | a new transactional id past the maximum (an idle one forgotten for it, or it refused) |
 //!
 //! Hits are rare by nature (a bound biting), so each shard counts them straight into atomics of
 //! its own [`super::state::ShardStats`]: no flush, nothing on the hot path while nothing bites.
@@ -36,11 +40,19 @@ pub enum Bound {
     GroupMaxSize,
     /// `rill.shard.groups.max`.
     ShardGroups,
+    /// `producer.id.expiration.ms`.
+    ProducerIdExpiration,
+    /// `rill.partition.producers.max`.
+    PartitionProducers,
+    /// `transactional.id.expiration.ms`.
+    TransactionalIdExpiration,
+    /// `rill.shard.transactional.ids.max`.
+    ShardTransactionalIds,
 }
 
 impl Bound {
     /// Every bound, in declaration order.
-    pub const ALL: [Bound; 8] = [
+    pub const ALL: [Bound; 12] = [
         Bound::MaxConnections,
         Bound::MaxConnectionsPerIp,
         Bound::ConnectionsMaxIdle,
@@ -49,6 +61,10 @@ impl Bound {
         Bound::ShardFetchBytes,
         Bound::GroupMaxSize,
         Bound::ShardGroups,
+        Bound::ProducerIdExpiration,
+        Bound::PartitionProducers,
+        Bound::TransactionalIdExpiration,
+        Bound::ShardTransactionalIds,
     ];
 
     /// Its property name (the metric label).
@@ -62,6 +78,10 @@ impl Bound {
             Bound::ShardFetchBytes => "rill.shard.fetch.bytes.max",
             Bound::GroupMaxSize => "group.max.size",
             Bound::ShardGroups => "rill.shard.groups.max",
+            Bound::ProducerIdExpiration => "producer.id.expiration.ms",
+            Bound::PartitionProducers => "rill.partition.producers.max",
+            Bound::TransactionalIdExpiration => "transactional.id.expiration.ms",
+            Bound::ShardTransactionalIds => "rill.shard.transactional.ids.max",
         }
     }
 }

@@ -405,8 +405,16 @@ pub mod hooks {
 
     /// A resource bound bit (see [`crate::admin::bound_hits`]).
     pub fn bound_hit(bound: crate::admin::bound_hits::Bound) {
+        bound_hits(bound, 1);
+    }
+
+    /// A resource bound bit `n` times (none when 0).
+    pub fn bound_hits(bound: crate::admin::bound_hits::Bound, n: u64) {
+        if n == 0 {
+            return;
+        }
         if let Some(l) = local() {
-            l.stats().bound_hits.add(bound, 1);
+            l.stats().bound_hits.add(bound, n);
         }
     }
 

@@ -33,6 +33,7 @@ use rill_engine::{
 use rill_types::batch::ValidatedBatch;
 use rill_types::{Offset, TimestampMs};
 
+use crate::admin::bound_hits::Bound;
 use crate::admin::shard::hooks;
 use crate::admin::state::PartitionStats;
 
@@ -565,6 +566,9 @@ impl<S: Storage + 'static> Actor<S> {
                 tracing::error!(topic = self.setup.topic, error = %e, "retention failed");
             }
             self.publish(); // the log start, segments and bytes may have moved
+            let expiration_ms = self.setup.configs.broker.producers.expiration_ms;
+            let expired = self.log().expire_producers(expiration_ms);
+            hooks::bound_hits(Bound::ProducerIdExpiration, expired as u64);
         }
         self.maybe_start_clean(now).await;
         self.checkpoint_high_watermark(false).await;
@@ -871,6 +875,8 @@ impl<S: Storage + 'static> Actor<S> {
         let bytes = batch.len() as u64;
         match self.log().append(batch, now).await {
             Ok(info) => {
+                let evicted = self.log().take_producers_evicted();
+                hooks::bound_hits(Bound::PartitionProducers, evicted);
                 if let Some(stats) = &self.stats {
                     let records = info.last_offset.0 - info.base_offset.0 + 1;
                     stats.appended(bytes, records as u64);

@@ -334,7 +334,9 @@ impl TopicSettings {
         topic: &BTreeMap<String, String>,
     ) -> Result<TopicSettings, RefusedConfig> {
         let broker = BrokerLayers::of(config, registry);
-        TopicSettings::from_layers(&broker.with_topic(topic))
+        let mut settings = TopicSettings::from_layers(&broker.with_topic(topic))?;
+        settings.log.producers_max = config.producers.partition_max;
+        Ok(settings)
     }
 }
 

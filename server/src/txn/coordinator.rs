@@ -34,6 +34,7 @@ use super::ops::{TxnDescription, TxnListFilter, TxnListing, TxnOp, TxnProducer, 
 use super::record::TxnRecord;
 use super::state::{self, EndPlan, InitPlan, TopicPartition, TxnMetadata};
 use super::{ProducerEpoch, ProducerId, TxnConfig};
+use crate::admin::bound_hits::Bound;
 use crate::admin::shard::hooks;
 use crate::group::ops::MemberRef;
 use crate::group::{offsets_partition, OFFSETS_TOPIC};
@@ -189,6 +190,7 @@ impl<J: TxnJournal> TxnCoordinator<J> {
             return Err(ErrorCode::InvalidTransactionTimeout);
         }
         let _busy = self.lock(id).ok_or(ErrorCode::ConcurrentTransactions)?;
+        self.make_room(id).await?;
         // At most twice: an open transaction is aborted first, then the epoch is bumped.
         for _ in 0..2 {
             let current = self.get(id);
@@ -522,22 +524,67 @@ impl<J: TxnJournal> TxnCoordinator<J> {
             .map(|(id, _)| id.clone())
             .collect();
         for id in due {
-            let Some(_busy) = self.lock(&id) else {
-                continue;
-            };
-            if !self
-                .get(&id)
-                .is_some_and(|m| state::expired(&m, now, expiration_ms))
-            {
-                continue;
-            }
-            let tombstone = TxnRecord {
-                transactional_id: id.clone(),
-                metadata: None,
-            };
-            if self.journal.append(tombstone).await.is_ok() {
-                self.txns.borrow_mut().remove(&id);
+            let expired = |m: &TxnMetadata| state::expired(m, now, expiration_ms);
+            if self.forget(&id, expired).await {
+                hooks::bound_hit(Bound::TransactionalIdExpiration);
                 tracing::info!(id, "transactional id expired");
+            }
+        }
+    }
+
+    /// Forgets `id` (a tombstone in the state log) if it is not busy and its metadata still
+    /// passes `still`; whether it did.
+    async fn forget(&self, id: &str, still: impl Fn(&TxnMetadata) -> bool) -> bool {
+        let Some(_busy) = self.lock(id) else {
+            return false;
+        };
+        if !self.get(id).is_some_and(|m| still(&m)) {
+            return false;
+        }
+        let tombstone = TxnRecord {
+            transactional_id: id.to_string(),
+            metadata: None,
+        };
+        if self.journal.append(tombstone).await.is_err() {
+            return false;
+        }
+        self.txns.borrow_mut().remove(id);
+        true
+    }
+
+    /// Room for `id` within `rill.shard.transactional.ids.max`: a known id has its place; a
+    /// new one past the maximum takes the place of the idle id updated longest ago, forgotten
+    /// as its expiration would forget it. Refused (POLICY_VIOLATION) when every id has a
+    /// transaction in progress.
+    async fn make_room(&self, id: &str) -> Result<(), ErrorCode> {
+        let oldest = {
+            let txns = self.txns.borrow();
+            if txns.contains_key(id) || txns.len() < self.config.shard_ids_max {
+                return Ok(());
+            }
+            let busy = self.busy.borrow();
+            txns.iter()
+                .filter(|(other, m)| m.state.is_idle() && !busy.contains(*other))
+                .min_by_key(|(_, m)| m.last_update_ms)
+                .map(|(other, _)| other.clone())
+        };
+        hooks::bound_hit(Bound::ShardTransactionalIds);
+        let idle = |m: &TxnMetadata| m.state.is_idle();
+        match oldest {
+            Some(oldest) if self.forget(&oldest, idle).await => {
+                tracing::info!(
+                    forgotten = oldest,
+                    id,
+                    "rill.shard.transactional.ids.max reached: forgot the idle transactional id updated longest ago"
+                );
+                Ok(())
+            }
+            _ => {
+                tracing::warn!(
+                    id,
+                    "rill.shard.transactional.ids.max reached with every id in a transaction: InitProducerId refused"
+                );
+                Err(ErrorCode::PolicyViolation)
             }
         }
     }

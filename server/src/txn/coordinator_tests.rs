@@ -390,6 +390,54 @@ fn idle_ids_expire_and_timeouts_are_bounded() {
 }
 
 #[test]
+fn past_the_shards_maximum_a_new_id_takes_the_place_of_the_idle_one_updated_longest_ago() {
+    let clock = Rc::new(ManualClock::new(1_000));
+    let config = TxnConfig {
+        shard_ids_max: 2,
+        ..TxnConfig::default()
+    };
+    let h = Harness {
+        c: TxnCoordinator::new(MemTxnJournal::default(), clock.clone(), config, Vec::new()),
+        clock,
+        env: FakeEnv::default(),
+    };
+    let old = h.init("old", 60_000);
+    h.clock.advance(10);
+    let open = h.init("open", 60_000);
+    assert_eq!(h.add("open", open, &[("t", 0)]), vec![ErrorCode::None]);
+    h.clock.advance(10);
+    // "old" is idle and oldest: forgotten (a tombstone) for "new".
+    h.init("new", 60_000);
+    assert!(h.c.get("old").is_none() && h.c.get("new").is_some());
+    let tombstone = |id: &str| {
+        h.c.journal()
+            .records
+            .borrow()
+            .iter()
+            .any(|r| r.transactional_id == id && r.metadata.is_none())
+    };
+    assert!(tombstone("old"));
+    // Every id in a transaction: a new one is refused, and a known one keeps its place.
+    let p = h.init("new", 60_000);
+    assert_eq!(h.add("new", p, &[("t", 1)]), vec![ErrorCode::None]);
+    let init = || TxnOp::InitProducerId {
+        timeout_ms: 60_000,
+        expected: None,
+    };
+    assert_eq!(
+        h.run("another", init()),
+        TxnReply::Init(Err(ErrorCode::PolicyViolation))
+    );
+    assert_eq!(h.state("open"), TxnState::Ongoing);
+    // Once one ends it is idle, and the next new id takes its place.
+    assert_eq!(h.end("new", p, true), ErrorCode::None);
+    h.clock.advance(10);
+    let another = h.init("another", 60_000);
+    assert!(h.c.get("new").is_none() && tombstone("new"));
+    assert_ne!(another.id, old.id);
+}
+
+#[test]
 fn describe_and_list() {
     let h = harness();
     let p = h.init("tx", 60_000);

@@ -75,7 +75,14 @@ pub struct TxnConfig {
     /// `transaction.remove.expired.transaction.cleanup.interval.ms`: how often expired ids are
     /// looked for.
     pub expiration_check_interval_ms: u64,
+    /// `rill.shard.transactional.ids.max`: ids one shard coordinates. A new id past it makes
+    /// room by forgetting the idle id updated longest ago (as its expiration would); with none
+    /// idle, its InitProducerId is refused (POLICY_VIOLATION).
+    pub shard_ids_max: usize,
 }
+
+/// The default `rill.shard.transactional.ids.max` (Kafka bounds them by expiration alone).
+pub const SHARD_IDS_MAX_DEFAULT: usize = 50_000;
 
 impl Default for TxnConfig {
     fn default() -> Self {
@@ -84,6 +91,7 @@ impl Default for TxnConfig {
             id_expiration_ms: 7 * 24 * 60 * 60 * 1000,
             abort_check_interval_ms: 10_000,
             expiration_check_interval_ms: 60 * 60 * 1000,
+            shard_ids_max: SHARD_IDS_MAX_DEFAULT,
         }
     }
 }

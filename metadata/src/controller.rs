@@ -817,6 +817,7 @@ mod tests {
                 port: 9090 + node as u16,
             },
             rack: None,
+            replica_secret_sha256: None,
         })
     }
 

@@ -44,6 +44,9 @@ pub struct BrokerRegistration {
     pub rack: Option<String>,
     /// Fenced brokers lead nothing and are not listed to clients.
     pub fenced: bool,
+    /// What its follower fetches are checked against ([`BrokerIdentity::replica_secret_sha256`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replica_secret_sha256: Option<String>,
 }
 
 impl BrokerRegistration {
@@ -57,6 +60,7 @@ impl BrokerRegistration {
             endpoint: identity.endpoint.clone(),
             rack: identity.rack.clone(),
             fenced: true,
+            replica_secret_sha256: identity.replica_secret_sha256.clone(),
         }
     }
 }
@@ -613,6 +617,7 @@ mod tests {
                 port: 9000 + node as u16,
             },
             rack: None,
+            replica_secret_sha256: None,
         })
     }
 

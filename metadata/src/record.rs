@@ -37,6 +37,12 @@ pub struct BrokerIdentity {
     pub endpoint: Endpoint,
     /// `broker.rack`, if set.
     pub rack: Option<String>,
+    /// The SHA-256 (hex) of a secret the broker draws at each start and keeps to itself: its
+    /// follower Fetches present the secret, and a leader checks it against this digest
+    /// (`server/src/handler/fetch.rs`), so reading the metadata log tells nobody the secret.
+    /// `None` in records written before it existed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replica_secret_sha256: Option<String>,
 }
 
 /// One partition as a `Topic` or `Partitions` record creates it.
@@ -238,6 +244,7 @@ mod tests {
                     port: 9092,
                 },
                 rack: None,
+            replica_secret_sha256: None,
             }),
             MetadataRecord::FenceBroker {
                 node_id: NodeId(1),

@@ -26,6 +26,7 @@ pub fn image(partitions: &[(&[i32], &[i32], Option<i32>)]) -> MetadataImage {
                 port: 9000 + node as u16,
             },
             rack: None,
+            replica_secret_sha256: None,
         }));
     }
     apply(&mut image, records);

@@ -210,6 +210,7 @@ mod tests {
                 port: 9092,
             },
             rack: None,
+            replica_secret_sha256: None,
         });
         let topic = MetadataRecord::Topic {
             name: "t".into(),

@@ -145,6 +145,7 @@ impl Agent {
     ) -> (Self, Sender<AgentEvent>) {
         let (events_tx, events) = std::sync::mpsc::channel();
         let config = view.config().clone();
+        let replica_secret_sha256 = Some(view.replica_secret_sha256());
         let now = Instant::now();
         let agent = Self {
             voters: config
@@ -170,6 +171,7 @@ impl Agent {
                     log_dir_id,
                     endpoint,
                     rack: None,
+                    replica_secret_sha256,
                 },
                 epoch: None,
                 fenced: true,

@@ -45,6 +45,9 @@ pub struct ClusterView {
     /// The broker epoch of this process's registration (the log index of its record), or -1
     /// before the controller accepted it.
     registered: AtomicI64,
+    /// What this broker's follower fetches present to leaders (random per process start; its
+    /// registration carries only its digest: `BrokerIdentity::replica_secret_sha256`).
+    replica_secret: uuid::Uuid,
 }
 
 impl ClusterView {
@@ -62,7 +65,31 @@ impl ClusterView {
             auto_creating: Arc::new(Mutex::new(HashSet::new())),
             fatal: Mutex::new(None),
             registered: AtomicI64::new(-1),
+            replica_secret: uuid::Uuid::new_v4(),
         })
+    }
+
+    /// What this broker's follower fetches present (see [`Self::is_replica`]).
+    pub fn replica_secret(&self) -> uuid::Uuid {
+        self.replica_secret
+    }
+
+    /// The digest this broker registers its secret by (SHA-256, lowercase hex).
+    pub fn replica_secret_sha256(&self) -> String {
+        sha256_hex(self.replica_secret.as_bytes())
+    }
+
+    /// Whether `presented` is the secret `node` registered the digest of: a Fetch naming
+    /// `node` as its replica comes from that broker, not from a client posing as it. The
+    /// digests are compared in constant time (`subtle`).
+    pub fn is_replica(&self, node: NodeId, presented: &[u8]) -> bool {
+        use subtle::ConstantTimeEq;
+        let image = self.image();
+        let registered = image.brokers.get(&node);
+        let Some(digest) = registered.and_then(|b| b.replica_secret_sha256.as_deref()) else {
+            return false;
+        };
+        bool::from(sha256_hex(presented).as_bytes().ct_eq(digest.as_bytes()))
     }
 
     /// The registry's topics before this start's first mirror.
@@ -403,4 +430,13 @@ impl ClusterView {
         }
         true
     }
+}
+
+/// SHA-256 of `bytes`, lowercase hex.
+fn sha256_hex(bytes: &[u8]) -> String {
+    use sha2::Digest;
+    sha2::Sha256::digest(bytes)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
 }

@@ -112,6 +112,21 @@ pub async fn serve<B: Broker>(
     super::Answer::Fetch(handle(broker, cx.version, &request).await)
 }
 
+/// Whether a Fetch naming a replica comes from that broker (see `SECURITY.md`, "Replication"):
+/// it carries the replica secret the broker registered with, in Rill's tagged field. Anything
+/// else (a client posing as a follower, a single node, which has no followers) is refused as
+/// Kafka refuses a follower fetch without CLUSTER_ACTION: TOPIC_AUTHORIZATION_FAILED on every
+/// partition, reading and moving nothing.
+fn from_replica<B: Broker>(broker: &B, node: NodeId, request: &FetchRequest) -> bool {
+    let presented = request
+        .unknown_tagged_fields
+        .get(&crate::replication::wire::REPLICA_SECRET_TAG);
+    match (broker.cluster(), presented) {
+        (Some(cluster), Some(secret)) => cluster.is_replica(node, secret),
+        _ => false,
+    }
+}
+
 /// Answer Fetch (see the module doc).
 pub async fn handle<B: Broker>(broker: &B, version: i16, request: &FetchRequest) -> Fetched {
     let Some(isolation) = Isolation::from_wire(request.isolation_level) else {
@@ -235,6 +250,13 @@ fn resolve<B: Broker>(
 ) -> Vec<Want> {
     let mut wants = Vec::new();
     let replica_id = follower(request);
+    let refused = replica_id.filter(|&node| !from_replica(broker, node, request));
+    if let Some(node) = refused {
+        tracing::debug!(
+            replica = node.0,
+            "refusing a follower fetch that does not come from that broker"
+        );
+    }
     for topic in &request.topics {
         let by_id = version >= 13;
         // Followers copy the internal topics and consumers read them (`crate::coordinator_log`).
@@ -271,7 +293,10 @@ fn resolve<B: Broker>(
                     None => isolation,
                 },
                 replica,
-                error: error.or((!in_range).then_some(ErrorCode::UnknownTopicOrPartition)),
+                error: match refused {
+                    Some(_) => Some(ErrorCode::TopicAuthorizationFailed),
+                    None => error.or((!in_range).then_some(ErrorCode::UnknownTopicOrPartition)),
+                },
             });
         }
     }
@@ -639,6 +664,7 @@ mod tests {
     use crate::handler::fake::{batch, FakeBroker};
     use futures::executor::block_on;
     use rill_protocol::kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
+    use rill_protocol::kafka_protocol::messages::BrokerId;
 
     /// [`handle`], with each partition's chunks put back into its `records` field (what a
     /// client decodes from the spliced response).
@@ -702,6 +728,35 @@ mod tests {
         let p1 = &r.responses[0].partitions[1];
         assert_eq!((p1.error_code, p1.high_watermark), (0, 0));
         assert!(p1.records.as_ref().unwrap().is_empty());
+    }
+
+    /// Issue 27: a Fetch naming a replica without that broker's secret (here a single node,
+    /// which has no followers; the e2e test `test_security_replica.py` covers a cluster) is
+    /// refused on every partition, unknown ones included, and reads nothing.
+    #[test]
+    fn a_fetch_posing_as_a_follower_is_refused_on_every_partition() {
+        let broker = FakeBroker::new();
+        broker.topics().create("t", 1, Default::default()).unwrap();
+        broker.append("t", 0, batch(3));
+        let with_secret = request("t", &[(0, 0), (7, 0)], 0, 1)
+            .with_replica_id(BrokerId(2))
+            .with_unknown_tagged_field(
+                crate::replication::wire::REPLICA_SECRET_TAG,
+                Bytes::from(vec![0u8; 16]),
+            );
+        for req in [
+            request("t", &[(0, 0), (7, 0)], 0, 1).with_replica_id(BrokerId(0)),
+            with_secret,
+        ] {
+            let r = block_on(answer(&broker, 12, &req));
+            let parts = &r.responses[0].partitions;
+            assert_eq!(parts.len(), 2);
+            for p in parts {
+                assert_eq!(p.error_code, ErrorCode::TopicAuthorizationFailed.code());
+                assert_eq!(p.high_watermark, -1);
+                assert!(p.records.as_ref().unwrap().is_empty());
+            }
+        }
     }
 
     #[test]

@@ -164,7 +164,7 @@ async fn run(leader: NodeId, view: Arc<ClusterView>, fetcher: Rc<Fetcher>) {
         round = round.wrapping_add(1);
         let turn = round % asked.len();
         asked.rotate_left(turn);
-        let request = fetch_request(me, &asked);
+        let request = fetch_request(me, view.replica_secret(), &asked);
         let fetched = match link.as_mut() {
             Some(l) => l.fetch(&request).await,
             None => continue,
@@ -307,7 +307,7 @@ fn next_op(epoch: LeaderEpoch, log_end: Offset, answer: PartitionData) -> Option
 }
 
 /// One follower Fetch for every asked partition, grouped by topic in the asked order.
-fn fetch_request(me: NodeId, asked: &[Asked]) -> FetchRequest {
+fn fetch_request(me: NodeId, secret: uuid::Uuid, asked: &[Asked]) -> FetchRequest {
     let mut topics: Vec<FetchTopic> = Vec::new();
     for (p, log_end, last_epoch) in asked {
         let partition = FetchPartition::default()
@@ -333,6 +333,10 @@ fn fetch_request(me: NodeId, asked: &[Asked]) -> FetchRequest {
         .with_max_bytes(FETCH_BYTES_MAX)
         .with_isolation_level(0)
         .with_topics(topics)
+        .with_unknown_tagged_field(
+            super::wire::REPLICA_SECRET_TAG,
+            bytes::Bytes::copy_from_slice(secret.as_bytes()),
+        )
 }
 
 #[cfg(test)]

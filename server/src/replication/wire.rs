@@ -14,6 +14,10 @@ use rill_protocol::kafka_protocol::protocol::{Decodable, Encodable, HeaderVersio
 /// The Fetch version followers speak: the first with the diverging epoch (KIP-320/595) and the
 /// last with `replica_id` in the body.
 pub const FETCH_VERSION: i16 = 12;
+/// The tag of the Fetch request's tagged field (flexible versions, v12+) in which a follower
+/// presents its replica secret (`crate::cluster::ClusterView::is_replica`). Kafka's own tags
+/// in FetchRequest are 0 (ClusterId) and 1 (ReplicaState); a Kafka broker skips unknown tags.
+pub const REPLICA_SECRET_TAG: i32 = 0x5249;
 /// Largest answer accepted from a leader.
 const RESPONSE_BYTES_MAX: usize = 256 << 20;
 /// Bound on connecting to a leader.

@@ -156,7 +156,7 @@ mod tests {
                     port: 9000,
                 },
                 rack: None,
-            replica_secret_sha256: None,
+                replica_secret_sha256: None,
             })
         };
         image.apply_entry(LogIndex(1), 1, &(1..=4).map(register).collect::<Vec<_>>());

@@ -331,7 +331,7 @@ fn register(node: i32) -> ControllerRequest {
             port: 9000 + node as u16,
         },
         rack: None,
-            replica_secret_sha256: None,
+        replica_secret_sha256: None,
     })
 }
 

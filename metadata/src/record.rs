@@ -244,7 +244,7 @@ mod tests {
                     port: 9092,
                 },
                 rack: None,
-            replica_secret_sha256: None,
+                replica_secret_sha256: None,
             }),
             MetadataRecord::FenceBroker {
                 node_id: NodeId(1),

@@ -88,7 +88,7 @@ fn register(node: i32) -> MetadataRecord {
             port: 9000 + node as u16,
         },
         rack: None,
-            replica_secret_sha256: None,
+        replica_secret_sha256: None,
     })
 }
 

@@ -7,8 +7,11 @@
 //!   [`GlommioStorage`] therefore primes each directory's device by opening a non-empty probe file
 //!   read-only before its first real open.
 //! - Alignment is [`BLOCK_BYTES`] (4096), not the 512 `DmaFile::alignment()` reports.
-//! - Directory-level operations (mkdir, readdir, remove, rename) are rare (open, roll, retention)
-//!   and use std::fs plus an explicit directory fsync.
+//! - Nothing here blocks the shard's thread: a blocking call stalls every partition, group and
+//!   connection the core serves. Directory fsyncs go through io_uring (glommio's
+//!   `Directory::open` and `sync`); renames and removals through glommio's `io::rename` and
+//!   `io::remove`, which run them on the executor's blocking thread, as [`off_thread`] runs the
+//!   rest (mkdir -p, readdir, stat, rm -r).
 
 use super::{BlockFile, OpenMode, Storage, WriteBuffer, BLOCK_BYTES};
 use bytes::{Bytes, BytesMut};
@@ -50,19 +53,22 @@ impl GlommioStorage {
     /// creation and removal in each of 10,000 partitions at start-up).
     async fn prime(&self, dir: &Path) -> io::Result<()> {
         use std::os::unix::fs::MetadataExt;
-        let device = std::fs::metadata(dir)?.dev();
+        let device = off_thread(dir, |dir| Ok(std::fs::metadata(dir)?.dev())).await?;
         if self.primed.borrow().contains(&device) {
             return Ok(());
         }
         let probe = dir.join(PROBE_FILE_NAME);
-        std::fs::write(&probe, vec![0u8; BLOCK_BYTES as usize])?;
+        off_thread(&probe, |probe| {
+            std::fs::write(probe, vec![0u8; BLOCK_BYTES as usize])
+        })
+        .await?;
         let file = OpenOptions::new()
             .read(true)
             .dma_open(&probe)
             .await
             .map_err(to_io)?;
         file.close().await.map_err(to_io)?;
-        std::fs::remove_file(&probe)?;
+        glommio::io::remove(&probe).await.map_err(to_io)?;
         self.primed.borrow_mut().insert(device);
         Ok(())
     }
@@ -73,18 +79,45 @@ fn to_io(e: glommio::GlommioError<()>) -> io::Error {
     io::Error::from(e)
 }
 
-/// fsyncs a directory so that entries created, removed or renamed in it are durable.
-fn sync_dir(dir: &Path) -> io::Result<()> {
-    std::fs::File::open(dir)?.sync_all()
+/// fsyncs a directory so that entries created, removed or renamed in it are durable (open and
+/// fdatasync through io_uring).
+async fn sync_dir(dir: &Path) -> io::Result<()> {
+    let directory = glommio::io::Directory::open(dir).await.map_err(to_io)?;
+    let synced = directory.sync().await.map_err(to_io);
+    directory.close().await.map_err(to_io)?;
+    synced
+}
+
+/// Runs a blocking file-system call on the executor's blocking thread, so the shard's thread
+/// goes on serving while the kernel works (for what io_uring has no operation for).
+async fn off_thread<T: Send + 'static>(
+    path: &Path,
+    call: impl FnOnce(&Path) -> io::Result<T> + Send + 'static,
+) -> io::Result<T> {
+    let path = path.to_path_buf();
+    glommio::executor()
+        .spawn_blocking(move || call(&path))
+        .await
+}
+
+/// The parent directory of `path`, whose fsync makes `path`'s entry durable.
+fn parent_of(path: &Path) -> &Path {
+    path.parent().unwrap_or(Path::new("."))
 }
 
 impl Storage for GlommioStorage {
     type File = GlommioFile;
 
     async fn open(&self, path: &Path, mode: OpenMode) -> io::Result<GlommioFile> {
-        let dir = path.parent().unwrap_or(Path::new("."));
+        let dir = parent_of(path);
         self.prime(dir).await?;
-        let existed = path.exists();
+        let existed = match mode {
+            // An open without create fails on a missing file: nothing to make durable.
+            OpenMode::Read | OpenMode::ReadWrite => true,
+            OpenMode::CreateReadWrite | OpenMode::CreateReadWriteUnsynced => {
+                self.exists(path).await?
+            }
+        };
         let mut options = OpenOptions::new();
         match mode {
             OpenMode::Read => options.read(true),
@@ -95,61 +128,71 @@ impl Storage for GlommioStorage {
         };
         let file = options.dma_open(path).await.map_err(to_io)?;
         if !existed && mode != OpenMode::CreateReadWriteUnsynced {
-            sync_dir(dir)?;
+            sync_dir(dir).await?;
         }
         Ok(GlommioFile::new(file, self.buffers.clone()))
     }
 
     async fn create_dir_all(&self, path: &Path) -> io::Result<()> {
-        if path.is_dir() {
-            return Ok(()); // durable already: no fsync of the parent at every open
-        }
-        std::fs::create_dir_all(path)?;
-        if let Some(parent) = path.parent() {
-            sync_dir(parent)?;
+        // `true` when it was there already: durable, so no fsync of the parent at every open.
+        let existed = off_thread(path, |path| {
+            if path.is_dir() {
+                return Ok(true);
+            }
+            std::fs::create_dir_all(path).map(|()| false)
+        })
+        .await?;
+        if !existed {
+            if let Some(parent) = path.parent() {
+                sync_dir(parent).await?;
+            }
         }
         Ok(())
     }
 
     async fn create_dir(&self, path: &Path) -> io::Result<()> {
-        match std::fs::create_dir(path) {
+        off_thread(path, |path| match std::fs::create_dir(path) {
             Err(e) if e.kind() == io::ErrorKind::AlreadyExists => Ok(()),
             other => other,
-        }
+        })
+        .await
     }
 
     async fn sync_dir(&self, path: &Path) -> io::Result<()> {
-        sync_dir(path)
+        sync_dir(path).await
     }
 
     async fn list_dir(&self, path: &Path) -> io::Result<Vec<String>> {
-        let mut names = Vec::new();
-        for entry in std::fs::read_dir(path)? {
-            let entry = entry?;
-            if entry.file_type()?.is_file() {
-                names.push(entry.file_name().to_string_lossy().into_owned());
+        off_thread(path, |path| {
+            let mut names = Vec::new();
+            for entry in std::fs::read_dir(path)? {
+                let entry = entry?;
+                if entry.file_type()?.is_file() && entry.file_name() != PROBE_FILE_NAME {
+                    names.push(entry.file_name().to_string_lossy().into_owned());
+                }
             }
-        }
-        Ok(names.into_iter().filter(|n| n != PROBE_FILE_NAME).collect())
+            Ok(names)
+        })
+        .await
     }
 
     async fn exists(&self, path: &Path) -> io::Result<bool> {
-        Ok(path.exists())
+        off_thread(path, |path| Ok(path.exists())).await
     }
 
     async fn remove_file(&self, path: &Path) -> io::Result<()> {
-        std::fs::remove_file(path)?;
-        sync_dir(path.parent().unwrap_or(Path::new(".")))
+        glommio::io::remove(path).await.map_err(to_io)?;
+        sync_dir(parent_of(path)).await
     }
 
     async fn remove_dir_all(&self, path: &Path) -> io::Result<()> {
-        std::fs::remove_dir_all(path)?;
-        sync_dir(path.parent().unwrap_or(Path::new(".")))
+        off_thread(path, |path| std::fs::remove_dir_all(path)).await?;
+        sync_dir(parent_of(path)).await
     }
 
     async fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {
-        std::fs::rename(from, to)?;
-        sync_dir(to.parent().unwrap_or(Path::new(".")))
+        glommio::io::rename(from, to).await.map_err(to_io)?;
+        sync_dir(parent_of(to)).await
     }
 }
 
@@ -474,6 +517,43 @@ impl LocalRuntime {
 mod tests {
     use super::*;
     use crate::io::gate::FlushGate;
+
+    /// The directory operations, now off the shard's thread, do what std::fs did: create (nested,
+    /// and again), list only files and never the probe, rename, remove, and report existence.
+    #[test]
+    fn directory_operations_create_list_rename_and_remove() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().to_path_buf();
+        let runtime = LocalRuntime::new(1 << 20).unwrap();
+        runtime.block_on(async move {
+            let storage = GlommioStorage::new();
+            let nested = root.join("a/b");
+            storage.create_dir_all(&nested).await.unwrap();
+            storage.create_dir_all(&nested).await.unwrap();
+            storage.create_dir(&nested.join("c")).await.unwrap();
+            storage.create_dir(&nested.join("c")).await.unwrap();
+            assert!(storage.exists(&nested.join("c")).await.unwrap());
+            let file = storage
+                .open(&nested.join("x.log"), OpenMode::CreateReadWrite)
+                .await
+                .unwrap();
+            file.close().await.unwrap();
+            assert_eq!(storage.list_dir(&nested).await.unwrap(), vec!["x.log"]);
+            storage
+                .rename(&nested.join("x.log"), &nested.join("y.log"))
+                .await
+                .unwrap();
+            assert!(!storage.exists(&nested.join("x.log")).await.unwrap());
+            assert_eq!(storage.list_dir(&nested).await.unwrap(), vec!["y.log"]);
+            storage.remove_file(&nested.join("y.log")).await.unwrap();
+            assert!(storage.list_dir(&nested).await.unwrap().is_empty());
+            let missing = storage.open(&nested.join("gone"), OpenMode::Read).await;
+            assert!(missing.is_err());
+            assert!(storage.list_dir(&root.join("none")).await.is_err());
+            storage.remove_dir_all(&root.join("a")).await.unwrap();
+            assert!(!storage.exists(&root.join("a")).await.unwrap());
+        });
+    }
 
     /// A paced read is issued in pieces of at most the gate's piece size, one turn each, and
     /// returns exactly the bytes of one unpaced read (an odd length, to the end of the file).

@@ -44,6 +44,8 @@
 //! | DescribeProducers (61)   |   0..=0    |                                                                    |
 //! | DescribeTransactions (65)|   0..=0    |                                                                    |
 //! | ListTransactions (66)    |   0..=1    | v1 adds the duration filter; v2's id pattern is not offered        |
+//! | ConsumerGroupHeartbeat (68) | 0..=1   | KIP-848; v1: the client makes its member id (KIP-1082), as Kafka 4 |
+//! | ConsumerGroupDescribe (69)  | 0..=1   | v1 adds the member type (KIP-1099)                                 |
 //!
 //! The rows themselves are [`for_each_api!`]: each names its versions and the server's handler,
 //! so adding an API is one row there plus one handler file.
@@ -129,6 +131,8 @@ macro_rules! for_each_api {
             DescribeProducers 0..=0 => describe_producers,
             DescribeTransactions 0..=0 => describe_transactions,
             ListTransactions 0..=1 => list_transactions,
+            ConsumerGroupHeartbeat 0..=1 => consumer_group_heartbeat,
+            ConsumerGroupDescribe 0..=1 => consumer_group_describe,
         }
     };
 }

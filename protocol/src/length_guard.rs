@@ -380,6 +380,20 @@ mod tests {
             ApiKey::ListPartitionReassignments => {
                 RequestKind::ListPartitionReassignments(ListPartitionReassignmentsRequest::default())
             }
+            other => consumer_group_default(other),
+        }
+    }
+
+    /// The KIP-848 consumer group APIs' default requests (issue 29).
+    fn consumer_group_default(api_key: ApiKey) -> RequestKind {
+        use crate::kafka_protocol::messages::*;
+        match api_key {
+            ApiKey::ConsumerGroupHeartbeat => {
+                RequestKind::ConsumerGroupHeartbeat(ConsumerGroupHeartbeatRequest::default())
+            }
+            ApiKey::ConsumerGroupDescribe => {
+                RequestKind::ConsumerGroupDescribe(ConsumerGroupDescribeRequest::default())
+            }
             other => panic!("no default for {other:?}"),
         }
     }

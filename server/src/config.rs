@@ -494,6 +494,10 @@ impl BrokerConfig {
                 Applied::Unknown => tracing::warn!(key, "ignoring unknown config property"),
             }
         }
+        self.group
+            .consumer
+            .check()
+            .map_err(|(key, why)| bad(key, &self.group.consumer.value_of(key), why))?;
         Ok(advertise)
     }
 
@@ -547,11 +551,9 @@ impl BrokerConfig {
                 self.broker_partitions_max = Some(parse_at_least_one(key, v)?)
             }
             "rill.partition.idle.ms" => self.partition_idle_ms = parse_at_least_one(key, v)?,
-            "group.initial.rebalance.delay.ms" => {
-                self.group.initial_rebalance_delay_ms = parse_delay_ms(key, v)?
+            _ if key.starts_with("group.") || key == "rill.shard.groups.max" => {
+                return apply_group_property(&mut self.group, key, v)
             }
-            "group.max.size" => self.group.max_size = parse_at_most_i32(key, v)?,
-            "rill.shard.groups.max" => self.group.shard_groups_max = parse_at_least_one(key, v)?,
             _ if key.starts_with("rill.test.") => self
                 .test_hooks
                 .apply(key, v)
@@ -695,6 +697,73 @@ fn apply_txn_property(
             txn.expiration_check_interval_ms = parse_at_least_one(key, v)?
         }
         "rill.shard.transactional.ids.max" => txn.shard_ids_max = parse_at_least_one(key, v)?,
+        _ => return Ok(Applied::Unknown),
+    }
+    Ok(Applied::Yes)
+}
+
+/// Kafka's `group.*` broker settings (and Rill's bound on a shard's groups).
+fn apply_group_property(
+    group: &mut crate::group::GroupConfig,
+    key: &str,
+    v: &str,
+) -> Result<Applied, ConfigError> {
+    match key {
+        "group.initial.rebalance.delay.ms" => {
+            group.initial_rebalance_delay_ms = parse_delay_ms(key, v)?
+        }
+        "group.max.size" => group.max_size = parse_at_most_i32(key, v)?,
+        "rill.shard.groups.max" => group.shard_groups_max = parse_at_least_one(key, v)?,
+        _ if key.starts_with("group.consumer.") => {
+            return apply_consumer_group_property(&mut group.consumer, key, v)
+        }
+        _ => return Ok(Applied::Unknown),
+    }
+    Ok(Applied::Yes)
+}
+
+/// Kafka's `group.consumer.*` broker settings (KIP-848 consumer groups); their bounds are
+/// checked together once every property is read (`ConsumerConfig::check`).
+fn apply_consumer_group_property(
+    c: &mut crate::group::consumer::ConsumerConfig,
+    key: &str,
+    v: &str,
+) -> Result<Applied, ConfigError> {
+    use crate::group::consumer::Assignor;
+    match key {
+        "group.consumer.session.timeout.ms" => c.session_timeout_ms = parse_positive_i32(key, v)?,
+        "group.consumer.min.session.timeout.ms" => {
+            c.session_timeout_min_ms = parse_positive_i32(key, v)?
+        }
+        "group.consumer.max.session.timeout.ms" => {
+            c.session_timeout_max_ms = parse_positive_i32(key, v)?
+        }
+        "group.consumer.heartbeat.interval.ms" => {
+            c.heartbeat_interval_ms = parse_positive_i32(key, v)?
+        }
+        "group.consumer.min.heartbeat.interval.ms" => {
+            c.heartbeat_interval_min_ms = parse_positive_i32(key, v)?
+        }
+        "group.consumer.max.heartbeat.interval.ms" => {
+            c.heartbeat_interval_max_ms = parse_positive_i32(key, v)?
+        }
+        "group.consumer.max.size" => c.max_size = parse_at_least_one(key, v)?,
+        "group.consumer.assignors" => {
+            let mut list = [None; 2];
+            let mut n = 0;
+            for name in v.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+                let a = Assignor::from_name(name)
+                    .ok_or_else(|| bad(key, v, format!("unknown assignor {name}")))?;
+                if !list.contains(&Some(a)) {
+                    list[n] = Some(a);
+                    n += 1;
+                }
+            }
+            if n == 0 {
+                return Err(bad(key, v, "at least one assignor"));
+            }
+            c.assignors = list;
+        }
         _ => return Ok(Applied::Unknown),
     }
     Ok(Applied::Yes)

@@ -13,9 +13,11 @@ use rill_engine::io::Clock;
 use rill_protocol::ErrorCode;
 use rill_types::limits::Field;
 
+use super::consumer::ConsumerGroup;
 use super::journal::Journal;
 use super::metadata_record::GroupMetadata;
 use super::offsets::{CommittedOffset, OffsetKey, OffsetRecord};
+use super::ops::{ConsumerGroupView, ConsumerHeartbeatArgs, ConsumerHeartbeatResult};
 use super::ops::{GroupDescription, GroupListing, GroupOp, GroupReply, MemberRef, TopicPartitions};
 use super::state::{Group, GroupState};
 use super::GroupConfig;
@@ -28,6 +30,9 @@ pub const TICK_MS: u64 = 100;
 /// The groups of one shard.
 pub struct GroupCoordinator<J: Journal> {
     groups: RefCell<HashMap<String, Group>>,
+    /// KIP-848 consumer groups by id (their committed offsets live in `groups`, as a classic
+    /// group's do: one offsets map per group id, whatever its protocol).
+    consumer_groups: RefCell<HashMap<String, ConsumerGroup>>,
     journal: J,
     clock: Rc<dyn Clock>,
     config: GroupConfig,
@@ -47,6 +52,7 @@ impl<J: Journal> GroupCoordinator<J> {
         }
         GroupCoordinator {
             groups: RefCell::new(groups),
+            consumer_groups: RefCell::new(HashMap::new()),
             journal,
             clock,
             config,
@@ -89,6 +95,10 @@ impl<J: Journal> GroupCoordinator<J> {
             }
             stays
         });
+        drop(groups);
+        self.consumer_groups
+            .borrow_mut()
+            .retain(|id, _| super::offsets_partition(id) != partition);
     }
 
     /// The journal (shutdown closes it).
@@ -104,7 +114,8 @@ impl<J: Journal> GroupCoordinator<J> {
     pub async fn handle(&self, group_id: &str, op: GroupOp) -> GroupReply {
         crate::test_hooks::maybe_panic_in_group(group_id);
         // The limits table's row (an empty id: INVALID_GROUP_ID); List and Fetch take any.
-        if !matches!(op, GroupOp::List | GroupOp::Fetch(_)) {
+        let any_id = matches!(op, GroupOp::Fetch(_) | GroupOp::CheckFetcher(..));
+        if !any_id && !matches!(op, GroupOp::List) {
             if let Err(e) = Field::GroupId.check(group_id) {
                 return refused(&op, e.code);
             }
@@ -117,6 +128,9 @@ impl<J: Journal> GroupCoordinator<J> {
         let now = self.now();
         match op {
             GroupOp::Join(args) => {
+                if let Some(refused) = self.classic_join_refused(group_id, &args.member_id) {
+                    return GroupReply::Join(refused);
+                }
                 if !self.may_create(group_id) {
                     let refused = ErrorCode::GroupMaxSizeReached;
                     return GroupReply::Join(super::ops::JoinResult::error(refused, ""));
@@ -155,6 +169,110 @@ impl<J: Journal> GroupCoordinator<J> {
                 commit,
             } => self.txn_end(group_id, producer_id, commit).await,
             GroupOp::PendingTxn(topics) => self.pending_txn(group_id, topics),
+            op => self.consumer_op(group_id, op, now),
+        }
+    }
+
+    /// The KIP-848 consumer groups' operations.
+    fn consumer_op(&self, group_id: &str, op: GroupOp, now: i64) -> GroupReply {
+        match op {
+            GroupOp::ConsumerHeartbeat(args) => {
+                GroupReply::ConsumerHeartbeat(self.consumer_heartbeat(group_id, *args, now))
+            }
+            GroupOp::ConsumerDescribe => {
+                GroupReply::ConsumerDescribe(self.consumer_describe(group_id))
+            }
+            GroupOp::CheckFetcher(member_id, epoch) => {
+                GroupReply::CheckFetcher(match self.consumer_groups.borrow().get(group_id) {
+                    Some(g) => g.validate_member(&member_id, epoch),
+                    None => ErrorCode::None,
+                })
+            }
+            other => unreachable!("not a consumer group operation: {other:?}"),
+        }
+    }
+
+    /// A classic JoinGroup against a consumer group: refused while it has members, as Kafka
+    /// does without online migration (INCONSISTENT_GROUP_PROTOCOL); an empty consumer group
+    /// becomes a classic one (its offsets stay).
+    fn classic_join_refused(
+        &self,
+        group_id: &str,
+        member_id: &str,
+    ) -> Option<super::ops::JoinResult> {
+        let mut consumer = self.consumer_groups.borrow_mut();
+        if consumer.get(group_id)?.has_members() {
+            return Some(super::ops::JoinResult::error(
+                ErrorCode::InconsistentGroupProtocol,
+                member_id,
+            ));
+        }
+        consumer.remove(group_id);
+        None
+    }
+
+    /// ConsumerGroupHeartbeat: a classic group with members is not taken over (Kafka without
+    /// online migration answers GROUP_ID_NOT_FOUND); an empty one becomes a consumer group.
+    fn consumer_heartbeat(
+        &self,
+        group_id: &str,
+        args: ConsumerHeartbeatArgs,
+        now: i64,
+    ) -> ConsumerHeartbeatResult {
+        let classic_in_use = self
+            .groups
+            .borrow()
+            .get(group_id)
+            .is_some_and(|g| g.has_members() || g.state() != GroupState::Empty);
+        if classic_in_use {
+            return ConsumerHeartbeatResult::error(
+                ErrorCode::GroupIdNotFound,
+                format!("Group {group_id} is not a consumer group."),
+            );
+        }
+        let mut consumer = self.consumer_groups.borrow_mut();
+        if !consumer.contains_key(group_id) {
+            if args.member_epoch != 0 {
+                return ConsumerHeartbeatResult::error(
+                    ErrorCode::UnknownMemberId,
+                    format!("Group {group_id} has no member {}.", args.member_id),
+                );
+            }
+            let exists = self.groups.borrow().contains_key(group_id);
+            if !exists && !self.may_create_with(consumer.len(), group_id) {
+                return ConsumerHeartbeatResult::error(
+                    ErrorCode::GroupMaxSizeReached,
+                    "rill.shard.groups.max reached",
+                );
+            }
+            consumer.insert(
+                group_id.to_string(),
+                ConsumerGroup::new(group_id, self.config.consumer),
+            );
+        }
+        let group = consumer.get_mut(group_id).expect("inserted");
+        let result = group.heartbeat(args, now);
+        if result.error_code == ErrorCode::GroupMaxSizeReached {
+            hooks::bound_hit(Bound::GroupMaxSize);
+        }
+        result
+    }
+
+    /// ConsumerGroupDescribe of one group.
+    fn consumer_describe(&self, group_id: &str) -> ConsumerGroupView {
+        if let Some(g) = self.consumer_groups.borrow().get(group_id) {
+            return g.describe();
+        }
+        let message = if self.groups.borrow().contains_key(group_id) {
+            format!("Group {group_id} is not a consumer group.")
+        } else {
+            format!("Group {group_id} not found.")
+        };
+        ConsumerGroupView {
+            error_code: ErrorCode::GroupIdNotFound,
+            error_message: Some(message),
+            state: "Dead".to_string(),
+            ..Default::default()
         }
     }
 
@@ -223,8 +341,15 @@ impl<J: Journal> GroupCoordinator<J> {
     /// Whether `group_id` exists or one more group fits `rill.shard.groups.max` (counted as a
     /// bite when it does not).
     pub(super) fn may_create(&self, group_id: &str) -> bool {
+        let consumer = self.consumer_groups.borrow().len();
+        self.may_create_with(consumer, group_id)
+    }
+
+    /// [`Self::may_create`] with the consumer groups' count given (their map may be borrowed).
+    fn may_create_with(&self, consumer_groups: usize, group_id: &str) -> bool {
         let groups = self.groups.borrow();
-        if groups.contains_key(group_id) || groups.len() < self.config.shard_groups_max {
+        let count = groups.len() + consumer_groups;
+        if groups.contains_key(group_id) || count < self.config.shard_groups_max {
             return true;
         }
         tracing::debug!(
@@ -244,6 +369,21 @@ impl<J: Journal> GroupCoordinator<J> {
         now: i64,
     ) -> GroupReply {
         // A commit outside any generation (manual assignment) may create the group.
+        let consumer = self
+            .consumer_groups
+            .borrow()
+            .get(group_id)
+            .map(|g| g.validate_member(&who.member_id, who.generation_id));
+        if let Some(code) = consumer {
+            if !code.is_ok() {
+                return GroupReply::Commit(vec![code; offsets.len()]);
+            }
+            return self
+                .write_offsets(group_id, offsets, now, |topic, partition| {
+                    OffsetKey::committed(group_id, topic, partition)
+                })
+                .await;
+        }
         let simple = who.generation_id < 0;
         if simple && !self.may_create(group_id) {
             return GroupReply::Commit(vec![ErrorCode::GroupMaxSizeReached; offsets.len()]);
@@ -385,6 +525,14 @@ impl<J: Journal> GroupCoordinator<J> {
     }
 
     fn describe(&self, group_id: &str) -> GroupDescription {
+        if self.consumer_groups.borrow().contains_key(group_id) {
+            // Kafka's DescribeGroups answers only classic groups (KIP-1043).
+            return GroupDescription {
+                error_code: ErrorCode::GroupIdNotFound,
+                state: GroupState::Dead.name().to_string(),
+                ..Default::default()
+            };
+        }
         match self.groups.borrow().get(group_id) {
             Some(g) => g.describe(),
             None => GroupDescription {
@@ -396,6 +544,19 @@ impl<J: Journal> GroupCoordinator<J> {
     }
 
     async fn delete_group(&self, group_id: &str) -> ErrorCode {
+        {
+            let mut consumer = self.consumer_groups.borrow_mut();
+            match consumer.get(group_id) {
+                Some(g) if g.has_members() => return ErrorCode::NonEmptyGroup,
+                Some(_) => {
+                    consumer.remove(group_id);
+                    if !self.groups.borrow().contains_key(group_id) {
+                        return ErrorCode::None;
+                    }
+                }
+                None => {}
+            }
+        }
         let records = {
             let groups = self.groups.borrow();
             let Some(group) = groups.get(group_id) else {
@@ -442,12 +603,25 @@ impl<J: Journal> GroupCoordinator<J> {
             .groups
             .borrow()
             .values()
+            .filter(|g| !self.consumer_groups.borrow().contains_key(&g.id))
             .map(|g| GroupListing {
                 group_id: g.id.clone(),
                 protocol_type: g.protocol_type().to_string(),
                 state: g.state().name().to_string(),
+                group_type: "classic",
             })
             .collect();
+        out.extend(
+            self.consumer_groups
+                .borrow()
+                .values()
+                .map(|g| GroupListing {
+                    group_id: g.id.clone(),
+                    protocol_type: "consumer".to_string(),
+                    state: g.state_name().to_string(),
+                    group_type: "consumer",
+                }),
+        );
         out.sort_by(|a, b| a.group_id.cmp(&b.group_id));
         out
     }
@@ -496,6 +670,12 @@ impl<J: Journal> GroupCoordinator<J> {
         // Groups whose members all left and that never committed are forgotten (as Kafka
         // does); their Empty record is written all the same.
         groups.retain(|_, g| !g.is_disposable());
+        let mut consumer = self.consumer_groups.borrow_mut();
+        for group in consumer.values_mut() {
+            group.tick(now);
+        }
+        // An empty consumer group is kept while it has committed offsets (Kafka lists it Empty).
+        consumer.retain(|id, g| g.has_members() || groups.contains_key(id));
         emptied
     }
 
@@ -557,7 +737,16 @@ fn refused(op: &GroupOp, code: ErrorCode) -> GroupReply {
         GroupOp::TxnCommit { offsets, .. } => GroupReply::Commit(vec![code; offsets.len()]),
         GroupOp::TxnEnd { .. } => GroupReply::TxnEnd(code),
         GroupOp::PendingTxn(_) => GroupReply::PendingTxn(Vec::new()),
-        GroupOp::Fetch(_) | GroupOp::List => unreachable!("allowed with an empty id"),
+        GroupOp::ConsumerHeartbeat(_) => {
+            GroupReply::ConsumerHeartbeat(ConsumerHeartbeatResult::error(code, "invalid group id"))
+        }
+        GroupOp::ConsumerDescribe => GroupReply::ConsumerDescribe(ConsumerGroupView {
+            error_code: code,
+            ..Default::default()
+        }),
+        GroupOp::Fetch(_) | GroupOp::List | GroupOp::CheckFetcher(..) => {
+            unreachable!("allowed with an empty id")
+        }
     }
 }
 

@@ -9,6 +9,8 @@
 //!   commit, replay on start and snapshot compaction; an in-memory journal for unit tests.
 //! - [`replicated`]: in a cluster, the journal is the replicated `__consumer_offsets` topic,
 //!   loaded by the broker leading each partition (`crate::coordinator_log`).
+//! - [`consumer`]: one KIP-848 consumer group's state machine (member and group epochs,
+//!   server-side assignors, incremental reconciliation), pure and runtime-free like [`state`].
 //! - [`coordinator`]: one shard's groups, answering [`GroupOp`]s.
 //! - `txn_offsets`: offsets committed inside transactions, pending until the transaction ends.
 //! - [`runtime`]: starting a shard's coordinator with the storage and clock handed in; other
@@ -19,6 +21,7 @@
 //! ([`crate::routing::owner_shard`]). The partition
 //! count is fixed so that a restart with another shard count still finds every group's offsets.
 
+pub mod consumer;
 pub mod coordinator;
 pub mod journal;
 pub mod metadata_record;
@@ -47,6 +50,8 @@ pub struct GroupConfig {
     /// `rill.shard.groups.max`: groups one shard coordinates; a request that would create one
     /// more gets GROUP_MAX_SIZE_REACHED (groups loaded from the log always load).
     pub shard_groups_max: usize,
+    /// `group.consumer.*`: KIP-848 consumer groups.
+    pub consumer: consumer::ConsumerConfig,
 }
 
 /// The default `group.max.size`. Kafka's is unbounded for classic groups; each member holds its
@@ -65,6 +70,7 @@ impl Default for GroupConfig {
             initial_rebalance_delay_ms: 3_000,
             max_size: GROUP_MAX_SIZE_DEFAULT,
             shard_groups_max: SHARD_GROUPS_MAX_DEFAULT,
+            consumer: consumer::ConsumerConfig::default(),
         }
     }
 }

@@ -167,6 +167,127 @@ pub struct GroupListing {
     pub protocol_type: String,
     /// State name.
     pub state: String,
+    /// "classic" or "consumer" (ListGroups v5).
+    pub group_type: &'static str,
+}
+
+/// A topic as a consumer group's heartbeat sees it: the group's subscriptions are resolved
+/// against these (handed in by the handler from the broker's topic registry).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TopicInfo {
+    /// Topic name.
+    pub name: String,
+    /// Topic id.
+    pub id: uuid::Uuid,
+    /// Partition count.
+    pub partitions: i32,
+}
+
+/// Partitions by topic id, as ConsumerGroupHeartbeat carries them.
+pub type TopicIdPartitions = Vec<(uuid::Uuid, Vec<i32>)>;
+
+/// ConsumerGroupHeartbeat (KIP-848), wire-independent; `None` fields did not change.
+#[derive(Debug, Clone, Default)]
+pub struct ConsumerHeartbeatArgs {
+    /// The request's version (v1: the client makes its member id).
+    pub version: i16,
+    /// Member id ("" on a v0 join: the coordinator makes one).
+    pub member_id: String,
+    /// 0 joins, -1 leaves, -2 leaves as a static member that will come back.
+    pub member_epoch: i32,
+    /// `group.instance.id` (static membership).
+    pub instance_id: Option<String>,
+    /// Rack.
+    pub rack_id: Option<String>,
+    /// -1: unchanged.
+    pub rebalance_timeout_ms: i32,
+    /// Subscribed topic names.
+    pub subscribed_topic_names: Option<Vec<String>>,
+    /// Subscribed topic regex (RE2 syntax, whole-name match).
+    pub subscribed_topic_regex: Option<String>,
+    /// `group.remote.assignor`.
+    pub server_assignor: Option<String>,
+    /// The partitions the member owns now.
+    pub owned: Option<TopicIdPartitions>,
+    /// The request header's client id.
+    pub client_id: String,
+    /// Where the member connects from.
+    pub client_host: String,
+    /// Every (non-internal) topic, to resolve subscriptions against.
+    pub topics: Vec<TopicInfo>,
+}
+
+/// ConsumerGroupHeartbeat's answer.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ConsumerHeartbeatResult {
+    /// Kafka error code.
+    pub error_code: ErrorCode,
+    /// Why, for the client.
+    pub error_message: Option<String>,
+    /// The member's id.
+    pub member_id: Option<String>,
+    /// The member's epoch now.
+    pub member_epoch: i32,
+    /// How often to heartbeat.
+    pub heartbeat_interval_ms: i32,
+    /// What the member is to own now (`None`: unchanged).
+    pub assignment: Option<TopicIdPartitions>,
+}
+
+impl ConsumerHeartbeatResult {
+    /// An error answer.
+    pub fn error(error_code: ErrorCode, message: impl Into<String>) -> Self {
+        ConsumerHeartbeatResult {
+            error_code,
+            error_message: Some(message.into()),
+            member_epoch: -1,
+            ..Default::default()
+        }
+    }
+}
+
+/// One consumer group as ConsumerGroupDescribe shows it.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ConsumerGroupView {
+    /// GROUP_ID_NOT_FOUND for no such consumer group.
+    pub error_code: ErrorCode,
+    /// Why, for the client.
+    pub error_message: Option<String>,
+    /// "Empty", "Assigning", "Reconciling" or "Stable".
+    pub state: String,
+    /// The group epoch.
+    pub group_epoch: i32,
+    /// The epoch of the target assignment.
+    pub assignment_epoch: i32,
+    /// The assignor in use.
+    pub assignor_name: String,
+    /// Members.
+    pub members: Vec<ConsumerMemberView>,
+}
+
+/// One member of a consumer group as ConsumerGroupDescribe shows it.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ConsumerMemberView {
+    /// Member id.
+    pub member_id: String,
+    /// `group.instance.id`.
+    pub instance_id: Option<String>,
+    /// Rack.
+    pub rack_id: Option<String>,
+    /// Member epoch.
+    pub member_epoch: i32,
+    /// Client id.
+    pub client_id: String,
+    /// Client host.
+    pub client_host: String,
+    /// Subscribed topic names.
+    pub subscribed_topic_names: Vec<String>,
+    /// Subscribed regex.
+    pub subscribed_topic_regex: Option<String>,
+    /// What it owns.
+    pub assignment: TopicIdPartitions,
+    /// What it is to own.
+    pub target_assignment: TopicIdPartitions,
 }
 
 /// An operation on one group, run on its coordinator shard.
@@ -212,6 +333,12 @@ pub enum GroupOp {
     /// Which of these partitions (`None`: any) have offsets pending in an open transaction
     /// (OffsetFetch with `require_stable`, KIP-447).
     PendingTxn(Option<Vec<TopicPartitions>>),
+    /// ConsumerGroupHeartbeat.
+    ConsumerHeartbeat(Box<ConsumerHeartbeatArgs>),
+    /// ConsumerGroupDescribe (one group).
+    ConsumerDescribe,
+    /// OffsetFetch v9+ from a member: (member id, member epoch) checked against the group.
+    CheckFetcher(String, i32),
 }
 
 /// The answer to a [`GroupOp`] (same variant order).
@@ -241,6 +368,12 @@ pub enum GroupReply {
     TxnEnd(ErrorCode),
     /// PendingTxn: the partitions with pending transactional offsets.
     PendingTxn(Vec<(String, i32)>),
+    /// ConsumerGroupHeartbeat.
+    ConsumerHeartbeat(ConsumerHeartbeatResult),
+    /// ConsumerGroupDescribe.
+    ConsumerDescribe(ConsumerGroupView),
+    /// CheckFetcher: NONE, UNKNOWN_MEMBER_ID or STALE_MEMBER_EPOCH.
+    CheckFetcher(ErrorCode),
     /// The coordinator could not be reached (shard gone): this Kafka error for everything.
     Unavailable(ErrorCode),
 }

@@ -1,14 +1,10 @@
 //! ListGroups (16): every group on every shard, optionally filtered by state (v4+, KIP-518) and
-//! by type (v5+, KIP-848). Every group here runs the classic protocol, so it is of type
-//! "classic" whatever its protocol type; a filter without "classic" lists nothing.
+//! by type (v5+, KIP-848): "classic" (JoinGroup) or "consumer" (ConsumerGroupHeartbeat).
 
 use rill_protocol::kafka_protocol::messages::list_groups_response::ListedGroup;
 use rill_protocol::kafka_protocol::messages::{GroupId, ListGroupsRequest, ListGroupsResponse};
 
 use super::{str_bytes, Broker};
-
-/// The type of every group (KIP-848's name for the JoinGroup/SyncGroup protocol).
-const CLASSIC: &str = "classic";
 
 /// This API's entry in the registry (`rill_protocol::for_each_api!`).
 pub async fn serve<B: Broker>(
@@ -26,16 +22,18 @@ pub async fn handle<B: Broker>(
     req: &ListGroupsRequest,
 ) -> ListGroupsResponse {
     let filter: Vec<String> = req.states_filter.iter().map(|s| s.to_lowercase()).collect();
-    let classic_wanted = req.types_filter.is_empty()
-        || req
-            .types_filter
-            .iter()
-            .any(|t| t.eq_ignore_ascii_case(CLASSIC));
+    let type_wanted = |group_type: &str| {
+        req.types_filter.is_empty()
+            || req
+                .types_filter
+                .iter()
+                .any(|t| t.eq_ignore_ascii_case(group_type))
+    };
     let groups = broker
         .list_groups()
         .await
         .into_iter()
-        .filter(|_| classic_wanted)
+        .filter(|g| type_wanted(g.group_type))
         .filter(|g| filter.is_empty() || filter.contains(&g.state.to_lowercase()))
         .map(|g| {
             let listed = ListedGroup::default()
@@ -44,7 +42,7 @@ pub async fn handle<B: Broker>(
             match version {
                 5.. => listed
                     .with_group_state(str_bytes(&g.state))
-                    .with_group_type(str_bytes(CLASSIC)),
+                    .with_group_type(str_bytes(g.group_type)),
                 4 => listed.with_group_state(str_bytes(&g.state)),
                 _ => listed,
             }

@@ -47,6 +47,19 @@ pub async fn handle<B: Broker>(
                     .map(|t| (t.name.0.to_string(), t.partition_indexes.clone()))
                     .collect()
             });
+            // v9: a consumer group's member fetches at its member epoch (KIP-848).
+            let member = g.member_id.as_deref().unwrap_or("");
+            if version >= 9 && (!member.is_empty() || g.member_epoch != -1) {
+                let check = GroupOp::CheckFetcher(member.to_string(), g.member_epoch);
+                let code = match broker.group(&g.group_id.0, check).await {
+                    GroupReply::CheckFetcher(code) | GroupReply::Unavailable(code) => code,
+                    other => unreachable!("check answered with {other:?}"),
+                };
+                if !code.is_ok() {
+                    groups.push(group_v8(g.group_id.clone(), (code, Vec::new(), Vec::new())));
+                    continue;
+                }
+            }
             let fetched = fetch(broker, &g.group_id.0, topics, req.require_stable).await;
             groups.push(group_v8(g.group_id.clone(), fetched));
         }

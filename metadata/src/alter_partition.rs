@@ -157,6 +157,7 @@ mod tests {
                 },
                 rack: None,
                 replica_secret_sha256: None,
+                listeners: Default::default(),
             })
         };
         image.apply_entry(LogIndex(1), 1, &(1..=4).map(register).collect::<Vec<_>>());

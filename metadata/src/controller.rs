@@ -818,6 +818,7 @@ mod tests {
             },
             rack: None,
             replica_secret_sha256: None,
+            listeners: Default::default(),
         })
     }
 

@@ -38,8 +38,11 @@ pub struct BrokerRegistration {
     pub log_dir_id: Uuid,
     /// The log index of its registration.
     pub epoch: BrokerEpoch,
-    /// Its advertised client listener.
+    /// Its advertised inter-broker listener.
     pub endpoint: Endpoint,
+    /// Every advertised listener by name ([`BrokerIdentity::listeners`]).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub listeners: BTreeMap<String, Endpoint>,
     /// `broker.rack`.
     pub rack: Option<String>,
     /// Fenced brokers lead nothing and are not listed to clients.
@@ -50,6 +53,16 @@ pub struct BrokerRegistration {
 }
 
 impl BrokerRegistration {
+    /// Where a client of the listener `name` reaches it: that listener's advertised endpoint
+    /// (`None` if it has none of that name); a registration from before listeners were
+    /// registered has only its one endpoint.
+    pub fn endpoint_on(&self, name: &str) -> Option<&Endpoint> {
+        if self.listeners.is_empty() {
+            return Some(&self.endpoint);
+        }
+        self.listeners.get(name)
+    }
+
     /// A fresh registration (fenced until it catches up) at `epoch`.
     pub fn new(identity: &BrokerIdentity, epoch: BrokerEpoch) -> Self {
         Self {
@@ -58,6 +71,7 @@ impl BrokerRegistration {
             log_dir_id: identity.log_dir_id,
             epoch,
             endpoint: identity.endpoint.clone(),
+            listeners: identity.listeners.clone(),
             rack: identity.rack.clone(),
             fenced: true,
             replica_secret_sha256: identity.replica_secret_sha256.clone(),
@@ -618,6 +632,7 @@ mod tests {
             },
             rack: None,
             replica_secret_sha256: None,
+            listeners: Default::default(),
         })
     }
 

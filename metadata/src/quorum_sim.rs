@@ -332,6 +332,7 @@ fn register(node: i32) -> ControllerRequest {
         },
         rack: None,
         replica_secret_sha256: None,
+        listeners: Default::default(),
     })
 }
 

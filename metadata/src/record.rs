@@ -33,8 +33,13 @@ pub struct BrokerIdentity {
     /// Stable per data directory (KIP-858's directory id): the same broker restarting presents
     /// the same one, a second process with the same `node.id` cannot.
     pub log_dir_id: Uuid,
-    /// Its advertised client listener.
+    /// Its advertised inter-broker listener (`inter.broker.listener.name`): where other
+    /// brokers reach it (and clients, in records written before `listeners` existed).
     pub endpoint: Endpoint,
+    /// Every advertised listener by (upper-case) name: a client is given the brokers'
+    /// endpoints of the listener it connected on, as Kafka does. Empty in older records.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub listeners: BTreeMap<String, Endpoint>,
     /// `broker.rack`, if set.
     pub rack: Option<String>,
     /// The SHA-256 (hex) of a secret the broker draws at each start and keeps to itself: its
@@ -245,6 +250,7 @@ mod tests {
                 },
                 rack: None,
                 replica_secret_sha256: None,
+                listeners: Default::default(),
             }),
             MetadataRecord::FenceBroker {
                 node_id: NodeId(1),

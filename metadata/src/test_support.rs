@@ -27,6 +27,7 @@ pub fn image(partitions: &[(&[i32], &[i32], Option<i32>)]) -> MetadataImage {
             },
             rack: None,
             replica_secret_sha256: None,
+            listeners: Default::default(),
         }));
     }
     apply(&mut image, records);

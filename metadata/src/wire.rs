@@ -211,6 +211,7 @@ mod tests {
             },
             rack: None,
             replica_secret_sha256: None,
+            listeners: Default::default(),
         });
         let topic = MetadataRecord::Topic {
             name: "t".into(),

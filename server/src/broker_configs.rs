@@ -31,8 +31,15 @@ pub const STATIC_CONFIGS: &[StaticConfig] = &[
     StaticConfig {
         name: "advertised.listeners",
         kind: ConfigType::List,
-        doc: "The address clients are told to connect to (Metadata).",
-        value: |c| format!("PLAINTEXT://{}:{}", c.advertise_host, c.advertise_port),
+        doc: "The addresses clients are told to connect to (Metadata), by listener.",
+        value: |c| {
+            let each = c
+                .listeners
+                .all
+                .iter()
+                .map(|l| format!("{}://{}:{}", l.name, l.advertise_host, l.advertise_port));
+            each.collect::<Vec<_>>().join(",")
+        },
     },
     StaticConfig {
         name: "auto.create.topics.enable",

@@ -78,6 +78,11 @@ pub struct BrokerConfig {
     pub advertise_host: String,
     /// Port clients are told to connect to (Metadata); defaults to the listen port.
     pub advertise_port: u16,
+    /// Every listener served (`listeners`, `listener.security.protocol.map`,
+    /// `inter.broker.listener.name`): the first is the one `listen` and `advertise_*` describe.
+    pub listeners: crate::security::listeners::Listeners,
+    /// The security properties as given, resolved into `listeners` once file and flags are read.
+    pub security: crate::security::listeners::SecuritySettings,
     /// Root of all partition directories and the broker's own metadata.
     pub data_dir: PathBuf,
     /// Number of executors (one per core, each pinned).
@@ -353,6 +358,12 @@ impl BrokerConfig {
             listen: SocketAddr::from(([127, 0, 0, 1], 9092)),
             advertise_host: "127.0.0.1".to_string(),
             advertise_port: 9092,
+            listeners: crate::security::listeners::Listeners::plaintext(
+                SocketAddr::from(([127, 0, 0, 1], 9092)),
+                "127.0.0.1",
+                9092,
+            ),
+            security: Default::default(),
             data_dir: PathBuf::from("./rill-data"),
             shards: available_cores(),
             node_id: 0,
@@ -504,14 +515,8 @@ impl BrokerConfig {
     fn apply_property(&mut self, key: &str, value: &str) -> Result<Applied, ConfigError> {
         let v = value.trim();
         match key {
-            "listeners" | "rill.listen" => {
-                self.cluster_settings.set_listeners(v);
-                let names = self.cluster_settings.controller_listener_names();
-                self.listen = parse_listen(key, &client_listener(key, v, &names)?)?
-            }
-            "advertised.listeners" | "rill.advertise" => {
-                let names = self.cluster_settings.controller_listener_names();
-                return Ok(Applied::Advertise(client_listener(key, v, &names)?));
+            "listeners" | "rill.listen" | "advertised.listeners" | "rill.advertise" => {
+                return self.apply_listeners(key, v)
             }
             "log.dirs" | "log.dir" | "rill.data.dir" => {
                 let first = v.split(',').next().unwrap_or(v);
@@ -563,6 +568,7 @@ impl BrokerConfig {
             }
             _ if self.connections.apply_property(key, v)? => {}
             _ if self.producers.apply_property(key, v)? => {}
+            _ if self.security.apply_property(key, v) => {}
             _ if self.cluster_settings.apply_property(key, v)? => {}
             _ => match self.admin.apply_property(key, v)? {
                 Applied::Unknown => return self.log.apply_property(key, v),
@@ -570,6 +576,47 @@ impl BrokerConfig {
             },
         }
         Ok(Applied::Yes)
+    }
+
+    /// `listeners` or `advertised.listeners`: kept whole for [`Self::resolve_listeners`], and
+    /// their first client entry read now.
+    fn apply_listeners(&mut self, key: &str, v: &str) -> Result<Applied, ConfigError> {
+        if key == "listeners" || key == "rill.listen" {
+            self.cluster_settings.set_listeners(v);
+            self.security.set_listeners(v);
+            let names = self.cluster_settings.controller_listener_names();
+            self.listen = parse_listen(key, &client_listener(key, v, &names)?)?;
+            return Ok(Applied::Yes);
+        }
+        self.security.set_advertised(v);
+        let names = self.cluster_settings.controller_listener_names();
+        Ok(Applied::Advertise(client_listener(key, v, &names)?))
+    }
+
+    /// Every listener, the first as `listen` and `advertise_*` say (flags over the file).
+    fn resolve_listeners(&mut self) -> Result<(), ConfigError> {
+        let first = (
+            self.listen,
+            self.advertise_host.as_str(),
+            self.advertise_port,
+        );
+        let controllers = self.cluster_settings.controller_listener_names();
+        self.listeners =
+            self.security
+                .resolve(first, &controllers)
+                .map_err(|e| ConfigError::BadValue {
+                    key: e.key,
+                    value: e.value,
+                    reason: e.reason,
+                })?;
+        if let Some(l) = self.listeners.unsupported() {
+            return Err(bad(
+                "listener.security.protocol.map",
+                &format!("{}:{}", l.name, l.protocol.name()),
+                "this build serves PLAINTEXT listeners only",
+            ));
+        }
+        Ok(())
     }
 
     fn apply_cli(&mut self, cli: &Cli, advertise_file: Option<String>) -> Result<(), ConfigError> {
@@ -637,7 +684,7 @@ impl BrokerConfig {
             self.advertise_host = host;
             self.advertise_port = port;
         }
-        Ok(())
+        self.resolve_listeners()
     }
 }
 
@@ -924,6 +971,13 @@ fn parse_rate(key: &str, v: &str) -> Result<Option<u64>, ConfigError> {
 }
 
 fn parse_listen(key: &str, v: &str) -> Result<SocketAddr, ConfigError> {
+    // Kafka's `PLAINTEXT://:9092`: an empty host binds every interface.
+    let every = format!("0.0.0.0{v}");
+    let v = if v.starts_with(':') {
+        every.as_str()
+    } else {
+        v
+    };
     let mut addresses = v
         .to_socket_addrs()
         .map_err(|e| bad(key, v, e.to_string()))?;

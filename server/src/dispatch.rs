@@ -28,6 +28,7 @@ use crate::admin::shard::hooks;
 use crate::handler::{self, api_versions, Broker};
 use crate::memory_budget::Hold;
 use crate::panic_guard::{self, RequestHead};
+use crate::security::session::Session;
 
 /// What the connection does with a request's outcome.
 #[derive(Debug)]
@@ -45,10 +46,10 @@ pub enum Outcome {
 
 /// Decode, handle and encode one request frame body (the bytes after the size prefix). A
 /// panic on the way is caught here, in the request's own task ([`crate::panic_guard`]).
-pub async fn dispatch<B: Broker>(broker: &B, frame_body: Bytes) -> Outcome {
+pub async fn dispatch<B: Broker>(broker: &B, frame_body: Bytes, session: &Session) -> Outcome {
     let head = RequestHead::peek(&frame_body);
     // AssertUnwindSafe: what the unwinding leaves behind is examined in crate::panic_guard.
-    match AssertUnwindSafe(dispatch_unguarded(broker, frame_body))
+    match AssertUnwindSafe(dispatch_unguarded(broker, frame_body, session))
         .catch_unwind()
         .await
     {
@@ -92,7 +93,11 @@ fn answer_panic(head: Option<RequestHead>, panic: &(dyn std::any::Any + Send)) -
     answer.unwrap_or(Outcome::Close)
 }
 
-async fn dispatch_unguarded<B: Broker>(broker: &B, frame_body: Bytes) -> Outcome {
+async fn dispatch_unguarded<B: Broker>(
+    broker: &B,
+    frame_body: Bytes,
+    session: &Session,
+) -> Outcome {
     let frame = frame_body.clone(); // Produce takes its records back out of it, uncopied
     let request = match decode_request(frame_body) {
         Ok(request) => request,
@@ -117,7 +122,7 @@ async fn dispatch_unguarded<B: Broker>(broker: &B, frame_body: Bytes) -> Outcome
     let body = request.body;
     drop(request.header); // its client id is a slice of the frame
     crate::test_hooks::maybe_panic_in_handler(api_key as i16);
-    match handle(broker, version, &client_id, body, frame).await {
+    match handle(broker, version, &client_id, body, frame, session).await {
         Answer::Body(body) => encode(correlation_id, api_key, version, &body),
         Answer::Fetch(fetched) => encode_fetch(correlation_id, version, fetched),
         Answer::Silent => Outcome::Silent,
@@ -131,15 +136,17 @@ pub use crate::handler::Answer;
 /// request goes to its handler's `serve`.
 macro_rules! dispatch_table {
     ($($name:ident $min:literal ..= $max:literal $(decodes $from:literal ..)? => $handler:ident,)*) => {
-        /// Run the handler of one decoded request; `frame` is the frame body it was decoded from.
+        /// Run the handler of one decoded request; `frame` is the frame body it was decoded
+        /// from, `session` the connection it came on.
         pub async fn handle<B: Broker>(
             broker: &B,
             version: i16,
             client_id: &str,
             body: RequestKind,
             frame: Bytes,
+            session: &Session,
         ) -> Answer {
-            let cx = handler::RequestContext { version, client_id, frame };
+            let cx = handler::RequestContext { version, client_id, frame, session };
             match body {
                 $(RequestKind::$name(request) => handler::$handler::serve(broker, cx, request).await,)*
                 // The decoder decodes registry APIs only; anything else is closed, as Kafka does.
@@ -200,7 +207,11 @@ mod tests {
     #[test]
     fn api_versions_at_unsupported_version_gets_error_35_v0() {
         let broker = FakeBroker::new();
-        let out = block_on(dispatch(&broker, frame(18, 99, 7, &[0, 0])));
+        let out = block_on(dispatch(
+            &broker,
+            frame(18, 99, 7, &[0, 0]),
+            &Session::plaintext_default(),
+        ));
         let Outcome::Respond(bytes) = out else {
             panic!("expected a response, got {out:?}")
         };
@@ -216,7 +227,10 @@ mod tests {
             frame(3, 9, 1, &[0xff; 3]),
             Bytes::from_static(b"ab"),
         ] {
-            assert!(matches!(block_on(dispatch(&broker, body)), Outcome::Close));
+            assert!(matches!(
+                block_on(dispatch(&broker, body, &Session::plaintext_default())),
+                Outcome::Close
+            ));
         }
     }
 
@@ -305,7 +319,7 @@ mod tests {
         let body = frame.freeze();
         let memory = body.as_ptr() as usize..body.as_ptr() as usize + body.len();
         assert!(matches!(
-            block_on(dispatch(&broker, body)),
+            block_on(dispatch(&broker, body, &Session::plaintext_default())),
             Outcome::Respond(_)
         ));
         let at = broker.appended_at.borrow().clone();
@@ -385,7 +399,12 @@ mod every_version_encodes {
             let req = FetchRequest::default()
                 .with_max_bytes(1 << 20)
                 .with_topics(vec![t]);
-            Answer::Fetch(block_on(handler::fetch::handle(b, v, &req)))
+            Answer::Fetch(block_on(handler::fetch::handle(
+                b,
+                v,
+                &req,
+                &Session::plaintext_default(),
+            )))
         });
         assert_encodes(ApiKey::ListOffsets, |b, v| {
             let p = list_offsets_request::ListOffsetsPartition::default().with_timestamp(-1);

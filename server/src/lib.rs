@@ -62,6 +62,7 @@ pub mod produce_rules;
 pub mod record_fields;
 pub mod replication;
 pub mod routing;
+pub mod security;
 pub mod shard;
 pub mod shutdown;
 pub mod test_hooks;

@@ -124,3 +124,83 @@ def test_a_client_posing_as_a_follower_is_refused_and_moves_nothing(tmp_path):
         # The real follower still replicates: the write is committed once it has it.
         wait_for(lambda: high_watermark(leader, topic) == 2, 30, lambda: "never committed")
         assert read_values(serving(c), topic) == ["committed", "waits-for-the-follower"]
+
+
+def with_internal_listener(c) -> dict[int, int]:
+    """Gives every node of `c` (not started) a second listener INTERNAL, made the
+    inter-broker listener (Kafka's names); returns {node id: its INTERNAL port}."""
+    from broker import free_port
+    internal = {}
+    for node in c.nodes:
+        port = free_port()
+        internal[node.node_id] = port
+        lines = [line for line in node.config_path.read_text().splitlines()
+                 if not line.startswith(("listeners=", "advertised.listeners="))]
+        lines += [
+            f"listeners=PLAINTEXT://127.0.0.1:{node.port},INTERNAL://127.0.0.1:{port},"
+            f"CONTROLLER://127.0.0.1:{node.controller_port}",
+            f"advertised.listeners=PLAINTEXT://127.0.0.1:{node.port},"
+            f"INTERNAL://127.0.0.1:{port}",
+            "listener.security.protocol.map=PLAINTEXT:PLAINTEXT,INTERNAL:PLAINTEXT,"
+            "CONTROLLER:PLAINTEXT",
+            "inter.broker.listener.name=INTERNAL",
+        ]
+        node.config_path.write_text("\n".join(lines) + "\n")
+    return internal
+
+
+def metadata_brokers(host: str, port: int) -> dict[int, tuple[str, int]]:
+    conn = kw.Conn(host, port)
+    try:
+        conn.send(kw.request(kw.API_METADATA, 1, 7, kw.metadata_v1_body([])))
+        answer = conn.recv_response()
+    finally:
+        conn.sock.close()
+    r = kw.Reader(answer[1])
+    brokers = {}
+    for _ in range(r.take(">i")):
+        node_id = r.take(">i")
+        host = r.string()
+        brokers[node_id] = (host, r.take(">i"))
+        r.string()
+    return brokers
+
+
+@pytest.mark.timeout(120)
+def test_brokers_replicate_over_the_inter_broker_listener_and_each_listener_advertises_its_own(
+        tmp_path):
+    """listeners with a second listener INTERNAL, inter.broker.listener.name=INTERNAL: followers
+    fetch from the leaders' INTERNAL listener (replica Fetches are taken on no other), acks=all
+    is acknowledged, and Metadata lists every broker at the endpoints of the listener it was
+    asked on."""
+    nodes = Nodes(tmp_path, **PATIENT)
+    internal = with_internal_listener(nodes.cluster)
+    with nodes as c:
+        topic = unique("internal")
+        create(c, topic, 1)
+        wait_isr(c, topic, 3)
+        leader = c.node(leader_of(c, topic, 0))
+        assert produce_raw(leader, topic, b"replicated", 10000)[0] == kw.ERR_NONE
+        wait_for(lambda: high_watermark(leader, topic) == 1, 10, lambda: "not committed")
+        plain = {n.node_id: ("127.0.0.1", n.port) for n in c.nodes}
+        inner = {i: ("127.0.0.1", p) for i, p in internal.items()}
+        for node in c.nodes:
+            assert metadata_brokers("127.0.0.1", node.port) == plain
+            assert metadata_brokers("127.0.0.1", internal[node.node_id]) == inner
+        # A posing client is refused on the inter-broker listener too (no secret).
+        v4 = kw.fetch_v4_body({(topic, 0): 1})
+        v4 = struct.pack(">i", next(i for i in internal if i != leader.node_id)) + v4[4:]
+        got = kw.parse_fetch_v4(ask_at("127.0.0.1", internal[leader.node_id],
+                                       kw.request(kw.API_FETCH, 4, 9, v4)))
+        assert got[(topic, 0)][0] == ERR_TOPIC_AUTHORIZATION_FAILED, got
+
+
+def ask_at(host: str, port: int, frame: bytes) -> bytes:
+    conn = kw.Conn(host, port)
+    try:
+        conn.send(frame)
+        answer = conn.recv_response()
+    finally:
+        conn.sock.close()
+    assert answer is not None, "the broker closed the connection"
+    return answer[1]

@@ -69,7 +69,7 @@ pub fn run_frame_answer(broker: &FakeBroker, body: Bytes) -> (Next, Option<Vec<u
     let Some(body) = tame(body) else {
         return (Next::Stop, None);
     };
-    let outcome = drive(broker, dispatch(broker, body.clone()));
+    let outcome = drive(broker, dispatch(broker, body.clone(), &rill_server::security::session::Session::plaintext_default()));
     let frame = match outcome {
         None => return (Next::Stop, None), // still waiting for a rebalance: dropped, as a closed connection would
         Some(Outcome::Close) => return (Next::Stop, None),

@@ -136,11 +136,12 @@ pub struct Agent {
 }
 
 impl Agent {
-    /// An agent for this node (`endpoint`: its advertised client listener).
+    /// An agent for this node (`endpoint`: its advertised inter-broker listener; `listeners`:
+    /// every advertised listener by name).
     pub fn new(
         view: Arc<ClusterView>,
         registry: Arc<TopicRegistry>,
-        endpoint: Endpoint,
+        (endpoint, listeners): (Endpoint, BTreeMap<String, Endpoint>),
         log_dir_id: Uuid,
     ) -> (Self, Sender<AgentEvent>) {
         let (events_tx, events) = std::sync::mpsc::channel();
@@ -170,6 +171,7 @@ impl Agent {
                     incarnation_id: Uuid::new_v4(),
                     log_dir_id,
                     endpoint,
+                    listeners,
                     rack: None,
                     replica_secret_sha256,
                 },

@@ -569,22 +569,11 @@ fn parse_roles(text: &str) -> Result<Roles, ConfigError> {
 /// Kafka's `listeners` syntax: `NAME://host:port,...` (a bare `host:port` is `PLAINTEXT`);
 /// names upper-cased, in order.
 pub fn parse_listeners(key: &str, text: &str) -> Result<Vec<(String, String)>, ConfigError> {
-    let mut listeners = Vec::new();
-    for entry in text.split(',').map(str::trim).filter(|e| !e.is_empty()) {
-        let (name, address) = match entry.split_once("://") {
-            Some((name, address)) => (name.trim().to_ascii_uppercase(), address.trim()),
-            None => ("PLAINTEXT".to_string(), entry),
-        };
-        if name.is_empty() || !address.contains(':') {
-            return Err(bad(
-                key,
-                text,
-                format!("entry {entry:?} is not NAME://host:port"),
-            ));
-        }
-        listeners.push((name, address.to_string()));
-    }
-    Ok(listeners)
+    crate::security::listeners::parse_listeners(key, text).map_err(|e| ConfigError::BadValue {
+        key: e.key,
+        value: e.value,
+        reason: e.reason,
+    })
 }
 
 /// The client listener in `listeners`: the first entry that is not a controller listener.

@@ -89,6 +89,7 @@ fn register(node: i32) -> MetadataRecord {
         },
         rack: None,
         replica_secret_sha256: None,
+        listeners: Default::default(),
     })
 }
 

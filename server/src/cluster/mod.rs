@@ -88,12 +88,24 @@ pub fn start(
             voter_stop.clone(),
         )?;
     }
-    let endpoint = Endpoint {
-        host: config.advertise_host.clone(),
-        port: config.advertise_port,
+    let advertised = |l: &crate::security::listeners::Listener| Endpoint {
+        host: l.advertise_host.clone(),
+        port: l.advertise_port,
     };
+    let endpoint = advertised(config.listeners.inter_broker());
+    let listeners = config
+        .listeners
+        .all
+        .iter()
+        .map(|l| (l.name.clone(), advertised(l)))
+        .collect();
     let log_dir_id = agent::log_dir_id(&config.data_dir, cluster.node_id)?;
-    let (agent, events) = agent::Agent::new(view.clone(), registry.clone(), endpoint, log_dir_id);
+    let (agent, events) = agent::Agent::new(
+        view.clone(),
+        registry.clone(),
+        (endpoint, listeners),
+        log_dir_id,
+    );
     view.set_agent(events);
     let stop_agent = agent_stop.clone();
     let agent = std::thread::Builder::new()

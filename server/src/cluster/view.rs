@@ -319,9 +319,15 @@ impl ClusterView {
         true
     }
 
-    /// Where clients reach `node`, if it is a live broker.
+    /// Where other brokers reach `node` (its inter-broker listener), if it is a live broker.
     pub fn endpoint(&self, node: NodeId) -> Option<rill_metadata::types::Endpoint> {
         self.image().live_broker(node).map(|b| b.endpoint.clone())
+    }
+
+    /// Where clients of the listener `name` reach `node`, if it is a live broker with one.
+    pub fn endpoint_on(&self, node: NodeId, name: &str) -> Option<rill_metadata::types::Endpoint> {
+        let image = self.image();
+        image.live_broker(node)?.endpoint_on(name).cloned()
     }
 
     /// The leader epoch this broker leads `topic`/`partition` at, if it leads it now.

@@ -11,14 +11,24 @@ use super::{str_bytes, Broker};
 /// This API's entry in the registry (`rill_protocol::for_each_api!`).
 pub async fn serve<B: Broker>(
     broker: &B,
-    _cx: super::RequestContext<'_>,
+    cx: super::RequestContext<'_>,
     request: rill_protocol::kafka_protocol::messages::DescribeClusterRequest,
 ) -> super::Answer {
-    super::Answer::body(handle(broker, &request))
+    super::Answer::body(handle_on(broker, &request, &cx.session.listener))
 }
 
-/// Answer DescribeCluster.
-pub fn handle<B: Broker>(broker: &B, _request: &DescribeClusterRequest) -> DescribeClusterResponse {
+/// Answer DescribeCluster as asked on the first listener.
+pub fn handle<B: Broker>(broker: &B, request: &DescribeClusterRequest) -> DescribeClusterResponse {
+    let first = broker.config().listeners.all[0].clone();
+    handle_on(broker, request, &first)
+}
+
+/// Answer DescribeCluster as asked on `listener` (the brokers are given at its endpoints).
+pub fn handle_on<B: Broker>(
+    broker: &B,
+    _request: &DescribeClusterRequest,
+    listener: &crate::security::listeners::Listener,
+) -> DescribeClusterResponse {
     let config = broker.config();
     let entry = |id: i32, host: &str, port: u16| {
         DescribeClusterBroker::default()
@@ -30,8 +40,8 @@ pub fn handle<B: Broker>(broker: &B, _request: &DescribeClusterRequest) -> Descr
         None => {
             let me = entry(
                 config.node_id,
-                &config.advertise_host,
-                config.advertise_port,
+                &listener.advertise_host,
+                listener.advertise_port,
             );
             (vec![me], config.node_id)
         }
@@ -39,7 +49,10 @@ pub fn handle<B: Broker>(broker: &B, _request: &DescribeClusterRequest) -> Descr
             let image = cluster.image();
             let brokers = image
                 .live_brokers()
-                .map(|b| entry(b.node_id.0, &b.endpoint.host, b.endpoint.port))
+                .filter_map(|b| {
+                    let e = b.endpoint_on(&listener.name)?;
+                    Some(entry(b.node_id.0, &e.host, e.port))
+                })
                 .collect();
             (brokers, cluster.controller().map_or(-1, |c| c.0))
         }

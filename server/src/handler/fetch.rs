@@ -50,6 +50,7 @@ use crate::admin::bound_hits::Bound;
 use crate::admin::shard::hooks;
 use crate::memory_budget::Hold;
 use crate::partition::ops::{Isolation, PartitionOp, PartitionReply};
+use crate::security::session::Session;
 use rill_engine::{AbortedTxn, Positions};
 use rill_metadata::types::NodeId;
 use rill_types::{LeaderEpoch, Offset};
@@ -109,15 +110,23 @@ pub async fn serve<B: Broker>(
     cx: super::RequestContext<'_>,
     request: FetchRequest,
 ) -> super::Answer {
-    super::Answer::Fetch(handle(broker, cx.version, &request).await)
+    super::Answer::Fetch(handle(broker, cx.version, &request, cx.session).await)
 }
 
 /// Whether a Fetch naming a replica comes from that broker (see `SECURITY.md`, "Replication"):
-/// it carries the replica secret the broker registered with, in Rill's tagged field. Anything
-/// else (a client posing as a follower, a single node, which has no followers) is refused as
-/// Kafka refuses a follower fetch without CLUSTER_ACTION: TOPIC_AUTHORIZATION_FAILED on every
-/// partition, reading and moving nothing.
-fn from_replica<B: Broker>(broker: &B, node: NodeId, request: &FetchRequest) -> bool {
+/// it arrived on the inter-broker listener and carries the replica secret the broker
+/// registered with, in Rill's tagged field. Anything else (a client posing as a follower, a
+/// single node, which has no followers) is refused as Kafka refuses a follower fetch without
+/// CLUSTER_ACTION: TOPIC_AUTHORIZATION_FAILED on every partition, reading and moving nothing.
+fn from_replica<B: Broker>(
+    broker: &B,
+    node: NodeId,
+    request: &FetchRequest,
+    session: &Session,
+) -> bool {
+    if !session.listener.inter_broker {
+        return false;
+    }
     let presented = request
         .unknown_tagged_fields
         .get(&crate::replication::wire::REPLICA_SECRET_TAG);
@@ -128,7 +137,12 @@ fn from_replica<B: Broker>(broker: &B, node: NodeId, request: &FetchRequest) -> 
 }
 
 /// Answer Fetch (see the module doc).
-pub async fn handle<B: Broker>(broker: &B, version: i16, request: &FetchRequest) -> Fetched {
+pub async fn handle<B: Broker>(
+    broker: &B,
+    version: i16,
+    request: &FetchRequest,
+    session: &Session,
+) -> Fetched {
     let Some(isolation) = Isolation::from_wire(request.isolation_level) else {
         tracing::warn!(
             isolation_level = request.isolation_level,
@@ -136,7 +150,7 @@ pub async fn handle<B: Broker>(broker: &B, version: i16, request: &FetchRequest)
         );
         return refuse(version, request, Isolation::INVALID_CODE);
     };
-    let wants = resolve(broker, version, request, isolation);
+    let wants = resolve(broker, version, request, isolation, session);
     let wait = Duration::from_millis((request.max_wait_ms.max(0) as u64).min(FETCH_WAIT_MS_MAX));
     let min_bytes = request.min_bytes.max(0) as usize;
     let limit = response_limit(request.max_bytes, broker.config().fetch_max_bytes);
@@ -247,10 +261,11 @@ fn resolve<B: Broker>(
     version: i16,
     request: &FetchRequest,
     isolation: Isolation,
+    session: &Session,
 ) -> Vec<Want> {
     let mut wants = Vec::new();
     let replica_id = follower(request);
-    let refused = replica_id.filter(|&node| !from_replica(broker, node, request));
+    let refused = replica_id.filter(|&node| !from_replica(broker, node, request, session));
     if let Some(node) = refused {
         tracing::debug!(
             replica = node.0,
@@ -673,7 +688,7 @@ mod tests {
             mut response,
             records,
             ..
-        } = handle(broker, version, request).await;
+        } = handle(broker, version, request, &Session::plaintext_default()).await;
         let partitions = response
             .responses
             .iter_mut()
@@ -836,7 +851,7 @@ mod tests {
         let one = batch(100).len();
         // 2 GiB per partition, no client max: the broker's fetch.max.bytes bounds it.
         let req = wide_request(200, i32::MAX, i32::MAX);
-        let fetched = block_on(handle(&broker, 12, &req));
+        let fetched = block_on(handle(&broker, 12, &req, &Session::plaintext_default()));
         let mut r = fetched.response.clone();
         for (p, chunks) in r.responses[0].partitions.iter_mut().zip(&fetched.records) {
             p.records = Some(Bytes::from(chunks.concat()));

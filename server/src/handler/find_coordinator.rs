@@ -4,6 +4,7 @@
 //! partition and a transactional id's the broker leading its `__transaction_state` partition,
 //! so every broker names the same coordinator and they spread over the brokers.
 
+use crate::security::listeners::Listener;
 use rill_protocol::kafka_protocol::messages::find_coordinator_response::Coordinator;
 use rill_protocol::kafka_protocol::messages::{
     BrokerId, FindCoordinatorRequest, FindCoordinatorResponse,
@@ -22,21 +23,38 @@ pub async fn serve<B: Broker>(
     cx: super::RequestContext<'_>,
     request: rill_protocol::kafka_protocol::messages::FindCoordinatorRequest,
 ) -> super::Answer {
-    super::Answer::body(handle(broker, cx.version, &request))
+    super::Answer::body(handle_on(
+        broker,
+        cx.version,
+        &request,
+        &cx.session.listener,
+    ))
 }
 
-/// Answer FindCoordinator (v0-3: one key; v4+: a batch of keys).
+/// Answer FindCoordinator as asked on the first listener.
 pub fn handle<B: Broker>(
     broker: &B,
     version: i16,
     req: &FindCoordinatorRequest,
+) -> FindCoordinatorResponse {
+    let first = broker.config().listeners.all[0].clone();
+    handle_on(broker, version, req, &first)
+}
+
+/// Answer FindCoordinator (v0-3: one key; v4+: a batch of keys) as asked on `listener`: the
+/// coordinator is given at its endpoint of that listener.
+pub fn handle_on<B: Broker>(
+    broker: &B,
+    version: i16,
+    req: &FindCoordinatorRequest,
+    listener: &Listener,
 ) -> FindCoordinatorResponse {
     if version >= 4 {
         let coordinators = req
             .coordinator_keys
             .iter()
             .map(|key| {
-                let (error, node_id, host, port) = coordinator(broker, req.key_type, key);
+                let (error, node_id, host, port) = coordinator(broker, req.key_type, key, listener);
                 Coordinator::default()
                     .with_key(key.clone())
                     .with_node_id(BrokerId(node_id))
@@ -47,7 +65,7 @@ pub fn handle<B: Broker>(
             .collect();
         return FindCoordinatorResponse::default().with_coordinators(coordinators);
     }
-    let (error, node_id, host, port) = coordinator(broker, req.key_type, &req.key);
+    let (error, node_id, host, port) = coordinator(broker, req.key_type, &req.key, listener);
     FindCoordinatorResponse::default()
         .with_error_code(error.code())
         .with_node_id(BrokerId(node_id))
@@ -60,6 +78,7 @@ fn coordinator<B: Broker>(
     broker: &B,
     key_type: i8,
     key: &StrBytes,
+    listener: &Listener,
 ) -> (ErrorCode, i32, StrBytes, i32) {
     let none = |error| (error, -1, StrBytes::default(), -1);
     if !KEY_TYPES.contains(&key_type) {
@@ -69,8 +88,8 @@ fn coordinator<B: Broker>(
     let this_node = (
         ErrorCode::None,
         config.node_id,
-        str_bytes(&config.advertise_host),
-        i32::from(config.advertise_port),
+        str_bytes(&listener.advertise_host),
+        i32::from(listener.advertise_port),
     );
     let Some(cluster) = broker.cluster() else {
         return this_node;
@@ -84,7 +103,7 @@ fn coordinator<B: Broker>(
     };
     let found = coordinator.and_then(|node| {
         cluster
-            .endpoint(node)
+            .endpoint_on(node, &listener.name)
             .map(|e| (node, e))
             .ok_or(ErrorCode::CoordinatorNotAvailable)
     });

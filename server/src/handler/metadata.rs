@@ -25,6 +25,7 @@ use rill_protocol::kafka_protocol::protocol::StrBytes;
 use rill_protocol::ErrorCode;
 
 use super::{str_bytes, topic_name, topic_or_auto_create, Broker, LEADER_EPOCH};
+use crate::security::listeners::Listener;
 use crate::topics::TopicMeta;
 
 /// Who leads and replicates each partition: this node alone, or the cluster's image.
@@ -41,8 +42,8 @@ impl Layout {
         }
     }
 
-    /// The brokers clients may connect to.
-    fn brokers<B: Broker>(&self, broker: &B) -> Vec<MetadataResponseBroker> {
+    /// The brokers clients of `listener` may connect to, at that listener's endpoints.
+    fn brokers<B: Broker>(&self, broker: &B, listener: &Listener) -> Vec<MetadataResponseBroker> {
         let entry = |id: i32, host: &str, port: u16| {
             MetadataResponseBroker::default()
                 .with_node_id(BrokerId(id))
@@ -51,12 +52,19 @@ impl Layout {
         };
         match self {
             Layout::Single(node) => {
-                let config = broker.config();
-                vec![entry(node.0, &config.advertise_host, config.advertise_port)]
+                let _ = broker;
+                vec![entry(
+                    node.0,
+                    &listener.advertise_host,
+                    listener.advertise_port,
+                )]
             }
             Layout::Cluster(image) => image
                 .live_brokers()
-                .map(|b| entry(b.node_id.0, &b.endpoint.host, b.endpoint.port))
+                .filter_map(|b| {
+                    let e = b.endpoint_on(&listener.name)?;
+                    Some(entry(b.node_id.0, &e.host, e.port))
+                })
                 .collect(),
         }
     }
@@ -118,11 +126,27 @@ pub async fn serve<B: Broker>(
     cx: super::RequestContext<'_>,
     request: rill_protocol::kafka_protocol::messages::MetadataRequest,
 ) -> super::Answer {
-    super::Answer::body(handle(broker, cx.version, &request))
+    super::Answer::body(handle_on(
+        broker,
+        cx.version,
+        &request,
+        &cx.session.listener,
+    ))
 }
 
-/// Answer Metadata.
+/// Answer Metadata as asked on the first listener.
 pub fn handle<B: Broker>(broker: &B, version: i16, request: &MetadataRequest) -> MetadataResponse {
+    let first = broker.config().listeners.all[0].clone();
+    handle_on(broker, version, request, &first)
+}
+
+/// Answer Metadata as asked on `listener` (the brokers are given at its endpoints).
+pub fn handle_on<B: Broker>(
+    broker: &B,
+    version: i16,
+    request: &MetadataRequest,
+    listener: &Listener,
+) -> MetadataResponse {
     let layout = Layout::of(broker);
     // v0: an empty list means all topics; v1+: null means all, empty means none.
     let all = match &request.topics {
@@ -166,7 +190,7 @@ pub fn handle<B: Broker>(broker: &B, version: i16, request: &MetadataRequest) ->
     };
     // Fields a version lacks must stay at their defaults or the codec refuses to encode.
     let mut response = MetadataResponse::default()
-        .with_brokers(layout.brokers(broker))
+        .with_brokers(layout.brokers(broker, listener))
         .with_topics(topics);
     if version >= 1 {
         response.controller_id = layout.controller(broker);

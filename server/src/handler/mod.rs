@@ -21,6 +21,8 @@ pub struct RequestContext<'a> {
     pub client_id: &'a str,
     /// The frame body the request was decoded from (Produce takes its record bytes from it).
     pub frame: Bytes,
+    /// The connection it came on: its listener and peer.
+    pub session: &'a crate::security::session::Session,
 }
 
 /// What a handler answered.

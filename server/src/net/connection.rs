@@ -27,6 +27,7 @@
 use std::cell::Cell;
 use std::os::fd::{AsRawFd, FromRawFd, RawFd};
 use std::rc::Rc;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::{Buf, Bytes, BytesMut};
@@ -44,6 +45,8 @@ use crate::admin::bound_hits::Bound;
 use crate::admin::shard::hooks;
 use crate::dispatch::{dispatch, Outcome};
 use crate::memory_budget::{ByteBudget, Hold};
+use crate::security::listeners::Listener;
+use crate::security::session::Session;
 use crate::shard::Shard;
 use crate::shutdown::ShutdownSignal;
 
@@ -77,10 +80,12 @@ impl Activity {
 /// finished and answered first).
 pub async fn serve_connection<S: Storage + 'static>(
     stream: TcpStream,
+    listener: Arc<Listener>,
     shard: Rc<Shard<S>>,
     shutdown: Rc<ShutdownSignal>,
 ) {
     let peer = stream.peer_addr().ok();
+    let session = Rc::new(Session::new(listener, peer));
     let _ = stream.set_nodelay(true);
     // The reader receives on the raw descriptor and waits for readability with `peek` on a
     // second handle of the same socket (a `&self` call), so the writer owns the stream whole.
@@ -105,7 +110,7 @@ pub async fn serve_connection<S: Storage + 'static>(
     }
     let writer = write_responses(stream, responses, closing.clone(), activity.clone());
     let writer_task = glommio::spawn_local(writer);
-    read_requests(probe, queue, shard, (shutdown, closing), activity).await;
+    read_requests(probe, queue, shard, session, (shutdown, closing), activity).await;
     writer_task.await;
     tracing::debug!(?peer, "connection closed");
 }
@@ -145,6 +150,7 @@ async fn read_requests<S: Storage + 'static>(
     reader: TcpStream,
     queue: LocalSender<Pending>,
     shard: Rc<Shard<S>>,
+    session: Rc<Session>,
     (shutdown, closing): (Rc<ShutdownSignal>, Rc<ShutdownSignal>),
     activity: Rc<Activity>,
 ) {
@@ -165,7 +171,7 @@ async fn read_requests<S: Storage + 'static>(
                 let mut frame = std::mem::take(&mut buf);
                 frame.advance(SIZE_PREFIX_BYTES);
                 let hold = reserved.take().expect("reserved when its prefix arrived");
-                let task = spawn_request(&shard, frame.freeze(), hold, &activity);
+                let task = spawn_request(&shard, &session, frame.freeze(), hold, &activity);
                 if queue.send(task).await.is_err() {
                     return;
                 }
@@ -218,11 +224,12 @@ async fn reserve(budget: &ByteBudget, bytes: u64, activity: &Activity) -> Hold {
 /// Runs one request frame's task; its reservation is given back once it is answered.
 fn spawn_request<S: Storage + 'static>(
     shard: &Rc<Shard<S>>,
+    session: &Rc<Session>,
     body: Bytes,
     hold: Hold,
     activity: &Rc<Activity>,
 ) -> Pending {
-    let (shard, activity) = (shard.clone(), activity.clone());
+    let (shard, session, activity) = (shard.clone(), session.clone(), activity.clone());
     let timer = hooks::request_started(&body);
     let produce = body.get(..2) == Some(&[0, 0]);
     let spawned = std::time::Instant::now();
@@ -231,7 +238,7 @@ fn spawn_request<S: Storage + 'static>(
         if produce {
             hooks::shard_stage(hooks::Stage::Queued, spawned.elapsed());
         }
-        let outcome = dispatch(&*shard, body).await;
+        let outcome = dispatch(&*shard, body, &session).await;
         timer.done();
         drop(hold);
         activity.busy(-1);

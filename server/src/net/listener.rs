@@ -1,4 +1,4 @@
-//! The per-shard accept loop. Every shard binds the same address (glommio sets SO_REUSEPORT), so
+//! The per-shard accept loop (one per listener). Every shard binds the same address (glommio sets SO_REUSEPORT), so
 //! the kernel spreads new connections across shards.
 //!
 //! Each accepted connection takes a place in the process-wide [`ConnectionQuotas`] before it is
@@ -20,6 +20,7 @@ use super::connection::serve_connection;
 use super::quotas::{Admission, ConnectionQuotas, ConnectionSlot};
 use crate::admin::bound_hits::Bound;
 use crate::admin::shard::hooks;
+use crate::security::listeners::Listener;
 use crate::shard::Shard;
 use crate::shutdown::ShutdownSignal;
 
@@ -33,6 +34,7 @@ const SLOT_POLL: Duration = Duration::from_millis(5);
 /// Accept until shutdown, then wait (bounded) for open connections to finish.
 pub async fn accept_loop<S: Storage + 'static>(
     listener: TcpListener,
+    served: Arc<Listener>,
     shard: Rc<Shard<S>>,
     shutdown: Rc<ShutdownSignal>,
     quotas: Arc<ConnectionQuotas>,
@@ -55,8 +57,9 @@ pub async fn accept_loop<S: Storage + 'static>(
         open.set(open.get() + 1);
         hooks::connection_accepted();
         let (shard, shutdown, open) = (shard.clone(), shutdown.clone(), open.clone());
+        let served = served.clone();
         glommio::spawn_local(async move {
-            serve_connection(stream, shard, shutdown).await;
+            serve_connection(stream, served, shard, shutdown).await;
             drop(slot);
             open.set(open.get() - 1);
             hooks::connection_closed();

@@ -141,6 +141,31 @@ impl ShardEnds {
     }
 }
 
+/// Every shard must bind the same ports: picks the free ones asked for (port 0) now, and waits
+/// for the others to be free.
+fn pick_ports(config: &mut BrokerConfig, stop: &Arc<AtomicBool>) -> anyhow::Result<()> {
+    let mut listeners = Vec::new();
+    for listener in &config.listeners.all {
+        let mut listener = (**listener).clone();
+        if listener.bind.port() == 0 {
+            let probe =
+                std::net::TcpListener::bind(listener.bind).context("picking a free port")?;
+            listener.bind = probe.local_addr()?;
+            if listener.advertise_port == 0 {
+                listener.advertise_port = listener.bind.port();
+            }
+        } else {
+            wait_port_free(listener.bind, stop)?;
+        }
+        listeners.push(Arc::new(listener));
+    }
+    config.listeners.all = listeners;
+    let first = config.listeners.all[0].clone();
+    config.listen = first.bind;
+    config.advertise_port = first.advertise_port;
+    Ok(())
+}
+
 /// Run the broker until `stop` turns true; returns after every shard closed its logs.
 pub fn run(mut config: BrokerConfig, stop: Arc<AtomicBool>) -> anyhow::Result<()> {
     std::fs::create_dir_all(&config.data_dir)
@@ -154,16 +179,7 @@ pub fn run(mut config: BrokerConfig, stop: Arc<AtomicBool>) -> anyhow::Result<()
     if config.cluster.as_ref().is_some_and(|c| !c.roles.broker) {
         return run_controller_only(&config, &registry, &stop);
     }
-    if config.listen.port() == 0 {
-        // Every shard must bind the same port: pick one now.
-        let probe = std::net::TcpListener::bind(config.listen).context("picking a free port")?;
-        config.listen = probe.local_addr()?;
-        if config.advertise_port == 0 {
-            config.advertise_port = config.listen.port();
-        }
-    } else {
-        wait_port_free(config.listen, &stop)?;
-    }
+    pick_ports(&mut config, &stop)?;
     // The cluster side starts first: a voter publishes the metadata it holds before any shard
     // opens a partition, so each shard opens only those this broker leads.
     let cluster = crate::cluster::start(&config, &registry, &stop)?;
@@ -506,16 +522,7 @@ async fn shard_main(
     // Listen only once every shard can serve: a request forwarded to a shard still starting
     // would wait on it (or on its partitions) while the client already counts its timeout.
     if all_prepared(&startup.rendezvous).await.is_ok() {
-        let listener = TcpListener::bind(config.listen)
-            .map_err(|e| anyhow::anyhow!("shard {}: binding {}: {e}", shard.id, config.listen))?;
-        let local = listener
-            .local_addr()
-            .map_err(|e| anyhow::anyhow!("local address: {e}"))?;
-        tracing::info!(shard = shard.id, "listening on {local}");
-        startup.listening.fetch_add(1, Ordering::SeqCst);
-        crate::admin::shard::hooks::listening();
-        crate::test_hooks::maybe_kill_shard_later(shard.id);
-        accept_loop(listener, shard.clone(), shutdown, connections).await;
+        listen_all(&config, &shard, shutdown, connections, &startup).await?;
     }
     shard.table.close_all().await;
     shard.groups.journal().close().await;
@@ -525,6 +532,43 @@ async fn shard_main(
         serving.stop().await;
     }
     tracing::info!(shard = shard.id, "shard stopped; partition logs closed");
+    Ok(())
+}
+
+/// Binds every listener on this shard and accepts on all of them until shutdown.
+async fn listen_all<S: rill_engine::io::Storage + 'static>(
+    config: &BrokerConfig,
+    shard: &Rc<Shard<S>>,
+    shutdown: Rc<ShutdownSignal>,
+    connections: Arc<ConnectionQuotas>,
+    startup: &Startup,
+) -> anyhow::Result<()> {
+    let mut loops = Vec::new();
+    for listener in &config.listeners.all {
+        let socket = TcpListener::bind(listener.bind)
+            .map_err(|e| anyhow::anyhow!("shard {}: binding {}: {e}", shard.id, listener.bind))?;
+        let local = socket
+            .local_addr()
+            .map_err(|e| anyhow::anyhow!("local address: {e}"))?;
+        tracing::info!(
+            shard = shard.id,
+            listener = %listener.name,
+            protocol = listener.protocol.name(),
+            "listening on {local}"
+        );
+        let (shard, shutdown, connections) = (shard.clone(), shutdown.clone(), connections.clone());
+        loops.push(accept_loop(
+            socket,
+            listener.clone(),
+            shard,
+            shutdown,
+            connections,
+        ));
+    }
+    startup.listening.fetch_add(1, Ordering::SeqCst);
+    crate::admin::shard::hooks::listening();
+    crate::test_hooks::maybe_kill_shard_later(shard.id);
+    futures::future::join_all(loops).await;
     Ok(())
 }
 

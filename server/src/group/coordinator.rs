@@ -234,8 +234,8 @@ impl<J: Journal> GroupCoordinator<J> {
         if !consumer.contains_key(group_id) {
             if args.member_epoch != 0 {
                 return ConsumerHeartbeatResult::error(
-                    ErrorCode::UnknownMemberId,
-                    format!("Group {group_id} has no member {}.", args.member_id),
+                    ErrorCode::GroupIdNotFound,
+                    format!("Group {group_id} not found."),
                 );
             }
             let exists = self.groups.borrow().contains_key(group_id);
@@ -271,7 +271,6 @@ impl<J: Journal> GroupCoordinator<J> {
         ConsumerGroupView {
             error_code: ErrorCode::GroupIdNotFound,
             error_message: Some(message),
-            state: "Dead".to_string(),
             ..Default::default()
         }
     }

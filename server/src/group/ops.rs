@@ -237,10 +237,10 @@ pub struct ConsumerHeartbeatResult {
 impl ConsumerHeartbeatResult {
     /// An error answer.
     pub fn error(error_code: ErrorCode, message: impl Into<String>) -> Self {
+        // Kafka answers errors with epoch 0 and no member id.
         ConsumerHeartbeatResult {
             error_code,
             error_message: Some(message.into()),
-            member_epoch: -1,
             ..Default::default()
         }
     }

@@ -60,7 +60,10 @@ pub async fn handle<B: Broker>(
                             .map(|t| topic_name(t))
                             .collect(),
                     )
-                    .with_subscribed_topic_regex(m.subscribed_topic_regex.as_deref().map(str_bytes))
+                    // Kafka shows "" for a member without a regex.
+                    .with_subscribed_topic_regex(Some(str_bytes(
+                        m.subscribed_topic_regex.as_deref().unwrap_or(""),
+                    )))
                     .with_assignment(assignment(broker, &m.assignment))
                     .with_target_assignment(assignment(broker, &m.target_assignment));
                 if version >= 1 {

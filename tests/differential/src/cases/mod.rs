@@ -26,6 +26,7 @@ use crate::wire::Answer;
 mod admin;
 mod api_versions;
 mod configs;
+mod consumer_groups;
 mod groups;
 mod metadata;
 mod offsets;
@@ -47,6 +48,7 @@ pub fn all() -> Vec<Case> {
         groups::FIRST_USE,
         transactions::CASES,
         groups::CASES,
+        consumer_groups::CASES,
         admin::CASES,
         configs::CASES,
     ]

@@ -8,7 +8,8 @@
 #    server's layering check (ops/layering.py: no import points up server/LAYERS.md's floors), then
 #    cargo build --workspace, cargo test --workspace --all-targets (--no-fail-fast: every crate reports).
 # 3. The end-to-end suite (tests/e2e, pytest): a real `rill` (target/debug/rill) on a free 127.0.0.1
-#    port, driven by kcat, confluent-kafka, kafka-python, aiokafka and kafkajs.
+#    port, driven by kcat, confluent-kafka, kafka-python, aiokafka and kafkajs; RILL_E2E_WORKERS (3)
+#    files at once (pytest-xdist).
 # 4. The differential protocol suite (tests/differential): Apache Kafka (Maven, peers/kafka) and
 #    Rill answer the same requests; every difference must be listed in COMPATIBILITY.md.
 # 5. The cargo-fuzz targets, bounded (tests/fuzz.sh; RILL_FUZZ_SECONDS per target, 0 skips).
@@ -16,14 +17,34 @@
 #    RILL_LIVEFUZZ_SECONDS, RILL_LIVEFUZZ_CLUSTER_SECONDS, 0 skips).
 #
 # Exits non-zero if anything failed. Extra arguments go to pytest (e.g. `./test.sh -k kcat -x`).
-# Environment: SKIP_CARGO_TEST=1 skips step 2's tests (build still runs); RILL_E2E_SHARDS=N.
+# Environment: SKIP_CARGO_TEST=1 skips step 2's tests (build still runs); RILL_E2E_SHARDS=N;
+# RILL_E2E_WORKERS=N e2e workers (pytest-xdist, default 3; 0: one process).
 set -euo pipefail
 cd "$(dirname "$0")"
 ROOT=$PWD
 export DEBIAN_FRONTEND=noninteractive
 
-step() { printf '\n== %s\n' "$*"; }
+# Each step's wall time is printed when it ends and again in the summary, with the total: the suite
+# must stay well under 30 minutes on 2 cores, and this says where its time goes.
 started=$(date +%s)
+step_name=""
+step_started=$started
+step_names=()
+step_seconds=()
+step_done() {
+    [ -n "$step_name" ] || return 0
+    local took=$(( $(date +%s) - step_started ))
+    step_names+=("$step_name")
+    step_seconds+=("$took")
+    printf -- '-- %s: %ss\n' "$step_name" "$took"
+    step_name=""
+}
+step() {
+    step_done
+    step_name="$*"
+    step_started=$(date +%s)
+    printf '\n== %s\n' "$*"
+}
 
 SUDO=""
 if [ "$(id -u)" != 0 ] && command -v sudo >/dev/null; then SUDO="sudo"; fi
@@ -102,7 +123,12 @@ case "$target_dir" in /*) ;; *) target_dir="$ROOT/$target_dir" ;; esac
 export RILL_BIN="$target_dir/debug/rill"
 unset RILL_E2E_BROKER   # always the real rill here
 set +e
-(cd tests/e2e && "$ROOT/.venv/bin/python" -m pytest -p no:cacheprovider "$@")
+# Side by side (pytest-xdist): the suite mostly waits on brokers and clients, not on the CPU.
+# --dist loadfile keeps a file's tests on one worker, so a module's broker or cluster starts once;
+# every broker has its own ports (free_port: never one another worker holds) and data dir.
+# RILL_E2E_WORKERS=0 runs them one at a time in one process; a later `-n` argument wins.
+e2e_workers=${RILL_E2E_WORKERS:-3}
+(cd tests/e2e && "$ROOT/.venv/bin/python" -m pytest -p no:cacheprovider -n "$e2e_workers" --dist loadfile "$@")
 rc=$?
 set -e
 if [ $rc = 5 ]; then
@@ -152,7 +178,12 @@ if [ $# = 0 ] && [ "$livefuzz_cluster_seconds" != 0 ]; then
 fi
 # --- end of step 6 ---------------------------------------------------------------------------------
 
-step "summary ($(( $(date +%s) - started ))s)"
+step_done
+total=$(( $(date +%s) - started ))
+printf '\n== summary: %ss in all\n' "$total"
+for i in "${!step_names[@]}"; do
+    printf '%6ss  %s\n' "${step_seconds[$i]}" "${step_names[$i]}"
+done
 if [ ${#failed[@]} -gt 0 ]; then
     echo "FAILED: ${failed[*]}"
     exit 1

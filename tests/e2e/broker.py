@@ -10,10 +10,13 @@ broker are skipped then. CI never sets it.
 
 from __future__ import annotations
 
+import fcntl
 import os
+import random
 import signal
 import socket
 import subprocess
+import tempfile
 import time
 from pathlib import Path
 
@@ -34,19 +37,55 @@ E2E_INITIAL_REBALANCE_DELAY_MS = 100
 
 
 #: Ports free_port has handed out in this process: a port is closed again as soon as it is
-#: picked, so the kernel may pick it twice (a node's admin port once equalled its controller
-#: port); it must never go to two listeners of one test.
+#: picked, so it could come up twice (a node's admin port once equalled its controller port); it
+#: must never go to two listeners of one test.
 _PORTS_HANDED_OUT: set[int] = set()
+#: Listener ports come from below the kernel's ephemeral range, so that no client's (or peer's)
+#: outgoing connection takes a port between free_port closing it and rill binding it: the suite
+#: runs tests side by side (pytest-xdist), with many connections at once.
+_PORT_FLOOR = 10_000
+#: One file, one byte-range lock per handed-out port (fcntl, held until the process exits):
+#: pytest-xdist workers, and other e2e runs on the machine, never hand out the same port.
+_PORT_LOCKS = Path(tempfile.gettempdir()) / "rill-e2e-ports.lock"
+_port_lock_fd: int | None = None
+#: Not the `random` module's shared state, which a test may seed: workers must not walk in step.
+_port_rng = random.SystemRandom()
+
+
+def _ephemeral_low() -> int:
+    """The lowest port the kernel picks for outgoing connections."""
+    try:
+        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768
+
+
+def _claim(port: int) -> bool:
+    """Lock `port`'s byte in the machine-wide lock file; False if another process holds it."""
+    global _port_lock_fd
+    if _port_lock_fd is None:
+        _port_lock_fd = os.open(_PORT_LOCKS, os.O_RDWR | os.O_CREAT, 0o666)
+    try:
+        fcntl.lockf(_port_lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB, 1, port)
+        return True
+    except OSError:
+        return False
 
 
 def free_port() -> int:
-    """A TCP port on 127.0.0.1 that nobody listens on right now (the kernel picks it), never one
-    this process handed out before."""
+    """A TCP port on 127.0.0.1 that nobody listens on right now, below the ephemeral range,
+    never one this process or another live e2e process handed out."""
+    high = _ephemeral_low()
     while True:
+        port = _port_rng.randrange(_PORT_FLOOR, high)
+        if port in _PORTS_HANDED_OUT:
+            continue
         with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-            s.bind(("127.0.0.1", 0))
-            port = s.getsockname()[1]
-        if port not in _PORTS_HANDED_OUT:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+        if _claim(port):
             _PORTS_HANDED_OUT.add(port)
             return port
 

@@ -9,6 +9,7 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from aiokafka import TopicPartition as AioTopicPartition
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 
+from broker_watchdog import WATCHDOG
 from clients import admin, consume_partition, create_topic, kafkajs, kcat, offset_for_time, \
     producer, produce_all, wait_for_topic, watermarks
 
@@ -178,6 +179,8 @@ def test_sigint_stops_cleanly_and_keeps_data(broker_factory, topic_name):
     b = broker_factory()
     produce_all(producer(b.bootstrap, acks="all"), topic_name, [(None, b"int-%d" % i)
                                                                for i in range(10)])
+    # Disarmed first: this exit is asked for, and the watchdog must not see it unasked.
+    WATCHDOG.disarm(b)
     b.proc.send_signal(signal.SIGINT)
     assert b.proc.wait(timeout=20) == 0, b.log_tail()
     b.start()

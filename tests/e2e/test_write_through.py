@@ -13,6 +13,7 @@ from __future__ import annotations
 import time
 
 from confluent_kafka import Consumer, KafkaException, TopicPartition
+from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource
 
 from clients import CLIENT_TIMEOUT_S, admin, create_topic, produce_all, producer, watermarks
 from test_admin_listener import metrics, series
@@ -121,10 +122,16 @@ def test_a_topic_deleted_and_created_again_serves_only_its_new_bytes(broker_fact
 def test_retention_and_delete_records_never_serve_removed_bytes(broker_factory, tmp_path,
                                                                 topic_name):
     b = start(broker_factory, tmp_path)
-    create_topic(b.bootstrap, topic_name, partitions=1,
-                 config={"segment.bytes": str(1 << 20), "retention.bytes": str(3 << 20)})
+    create_topic(b.bootstrap, topic_name, partitions=1, config={"segment.bytes": str(1 << 20)})
     produce(b.bootstrap, topic_name, b"gen", MESSAGES)
     wait_cached(b)
+    # Retention only now: set at creation it could remove, while a slow (loaded) produce was
+    # still going, every segment whose batches had been written through, and then the cache
+    # held nothing to test against.
+    resource = ConfigResource(ConfigResource.Type.TOPIC, topic_name, incremental_configs=[
+        ConfigEntry("retention.bytes", str(3 << 20), incremental_operation=AlterConfigOpType.SET)])
+    a = admin(b.bootstrap)
+    a.incremental_alter_configs([resource])[resource].result(CLIENT_TIMEOUT_S)
     deadline = time.monotonic() + CLIENT_TIMEOUT_S
     while (low := watermarks(b.bootstrap, topic_name, 0)[0]) == 0:
         assert time.monotonic() < deadline, "retention deleted no segment"
@@ -132,7 +139,6 @@ def test_retention_and_delete_records_never_serve_removed_bytes(broker_factory, 
     check_values(read_range(b.bootstrap, topic_name, {0: (low, MESSAGES)})[0], b"gen", low,
                  MESSAGES)
     target = low + 1_234
-    a = admin(b.bootstrap)
     result = a.delete_records([TopicPartition(topic_name, 0, target)],
                               operation_timeout=CLIENT_TIMEOUT_S)
     list(result.values())[0].result(timeout=CLIENT_TIMEOUT_S)

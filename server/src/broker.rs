@@ -14,6 +14,7 @@ use rill_protocol::kafka_protocol::protocol::StrBytes;
 use rill_protocol::ErrorCode;
 use rill_types::LeaderEpoch;
 
+use crate::capacity::Capacity;
 use crate::cluster::view::ClusterView;
 use crate::config::BrokerConfig;
 use crate::group::ops::{GroupListing, GroupOp, GroupReply};
@@ -35,6 +36,12 @@ pub trait Broker {
     fn now(&self) -> Instant;
     /// The runtime's timer (long polls).
     async fn sleep(&self, duration: Duration);
+    /// Runs `call`, which blocks (the topic registry's write and fsync of `topics.json`, a
+    /// `statvfs`), where blocking stalls nothing: a shard runs it on its executor's blocking
+    /// thread and goes on serving meanwhile. The unit tests' fake runs it in place.
+    async fn blocking<T: Send + 'static>(&self, call: impl FnOnce() -> T + Send + 'static) -> T {
+        call()
+    }
     /// The wall clock, as Kafka timestamps count (timestamp bounds of produced records).
     fn wall_clock(&self) -> rill_types::TimestampMs {
         use rill_engine::io::Clock;
@@ -88,7 +95,7 @@ pub const LEADER_EPOCH: LeaderEpoch = LeaderEpoch(0);
 
 /// A topic, creating it first when auto-creation is on (Metadata, Produce); never one of a
 /// cluster's internal topics.
-pub fn topic_or_auto_create<B: Broker>(
+pub async fn topic_or_auto_create<B: Broker>(
     broker: &B,
     name: &str,
     allow_auto_create: bool,
@@ -125,11 +132,16 @@ pub fn topic_or_auto_create<B: Broker>(
         });
         return Err(ErrorCode::LeaderNotAvailable);
     }
-    let admit = |growth| crate::capacity::admit(broker.config(), growth, 0);
-    match broker
-        .topics()
-        .create_within(name, partitions, Default::default(), admit)
-    {
+    let (registry, capacity) = (broker.topics().clone(), Capacity::of(broker.config()));
+    let owned_name = name.to_string();
+    let created = broker
+        .blocking(move || {
+            registry.create_within(&owned_name, partitions, Default::default(), |growth| {
+                capacity.admit(growth, 0)
+            })
+        })
+        .await;
+    match created {
         Ok(meta) => {
             tracing::info!(topic = name, partitions, "auto-created topic");
             Ok(meta)

@@ -12,7 +12,7 @@
 //! share of the file system ([`reserve_bytes`]) is never promised to new partitions, so the
 //! partitions already there keep room to write.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use crate::config::BrokerConfig;
 use crate::topics::{Growth, TopicError};
@@ -63,17 +63,36 @@ pub fn reserve_bytes(space: &DiskSpace) -> u64 {
     (space.total_bytes / 100 * RESERVE_PERCENT).min(RESERVE_BYTES_MAX)
 }
 
-/// Admits `growth` on this broker, or says why not. `pending` partitions were admitted earlier
-/// in the same request and have no files yet: they count against the disk too.
-pub fn admit(config: &BrokerConfig, growth: Growth, pending: i64) -> Result<(), TopicError> {
-    admit_count(config.broker_partitions_max(), growth)?;
-    let space = disk_space(&config.data_dir).map_err(|e| {
-        TopicError::NoSpace(format!(
-            "cannot tell the free space of {}: {e}",
-            config.data_dir.display()
-        ))
-    })?;
-    admit_space(&space, growth.adding + pending, &config.data_dir)
+/// What admission checks against: the broker's partition limit and its data directory. Owned
+/// (`Send`), so an admission can run off the shard's thread with the registry's commit.
+#[derive(Debug, Clone)]
+pub struct Capacity {
+    partitions_max: i64,
+    data_dir: PathBuf,
+}
+
+impl Capacity {
+    /// This broker's capacity, from its configuration.
+    pub fn of(config: &BrokerConfig) -> Capacity {
+        Capacity {
+            partitions_max: config.broker_partitions_max(),
+            data_dir: config.data_dir.clone(),
+        }
+    }
+
+    /// Admits `growth` on this broker, or says why not. `pending` partitions were admitted
+    /// earlier in the same request and have no files yet: they count against the disk too.
+    /// Blocks on `statvfs`: call it where blocking is allowed (see `Broker::blocking`).
+    pub fn admit(&self, growth: Growth, pending: i64) -> Result<(), TopicError> {
+        admit_count(self.partitions_max, growth)?;
+        let space = disk_space(&self.data_dir).map_err(|e| {
+            TopicError::NoSpace(format!(
+                "cannot tell the free space of {}: {e}",
+                self.data_dir.display()
+            ))
+        })?;
+        admit_space(&space, growth.adding + pending, &self.data_dir)
+    }
 }
 
 /// The partition limit.

@@ -300,9 +300,25 @@ pub async fn alter<B: Broker>(
     change: &Change,
     validate_only: bool,
 ) -> Result<(), Refused> {
-    let (config, registry) = (broker.config(), broker.topics());
+    // A single node's change is a commit of topics.json (write and fsync): off the shard's
+    // thread, with owned copies of what it reads.
+    let owned = || {
+        (
+            broker.config().clone(),
+            broker.topics().clone(),
+            resource.to_string(),
+            change.clone(),
+        )
+    };
     match (resource_type, broker.cluster()) {
-        (RESOURCE_TOPIC, None) => alter_topic(config, registry, resource, change, validate_only),
+        (RESOURCE_TOPIC, None) => {
+            let (config, registry, resource, change) = owned();
+            broker
+                .blocking(move || {
+                    alter_topic(&config, &registry, &resource, &change, validate_only)
+                })
+                .await
+        }
         (RESOURCE_TOPIC, Some(cluster)) => {
             alter_topic_in_cluster(broker, cluster, resource, change, validate_only).await
         }
@@ -312,7 +328,14 @@ pub async fn alter<B: Broker>(
              set them on each broker's own resource"
                 .to_string(),
         )),
-        (RESOURCE_BROKER, _) => alter_broker(config, registry, resource, change, validate_only),
+        (RESOURCE_BROKER, _) => {
+            let (config, registry, resource, change) = owned();
+            broker
+                .blocking(move || {
+                    alter_broker(&config, &registry, &resource, &change, validate_only)
+                })
+                .await
+        }
         (other, _) => Err((
             ErrorCode::InvalidRequest,
             format!("resource type {other} is not supported"),

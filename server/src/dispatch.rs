@@ -375,7 +375,9 @@ mod every_version_encodes {
             let t =
                 metadata_request::MetadataRequestTopic::default().with_name(Some(topic_name("t")));
             let req = MetadataRequest::default().with_topics(Some(vec![t]));
-            ResponseKind::Metadata(handler::metadata::handle(b, v, &req))
+            ResponseKind::Metadata(futures::executor::block_on(handler::metadata::handle(
+                b, v, &req,
+            )))
         });
         assert_encodes(ApiKey::Produce, |b, v| {
             let p = produce_request::PartitionProduceData::default().with_records(Some(batch(1)));

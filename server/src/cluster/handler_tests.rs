@@ -177,7 +177,7 @@ fn metadata_lists_live_brokers_and_each_partitions_leadership_at_every_version()
     let broker = cluster_fake();
     for v in versions(ApiKey::Metadata) {
         let request = MetadataRequest::default().with_topics(None);
-        let r = handler::metadata::handle(&broker, v, &request);
+        let r = block_on(handler::metadata::handle(&broker, v, &request));
         encodes(ApiKey::Metadata, v, &ResponseKind::Metadata(r.clone()));
         let ids: Vec<i32> = r.brokers.iter().map(|b| b.node_id.0).collect();
         assert_eq!(ids, vec![1, 2], "v{v}: only live brokers");

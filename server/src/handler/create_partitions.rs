@@ -7,6 +7,7 @@ use rill_protocol::kafka_protocol::messages::{CreatePartitionsRequest, CreatePar
 use rill_protocol::ErrorCode;
 
 use super::{str_bytes, Broker};
+use crate::capacity::Capacity;
 use crate::topics::Growth;
 
 /// This API's entry in the registry (`rill_protocol::for_each_api!`).
@@ -26,48 +27,56 @@ pub async fn handle<B: Broker>(
     if let Some(cluster) = broker.cluster() {
         return crate::cluster::admin::create_partitions(broker, cluster, request).await;
     }
-    let results = request
-        .topics
-        .iter()
-        .map(|topic| {
-            let name = topic.name.0.as_str();
-            let result = CreatePartitionsTopicResult::default().with_name(topic.name.clone());
-            let outcome = match broker.topics().get(name) {
-                None => Err((
-                    ErrorCode::UnknownTopicOrPartition,
-                    format!("unknown topic {name}"),
-                )),
-                Some(meta) if topic.count <= meta.partitions => Err((
-                    ErrorCode::InvalidPartitions,
-                    format!(
-                        "topic has {} partitions; {} is not more",
-                        meta.partitions, topic.count
-                    ),
-                )),
-                Some(meta) if request.validate_only => {
-                    let growth = Growth {
-                        partitions_before: broker.topics().partition_count(),
-                        adding: i64::from(topic.count - meta.partitions),
-                    };
-                    crate::capacity::admit(broker.config(), growth, 0)
-                        .map_err(|e| (e.kafka_error_code(), e.to_string()))
-                }
-                Some(_) => broker
-                    .topics()
-                    .add_partitions_within(name, topic.count, |growth| {
-                        crate::capacity::admit(broker.config(), growth, 0)
-                    })
-                    .map(|_| ())
-                    .map_err(|e| (e.kafka_error_code(), e.to_string())),
-            };
-            match outcome {
-                Ok(()) => result,
-                Err((code, message)) => result
-                    .with_error_code(code.code())
-                    .with_error_message(Some(str_bytes(&message))),
+    let capacity = Capacity::of(broker.config());
+    let mut results = Vec::with_capacity(request.topics.len());
+    for topic in &request.topics {
+        let name = topic.name.0.as_str();
+        let result = CreatePartitionsTopicResult::default().with_name(topic.name.clone());
+        let outcome = match broker.topics().get(name) {
+            None => Err((
+                ErrorCode::UnknownTopicOrPartition,
+                format!("unknown topic {name}"),
+            )),
+            Some(meta) if topic.count <= meta.partitions => Err((
+                ErrorCode::InvalidPartitions,
+                format!(
+                    "topic has {} partitions; {} is not more",
+                    meta.partitions, topic.count
+                ),
+            )),
+            Some(meta) if request.validate_only => {
+                let growth = Growth {
+                    partitions_before: broker.topics().partition_count(),
+                    adding: i64::from(topic.count - meta.partitions),
+                };
+                let capacity = capacity.clone();
+                broker
+                    .blocking(move || capacity.admit(growth, 0))
+                    .await
+                    .map_err(|e| (e.kafka_error_code(), e.to_string()))
             }
-        })
-        .collect();
+            Some(_) => {
+                // The commit writes and fsyncs topics.json: off the shard's thread.
+                let (registry, capacity) = (broker.topics().clone(), capacity.clone());
+                let (owned, count) = (name.to_string(), topic.count);
+                broker
+                    .blocking(move || {
+                        registry.add_partitions_within(&owned, count, |growth| {
+                            capacity.admit(growth, 0)
+                        })
+                    })
+                    .await
+                    .map(|_| ())
+                    .map_err(|e| (e.kafka_error_code(), e.to_string()))
+            }
+        };
+        results.push(match outcome {
+            Ok(()) => result,
+            Err((code, message)) => result
+                .with_error_code(code.code())
+                .with_error_message(Some(str_bytes(&message))),
+        });
+    }
     CreatePartitionsResponse::default().with_results(results)
 }
 

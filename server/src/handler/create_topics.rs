@@ -14,6 +14,7 @@ use rill_protocol::kafka_protocol::messages::{CreateTopicsRequest, CreateTopicsR
 use rill_protocol::ErrorCode;
 
 use super::{str_bytes, Broker};
+use crate::capacity::Capacity;
 use crate::topic_config::{describe, BrokerLayers, TopicSettings};
 use crate::topics::{validate_topic_name, Growth, TopicError, TopicMeta};
 
@@ -37,15 +38,14 @@ pub async fn handle<B: Broker>(
     }
     // Partitions admitted by earlier topics of this request: they have no files yet.
     let pending = Cell::new(0);
-    let topics = request
-        .topics
-        .iter()
-        .map(|topic| create_one(broker, version, topic, request.validate_only, &pending))
-        .collect();
+    let mut topics = Vec::with_capacity(request.topics.len());
+    for topic in &request.topics {
+        topics.push(create_one(broker, version, topic, request.validate_only, &pending).await);
+    }
     CreateTopicsResponse::default().with_topics(topics)
 }
 
-fn create_one<B: Broker>(
+async fn create_one<B: Broker>(
     broker: &B,
     version: i16,
     topic: &CreatableTopic,
@@ -75,7 +75,8 @@ fn create_one<B: Broker>(
         Ok(requested) => requested,
         Err((code, message)) => return fail(code, message),
     };
-    let created = create_or_validate(broker, name, partitions, &configs, validate_only, pending);
+    let created =
+        create_or_validate(broker, name, partitions, &configs, validate_only, pending).await;
     match created {
         Ok(meta) => {
             if meta.is_some() {
@@ -144,7 +145,7 @@ fn refuse_internal<B: Broker>(broker: &B, name: &str) -> Result<(), (ErrorCode, 
 }
 
 /// Creates the topic if it fits on this broker (or, `validate_only`, says whether it would).
-fn create_or_validate<B: Broker>(
+async fn create_or_validate<B: Broker>(
     broker: &B,
     name: &str,
     partitions: i32,
@@ -152,10 +153,20 @@ fn create_or_validate<B: Broker>(
     validate_only: bool,
     pending: &Cell<i64>,
 ) -> Result<Option<Arc<TopicMeta>>, TopicError> {
-    let admit = |growth: Growth| crate::capacity::admit(broker.config(), growth, pending.get());
+    let capacity = Capacity::of(broker.config());
     let registry = broker.topics();
     if !validate_only {
-        let meta = registry.create_within(name, partitions, configs.clone(), admit)?;
+        // The commit writes and fsyncs topics.json (and admission stats the file system):
+        // off the shard's thread.
+        let (registry, name, configs) = (registry.clone(), name.to_string(), configs.clone());
+        let admitted = pending.get();
+        let meta = broker
+            .blocking(move || {
+                registry.create_within(&name, partitions, configs, |growth| {
+                    capacity.admit(growth, admitted)
+                })
+            })
+            .await?;
         pending.set(pending.get() + i64::from(partitions));
         return Ok(Some(meta));
     }
@@ -165,10 +176,14 @@ fn create_or_validate<B: Broker>(
     if !(1..=crate::topics::PARTITIONS_PER_TOPIC_MAX).contains(&partitions) {
         return Err(TopicError::InvalidPartitions(partitions.to_string()));
     }
-    admit(Growth {
+    let growth = Growth {
         partitions_before: registry.partition_count() + pending.get(),
         adding: i64::from(partitions),
-    })?;
+    };
+    let admitted = pending.get();
+    broker
+        .blocking(move || capacity.admit(growth, admitted))
+        .await?;
     pending.set(pending.get() + i64::from(partitions));
     Ok(None)
 }

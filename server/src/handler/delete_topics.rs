@@ -65,7 +65,9 @@ async fn delete_one<B: Broker>(broker: &B, name: Option<String>, id: Uuid) -> De
             .with_error_code(ErrorCode::UnknownTopicId.code());
     };
     let result = DeletableTopicResult::default().with_name(Some(topic_name(&name)));
-    let meta = match broker.topics().delete(&name) {
+    // The commit writes and fsyncs topics.json: off the shard's thread.
+    let (registry, owned) = (broker.topics().clone(), name.clone());
+    let meta = match broker.blocking(move || registry.delete(&owned)).await {
         Ok(meta) => meta,
         Err(e) => {
             return result

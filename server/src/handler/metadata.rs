@@ -126,22 +126,21 @@ pub async fn serve<B: Broker>(
     cx: super::RequestContext<'_>,
     request: rill_protocol::kafka_protocol::messages::MetadataRequest,
 ) -> super::Answer {
-    super::Answer::body(handle_on(
-        broker,
-        cx.version,
-        &request,
-        &cx.session.listener,
-    ))
+    super::Answer::body(handle_on(broker, cx.version, &request, &cx.session.listener).await)
 }
 
 /// Answer Metadata as asked on the first listener.
-pub fn handle<B: Broker>(broker: &B, version: i16, request: &MetadataRequest) -> MetadataResponse {
+pub async fn handle<B: Broker>(
+    broker: &B,
+    version: i16,
+    request: &MetadataRequest,
+) -> MetadataResponse {
     let first = broker.config().listeners.all[0].clone();
-    handle_on(broker, version, request, &first)
+    handle_on(broker, version, request, &first).await
 }
 
 /// Answer Metadata as asked on `listener` (the brokers are given at its endpoints).
-pub fn handle_on<B: Broker>(
+pub async fn handle_on<B: Broker>(
     broker: &B,
     version: i16,
     request: &MetadataRequest,
@@ -167,13 +166,14 @@ pub fn handle_on<B: Broker>(
         // v4+ carries the flag; older clients always allowed auto-creation.
         let allow = version < 4 || request.allow_auto_topic_creation;
         let requested = request.topics.as_deref().unwrap_or_default();
-        requested
-            .iter()
-            .map(|t| match &t.name {
+        let mut entries = Vec::with_capacity(requested.len());
+        for t in requested {
+            entries.push(match &t.name {
                 Some(name) => {
-                    let meta = internal(name.as_str())
-                        .ok_or(())
-                        .or_else(|()| topic_or_auto_create(broker, name.as_str(), allow));
+                    let meta = match internal(name.as_str()) {
+                        Some(meta) => Ok(meta),
+                        None => topic_or_auto_create(broker, name.as_str(), allow).await,
+                    };
                     topic_entry(version, name.as_str(), meta, &layout)
                 }
                 None => match broker.topics().by_id(t.topic_id).or_else(|| {
@@ -185,8 +185,9 @@ pub fn handle_on<B: Broker>(
                         .with_topic_id(t.topic_id)
                         .with_error_code(ErrorCode::UnknownTopicId.code()),
                 },
-            })
-            .collect()
+            });
+        }
+        entries
     };
     // Fields a version lacks must stay at their defaults or the codec refuses to encode.
     let mut response = MetadataResponse::default()
@@ -229,6 +230,7 @@ fn topic_entry(
 mod tests {
     use super::*;
     use crate::handler::fake::FakeBroker;
+    use futures::executor::block_on;
     use rill_protocol::kafka_protocol::messages::metadata_request::MetadataRequestTopic;
 
     fn request(names: &[&str], auto: bool) -> MetadataRequest {
@@ -244,12 +246,12 @@ mod tests {
     #[test]
     fn auto_creates_with_default_partitions_and_stable_id() {
         let broker = FakeBroker::new();
-        let r = handle(&broker, 12, &request(&["new-topic"], true));
+        let r = block_on(handle(&broker, 12, &request(&["new-topic"], true)));
         let t = &r.topics[0];
         assert_eq!(t.error_code, 0);
         assert_eq!(t.partitions.len(), 1);
         assert!(!t.topic_id.is_nil());
-        let again = handle(&broker, 12, &request(&["new-topic"], true));
+        let again = block_on(handle(&broker, 12, &request(&["new-topic"], true)));
         assert_eq!(again.topics[0].topic_id, t.topic_id);
         assert_eq!(r.brokers[0].port, 9092);
     }
@@ -257,10 +259,14 @@ mod tests {
     #[test]
     fn unknown_without_auto_create_and_invalid_names() {
         let broker = FakeBroker::new();
-        let r = handle(&broker, 9, &request(&["absent", "bad name!"], false));
+        let r = block_on(handle(
+            &broker,
+            9,
+            &request(&["absent", "bad name!"], false),
+        ));
         assert_eq!(r.topics[0].error_code, 3);
         assert_eq!(r.topics[1].error_code, 17);
-        let r = handle(&broker, 9, &request(&["bad name!"], true));
+        let r = block_on(handle(&broker, 9, &request(&["bad name!"], true)));
         assert_eq!(r.topics[0].error_code, 17);
         assert!(broker.topics().list().is_empty());
     }
@@ -268,11 +274,11 @@ mod tests {
     #[test]
     fn a_single_node_never_auto_creates_an_internal_topic_name() {
         let broker = FakeBroker::new();
-        let r = handle(
+        let r = block_on(handle(
             &broker,
             12,
             &request(&["__consumer_offsets", "__transaction_state"], true),
-        );
+        ));
         assert_eq!(r.topics[0].error_code, 3);
         assert_eq!(r.topics[1].error_code, 3);
         assert!(r.topics[0].is_internal);
@@ -283,20 +289,24 @@ mod tests {
     fn null_topics_lists_all_and_empty_lists_none() {
         let broker = FakeBroker::new();
         broker.topics().create("a", 2, Default::default()).unwrap();
-        let all = handle(&broker, 9, &MetadataRequest::default().with_topics(None));
+        let all = block_on(handle(
+            &broker,
+            9,
+            &MetadataRequest::default().with_topics(None),
+        ));
         assert_eq!(all.topics.len(), 1);
         assert_eq!(all.topics[0].partitions.len(), 2);
-        let none = handle(
+        let none = block_on(handle(
             &broker,
             9,
             &MetadataRequest::default().with_topics(Some(vec![])),
-        );
+        ));
         assert!(none.topics.is_empty());
-        let v0_all = handle(
+        let v0_all = block_on(handle(
             &broker,
             0,
             &MetadataRequest::default().with_topics(Some(vec![])),
-        );
+        ));
         assert_eq!(v0_all.topics.len(), 1);
     }
 }

@@ -103,7 +103,7 @@ pub async fn handle<B: Broker>(
     let transactional_id = request.transactional_id.as_ref().map(|id| id.to_string());
     let topic_data = std::mem::take(&mut request.topic_data);
     drop(request); // its strings are slices of the frame too
-    let plans = plan_request(broker, version, owned_records(topic_data, frame), acks);
+    let plans = plan_request(broker, version, owned_records(topic_data, frame), acks).await;
     let acks = acks.unwrap_or(Acks::All);
     let appends = plans
         .into_iter()
@@ -266,7 +266,7 @@ fn owned_records(topic_data: Vec<TopicProduceData>, frame: Bytes) -> Vec<TopicRe
 
 /// Each partition of the request: topic, index, the checked batches or the refusal, and
 /// whether the topic syncs before acks=all answers.
-fn plan_request<B: Broker>(
+async fn plan_request<B: Broker>(
     broker: &B,
     version: i16,
     topics: Vec<TopicRecords>,
@@ -276,7 +276,7 @@ fn plan_request<B: Broker>(
     let mut plans = Vec::new();
     for topic in topics {
         let name = topic.name;
-        let meta = topic_or_auto_create(broker, &name, true);
+        let meta = topic_or_auto_create(broker, &name, true).await;
         let settings = meta.as_ref().ok().map(|m| {
             TopicSettings::of_topic(broker.config(), broker.topics(), &m.configs).map_err(|e| {
                 tracing::error!(topic = name, error = %e, "stored topic config is invalid");

@@ -88,6 +88,10 @@ impl<S: Storage + 'static> Broker for Shard<S> {
         &self.registry
     }
 
+    async fn blocking<T: Send + 'static>(&self, call: impl FnOnce() -> T + Send + 'static) -> T {
+        glommio::executor().spawn_blocking(call).await
+    }
+
     fn cluster(&self) -> Option<&ClusterView> {
         self.cluster.as_deref()
     }

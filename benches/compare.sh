@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
-# Rill vs tansu vs this machine's limits, in one run (issue 6).
+# Rill vs Apache Kafka (its defaults, and log.flush.interval.messages=1) vs tansu vs this machine's
+# limits, in one run (issues 6 and 28).
 #
 #   benches/compare.sh [--out DIR] [any other `rill-bench compare` option, e.g. --rounds 3 --rate 2000]
 #
-# Builds `rill` and `rill-bench` with --release, finds (or installs) the tansu peer broker, then runs
-# `rill-bench compare`: every workload on both brokers, alternating, each on a fresh broker process on
-# 127.0.0.1, plus `dd oflag=direct` and a loopback TCP blast. Prints a markdown ratio table; writes
+# Builds `rill` and `rill-bench` with --release, finds (or installs) the tansu peer broker, uses
+# peers/kafka/kafka.sh for Kafka (Maven fetches it once; needs java and mvn), then runs
+# `rill-bench compare`: every workload on every broker, the order rotating, each on a fresh broker
+# process on 127.0.0.1, plus `dd oflag=direct` and a loopback TCP blast. Prints a markdown ratio table; writes
 # results.json, summary.md, .hgrm files and latency charts (SVG) into --out (default bench-results/).
 #
 # tansu is found at $TANSU_BIN, on PATH, in ~/.cargo/bin, or in the venv $RILL_BENCH_VENV
@@ -44,9 +46,17 @@ tansu_bin="$(find_tansu)"
 if [[ -z "$tansu_bin" ]]; then
     echo "!! tansu not found or installable: its rows will be n/a" >&2
 fi
-echo "== rill: ${rill_bin:-<none>}   tansu: ${tansu_bin:-<none>} ($("${tansu_bin:-true}" --version 2>/dev/null || true))" >&2
+echo "== rill: ${rill_bin:-<none>}   kafka: ${kafka_script:-<none>}   tansu: ${tansu_bin:-<none>} ($("${tansu_bin:-true}" --version 2>/dev/null || true))" >&2
+
+kafka_script=""
+if command -v java >/dev/null && command -v mvn >/dev/null && peers/kafka/kafka.sh fetch >/dev/null; then
+    kafka_script="peers/kafka/kafka.sh"
+else
+    echo "!! Apache Kafka not available (java, mvn or the Maven fetch missing): its rows will be n/a" >&2
+fi
 
 args=()
 [[ -n "$rill_bin" ]] && args+=(--rill-bin "$rill_bin")
+[[ -n "$kafka_script" ]] && args+=(--kafka-script "$kafka_script")
 [[ -n "$tansu_bin" ]] && args+=(--tansu-bin "$tansu_bin")
 exec "$target_dir/release/rill-bench" compare "${args[@]}" "$@"

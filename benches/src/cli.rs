@@ -19,7 +19,8 @@ pub enum Command {
     Latency(LatencyArgs),
     /// Produce then consume as fast as possible: msg/s, MB/s, broker CPU s/GB.
     Throughput(ThroughputArgs),
-    /// Rill vs a peer broker (tansu) vs this machine's limits, alternating, one run.
+    /// Rill vs its peers (Apache Kafka in two configurations, tansu) vs this machine's limits,
+    /// alternating, one run.
     Compare(CompareArgs),
     /// This machine's limits: sequential O_DIRECT write (dd) and loopback TCP bandwidth.
     Machine(MachineArgs),
@@ -216,6 +217,10 @@ pub struct CompareArgs {
     /// The tansu binary (peer broker, memory:// storage).
     #[arg(long)]
     pub tansu_bin: Option<PathBuf>,
+    /// `peers/kafka/kafka.sh`: Apache Kafka runs as two peers, with its defaults and with
+    /// `log.flush.interval.messages=1` (an fsync before every ack).
+    #[arg(long)]
+    pub kafka_script: Option<PathBuf>,
     /// Output directory: results.json, summary.md, charts, .hgrm files, broker logs.
     #[arg(long, default_value = "bench-results")]
     pub out: PathBuf,

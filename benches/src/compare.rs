@@ -1,5 +1,6 @@
-//! `rill-bench compare`: the same workloads against Rill and the peer broker (tansu) in one run,
-//! alternating which goes first, each on a freshly started broker, plus this machine's limits
+//! `rill-bench compare`: the same workloads against Rill and its peers (Apache Kafka with its
+//! defaults and with an fsync before every ack, through `peers/kafka/kafka.sh`; tansu) in one run,
+//! rotating the order, each on a freshly started broker, plus this machine's limits
 //! measured in the same run. Prints a markdown ratio table (also `summary.md`), writes
 //! `results.json`, `.hgrm` files and one latency chart per latency workload.
 //!
@@ -93,9 +94,12 @@ pub fn run(args: &CompareArgs) -> anyhow::Result<()> {
             .filter(|w| w.selected(args.workloads))
             .enumerate()
         {
+            // Rotate who goes first: over as many rounds and workloads as there are brokers,
+            // each broker takes each place once.
             let mut order: Vec<&BrokerSpec> = specs.iter().collect();
-            if (round as usize + index) % 2 == 1 {
-                order.reverse();
+            if !order.is_empty() {
+                let turn = (round as usize + index) % order.len();
+                order.rotate_left(turn);
             }
             for spec in order {
                 let key = (workload.name(), spec.kind);
@@ -104,7 +108,7 @@ pub fn run(args: &CompareArgs) -> anyhow::Result<()> {
             }
         }
     }
-    for kind in [BrokerKind::Rill, BrokerKind::Tansu] {
+    for kind in BrokerKind::ALL {
         if !specs.iter().any(|s| s.kind == kind) {
             eprintln!(
                 "{}: no binary given or found: its rows are pending",
@@ -119,6 +123,8 @@ pub fn run(args: &CompareArgs) -> anyhow::Result<()> {
 fn broker_specs(args: &CompareArgs, out: &Path) -> Vec<BrokerSpec> {
     let candidates = [
         (BrokerKind::Rill, &args.rill_bin),
+        (BrokerKind::Kafka, &args.kafka_script),
+        (BrokerKind::KafkaFsync, &args.kafka_script),
         (BrokerKind::Tansu, &args.tansu_bin),
     ];
     candidates
@@ -300,23 +306,45 @@ fn mean_of(
     (!values.is_empty()).then(|| values.iter().sum::<f64>() / values.len() as f64)
 }
 
-/// One row of the ratio table.
+/// One row of the ratio table: a figure per broker (`None`: not measured).
 #[derive(Debug, Serialize)]
 struct Row {
     workload: String,
     metric: String,
-    rill: Option<f64>,
-    tansu: Option<f64>,
+    figures: BTreeMap<BrokerKind, Option<f64>>,
     /// Rill's figure against the machine limit that bounds it, as text ("42% of disk").
     rill_vs_machine: String,
 }
 
-fn throughput_rows(
-    workload: &str,
-    rill: &[ThroughputResult],
-    tansu: &[ThroughputResult],
-    limits: &MachineLimits,
-) -> Vec<Row> {
+impl Row {
+    /// A row with `figure` taken of each broker's measurements.
+    fn of(
+        workload: &str,
+        metric: String,
+        get: Get,
+        figure: impl Fn(&Measured) -> Option<f64>,
+    ) -> Row {
+        Row {
+            workload: workload.to_string(),
+            metric,
+            figures: BrokerKind::ALL
+                .into_iter()
+                .map(|kind| (kind, figure(get(kind))))
+                .collect(),
+            rill_vs_machine: String::new(),
+        }
+    }
+
+    /// The figure of `kind`, if measured.
+    fn figure(&self, kind: BrokerKind) -> Option<f64> {
+        self.figures.get(&kind).copied().flatten()
+    }
+}
+
+/// One workload's measurements of a broker.
+type Get<'a> = &'a dyn Fn(BrokerKind) -> &'a Measured;
+
+fn throughput_rows(workload: &str, get: Get, limits: &MachineLimits) -> Vec<Row> {
     type Figure = fn(&ThroughputResult) -> Option<f64>;
     let figures: [(&str, Figure); 6] = [
         ("produce MB/s", |r| Some(r.produce.mb_per_s)),
@@ -331,8 +359,10 @@ fn throughput_rows(
     figures
         .into_iter()
         .map(|(metric, figure)| {
-            let rill_value = mean_of(rill, figure);
-            let vs_machine = match (metric, rill_value) {
+            let mut row = Row::of(workload, metric.to_string(), get, |m| {
+                mean_of(&m.throughput, figure)
+            });
+            row.rill_vs_machine = match (metric, row.figure(BrokerKind::Rill)) {
                 ("produce MB/s", Some(v)) => format!(
                     "{:.0}% of disk, {:.0}% of loopback",
                     100.0 * v / limits.disk_direct_write_mb_s,
@@ -343,13 +373,7 @@ fn throughput_rows(
                 }
                 _ => String::new(),
             };
-            Row {
-                workload: workload.to_string(),
-                metric: metric.to_string(),
-                rill: rill_value,
-                tansu: mean_of(tansu, figure),
-                rill_vs_machine: vs_machine,
-            }
+            row
         })
         .collect()
 }
@@ -361,12 +385,7 @@ enum LatencyPath {
     Consume,
 }
 
-fn latency_rows(
-    workload: &str,
-    rill: &Measured,
-    tansu: &Measured,
-    limits: &MachineLimits,
-) -> Vec<Row> {
+fn latency_rows(workload: &str, get: Get, limits: &MachineLimits) -> Vec<Row> {
     type Pick = fn(&Percentiles) -> u64;
     let quantiles: [(&str, Pick); 6] = [
         ("p50", |p| p.p50_us),
@@ -385,27 +404,21 @@ fn latency_rows(
             };
             histogram.as_ref().map(Percentiles::of)
         };
-        let (r, t) = (of(rill), of(tansu));
         for (name, q) in quantiles {
-            let rill_value = r.as_ref().map(|p| q(p) as f64);
+            let path_name = match path {
+                LatencyPath::Ack => "ack",
+                LatencyPath::Consume => "consume",
+            };
+            let metric = format!("produce→{path_name} {name} µs");
+            let mut row = Row::of(workload, metric, get, |m| of(m).map(|p| q(&p) as f64));
             let floor_us = q(&limits.disk_sync_write_4k).max(1) as f64;
-            let vs_machine = match rill_value {
+            row.rill_vs_machine = match row.figure(BrokerKind::Rill) {
                 Some(v) if workload.ends_with("all") => {
                     format!("{:.1}× the {name} of a 4 KiB sync write", v / floor_us)
                 }
                 _ => String::new(),
             };
-            let path_name = match path {
-                LatencyPath::Ack => "ack",
-                LatencyPath::Consume => "consume",
-            };
-            rows.push(Row {
-                workload: workload.to_string(),
-                metric: format!("produce→{path_name} {name} µs"),
-                rill: rill_value,
-                tansu: t.as_ref().map(|p| q(p) as f64),
-                rill_vs_machine: vs_machine,
-            });
+            rows.push(row);
         }
     }
     rows
@@ -417,20 +430,14 @@ fn all_rows(
     limits: &MachineLimits,
 ) -> Vec<Row> {
     let empty = Measured::default();
-    let get = |w: &str, k: BrokerKind| measured.get(&(w.to_string(), k)).unwrap_or(&empty);
     let mut rows = Vec::new();
     for workload in WORKLOADS.into_iter().filter(|w| w.selected(args.workloads)) {
         let name = workload.name();
-        let (rill, tansu) = (get(&name, BrokerKind::Rill), get(&name, BrokerKind::Tansu));
+        let get = |kind: BrokerKind| measured.get(&(name.clone(), kind)).unwrap_or(&empty);
         match workload {
-            Workload::Throughput(_) => rows.extend(throughput_rows(
-                &name,
-                &rill.throughput,
-                &tansu.throughput,
-                limits,
-            )),
-            Workload::Latency(_) => rows.extend(latency_rows(&name, rill, tansu, limits)),
-            Workload::Mixed => rows.extend(mixed_rows(&name, &rill.mixed, &tansu.mixed)),
+            Workload::Throughput(_) => rows.extend(throughput_rows(&name, &get, limits)),
+            Workload::Latency(_) => rows.extend(latency_rows(&name, &get, limits)),
+            Workload::Mixed => rows.extend(mixed_rows(&name, &get)),
         }
     }
     rows
@@ -478,13 +485,9 @@ fn broker_produce_over_1ms(runs: &[MixedResult], beside: bool) -> Option<f64> {
 /// (histograms merged over every phase of every round), the p99 ratio, the spread of the
 /// per-phase p99s, the device probe's p99 per condition, the broker's share of Produce
 /// requests over 1 ms per condition, and the consumer's read rate (mean).
-fn mixed_rows(workload: &str, rill: &[MixedResult], tansu: &[MixedResult]) -> Vec<Row> {
-    let row = |metric: String, figure: &dyn Fn(&[MixedResult]) -> Option<f64>| Row {
-        workload: workload.to_string(),
-        metric,
-        rill: figure(rill),
-        tansu: figure(tansu),
-        rill_vs_machine: String::new(),
+fn mixed_rows(workload: &str, get: Get) -> Vec<Row> {
+    let row = |metric: String, figure: &dyn Fn(&[MixedResult]) -> Option<f64>| {
+        Row::of(workload, metric, get, |m| figure(&m.mixed))
     };
     let alone: HistogramPick = |r| &r.alone;
     let beside: HistogramPick = |r| &r.with_reader;
@@ -555,8 +558,8 @@ fn markdown(
 ) -> String {
     let mut text = format!(
         "Machine limits (same run): sequential O_DIRECT write {:.0} MB/s; 4 KiB O_DIRECT+O_DSYNC append p50 {} µs, p99 {} µs, p99.9 {} µs; loopback TCP {:.0} MB/s.\n\
-         Workloads: {} B messages, {} partition(s), Rill --shards {}, throughput {} s per run (linger 5 ms, no compression), latency {} msg/s for {} s (first 1 s dropped), {} round(s), alternating; mixed: acks=all producer at {} msg/s on one broker per round, {} pairs of {} s phases alone / beside a consumer reading a {} MiB backlog from its start at full speed (paused in between), the first {} s of each phase dropped, a device probe of {} durable 4 KiB appends/s throughout, the reader's client on {}.\n\n\
-         | workload | metric | rill | tansu | rill/tansu | rill vs machine |\n|---|---|---:|---:|---:|---|\n",
+         Workloads: {} B messages, {} partition(s), Rill --shards {}, throughput {} s per run (linger 5 ms, no compression), latency {} msg/s for {} s (first 1 s dropped), {} round(s), the order rotating; mixed: acks=all producer at {} msg/s on one broker per round, {} pairs of {} s phases alone / beside a consumer reading a {} MiB backlog from its start at full speed (paused in between), the first {} s of each phase dropped, a device probe of {} durable 4 KiB appends/s throughout, the reader's client on {}.\n\n\
+         | workload | metric | {} | {} | rill vs machine |\n|---|---|{}---|\n",
         limits.disk_direct_write_mb_s,
         limits.disk_sync_write_4k.p50_us,
         limits.disk_sync_write_4k.p99_us,
@@ -564,20 +567,26 @@ fn markdown(
         limits.loopback_tcp_mb_s,
         args.size, args.partitions, args.shards, args.throughput_seconds, args.rate, args.latency_seconds, args.rounds,
         args.mixed_rate, args.mixed_pairs, args.mixed_phase_seconds, args.mixed_backlog_mib,
-        args.mixed_settle_seconds, args.mixed_probe_rate, reader_placement(args)
+        args.mixed_settle_seconds, args.mixed_probe_rate, reader_placement(args),
+        BrokerKind::ALL.map(BrokerKind::name).join(" | "),
+        BrokerKind::PEERS.map(|peer| format!("rill/{}", peer.name())).join(" | "),
+        "---:|".repeat(BrokerKind::ALL.len() + BrokerKind::PEERS.len()),
     );
     for row in rows {
-        let ratio = match (row.rill, row.tansu) {
-            (Some(r), Some(t)) if t != 0.0 => ratio_text(r / t),
-            _ => "-".to_string(),
-        };
+        let rill = row.figure(BrokerKind::Rill);
+        let mut cells = vec![cell(rill, "pending")];
+        cells.extend(BrokerKind::PEERS.map(|peer| cell(row.figure(peer), "n/a")));
+        cells.extend(
+            BrokerKind::PEERS.map(|peer| match (rill, row.figure(peer)) {
+                (Some(r), Some(p)) if p != 0.0 => ratio_text(r / p),
+                _ => "-".to_string(),
+            }),
+        );
         text += &format!(
-            "| {} | {} | {} | {} | {} | {} |\n",
+            "| {} | {} | {} | {} |\n",
             row.workload,
             row.metric,
-            cell(row.rill, "pending"),
-            cell(row.tansu, "n/a"),
-            ratio,
+            cells.join(" | "),
             row.rill_vs_machine
         );
     }
@@ -658,7 +667,7 @@ fn write_latency_files(out: &Path, measured: &BTreeMap<Key, Measured>) -> anyhow
     {
         let name = workload.name();
         let mut series: Vec<(String, &Histogram<u64>)> = Vec::new();
-        for kind in [BrokerKind::Rill, BrokerKind::Tansu] {
+        for kind in BrokerKind::ALL {
             let Some(m) = measured.get(&(name.clone(), kind)) else {
                 continue;
             };

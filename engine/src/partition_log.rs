@@ -295,9 +295,21 @@ impl<S: Storage> PartitionLog<S> {
 
     /// Seals the active segment (flushed, trimmed, indexes written) and starts a new one.
     pub(crate) async fn roll(&mut self) -> Result<(), EngineError> {
+        let next = self.positions.log_end();
+        self.roll_at(next).await
+    }
+
+    /// [`Self::roll`] with the new segment starting at `next` (at or past the log end): a
+    /// follower copying a batch past its log end (a gap the leader's compaction left) starts a
+    /// segment at it, as recovery finds a sealed segment's offsets end at the next one's base.
+    pub(crate) async fn roll_at(&mut self, next: Offset) -> Result<(), EngineError> {
+        assert!(
+            next >= self.positions.log_end(),
+            "a segment starts at or past the log end"
+        );
         self.flush_inner().await?;
         self.seal_active().await?;
-        let next = self.positions.log_end();
+        self.active_mut().next_offset = next;
         self.write_producer_snapshot(next).await?;
         let segment = self.create_segment(next, OpenMode::CreateReadWrite).await?;
         self.segments.push(segment);

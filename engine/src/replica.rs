@@ -113,11 +113,14 @@ impl<S: Storage> PartitionLog<S> {
         self.epochs.end_offset_for(epoch, self.positions.log_end())
     }
 
-    /// A follower copies one of its leader's batches: it must start at this log's end, and
-    /// keeps its offsets and leader epoch. Producer state is updated from it without sequence
-    /// checks (the leader checked them), so it travels with the log: a follower that becomes
-    /// leader refuses the duplicates its predecessor would have refused. Buffered; flush to
-    /// make it durable.
+    /// A follower copies one of its leader's batches: it must start at or past this log's end,
+    /// and keeps its offsets and leader epoch. Past the end is a gap the leader's compaction
+    /// left (Kafka's followers accept them): the active segment never has gaps, so the batch
+    /// starts a new segment at its base offset, and the sealed one's offsets end there (as
+    /// they do after a compaction, and as recovery reads them). Producer state is updated from
+    /// it without sequence checks (the leader checked them), so it travels with the log: a
+    /// follower that becomes leader refuses the duplicates its predecessor would have refused.
+    /// Buffered; flush to make it durable.
     pub async fn append_replica(
         &mut self,
         batch: ValidatedBatch,
@@ -127,11 +130,22 @@ impl<S: Storage> PartitionLog<S> {
         assert!(self.stamp_epoch.is_none(), "a leader does not copy batches");
         let sent = batch::meta_of_validated(&batch)?;
         let log_end = self.positions.log_end();
-        if sent.base_offset != log_end {
+        if sent.base_offset < log_end {
             return Err(EngineError::InvalidRecord(format!(
-                "replicated batch starts at {}, the log ends at {log_end}",
+                "replicated batch starts at {}, below the log end {log_end}",
                 sent.base_offset
             )));
+        }
+        if sent.base_offset > log_end {
+            // Boxed: rare, and every follower append awaits this future.
+            let rolled = Box::pin(self.roll_at(sent.base_offset)).await;
+            self.failed |= rolled.is_err();
+            rolled?;
+            // Nothing lies between: the roll synced all below, so the gap is durable too. The
+            // tail cache holds contiguous batches only: what it held is on disk now.
+            self.positions.appended(sent.base_offset);
+            self.positions.flushed();
+            self.cache.clear();
         }
         self.append_checked(batch, sent, now).await
     }

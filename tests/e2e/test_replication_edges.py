@@ -15,6 +15,9 @@ loopback (rill.shards=1), real clients, real stops, kill -9 and SIGSTOP/SIGCONT.
 - The high watermark is checkpointed (Kafka's replication-offset-checkpoint): after every node
   was killed -9, the partition's leader serves exactly what was committed before, neither
   nothing (a high watermark from scratch) nor the records only the old leader held.
+- A replica that was away while its compacted topic was cleaned copies the leader's log with
+  the gaps compaction left (whole batches gone in the middle of a segment), as Kafka's
+  followers do, rejoins the ISR and, made leader, serves the same latest value of every key.
 """
 
 from __future__ import annotations
@@ -27,10 +30,11 @@ import urllib.request
 
 import kafka_wire as kw
 import pytest
-from confluent_kafka import Producer, TopicPartition
-from confluent_kafka.admin import AdminClient
+from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
 
 from broker import port_accepts
+from test_admin_listener import metrics
 from cluster import node_metadata
 from test_replication import FAST, bootstrap, create, leader_of, partitions, unique, wait_for, \
     wait_isr
@@ -305,3 +309,83 @@ def test_a_follower_pulls_every_partition_of_a_leader_over_one_connection(tmp_pa
         links = {(a.node_id, b.node_id): connections(a, b) for a in c.nodes for b in c.nodes
                  if a is not b}
         assert links == {pair: 1 for pair in links}, links
+
+
+def produce_keyed(bootstrap_servers: str, topic: str, records: list[tuple[str, str]],
+                  per_batch: int = 1) -> None:
+    """Produce `records` acks=all in batches of `per_batch` (a flush each), each acknowledged."""
+    errors = []
+    p = Producer({"bootstrap.servers": bootstrap_servers, "acks": "all",
+                  "compression.type": "none", "linger.ms": 1000})
+    for start in range(0, len(records), per_batch):
+        for key, value in records[start:start + per_batch]:
+            p.produce(topic, value.encode(), key.encode(), partition=0,
+                      on_delivery=lambda e, m: errors.append(e))
+        assert p.flush(30) == 0, "a message still in flight"
+    assert errors == [None] * len(records), errors[:5]
+
+
+def read_keyed(bootstrap_servers: str, topic: str) -> list[tuple[int, str, str]]:
+    """Every (offset, key, value) of partition 0 up to its end (offsets may have gaps)."""
+    consumer = Consumer({"bootstrap.servers": bootstrap_servers, "group.id": unique("g"),
+                         "enable.auto.commit": False, "enable.partition.eof": True})
+    try:
+        consumer.assign([TopicPartition(topic, 0, 0)])
+        got = []
+        deadline = time.monotonic() + 30
+        while True:
+            assert time.monotonic() < deadline, f"no end of partition after {got}"
+            msg = consumer.poll(0.5)
+            if msg is None:
+                continue
+            if msg.error():
+                if msg.error().code() == KafkaError._PARTITION_EOF:
+                    return got
+                continue
+            got.append((msg.offset(), msg.key().decode(), msg.value().decode()))
+    finally:
+        consumer.close()
+
+
+@pytest.mark.timeout(150)
+def test_a_replica_away_while_its_compacted_topic_was_cleaned_copies_the_gaps_and_rejoins_the_isr(
+        tmp_path):
+    with Nodes(tmp_path, **FAST, **{"log.cleaner.backoff.ms": 200}) as c:
+        topic = unique("compacted-gaps")
+        admin = AdminClient({"bootstrap.servers": bootstrap(c)})
+        admin.create_topics([NewTopic(topic, 1, 3, config={
+            "cleanup.policy": "compact", "segment.ms": "1000",
+            "min.cleanable.dirty.ratio": "0.01"})])[topic].result(15)
+        wait_isr(c, topic, 3)
+        away = c.node(leader_of(c, topic, 0))  # the preferred replica: elected back below
+        assert away.stop() == 0
+        wait_for(lambda: leader_of(c, topic, 0) not in (-1, away.node_id), 30,
+                 lambda: f"no new leader: {partitions(c, topic)}")
+        wait_isr(c, topic, 2)
+        # Every key in one batch, then even keys five times more, one record per batch: the
+        # clean keeps the first batch with its odd keys only (fewer records than offsets), and
+        # single batches with gaps between them.
+        first = [(f"k{k:02}", "v0") for k in range(20)]
+        updates = [(f"k{k:02}", f"v{r}") for r in range(1, 6) for k in range(0, 20, 2)]
+        produce_keyed(bootstrap(c), topic, first, per_batch=len(first))
+        produce_keyed(bootstrap(c), topic, updates)
+        written = first + updates
+        time.sleep(1.1)  # segment.ms: the next append seals the segment holding every update
+        produce_keyed(bootstrap(c), topic, [("sentinel", "end")])
+        leader = c.node(leader_of(c, topic, 0))
+        cleaned = 'rill_cleaner_cleans_total{result="done"}'
+        wait_for(lambda: metrics(f"127.0.0.1:{leader.admin_port}").get(cleaned, 0) >= 1, 30,
+                 lambda: f"the leader's cleaner did not run: {leader.log_tail(20)}")
+        expected = read_keyed(leader.bootstrap, topic)
+        # Under load segment.ms may have sealed more than one segment while producing, and the
+        # last one may not be cleaned yet: the latest values are what counts, and the gaps.
+        assert {k: v for _, k, v in expected} == dict(written + [("sentinel", "end")]), expected
+        offsets = [o for o, _, _ in expected]
+        assert offsets[0] > 0 or any(b > a + 1 for a, b in zip(offsets, offsets[1:])), \
+            f"the clean left no gap: {offsets}"
+        away.start()  # its log is empty: it fetches offset 0, the leader's first batch is past it
+        wait_isr(c, topic, 3, timeout_s=30)
+        assert elect_preferred(bootstrap(c), topic, 0) == 0
+        wait_for(lambda: leader_of(c, topic, 0) == away.node_id, 30,
+                 lambda: f"{away.node_id} not leader: {partitions(c, topic)}")
+        assert read_keyed(away.bootstrap, topic) == expected

@@ -13,6 +13,7 @@ use rill_protocol::kafka_protocol::records::{
     TimestampType as KpTimestampType,
 };
 use rill_protocol::record::{retain_records, RecordBatchView};
+use rill_types::LeaderEpoch;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
@@ -858,4 +859,80 @@ fn rill_check_finds_nothing_wrong_in_a_compacted_partition() {
     block_on(log.close()).unwrap();
     let report = block_on(crate::verify::verify_partition(&s, dir())).unwrap();
     assert!(!report.is_damaged(), "{:?}", report.findings);
+}
+
+/// A follower copies a compacted leader's log, gaps and all (issue 32): compaction removes
+/// whole batches in the middle of a segment, and a lagging or new replica fetching from its log
+/// end gets the next batch the leader kept. Kafka's followers accept those gaps; refusing them
+/// stalled the replica for good. The copy reads the same, also after a crash of the follower.
+#[test]
+fn a_follower_copies_a_compacted_log_with_its_offset_gaps() {
+    let s = SimStorage::new(3, FaultConfig::default());
+    let clock = Rc::new(ManualClock::new(10_000));
+    let mut leader = open_log(&s, config(), &clock);
+    leader.lead(LeaderEpoch(1), Offset(0));
+    // Odd keys written once, even keys nine times more: what is kept is scattered, with gaps
+    // between single batches and a long one before the even keys' last round.
+    for round in 0..10 {
+        for k in (0..40).filter(|k| round == 0 || k % 2 == 0) {
+            append(
+                &mut leader,
+                &[put(&format!("k{k}"), &format!("v{round}"))],
+                1_000 + round,
+            );
+        }
+    }
+    roll(&mut leader);
+    leader.set_high_watermark(leader.log_end_offset());
+    clean(&mut leader, &CompactionConfig::default(), 10_000).expect("a clean was due");
+    let kept = visible(&mut leader);
+    assert_eq!(kept.len(), 40);
+    assert!(
+        kept.windows(2).any(|w| w[1].0 > w[0].0 + 1),
+        "the clean left gaps"
+    );
+
+    let f = SimStorage::new(4, FaultConfig::default());
+    let mut follower = open_log(&f, config(), &clock);
+    follower.follow(Offset(0));
+    while follower.log_end_offset() < leader.log_end_offset() {
+        let from = follower.log_end_offset();
+        let read = block_on(leader.read_for_replica(from, 1 << 12)).unwrap();
+        assert!(
+            !read.chunks.is_empty(),
+            "the leader has nothing at or past {from}"
+        );
+        for view in read.chunks.iter().flat_map(batches_of) {
+            // Cleaned batches hold fewer records than offsets, some none (a header kept).
+            let batch = ValidatedBatch::from_leader(BytesMut::from(view.as_bytes())).unwrap();
+            block_on(follower.append_replica(batch, TimestampMs(10_000))).unwrap();
+        }
+        block_on(follower.flush()).unwrap();
+    }
+    assert_eq!(follower.log_end_offset(), leader.log_end_offset());
+    follower.set_high_watermark(leader.high_watermark());
+    assert_eq!(visible(&mut follower), kept);
+    // A batch below the log end is still refused: offsets only grow.
+    let again = batches_of(
+        &block_on(leader.read_for_replica(Offset(0), 1))
+            .unwrap()
+            .chunks[0],
+    );
+    let old = ValidatedBatch::from_leader(BytesMut::from(again[0].as_bytes())).unwrap();
+    let refused = block_on(follower.append_replica(old, TimestampMs(10_000)));
+    assert!(
+        matches!(refused, Err(EngineError::InvalidRecord(_))),
+        "{refused:?}"
+    );
+
+    f.crash();
+    let mut follower = open_log(&f, config(), &clock);
+    follower.follow(Offset(0));
+    assert_eq!(follower.log_end_offset(), leader.log_end_offset());
+    follower.set_high_watermark(leader.high_watermark());
+    assert_eq!(
+        visible(&mut follower),
+        kept,
+        "recovery reads the gaps as segment ends"
+    );
 }

@@ -18,7 +18,8 @@
 //! record; Rill stores batches as they came). What holds afterwards, and what the engine relies
 //! on: the bytes are exactly one whole v2 batch with a valid CRC, at least one record, and
 //! `last()` cannot overflow. Only baseOffset and partitionLeaderEpoch (outside the CRC) may be
-//! rewritten.
+//! rewritten. A batch a follower copies ([`ValidatedBatch::from_leader`]) may hold fewer records
+//! than offsets, or none: the leader's compaction removed them, as it does in its own log.
 
 use bytes::{Bytes, BytesMut};
 
@@ -39,6 +40,29 @@ pub struct ValidatedBatch {
 impl ValidatedBatch {
     /// Checks `bytes` (exactly one batch) against every rule in the module table.
     pub fn new(bytes: BytesMut, message_bytes_max: usize) -> Result<ValidatedBatch, BatchError> {
+        let batch = Self::checked(bytes, message_bytes_max)?;
+        check_records_count(batch.header())?;
+        Ok(batch)
+    }
+
+    /// A batch a follower copies from its leader's log, as it is there: every rule of the
+    /// module table but the last, which the leader's compaction relaxes. A cleaned batch keeps
+    /// its offsets and lastOffsetDelta with records removed, down to none (a header kept for
+    /// its producer's state), as Kafka's cleaner leaves them: 0 ≤ recordsCount ≤
+    /// lastOffsetDelta + 1. No size bound: the leader took it.
+    pub fn from_leader(bytes: BytesMut) -> Result<ValidatedBatch, BatchError> {
+        let batch = Self::checked(bytes, usize::MAX)?;
+        let header = batch.header();
+        let records = i64::from(header.records_count.get());
+        if records < 0 || records > i64::from(header.last_offset_delta.get()) + 1 {
+            let reason = "recordsCount outside 0..=lastOffsetDelta + 1".into();
+            return Err(BatchError::InvalidRecord { reason });
+        }
+        Ok(batch)
+    }
+
+    /// Every rule of the module table but the records count.
+    fn checked(bytes: BytesMut, message_bytes_max: usize) -> Result<ValidatedBatch, BatchError> {
         let size = check_shape(&bytes)?;
         if bytes.len() > size {
             return Err(BatchError::TrailingBytes {
@@ -56,7 +80,6 @@ impl ValidatedBatch {
             return Err(BatchError::TooLarge { size, max });
         }
         check_offsets(header)?;
-        check_records_count(header)?;
         let held_bytes = bytes.len();
         Ok(ValidatedBatch { bytes, held_bytes })
     }
@@ -189,6 +212,32 @@ mod tests {
         edit(RecordBatchHeader::view_mut(&mut b).unwrap());
         write_crc(&mut b);
         b
+    }
+
+    #[test]
+    fn a_batch_from_a_leader_may_hold_fewer_records_than_offsets_after_compaction() {
+        let cleaned = edited(batch(3, 20), |h| h.records_count.set(1));
+        assert_eq!(
+            code(&cleaned, 1 << 20),
+            ErrorCode::InvalidRecord,
+            "not from a producer"
+        );
+        assert!(ValidatedBatch::from_leader(BytesMut::from(&cleaned[..])).is_ok());
+        let emptied = edited(batch(3, 20), |h| h.records_count.set(0));
+        assert!(ValidatedBatch::from_leader(BytesMut::from(&emptied[..])).is_ok());
+        for bad in [4, -1] {
+            let b = edited(batch(3, 20), |h| h.records_count.set(bad));
+            assert!(
+                ValidatedBatch::from_leader(BytesMut::from(&b[..])).is_err(),
+                "{bad}"
+            );
+        }
+        let mut crc = batch(3, 20);
+        *crc.last_mut().unwrap() ^= 1;
+        assert!(
+            ValidatedBatch::from_leader(BytesMut::from(&crc[..])).is_err(),
+            "CRC checked"
+        );
     }
 
     #[test]

@@ -531,7 +531,7 @@ impl<S: Storage + 'static> Actor<S> {
                     return reply;
                 }
             }
-            let batch = match ValidatedBatch::new(BytesMut::from(view.as_bytes()), usize::MAX) {
+            let batch = match ValidatedBatch::from_leader(BytesMut::from(view.as_bytes())) {
                 Ok(batch) => batch,
                 Err(e) => {
                     tracing::warn!(topic = self.setup.topic, error = %e, "a leader sent an invalid batch");

@@ -295,3 +295,58 @@ def test_the_group_resumes_at_its_committed_offsets_after_the_coordinator_is_kil
         assert sorted(by_partition.get(p, [])) == list(range(start, end)), (
             f"partition {p}: committed {start}, read {sorted(by_partition.get(p, []))[:5]}")
     assert sum(committed.values()) + len(rest) == MESSAGES
+
+
+def test_a_member_keeps_its_assignment_and_position_when_the_coordinator_is_killed(
+        kip848_cluster):
+    """The group's records in __consumer_offsets (Kafka's ConsumerGroup* record types) let the
+    new coordinator answer the member's next heartbeat at its epoch: it keeps its partitions and
+    its fetch positions, so nothing read since its last commit is read again."""
+    from test_coordinator_failover import MESSAGES, PARTITIONS, consume, live_coordinator, produce
+    from test_replication import bootstrap, create, unique, wait_isr
+    from test_transactions_cluster import GROUP
+    c = kip848_cluster
+    topic, group = unique("kkeep"), unique("kkeep-group")
+    create(c, topic, PARTITIONS)
+    wait_isr(c, topic, 3)
+    produce(c, topic)
+    member = consumer(bootstrap(c), group)
+    try:
+        member.subscribe([topic])
+        before = consume(member, MESSAGES // 2)
+        epoch_before = describe(bootstrap(c), group).members[0]
+        old = live_coordinator(c, group, GROUP)
+        c.node(old).kill9()
+        assert live_coordinator(c, group, GROUP) != old
+        after = consume(member, MESSAGES - len(before))
+        seen = before + after
+        assert len(set(seen)) == len(seen) == MESSAGES, "records read twice after the failover"
+        desc = describe(bootstrap(c), group)
+        assert [m.member_id for m in desc.members] == [epoch_before.member_id]
+        assert len(owned(member)) == PARTITIONS
+    finally:
+        member.close()
+
+
+def test_a_consumer_group_member_rejoins_after_a_single_node_restart(broker_factory, tmp_path,
+                                                                      topic_name):
+    """A single node keeps no consumer group membership across a restart (only offsets): the
+    member's next heartbeat is answered UNKNOWN_MEMBER_ID, and it joins again and goes on."""
+    props = tmp_path / "kip848.properties"
+    props.write_text("".join(f"{k}={v}\n" for k, v in CONSUMER_GROUP_PROPERTIES.items()))
+    b = broker_factory(config_path=props)
+    create_topic(b.bootstrap, topic_name, partitions=2)
+    first = seed(b.bootstrap, topic_name, 2, 3, tag="before")
+    c = consumer(b.bootstrap, f"g-{topic_name}")
+    seen: list = []
+    try:
+        c.subscribe([topic_name])
+        poll_until([c], lambda: len(seen) >= len(first), seen=seen, commit=True,
+                   what="records before the restart")
+        b.restart()
+        later = seed(b.bootstrap, topic_name, 2, 3, tag="after")
+        poll_until([c], lambda: len(seen) >= len(first) + len(later), seen=seen, commit=True,
+                   what="records after the restart")
+    finally:
+        c.close()
+    assert set(seen) == first | later

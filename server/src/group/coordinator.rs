@@ -84,6 +84,24 @@ impl<J: Journal> GroupCoordinator<J> {
         self.groups.borrow_mut().extend(loaded);
     }
 
+    /// Restores offsets partition `partition`'s KIP-848 consumer groups from their latest
+    /// records (after [`Self::load_partition`]), sessions starting now.
+    pub fn load_consumer_groups(
+        &self,
+        partition: i32,
+        records: Vec<super::consumer::records::RawRecord>,
+    ) {
+        let now = self.now();
+        let mut consumer = self.consumer_groups.borrow_mut();
+        for mut group in super::consumer::records::restore(records, self.config.consumer) {
+            if super::offsets_partition(&group.id) != partition {
+                continue;
+            }
+            group.restart_sessions(now);
+            consumer.insert(group.id.clone(), group);
+        }
+    }
+
     /// Drops offsets partition `partition`'s groups (this broker no longer coordinates it):
     /// parked joins and syncs are answered NOT_COORDINATOR, so members look for the new one.
     pub fn unload_partition(&self, partition: i32) {
@@ -169,16 +187,21 @@ impl<J: Journal> GroupCoordinator<J> {
                 commit,
             } => self.txn_end(group_id, producer_id, commit).await,
             GroupOp::PendingTxn(topics) => self.pending_txn(group_id, topics),
-            op => self.consumer_op(group_id, op, now),
+            GroupOp::ConsumerHeartbeat(args) => {
+                let mut result = self.consumer_heartbeat(group_id, *args, now);
+                if let Err(code) = self.write_consumer(group_id).await {
+                    result = ConsumerHeartbeatResult::error(code, "the group could not be written");
+                }
+                GroupReply::ConsumerHeartbeat(result)
+            }
+            op => self.consumer_op(group_id, op),
         }
     }
 
     /// The KIP-848 consumer groups' operations.
-    fn consumer_op(&self, group_id: &str, op: GroupOp, now: i64) -> GroupReply {
+    fn consumer_op(&self, group_id: &str, op: GroupOp) -> GroupReply {
         match op {
-            GroupOp::ConsumerHeartbeat(args) => {
-                GroupReply::ConsumerHeartbeat(self.consumer_heartbeat(group_id, *args, now))
-            }
+            GroupOp::ConsumerHeartbeat(_) => unreachable!("answered in handle"),
             GroupOp::ConsumerDescribe => {
                 GroupReply::ConsumerDescribe(self.consumer_describe(group_id))
             }
@@ -233,9 +256,12 @@ impl<J: Journal> GroupCoordinator<J> {
         let mut consumer = self.consumer_groups.borrow_mut();
         if !consumer.contains_key(group_id) {
             if args.member_epoch != 0 {
+                // Kafka answers GROUP_ID_NOT_FOUND, which librdkafka takes as fatal; a group
+                // unknown here may be one a single node forgot in a restart (it keeps no
+                // membership), so its members are told to join again instead.
                 return ConsumerHeartbeatResult::error(
-                    ErrorCode::GroupIdNotFound,
-                    format!("Group {group_id} not found."),
+                    ErrorCode::UnknownMemberId,
+                    format!("Group {group_id} has no member {}.", args.member_id),
                 );
             }
             let exists = self.groups.borrow().contains_key(group_id);
@@ -256,6 +282,34 @@ impl<J: Journal> GroupCoordinator<J> {
             hooks::bound_hit(Bound::GroupMaxSize);
         }
         result
+    }
+
+    /// Writes what changed in consumer group `group_id` (a journal that writes membership:
+    /// a cluster's), before the heartbeat that changed it is answered.
+    pub async fn write_consumer(&self, group_id: &str) -> Result<(), ErrorCode> {
+        let records = {
+            let mut consumer = self.consumer_groups.borrow_mut();
+            let Some(group) = consumer.get_mut(group_id) else {
+                return Ok(());
+            };
+            match group.take_write() {
+                Some(removed) if self.journal.writes_membership() => {
+                    super::consumer::records::encode(group, &removed)
+                }
+                _ => return Ok(()),
+            }
+        };
+        self.journal.append_consumer(group_id, records).await
+    }
+
+    /// Consumer groups whose members a tick fenced (their records are to be written).
+    pub fn fenced_consumer_groups(&self) -> Vec<String> {
+        let now = self.now();
+        let mut consumer = self.consumer_groups.borrow_mut();
+        consumer
+            .iter_mut()
+            .filter_map(|(id, g)| g.tick(now).then(|| id.clone()))
+            .collect()
     }
 
     /// ConsumerGroupDescribe of one group.
@@ -543,23 +597,28 @@ impl<J: Journal> GroupCoordinator<J> {
     }
 
     async fn delete_group(&self, group_id: &str) -> ErrorCode {
-        {
+        let was_consumer = {
             let mut consumer = self.consumer_groups.borrow_mut();
             match consumer.get(group_id) {
                 Some(g) if g.has_members() => return ErrorCode::NonEmptyGroup,
-                Some(_) => {
-                    consumer.remove(group_id);
-                    if !self.groups.borrow().contains_key(group_id) {
-                        return ErrorCode::None;
-                    }
-                }
-                None => {}
+                Some(_) => consumer.remove(group_id).is_some(),
+                None => false,
+            }
+        };
+        if was_consumer && self.journal.writes_membership() {
+            let tombstones = super::consumer::records::encode_deleted(group_id);
+            if let Err(code) = self.journal.append_consumer(group_id, tombstones).await {
+                return code;
             }
         }
         let records = {
             let groups = self.groups.borrow();
             let Some(group) = groups.get(group_id) else {
-                return ErrorCode::GroupIdNotFound;
+                return if was_consumer {
+                    ErrorCode::None
+                } else {
+                    ErrorCode::GroupIdNotFound
+                };
             };
             if group.state() == GroupState::Dead {
                 return ErrorCode::GroupIdNotFound;
@@ -670,9 +729,6 @@ impl<J: Journal> GroupCoordinator<J> {
         // does); their Empty record is written all the same.
         groups.retain(|_, g| !g.is_disposable());
         let mut consumer = self.consumer_groups.borrow_mut();
-        for group in consumer.values_mut() {
-            group.tick(now);
-        }
         // An empty consumer group is kept while it has committed offsets (Kafka lists it Empty).
         consumer.retain(|id, g| g.has_members() || groups.contains_key(id));
         emptied

@@ -60,6 +60,16 @@ pub trait Journal {
         false
     }
 
+    /// Make a KIP-848 consumer group's records durable (`super::consumer::records`); a
+    /// journal that does not write membership keeps none.
+    async fn append_consumer(
+        &self,
+        _group_id: &str,
+        _records: Vec<super::consumer::records::RawRecord>,
+    ) -> Result<(), ErrorCode> {
+        Ok(())
+    }
+
     /// Make `group_id`'s membership record durable (`None`: its tombstone).
     async fn append_group(
         &self,

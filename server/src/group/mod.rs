@@ -10,7 +10,9 @@
 //! - [`replicated`]: in a cluster, the journal is the replicated `__consumer_offsets` topic,
 //!   loaded by the broker leading each partition (`crate::coordinator_log`).
 //! - [`consumer`]: one KIP-848 consumer group's state machine (member and group epochs,
-//!   server-side assignors, incremental reconciliation), pure and runtime-free like [`state`].
+//!   server-side assignors, incremental reconciliation), pure and runtime-free like [`state`];
+//!   its records in Kafka's coordinator record types (`consumer::records`), written by a
+//!   cluster's journal and restored by the next coordinator.
 //! - [`coordinator`]: one shard's groups, answering [`GroupOp`]s.
 //! - `txn_offsets`: offsets committed inside transactions, pending until the transaction ends.
 //! - [`runtime`]: starting a shard's coordinator with the storage and clock handed in; other

@@ -207,6 +207,9 @@ pub enum LogRecord {
     Offset(OffsetRecord),
     /// A group's membership (`None`: the group was deleted), `super::metadata_record`.
     Group(String, Option<GroupMetadata>),
+    /// A KIP-848 consumer group's record in Kafka's format (key first byte 0x00): key and
+    /// value bytes, parsed when the group loads (`crate::group::consumer::records`).
+    Consumer(Bytes, Option<Bytes>),
 }
 
 /// The offset records in `chunk` (whole batches back to back), with their offsets, in log
@@ -216,7 +219,7 @@ pub fn decode_chunk(chunk: Bytes) -> Result<Vec<(Offset, OffsetRecord)>, OffsetR
     Ok(records
         .filter_map(|(offset, record)| match record {
             LogRecord::Offset(r) => Some((offset, r)),
-            LogRecord::Group(..) => None,
+            LogRecord::Group(..) | LogRecord::Consumer(..) => None,
         })
         .collect())
 }
@@ -230,7 +233,9 @@ pub fn decode_log_chunk(chunk: Bytes) -> Result<Vec<(Offset, LogRecord)>, Offset
     for set in sets {
         for record in set.records {
             let key = record.key.ok_or(OffsetRecordError::Record)?;
-            let decoded = if key.first() == Some(&GROUP_KEY_VERSION) {
+            let decoded = if key.first() == Some(&0) {
+                LogRecord::Consumer(key, record.value)
+            } else if key.first() == Some(&GROUP_KEY_VERSION) {
                 let group = decode_group_key(key)?;
                 let value = record.value.map(decode_group_value).transpose()?;
                 LogRecord::Group(group, value)

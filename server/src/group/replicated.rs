@@ -35,9 +35,10 @@ impl<S: Storage + 'static> ReplicatedJournal<S> {
     /// leads (call every coordinator tick).
     pub async fn follow<J: Journal>(&self, coordinator: &GroupCoordinator<J>) {
         let install = |partition, chunks| {
-            let (live, groups, records) = live_of(chunks)?;
+            let (live, groups, records, consumer) = live_of(chunks)?;
             let groups = groups.into_iter().filter_map(|(g, v)| Some((g, v?)));
             coordinator.load_partition(partition, live.into_iter().collect(), groups.collect());
+            coordinator.load_consumer_groups(partition, consumer.into_iter().collect());
             Ok(records)
         };
         let unload = |partition| coordinator.unload_partition(partition);
@@ -51,12 +52,14 @@ pub type Loaded = (
     HashMap<OffsetKey, CommittedOffset>,
     HashMap<String, Option<GroupMetadata>>,
     u64,
+    HashMap<bytes::Bytes, Option<bytes::Bytes>>,
 );
 
 /// The live entries of loaded batches, and how many records were read.
 pub fn live_of(chunks: Vec<LoadedChunk>) -> Result<Loaded, String> {
     let mut live = HashMap::new();
     let mut groups = HashMap::new();
+    let mut consumer = HashMap::new();
     let mut records = 0;
     for (from, chunk) in chunks {
         let decoded = decode_log_chunk(chunk).map_err(|e| e.to_string())?;
@@ -67,10 +70,13 @@ pub fn live_of(chunks: Vec<LoadedChunk>) -> Result<Loaded, String> {
                 LogRecord::Group(group, value) => {
                     groups.insert(group, value);
                 }
+                LogRecord::Consumer(key, value) => {
+                    consumer.insert(key, value);
+                }
             }
         }
     }
-    Ok((live, groups, records))
+    Ok((live, groups, records, consumer))
 }
 
 impl<S: Storage + 'static> Journal for ReplicatedJournal<S> {
@@ -97,6 +103,27 @@ impl<S: Storage + 'static> Journal for ReplicatedJournal<S> {
         value: Option<GroupMetadata>,
     ) -> Result<(), ErrorCode> {
         let batch = encode_group_batch(group_id, value.as_ref(), self.clock.now().0);
+        self.log.append(offsets_partition(group_id), batch).await
+    }
+
+    async fn append_consumer(
+        &self,
+        group_id: &str,
+        records: Vec<super::consumer::records::RawRecord>,
+    ) -> Result<(), ErrorCode> {
+        if records.is_empty() {
+            return Ok(());
+        }
+        let now = self.clock.now().0;
+        let bytes = rill_protocol::record::encode_plain_batch(records.into_iter().map(|(k, v)| {
+            rill_protocol::record::PlainRecord {
+                key: Some(k),
+                value: v,
+                timestamp_ms: now,
+            }
+        }));
+        let batch = rill_types::batch::ValidatedBatch::new(bytes, usize::MAX)
+            .expect("an encoded consumer group batch is valid");
         self.log.append(offsets_partition(group_id), batch).await
     }
 }
@@ -131,7 +158,7 @@ mod tests {
             (Offset(2), second),
             (Offset(4), first), // offsets 0-1 again, before this read's start: skipped
         ];
-        let (live, _, records) = live_of(chunks).unwrap();
+        let (live, _, records, _) = live_of(chunks).unwrap();
         assert_eq!(records, 4);
         assert_eq!(live.len(), 1);
         assert_eq!(live[&OffsetKey::committed("g", "t", 0)].offset, Offset(2));
@@ -160,7 +187,7 @@ mod tests {
             at(3, encode_group_batch("h", None, 1)),
             at(4, encode_batch(&[record("g", 0, Some(3))], 1)),
         ];
-        let (live, groups, records) = live_of(chunks).unwrap();
+        let (live, groups, records, _) = live_of(chunks).unwrap();
         assert_eq!(records, 5);
         assert_eq!(live.len(), 1);
         assert_eq!(groups["g"].as_ref().map(|m| m.generation), Some(2));

@@ -77,6 +77,17 @@ impl<S: Storage + 'static> Journal for ShardJournal<S> {
             ShardJournal::Replicated(journal) => journal.append_group(group_id, value).await,
         }
     }
+
+    async fn append_consumer(
+        &self,
+        group_id: &str,
+        records: Vec<crate::group::consumer::records::RawRecord>,
+    ) -> Result<(), ErrorCode> {
+        match self {
+            ShardJournal::Private(journal) => journal.append_consumer(group_id, records).await,
+            ShardJournal::Replicated(journal) => journal.append_consumer(group_id, records).await,
+        }
+    }
 }
 
 /// The coordinator a shard runs over storage `S`.
@@ -122,6 +133,15 @@ async fn tick_forever<S: Storage + 'static>(coordinator: Weak<ShardCoordinator<S
         for (group_id, record) in c.tick() {
             let c = c.clone();
             let write = async move { c.write_emptied(&group_id, record).await };
+            glommio::spawn_local(write).detach();
+        }
+        for group_id in c.fenced_consumer_groups() {
+            let c = c.clone();
+            let write = async move {
+                if let Err(code) = c.write_consumer(&group_id).await {
+                    tracing::warn!(group = group_id, ?code, "writing the fenced members failed");
+                }
+            };
             glommio::spawn_local(write).detach();
         }
         if let ShardJournal::Replicated(journal) = c.journal() {

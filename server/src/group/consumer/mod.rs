@@ -17,6 +17,7 @@
 //! instance id takes over the assignment without a rebalance.
 
 pub mod assignor;
+pub mod records;
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -275,6 +276,8 @@ pub struct ConsumerGroup {
     config: ConsumerConfig,
     /// Records to write (members changed since the last take).
     dirty: bool,
+    /// Members removed since the last take (their records get tombstones).
+    removed: Vec<String>,
 }
 
 impl ConsumerGroup {
@@ -290,6 +293,7 @@ impl ConsumerGroup {
             assignor: config.default_assignor(),
             config,
             dirty: false,
+            removed: Vec::new(),
         }
     }
 
@@ -315,9 +319,10 @@ impl ConsumerGroup {
         !self.members.is_empty()
     }
 
-    /// Whether something changed that a journal should write ([`Self::take_dirty`]).
-    pub fn take_dirty(&mut self) -> bool {
-        std::mem::take(&mut self.dirty)
+    /// If something changed since the last take, the members removed meanwhile: the group is
+    /// to be written ([`records::encode`]).
+    pub fn take_write(&mut self) -> Option<Vec<String>> {
+        std::mem::take(&mut self.dirty).then(|| std::mem::take(&mut self.removed))
     }
 
     /// Topics the members subscribe to (OffsetDelete's check).
@@ -471,6 +476,7 @@ impl ConsumerGroup {
                 let mut member = self.members.remove(&old_id).expect("found");
                 let target = self.target.remove(&old_id).unwrap_or_default();
                 member.id = member_id.clone();
+                self.removed.push(old_id.clone());
                 if old_epoch == STATIC_LEAVE_EPOCH {
                     member.epoch = member.previous_epoch;
                 }
@@ -540,6 +546,7 @@ impl ConsumerGroup {
     pub fn remove(&mut self, member_id: &str) {
         if self.members.remove(member_id).is_some() {
             self.target.remove(member_id);
+            self.removed.push(member_id.to_string());
             self.bump();
         }
     }

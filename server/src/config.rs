@@ -613,7 +613,7 @@ impl BrokerConfig {
             return Err(bad(
                 "listener.security.protocol.map",
                 &format!("{}:{}", l.name, l.protocol.name()),
-                "this build serves PLAINTEXT listeners only",
+                "SASL is not served yet (PLAINTEXT and SSL listeners are)",
             ));
         }
         Ok(())

@@ -54,10 +54,10 @@ use crate::shutdown::ShutdownSignal;
 const READ_CHUNK_BYTES_MAX: usize = 1 << 20;
 
 /// A request's task: its outcome, and for a Produce when the response was ready.
-type Pending = JoinHandle<(Outcome, Option<std::time::Instant>)>;
+pub(super) type Pending = JoinHandle<(Outcome, Option<std::time::Instant>)>;
 
 /// What a connection's reader, writer and idle watch share.
-struct Activity {
+pub(super) struct Activity {
     /// When bytes last arrived or left, or a request was last answered.
     last: Cell<Instant>,
     /// Requests being served, plus a frame waiting for memory: the connection is not idle.
@@ -65,7 +65,15 @@ struct Activity {
 }
 
 impl Activity {
-    fn touch(&self) {
+    /// Nothing yet, as of now.
+    pub(super) fn new() -> Rc<Self> {
+        Rc::new(Activity {
+            last: Cell::new(Instant::now()),
+            busy: Cell::new(0),
+        })
+    }
+
+    pub(super) fn touch(&self) {
         self.last.set(Instant::now());
     }
 
@@ -85,6 +93,10 @@ pub async fn serve_connection<S: Storage + 'static>(
     shutdown: Rc<ShutdownSignal>,
 ) {
     let peer = stream.peer_addr().ok();
+    if let Some(tls) = listener.tls.clone() {
+        super::tls::serve_tls(stream, listener, tls, shard, shutdown).await;
+        return;
+    }
     let session = Rc::new(Session::new(listener, peer));
     let _ = stream.set_nodelay(true);
     // The reader receives on the raw descriptor and waits for readability with `peek` on a
@@ -210,7 +222,7 @@ async fn read_requests<S: Storage + 'static>(
 }
 
 /// `bytes` of `budget`, waiting (and counting the wait) if they do not fit now.
-async fn reserve(budget: &ByteBudget, bytes: u64, activity: &Activity) -> Hold {
+pub(super) async fn reserve(budget: &ByteBudget, bytes: u64, activity: &Activity) -> Hold {
     if let Some(hold) = budget.try_reserve(bytes) {
         return hold;
     }
@@ -222,7 +234,7 @@ async fn reserve(budget: &ByteBudget, bytes: u64, activity: &Activity) -> Hold {
 }
 
 /// Runs one request frame's task; its reservation is given back once it is answered.
-fn spawn_request<S: Storage + 'static>(
+pub(super) fn spawn_request<S: Storage + 'static>(
     shard: &Rc<Shard<S>>,
     session: &Rc<Session>,
     body: Bytes,

@@ -4,3 +4,4 @@ pub mod connection;
 pub mod listener;
 pub mod quotas;
 pub mod socket_io;
+pub mod tls;

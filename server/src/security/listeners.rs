@@ -25,7 +25,7 @@ use super::{bad, BadSetting, SecurityProtocol};
 pub const INTER_BROKER_PROTOCOL_DEFAULT: SecurityProtocol = SecurityProtocol::Plaintext;
 
 /// One listener clients (and brokers) connect to.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub struct Listener {
     /// Its name, upper-case (`PLAINTEXT`, `SASL_SSL`, `REPLICATION`, ...).
     pub name: String,
@@ -39,10 +39,12 @@ pub struct Listener {
     pub advertise_port: u16,
     /// Whether it is the inter-broker listener (the only one replica Fetches are taken on).
     pub inter_broker: bool,
+    /// Its TLS settings (SSL and SASL_SSL listeners).
+    pub tls: Option<Arc<super::tls::TlsListener>>,
 }
 
 /// Every listener this broker serves, the first client listener first.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub struct Listeners {
     /// In `listeners` order, controller listeners left out.
     pub all: Vec<Arc<Listener>>,
@@ -60,6 +62,7 @@ impl Listeners {
                 advertise_host: host.to_string(),
                 advertise_port: port,
                 inter_broker: true,
+                tls: None,
             })],
         }
     }
@@ -72,12 +75,10 @@ impl Listeners {
             .expect("resolved with an inter-broker listener")
     }
 
-    /// A listener whose protocol this build cannot serve yet (all but PLAINTEXT until TLS and
-    /// SASL land): the start stops rather than serve it in plaintext.
+    /// A listener whose protocol this build cannot serve yet (SASL ones, until SASL lands):
+    /// the start stops rather than serve it unauthenticated.
     pub fn unsupported(&self) -> Option<&Arc<Listener>> {
-        self.all
-            .iter()
-            .find(|l| l.protocol != SecurityProtocol::Plaintext)
+        self.all.iter().find(|l| l.protocol.sasl())
     }
 
     /// The listener named `name` (upper-case).
@@ -98,7 +99,19 @@ pub struct SecuritySettings {
 }
 
 /// Properties read per listener (`listener.name.<name>.<property>` or broker-wide).
-const PER_LISTENER: &[&str] = &[];
+const PER_LISTENER: &[&str] = &[
+    "ssl.keystore.type",
+    "ssl.keystore.location",
+    "ssl.keystore.key",
+    "ssl.keystore.certificate.chain",
+    "ssl.key.password",
+    "ssl.truststore.type",
+    "ssl.truststore.location",
+    "ssl.truststore.certificates",
+    "ssl.client.auth",
+    "ssl.principal.mapping.rules",
+    "ssl.enabled.protocols",
+];
 
 /// Broker-wide properties this module reads.
 const BROKER_WIDE: &[&str] = &[
@@ -198,6 +211,12 @@ impl SecuritySettings {
                     format!("each listener must have a different port ({name})"),
                 ));
             }
+            let tls = match protocol.tls() {
+                true => Some(Arc::new(super::tls::resolve(&name, &|p| {
+                    self.get(&name, p).map(str::to_string)
+                })?)),
+                false => None,
+            };
             all.push(Arc::new(Listener {
                 name,
                 protocol,
@@ -205,6 +224,7 @@ impl SecuritySettings {
                 advertise_host: host,
                 advertise_port: port,
                 inter_broker: false,
+                tls,
             }));
         }
         let mut listeners = Listeners { all };
@@ -423,13 +443,19 @@ mod tests {
         let l = settings(&[
             (
                 "listeners",
-                "PLAINTEXT://127.0.0.1:9092,SSL://127.0.0.1:9093",
+                "PLAINTEXT://127.0.0.1:9092,SASL_PLAINTEXT://127.0.0.1:9093",
             ),
             ("security.inter.broker.protocol", "plaintext"),
         ])
         .resolve(first(), &[])
         .unwrap();
-        assert_eq!(l.named("SSL").unwrap().protocol, SecurityProtocol::Ssl);
+        let sasl = l.named("SASL_PLAINTEXT").unwrap();
+        assert_eq!(sasl.protocol, SecurityProtocol::SaslPlaintext);
+        assert!(l.unsupported().is_some(), "SASL is not served yet");
+        let e = settings(&[("listeners", "SSL://127.0.0.1:9093")])
+            .resolve(first(), &[])
+            .unwrap_err();
+        assert!(e.reason.contains("no key store"), "{e}");
         assert_eq!(l.inter_broker().name, "PLAINTEXT");
     }
 

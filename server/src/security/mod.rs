@@ -3,7 +3,9 @@
 //! protected and what is not: `SECURITY.md`.
 
 pub mod listeners;
+pub mod principal;
 pub mod session;
+pub mod tls;
 
 /// A listener's security protocol (`listener.security.protocol.map`), by Kafka's names.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

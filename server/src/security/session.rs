@@ -14,12 +14,19 @@ pub struct Session {
     pub listener: Arc<Listener>,
     /// Its peer's address, if the socket still knew it.
     pub peer: Option<SocketAddr>,
+    /// Who it proved to be (Kafka's `User:` principal name): its client certificate's subject
+    /// mapped by `ssl.principal.mapping.rules`, else [`super::principal::ANONYMOUS`].
+    pub principal: String,
 }
 
 impl Session {
     /// A connection accepted on `listener` from `peer`.
     pub fn new(listener: Arc<Listener>, peer: Option<SocketAddr>) -> Self {
-        Session { listener, peer }
+        Session {
+            listener,
+            peer,
+            principal: super::principal::ANONYMOUS.to_string(),
+        }
     }
 
     /// A connection on the default listener (PLAINTEXT 127.0.0.1:9092, also inter-broker):
@@ -32,6 +39,7 @@ impl Session {
             advertise_host: "127.0.0.1".to_string(),
             advertise_port: 9092,
             inter_broker: true,
+            tls: None,
         };
         Session::new(Arc::new(listener), None)
     }

@@ -1,0 +1,219 @@
+//! A TLS listener's settings, read as Kafka 2.7+ reads PEM stores (per listener through
+//! `listener.name.<name>.<property>`):
+//!
+//! | property                                   | Rill                                         |
+//! |--------------------------------------------|----------------------------------------------|
+//! | `ssl.keystore.type`                        | PEM only (another type stops the start)      |
+//! | `ssl.keystore.location`                    | a PEM file with the private key and the certificate chain |
+//! | `ssl.keystore.key`, `ssl.keystore.certificate.chain` | the same, inline PEM              |
+//! | `ssl.key.password`                         | refused: encrypted keys are not read          |
+//! | `ssl.truststore.type`                      | PEM only                                      |
+//! | `ssl.truststore.location`, `ssl.truststore.certificates` | CA certificates (file or inline) that client certificates are checked against |
+//! | `ssl.client.auth`                          | `none` (default), `requested`, `required`     |
+//! | `ssl.principal.mapping.rules`              | Kafka's rules ([`super::principal`])          |
+//! | `ssl.enabled.protocols`                    | `TLSv1.2`, `TLSv1.3` (default both)           |
+//!
+//! Certificates are read at start; a change to the files takes a restart.
+
+use std::sync::Arc;
+
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+use rustls::server::WebPkiClientVerifier;
+use rustls::{RootCertStore, ServerConfig};
+
+use super::principal::PrincipalRules;
+use super::{bad, BadSetting};
+
+/// What a TLS listener serves with.
+#[derive(Debug)]
+pub struct TlsListener {
+    /// The rustls configuration (key, chain, client verifier, versions).
+    pub config: Arc<ServerConfig>,
+    /// `ssl.principal.mapping.rules`.
+    pub rules: PrincipalRules,
+}
+
+/// The `ssl.*` properties of one listener (`get(property)` gives its value, the listener's
+/// own override first).
+pub fn resolve(
+    listener: &str,
+    get: &dyn Fn(&str) -> Option<String>,
+) -> Result<TlsListener, BadSetting> {
+    for key in ["ssl.keystore.type", "ssl.truststore.type"] {
+        if let Some(kind) = get(key).filter(|k| !k.eq_ignore_ascii_case("PEM")) {
+            return Err(bad(key, &kind, "only PEM stores are read"));
+        }
+    }
+    if let Some(password) = get("ssl.key.password").filter(|p| !p.is_empty()) {
+        let _ = password;
+        return Err(bad(
+            "ssl.key.password",
+            "(hidden)",
+            "encrypted private keys are not read; give an unencrypted PEM key",
+        ));
+    }
+    let (chain, key) = keystore(listener, get)?;
+    let roots = truststore(get)?;
+    let auth = get("ssl.client.auth").unwrap_or_else(|| "none".to_string());
+    let versions = versions(get)?;
+    let builder =
+        ServerConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
+            .with_protocol_versions(&versions)
+            .map_err(|e| bad("ssl.enabled.protocols", "", e.to_string()))?;
+    let builder = match auth.trim().to_ascii_lowercase().as_str() {
+        "none" => builder.with_no_client_auth(),
+        mode @ ("required" | "requested") => {
+            let Some(roots) = roots else {
+                return Err(bad(
+                    "ssl.client.auth",
+                    mode,
+                    "needs ssl.truststore.location or ssl.truststore.certificates",
+                ));
+            };
+            let verifier = WebPkiClientVerifier::builder_with_provider(
+                Arc::new(roots),
+                Arc::new(rustls::crypto::ring::default_provider()),
+            );
+            let verifier = if mode == "requested" {
+                verifier.allow_unauthenticated()
+            } else {
+                verifier
+            };
+            let verifier = verifier
+                .build()
+                .map_err(|e| bad("ssl.truststore.location", "", e.to_string()))?;
+            builder.with_client_cert_verifier(verifier)
+        }
+        other => {
+            return Err(bad(
+                "ssl.client.auth",
+                other,
+                "expected required, requested or none",
+            ))
+        }
+    };
+    let config = builder
+        .with_single_cert(chain, key)
+        .map_err(|e| bad("ssl.keystore.location", "", e.to_string()))?;
+    let rules = match get("ssl.principal.mapping.rules") {
+        Some(text) => PrincipalRules::parse("ssl.principal.mapping.rules", &text)?,
+        None => PrincipalRules::default(),
+    };
+    Ok(TlsListener {
+        config: Arc::new(config),
+        rules,
+    })
+}
+
+type Keystore = (Vec<CertificateDer<'static>>, PrivateKeyDer<'static>);
+
+fn keystore(listener: &str, get: &dyn Fn(&str) -> Option<String>) -> Result<Keystore, BadSetting> {
+    let (text, key) = match (
+        get("ssl.keystore.location"),
+        get("ssl.keystore.key"),
+        get("ssl.keystore.certificate.chain"),
+    ) {
+        (Some(path), None, None) => {
+            let text = std::fs::read(&path)
+                .map_err(|e| bad("ssl.keystore.location", &path, e.to_string()))?;
+            (text.clone(), (text, "ssl.keystore.location"))
+        }
+        (None, Some(key), Some(chain)) => {
+            (chain.into_bytes(), (key.into_bytes(), "ssl.keystore.key"))
+        }
+        (None, None, None) => {
+            return Err(bad(
+                "ssl.keystore.location",
+                "",
+                format!("listener {listener} speaks TLS and has no key store"),
+            ))
+        }
+        _ => {
+            return Err(bad(
+                "ssl.keystore.location",
+                "",
+                "give ssl.keystore.location, or ssl.keystore.key with \
+                 ssl.keystore.certificate.chain",
+            ))
+        }
+    };
+    let chain: Vec<CertificateDer<'static>> = CertificateDer::pem_slice_iter(&text)
+        .collect::<Result<_, _>>()
+        .map_err(|e| bad("ssl.keystore.certificate.chain", "", e.to_string()))?;
+    if chain.is_empty() {
+        return Err(bad(
+            "ssl.keystore.certificate.chain",
+            "",
+            "no CERTIFICATE in the key store",
+        ));
+    }
+    let (key_text, key_property) = key;
+    if String::from_utf8_lossy(&key_text).contains("ENCRYPTED PRIVATE KEY") {
+        return Err(bad(
+            key_property,
+            "(hidden)",
+            "encrypted private keys are not read; give an unencrypted PEM key",
+        ));
+    }
+    let key = PrivateKeyDer::from_pem_slice(&key_text)
+        .map_err(|e| bad(key_property, "(hidden)", format!("no private key: {e}")))?;
+    Ok((chain, key))
+}
+
+fn truststore(get: &dyn Fn(&str) -> Option<String>) -> Result<Option<RootCertStore>, BadSetting> {
+    let (text, key) = match (
+        get("ssl.truststore.location"),
+        get("ssl.truststore.certificates"),
+    ) {
+        (Some(path), None) => (
+            std::fs::read(&path)
+                .map_err(|e| bad("ssl.truststore.location", &path, e.to_string()))?,
+            "ssl.truststore.location",
+        ),
+        (None, Some(certs)) => (certs.into_bytes(), "ssl.truststore.certificates"),
+        (None, None) => return Ok(None),
+        (Some(path), Some(_)) => {
+            return Err(bad(
+                "ssl.truststore.location",
+                &path,
+                "give ssl.truststore.location or ssl.truststore.certificates, not both",
+            ))
+        }
+    };
+    let mut roots = RootCertStore::empty();
+    for cert in CertificateDer::pem_slice_iter(&text) {
+        let cert = cert.map_err(|e| bad(key, "", e.to_string()))?;
+        roots.add(cert).map_err(|e| bad(key, "", e.to_string()))?;
+    }
+    if roots.is_empty() {
+        return Err(bad(key, "", "no CERTIFICATE in the trust store"));
+    }
+    Ok(Some(roots))
+}
+
+fn versions(
+    get: &dyn Fn(&str) -> Option<String>,
+) -> Result<Vec<&'static rustls::SupportedProtocolVersion>, BadSetting> {
+    let Some(text) = get("ssl.enabled.protocols") else {
+        return Ok(vec![&rustls::version::TLS13, &rustls::version::TLS12]);
+    };
+    let mut out = Vec::new();
+    for name in text.split(',').map(str::trim).filter(|n| !n.is_empty()) {
+        match name {
+            "TLSv1.3" => out.push(&rustls::version::TLS13),
+            "TLSv1.2" => out.push(&rustls::version::TLS12),
+            other => {
+                return Err(bad(
+                    "ssl.enabled.protocols",
+                    &text,
+                    format!("{other} is not served (TLSv1.2 and TLSv1.3 are)"),
+                ))
+            }
+        }
+    }
+    if out.is_empty() {
+        return Err(bad("ssl.enabled.protocols", &text, "no protocol left"));
+    }
+    Ok(out)
+}

@@ -1,0 +1,179 @@
+"""TLS listeners (issue 27 item 2; SECURITY.md, "TLS"): real clients, certificates this test makes
+(trustme: a CA, a server certificate for 127.0.0.1, client certificates for alice and bob).
+
+One broker, three listeners, configured with Kafka's own properties:
+  PLAINTEXT (the first), SSL (server-authenticated TLS), MTLS (an SSL listener with
+  `listener.name.mtls.ssl.client.auth=required`, a PEM trust store, and
+  `ssl.principal.mapping.rules` that admit CN=bob only).
+- confluent-kafka and kafka-python produce and consume over SSL; kcat and confluent-kafka over
+  mTLS with bob's certificate;
+- on MTLS a client without a certificate, or with alice's (no mapping rule applies to her DN),
+  is refused;
+- a plaintext client on the SSL port gets nothing: no Kafka response, and the connection closes.
+"""
+
+from __future__ import annotations
+
+import socket
+import struct
+import uuid
+
+import kafka_wire as kw
+import pytest
+import trustme
+from confluent_kafka import Consumer, Producer
+
+from broker import Broker, free_port
+from clients import kcat
+from conftest import _BROKERS
+
+
+class TlsBroker:
+    def __init__(self, root):
+        self.ca = trustme.CA()
+        server = self.ca.issue_cert("127.0.0.1", "localhost")
+        self.files = {}
+        for name, pem in {
+            "server.pem": server.private_key_pem.bytes() + b"".join(
+                p.bytes() for p in server.cert_chain_pems),
+            "ca.pem": self.ca.cert_pem.bytes(),
+        }.items():
+            (root / name).write_bytes(pem)
+            self.files[name] = str(root / name)
+        for user in ("alice", "bob"):
+            cert = self.ca.issue_cert(f"{user}.example", common_name=user)
+            (root / f"{user}.key").write_bytes(cert.private_key_pem.bytes())
+            (root / f"{user}.crt").write_bytes(cert.cert_chain_pems[0].bytes())
+            self.files[user] = (str(root / f"{user}.crt"), str(root / f"{user}.key"))
+        self.ssl_port, self.mtls_port = free_port(), free_port()
+        config = root / "tls.properties"
+        self.broker = Broker(root / "data", root / "rill.log", config_path=config)
+        config.write_text("\n".join([
+            f"listeners=PLAINTEXT://127.0.0.1:{self.broker.port},"
+            f"SSL://127.0.0.1:{self.ssl_port},MTLS://127.0.0.1:{self.mtls_port}",
+            "listener.security.protocol.map=PLAINTEXT:PLAINTEXT,SSL:SSL,MTLS:SSL",
+            "ssl.keystore.type=PEM",
+            f"ssl.keystore.location={self.files['server.pem']}",
+            "listener.name.mtls.ssl.client.auth=required",
+            "listener.name.mtls.ssl.truststore.type=PEM",
+            f"listener.name.mtls.ssl.truststore.location={self.files['ca.pem']}",
+            r"listener.name.mtls.ssl.principal.mapping.rules=RULE:^CN=(bob),OU=.*$/$1/",
+        ]) + "\n")
+
+    def ssl_config(self, port: int, user: str | None = None) -> dict:
+        config = {"bootstrap.servers": f"127.0.0.1:{port}", "security.protocol": "SSL",
+                  "ssl.ca.location": self.files["ca.pem"]}
+        if user:
+            config["ssl.certificate.location"], config["ssl.key.location"] = self.files[user]
+        return config
+
+
+@pytest.fixture(scope="module")
+def tls(tmp_path_factory):
+    t = TlsBroker(tmp_path_factory.mktemp("tls"))
+    _BROKERS.append(t.broker)
+    t.broker.start()
+    yield t
+    assert t.broker.stop() == 0
+    assert "panicked" not in t.broker.log_text()
+
+
+def round_trip(config: dict, topic: str, n: int = 5) -> list[bytes]:
+    p = Producer({**config, "acks": "all"})
+    for i in range(n):
+        p.produce(topic, f"m{i}".encode())
+    assert p.flush(30) == 0
+    c = Consumer({**config, "group.id": f"g-{topic}", "auto.offset.reset": "earliest",
+                  "enable.auto.commit": False})
+    c.subscribe([topic])
+    got = []
+    for _ in range(100):
+        m = c.poll(0.5)
+        if m is not None and m.error() is None:
+            got.append(m.value())
+        if len(got) == n:
+            break
+    c.close()
+    return got
+
+
+def unique(prefix: str) -> str:
+    return f"{prefix}-{uuid.uuid4().hex[:8]}"
+
+
+def test_confluent_kafka_and_kafka_python_over_ssl(tls):
+    topic = unique("ssl")
+    assert round_trip(tls.ssl_config(tls.ssl_port), topic) == [f"m{i}".encode() for i in range(5)]
+    from kafka import KafkaConsumer, KafkaProducer
+    common = {"bootstrap_servers": f"127.0.0.1:{tls.ssl_port}", "security_protocol": "SSL",
+              "ssl_cafile": tls.files["ca.pem"]}
+    producer = KafkaProducer(**common, acks="all")
+    producer.send(topic, b"from-kafka-python").get(timeout=30)
+    producer.close()
+    consumer = KafkaConsumer(topic, **common, auto_offset_reset="earliest",
+                             consumer_timeout_ms=10000)
+    values = []
+    for m in consumer:
+        values.append(m.value)
+        if len(values) == 6:
+            break
+    consumer.close()
+    assert values[-1] == b"from-kafka-python" and len(values) == 6, values
+
+
+def test_kcat_and_confluent_kafka_over_mtls_with_a_mapped_certificate(tls):
+    topic = unique("mtls")
+    cert, key = tls.files["bob"]
+    x = ["-X", "security.protocol=SSL", "-X", f"ssl.ca.location={tls.files['ca.pem']}",
+         "-X", f"ssl.certificate.location={cert}", "-X", f"ssl.key.location={key}"]
+    bootstrap = f"127.0.0.1:{tls.mtls_port}"
+    kcat(bootstrap, *x, "-P", "-t", topic, "-p", "0", input=b"one\ntwo\n")
+    out = kcat(bootstrap, *x, "-C", "-t", topic, "-p", "0", "-o", "beginning", "-e", "-q")
+    assert out.stdout.split() == [b"one", b"two"]
+    got = round_trip(tls.ssl_config(tls.mtls_port, "bob"), unique("mtls-ck"))
+    assert len(got) == 5
+
+
+def tls_handshake(port: int, ca: str, cert: tuple[str, str] | None) -> bytes | None:
+    """ApiVersions v0 over TLS: the response body, or None if the broker refused (a failed
+    handshake or a closed connection)."""
+    import ssl
+    context = ssl.create_default_context(cafile=ca)
+    if cert:
+        context.load_cert_chain(*cert)
+    raw = socket.create_connection(("127.0.0.1", port), timeout=10)
+    try:
+        s = context.wrap_socket(raw, server_hostname="127.0.0.1")
+        s.sendall(kw.request(kw.API_VERSIONS, 0, 3, b""))
+        head = s.recv(4)
+        return head or None
+    except (ssl.SSLError, ConnectionResetError, BrokenPipeError):
+        return None
+    finally:
+        raw.close()
+
+
+def test_mtls_refuses_no_certificate_and_a_certificate_no_rule_maps(tls):
+    ca = tls.files["ca.pem"]
+    assert tls_handshake(tls.mtls_port, ca, tls.files["bob"]) is not None
+    assert tls_handshake(tls.mtls_port, ca, None) is None
+    assert tls_handshake(tls.mtls_port, ca, tls.files["alice"]) is None
+    # The SSL listener asks for no certificate.
+    assert tls_handshake(tls.ssl_port, ca, None) is not None
+
+
+def test_a_plaintext_client_on_a_tls_port_gets_nothing(tls):
+    conn = kw.Conn("127.0.0.1", tls.ssl_port, timeout_s=15)
+    try:
+        conn.send(kw.request(kw.API_VERSIONS, 0, 77, b""))
+        got = b""
+        while True:
+            chunk = conn.sock.recv(4096)
+            if not chunk:
+                break
+            got += chunk
+    finally:
+        conn.sock.close()
+    # Nothing, or a TLS alert record (content type 21), never a Kafka response.
+    assert got == b"" or got[0] == 21, got[:16]
+    assert struct.pack(">i", 77) not in got

@@ -168,6 +168,10 @@ fn pick_ports(config: &mut BrokerConfig, stop: &Arc<AtomicBool>) -> anyhow::Resu
 
 /// Run the broker until `stop` turns true; returns after every shard closed its logs.
 pub fn run(mut config: BrokerConfig, stop: Arc<AtomicBool>) -> anyhow::Result<()> {
+    // glommio opens directories (io_uring, `Directory::open`) without the process's working
+    // directory, so a relative data dir (the default `./rill-data`) fails there: anchor it now.
+    config.data_dir = std::path::absolute(&config.data_dir)
+        .with_context(|| format!("resolving data dir {}", config.data_dir.display()))?;
     std::fs::create_dir_all(&config.data_dir)
         .with_context(|| format!("creating data dir {}", config.data_dir.display()))?;
     let _lock = crate::data_dir_lock::DataDirLock::acquire(&config.data_dir)

@@ -146,7 +146,7 @@ impl<J: Journal> GroupCoordinator<J> {
         let now = self.now();
         match op {
             GroupOp::Join(args) => {
-                if let Some(refused) = self.classic_join_refused(group_id, &args.member_id) {
+                if let Some(refused) = self.classic_join_refused(group_id, &args.member_id).await {
                     return GroupReply::Join(refused);
                 }
                 if !self.may_create(group_id) {
@@ -217,20 +217,29 @@ impl<J: Journal> GroupCoordinator<J> {
 
     /// A classic JoinGroup against a consumer group: refused while it has members, as Kafka
     /// does without online migration (INCONSISTENT_GROUP_PROTOCOL); an empty consumer group
-    /// becomes a classic one (its offsets stay).
-    fn classic_join_refused(
+    /// becomes a classic one (its offsets stay; a cluster writes its records' tombstones, so
+    /// that a new coordinator does not restore it).
+    async fn classic_join_refused(
         &self,
         group_id: &str,
         member_id: &str,
     ) -> Option<super::ops::JoinResult> {
-        let mut consumer = self.consumer_groups.borrow_mut();
-        if consumer.get(group_id)?.has_members() {
-            return Some(super::ops::JoinResult::error(
-                ErrorCode::InconsistentGroupProtocol,
-                member_id,
-            ));
+        {
+            let mut consumer = self.consumer_groups.borrow_mut();
+            if consumer.get(group_id)?.has_members() {
+                return Some(super::ops::JoinResult::error(
+                    ErrorCode::InconsistentGroupProtocol,
+                    member_id,
+                ));
+            }
+            consumer.remove(group_id);
         }
-        consumer.remove(group_id);
+        if self.journal.writes_membership() {
+            let tombstones = super::consumer::records::encode_deleted(group_id);
+            if let Err(code) = self.journal.append_consumer(group_id, tombstones).await {
+                return Some(super::ops::JoinResult::error(code, member_id));
+            }
+        }
         None
     }
 

@@ -656,3 +656,94 @@ fn a_shard_holds_at_most_its_groups_max() {
     assert_ne!(served, vec![ErrorCode::GroupMaxSizeReached]);
     assert_eq!(c.list().len(), 2);
 }
+
+fn consumer_join(member: &str) -> GroupOp {
+    GroupOp::ConsumerHeartbeat(Box::new(crate::group::ops::ConsumerHeartbeatArgs {
+        version: 1,
+        member_id: member.into(),
+        member_epoch: 0,
+        rebalance_timeout_ms: 1_000,
+        subscribed_topic_names: Some(vec!["t".into()]),
+        owned: Some(Vec::new()),
+        topics: vec![crate::group::ops::TopicInfo {
+            name: "t".into(),
+            id: uuid::Uuid::from_bytes([1; 16]),
+            partitions: 2,
+        }],
+        ..Default::default()
+    }))
+}
+
+fn classic_join() -> GroupOp {
+    GroupOp::Join(JoinArgs {
+        session_timeout_ms: 10_000,
+        rebalance_timeout_ms: 10_000,
+        protocol_type: "consumer".into(),
+        protocols: vec![("range".into(), bytes::Bytes::new())],
+        ..Default::default()
+    })
+}
+
+#[test]
+fn a_group_changes_protocol_only_while_empty_and_keeps_its_offsets() {
+    let c = coordinator();
+    let GroupReply::ConsumerHeartbeat(r) = block_on(c.handle("g", consumer_join("m"))) else {
+        panic!()
+    };
+    assert_eq!((r.error_code, r.member_epoch), (ErrorCode::None, 1));
+    // A commit at the member's epoch is taken, one at another epoch is STALE_MEMBER_EPOCH, one
+    // from a stranger UNKNOWN_MEMBER_ID.
+    let at = |member: &str, epoch| MemberRef {
+        member_id: member.into(),
+        generation_id: epoch,
+        ..Default::default()
+    };
+    let offsets = || vec![("t".to_string(), 0, offset(4, None))];
+    let commit = |who| block_on(c.handle("g", GroupOp::Commit(who, offsets())));
+    assert_eq!(
+        commit(at("m", 1)),
+        GroupReply::Commit(vec![ErrorCode::None])
+    );
+    assert_eq!(
+        commit(at("m", 2)),
+        GroupReply::Commit(vec![ErrorCode::StaleMemberEpoch])
+    );
+    assert_eq!(
+        commit(at("x", 1)),
+        GroupReply::Commit(vec![ErrorCode::UnknownMemberId])
+    );
+    let types = |c: &GroupCoordinator<MemJournal>| {
+        c.list()
+            .into_iter()
+            .map(|g| (g.group_id, g.group_type))
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(types(&c), vec![("g".to_string(), "consumer")]);
+    // A classic member may not join while it has members.
+    let GroupReply::Join(j) = block_on(c.handle("g", classic_join())) else {
+        panic!()
+    };
+    assert_eq!(j.error_code, ErrorCode::InconsistentGroupProtocol);
+    let mut leave = crate::group::ops::ConsumerHeartbeatArgs {
+        member_id: "m".into(),
+        member_epoch: -1,
+        ..Default::default()
+    };
+    leave.version = 1;
+    block_on(c.handle("g", GroupOp::ConsumerHeartbeat(Box::new(leave))));
+    // Empty: a classic member takes it over, with its offsets.
+    let GroupReply::Join(j) = block_on(c.handle("g", classic_join())) else {
+        panic!()
+    };
+    assert_eq!(j.error_code, ErrorCode::None);
+    assert_eq!(types(&c), vec![("g".to_string(), "classic")]);
+    let GroupReply::Fetch(_, found) = block_on(c.handle("g", GroupOp::Fetch(None))) else {
+        panic!()
+    };
+    assert_eq!(found[0].2.as_ref().map(|o| o.offset), Some(Offset(4)));
+    // And now a consumer member may not.
+    let GroupReply::ConsumerHeartbeat(r) = block_on(c.handle("g", consumer_join("n"))) else {
+        panic!()
+    };
+    assert_eq!(r.error_code, ErrorCode::GroupIdNotFound);
+}

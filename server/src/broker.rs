@@ -104,6 +104,10 @@ pub async fn topic_or_auto_create<B: Broker>(
         return Ok(meta);
     }
     crate::topics::validate_topic_name(name).map_err(|_| ErrorCode::InvalidTopicException)?;
+    // The metadata log's name: never a topic (its partition 0 would be that log's directory).
+    if name == crate::internal_topics::METADATA_TOPIC {
+        return Err(ErrorCode::InvalidRequest);
+    }
     // Internal topics are the coordinators', not a client's to write (Kafka: "Cannot append
     // to internal topic"); Metadata looks them up before coming here.
     if broker.internal_topic(name).is_some() {

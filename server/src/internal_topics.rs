@@ -35,6 +35,13 @@ pub fn txn_partition(transactional_id: &str) -> i32 {
     (crc32c::crc32c(transactional_id.as_bytes()) % TXN_PARTITIONS as u32) as i32
 }
 
+/// The KRaft metadata log's topic name (Kafka's `Topic.CLUSTER_METADATA_TOPIC_NAME`). A
+/// client may never create it (Kafka: INVALID_REQUEST, "Creation of internal topic
+/// __cluster_metadata is prohibited."): its partition 0 would be the directory a cluster node
+/// keeps its metadata log in (`crate::cluster::quorum_loop::METADATA_DIR`), and deleting it
+/// would remove that log.
+pub const METADATA_TOPIC: &str = "__cluster_metadata";
+
 /// Whether `name` is one of Kafka's internal topics (`Topic.isInternal`), which Metadata marks.
 pub fn is_internal(name: &str) -> bool {
     name == OFFSETS_TOPIC || name == TXN_TOPIC

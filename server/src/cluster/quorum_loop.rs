@@ -32,7 +32,8 @@ use super::transport::{Peers, Replier};
 use super::view::ClusterView;
 use crate::topics::TopicRegistry;
 
-/// The metadata log's directory under the data dir (Kafka's name for it).
+/// The metadata log's directory under the data dir: partition 0 of Kafka's metadata topic
+/// (`crate::internal_topics::METADATA_TOPIC`, which no client may create for that reason).
 pub const METADATA_DIR: &str = "__cluster_metadata-0";
 /// Ticks per election timeout (raft-rs randomizes between one and two timeouts).
 const ELECTION_TICKS: usize = 10;

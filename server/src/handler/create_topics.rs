@@ -127,6 +127,10 @@ pub(crate) fn requested<B: Broker>(
 /// TOPIC_ALREADY_EXISTS once one exists, else INVALID_REQUEST, Kafka's answer for an internal
 /// topic clients may not create ("Creation of internal topic ... is prohibited").
 fn refuse_internal<B: Broker>(broker: &B, name: &str) -> Result<(), (ErrorCode, String)> {
+    if name == crate::internal_topics::METADATA_TOPIC {
+        let message = format!("Creation of internal topic {name} is prohibited.");
+        return Err((ErrorCode::InvalidRequest, message));
+    }
     if !crate::coordinator_log::is_internal(name) {
         return Ok(());
     }
@@ -321,10 +325,12 @@ mod tests {
             topic("__consumer_offsets", 3, &[]),
             topic("__transaction_state", -1, &[]),
             topic("__consumer_offsets_not", 1, &[]),
+            topic("__cluster_metadata", 1, &[]),
         ]);
         let r = block_on(handle(&broker, 7, &req));
         let codes: Vec<i16> = r.topics.iter().map(|t| t.error_code).collect();
-        assert_eq!(codes, vec![42, 42, 0]);
+        assert_eq!(codes, vec![42, 42, 0, 42]);
+        assert!(broker.topics().get("__cluster_metadata").is_none());
         let message = r.topics[0].error_message.as_ref().unwrap().as_str();
         assert!(message.starts_with("Creation of internal topic __consumer_offsets is prohibited"));
         assert!(broker.topics().get("__consumer_offsets").is_none());

@@ -28,6 +28,10 @@ from clients import kcat
 from conftest import _BROKERS
 
 
+#: `connections.max.idle.ms` of the TLS broker: long enough for every client exchange here.
+IDLE_MS = 3000
+
+
 class TlsBroker:
     def __init__(self, root):
         self.ca = trustme.CA()
@@ -58,6 +62,7 @@ class TlsBroker:
             "listener.name.mtls.ssl.truststore.type=PEM",
             f"listener.name.mtls.ssl.truststore.location={self.files['ca.pem']}",
             r"listener.name.mtls.ssl.principal.mapping.rules=RULE:^CN=(bob),OU=.*$/$1/",
+            f"connections.max.idle.ms={IDLE_MS}",
         ]) + "\n")
 
     def ssl_config(self, port: int, user: str | None = None) -> dict:
@@ -177,3 +182,21 @@ def test_a_plaintext_client_on_a_tls_port_gets_nothing(tls):
     # Nothing, or a TLS alert record (content type 21), never a Kafka response.
     assert got == b"" or got[0] == 21, got[:16]
     assert struct.pack(">i", 77) not in got
+
+
+def test_an_idle_tls_connection_is_closed_after_connections_max_idle_ms(tls):
+    import ssl
+    import time
+    context = ssl.create_default_context(cafile=tls.files["ca.pem"])
+    raw = socket.create_connection(("127.0.0.1", tls.ssl_port), timeout=IDLE_MS / 1000 + 10)
+    try:
+        s = context.wrap_socket(raw, server_hostname="127.0.0.1")
+        start = time.monotonic()
+        try:
+            assert s.recv(1) == b""
+        except (ConnectionResetError, ssl.SSLError):
+            pass
+        took = time.monotonic() - start
+        assert took >= IDLE_MS / 1000 * 0.9, f"closed after {took:.1f}s, before the idle bound"
+    finally:
+        raw.close()

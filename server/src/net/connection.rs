@@ -129,7 +129,7 @@ pub async fn serve_connection<S: Storage + 'static>(
 
 /// Shuts the connection down once it has been idle for `idle` (nothing received or sent, no
 /// request being served); ends when the writer is done (`closing`).
-async fn close_when_idle(
+pub(super) async fn close_when_idle(
     fd: RawFd,
     idle: Duration,
     activity: Rc<Activity>,

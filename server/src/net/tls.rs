@@ -5,9 +5,9 @@
 //! `socket.request.max.bytes`, the shard's `queued.max.request.bytes` reservation before a frame
 //! is read, `rill.connection.inflight.requests.max` requests in flight.
 //!
-//! Unlike plaintext (`super::connection`), responses are encrypted, so a Fetch's record chunks
-//! go through rustls (copied into TLS records) rather than straight from their buffers, and the
-//! connection has no idle close (`connections.max.idle.ms`) yet.
+//! `connections.max.idle.ms` closes an idle one as on plaintext (the handshake's own bound
+//! first). Unlike plaintext (`super::connection`), responses are encrypted, so a Fetch's record
+//! chunks go through rustls (copied into TLS records) rather than straight from their buffers.
 
 use std::rc::Rc;
 use std::sync::Arc;
@@ -22,7 +22,7 @@ use glommio::net::TcpStream;
 use rill_engine::io::Storage;
 use rill_protocol::frame::SIZE_PREFIX_BYTES;
 
-use super::connection::{reserve, spawn_request, Activity, Pending};
+use super::connection::{close_when_idle, reserve, spawn_request, Activity, Pending};
 use crate::dispatch::Outcome;
 use crate::security::listeners::Listener;
 use crate::security::principal::subject_dn;
@@ -44,6 +44,8 @@ pub async fn serve_tls<S: Storage + 'static>(
 ) {
     let peer = stream.peer_addr().ok();
     let _ = stream.set_nodelay(true);
+    // The socket's descriptor, for the idle close (the TLS stream owns the socket from here).
+    let fd = std::os::fd::AsRawFd::as_raw_fd(&stream);
     let acceptor = TlsAcceptor::from(tls.config.clone());
     let handshake = Box::pin(acceptor.accept(stream));
     let timeout = Box::pin(glommio::timer::sleep(HANDSHAKE_TIMEOUT));
@@ -82,7 +84,12 @@ pub async fn serve_tls<S: Storage + 'static>(
     let (queue, responses) = local_channel::new_bounded(shard.config.inflight_requests_max);
     let activity = Activity::new();
     let closing = Rc::new(ShutdownSignal::default());
-    let writer_task = glommio::spawn_local(write_responses(writer, responses, closing.clone()));
+    if let Some(idle) = shard.config.connections.idle() {
+        let watch = close_when_idle(fd, idle, activity.clone(), closing.clone());
+        glommio::spawn_local(watch).detach();
+    }
+    let writer = write_responses(writer, responses, closing.clone(), activity.clone());
+    let writer_task = glommio::spawn_local(writer);
     let reading = read_frames(reader, queue, &shard, &session, &activity);
     let stop = async {
         select(Box::pin(shutdown.wait()), Box::pin(closing.wait())).await;
@@ -142,6 +149,7 @@ async fn write_responses(
     mut writer: Writer,
     responses: local_channel::LocalReceiver<Pending>,
     closing: Rc<ShutdownSignal>,
+    activity: Rc<Activity>,
 ) {
     while let Some(task) = responses.recv().await {
         let written = match task.await.map(|(outcome, _)| outcome) {
@@ -164,6 +172,7 @@ async fn write_responses(
             tracing::debug!(error = %e, "TLS write failed; closing connection");
             break;
         }
+        activity.touch();
     }
     closing.fire();
     let _ = writer.close().await;

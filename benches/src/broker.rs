@@ -235,13 +235,7 @@ impl Broker {
                 }
             }
             Process::Kafka { script, dir, .. } => {
-                let status = Command::new(&*script)
-                    .arg("stop")
-                    .arg("--dir")
-                    .arg(&*dir)
-                    .stdout(Stdio::null())
-                    .status()
-                    .context("kafka.sh stop")?;
+                let status = kafka_stop(script, dir).context("kafka.sh stop")?;
                 if !status.success() {
                     bail!("kafka.sh stop --dir {} failed: {status}", dir.display());
                 }
@@ -294,12 +288,7 @@ impl Drop for Broker {
             Process::Child(child) => child,
             Process::Kafka { script, dir, .. } => {
                 // A no-op when stopped already (kafka.sh removed the pids file).
-                let _ = Command::new(&*script)
-                    .arg("stop")
-                    .arg("--dir")
-                    .arg(&*dir)
-                    .stdout(Stdio::null())
-                    .status();
+                let _ = kafka_stop(script, dir);
                 return;
             }
         };
@@ -319,6 +308,16 @@ impl Drop for Broker {
         let _ = child.kill();
         let _ = child.wait();
     }
+}
+
+/// `kafka.sh stop --dir DIR`: SIGTERM to the nodes started there, waiting for them to exit.
+fn kafka_stop(script: &Path, dir: &Path) -> std::io::Result<std::process::ExitStatus> {
+    Command::new(script)
+        .arg("stop")
+        .arg("--dir")
+        .arg(dir)
+        .stdout(Stdio::null())
+        .status()
 }
 
 /// A loopback port that was free a moment ago.

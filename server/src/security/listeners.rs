@@ -347,15 +347,21 @@ pub fn parse_listeners(key: &str, text: &str) -> Result<Vec<(String, String)>, B
     Ok(listeners)
 }
 
-/// `host:port` as a bind address (an empty host: every interface).
-fn bind_address(key: &str, address: &str) -> Result<SocketAddr, BadSetting> {
+/// `host:port` split at its last colon, the port parsed and IPv6 brackets dropped (the host may
+/// be empty).
+fn split_host_port<'a>(key: &str, address: &'a str) -> Result<(&'a str, u16), BadSetting> {
     let (host, port) = address
         .rsplit_once(':')
         .ok_or_else(|| bad(key, address, "expected HOST:PORT"))?;
     let port: u16 = port
         .parse()
         .map_err(|e: std::num::ParseIntError| bad(key, address, e.to_string()))?;
-    let host = host.trim_matches(|c| c == '[' || c == ']');
+    Ok((host.trim_matches(|c| c == '[' || c == ']'), port))
+}
+
+/// `host:port` as a bind address (an empty host: every interface).
+fn bind_address(key: &str, address: &str) -> Result<SocketAddr, BadSetting> {
+    let (host, port) = split_host_port(key, address)?;
     let host = if host.is_empty() { "0.0.0.0" } else { host };
     (host, port)
         .to_socket_addrs()
@@ -366,13 +372,7 @@ fn bind_address(key: &str, address: &str) -> Result<SocketAddr, BadSetting> {
 
 /// `host:port` as given, for advertising.
 fn host_port(key: &str, address: &str) -> Result<(String, u16), BadSetting> {
-    let (host, port) = address
-        .rsplit_once(':')
-        .ok_or_else(|| bad(key, address, "expected HOST:PORT"))?;
-    let port: u16 = port
-        .parse()
-        .map_err(|e: std::num::ParseIntError| bad(key, address, e.to_string()))?;
-    let host = host.trim_matches(|c| c == '[' || c == ']');
+    let (host, port) = split_host_port(key, address)?;
     if host.is_empty() {
         return Err(bad(key, address, "empty host"));
     }

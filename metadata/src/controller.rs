@@ -23,9 +23,11 @@
 //! (the topic's, else the controller's) allows an unclean election: then its first live replica
 //! leads, with an ISR of itself, and what only the old ISR held is lost (Kafka's rule).
 //!
-//! ISR at creation is the leader alone: until followers replicate (issue 14), only the leader
-//! holds a partition's data, and the ISR says so. Issue 14 starts it at all replicas and shrinks
-//! or grows it through AlterPartition, which becomes one more row of the table above.
+//! ISR at creation is every replica, as Kafka's: a new partition is empty, so each of its (live)
+//! replicas holds all of it. A leader shrinks it through AlterPartition once a follower has not
+//! caught up for `replica.lag.time.max.ms` (`rill_server::replication`). Starting at the leader
+//! alone made a topic with `min.insync.replicas` above 1 refuse acks=all writes until its
+//! followers had fetched once.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -723,12 +725,12 @@ fn placement_failed(name: &str, e: PlacementError) -> TopicResult {
     TopicResult::failed(name, ErrorCode::InvalidReplicationFactor, e.to_string())
 }
 
-/// A new partition on live `replicas`: led by the first, ISR the leader alone (module doc).
+/// A new partition on live `replicas`: led by the first, every replica in the ISR (module doc).
 fn led_by_first(replicas: Vec<NodeId>) -> PartitionAssignment {
     let leader = replicas[0];
     PartitionAssignment {
+        isr: replicas.clone(),
         replicas,
-        isr: vec![leader],
         leader: Some(leader),
     }
 }
@@ -919,7 +921,11 @@ mod tests {
         assert_eq!(leaders.len(), 3);
         for p in &image.topics["t"].partitions {
             assert_eq!(p.replicas.len(), 3);
-            assert_eq!(p.isr, vec![p.leader.unwrap()]);
+            assert_eq!(
+                p.isr, p.replicas,
+                "a new partition is empty: every replica is in sync"
+            );
+            assert_eq!(p.leader, Some(p.replicas[0]));
         }
     }
 
@@ -1012,7 +1018,22 @@ mod tests {
                 .expect("round-robin leads one partition on 2")
         };
         let (clean, unclean) = (led_by_2(&image, "clean"), led_by_2(&image, "unclean"));
-        // The ISR is the leader alone (nobody replicated yet); 2 falls silent.
+        // Leader 2 shrinks each ISR to itself (its followers lag); then 2 falls silent.
+        for (name, index) in [("clean", clean), ("unclean", unclean)] {
+            let topic = &image.topics[name];
+            let p = &topic.partitions[index];
+            let alter = ControllerRequest::AlterPartition(crate::request::AlterPartition {
+                node_id: NodeId(2),
+                broker_epoch: image.brokers[&NodeId(2)].epoch,
+                topic_id: topic.id,
+                partition: index as u32,
+                leader_epoch: p.leader_epoch,
+                partition_epoch: p.partition_epoch,
+                new_isr: vec![NodeId(2)],
+            });
+            run(&mut controller, &mut image, &alter, 500);
+            assert_eq!(image.topics[name].partitions[index].isr, vec![NodeId(2)]);
+        }
         for now in (1000..=10_000).step_by(1000) {
             beat(&mut controller, &mut image, 1, false, now);
             beat(&mut controller, &mut image, 3, false, now);

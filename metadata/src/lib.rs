@@ -36,9 +36,9 @@
 //! Records carry what replication needs: replicas in preference order, ISR, leader epoch and
 //! partition epoch ([`record::MetadataRecord::PartitionChange`] is KRaft's
 //! PartitionChangeRecord, checked against the epochs it was decided on). A new partition starts
-//! with its leader alone in the ISR; partition leaders send AlterPartition (KIP-497, decided by
-//! [`alter_partition`]) to add a follower that reached the high watermark and to drop one that
-//! lags. Leader election from the live ISR is [`controller::reconcile`]'s rule, so a fenced
+//! with every replica in the ISR (it is empty); partition leaders send AlterPartition (KIP-497,
+//! decided by [`alter_partition`]) to add a follower that reached the high watermark and to drop
+//! one that lags. Leader election from the live ISR is [`controller::reconcile`]'s rule, so a fenced
 //! leader's partitions move to an ISR follower.
 #![forbid(unsafe_code)]
 

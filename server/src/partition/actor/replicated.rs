@@ -506,7 +506,8 @@ impl<S: Storage + 'static> Actor<S> {
 
     /// On a follower: the leader's batches, appended at their offsets, flushed as the topic's
     /// policy says (before the next fetch reports the new log end), and the leader's high
-    /// watermark.
+    /// watermark. A batch refused part-way still has the ones before it flushed first: the next
+    /// fetch reports them, and the leader counts what a follower reports as held (acks=all).
     pub(super) async fn replica_append(
         &mut self,
         epoch: LeaderEpoch,
@@ -518,6 +519,7 @@ impl<S: Storage + 'static> Actor<S> {
         }
         let now = self.setup.clock.now();
         let mut appended = false;
+        let mut refused = None;
         for view in rill_protocol::record::batches(records) {
             let Ok(view) = view else {
                 break; // a partial batch at the end (never sent by rill leaders)
@@ -528,28 +530,35 @@ impl<S: Storage + 'static> Actor<S> {
                 // does; the log start follows the leader's again after this append.
                 let why = "the leader's log start is inside its first batch: starting at the batch";
                 if let Err(reply) = self.reset_log(view.base_offset(), why).await {
-                    return reply;
+                    refused = Some(reply);
+                    break;
                 }
             }
             let batch = match ValidatedBatch::from_leader(BytesMut::from(view.as_bytes())) {
                 Ok(batch) => batch,
                 Err(e) => {
                     tracing::warn!(topic = self.setup.topic, error = %e, "a leader sent an invalid batch");
-                    return PartitionReply::Error(ErrorCode::CorruptMessage);
+                    refused = Some(PartitionReply::Error(ErrorCode::CorruptMessage));
+                    break;
                 }
             };
             if let Err(e) = self.log().append_replica(batch, now).await {
                 tracing::warn!(topic = self.setup.topic, partition = self.setup.partition, error = %e, "replica append refused");
-                return PartitionReply::Error(e.kafka_error_code());
+                refused = Some(PartitionReply::Error(e.kafka_error_code()));
+                break;
             }
             appended = true;
         }
         if appended
+            && !self.log().is_failed()
             && (self.setup.config.flush == FlushPolicy::EveryAppend || self.log().flush_due(now))
         {
             if let Err(e) = self.timed_flush().await {
                 return PartitionReply::Error(e.kafka_error_code());
             }
+        }
+        if let Some(reply) = refused {
+            return reply;
         }
         let hw = leader_high_watermark.min(self.log().log_end_offset());
         if hw > self.log().high_watermark() {

@@ -35,7 +35,8 @@ pub struct Lane {
     pub addrs: Vec<SocketAddr>,
     /// Shared counters.
     pub stats: Arc<Stats>,
-    /// Cases the whole run may still send (claimed a window at a time).
+    /// Cases the whole run may still send (claimed a window at a time; what a window does not
+    /// send is given back).
     pub budget: Arc<AtomicU64>,
     /// Set when the run ends.
     pub stop: Arc<AtomicBool>,
@@ -76,7 +77,10 @@ pub fn run(lane: Lane) -> Kept {
                     kept_bytes -= kept.pop_front().map_or(0, |(_, f)| f.len());
                 }
             }
-            let open = exchange(&lane, &mut conn, &mut gen, &window);
+            let (open, sent) = exchange(&lane, &mut conn, &mut gen, &window);
+            // What was claimed and not sent (a window cut short by its generator or by a
+            // close) goes back, so `--requests` counts cases sent.
+            lane.budget.fetch_add((want - sent) as u64, Relaxed);
             if !open {
                 gen.interrupt();
                 break;
@@ -117,8 +121,9 @@ fn next_window(gen: &mut CaseGen, e: &mut Seeded, n: usize) -> Vec<Case> {
     window
 }
 
-/// Sends `window` and reads its answers; false when the connection is over.
-fn exchange(lane: &Lane, conn: &mut Conn, gen: &mut CaseGen, window: &[Case]) -> bool {
+/// Sends `window` and reads its answers: whether the connection is still open, and how many
+/// cases were written.
+fn exchange(lane: &Lane, conn: &mut Conn, gen: &mut CaseGen, window: &[Case]) -> (bool, usize) {
     let stats = &lane.stats;
     let mut sent = 0;
     for case in window {
@@ -130,7 +135,7 @@ fn exchange(lane: &Lane, conn: &mut Conn, gen: &mut CaseGen, window: &[Case]) ->
     }
     let window = &window[..sent];
     let Some(last) = window.last() else {
-        return false;
+        return (false, 0);
     };
     if matches!(last.shape, Shape::Torn | Shape::BadSize) {
         // Torn: the broker waits for bytes that never come; the close must free them.
@@ -144,7 +149,7 @@ fn exchange(lane: &Lane, conn: &mut Conn, gen: &mut CaseGen, window: &[Case]) ->
             stats.syncs.fetch_add(1, Relaxed);
         }
     }
-    read_answers(lane, conn, gen, window, synced)
+    (read_answers(lane, conn, gen, window, synced), sent)
 }
 
 /// An ApiVersions v0 request: its answer shows every earlier case was seen.

@@ -4,9 +4,12 @@
 # defaults (1 MiB per-partition fetches), one partition, on each broker given, in one run.
 #
 #   benches/catchup.sh [--messages N] [--size BYTES] [--rounds R] [--shards S] [--partitions P] \
-#       [--config FILE] [--out DIR] NAME=RILL_BINARY ... [tansu=TANSU_BINARY]
+#       [--config FILE] [--out DIR] NAME=RILL_BINARY ... [tansu=TANSU_BINARY] \
+#       [kafka=peers/kafka/kafka.sh] [kafka-fsync=peers/kafka/kafka.sh]
 #
-# A NAME starting with "tansu" runs that binary as tansu with memory:// storage; any other NAME
+# A NAME starting with "tansu" runs that binary as tansu with memory:// storage; a NAME starting
+# with "kafka" runs Apache Kafka through that peer script (`start-single`; a NAME containing
+# "fsync" adds --flush-every-message, log.flush.interval.messages=1); any other NAME
 # runs a rill binary (--shards S, a fresh data dir under --out on this disk, --config FILE if
 # given, e.g. rill.read.cache.bytes). Every round runs
 # every broker, alternating the order, each on a freshly started process on 127.0.0.1. Per phase
@@ -63,6 +66,15 @@ start_broker() { # name binary port -> pid
     if [[ $name == tansu* ]]; then
         "$bin" broker --listener-url "tcp://127.0.0.1:$port" --advertised-listener-url \
             "tcp://127.0.0.1:$port" --storage-engine memory://tansu/ >"$out/$name.log" 2>&1 &
+    elif [[ $name == kafka* ]]; then
+        local flags=(--dir "$out/$name-kafka" --port "$port" --set "num.partitions=$partitions")
+        [[ $name == *fsync* ]] && flags+=(--flush-every-message)
+        local started
+        started=$("$bin" start-single "${flags[@]}" 2>"$out/$name.log") || {
+            echo "$name did not start; see $out/$name.log" >&2; return 1; }
+        eval "$started"
+        echo "$KAFKA_PIDS"
+        return
     else
         rm -rf "$out/$name-data"
         # No admin listener: its fixed default port would still be held by the broker stopped
@@ -81,7 +93,13 @@ start_broker() { # name binary port -> pid
     kill "$pid"; return 1
 }
 
-stop_broker() { kill "$1" 2>/dev/null || true; wait "$1" 2>/dev/null || true; }
+# Kafka's JVM is not this shell's child (kafka.sh starts it): wait for its pid to go.
+stop_broker() {
+    kill "$1" 2>/dev/null || true
+    wait "$1" 2>/dev/null || true
+    for _ in $(seq 300); do kill -0 "$1" 2>/dev/null || return 0; sleep 0.1; done
+    echo "broker $1 did not stop in 30 s" >&2
+}
 
 # One phase: run rdkafka_performance, print "msgs/s cpu_us_per_msg page_faults_per_msg".
 phase() { # pid args...

@@ -509,6 +509,10 @@ impl BrokerConfig {
             .consumer
             .check()
             .map_err(|(key, why)| bad(key, &self.group.consumer.value_of(key), why))?;
+        self.group
+            .share
+            .check()
+            .map_err(|(key, why)| bad(key, &self.group.share.value_of(key), why))?;
         Ok(advertise)
     }
 
@@ -764,6 +768,9 @@ fn apply_group_property(
         _ if key.starts_with("group.consumer.") => {
             return apply_consumer_group_property(&mut group.consumer, key, v)
         }
+        _ if key.starts_with("group.share.") => {
+            return apply_share_group_property(&mut group.share, key, v)
+        }
         _ => return Ok(Applied::Unknown),
     }
     Ok(Applied::Yes)
@@ -811,6 +818,49 @@ fn apply_consumer_group_property(
             }
             c.assignors = list;
         }
+        _ => return Ok(Applied::Unknown),
+    }
+    Ok(Applied::Yes)
+}
+
+/// Kafka's `group.share.*` broker settings (KIP-932 share groups); their bounds are checked
+/// together once every property is read (`ShareConfig::check`).
+fn apply_share_group_property(
+    c: &mut crate::group::share::ShareConfig,
+    key: &str,
+    v: &str,
+) -> Result<Applied, ConfigError> {
+    match key {
+        "group.share.session.timeout.ms" => c.session_timeout_ms = parse_positive_i32(key, v)?,
+        "group.share.min.session.timeout.ms" => {
+            c.session_timeout_bounds.0 = parse_positive_i32(key, v)?
+        }
+        "group.share.max.session.timeout.ms" => {
+            c.session_timeout_bounds.1 = parse_positive_i32(key, v)?
+        }
+        "group.share.heartbeat.interval.ms" => {
+            c.heartbeat_interval_ms = parse_positive_i32(key, v)?
+        }
+        "group.share.min.heartbeat.interval.ms" => {
+            c.heartbeat_interval_bounds.0 = parse_positive_i32(key, v)?
+        }
+        "group.share.max.heartbeat.interval.ms" => {
+            c.heartbeat_interval_bounds.1 = parse_positive_i32(key, v)?
+        }
+        "group.share.record.lock.duration.ms" => {
+            c.partition.lock_duration_ms = parse_positive_i32(key, v)?.into()
+        }
+        "group.share.min.record.lock.duration.ms" => {
+            c.lock_duration_bounds.0 = parse_positive_i32(key, v)?
+        }
+        "group.share.max.record.lock.duration.ms" => {
+            c.lock_duration_bounds.1 = parse_positive_i32(key, v)?
+        }
+        "group.share.delivery.count.limit" => c.partition.delivery_count_limit = parse_num(key, v)?,
+        "group.share.partition.max.record.locks" => {
+            c.partition.max_record_locks = parse_at_least_one(key, v)?
+        }
+        "group.share.max.size" => c.max_size = parse_at_least_one(key, v)?,
         _ => return Ok(Applied::Unknown),
     }
     Ok(Applied::Yes)

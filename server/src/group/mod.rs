@@ -13,6 +13,8 @@
 //!   server-side assignors, incremental reconciliation), pure and runtime-free like [`state`];
 //!   its records in Kafka's coordinator record types (`consumer::records`), written by a
 //!   cluster's journal and restored by the next coordinator.
+//! - [`share`]: one KIP-932 share group (membership, the simple assignor, share sessions) and
+//!   its share-partitions' delivery state (`share::partition`), runtime-free; in memory only.
 //! - [`coordinator`]: one shard's groups, answering [`GroupOp`]s.
 //! - `txn_offsets`: offsets committed inside transactions, pending until the transaction ends.
 //! - [`runtime`]: starting a shard's coordinator with the storage and clock handed in; other
@@ -31,6 +33,7 @@ pub mod offsets;
 pub mod ops;
 pub mod replicated;
 pub mod runtime;
+pub mod share;
 pub mod state;
 mod txn_offsets;
 
@@ -54,6 +57,8 @@ pub struct GroupConfig {
     pub shard_groups_max: usize,
     /// `group.consumer.*`: KIP-848 consumer groups.
     pub consumer: consumer::ConsumerConfig,
+    /// `group.share.*`: KIP-932 share groups.
+    pub share: share::ShareConfig,
 }
 
 /// The default `group.max.size`. Kafka's is unbounded for classic groups; each member holds its
@@ -73,6 +78,7 @@ impl Default for GroupConfig {
             max_size: GROUP_MAX_SIZE_DEFAULT,
             shard_groups_max: SHARD_GROUPS_MAX_DEFAULT,
             consumer: consumer::ConsumerConfig::default(),
+            share: share::ShareConfig::default(),
         }
     }
 }

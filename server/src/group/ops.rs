@@ -7,6 +7,8 @@ use rill_types::ProducerId;
 
 use super::offsets::CommittedOffset;
 
+pub mod share;
+
 /// JoinGroup, wire-independent.
 #[derive(Debug, Clone, Default)]
 pub struct JoinArgs {

@@ -46,6 +46,13 @@
 //! | ListTransactions (66)    |   0..=1    | v1 adds the duration filter; v2's id pattern is not offered        |
 //! | ConsumerGroupHeartbeat (68) | 0..=1   | KIP-848; v1: the client makes its member id (KIP-1082), as Kafka 4 |
 //! | ConsumerGroupDescribe (69)  | 0..=1   | v1 adds the member type (KIP-1099)                                 |
+//! | ShareGroupHeartbeat (76) | 1..=1     | KIP-932; v0 was 4.0's early access, gone in 4.1                    |
+//! | ShareGroupDescribe (77)  | 1..=1     |                                                                    |
+//! | ShareFetch (78)          | 1..=1     | v2 (acquire modes, RENEW: KIP-1206/1222) is past the codec         |
+//! | ShareAcknowledge (79)    | 1..=1     | v2 (RENEW) is past the codec                                       |
+//! | DescribeShareGroupOffsets (90) | 0..=0 | v1 (lag) is past the codec                                    |
+//! | AlterShareGroupOffsets (91)    | 0..=0 |                                                               |
+//! | DeleteShareGroupOffsets (92)   | 0..=0 |                                                               |
 //!
 //! The rows themselves are [`for_each_api!`]: each names its versions and the server's handler,
 //! so adding an API is one row there plus one handler file.
@@ -133,6 +140,13 @@ macro_rules! for_each_api {
             ListTransactions 0..=1 => list_transactions,
             ConsumerGroupHeartbeat 0..=1 => consumer_group_heartbeat,
             ConsumerGroupDescribe 0..=1 => consumer_group_describe,
+            ShareGroupHeartbeat 1..=1 => share_group_heartbeat,
+            ShareGroupDescribe 1..=1 => share_group_describe,
+            ShareFetch 1..=1 => share_fetch,
+            ShareAcknowledge 1..=1 => share_acknowledge,
+            DescribeShareGroupOffsets 0..=0 => describe_share_group_offsets,
+            AlterShareGroupOffsets 0..=0 => alter_share_group_offsets,
+            DeleteShareGroupOffsets 0..=0 => delete_share_group_offsets,
         }
     };
 }

@@ -394,6 +394,25 @@ mod tests {
             ApiKey::ConsumerGroupDescribe => {
                 RequestKind::ConsumerGroupDescribe(ConsumerGroupDescribeRequest::default())
             }
+            ApiKey::ShareGroupHeartbeat => {
+                RequestKind::ShareGroupHeartbeat(ShareGroupHeartbeatRequest::default())
+            }
+            ApiKey::ShareGroupDescribe => {
+                RequestKind::ShareGroupDescribe(ShareGroupDescribeRequest::default())
+            }
+            ApiKey::ShareFetch => RequestKind::ShareFetch(ShareFetchRequest::default()),
+            ApiKey::ShareAcknowledge => {
+                RequestKind::ShareAcknowledge(ShareAcknowledgeRequest::default())
+            }
+            ApiKey::DescribeShareGroupOffsets => {
+                RequestKind::DescribeShareGroupOffsets(DescribeShareGroupOffsetsRequest::default())
+            }
+            ApiKey::AlterShareGroupOffsets => {
+                RequestKind::AlterShareGroupOffsets(AlterShareGroupOffsetsRequest::default())
+            }
+            ApiKey::DeleteShareGroupOffsets => {
+                RequestKind::DeleteShareGroupOffsets(DeleteShareGroupOffsetsRequest::default())
+            }
             other => panic!("no default for {other:?}"),
         }
     }

@@ -4,7 +4,9 @@
 //! [`crate::length_guard`] can walk a request's bytes *before* the codec allocates for the
 //! counts it reads. Specs come from apache/kafka commit 1eb7644349cb07139d6a3c1ad1986979647cac99
 //! (clients/src/main/resources/common/message, Apache-2.0); every advertised range is inside
-//! their `validVersions` (a unit test checks it).
+//! their `validVersions` (a unit test checks it). The share group APIs' specs (KIP-932:
+//! ShareGroupHeartbeat, ShareGroupDescribe, ShareFetch, ShareAcknowledge) are Kafka 4.x's, from
+//! after v0 (4.0's early access) was removed; that commit predates them.
 
 use std::collections::HashMap;
 use std::sync::OnceLock;

@@ -31,6 +31,10 @@ use crate::topics::{TopicError, TopicRegistry};
 pub const RESOURCE_TOPIC: i8 = 2;
 /// The broker resource type.
 pub const RESOURCE_BROKER: i8 = 4;
+/// The group resource type (KIP-848's group configs).
+pub const RESOURCE_GROUP: i8 = 32;
+/// The one group config Rill has: where a share group's partitions with no state start.
+pub const SHARE_AUTO_OFFSET_RESET: &str = "share.auto.offset.reset";
 
 /// One change to one config (IncrementalAlterConfigs' operations; AlterConfigs sets all).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -336,10 +340,76 @@ pub async fn alter<B: Broker>(
                 })
                 .await
         }
+        (RESOURCE_GROUP, _) => alter_group(broker, resource, change, validate_only).await,
         (other, _) => Err((
             ErrorCode::InvalidRequest,
             format!("resource type {other} is not supported"),
         )),
+    }
+}
+
+/// A group's configs: only `share.auto.offset.reset` (SET `latest`/`earliest`, or DELETE back
+/// to `latest`), kept by the group's coordinator beside its share group, in memory as the share
+/// groups are (COMPATIBILITY.md). Kafka's other group configs are refused as unknown here.
+async fn alter_group<B: Broker>(
+    broker: &B,
+    group_id: &str,
+    change: &Change,
+    validate_only: bool,
+) -> Result<(), Refused> {
+    use crate::group::share::AutoOffsetReset;
+    let Change::Incremental(ops) = change else {
+        return Err((
+            ErrorCode::InvalidRequest,
+            "group configs are changed with IncrementalAlterConfigs".to_string(),
+        ));
+    };
+    if group_id.is_empty() {
+        return Err((
+            ErrorCode::InvalidGroupId,
+            "the group id is empty".to_string(),
+        ));
+    }
+    let mut reset = None;
+    for (name, op) in ops {
+        if name != SHARE_AUTO_OFFSET_RESET {
+            return Err((
+                ErrorCode::InvalidConfig,
+                format!("Unknown group config name: {name}"),
+            ));
+        }
+        reset = Some(match op {
+            Op::Set(v) => AutoOffsetReset::parse(v).ok_or_else(|| {
+                (
+                    ErrorCode::InvalidConfig,
+                    format!(
+                        "Invalid value {v} for configuration {name}: must be latest or earliest"
+                    ),
+                )
+            })?,
+            Op::Delete => AutoOffsetReset::default(),
+            Op::Append(_) | Op::Subtract(_) => {
+                return Err((
+                    ErrorCode::InvalidConfig,
+                    format!("{name} is not a list: APPEND and SUBTRACT do not apply"),
+                ))
+            }
+        });
+    }
+    let Some(reset) = reset.filter(|_| !validate_only) else {
+        return Ok(());
+    };
+    match broker
+        .group(group_id, crate::group::GroupOp::ShareSetReset(reset))
+        .await
+    {
+        crate::group::GroupReply::ShareSetReset(code)
+        | crate::group::GroupReply::Unavailable(code)
+            if !code.is_ok() =>
+        {
+            Err((code, format!("the group config of {group_id} was not set")))
+        }
+        _ => Ok(()),
     }
 }
 

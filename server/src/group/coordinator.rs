@@ -17,6 +17,7 @@ use super::consumer::ConsumerGroup;
 use super::journal::Journal;
 use super::metadata_record::GroupMetadata;
 use super::offsets::{CommittedOffset, OffsetKey, OffsetRecord};
+use super::ops::share::{ShareGroupView, ShareHeartbeatResult, ShareSessionResult};
 use super::ops::{ConsumerGroupView, ConsumerHeartbeatArgs, ConsumerHeartbeatResult};
 use super::ops::{GroupDescription, GroupListing, GroupOp, GroupReply, MemberRef, TopicPartitions};
 use super::state::{Group, GroupState};
@@ -33,6 +34,11 @@ pub struct GroupCoordinator<J: Journal> {
     /// KIP-848 consumer groups by id (their committed offsets live in `groups`, as a classic
     /// group's do: one offsets map per group id, whatever its protocol).
     consumer_groups: RefCell<HashMap<String, ConsumerGroup>>,
+    /// KIP-932 share groups by id (`coordinator_share`).
+    share_groups: RefCell<HashMap<String, super::share::ShareGroup>>,
+    /// Groups' `share.auto.offset.reset` when set (not `latest`), whether or not the share
+    /// group exists yet (IncrementalAlterConfigs may come first); bounded as groups are.
+    share_resets: RefCell<HashMap<String, super::share::AutoOffsetReset>>,
     journal: J,
     clock: Rc<dyn Clock>,
     config: GroupConfig,
@@ -53,6 +59,8 @@ impl<J: Journal> GroupCoordinator<J> {
         GroupCoordinator {
             groups: RefCell::new(groups),
             consumer_groups: RefCell::new(HashMap::new()),
+            share_groups: RefCell::new(HashMap::new()),
+            share_resets: RefCell::new(HashMap::new()),
             journal,
             clock,
             config,
@@ -211,12 +219,12 @@ impl<J: Journal> GroupCoordinator<J> {
                     None => ErrorCode::None,
                 })
             }
-            other => unreachable!("not a consumer group operation: {other:?}"),
+            other => self.share_op(group_id, other, self.now()),
         }
     }
 
     /// A classic JoinGroup against a consumer group: refused while it has members, as Kafka
-    /// does without online migration (INCONSISTENT_GROUP_PROTOCOL); an empty consumer group
+    /// does without online migration (INCONSISTENT_GROUP_PROTOCOL, as for a share group); an empty consumer group
     /// becomes a classic one (its offsets stay; a cluster writes its records' tombstones, so
     /// that a new coordinator does not restore it).
     async fn classic_join_refused(
@@ -224,6 +232,10 @@ impl<J: Journal> GroupCoordinator<J> {
         group_id: &str,
         member_id: &str,
     ) -> Option<super::ops::JoinResult> {
+        if self.is_share_group(group_id) {
+            let code = ErrorCode::InconsistentGroupProtocol;
+            return Some(super::ops::JoinResult::error(code, member_id));
+        }
         {
             let mut consumer = self.consumer_groups.borrow_mut();
             if consumer.get(group_id)?.has_members() {
@@ -251,6 +263,12 @@ impl<J: Journal> GroupCoordinator<J> {
         args: ConsumerHeartbeatArgs,
         now: i64,
     ) -> ConsumerHeartbeatResult {
+        if self.is_share_group(group_id) {
+            return ConsumerHeartbeatResult::error(
+                ErrorCode::GroupIdNotFound,
+                format!("Group {group_id} is not a consumer group."),
+            );
+        }
         let classic_in_use = self
             .groups
             .borrow()
@@ -587,7 +605,7 @@ impl<J: Journal> GroupCoordinator<J> {
     }
 
     fn describe(&self, group_id: &str) -> GroupDescription {
-        if self.consumer_groups.borrow().contains_key(group_id) {
+        if self.consumer_groups.borrow().contains_key(group_id) || self.is_share_group(group_id) {
             // Kafka's DescribeGroups answers only classic groups (KIP-1043).
             return GroupDescription {
                 error_code: ErrorCode::GroupIdNotFound,
@@ -606,6 +624,9 @@ impl<J: Journal> GroupCoordinator<J> {
     }
 
     async fn delete_group(&self, group_id: &str) -> ErrorCode {
+        if let Some(code) = self.delete_share_group(group_id) {
+            return code;
+        }
         let was_consumer = {
             let mut consumer = self.consumer_groups.borrow_mut();
             match consumer.get(group_id) {
@@ -689,6 +710,7 @@ impl<J: Journal> GroupCoordinator<J> {
                     group_type: "consumer",
                 }),
         );
+        out.extend(self.share_listings());
         out.sort_by(|a, b| a.group_id.cmp(&b.group_id));
         out
     }
@@ -808,11 +830,32 @@ fn refused(op: &GroupOp, code: ErrorCode) -> GroupReply {
             error_code: code,
             ..Default::default()
         }),
+        GroupOp::ShareHeartbeat(_) => {
+            GroupReply::ShareHeartbeat(ShareHeartbeatResult::error(code, "invalid group id"))
+        }
+        GroupOp::ShareDescribe => GroupReply::ShareDescribe(ShareGroupView {
+            error_code: code,
+            ..Default::default()
+        }),
+        GroupOp::ShareSession(_) => GroupReply::ShareSession(ShareSessionResult {
+            error_code: code,
+            ..Default::default()
+        }),
+        GroupOp::SharePlan(_) => GroupReply::SharePlan(code, Vec::new()),
+        GroupOp::ShareAcquire(..) => GroupReply::ShareAcquire(Vec::new()),
+        GroupOp::ShareSetReset(_) => GroupReply::ShareSetReset(code),
+        GroupOp::ShareOffsets(_) => GroupReply::ShareOffsets(code, Vec::new()),
+        GroupOp::ShareAlterOffsets(_) | GroupOp::ShareDeleteOffsets(_) => {
+            GroupReply::ShareOffsetsChanged(code)
+        }
         GroupOp::Fetch(_) | GroupOp::List | GroupOp::CheckFetcher(..) => {
             unreachable!("allowed with an empty id")
         }
     }
 }
+
+#[path = "coordinator_share.rs"]
+mod share;
 
 #[cfg(test)]
 #[path = "coordinator_tests.rs"]

@@ -169,7 +169,7 @@ pub struct GroupListing {
     pub protocol_type: String,
     /// State name.
     pub state: String,
-    /// "classic" or "consumer" (ListGroups v5).
+    /// "classic", "consumer" or "share" (ListGroups v5).
     pub group_type: &'static str,
 }
 
@@ -341,6 +341,25 @@ pub enum GroupOp {
     ConsumerDescribe,
     /// OffsetFetch v9+ from a member: (member id, member epoch) checked against the group.
     CheckFetcher(String, i32),
+    /// ShareGroupHeartbeat.
+    ShareHeartbeat(Box<share::ShareHeartbeatArgs>),
+    /// ShareGroupDescribe (one group).
+    ShareDescribe,
+    /// The share-session part of a ShareFetch or ShareAcknowledge.
+    ShareSession(Box<share::ShareSessionArgs>),
+    /// Where a member's ShareFetch reads each share-partition from.
+    SharePlan(Vec<share::ShareKey>),
+    /// Acquire fetched records for a member: (member id, max records, fetched parts).
+    ShareAcquire(String, usize, Vec<share::ShareAcquirePart>),
+    /// The group config `share.auto.offset.reset` (IncrementalAlterConfigs on a GROUP).
+    ShareSetReset(share::AutoOffsetReset),
+    /// DescribeShareGroupOffsets: these share-partitions' start offsets (`None`: every one with
+    /// state).
+    ShareOffsets(Option<Vec<share::ShareKey>>),
+    /// AlterShareGroupOffsets: new start offsets (the group must have no members).
+    ShareAlterOffsets(Vec<(share::ShareKey, rill_types::Offset)>),
+    /// DeleteShareGroupOffsets: forget these topics' share-partitions (no members either).
+    ShareDeleteOffsets(Vec<uuid::Uuid>),
 }
 
 /// The answer to a [`GroupOp`] (same variant order).
@@ -376,6 +395,26 @@ pub enum GroupReply {
     ConsumerDescribe(ConsumerGroupView),
     /// CheckFetcher: NONE, UNKNOWN_MEMBER_ID or STALE_MEMBER_EPOCH.
     CheckFetcher(ErrorCode),
+    /// ShareGroupHeartbeat.
+    ShareHeartbeat(share::ShareHeartbeatResult),
+    /// ShareGroupDescribe.
+    ShareDescribe(share::ShareGroupView),
+    /// ShareSession.
+    ShareSession(share::ShareSessionResult),
+    /// SharePlan: a group error (GROUP_ID_NOT_FOUND), else where to read each.
+    SharePlan(ErrorCode, Vec<(share::ShareKey, share::FetchFrom)>),
+    /// ShareAcquire: the acquired ranges by share-partition.
+    ShareAcquire(Vec<(share::ShareKey, Vec<share::Acquired>)>),
+    /// ShareSetReset: NONE, or GROUP_MAX_SIZE_REACHED past `rill.shard.groups.max`.
+    ShareSetReset(ErrorCode),
+    /// ShareOffsets: a group error, else each share-partition's start (`None`: no state).
+    ShareOffsets(
+        ErrorCode,
+        Vec<(share::ShareKey, Option<rill_types::Offset>)>,
+    ),
+    /// ShareAlterOffsets and ShareDeleteOffsets: the group's error (NON_EMPTY_GROUP with
+    /// members, GROUP_ID_NOT_FOUND for no share group).
+    ShareOffsetsChanged(ErrorCode),
     /// The coordinator could not be reached (shard gone): this Kafka error for everything.
     Unavailable(ErrorCode),
 }

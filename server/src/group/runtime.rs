@@ -135,6 +135,7 @@ async fn tick_forever<S: Storage + 'static>(coordinator: Weak<ShardCoordinator<S
             let write = async move { c.write_emptied(&group_id, record).await };
             glommio::spawn_local(write).detach();
         }
+        c.tick_share();
         for group_id in c.fenced_consumer_groups() {
             let c = c.clone();
             let write = async move {

@@ -1,5 +1,6 @@
 //! ListGroups (16): every group on every shard, optionally filtered by state (v4+, KIP-518) and
-//! by type (v5+, KIP-848): "classic" (JoinGroup) or "consumer" (ConsumerGroupHeartbeat).
+//! by type (v5+, KIP-848): "classic" (JoinGroup), "consumer" (ConsumerGroupHeartbeat) or "share"
+//! (ShareGroupHeartbeat, KIP-932).
 
 use rill_protocol::kafka_protocol::messages::list_groups_response::ListedGroup;
 use rill_protocol::kafka_protocol::messages::{GroupId, ListGroupsRequest, ListGroupsResponse};

@@ -51,6 +51,7 @@ pub mod add_partitions_to_txn;
 pub mod alter_configs;
 pub mod alter_partition_reassignments;
 pub mod alter_replica_log_dirs;
+pub mod alter_share_group_offsets;
 pub mod api_versions;
 pub mod consumer_group_describe;
 pub mod consumer_group_heartbeat;
@@ -58,12 +59,14 @@ pub mod create_partitions;
 pub mod create_topics;
 pub mod delete_groups;
 pub mod delete_records;
+pub mod delete_share_group_offsets;
 pub mod delete_topics;
 pub mod describe_cluster;
 pub mod describe_configs;
 pub mod describe_groups;
 pub mod describe_log_dirs;
 pub mod describe_producers;
+pub mod describe_share_group_offsets;
 pub mod describe_transactions;
 pub mod elect_leaders;
 pub mod end_txn;
@@ -86,9 +89,16 @@ pub mod offset_for_leader_epoch;
 pub mod partition_verdicts;
 pub mod produce;
 pub mod produce_txn;
+pub mod share_acknowledge;
+pub mod share_fetch;
+pub mod share_group_describe;
+pub mod share_group_heartbeat;
 pub mod sync_group;
 pub mod txn_offset_commit;
 pub mod write_txn_markers;
+
+#[cfg(test)]
+mod share_tests;
 
 /// The in-memory broker: handler unit tests, and the request-path fuzz targets (server/fuzz).
 #[cfg(any(test, feature = "fuzzing"))]

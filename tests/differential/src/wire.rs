@@ -155,6 +155,10 @@ pub fn api_key_of(request: &RequestKind) -> ApiKey {
         DescribeUserScramCredentials,
         ConsumerGroupHeartbeat,
         ConsumerGroupDescribe,
+        ShareGroupHeartbeat,
+        ShareGroupDescribe,
+        ShareFetch,
+        ShareAcknowledge,
         SaslHandshake,
     )
 }

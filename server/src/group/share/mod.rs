@@ -231,7 +231,8 @@ impl ShareGroup {
             return ShareHeartbeatResult {
                 member_id: Some(member_id),
                 member_epoch: LEAVE_EPOCH,
-                heartbeat_interval_ms: self.config.heartbeat_interval_ms,
+                // Kafka answers a leave with no interval: there is no next heartbeat.
+                heartbeat_interval_ms: 0,
                 ..Default::default()
             };
         }

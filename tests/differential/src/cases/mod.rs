@@ -32,6 +32,7 @@ mod metadata;
 mod offsets;
 mod produce_fetch;
 mod producers;
+mod share_groups;
 mod transactions;
 
 /// A case: its name and its body.
@@ -49,6 +50,7 @@ pub fn all() -> Vec<Case> {
         transactions::CASES,
         groups::CASES,
         consumer_groups::CASES,
+        share_groups::CASES,
         admin::CASES,
         configs::CASES,
     ]

@@ -1,0 +1,209 @@
+//! The share groups (KIP-932) of one shard's coordinator: their membership, share sessions and
+//! share-partitions live beside the classic and consumer groups of the same ids' space (a group
+//! id is one kind at a time). In memory only: a restart forgets them (COMPATIBILITY.md).
+
+use rill_protocol::ErrorCode;
+
+use super::GroupCoordinator;
+use crate::group::journal::Journal;
+use crate::group::ops::share::{ShareGroupView, ShareHeartbeatArgs, ShareHeartbeatResult};
+use crate::group::ops::{GroupListing, GroupOp, GroupReply};
+use crate::group::share::{AutoOffsetReset, ShareGroup};
+
+impl<J: Journal> GroupCoordinator<J> {
+    /// The share groups' operations.
+    pub(super) fn share_op(&self, group_id: &str, op: GroupOp, now: i64) -> GroupReply {
+        match op {
+            GroupOp::ShareHeartbeat(args) => {
+                GroupReply::ShareHeartbeat(self.share_heartbeat(group_id, *args, now))
+            }
+            GroupOp::ShareDescribe => GroupReply::ShareDescribe(self.share_describe(group_id)),
+            GroupOp::ShareSession(args) => {
+                let mut shares = self.share_groups.borrow_mut();
+                GroupReply::ShareSession(match shares.get_mut(group_id) {
+                    Some(g) => g.session(*args),
+                    None => crate::group::ops::share::ShareSessionResult {
+                        error_code: ErrorCode::GroupIdNotFound,
+                        error_message: Some(format!("Group {group_id} is not a share group.")),
+                        ..Default::default()
+                    },
+                })
+            }
+            GroupOp::SharePlan(keys) => match self.share_groups.borrow().get(group_id) {
+                Some(g) => GroupReply::SharePlan(ErrorCode::None, g.plan(&keys)),
+                None => GroupReply::SharePlan(ErrorCode::GroupIdNotFound, Vec::new()),
+            },
+            GroupOp::ShareAcquire(member, max_records, parts) => {
+                let mut shares = self.share_groups.borrow_mut();
+                GroupReply::ShareAcquire(match shares.get_mut(group_id) {
+                    Some(g) => g.acquire(&member, max_records, parts, now),
+                    None => Vec::new(),
+                })
+            }
+            GroupOp::ShareSetReset(reset) => {
+                GroupReply::ShareSetReset(self.set_reset(group_id, reset))
+            }
+            GroupOp::ShareOffsets(keys) => match self.share_groups.borrow().get(group_id) {
+                None => GroupReply::ShareOffsets(ErrorCode::GroupIdNotFound, Vec::new()),
+                Some(g) => {
+                    let keys = keys.unwrap_or_else(|| g.partition_keys());
+                    let starts = keys.into_iter().map(|k| (k, g.start_offset(&k))).collect();
+                    GroupReply::ShareOffsets(ErrorCode::None, starts)
+                }
+            },
+            GroupOp::ShareAlterOffsets(starts) => {
+                GroupReply::ShareOffsetsChanged(self.change_offsets(group_id, |g| {
+                    for (key, offset) in starts {
+                        g.set_start_offset(key, offset);
+                    }
+                }))
+            }
+            GroupOp::ShareDeleteOffsets(topics) => {
+                GroupReply::ShareOffsetsChanged(self.change_offsets(group_id, |g| {
+                    for topic in topics {
+                        g.delete_topic_state(topic);
+                    }
+                }))
+            }
+            other => unreachable!("not a share group operation: {other:?}"),
+        }
+    }
+
+    /// ShareGroupHeartbeat: a classic or consumer group of that id is not a share group
+    /// (GROUP_ID_NOT_FOUND, as Kafka); the first join creates the group.
+    fn share_heartbeat(
+        &self,
+        group_id: &str,
+        args: ShareHeartbeatArgs,
+        now: i64,
+    ) -> ShareHeartbeatResult {
+        let other_kind = self.consumer_groups.borrow().contains_key(group_id)
+            || self.groups.borrow().contains_key(group_id);
+        if other_kind {
+            return ShareHeartbeatResult::error(
+                ErrorCode::GroupIdNotFound,
+                format!("Group {group_id} is not a share group."),
+            );
+        }
+        let mut shares = self.share_groups.borrow_mut();
+        if !shares.contains_key(group_id) {
+            if args.member_epoch != 0 {
+                // As for consumer groups (COMPATIBILITY C26): a group a restart forgot tells
+                // its members to join again rather than GROUP_ID_NOT_FOUND.
+                return ShareHeartbeatResult::error(
+                    ErrorCode::UnknownMemberId,
+                    format!("Group {group_id} has no member {}.", args.member_id),
+                );
+            }
+            let others = self.groups.borrow().len() + self.consumer_groups.borrow().len();
+            if others + shares.len() >= self.config.shard_groups_max {
+                crate::admin::shard::hooks::bound_hit(crate::admin::bound_hits::Bound::ShardGroups);
+                return ShareHeartbeatResult::error(
+                    ErrorCode::GroupMaxSizeReached,
+                    "rill.shard.groups.max reached",
+                );
+            }
+            let mut group = ShareGroup::new(group_id, self.config.share);
+            if let Some(reset) = self.share_resets.borrow().get(group_id) {
+                group.auto_offset_reset = *reset;
+            }
+            shares.insert(group_id.to_string(), group);
+        }
+        let result = shares
+            .get_mut(group_id)
+            .expect("inserted")
+            .heartbeat(args, now);
+        if result.error_code == ErrorCode::GroupMaxSizeReached {
+            crate::admin::shard::hooks::bound_hit(crate::admin::bound_hits::Bound::GroupMaxSize);
+        }
+        result
+    }
+
+    /// Sets a group's `share.auto.offset.reset` (`latest` is the default and is not kept).
+    fn set_reset(&self, group_id: &str, reset: AutoOffsetReset) -> ErrorCode {
+        if let Some(g) = self.share_groups.borrow_mut().get_mut(group_id) {
+            g.auto_offset_reset = reset;
+        }
+        let mut resets = self.share_resets.borrow_mut();
+        if reset == AutoOffsetReset::default() {
+            resets.remove(group_id);
+            return ErrorCode::None;
+        }
+        if !resets.contains_key(group_id) && resets.len() >= self.config.shard_groups_max {
+            crate::admin::shard::hooks::bound_hit(crate::admin::bound_hits::Bound::ShardGroups);
+            return ErrorCode::GroupMaxSizeReached;
+        }
+        resets.insert(group_id.to_string(), reset);
+        ErrorCode::None
+    }
+
+    /// Runs `change` on an empty share group (NON_EMPTY_GROUP while it has members, as Kafka:
+    /// a member's in-flight records would lose their meaning).
+    fn change_offsets(&self, group_id: &str, change: impl FnOnce(&mut ShareGroup)) -> ErrorCode {
+        match self.share_groups.borrow_mut().get_mut(group_id) {
+            None => ErrorCode::GroupIdNotFound,
+            Some(g) if g.has_members() => ErrorCode::NonEmptyGroup,
+            Some(g) => {
+                change(g);
+                ErrorCode::None
+            }
+        }
+    }
+
+    /// ShareGroupDescribe of one group.
+    fn share_describe(&self, group_id: &str) -> ShareGroupView {
+        if let Some(g) = self.share_groups.borrow().get(group_id) {
+            return g.describe();
+        }
+        let other_kind = self.consumer_groups.borrow().contains_key(group_id)
+            || self.groups.borrow().contains_key(group_id);
+        let message = if other_kind {
+            format!("Group {group_id} is not a share group.")
+        } else {
+            format!("Group {group_id} not found.")
+        };
+        ShareGroupView {
+            error_code: ErrorCode::GroupIdNotFound,
+            error_message: Some(message),
+            ..Default::default()
+        }
+    }
+
+    /// Whether `group_id` is a share group here (other kinds' operations refuse it).
+    pub(super) fn is_share_group(&self, group_id: &str) -> bool {
+        self.share_groups.borrow().contains_key(group_id)
+    }
+
+    /// Fences share group members past their session and expires record locks.
+    pub fn tick_share(&self) {
+        let now = self.now();
+        for g in self.share_groups.borrow_mut().values_mut() {
+            g.tick(now);
+        }
+    }
+
+    /// The share groups as ListGroups shows them.
+    pub(super) fn share_listings(&self) -> Vec<GroupListing> {
+        self.share_groups
+            .borrow()
+            .values()
+            .map(|g| GroupListing {
+                group_id: g.id.clone(),
+                protocol_type: "share".to_string(),
+                state: g.state_name().to_string(),
+                group_type: "share",
+            })
+            .collect()
+    }
+
+    /// DeleteGroups of a share group: NON_EMPTY_GROUP while it has members; `None`: not one.
+    pub(super) fn delete_share_group(&self, group_id: &str) -> Option<ErrorCode> {
+        let mut shares = self.share_groups.borrow_mut();
+        let g = shares.get(group_id)?;
+        if g.has_members() {
+            return Some(ErrorCode::NonEmptyGroup);
+        }
+        shares.remove(group_id);
+        Some(ErrorCode::None)
+    }
+}

@@ -123,8 +123,9 @@ class Cluster:
         raise AssertionError(f"brokers listed per node after {timeout_s}s: {seen}")
 
     def controller(self) -> int:
-        """The active controller as a live node's Metadata names it."""
-        return node_metadata(self.live_nodes()[0])["controller"]
+        """The active controller as a live node knows it (its /metrics gauge
+        rill_cluster_controller_id; -1 unknown). Metadata names the node asked (KIP-590)."""
+        return active_controller(self.live_nodes()[0])
 
 
 @contextmanager
@@ -142,6 +143,17 @@ def running(cluster: Cluster, started: list):
     assert codes == [0] * len(cluster.nodes), f"exit codes on SIGTERM: {codes}"
     for node in cluster.nodes:
         assert "panicked" not in node.log_text(), f"node {node.node_id} panicked"
+
+
+def active_controller(node: ClusterNode) -> int:
+    """The node.id of the active controller as `node` knows it (-1: unknown), from /metrics."""
+    import urllib.request
+    url = f"http://127.0.0.1:{node.admin_port}/metrics"
+    with urllib.request.urlopen(url, timeout=5) as answer:
+        for line in answer.read().decode().splitlines():
+            if line.startswith("rill_cluster_controller_id "):
+                return int(float(line.split()[1]))
+    raise AssertionError(f"no rill_cluster_controller_id in {url}")
 
 
 def node_metadata(node: Broker, topics: list[str] | None = None) -> dict:

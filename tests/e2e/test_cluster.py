@@ -21,7 +21,8 @@ from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer
 
 import kafka_wire as kw
 from broker import Broker, free_port, rill_binary
-from cluster import Cluster, node_metadata, wait_isr_full, wait_topic_everywhere
+from cluster import (Cluster, active_controller, node_metadata, wait_isr_full,
+                     wait_topic_everywhere)
 from clients import kcat
 from conftest import _BROKERS
 
@@ -59,7 +60,10 @@ def test_every_node_lists_all_three_brokers_and_names_the_controller(cluster3):
         controllers.add(md["controller"])
         listing = kcat(node.bootstrap, "-L").stdout.decode()
         assert " 3 brokers:" in listing, listing
-    assert len(controllers) == 1 and controllers <= set(ports), controllers
+    # Each names itself (it forwards admin requests to the active controller: KIP-590), and
+    # they agree on which node that is.
+    assert controllers == set(ports), controllers
+    assert len({active_controller(n) for n in cluster3.nodes}) == 1
     admin = KafkaAdminClient(bootstrap_servers=cluster3.bootstrap(2))
     described = admin.describe_cluster()
     admin.close()
@@ -389,22 +393,18 @@ def test_killing_the_controller_a_new_topic_within_30s_and_the_node_rejoins(tmp_
         c.node(victim).kill9()
         survivor = next(n for n in c.nodes if n.node_id != victim)
         killed_at = time.monotonic()
-        while node_metadata(survivor)["controller"] == victim:
-            assert time.monotonic() - killed_at < 30, "no new controller within 30 s"
-            time.sleep(0.05)
-        print(f"survivors name controller {node_metadata(survivor)['controller']} "
-              f"{time.monotonic() - killed_at:.1f}s after kill -9 of controller {victim}")
+        # One AdminClient made at once, bootstrapped from both survivors, and one request: the
+        # survivor it asks names itself as controller and forwards to the new active
+        # controller, so the client never waits on the dead one (issue 32).
+        assert node_metadata(survivor)["controller"] == survivor.node_id
         new = unique("after-kill")
-        while True:
-            assert time.monotonic() - killed_at < 30, "no new topic within 30 s of the kill"
-            admin = AdminClient({"bootstrap.servers": survivor.bootstrap})
-            try:
-                admin.create_topics([NewTopic(new, 2, 2)])[new].result(10)
-                print(f"new topic created {time.monotonic() - killed_at:.1f}s after kill -9 "
-                      f"of controller {victim}")
-                break
-            except Exception:  # noqa: BLE001 - retried until the 30 s bound
-                time.sleep(0.5)
+        admin = AdminClient({"bootstrap.servers": ",".join(
+            n.bootstrap for n in c.nodes if n.node_id != victim)})
+        admin.create_topics([NewTopic(new, 2, 2)], request_timeout=25)[new].result(30)
+        took = time.monotonic() - killed_at
+        print(f"new topic created {took:.1f}s after kill -9 of controller {victim}, "
+              f"now {active_controller(survivor)}")
+        assert took < 30, f"the new topic took {took:.1f} s"
         # Fenced after its session: its partitions fail over to a survivor in their ISR, which
         # holds every acknowledged message (issue 14).
         deadline = time.monotonic() + 10

@@ -182,7 +182,8 @@ fn metadata_lists_live_brokers_and_each_partitions_leadership_at_every_version()
         let ids: Vec<i32> = r.brokers.iter().map(|b| b.node_id.0).collect();
         assert_eq!(ids, vec![1, 2], "v{v}: only live brokers");
         if v >= 1 {
-            assert_eq!(r.controller_id.0, 2);
+            // This node (1), which forwards admin requests, not the active controller (2).
+            assert_eq!(r.controller_id.0, 1);
         }
         let t = &r.topics[0];
         let p: Vec<(i16, i32)> = t
@@ -216,7 +217,7 @@ fn describe_cluster_and_find_coordinator_encode_at_every_version() {
     let broker = cluster_fake();
     for v in versions(ApiKey::DescribeCluster) {
         let r = handler::describe_cluster::handle(&broker, &DescribeClusterRequest::default());
-        assert_eq!(r.controller_id.0, 2);
+        assert_eq!(r.controller_id.0, 1, "this node (1), as Metadata names it");
         assert_eq!(r.brokers.len(), 2);
         assert_eq!(r.cluster_id.as_str(), "c1");
         encodes(

@@ -54,7 +54,9 @@ pub fn handle_on<B: Broker>(
                     Some(entry(b.node_id.0, &e.host, e.port))
                 })
                 .collect();
-            (brokers, cluster.controller().map_or(-1, |c| c.0))
+            // This node, as Metadata names it (`metadata::Layout::controller`): it forwards
+            // admin requests to the active controller.
+            (brokers, config.node_id)
         }
     };
     DescribeClusterResponse::default()

@@ -109,14 +109,12 @@ impl Layout {
             .with_offline_replicas(if version >= 5 { offline } else { Vec::new() })
     }
 
-    /// The controller clients send admin requests to (any broker forwards them in a cluster):
-    /// the active controller if it is a live broker, else this node.
+    /// The controller clients send admin requests to: this node, since every broker forwards
+    /// them to the active controller (KIP-590; Kafka's KRaft brokers name a random live broker).
+    /// Naming the active controller sent clients to a node that may have just died: librdkafka's
+    /// AdminClient then waited on it for over 30 s (issue 32).
     fn controller<B: Broker>(&self, broker: &B) -> BrokerId {
-        let me = BrokerId(broker.config().node_id);
-        match (self, broker.cluster().and_then(|c| c.controller())) {
-            (Layout::Cluster(image), Some(c)) if image.live_broker(c).is_some() => BrokerId(c.0),
-            _ => me,
-        }
+        BrokerId(broker.config().node_id)
     }
 }
 

@@ -52,11 +52,12 @@ impl<J: Journal> GroupCoordinator<J> {
         config: GroupConfig,
         live: Vec<(OffsetKey, CommittedOffset)>,
     ) -> Self {
+        let (live, share_starts) = super::share::durable::split(live);
         let mut groups = groups_of(live, config);
         for group in groups.values_mut() {
             group.set_writes_membership(journal.writes_membership());
         }
-        GroupCoordinator {
+        let coordinator = GroupCoordinator {
             groups: RefCell::new(groups),
             consumer_groups: RefCell::new(HashMap::new()),
             share_groups: RefCell::new(HashMap::new()),
@@ -64,7 +65,9 @@ impl<J: Journal> GroupCoordinator<J> {
             journal,
             clock,
             config,
-        }
+        };
+        coordinator.restore_share(share_starts);
+        coordinator
     }
 
     /// Replaces offsets partition `partition`'s groups with those rebuilt from `live` (this
@@ -77,6 +80,8 @@ impl<J: Journal> GroupCoordinator<J> {
         groups: Vec<(String, GroupMetadata)>,
     ) {
         self.unload_partition(partition);
+        let (live, share_starts) = super::share::durable::split(live);
+        self.restore_share(share_starts);
         let mut loaded = groups_of(live, self.config);
         let now = self.now();
         for (id, record) in groups {
@@ -125,6 +130,9 @@ impl<J: Journal> GroupCoordinator<J> {
         self.consumer_groups
             .borrow_mut()
             .retain(|id, _| super::offsets_partition(id) != partition);
+        self.share_groups
+            .borrow_mut()
+            .retain(|id, _| super::offsets_partition(id) != partition);
     }
 
     /// The journal (shutdown closes it).
@@ -144,6 +152,9 @@ impl<J: Journal> GroupCoordinator<J> {
         if !any_id && !matches!(op, GroupOp::List) {
             if let Err(e) = Field::GroupId.check(group_id) {
                 return refused(&op, e.code);
+            }
+            if group_id.starts_with(super::share::durable::STATE_PREFIX) {
+                return refused(&op, ErrorCode::InvalidGroupId);
             }
         }
         if !matches!(op, GroupOp::List) {
@@ -202,6 +213,17 @@ impl<J: Journal> GroupCoordinator<J> {
                 }
                 GroupReply::ConsumerHeartbeat(result)
             }
+            op => self.other_op(group_id, op, now).await,
+        }
+    }
+
+    /// The KIP-848 consumer groups' and the share groups' operations.
+    async fn other_op(&self, group_id: &str, op: GroupOp, now: i64) -> GroupReply {
+        match op {
+            GroupOp::ShareSession(_)
+            | GroupOp::ShareAcquire(..)
+            | GroupOp::ShareAlterOffsets(_)
+            | GroupOp::ShareDeleteOffsets(_) => self.share_written(group_id, op, now).await,
             op => self.consumer_op(group_id, op),
         }
     }
@@ -624,7 +646,7 @@ impl<J: Journal> GroupCoordinator<J> {
     }
 
     async fn delete_group(&self, group_id: &str) -> ErrorCode {
-        if let Some(code) = self.delete_share_group(group_id) {
+        if let Some(code) = self.delete_share_group(group_id).await {
             return code;
         }
         let was_consumer = {

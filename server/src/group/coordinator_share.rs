@@ -1,14 +1,18 @@
 //! The share groups (KIP-932) of one shard's coordinator: their membership, share sessions and
 //! share-partitions live beside the classic and consumer groups of the same ids' space (a group
-//! id is one kind at a time). In memory only: a restart forgets them (COMPATIBILITY.md).
+//! id is one kind at a time). Each share-partition's start is written to the group's offsets
+//! log before the request that moved it is answered (`share::durable`); the rest is kept in
+//! memory.
 
 use rill_protocol::ErrorCode;
 
 use super::GroupCoordinator;
 use crate::group::journal::Journal;
+use crate::group::ops::share::ShareKey;
 use crate::group::ops::share::{ShareGroupView, ShareHeartbeatArgs, ShareHeartbeatResult};
 use crate::group::ops::{GroupListing, GroupOp, GroupReply};
-use crate::group::share::{AutoOffsetReset, ShareGroup};
+use crate::group::share::{durable, AutoOffsetReset, ShareGroup};
+use rill_types::Offset;
 
 impl<J: Journal> GroupCoordinator<J> {
     /// The share groups' operations.
@@ -197,13 +201,79 @@ impl<J: Journal> GroupCoordinator<J> {
     }
 
     /// DeleteGroups of a share group: NON_EMPTY_GROUP while it has members; `None`: not one.
-    pub(super) fn delete_share_group(&self, group_id: &str) -> Option<ErrorCode> {
-        let mut shares = self.share_groups.borrow_mut();
-        let g = shares.get(group_id)?;
-        if g.has_members() {
-            return Some(ErrorCode::NonEmptyGroup);
+    /// Its written starts get tombstones first.
+    pub(super) async fn delete_share_group(&self, group_id: &str) -> Option<ErrorCode> {
+        let keys = {
+            let shares = self.share_groups.borrow();
+            let g = shares.get(group_id)?;
+            if g.has_members() {
+                return Some(ErrorCode::NonEmptyGroup);
+            }
+            g.persisted_keys()
+        };
+        let now = self.now();
+        let tombstones: Vec<_> = keys
+            .into_iter()
+            .filter_map(|k| durable::record(group_id, k, None, now))
+            .collect();
+        if !tombstones.is_empty() {
+            if let Err(code) = self.journal.append(group_id, tombstones).await {
+                return Some(code);
+            }
         }
-        shares.remove(group_id);
+        self.share_groups.borrow_mut().remove(group_id);
         Some(ErrorCode::None)
+    }
+
+    /// Share groups' starts replayed from the log: each group is restored without members.
+    pub(super) fn restore_share(&self, starts: Vec<(String, ShareKey, Offset)>) {
+        let mut shares = self.share_groups.borrow_mut();
+        for (group_id, key, start) in starts {
+            shares
+                .entry(group_id.clone())
+                .or_insert_with(|| ShareGroup::new(&group_id, self.config.share))
+                .restore_start(key, start);
+        }
+    }
+
+    /// A share operation that may move share-partition starts (acknowledgements, acquisitions,
+    /// AlterShareGroupOffsets, DeleteShareGroupOffsets): the moved starts are written before it
+    /// is answered; if that fails, its acknowledgements are answered with the error (the
+    /// starts are written again with the next change).
+    pub(super) async fn share_written(&self, group_id: &str, op: GroupOp, now: i64) -> GroupReply {
+        let mut reply = self.share_op(group_id, op, now);
+        let moved = match self.share_groups.borrow_mut().get_mut(group_id) {
+            Some(g) => g.take_moved(),
+            None => return reply,
+        };
+        let wall = self.now();
+        let records: Vec<_> = moved
+            .iter()
+            .filter_map(|(k, start)| durable::record(group_id, *k, *start, wall))
+            .collect();
+        if records.is_empty() {
+            return reply;
+        }
+        if let Err(code) = self.journal.append(group_id, records).await {
+            tracing::warn!(
+                group = group_id,
+                ?code,
+                "writing share-partition starts failed"
+            );
+            let keys: Vec<ShareKey> = moved.iter().map(|(k, _)| *k).collect();
+            if let Some(g) = self.share_groups.borrow_mut().get_mut(group_id) {
+                g.unmark(&keys);
+            }
+            match &mut reply {
+                GroupReply::ShareSession(r) => {
+                    for (_, outcome) in r.acks.iter_mut().filter(|(_, o)| o.is_ok()) {
+                        *outcome = code;
+                    }
+                }
+                GroupReply::ShareOffsetsChanged(c) => *c = code,
+                _ => {}
+            }
+        }
+        reply
     }
 }

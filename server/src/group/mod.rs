@@ -14,7 +14,7 @@
 //!   its records in Kafka's coordinator record types (`consumer::records`), written by a
 //!   cluster's journal and restored by the next coordinator.
 //! - [`share`]: one KIP-932 share group (membership, the simple assignor, share sessions) and
-//!   its share-partitions' delivery state (`share::partition`), runtime-free; in memory only.
+//!   its share-partitions' delivery state (`share::partition`), runtime-free; the starts written through the journal (`share::durable`).
 //! - [`coordinator`]: one shard's groups, answering [`GroupOp`]s.
 //! - `txn_offsets`: offsets committed inside transactions, pending until the transaction ends.
 //! - [`runtime`]: starting a shard's coordinator with the storage and clock handed in; other

@@ -14,6 +14,7 @@
 //!
 //! A member that leaves or is fenced gives back every record it holds, and its session goes.
 
+pub mod durable;
 pub mod partition;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -180,6 +181,8 @@ pub struct ShareGroup {
     sessions: HashMap<String, Session>,
     /// `share.auto.offset.reset`.
     pub auto_offset_reset: AutoOffsetReset,
+    /// Each share-partition's start as last written to the log ([`durable`]).
+    persisted: HashMap<ShareKey, Offset>,
     config: ShareConfig,
 }
 
@@ -196,6 +199,7 @@ impl ShareGroup {
             partitions: HashMap::new(),
             sessions: HashMap::new(),
             auto_offset_reset: AutoOffsetReset::default(),
+            persisted: HashMap::new(),
             config,
         }
     }
@@ -573,6 +577,54 @@ impl ShareGroup {
         let before = self.partitions.len();
         self.partitions.retain(|(t, _), _| *t != topic);
         before != self.partitions.len()
+    }
+
+    /// The share-partitions whose start moved (or that were forgotten: `None`) since the last
+    /// take: what is to be written ([`durable`]). Taking marks them written.
+    pub fn take_moved(&mut self) -> Vec<(ShareKey, Option<Offset>)> {
+        let mut out: Vec<(ShareKey, Option<Offset>)> = self
+            .partitions
+            .iter()
+            .filter(|(k, p)| self.persisted.get(k) != Some(&p.start()))
+            .map(|(k, p)| (*k, Some(p.start())))
+            .collect();
+        out.extend(
+            self.persisted
+                .keys()
+                .filter(|k| !self.partitions.contains_key(k))
+                .map(|k| (*k, None)),
+        );
+        for (k, start) in &out {
+            match start {
+                Some(o) => self.persisted.insert(*k, *o),
+                None => self.persisted.remove(k),
+            };
+        }
+        out.sort();
+        out
+    }
+
+    /// A write of [`Self::take_moved`]'s partitions failed: they are written again next time.
+    pub fn unmark(&mut self, keys: &[ShareKey]) {
+        for k in keys {
+            self.persisted.remove(k);
+            if !self.partitions.contains_key(k) {
+                // A forgotten partition's tombstone: remember it as written at an impossible
+                // start, so the next take writes the tombstone again.
+                self.persisted.insert(*k, Offset(-1));
+            }
+        }
+    }
+
+    /// A share-partition's start as the log holds it (a restart, a new coordinator).
+    pub fn restore_start(&mut self, key: ShareKey, start: Offset) {
+        self.set_start_offset(key, start);
+        self.persisted.insert(key, start);
+    }
+
+    /// Every share-partition written to the log (their tombstones when the group is deleted).
+    pub fn persisted_keys(&self) -> Vec<ShareKey> {
+        self.persisted.keys().copied().collect()
     }
 
     /// The share-partitions with state.

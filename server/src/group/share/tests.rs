@@ -241,3 +241,41 @@ fn group_max_size_and_leaving() {
         ErrorCode::UnknownMemberId
     );
 }
+
+#[test]
+fn moved_starts_are_taken_once_and_again_after_a_failed_write() {
+    let mut g = group();
+    join(&mut g, "a", 1, 0);
+    g.session(session("a", 0, vec![]));
+    let part = ShareAcquirePart {
+        key: (T, 0),
+        init: Some(Offset(0)),
+        log_start: Offset(0),
+        batches: vec![FetchedBatch {
+            first: 0,
+            last: 1,
+            control: false,
+        }],
+    };
+    g.acquire("a", 500, vec![part], 0);
+    assert_eq!(g.take_moved(), vec![((T, 0), Some(Offset(0)))]);
+    assert!(g.take_moved().is_empty());
+    let ack = AckBatch {
+        first: 0,
+        last: 1,
+        types: vec![AckType::Accept],
+    };
+    g.session(session("a", 1, vec![((T, 0), vec![ack])]));
+    assert_eq!(g.take_moved(), vec![((T, 0), Some(Offset(2)))]);
+    g.unmark(&[(T, 0)]);
+    assert_eq!(g.take_moved(), vec![((T, 0), Some(Offset(2)))]);
+    // Restored from the log: nothing to write until it moves; forgotten: a tombstone.
+    let mut h = group();
+    h.restore_start((T, 0), Offset(2));
+    assert!(h.take_moved().is_empty());
+    assert!(h.delete_topic_state(T));
+    assert_eq!(h.take_moved(), vec![((T, 0), None)]);
+    h.unmark(&[(T, 0)]);
+    assert_eq!(h.take_moved(), vec![((T, 0), None)]);
+    assert!(h.take_moved().is_empty());
+}

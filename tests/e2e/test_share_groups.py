@@ -286,6 +286,7 @@ def java_scenario(bootstrap: str) -> dict:
     }
 
 
+@pytest.mark.timeout(480)   # eight JVM runs and an Apache Kafka start on a loaded 2-core machine
 def test_java_share_consumers_same_counts_as_apache_kafka(share_broker, tmp_path):
     why = java_ready()
     if why:

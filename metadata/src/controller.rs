@@ -127,6 +127,9 @@ pub enum ReplyPlan {
         /// The partition.
         partition: u32,
     },
+    /// `Scram` with these results (decided before the entry; a removal overtaken by another
+    /// leaves the same state).
+    Scram(Vec<crate::scram::ScramResult>),
     /// Nobody waits (the controller's own decisions).
     Nothing,
 }
@@ -232,6 +235,10 @@ impl Controller {
             ControllerRequest::AlterPartitionReassignments { topics } => {
                 crate::reassign::decide(image, topics)
             }
+            ControllerRequest::AlterUserScramCredentials {
+                deletions,
+                upsertions,
+            } => alter_scram(image, deletions, upsertions),
             ControllerRequest::FetchImage { applied_index } => {
                 let newer = image.applied_index > *applied_index;
                 Decision::Reply(ControllerResponse::Image {
@@ -597,6 +604,7 @@ impl Controller {
             } => crate::alter_partition::reply(image, (topic_id, partition), first_ok),
             ReplyPlan::Elections(slots) => crate::elect_leaders::reply(image, slots, index),
             ReplyPlan::Reassignments(slots) => crate::reassign::reply(slots, outcomes, index),
+            ReplyPlan::Scram(results) => ControllerResponse::Scram { results, index },
             ReplyPlan::Topics(slots) => ControllerResponse::Topics {
                 results: slots
                     .into_iter()
@@ -606,6 +614,42 @@ impl Controller {
             },
         };
         Some(response)
+    }
+}
+
+/// AlterUserScramCredentials: Kafka's decision ([`crate::scram::decide_alter`]) on the image's
+/// credentials, its changes as KRaft's records.
+fn alter_scram(
+    image: &MetadataImage,
+    deletions: &[crate::scram::ScramDeletion],
+    upsertions: &[crate::scram::ScramUpsertion],
+) -> Decision {
+    use crate::scram::ScramChange;
+    let (results, changes) = crate::scram::decide_alter(&image.scram, deletions, upsertions);
+    if changes.is_empty() {
+        return Decision::Reply(ControllerResponse::Scram {
+            results,
+            index: LogIndex(0),
+        });
+    }
+    let records = changes
+        .into_iter()
+        .map(|change| match change {
+            ScramChange::Upsert(name, mechanism, credential) => {
+                MetadataRecord::UserScramCredential {
+                    name,
+                    mechanism,
+                    credential,
+                }
+            }
+            ScramChange::Remove(name, mechanism) => {
+                MetadataRecord::RemoveUserScramCredential { name, mechanism }
+            }
+        })
+        .collect();
+    Decision::Propose {
+        records,
+        plan: ReplyPlan::Scram(results),
     }
 }
 

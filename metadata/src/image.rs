@@ -156,6 +156,8 @@ pub struct MetadataImage {
     pub topics: BTreeMap<String, Arc<TopicImage>>,
     /// Producer ids below this were handed out.
     pub next_producer_id: ProducerId,
+    /// SCRAM credentials by user and mechanism (KIP-554).
+    pub scram: crate::scram::ScramCredentials,
     /// Topic id → name (derived from `topics`).
     #[serde(skip)]
     ids: HashMap<Uuid, String>,
@@ -171,6 +173,8 @@ struct StoredImage {
     brokers: BTreeMap<NodeId, BrokerRegistration>,
     topics: BTreeMap<String, Arc<TopicImage>>,
     next_producer_id: ProducerId,
+    #[serde(default)]
+    scram: crate::scram::ScramCredentials,
 }
 
 impl From<StoredImage> for MetadataImage {
@@ -182,6 +186,7 @@ impl From<StoredImage> for MetadataImage {
             brokers: stored.brokers,
             topics: stored.topics,
             next_producer_id: stored.next_producer_id,
+            scram: stored.scram,
             ids: HashMap::new(),
         };
         image.reindex();
@@ -198,6 +203,7 @@ impl Default for MetadataImage {
             brokers: BTreeMap::new(),
             topics: BTreeMap::new(),
             next_producer_id: ProducerId(0),
+            scram: Default::default(),
             ids: HashMap::new(),
         }
     }
@@ -232,6 +238,35 @@ impl MetadataImage {
         assert!(index > self.applied_index, "entries apply in log order");
         self.applied_index = index;
         self.applied_term = term;
+    }
+
+    /// A SCRAM credential record (KRaft's UserScramCredentialRecord and its removal; a removal
+    /// of what is gone is stale, as Kafka's replay refuses it).
+    fn apply_scram(&mut self, record: &MetadataRecord) -> Result<(), Rejected> {
+        use crate::scram::ScramChange;
+        let change = match record {
+            MetadataRecord::UserScramCredential {
+                name,
+                mechanism,
+                credential,
+            } => ScramChange::Upsert(name.clone(), *mechanism, credential.clone()),
+            MetadataRecord::RemoveUserScramCredential { name, mechanism } => {
+                let exists = self
+                    .scram
+                    .get(name)
+                    .is_some_and(|c| c.contains_key(mechanism));
+                if !exists {
+                    return Err(Rejected::Stale(format!(
+                        "no {} credential for user {name}",
+                        mechanism.name()
+                    )));
+                }
+                ScramChange::Remove(name.clone(), *mechanism)
+            }
+            _ => unreachable!("not a SCRAM record"),
+        };
+        crate::scram::apply(&mut self.scram, &[change]);
+        Ok(())
     }
 
     fn apply(&mut self, index: LogIndex, record: &MetadataRecord) -> Result<(), Rejected> {
@@ -294,6 +329,8 @@ impl MetadataImage {
                 count,
             } => self.take_producer_ids(*first, *count),
             MetadataRecord::PartitionReassignment(change) => self.reassign(change),
+            MetadataRecord::UserScramCredential { .. }
+            | MetadataRecord::RemoveUserScramCredential { .. } => self.apply_scram(record),
         }
     }
 

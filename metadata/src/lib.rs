@@ -14,6 +14,7 @@
 //! - [`record`]: the records of the log (KRaft's names) and their encoding.
 //! - [`image`]: the state the records build, applied deterministically on every node.
 //! - [`placement`]: round-robin replica placement (Kafka's rack-unaware assignment).
+//! - [`scram`]: SCRAM credentials (KIP-554) and AlterUserScramCredentials' decision.
 //! - [`request`]: what brokers ask the controller (register, heartbeat, admin) and its answers.
 //! - [`controller`]: the active controller's decisions: requests and time → records;
 //!   [`alter_partition`]: the ISR changes a leader asks for (KIP-497);
@@ -53,6 +54,7 @@ mod raft_log;
 pub mod reassign;
 pub mod record;
 pub mod request;
+pub mod scram;
 pub mod store;
 pub mod types;
 pub mod wire;

@@ -152,6 +152,24 @@ pub enum MetadataRecord {
         /// Ids in the block.
         count: i64,
     },
+    /// A user's SCRAM credential for one mechanism, new or replacing (KRaft's
+    /// UserScramCredentialRecord).
+    UserScramCredential {
+        /// The user.
+        name: String,
+        /// The mechanism.
+        mechanism: crate::scram::ScramMechanism,
+        /// Salt, stored key, server key, iterations.
+        credential: crate::scram::ScramCredential,
+    },
+    /// A user's SCRAM credential for one mechanism is gone (KRaft's
+    /// RemoveUserScramCredentialRecord).
+    RemoveUserScramCredential {
+        /// The user.
+        name: String,
+        /// The mechanism.
+        mechanism: crate::scram::ScramMechanism,
+    },
 }
 
 /// A partition's whole placement after a reassignment step (KRaft writes these fields in its

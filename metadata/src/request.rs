@@ -101,6 +101,14 @@ pub enum ControllerRequest {
         /// The topics.
         topics: Vec<(String, Vec<crate::reassign::Target>)>,
     },
+    /// AlterUserScramCredentials (KIP-554), the keys derived by the broker that took it
+    /// ([`crate::scram::decide_alter`] decides).
+    AlterUserScramCredentials {
+        /// As the client sent them.
+        deletions: Vec<crate::scram::ScramDeletion>,
+        /// As the client sent them, with derived keys.
+        upsertions: Vec<crate::scram::ScramUpsertion>,
+    },
     /// A broker that is not a voter (an observer) follows the metadata: the applied image, if
     /// the controller's is newer than `applied_index`.
     FetchImage {
@@ -284,6 +292,14 @@ pub enum ControllerResponse {
         /// Log index of the changes (0 when nothing was written).
         index: LogIndex,
     },
+    /// One result per user of an AlterUserScramCredentials; the changes are in the log at
+    /// `index` (0 when nothing was written).
+    Scram {
+        /// Deletions, upsertions, then failures.
+        results: Vec<crate::scram::ScramResult>,
+        /// Log index of the changes.
+        index: LogIndex,
+    },
     /// The controller's applied image (`None`: not newer than the broker's).
     Image {
         /// The image.
@@ -311,7 +327,7 @@ impl ControllerResponse {
 
 /// An [`ErrorCode`] on the controller listener: its wire number, as the JSON always carried it.
 /// A number this build does not know (a newer peer's) reads as `UNKNOWN_SERVER_ERROR`.
-mod wire_code {
+pub(crate) mod wire_code {
     use rill_types::ErrorCode;
     use serde::{Deserialize, Deserializer, Serializer};
 

@@ -18,6 +18,7 @@
 //! | SyncGroup (14)           |   0..=5    | v0 = librdkafka check                                              |
 //! | DescribeGroups (15)      |   0..=5    |                                                                    |
 //! | ListGroups (16)          |   0..=5    | v4 state filter (KIP-518), v5 type filter (KIP-848): every group is "classic" |
+//! | SaslHandshake (17)       |   1..=1    | v0's raw tokens after the handshake are not served; every client speaks v1 with SaslAuthenticate |
 //! | ApiVersions (18)         |   0..=4    | aiokafka speaks only v0; kafka-python tries v4 first              |
 //! | CreateTopics (19)        |   2..=7    | codec minimum 2                                                    |
 //! | DeleteTopics (20)        |   1..=6    | codec minimum 1                                                    |
@@ -33,6 +34,7 @@
 //! | AlterConfigs (33)        |   0..=2    | kafkajs and kafka-python's non-incremental path                    |
 //! | AlterReplicaLogDirs (34) |   1..=2    | Kafka 4's range; one data directory: moving a replica where it is answers NONE |
 //! | DescribeLogDirs (35)     |   1..=4    | codec minimum 1; v4 adds the directory's total and usable bytes    |
+//! | SaslAuthenticate (36)    |   0..=2    | Kafka 4's range; v1 adds the session lifetime (always 0: no re-authentication) |
 //! | CreatePartitions (37)    |   0..=3    |                                                                    |
 //! | DeleteGroups (42)        |   0..=2    |                                                                    |
 //! | ElectLeaders (43)        |   0..=2    | v1 adds the election type and a top-level error                    |
@@ -40,6 +42,8 @@
 //! | ListPartitionReassignments (46)  | 0..=0 |                                                           |
 //! | IncrementalAlterConfigs (44) | 0..=1  | confluent-kafka and kafka-python                                   |
 //! | OffsetDelete (47)        |   0..=0    |                                                                    |
+//! | DescribeUserScramCredentials (50) | 0..=0 | KIP-554                                             |
+//! | AlterUserScramCredentials (51)    | 0..=0 | KIP-554                                             |
 //! | DescribeCluster (60)     |   0..=1    | v2 only adds fenced-broker listing                                 |
 //! | DescribeProducers (61)   |   0..=0    |                                                                    |
 //! | DescribeTransactions (65)|   0..=0    |                                                                    |
@@ -112,6 +116,8 @@ macro_rules! for_each_api {
             SyncGroup 0..=5 => sync_group,
             DescribeGroups 0..=5 => describe_groups,
             ListGroups 0..=5 => list_groups,
+            // v0 (raw SASL tokens after the handshake) is not served.
+            SaslHandshake 1..=1 => sasl_handshake,
             ApiVersions 0..=4 => api_versions,
             CreateTopics 2..=7 => create_topics,
             DeleteTopics 1..=6 => delete_topics,
@@ -127,6 +133,7 @@ macro_rules! for_each_api {
             AlterConfigs 0..=2 => alter_configs,
             AlterReplicaLogDirs 1..=2 => alter_replica_log_dirs,
             DescribeLogDirs 1..=4 => describe_log_dirs,
+            SaslAuthenticate 0..=2 => sasl_authenticate,
             CreatePartitions 0..=3 => create_partitions,
             DeleteGroups 0..=2 => delete_groups,
             ElectLeaders 0..=2 => elect_leaders,
@@ -134,6 +141,8 @@ macro_rules! for_each_api {
             AlterPartitionReassignments 0..=0 => alter_partition_reassignments,
             ListPartitionReassignments 0..=0 => list_partition_reassignments,
             OffsetDelete 0..=0 => offset_delete,
+            DescribeUserScramCredentials 0..=0 => describe_user_scram_credentials,
+            AlterUserScramCredentials 0..=0 => alter_user_scram_credentials,
             DescribeCluster 0..=1 => describe_cluster,
             DescribeProducers 0..=0 => describe_producers,
             DescribeTransactions 0..=0 => describe_transactions,

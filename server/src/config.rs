@@ -613,13 +613,6 @@ impl BrokerConfig {
                     value: e.value,
                     reason: e.reason,
                 })?;
-        if let Some(l) = self.listeners.unsupported() {
-            return Err(bad(
-                "listener.security.protocol.map",
-                &format!("{}:{}", l.name, l.protocol.name()),
-                "SASL is not served yet (PLAINTEXT and SSL listeners are)",
-            ));
-        }
         Ok(())
     }
 

@@ -9,6 +9,8 @@
 //! | Produce with acks=0                    | no response                                  |
 //! | Produce with acks=0, a partition failed| connection closed (as Kafka does)            |
 //! | the handler (or decoder) panicked      | UNKNOWN_SERVER_ERROR or closed ([`crate::panic_guard`]) |
+//! | SASL listener, not authenticated, an API other than ApiVersions / SaslHandshake / SaslAuthenticate (in their order) | connection closed, before decoding (as Kafka does) |
+//! | a SASL exchange failed                 | its error response, then closed              |
 //!
 //! Every request goes through [`handle`]; its [`Answer`] is a response body to encode, or for
 //! Fetch the body plus each partition's record chunks, which the vectored encoder splices in
@@ -42,6 +44,8 @@ pub enum Outcome {
     Silent,
     /// Close the connection (after earlier responses are written).
     Close,
+    /// Write this whole response frame, then close the connection.
+    RespondThenClose(BytesMut),
 }
 
 /// Decode, handle and encode one request frame body (the bytes after the size prefix). A
@@ -98,6 +102,15 @@ async fn dispatch_unguarded<B: Broker>(
     frame_body: Bytes,
     session: &Session,
 ) -> Outcome {
+    if session.unauthenticated() {
+        // As Kafka, before parsing: an unauthenticated client reaches no other decoder.
+        let api = RequestHead::peek(&frame_body).and_then(|h| ApiKey::try_from(h.api_key).ok());
+        if !session.admits(api) {
+            tracing::debug!(?api, peer = ?session.peer, "closing connection: request before SASL authentication");
+            session.with_sasl(|s| *s = crate::security::sasl::SaslState::Failed);
+            return Outcome::Close;
+        }
+    }
     let frame = frame_body.clone(); // Produce takes its records back out of it, uncopied
     let request = match decode_request(frame_body) {
         Ok(request) => request,
@@ -127,6 +140,10 @@ async fn dispatch_unguarded<B: Broker>(
         Answer::Fetch(fetched) => encode_fetch(correlation_id, version, fetched),
         Answer::Silent => Outcome::Silent,
         Answer::Close => Outcome::Close,
+        Answer::Final(body) => match encode(correlation_id, api_key, version, &body) {
+            Outcome::Respond(bytes) => Outcome::RespondThenClose(bytes),
+            other => other,
+        },
     }
 }
 
@@ -217,6 +234,46 @@ mod tests {
         };
         assert_eq!(&bytes[4..8], &7i32.to_be_bytes());
         assert_eq!(&bytes[8..10], &35i16.to_be_bytes());
+    }
+
+    /// Before a SASL connection authenticates, Kafka serves ApiVersions and SaslHandshake, and
+    /// closes the connection on anything else, before decoding it.
+    #[test]
+    fn before_sasl_authentication_only_the_handshake_is_served() {
+        let broker = FakeBroker::new();
+        let session = Session::sasl_for_tests();
+        // (Each frame's first two bytes after the header are its empty client id.)
+        // A Metadata v1 for every topic: closed, and the session failed.
+        let metadata = frame(3, 1, 2, &[0, 0, 0xff, 0xff, 0xff, 0xff]);
+        assert!(matches!(
+            block_on(dispatch(&broker, metadata.clone(), &session)),
+            Outcome::Close
+        ));
+        assert!(!session.admits(Some(ApiKey::ApiVersions)));
+        let session = Session::sasl_for_tests();
+        let api_versions = frame(18, 0, 1, &[0, 0]);
+        assert!(matches!(
+            block_on(dispatch(&broker, api_versions, &session)),
+            Outcome::Respond(_)
+        ));
+        // SaslHandshake v1 "PLAIN", then SaslAuthenticate v0 with alice's password.
+        let handshake = frame(17, 1, 2, &[0, 0, 0, 5, b'P', b'L', b'A', b'I', b'N']);
+        assert!(matches!(
+            block_on(dispatch(&broker, handshake, &session)),
+            Outcome::Respond(_)
+        ));
+        let mut token = vec![0, 0, 0, 0, 0, 9];
+        token.extend_from_slice(b"\0alice\0pw");
+        let authenticate = frame(36, 0, 3, &token);
+        assert!(matches!(
+            block_on(dispatch(&broker, authenticate, &session)),
+            Outcome::Respond(_)
+        ));
+        assert_eq!(session.principal(), "alice");
+        assert!(matches!(
+            block_on(dispatch(&broker, metadata, &session)),
+            Outcome::Respond(_)
+        ));
     }
 
     #[test]
@@ -360,6 +417,9 @@ mod every_version_encodes {
                 }
                 Answer::Fetch(f) => {
                     encode_fetch_response_vectored(1, v, f.response, &f.records).map(drop)
+                }
+                Answer::Final(body) => {
+                    encode_response(&mut BytesMut::new(), 1, api_key, v, &body).map(drop)
                 }
                 Answer::Silent | Answer::Close => Ok(()),
             };

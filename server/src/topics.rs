@@ -17,6 +17,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 
+use rill_metadata::scram::{ScramChange, ScramCredential, ScramCredentials, ScramMechanism};
 use rill_protocol::ErrorCode;
 use rill_types::ProducerId;
 use serde::{Deserialize, Serialize};
@@ -103,6 +104,10 @@ struct MetaDocument {
     /// cluster-wide default, a node id that broker. Absent in documents of older versions.
     #[serde(default)]
     broker_configs: Arc<BrokerConfigs>,
+    /// A single node's SCRAM credentials (AlterUserScramCredentials; a cluster keeps them in
+    /// the metadata log). Absent in documents of older versions.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    scram: ScramCredentials,
     /// Topic names by id (Fetch v13+ names topics by id), rebuilt with every change; not stored.
     #[serde(skip)]
     ids: HashMap<Uuid, String>,
@@ -196,6 +201,7 @@ impl TopicRegistry {
                 producer_id_reserved_until: 0,
                 topics: BTreeMap::new(),
                 broker_configs: Arc::default(),
+                scram: ScramCredentials::new(),
                 ids: HashMap::new(),
             },
             Err(e) => return Err(e),
@@ -405,6 +411,36 @@ impl TopicRegistry {
         self.commit(next)?;
         self.config_generation.fetch_add(1, Ordering::SeqCst);
         Ok(())
+    }
+
+    /// A single node's SCRAM credential of `user` for `mechanism`.
+    pub fn scram_credential(
+        &self,
+        user: &str,
+        mechanism: ScramMechanism,
+    ) -> Option<ScramCredential> {
+        self.read().scram.get(user)?.get(&mechanism).cloned()
+    }
+
+    /// Runs `f` on a single node's SCRAM credentials (under the read lock: `f` must not block).
+    pub fn with_scram<T>(&self, f: impl FnOnce(&ScramCredentials) -> T) -> T {
+        f(&self.read().scram)
+    }
+
+    /// Decides and applies a single node's AlterUserScramCredentials durably: `decide` sees the
+    /// current credentials and returns its answer and the changes to make.
+    pub fn alter_scram<T>(
+        &self,
+        decide: impl FnOnce(&ScramCredentials) -> (T, Vec<ScramChange>),
+    ) -> Result<T, TopicError> {
+        let _guard = self.write_lock.lock().unwrap_or_else(|e| e.into_inner());
+        let mut next = self.read().clone();
+        let (answer, changes) = decide(&next.scram);
+        if !changes.is_empty() {
+            rill_metadata::scram::apply(&mut next.scram, &changes);
+            self.commit(next)?;
+        }
+        Ok(answer)
     }
 
     /// Bumped by every config change (see the field).

@@ -12,6 +12,8 @@
 //! | protocol type/name | ≤ 32767                 | undecodable                         | wire STRING |
 //! | member id          | ≤ 32767, made here      | its prefix is cut (see [`member_id`]) | `clientId-uuid`: UNKNOWN_SERVER_ERROR past 32767 |
 //! | offset metadata    | ≤ 4096                  | OFFSET_METADATA_TOO_LARGE           | `offset.metadata.max.bytes` |
+//! | a frame before SASL authentication | ≤ 524288 | connection closed                | `sasl.server.max.receive.size` |
+//! | SCRAM salt, salted password | ≤ 1024         | UNACCEPTABLE_CREDENTIAL             | (none) |
 //!
 //! Rill's coordinator records (offsets, group metadata, transaction state) store every one of
 //! these as a string with an i16 or u16 length, so [`RECORD_STRING_BYTES_MAX`] (32767) bounds
@@ -36,6 +38,17 @@ pub const RECORD_STRING_BYTES_MAX: usize = i16::MAX as usize;
 
 /// Kafka's limit on topic name length (`Topic.MAX_NAME_LENGTH`).
 pub const TOPIC_NAME_BYTES_MAX: usize = 249;
+
+/// Kafka's `sasl.server.max.receive.size` default: the largest frame a SASL listener reads
+/// before the connection has authenticated (so the largest SaslHandshake or SaslAuthenticate,
+/// and every token in one); a larger frame closes the connection, as Kafka's
+/// "invalid receive size" does.
+pub const SASL_RECEIVE_BYTES_MAX: usize = 524_288;
+
+/// Longest SCRAM salt, and longest salted password, an AlterUserScramCredentials upsertion may
+/// carry (Kafka sets no bound; clients send 32-64 bytes): a longer one is UNACCEPTABLE_CREDENTIAL,
+/// so no client can grow the metadata by megabytes per user.
+pub const SCRAM_SECRET_BYTES_MAX: usize = 1024;
 
 /// Kafka's `offset.metadata.max.bytes` default: longer committed metadata fails its partition.
 pub const OFFSET_METADATA_BYTES_MAX: usize = 4096;

@@ -83,6 +83,11 @@ pub fn run_frame_answer(broker: &FakeBroker, body: Bytes) -> (Next, Option<Vec<u
             return (Next::Continue, None);
         }
         Some(Outcome::Respond(frame)) => frame.to_vec(),
+        // A failed SASL exchange answers, then the connection closes.
+        Some(Outcome::RespondThenClose(frame)) => {
+            check_response(&body, &frame);
+            return (Next::Stop, Some(frame[4..].to_vec()));
+        }
         // The zero-copy Fetch path: the parts, written in order, are one response frame.
         Some(Outcome::RespondParts(parts, _)) => parts.concat(),
     };

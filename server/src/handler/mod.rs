@@ -37,6 +37,8 @@ pub enum Answer {
     Silent,
     /// Close the connection (Produce with acks=0 that failed somewhere, as Kafka does).
     Close,
+    /// A response body, then close the connection (a failed SASL exchange, as Kafka does).
+    Final(ResponseKind),
 }
 
 impl Answer {
@@ -52,6 +54,7 @@ pub mod alter_configs;
 pub mod alter_partition_reassignments;
 pub mod alter_replica_log_dirs;
 pub mod alter_share_group_offsets;
+pub mod alter_user_scram_credentials;
 pub mod api_versions;
 pub mod consumer_group_describe;
 pub mod consumer_group_heartbeat;
@@ -68,6 +71,7 @@ pub mod describe_log_dirs;
 pub mod describe_producers;
 pub mod describe_share_group_offsets;
 pub mod describe_transactions;
+pub mod describe_user_scram_credentials;
 pub mod elect_leaders;
 pub mod end_txn;
 pub mod fetch;
@@ -89,6 +93,8 @@ pub mod offset_for_leader_epoch;
 pub mod partition_verdicts;
 pub mod produce;
 pub mod produce_txn;
+pub mod sasl_authenticate;
+pub mod sasl_handshake;
 pub mod share_acknowledge;
 pub mod share_fetch;
 pub mod share_group_describe;

@@ -175,7 +175,8 @@ async fn read_requests<S: Storage + 'static>(
     };
     let mut stop = Box::pin(stop);
     loop {
-        match frame_len(&buf, max) {
+        // Before a SASL connection authenticates, its frames are bounded tighter.
+        match frame_len(&buf, session.frame_bytes_max(max)) {
             Ok(Some(n)) => {
                 // `buf` never holds more than one frame (see below), so the frame is all
                 // of it: taken whole, it shares its allocation with nothing.
@@ -348,6 +349,10 @@ async fn write_responses(
                     tracing::debug!(error = %e, "write failed; closing connection");
                     break;
                 }
+            }
+            Some(Outcome::RespondThenClose(bytes)) => {
+                let _ = writer.write_all(&bytes).await;
+                break;
             }
             Some(Outcome::Silent) => {}
             Some(Outcome::Close) | None => break,

@@ -60,7 +60,7 @@ pub async fn serve_tls<S: Storage + 'static>(
             return;
         }
     };
-    let mut session = Session::new(listener, peer);
+    let session = Session::new(listener, peer);
     let certificate = stream
         .get_ref()
         .1
@@ -76,9 +76,9 @@ pub async fn serve_tls<S: Storage + 'static>(
             );
             return;
         };
-        session.principal = principal;
+        session.set_principal(principal);
     }
-    tracing::debug!(?peer, principal = %session.principal, "TLS connection");
+    tracing::debug!(?peer, principal = %session.principal(), "TLS connection");
     let session = Rc::new(session);
     let (reader, writer) = stream.split();
     let (queue, responses) = local_channel::new_bounded(shard.config.inflight_requests_max);
@@ -122,6 +122,7 @@ async fn read_frames<S: Storage + 'static>(
             tracing::debug!(size, "closing TLS connection: negative frame size");
             return;
         };
+        let max = session.frame_bytes_max(max);
         if size > max || size == 0 {
             tracing::debug!(size, max, "closing TLS connection: bad frame size");
             return;
@@ -154,6 +155,11 @@ async fn write_responses(
     while let Some(task) = responses.recv().await {
         let written = match task.await.map(|(outcome, _)| outcome) {
             Some(Outcome::Respond(bytes)) => writer.write_all(&bytes).await,
+            Some(Outcome::RespondThenClose(bytes)) => {
+                let _ = writer.write_all(&bytes).await;
+                let _ = writer.flush().await;
+                break;
+            }
             Some(Outcome::RespondParts(parts, hold)) => {
                 let mut result = Ok(());
                 for part in &parts {

@@ -41,6 +41,8 @@ pub struct Listener {
     pub inter_broker: bool,
     /// Its TLS settings (SSL and SASL_SSL listeners).
     pub tls: Option<Arc<super::tls::TlsListener>>,
+    /// Its SASL settings (SASL_PLAINTEXT and SASL_SSL listeners).
+    pub sasl: Option<Arc<super::sasl::SaslListener>>,
 }
 
 /// Every listener this broker serves, the first client listener first.
@@ -63,6 +65,7 @@ impl Listeners {
                 advertise_port: port,
                 inter_broker: true,
                 tls: None,
+                sasl: None,
             })],
         }
     }
@@ -73,12 +76,6 @@ impl Listeners {
             .iter()
             .find(|l| l.inter_broker)
             .expect("resolved with an inter-broker listener")
-    }
-
-    /// A listener whose protocol this build cannot serve yet (SASL ones, until SASL lands):
-    /// the start stops rather than serve it unauthenticated.
-    pub fn unsupported(&self) -> Option<&Arc<Listener>> {
-        self.all.iter().find(|l| l.protocol.sasl())
     }
 
     /// The listener named `name` (upper-case).
@@ -111,6 +108,10 @@ const PER_LISTENER: &[&str] = &[
     "ssl.client.auth",
     "ssl.principal.mapping.rules",
     "ssl.enabled.protocols",
+    "sasl.enabled.mechanisms",
+    "plain.sasl.jaas.config",
+    "scram-sha-256.sasl.jaas.config",
+    "scram-sha-512.sasl.jaas.config",
 ];
 
 /// Broker-wide properties this module reads.
@@ -211,12 +212,7 @@ impl SecuritySettings {
                     format!("each listener must have a different port ({name})"),
                 ));
             }
-            let tls = match protocol.tls() {
-                true => Some(Arc::new(super::tls::resolve(&name, &|p| {
-                    self.get(&name, p).map(str::to_string)
-                })?)),
-                false => None,
-            };
+            let (tls, sasl) = self.security_of(&name, protocol)?;
             all.push(Arc::new(Listener {
                 name,
                 protocol,
@@ -225,12 +221,38 @@ impl SecuritySettings {
                 advertise_port: port,
                 inter_broker: false,
                 tls,
+                sasl,
             }));
         }
         let mut listeners = Listeners { all };
         let inter_broker = self.inter_broker_name()?;
         self.mark_inter_broker(&mut listeners, &inter_broker)?;
         Ok(listeners)
+    }
+
+    /// The TLS settings (SSL, SASL_SSL) and SASL settings (SASL_*) of listener `name`.
+    #[allow(clippy::type_complexity)] // two optional settings, named by their types
+    fn security_of(
+        &self,
+        name: &str,
+        protocol: SecurityProtocol,
+    ) -> Result<
+        (
+            Option<Arc<super::tls::TlsListener>>,
+            Option<Arc<super::sasl::SaslListener>>,
+        ),
+        BadSetting,
+    > {
+        let get = |p: &str| self.get(name, p).map(str::to_string);
+        let tls = match protocol.tls() {
+            true => Some(Arc::new(super::tls::resolve(name, &get)?)),
+            false => None,
+        };
+        let sasl = match protocol.sasl() {
+            true => Some(Arc::new(super::sasl::resolve(name, &get)?)),
+            false => None,
+        };
+        Ok((tls, sasl))
     }
 
     /// `listener.security.protocol.map`, or Kafka's default (each protocol's own name), with
@@ -446,12 +468,14 @@ mod tests {
                 "PLAINTEXT://127.0.0.1:9092,SASL_PLAINTEXT://127.0.0.1:9093",
             ),
             ("security.inter.broker.protocol", "plaintext"),
+            ("sasl.enabled.mechanisms", "SCRAM-SHA-512"),
         ])
         .resolve(first(), &[])
         .unwrap();
         let sasl = l.named("SASL_PLAINTEXT").unwrap();
         assert_eq!(sasl.protocol, SecurityProtocol::SaslPlaintext);
-        assert!(l.unsupported().is_some(), "SASL is not served yet");
+        assert_eq!(sasl.sasl.as_ref().unwrap().names(), ["SCRAM-SHA-512"]);
+        assert!(l.named("PLAINTEXT").unwrap().sasl.is_none());
         let e = settings(&[("listeners", "SSL://127.0.0.1:9093")])
             .resolve(first(), &[])
             .unwrap_err();

@@ -2,8 +2,11 @@
 //! ([`listeners`]) and the per-connection [`session::Session`] the handlers are handed. What is
 //! protected and what is not: `SECURITY.md`.
 
+pub mod jaas;
 pub mod listeners;
 pub mod principal;
+pub mod sasl;
+pub mod scram;
 pub mod session;
 pub mod tls;
 

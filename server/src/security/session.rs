@@ -1,10 +1,18 @@
 //! One connection's security state, handed to every handler with its request
-//! (`crate::handler::RequestContext::session`): the listener it arrived on, and its peer.
+//! (`crate::handler::RequestContext::session`): the listener it arrived on, its peer, who it
+//! proved to be, and on a SASL listener where its exchange is.
+//!
+//! The connection's requests run as tasks of one shard thread, so the mutable parts are
+//! `RefCell`s, each borrowed for one statement and never across an `.await`.
 
+use std::cell::RefCell;
 use std::net::SocketAddr;
 use std::sync::Arc;
 
+use rill_protocol::kafka_protocol::messages::ApiKey;
+
 use super::listeners::Listener;
+use super::sasl::SaslState;
 use super::SecurityProtocol;
 
 /// What a connection is, as far as security goes.
@@ -14,9 +22,12 @@ pub struct Session {
     pub listener: Arc<Listener>,
     /// Its peer's address, if the socket still knew it.
     pub peer: Option<SocketAddr>,
-    /// Who it proved to be (Kafka's `User:` principal name): its client certificate's subject
-    /// mapped by `ssl.principal.mapping.rules`, else [`super::principal::ANONYMOUS`].
-    pub principal: String,
+    /// Who it proved to be (Kafka's `User:` principal name): its SASL user once authenticated,
+    /// else its client certificate's subject mapped by `ssl.principal.mapping.rules`, else
+    /// [`super::principal::ANONYMOUS`].
+    principal: RefCell<String>,
+    /// Its SASL exchange (SASL listeners only).
+    sasl: RefCell<SaslState>,
 }
 
 impl Session {
@@ -25,7 +36,8 @@ impl Session {
         Session {
             listener,
             peer,
-            principal: super::principal::ANONYMOUS.to_string(),
+            principal: RefCell::new(super::principal::ANONYMOUS.to_string()),
+            sasl: RefCell::new(SaslState::default()),
         }
     }
 
@@ -40,7 +52,85 @@ impl Session {
             advertise_port: 9092,
             inter_broker: true,
             tls: None,
+            sasl: None,
         };
         Session::new(Arc::new(listener), None)
+    }
+
+    /// A connection on a SASL_PLAINTEXT listener offering PLAIN (user `alice`, password `pw`)
+    /// and SCRAM-SHA-256: what unit tests authenticate on.
+    #[cfg(test)]
+    pub fn sasl_for_tests() -> Self {
+        let jaas = "org.apache.kafka.common.security.plain.PlainLoginModule required \
+                    user_alice=\"pw\";";
+        let get = |p: &str| match p {
+            "sasl.enabled.mechanisms" => Some("PLAIN,SCRAM-SHA-256".to_string()),
+            "plain.sasl.jaas.config" => Some(jaas.to_string()),
+            _ => None,
+        };
+        let sasl = super::sasl::resolve("SASL_PLAINTEXT", &get).expect("valid SASL settings");
+        let listener = Listener {
+            name: "SASL_PLAINTEXT".to_string(),
+            protocol: SecurityProtocol::SaslPlaintext,
+            bind: SocketAddr::from(([127, 0, 0, 1], 9093)),
+            advertise_host: "127.0.0.1".to_string(),
+            advertise_port: 9093,
+            inter_broker: false,
+            tls: None,
+            sasl: Some(Arc::new(sasl)),
+        };
+        Session::new(Arc::new(listener), None)
+    }
+
+    /// Its principal's name.
+    pub fn principal(&self) -> String {
+        self.principal.borrow().clone()
+    }
+
+    /// Sets its principal (a client certificate's, or the SASL user's).
+    pub fn set_principal(&self, principal: String) {
+        *self.principal.borrow_mut() = principal;
+    }
+
+    /// Runs `f` on its SASL state (one borrow, nothing awaited inside).
+    pub fn with_sasl<T>(&self, f: impl FnOnce(&mut SaslState) -> T) -> T {
+        f(&mut self.sasl.borrow_mut())
+    }
+
+    /// Whether it must still authenticate: a SASL listener's connection whose exchange is not
+    /// complete.
+    pub fn unauthenticated(&self) -> bool {
+        self.listener.protocol.sasl() && !matches!(*self.sasl.borrow(), SaslState::Complete)
+    }
+
+    /// The largest frame it may send now: `max`, or before a SASL connection authenticates
+    /// also at most Kafka's `sasl.server.max.receive.size` default
+    /// ([`rill_types::limits::SASL_RECEIVE_BYTES_MAX`]); a larger one closes it.
+    pub fn frame_bytes_max(&self, max: usize) -> usize {
+        match self.unauthenticated() {
+            true => max.min(rill_types::limits::SASL_RECEIVE_BYTES_MAX),
+            false => max,
+        }
+    }
+
+    /// Whether a request of `api` may be served now. Before a SASL connection authenticates,
+    /// Kafka takes ApiVersions and SaslHandshake, then SaslAuthenticate once a mechanism is
+    /// chosen, and closes the connection on anything else.
+    pub fn admits(&self, api: Option<ApiKey>) -> bool {
+        if !self.listener.protocol.sasl() {
+            return true;
+        }
+        matches!(
+            (&*self.sasl.borrow(), api),
+            (SaslState::Complete, _)
+                | (
+                    SaslState::Handshake,
+                    Some(ApiKey::ApiVersions | ApiKey::SaslHandshake)
+                )
+                | (
+                    SaslState::Authenticate(_) | SaslState::ScramFinal(_),
+                    Some(ApiKey::SaslAuthenticate)
+                )
+        )
     }
 }

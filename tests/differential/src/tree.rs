@@ -54,6 +54,8 @@ const ELEMENT_KEYS: &[&str] = &[
     "transactional_id",
     "path",
     "key",
+    "user",
+    "mechanism",
 ];
 
 /// The leaves of `value`, paths rooted at `prefix`.

@@ -125,6 +125,8 @@ pub fn api_key_of(request: &RequestKind) -> ApiKey {
         DescribeGroups,
         ListGroups,
         ApiVersions,
+        SaslAuthenticate,
+        AlterUserScramCredentials,
         CreateTopics,
         DeleteTopics,
         DeleteRecords,

@@ -32,6 +32,7 @@ mod metadata;
 mod offsets;
 mod produce_fetch;
 mod producers;
+mod scram;
 mod share_groups;
 mod transactions;
 
@@ -53,6 +54,7 @@ pub fn all() -> Vec<Case> {
         share_groups::CASES,
         admin::CASES,
         configs::CASES,
+        scram::CASES,
     ]
     .concat()
 }

@@ -1,0 +1,260 @@
+//! SaslAuthenticate (36), v0-2: one token of the mechanism SaslHandshake chose, answered with
+//! the server's next token. PLAIN takes one (`[authzid] NUL user NUL password`, checked against
+//! the listener's JAAS users); SCRAM two (client-first, then client-final:
+//! `crate::security::scram`), its users' credentials from AlterUserScramCredentials.
+//!
+//! A failure is answered SASL_AUTHENTICATION_FAILED with Kafka's message, then the connection
+//! is closed: PLAIN's own messages ("Authentication failed: Invalid username or password"), and
+//! for SCRAM the one that says nothing of whether the user exists ("Authentication failed
+//! during authentication due to invalid credentials with SASL mechanism SCRAM-SHA-256"). On
+//! success the connection's principal is the user. `session_lifetime_ms` is 0: no
+//! re-authentication is asked for (KIP-368 is not served). After authentication, or on a
+//! listener without SASL, the answer is ILLEGAL_SASL_STATE, as Kafka's.
+
+use bytes::Bytes;
+use rill_metadata::scram::{ScramCredential, ScramMechanism};
+use rill_protocol::kafka_protocol::messages::{SaslAuthenticateRequest, SaslAuthenticateResponse};
+use rill_protocol::ErrorCode;
+
+use super::{str_bytes, Answer, Broker};
+use crate::security::sasl::{Mechanism, PlainUsers, SaslState};
+use crate::security::scram::{self, Failure};
+
+/// This API's entry in the registry (`rill_protocol::for_each_api!`).
+pub async fn serve<B: Broker>(
+    broker: &B,
+    cx: super::RequestContext<'_>,
+    request: SaslAuthenticateRequest,
+) -> Answer {
+    let session = cx.session;
+    let Some(sasl) = session.listener.sasl.clone() else {
+        return illegal();
+    };
+    // Taken out for the exchange (no await below), so a concurrent request sees `Failed`.
+    let state = session.with_sasl(|s| std::mem::replace(s, SaslState::Failed));
+    let token = &request.auth_bytes;
+    let outcome: Result<Step, (Mechanism, Failure)> = match state {
+        SaslState::Complete => {
+            session.with_sasl(|s| *s = SaslState::Complete);
+            return illegal();
+        }
+        SaslState::Authenticate(Mechanism::Plain) => plain(&sasl.plain_users, token)
+            .map(|user| (Some(user), Vec::new(), SaslState::Complete))
+            .map_err(|f| (Mechanism::Plain, f)),
+        SaslState::Authenticate(Mechanism::Scram(m)) => {
+            scram::client_first(m, token, |user| scram_credential(broker, user, m))
+                .map(|(next, reply)| (None, reply, SaslState::ScramFinal(Box::new(next))))
+                .map_err(|f| (Mechanism::Scram(m), f))
+        }
+        SaslState::ScramFinal(awaiting) => {
+            let m = Mechanism::Scram(awaiting.mechanism());
+            scram::client_final(*awaiting, token)
+                .map(|(user, reply)| (Some(user), reply, SaslState::Complete))
+                .map_err(|f| (m, f))
+        }
+        // The dispatcher admits SaslAuthenticate only in the states above.
+        SaslState::Handshake | SaslState::Failed => return Answer::Close,
+    };
+    match outcome {
+        Ok((user, reply, next)) => {
+            if let Some(user) = user {
+                tracing::debug!(peer = ?session.peer, %user, "SASL authentication succeeded");
+                session.set_principal(user);
+            }
+            session.with_sasl(|s| *s = next);
+            Answer::body(
+                SaslAuthenticateResponse::default()
+                    .with_auth_bytes(Bytes::from(reply))
+                    .with_session_lifetime_ms(0),
+            )
+        }
+        Err((m, failure)) => {
+            let message = match failure {
+                Failure::Told(message) => message,
+                Failure::Generic => format!(
+                    "Authentication failed during authentication due to invalid credentials \
+                     with SASL mechanism {}",
+                    m.name()
+                ),
+            };
+            tracing::info!(peer = ?session.peer, mechanism = m.name(), %message, "SASL authentication failed");
+            Answer::Final(
+                SaslAuthenticateResponse::default()
+                    .with_error_code(ErrorCode::SaslAuthenticationFailed.code())
+                    .with_error_message(Some(str_bytes(&message)))
+                    .into(),
+            )
+        }
+    }
+}
+
+/// One exchange step's outcome: the user once authenticated, the server's token, the next
+/// state.
+type Step = (Option<String>, Vec<u8>, SaslState);
+
+fn illegal() -> Answer {
+    Answer::body(
+        SaslAuthenticateResponse::default()
+            .with_error_code(ErrorCode::IllegalSaslState.code())
+            .with_error_message(Some(str_bytes(
+                "SaslAuthenticate request received after successful authentication",
+            ))),
+    )
+}
+
+/// Kafka's `PlainSaslServer.evaluateResponse`: `authzid NUL authcid NUL passwd`, the user on
+/// success.
+fn plain(users: &PlainUsers, token: &[u8]) -> Result<String, Failure> {
+    let told = |m: &str| Failure::Told(m.to_string());
+    let text = String::from_utf8_lossy(token);
+    let tokens: Vec<&str> = text.splitn(4, '\0').collect();
+    if tokens.len() != 3 {
+        return Err(Failure::Told(format!(
+            "Invalid SASL/PLAIN response: expected 3 tokens, got {}",
+            tokens.len()
+        )));
+    }
+    let (authzid, user, password) = (tokens[0], tokens[1], tokens[2]);
+    if user.is_empty() {
+        return Err(told("Authentication failed: username not specified"));
+    }
+    if password.is_empty() {
+        return Err(told("Authentication failed: password not specified"));
+    }
+    if !users.verify(user, password) {
+        return Err(told("Authentication failed: Invalid username or password"));
+    }
+    if !authzid.is_empty() && authzid != user {
+        return Err(told(
+            "Authentication failed: Client requested an authorization id that is different \
+             from username",
+        ));
+    }
+    Ok(user.to_string())
+}
+
+/// `user`'s credential for `m`: in a cluster from the applied metadata image, on a single node
+/// from its registry.
+pub fn scram_credential<B: Broker>(
+    broker: &B,
+    user: &str,
+    m: ScramMechanism,
+) -> Option<ScramCredential> {
+    match broker.cluster() {
+        Some(cluster) => cluster.image().scram.get(user)?.get(&m).cloned(),
+        None => broker.topics().scram_credential(user, m),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::handler::fake::FakeBroker;
+    use crate::security::session::Session;
+    use futures::executor::block_on;
+    use rill_protocol::kafka_protocol::messages::{ResponseKind, SaslHandshakeRequest};
+
+    fn sasl_session() -> Session {
+        Session::sasl_for_tests()
+    }
+
+    fn cx<'a>(session: &'a Session, version: i16) -> super::super::RequestContext<'a> {
+        super::super::RequestContext {
+            version,
+            client_id: "",
+            frame: Bytes::new(),
+            session,
+        }
+    }
+
+    fn authenticate(broker: &FakeBroker, session: &Session, token: &[u8]) -> Answer {
+        let request =
+            SaslAuthenticateRequest::default().with_auth_bytes(Bytes::copy_from_slice(token));
+        block_on(serve(broker, cx(session, 2), request))
+    }
+
+    fn handshake(broker: &FakeBroker, session: &Session, mechanism: &str) -> Answer {
+        let request = SaslHandshakeRequest::default().with_mechanism(str_bytes(mechanism));
+        block_on(super::super::sasl_handshake::serve(
+            broker,
+            cx(session, 1),
+            request,
+        ))
+    }
+
+    #[test]
+    fn plain_logs_in_the_jaas_user_and_refuses_a_wrong_password() {
+        let broker = FakeBroker::new();
+        let session = sasl_session();
+        use rill_protocol::kafka_protocol::messages::ApiKey;
+        assert!(!session.admits(Some(ApiKey::Produce)));
+        assert!(matches!(
+            handshake(&broker, &session, "PLAIN"),
+            Answer::Body(_)
+        ));
+        let Answer::Body(ResponseKind::SaslAuthenticate(ok)) =
+            authenticate(&broker, &session, b"\0alice\0pw")
+        else {
+            panic!("not answered");
+        };
+        assert_eq!(ok.error_code, 0);
+        assert_eq!(session.principal(), "alice");
+        assert!(session.admits(Some(ApiKey::Produce)));
+        let Answer::Body(ResponseKind::SaslAuthenticate(again)) =
+            authenticate(&broker, &session, b"")
+        else {
+            panic!("not answered");
+        };
+        assert_eq!(again.error_code, ErrorCode::IllegalSaslState.code());
+
+        let session = sasl_session();
+        handshake(&broker, &session, "PLAIN");
+        let Answer::Final(ResponseKind::SaslAuthenticate(bad)) =
+            authenticate(&broker, &session, b"\0alice\0nope")
+        else {
+            panic!("a failure closes");
+        };
+        assert_eq!(bad.error_code, ErrorCode::SaslAuthenticationFailed.code());
+        assert_eq!(
+            bad.error_message.as_deref(),
+            Some("Authentication failed: Invalid username or password")
+        );
+        assert!(!session.admits(Some(ApiKey::SaslAuthenticate)));
+    }
+
+    #[test]
+    fn plain_token_shapes_get_kafkas_messages() {
+        let users = PlainUsers::default();
+        let told = |t: &[u8]| match plain(&users, t) {
+            Err(Failure::Told(m)) => m,
+            other => panic!("{other:?}"),
+        };
+        assert!(told(b"alice").contains("expected 3 tokens, got 1"));
+        assert!(told(b"a\0b\0c\0d").contains("got 4"));
+        assert!(told(b"\0\0pw").contains("username not specified"));
+        assert!(told(b"\0u\0").contains("password not specified"));
+    }
+
+    #[test]
+    fn an_unknown_mechanism_is_listed_then_closed_and_scram_without_a_user_fails() {
+        let broker = FakeBroker::new();
+        let session = sasl_session();
+        let Answer::Final(ResponseKind::SaslHandshake(r)) = handshake(&broker, &session, "GSSAPI")
+        else {
+            panic!("an unknown mechanism closes");
+        };
+        assert_eq!(r.error_code, ErrorCode::UnsupportedSaslMechanism.code());
+        assert_eq!(r.mechanisms.len(), 2);
+        let session = sasl_session();
+        handshake(&broker, &session, "SCRAM-SHA-256");
+        let Answer::Final(ResponseKind::SaslAuthenticate(bad)) =
+            authenticate(&broker, &session, b"n,,n=nobody,r=abc")
+        else {
+            panic!("a failure closes");
+        };
+        assert_eq!(
+            bad.error_message.as_deref(),
+            Some("Authentication failed during authentication due to invalid credentials with SASL mechanism SCRAM-SHA-256")
+        );
+    }
+}

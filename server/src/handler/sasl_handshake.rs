@@ -1,0 +1,58 @@
+//! SaslHandshake (17), v1 only: the client names its mechanism, the broker lists those it
+//! enables (`sasl.enabled.mechanisms`) and, if the mechanism is one, waits for its
+//! SaslAuthenticate tokens. v0 (raw tokens after the handshake, without SaslAuthenticate) is not
+//! offered, so no client uses it.
+//!
+//! As Kafka: an unknown mechanism is answered UNSUPPORTED_SASL_MECHANISM with the list, then the
+//! connection is closed; a SaslHandshake on a listener without SASL, or after authentication,
+//! is answered ILLEGAL_SASL_STATE (`KafkaApis.handleSaslHandshakeRequest`).
+
+use rill_protocol::kafka_protocol::messages::{SaslHandshakeRequest, SaslHandshakeResponse};
+use rill_protocol::ErrorCode;
+
+use super::{str_bytes, Answer, Broker};
+use crate::security::sasl::SaslState;
+
+/// This API's entry in the registry (`rill_protocol::for_each_api!`).
+pub async fn serve<B: Broker>(
+    _broker: &B,
+    cx: super::RequestContext<'_>,
+    request: SaslHandshakeRequest,
+) -> Answer {
+    let illegal = || {
+        Answer::body(
+            SaslHandshakeResponse::default().with_error_code(ErrorCode::IllegalSaslState.code()),
+        )
+    };
+    let Some(sasl) = cx.session.listener.sasl.clone() else {
+        return illegal();
+    };
+    let mechanisms = sasl.names().into_iter().map(str_bytes).collect();
+    let response = SaslHandshakeResponse::default().with_mechanisms(mechanisms);
+    cx.session.with_sasl(|state| match state {
+        SaslState::Complete => illegal(),
+        SaslState::Handshake => match sasl.enabled(&request.mechanism) {
+            Some(m) => {
+                *state = SaslState::Authenticate(m);
+                Answer::body(response)
+            }
+            None => {
+                tracing::debug!(
+                    mechanism = &*request.mechanism,
+                    "unsupported SASL mechanism"
+                );
+                *state = SaslState::Failed;
+                Answer::Final(
+                    response
+                        .with_error_code(ErrorCode::UnsupportedSaslMechanism.code())
+                        .into(),
+                )
+            }
+        },
+        // The dispatcher admits a SaslHandshake only in the states above.
+        _ => {
+            *state = SaslState::Failed;
+            Answer::Close
+        }
+    })
+}

@@ -56,7 +56,7 @@ pub fn handle_on<B: Broker>(
                 .collect();
             // This node, as Metadata names it (`metadata::Layout::controller`): it forwards
             // admin requests to the active controller.
-            (brokers, config.node_id)
+            (brokers, cluster.node_id().0)
         }
     };
     DescribeClusterResponse::default()

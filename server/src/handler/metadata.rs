@@ -114,7 +114,10 @@ impl Layout {
     /// Naming the active controller sent clients to a node that may have just died: librdkafka's
     /// AdminClient then waited on it for over 30 s (issue 32).
     fn controller<B: Broker>(&self, broker: &B) -> BrokerId {
-        BrokerId(broker.config().node_id)
+        match broker.cluster() {
+            Some(cluster) => BrokerId(cluster.node_id().0),
+            None => BrokerId(broker.config().node_id),
+        }
     }
 }
 

@@ -12,7 +12,6 @@ use crate::group::ops::share::ShareKey;
 use crate::group::ops::share::{ShareGroupView, ShareHeartbeatArgs, ShareHeartbeatResult};
 use crate::group::ops::{GroupListing, GroupOp, GroupReply};
 use crate::group::share::{durable, AutoOffsetReset, ShareGroup};
-use rill_types::Offset;
 
 impl<J: Journal> GroupCoordinator<J> {
     /// The share groups' operations.
@@ -226,13 +225,13 @@ impl<J: Journal> GroupCoordinator<J> {
     }
 
     /// Share groups' starts replayed from the log: each group is restored without members.
-    pub(super) fn restore_share(&self, starts: Vec<(String, ShareKey, Offset)>) {
+    pub(super) fn restore_share(&self, starts: durable::Starts) {
         let mut shares = self.share_groups.borrow_mut();
-        for (group_id, key, start) in starts {
+        for (group_id, key, state) in starts {
             shares
                 .entry(group_id.clone())
                 .or_insert_with(|| ShareGroup::new(&group_id, self.config.share))
-                .restore_start(key, start);
+                .restore(key, state);
         }
     }
 
@@ -249,7 +248,7 @@ impl<J: Journal> GroupCoordinator<J> {
         let wall = self.now();
         let records: Vec<_> = moved
             .iter()
-            .filter_map(|(k, start)| durable::record(group_id, *k, *start, wall))
+            .filter_map(|(k, state)| durable::record(group_id, *k, state.as_ref(), wall))
             .collect();
         if records.is_empty() {
             return reply;

@@ -182,7 +182,7 @@ pub struct ShareGroup {
     /// `share.auto.offset.reset`.
     pub auto_offset_reset: AutoOffsetReset,
     /// Each share-partition's start as last written to the log ([`durable`]).
-    persisted: HashMap<ShareKey, Offset>,
+    persisted: HashMap<ShareKey, Durable>,
     config: ShareConfig,
 }
 
@@ -581,12 +581,13 @@ impl ShareGroup {
 
     /// The share-partitions whose start moved (or that were forgotten: `None`) since the last
     /// take: what is to be written ([`durable`]). Taking marks them written.
-    pub fn take_moved(&mut self) -> Vec<(ShareKey, Option<Offset>)> {
-        let mut out: Vec<(ShareKey, Option<Offset>)> = self
+    pub fn take_moved(&mut self) -> Vec<(ShareKey, Option<Durable>)> {
+        let mut out: Vec<(ShareKey, Option<Durable>)> = self
             .partitions
             .iter()
-            .filter(|(k, p)| self.persisted.get(k) != Some(&p.start()))
-            .map(|(k, p)| (*k, Some(p.start())))
+            .map(|(k, p)| (*k, Durable::of(p)))
+            .filter(|(k, d)| self.persisted.get(k) != Some(d))
+            .map(|(k, d)| (k, Some(d)))
             .collect();
         out.extend(
             self.persisted
@@ -594,13 +595,13 @@ impl ShareGroup {
                 .filter(|k| !self.partitions.contains_key(k))
                 .map(|k| (*k, None)),
         );
-        for (k, start) in &out {
-            match start {
-                Some(o) => self.persisted.insert(*k, *o),
+        for (k, state) in &out {
+            match state {
+                Some(d) => self.persisted.insert(*k, d.clone()),
                 None => self.persisted.remove(k),
             };
         }
-        out.sort();
+        out.sort_by_key(|(k, _)| *k);
         out
     }
 
@@ -611,15 +612,20 @@ impl ShareGroup {
             if !self.partitions.contains_key(k) {
                 // A forgotten partition's tombstone: remember it as written at an impossible
                 // start, so the next take writes the tombstone again.
-                self.persisted.insert(*k, Offset(-1));
+                let never = Durable {
+                    start: Offset(-1),
+                    done: String::new(),
+                };
+                self.persisted.insert(*k, never);
             }
         }
     }
 
-    /// A share-partition's start as the log holds it (a restart, a new coordinator).
-    pub fn restore_start(&mut self, key: ShareKey, start: Offset) {
-        self.set_start_offset(key, start);
-        self.persisted.insert(key, start);
+    /// A share-partition's state as the log holds it (a restart, a new coordinator).
+    pub fn restore(&mut self, key: ShareKey, state: Durable) {
+        let p = SharePartition::restored(state.start, &state.done, self.config.partition);
+        self.persisted.insert(key, Durable::of(&p));
+        self.partitions.insert(key, p);
     }
 
     /// Every share-partition written to the log (their tombstones when the group is deleted).
@@ -637,6 +643,25 @@ impl ShareGroup {
     /// One share-partition's state (tests, the admin listener).
     pub fn partition(&self, key: &ShareKey) -> Option<&SharePartition> {
         self.partitions.get(key)
+    }
+}
+
+/// What is written of a share-partition: its start and the done runs past it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Durable {
+    /// SPSO.
+    pub start: Offset,
+    /// [`SharePartition::done_runs`].
+    pub done: String,
+}
+
+impl Durable {
+    /// `p`'s state to write.
+    pub fn of(p: &SharePartition) -> Durable {
+        Durable {
+            start: p.start(),
+            done: p.done_runs(),
+        }
     }
 }
 

@@ -343,6 +343,61 @@ impl SharePartition {
         }
     }
 
+    /// The done records past the start (accepted, rejected, archived, gaps), as runs
+    /// `delta:len` (delta from the start) joined by `,`: what [`durable`] keeps beside the start.
+    /// At most `max_record_locks` / 2 runs of ten characters or so: it fits a record string.
+    ///
+    /// [`durable`]: super::durable
+    pub fn done_runs(&self) -> String {
+        let mut out = String::new();
+        let mut i = 0;
+        while i < self.window.len() {
+            if !self.window[i].state.is_done() {
+                i += 1;
+                continue;
+            }
+            let first = i;
+            while i < self.window.len() && self.window[i].state.is_done() {
+                i += 1;
+            }
+            if !out.is_empty() {
+                out.push(',');
+            }
+            out.push_str(&format!("{first}:{}", i - first));
+        }
+        out
+    }
+
+    /// A share-partition restored at `start`, with the done runs [`Self::done_runs`] wrote: the
+    /// records between them are Available again (delivery counts start over). Malformed text
+    /// restores no run; nothing is restored past the window's bound.
+    pub fn restored(start: Offset, runs: &str, settings: PartitionSettings) -> SharePartition {
+        let mut p = SharePartition::new(start, settings);
+        for run in runs.split(',').filter(|r| !r.is_empty()) {
+            let Some((first, len)) = run.split_once(':') else {
+                break;
+            };
+            let (Ok(first), Ok(len)) = (first.parse::<usize>(), len.parse::<usize>()) else {
+                break;
+            };
+            let end = first.saturating_add(len);
+            if first < p.window.len() || end > settings.max_record_locks {
+                break;
+            }
+            while p.window.len() < first {
+                p.window.push_back(Entry::available());
+            }
+            while p.window.len() < end {
+                p.window.push_back(Entry {
+                    state: RecordState::Acknowledged,
+                    ..Entry::available()
+                });
+            }
+        }
+        p.advance();
+        p
+    }
+
     /// Resets the start to `offset` and forgets the window (AlterShareGroupOffsets, allowed
     /// only while the group has no members).
     pub fn reset(&mut self, offset: Offset) {

@@ -251,3 +251,28 @@ fn ack_types_from_the_wire() {
     assert_eq!(AckType::from_wire(4), None);
     assert_eq!(AckType::from_wire(-1), None);
 }
+
+#[test]
+fn done_runs_round_trip_and_hostile_text_restores_within_bounds() {
+    let mut p = SharePartition::new(Offset(10), settings(100));
+    p.acquire(&member("a"), &[batch(10, 16)], 500, 0);
+    p.acknowledge(
+        "a",
+        &[ack(11, 12, AckType::Accept), ack(14, 14, AckType::Reject)],
+    )
+    .unwrap();
+    assert_eq!(p.done_runs(), "1:2,4:1");
+    let q = SharePartition::restored(p.start(), &p.done_runs(), settings(100));
+    assert_eq!(q.start(), Offset(10));
+    assert_eq!(q.end(), Offset(15));
+    assert_eq!(q.state(10), Some((RecordState::Available, 0)));
+    assert_eq!(q.state(12), Some((RecordState::Acknowledged, 0)));
+    assert_eq!(q.state(13), Some((RecordState::Available, 0)));
+    for hostile in ["x", "5:99999999999", "3:1,1:1", "0:4000000000", ":", "9:9,"] {
+        let q = SharePartition::restored(Offset(0), hostile, settings(100));
+        assert!(q.end().0 - q.start().0 <= 100, "{hostile}");
+    }
+    // A run at the front is done: the start moves past it.
+    let q = SharePartition::restored(Offset(0), "0:3", settings(100));
+    assert_eq!((q.start(), q.end()), (Offset(3), Offset(3)));
+}

@@ -242,8 +242,15 @@ fn group_max_size_and_leaving() {
     );
 }
 
+fn at(start: i64, done: &str) -> Option<Durable> {
+    Some(Durable {
+        start: Offset(start),
+        done: done.to_string(),
+    })
+}
+
 #[test]
-fn moved_starts_are_taken_once_and_again_after_a_failed_write() {
+fn moved_states_are_taken_once_and_again_after_a_failed_write() {
     let mut g = group();
     join(&mut g, "a", 1, 0);
     g.session(session("a", 0, vec![]));
@@ -253,26 +260,33 @@ fn moved_starts_are_taken_once_and_again_after_a_failed_write() {
         log_start: Offset(0),
         batches: vec![FetchedBatch {
             first: 0,
-            last: 1,
+            last: 3,
             control: false,
         }],
     };
     g.acquire("a", 500, vec![part], 0);
-    assert_eq!(g.take_moved(), vec![((T, 0), Some(Offset(0)))]);
+    assert_eq!(g.take_moved(), vec![((T, 0), at(0, ""))]);
     assert!(g.take_moved().is_empty());
-    let ack = AckBatch {
-        first: 0,
-        last: 1,
+    // Accepting 0 moves the start; accepting 2 (past the held 1) is a done run.
+    let ack = |first, last| AckBatch {
+        first,
+        last,
         types: vec![AckType::Accept],
     };
-    g.session(session("a", 1, vec![((T, 0), vec![ack])]));
-    assert_eq!(g.take_moved(), vec![((T, 0), Some(Offset(2)))]);
+    g.session(session("a", 1, vec![((T, 0), vec![ack(0, 0), ack(2, 2)])]));
+    assert_eq!(g.take_moved(), vec![((T, 0), at(1, "1:1"))]);
     g.unmark(&[(T, 0)]);
-    assert_eq!(g.take_moved(), vec![((T, 0), Some(Offset(2)))]);
-    // Restored from the log: nothing to write until it moves; forgotten: a tombstone.
+    assert_eq!(g.take_moved(), vec![((T, 0), at(1, "1:1"))]);
+    // Restored from the log: offset 2 stays done, 1 and 3 come back; forgotten: a tombstone.
     let mut h = group();
-    h.restore_start((T, 0), Offset(2));
+    h.restore((T, 0), at(1, "1:1").unwrap());
     assert!(h.take_moved().is_empty());
+    assert_eq!(h.plan(&[(T, 0)]), vec![((T, 0), FetchFrom::At(Offset(1)))]);
+    let p = h.partition(&(T, 0)).unwrap();
+    assert_eq!(
+        p.state(2).map(|s| s.0),
+        Some(partition::RecordState::Acknowledged)
+    );
     assert!(h.delete_topic_state(T));
     assert_eq!(h.take_moved(), vec![((T, 0), None)]);
     h.unmark(&[(T, 0)]);

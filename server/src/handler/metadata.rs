@@ -169,7 +169,14 @@ pub async fn handle_on<B: Broker>(
         let requested = request.topics.as_deref().unwrap_or_default();
         let mut entries = Vec::with_capacity(requested.len());
         for t in requested {
-            entries.push(match &t.name {
+            // A non-zero topic id names the topic whatever the name says: the Java client asks
+            // by id with the name at its default "" (Kafka's KafkaApis looks ids up first too).
+            let name = if t.topic_id.is_nil() {
+                t.name.as_ref()
+            } else {
+                None
+            };
+            entries.push(match name {
                 Some(name) => {
                     let meta = match internal(name.as_str()) {
                         Some(meta) => Ok(meta),
@@ -255,6 +262,28 @@ mod tests {
         let again = block_on(handle(&broker, 12, &request(&["new-topic"], true)));
         assert_eq!(again.topics[0].topic_id, t.topic_id);
         assert_eq!(r.brokers[0].port, 9092);
+    }
+
+    #[test]
+    fn a_topic_id_is_looked_up_whatever_the_name_says() {
+        let broker = FakeBroker::new();
+        broker.topics().create("by-id", 2, Default::default()).unwrap();
+        let id = broker.topics().get("by-id").unwrap().id;
+        // As the Java AdminClient sends it: the id, and the name at its default "".
+        let ask = |id| {
+            MetadataRequest::default().with_topics(Some(vec![MetadataRequestTopic::default()
+                .with_topic_id(id)
+                .with_name(Some(topic_name("")))]))
+        };
+        let r = block_on(handle(&broker, 12, &ask(id)));
+        assert_eq!(r.topics[0].error_code, 0);
+        assert_eq!(r.topics[0].topic_id, id);
+        assert_eq!(r.topics[0].name.as_ref().map(|n| n.as_str()), Some("by-id"));
+        assert_eq!(r.topics[0].partitions.len(), 2);
+        let unknown = uuid::Uuid::from_u128(7);
+        let r = block_on(handle(&broker, 12, &ask(unknown)));
+        assert_eq!(r.topics[0].error_code, ErrorCode::UnknownTopicId.code());
+        assert_eq!(r.topics[0].topic_id, unknown);
     }
 
     #[test]

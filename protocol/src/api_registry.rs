@@ -7,7 +7,7 @@
 //! |--------------------------|-----------:|--------------------------------------------------------------------|
 //! | Produce (0)              |   0..=11   | min 0 keeps librdkafka's compression on (KAFKA-18659); v0-2 are *advertised only* and rejected as UnsupportedVersion, as Kafka 4 does; v3 = MsgVer2 check; v13 needs topic ids |
 //! | Fetch (1)                |   4..=12   | v4 = librdkafka MsgVer2 check; v13+ names topics by id             |
-//! | ListOffsets (2)          |   1..=7    | v1 = librdkafka offsets-for-times check                            |
+//! | ListOffsets (2)          |   1..=10   | v1 = librdkafka offsets-for-times check; v8 = Java earliestLocal   |
 //! | Metadata (3)             |   0..=12   | every client                                                       |
 //! | OffsetCommit (8)         |   2..=9    | overlaps librdkafka's 1-2 check at 2; aiokafka 2-3                 |
 //! | OffsetFetch (9)          |   1..=9    | v1 = librdkafka check and aiokafka/kafkajs minimum                 |
@@ -16,7 +16,7 @@
 //! | Heartbeat (12)           |   0..=4    | v0 = librdkafka check                                              |
 //! | LeaveGroup (13)          |   0..=5    | v0 = librdkafka check; v3+ batch leave                             |
 //! | SyncGroup (14)           |   0..=5    | v0 = librdkafka check                                              |
-//! | DescribeGroups (15)      |   0..=5    |                                                                    |
+//! | DescribeGroups (15)      |   0..=6    | v6 = GROUP_ID_NOT_FOUND for a missing group (KIP-1043)             |
 //! | ListGroups (16)          |   0..=5    | v4 state filter (KIP-518), v5 type filter (KIP-848): every group is "classic" |
 //! | SaslHandshake (17)       |   1..=1    | v0's raw tokens after the handshake are not served; every client speaks v1 with SaslAuthenticate |
 //! | ApiVersions (18)         |   0..=4    | aiokafka speaks only v0; kafka-python tries v4 first              |
@@ -105,7 +105,7 @@ macro_rules! for_each_api {
             // Produce v0-2: advertised so librdkafka keeps compression (KAFKA-18659), never decoded.
             Produce 0..=11 decodes 3.. => produce,
             Fetch 4..=12 => fetch,
-            ListOffsets 1..=7 => list_offsets,
+            ListOffsets 1..=10 => list_offsets,
             Metadata 0..=12 => metadata,
             OffsetCommit 2..=9 => offset_commit,
             OffsetFetch 1..=9 => offset_fetch,
@@ -114,7 +114,7 @@ macro_rules! for_each_api {
             Heartbeat 0..=4 => heartbeat,
             LeaveGroup 0..=5 => leave_group,
             SyncGroup 0..=5 => sync_group,
-            DescribeGroups 0..=5 => describe_groups,
+            DescribeGroups 0..=6 => describe_groups,
             ListGroups 0..=5 => list_groups,
             // v0 (raw SASL tokens after the handshake) is not served.
             SaslHandshake 1..=1 => sasl_handshake,

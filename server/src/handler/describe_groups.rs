@@ -1,9 +1,13 @@
-//! DescribeGroups (15): state, protocol and members of each asked group.
+//! DescribeGroups (15): state, protocol and members of each asked group. A group that does not
+//! exist is Dead with no error before v6; v6 (KIP-1043) answers it GROUP_ID_NOT_FOUND with Kafka's
+//! message, which the Java AdminClient (and `kafka-consumer-groups.sh --describe`) reports.
 
 use rill_protocol::kafka_protocol::messages::describe_groups_response::{
     DescribedGroup, DescribedGroupMember,
 };
 use rill_protocol::kafka_protocol::messages::{DescribeGroupsRequest, DescribeGroupsResponse};
+
+use rill_protocol::ErrorCode;
 
 use super::{str_bytes, Broker};
 use crate::group::ops::GroupDescription;
@@ -12,6 +16,8 @@ use crate::group::{GroupOp, GroupReply};
 /// Kafka's "authorized operations not requested" marker (also the codec's default, so it is
 /// accepted at versions that lack the field).
 const OPERATIONS_UNKNOWN: i32 = i32::MIN;
+/// The state of a group the coordinator does not have.
+const DEAD: &str = "Dead";
 
 /// This API's entry in the registry (`rill_protocol::for_each_api!`).
 pub async fn serve<B: Broker>(
@@ -65,12 +71,45 @@ fn described(
                 .with_member_assignment(m.assignment)
         })
         .collect();
+    let missing = version >= 6 && d.error_code == ErrorCode::None && d.state == DEAD;
+    let (error, message) = if missing {
+        let message = format!("Group {} not found.", id.0.as_str());
+        (ErrorCode::GroupIdNotFound, Some(str_bytes(&message)))
+    } else {
+        (d.error_code, None)
+    };
     DescribedGroup::default()
-        .with_error_code(d.error_code.code())
+        .with_error_code(error.code())
+        .with_error_message(message)
         .with_group_id(id)
         .with_group_state(str_bytes(&d.state))
         .with_protocol_type(str_bytes(&d.protocol_type))
         .with_protocol_data(str_bytes(&d.protocol_data))
         .with_members(members)
         .with_authorized_operations(OPERATIONS_UNKNOWN)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::handler::fake::FakeBroker;
+    use futures::executor::block_on;
+    use rill_protocol::kafka_protocol::messages::GroupId;
+
+    #[test]
+    fn a_missing_group_is_dead_before_v6_and_not_found_from_v6() {
+        let broker = FakeBroker::new();
+        let req = DescribeGroupsRequest::default()
+            .with_groups(vec![GroupId(str_bytes("nobody-here"))]);
+        let old = block_on(handle(&broker, 5, &req));
+        assert_eq!(old.groups[0].error_code, 0);
+        assert_eq!(old.groups[0].group_state.as_str(), DEAD);
+        let new = block_on(handle(&broker, 6, &req));
+        assert_eq!(new.groups[0].error_code, ErrorCode::GroupIdNotFound.code());
+        assert_eq!(new.groups[0].group_state.as_str(), DEAD);
+        assert_eq!(
+            new.groups[0].error_message.as_ref().map(|m| m.as_str()),
+            Some("Group nobody-here not found.")
+        );
+    }
 }

@@ -1,5 +1,8 @@
 //! ListOffsets (2): earliest (-2), latest (-1), by timestamp (>= 0), and (v7, KIP-734) max
-//! timestamp (-3): the first record holding the partition's largest timestamp.
+//! timestamp (-3): the first record holding the partition's largest timestamp. v8-v10 (KIP-405's
+//! tiered-storage lookups, v10's timeout for remote ones): with no tiered storage, earliest-local
+//! (-4) is the log start and latest-tiered (-5) is not found (offset -1), as Kafka answers them
+//! when `remote.storage.enable` is off; the Java AdminClient needs v8 for `OffsetSpec.earliestLocal`.
 //!
 //! Isolation (v2+): read_uncommitted sees up to the high watermark, read_committed up to the
 //! last stable offset ("latest" is then the LSO; a timestamp found at or past it is not found).
@@ -20,6 +23,7 @@ use crate::partition::ops::{Isolation, PartitionOp, PartitionReply};
 const EARLIEST: i64 = -2;
 const LATEST: i64 = -1;
 const MAX_TIMESTAMP: i64 = -3;
+const EARLIEST_LOCAL: i64 = -4;
 
 /// This API's entry in the registry (`rill_protocol::for_each_api!`).
 pub async fn serve<B: Broker>(
@@ -113,7 +117,9 @@ async fn lookup<B: Broker>(
     };
     let base = base.with_leader_epoch(broker.leader_epoch(topic, partition).0);
     match (broker.partition(topic, partition, op).await, timestamp) {
-        (PartitionReply::Offsets(p), EARLIEST) => found(base, p.log_start(), TimestampMs::NONE),
+        (PartitionReply::Offsets(p), EARLIEST | EARLIEST_LOCAL) => {
+            found(base, p.log_start(), TimestampMs::NONE)
+        }
         (PartitionReply::Offsets(p), LATEST) => found(base, visible_end(&p), TimestampMs::NONE),
         (PartitionReply::Offsets(_), _) => not_found(base),
         (PartitionReply::OffsetForTimestamp(Some((offset, ts)), p), _)
@@ -203,5 +209,14 @@ mod tests {
         );
         assert_eq!(ask(&broker, "t", 1, -1).0, 3);
         assert_eq!(ask(&broker, "nope", 0, -1).0, 3);
+    }
+
+    #[test]
+    fn tiered_lookups_without_tiered_storage() {
+        let broker = FakeBroker::new();
+        broker.topics().create("t", 1, Default::default()).unwrap();
+        broker.append("t", 0, batch(4));
+        assert_eq!(ask(&broker, "t", 0, -4), (0, 0), "earliest local: the log start");
+        assert_eq!(ask(&broker, "t", 0, -5), (0, -1), "latest tiered: nothing tiered");
     }
 }

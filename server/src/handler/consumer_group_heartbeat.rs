@@ -25,21 +25,24 @@ pub async fn serve<B: Broker>(
     cx: super::RequestContext<'_>,
     request: ConsumerGroupHeartbeatRequest,
 ) -> super::Answer {
-    super::Answer::body(handle(broker, cx.version, cx.client_id, request).await)
+    let host = super::client_host(cx.session);
+    super::Answer::body(handle(broker, cx.version, cx.client_id, &host, request).await)
 }
 
-/// Answer ConsumerGroupHeartbeat.
+/// Answer ConsumerGroupHeartbeat. `client_host` is the connection's peer as Kafka writes it
+/// ("/127.0.0.1"; ConsumerGroupDescribe shows it).
 pub async fn handle<B: Broker>(
     broker: &B,
     version: i16,
     client_id: &str,
+    client_host: &str,
     req: ConsumerGroupHeartbeatRequest,
 ) -> ConsumerGroupHeartbeatResponse {
     let result = match check(broker, version, &req) {
         Err(refused) => refused,
         Ok(()) => {
             let group_id = req.group_id.0.to_string();
-            let args = args(broker, version, client_id, req);
+            let args = args(broker, version, client_id, client_host, req);
             match broker
                 .group(&group_id, GroupOp::ConsumerHeartbeat(Box::new(args)))
                 .await
@@ -144,6 +147,7 @@ fn args<B: Broker>(
     broker: &B,
     version: i16,
     client_id: &str,
+    client_host: &str,
     req: ConsumerGroupHeartbeatRequest,
 ) -> ConsumerHeartbeatArgs {
     let topics = broker
@@ -174,7 +178,7 @@ fn args<B: Broker>(
                 .collect()
         }),
         client_id: client_id.to_string(),
-        client_host: String::new(),
+        client_host: client_host.to_string(),
         topics,
     }
 }

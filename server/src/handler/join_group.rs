@@ -13,21 +13,34 @@ pub async fn serve<B: Broker>(
     cx: super::RequestContext<'_>,
     request: rill_protocol::kafka_protocol::messages::JoinGroupRequest,
 ) -> super::Answer {
-    super::Answer::body(handle(broker, cx.version, cx.client_id, &request).await)
+    let host = super::client_host(cx.session);
+    super::Answer::body(handle_from(broker, cx.version, cx.client_id, &host, &request).await)
 }
 
-/// Answer JoinGroup. `client_id` is the request header's (DescribeGroups shows it).
+/// Answer JoinGroup from an unknown address (in-process callers).
 pub async fn handle<B: Broker>(
     broker: &B,
     version: i16,
     client_id: &str,
     req: &JoinGroupRequest,
 ) -> JoinGroupResponse {
+    handle_from(broker, version, client_id, "", req).await
+}
+
+/// Answer JoinGroup. `client_id` is the request header's and `client_host` the connection's
+/// peer as Kafka writes it ("/127.0.0.1"): DescribeGroups shows both.
+pub async fn handle_from<B: Broker>(
+    broker: &B,
+    version: i16,
+    client_id: &str,
+    client_host: &str,
+    req: &JoinGroupRequest,
+) -> JoinGroupResponse {
     let args = JoinArgs {
         member_id: req.member_id.to_string(),
         group_instance_id: req.group_instance_id.as_ref().map(|s| s.to_string()),
         client_id: client_id.to_string(),
-        client_host: String::new(),
+        client_host: client_host.to_string(),
         session_timeout_ms: req.session_timeout_ms,
         // v0 has no rebalance timeout: Kafka uses the session timeout.
         rebalance_timeout_ms: if version >= 1 {

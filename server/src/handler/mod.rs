@@ -25,6 +25,14 @@ pub struct RequestContext<'a> {
     pub session: &'a crate::security::session::Session,
 }
 
+/// A connection's peer as Kafka writes a group member's `client_host` (`InetAddress.toString`:
+/// "/127.0.0.1"), "" when the socket did not know it.
+pub fn client_host(session: &crate::security::session::Session) -> String {
+    session
+        .peer
+        .map_or_else(String::new, |peer| format!("/{}", peer.ip()))
+}
+
 /// What a handler answered.
 #[derive(Debug)]
 pub enum Answer {

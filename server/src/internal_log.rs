@@ -139,6 +139,9 @@ impl<S: Storage> InternalLog<S> {
                 bytes: log.size_bytes(),
                 positions: log.positions(),
             },
+            // The coordinators write without producer ids: no producer to describe (as Kafka
+            // answers for its internal partitions; `kafka-transactions find-hanging` asks).
+            PartitionOp::DescribeProducers => PartitionReply::Producers(Vec::new()),
             _ => PartitionReply::Error(ErrorCode::InvalidTopicException),
         }
     }

@@ -30,7 +30,11 @@ pub async fn handle<B: Broker>(
 ) -> DescribeProducersResponse {
     let topics = join_all(req.topics.iter().map(|t| async move {
         let name = t.name.0.as_str();
-        let meta = broker.topics().get(name);
+        // The internal topics are not in the registry; `find-hanging` asks about them too.
+        let meta = broker
+            .topics()
+            .get(name)
+            .or_else(|| broker.internal_topic(name));
         let partitions = join_all(t.partition_indexes.iter().map(|&p| {
             let known = meta.as_ref().is_some_and(|m| p >= 0 && p < m.partitions);
             async move {

@@ -49,8 +49,8 @@ pub enum TopicError {
     /// INVALID_TOPIC_EXCEPTION (17).
     #[error("invalid topic name: {0}")]
     InvalidName(String),
-    /// TOPIC_ALREADY_EXISTS (36).
-    #[error("topic {0} already exists")]
+    /// TOPIC_ALREADY_EXISTS (36); Kafka's message, which `kafka-topics.sh` prints.
+    #[error("Topic '{0}' already exists.")]
     AlreadyExists(String),
     /// UNKNOWN_TOPIC_OR_PARTITION (3).
     #[error("unknown topic {0}")]

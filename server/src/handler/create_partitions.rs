@@ -37,10 +37,15 @@ pub async fn handle<B: Broker>(
                 ErrorCode::UnknownTopicOrPartition,
                 format!("unknown topic {name}"),
             )),
-            Some(meta) if topic.count <= meta.partitions => Err((
+            // Kafka's messages (ReplicationControlManager), which `kafka-topics.sh --alter` prints.
+            Some(meta) if topic.count == meta.partitions => Err((
+                ErrorCode::InvalidPartitions,
+                format!("Topic already has {} partition(s).", meta.partitions),
+            )),
+            Some(meta) if topic.count < meta.partitions => Err((
                 ErrorCode::InvalidPartitions,
                 format!(
-                    "topic has {} partitions; {} is not more",
+                    "The topic {name} currently has {} partition(s); {} would not be an increase.",
                     meta.partitions, topic.count
                 ),
             )),

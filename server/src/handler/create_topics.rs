@@ -138,7 +138,7 @@ fn refuse_internal<B: Broker>(broker: &B, name: &str) -> Result<(), (ErrorCode, 
     if internal.is_some() || broker.topics().get(name).is_some() {
         return Err((
             ErrorCode::TopicAlreadyExists,
-            format!("topic {name} already exists"),
+            format!("Topic '{name}' already exists."),
         ));
     }
     let message = format!(

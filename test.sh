@@ -11,7 +11,8 @@
 #    port, driven by kcat, confluent-kafka, kafka-python, aiokafka and kafkajs; RILL_E2E_WORKERS (3)
 #    files at once (pytest-xdist).
 # 4. The differential protocol suite (tests/differential): Apache Kafka (Maven, peers/kafka) and
-#    Rill answer the same requests; every difference must be listed in COMPATIBILITY.md.
+#    Rill answer the same requests; every difference must be listed in COMPATIBILITY.md. Then the Java
+#    module (tests/java): the Java client and Kafka's CLI tools against rill (and the tools against Kafka).
 # 5. The cargo-fuzz targets, bounded (tests/fuzz.sh; RILL_FUZZ_SECONDS per target, 0 skips).
 # 6. The live fuzzer against a real broker and a 3-node cluster, bounded (tests/livefuzz;
 #    RILL_LIVEFUZZ_SECONDS, RILL_LIVEFUZZ_CLUSTER_SECONDS, 0 skips).
@@ -145,6 +146,19 @@ if [ $# = 0 ]; then
     if ! command -v java >/dev/null; then apt_install openjdk-17-jre-headless; fi
     if ! command -v mvn >/dev/null; then apt_install maven; fi
     CARGO_TARGET_DIR="$target_dir" tests/differential/run.sh || failed+=("differential")
+fi
+
+# --- 3c. the Java client and Kafka's CLI tools (tests/java, issue 30) ------------------------------
+# tests/java/run.sh starts the Kafka peer (the tools' scenarios run against both and compare) and runs
+# ONE `mvn test` (JUnit 5, kafka-clients and kafka-tools at the peer's version, one JVM) whose tests
+# start target/debug/rill processes; Maven's ~/.m2 is cached (offline once warm). Skipped when pytest
+# arguments were given.
+if [ $# = 0 ]; then
+    step "Java client and Kafka's CLI tools against rill (tests/java)"
+    if ! command -v java >/dev/null; then apt_install openjdk-17-jre-headless; fi
+    if ! command -v javac >/dev/null; then apt_install openjdk-17-jdk-headless; fi
+    if ! command -v mvn >/dev/null; then apt_install maven; fi
+    CARGO_TARGET_DIR="$target_dir" RILL_BIN="$RILL_BIN" tests/java/run.sh || failed+=("java")
 fi
 
 # --- 4. fuzz targets, bounded (crash-safety work, issue 7: tests/fuzz.sh) --------------------------

@@ -50,6 +50,7 @@
 //! | ListTransactions (66)    |   0..=1    | v1 adds the duration filter; v2's id pattern is not offered        |
 //! | ConsumerGroupHeartbeat (68) | 0..=1   | KIP-848; v1: the client makes its member id (KIP-1082), as Kafka 4 |
 //! | ConsumerGroupDescribe (69)  | 0..=1   | v1 adds the member type (KIP-1099)                                 |
+//! | DescribeTopicPartitions (75) | 0..=0 | Kafka's only version; the Java AdminClient's describeTopics asks it first |
 //! | ShareGroupHeartbeat (76) | 1..=1     | KIP-932; v0 was 4.0's early access, gone in 4.1                    |
 //! | ShareGroupDescribe (77)  | 1..=1     |                                                                    |
 //! | ShareFetch (78)          | 1..=1     | v2 (acquire modes, RENEW: KIP-1206/1222) is past the codec         |
@@ -149,6 +150,7 @@ macro_rules! for_each_api {
             ListTransactions 0..=1 => list_transactions,
             ConsumerGroupHeartbeat 0..=1 => consumer_group_heartbeat,
             ConsumerGroupDescribe 0..=1 => consumer_group_describe,
+            DescribeTopicPartitions 0..=0 => describe_topic_partitions,
             ShareGroupHeartbeat 1..=1 => share_group_heartbeat,
             ShareGroupDescribe 1..=1 => share_group_describe,
             ShareFetch 1..=1 => share_fetch,

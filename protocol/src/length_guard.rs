@@ -144,7 +144,21 @@ impl Walker<'_> {
                 };
                 self.elements(field, inner, count, flexible)
             }
-            FieldType::Struct(fields) => self.fields(fields, flexible),
+            FieldType::Struct(fields) => {
+                // A nullable struct field (not an array's element) leads with an INT8 marker:
+                // -1 null, 1 present (DescribeTopicPartitions' Cursor).
+                let nullable =
+                    std::ptr::eq(ty, &field.ty) && field.nullable_versions.contains(self.version);
+                if nullable {
+                    let [marker] = self.take::<1>(field)?;
+                    match marker as i8 {
+                        -1 => return Ok(()),
+                        1 => {}
+                        m => return self.fail(field, format!("nullable struct marker {m}")),
+                    }
+                }
+                self.fields(fields, flexible)
+            }
         }
     }
 
@@ -384,7 +398,7 @@ mod tests {
         }
     }
 
-    /// The KIP-848 consumer group APIs' default requests (issue 29).
+    /// The KIP-848 consumer group APIs' default requests (issue 29), and DescribeTopicPartitions'.
     fn consumer_group_default(api_key: ApiKey) -> RequestKind {
         use crate::kafka_protocol::messages::*;
         match api_key {
@@ -413,6 +427,10 @@ mod tests {
             ApiKey::DeleteShareGroupOffsets => {
                 RequestKind::DeleteShareGroupOffsets(DeleteShareGroupOffsetsRequest::default())
             }
+            // Issue 30 (the Java AdminClient's describeTopics).
+            ApiKey::DescribeTopicPartitions => {
+                RequestKind::DescribeTopicPartitions(DescribeTopicPartitionsRequest::default())
+            }
             other => panic!("no default for {other:?}"),
         }
     }
@@ -431,6 +449,28 @@ mod tests {
                 assert_eq!(walked, Ok(out.len()), "{:?} v{version}", e.api_key);
             }
         }
+    }
+
+    #[test]
+    fn a_present_nullable_struct_is_walked_behind_its_marker() {
+        use crate::kafka_protocol::messages::describe_topic_partitions_request::Cursor;
+        use crate::kafka_protocol::messages::{DescribeTopicPartitionsRequest, TopicName};
+        use crate::kafka_protocol::protocol::StrBytes;
+        let req = DescribeTopicPartitionsRequest::default().with_cursor(Some(
+            Cursor::default()
+                .with_topic_name(TopicName(StrBytes::from_static_str("t")))
+                .with_partition_index(3),
+        ));
+        let mut out = BytesMut::new();
+        RequestKind::DescribeTopicPartitions(req)
+            .encode(&mut out, 0)
+            .unwrap();
+        let spec = request_spec(ApiKey::DescribeTopicPartitions).unwrap();
+        assert_eq!(walked_bytes(spec, 0, &out), Ok(out.len()));
+        let mut bad = out.to_vec();
+        let marker = bad.len() - 1 - 4 - 2 - 1 - 1; // tags, index, name, its length, marker
+        bad[marker] = 7;
+        assert!(walked_bytes(spec, 0, &bad).is_err());
     }
 
     #[test]

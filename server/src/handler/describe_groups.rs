@@ -99,8 +99,8 @@ mod tests {
     #[test]
     fn a_missing_group_is_dead_before_v6_and_not_found_from_v6() {
         let broker = FakeBroker::new();
-        let req = DescribeGroupsRequest::default()
-            .with_groups(vec![GroupId(str_bytes("nobody-here"))]);
+        let req =
+            DescribeGroupsRequest::default().with_groups(vec![GroupId(str_bytes("nobody-here"))]);
         let old = block_on(handle(&broker, 5, &req));
         assert_eq!(old.groups[0].error_code, 0);
         assert_eq!(old.groups[0].group_state.as_str(), DEAD);

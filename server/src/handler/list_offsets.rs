@@ -216,7 +216,15 @@ mod tests {
         let broker = FakeBroker::new();
         broker.topics().create("t", 1, Default::default()).unwrap();
         broker.append("t", 0, batch(4));
-        assert_eq!(ask(&broker, "t", 0, -4), (0, 0), "earliest local: the log start");
-        assert_eq!(ask(&broker, "t", 0, -5), (0, -1), "latest tiered: nothing tiered");
+        assert_eq!(
+            ask(&broker, "t", 0, -4),
+            (0, 0),
+            "earliest local: the log start"
+        );
+        assert_eq!(
+            ask(&broker, "t", 0, -5),
+            (0, -1),
+            "latest tiered: nothing tiered"
+        );
     }
 }

@@ -267,7 +267,10 @@ mod tests {
     #[test]
     fn a_topic_id_is_looked_up_whatever_the_name_says() {
         let broker = FakeBroker::new();
-        broker.topics().create("by-id", 2, Default::default()).unwrap();
+        broker
+            .topics()
+            .create("by-id", 2, Default::default())
+            .unwrap();
         let id = broker.topics().get("by-id").unwrap().id;
         // As the Java AdminClient sends it: the id, and the name at its default "".
         let ask = |id| {

@@ -69,6 +69,22 @@ class ToolsTest extends RillCase {
             return record(mask(Tool.run(main, withBootstrap(args)), columns));
         }
 
+        /**
+         * Runs a tool until `done` holds for its stdout (at most 10 s), recording the last run: Kafka
+         * applies a dynamic broker config through its metadata log, so a describe right after the
+         * alter may still show the old value ("null").
+         */
+        Tool.Result toolUntil(java.util.function.Predicate<String> done, String main, String... args)
+                throws InterruptedException {
+            long deadline = System.nanoTime() + 10_000_000_000L;
+            Tool.Result r = Tool.run(main, withBootstrap(args));
+            while (!done.test(r.out()) && System.nanoTime() < deadline) {
+                Thread.sleep(250);
+                r = Tool.run(main, withBootstrap(args));
+            }
+            return record(r);
+        }
+
         Tool.Result toolWithInput(String main, String stdin, String... args) {
             return record(Tool.runWithInput(main, stdin, withBootstrap(args)));
         }
@@ -351,16 +367,20 @@ class ToolsTest extends RillCase {
             s.tool(CONFIGS, "--describe", "--entity-type", "brokers", "--entity-name", "1");
             s.tool(CONFIGS, "--alter", "--entity-type", "brokers", "--entity-name", "1", "--add-config",
                     "log.retention.ms=86400000");
-            s.tool(CONFIGS, "--describe", "--entity-type", "brokers", "--entity-name", "1");
+            s.toolUntil(out -> out.contains("log.retention.ms=86400000"), CONFIGS, "--describe", "--entity-type", "brokers",
+                    "--entity-name", "1");
             s.tool(CONFIGS, "--alter", "--entity-type", "brokers", "--entity-name", "1", "--delete-config",
                     "log.retention.ms");
-            s.tool(CONFIGS, "--describe", "--entity-type", "brokers", "--entity-name", "1");
+            s.toolUntil(out -> !out.contains("log.retention.ms"), CONFIGS, "--describe", "--entity-type", "brokers",
+                    "--entity-name", "1");
             s.tool(CONFIGS, "--alter", "--entity-type", "brokers", "--entity-default", "--add-config",
                     "log.retention.bytes=1073741824");
-            s.tool(CONFIGS, "--describe", "--entity-type", "brokers", "--entity-default");
+            s.toolUntil(out -> out.contains("log.retention.bytes=1073741824"), CONFIGS, "--describe", "--entity-type", "brokers",
+                    "--entity-default");
             s.tool(CONFIGS, "--alter", "--entity-type", "brokers", "--entity-default", "--delete-config",
                     "log.retention.bytes");
-            s.tool(CONFIGS, "--describe", "--entity-type", "brokers", "--entity-default");
+            s.toolUntil(out -> !out.contains("log.retention.bytes"), CONFIGS, "--describe", "--entity-type",
+                    "brokers", "--entity-default");
             return List.of();
         });
     }

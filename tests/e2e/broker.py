@@ -163,7 +163,11 @@ class Broker:
         """Start the process and wait until it logs that every shard listens and its port
         accepts connections. A start that does not get there within START_TIMEOUT_S fails the
         test (the process is killed so the run can go on): start-up must never hang."""
-        log_start = self.spawn()
+        self.wait_ready(self.spawn())
+
+    def wait_ready(self, log_start: int) -> None:
+        """Wait until the start whose log begins at `log_start` (what `spawn` returned) is
+        ready, as `start` does."""
         deadline = time.monotonic() + START_TIMEOUT_S
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:

@@ -60,11 +60,13 @@ class ClusterNode(Broker):
         return "broker" in self.roles
 
     def start(self) -> None:
+        self.wait_ready(self.spawn())
+
+    def wait_ready(self, start: int) -> None:
         if self.is_broker:
-            super().start()
+            super().wait_ready(start)
             return
         # A controller-only node has no client listener: ready once it says so.
-        start = self.spawn()
         deadline = time.monotonic() + FORM_TIMEOUT_S
         while not self.logged_since(start, "controller only: no client listener"):
             assert self.proc.poll() is None, f"controller exited:\n{self.log_tail()}"
@@ -95,8 +97,11 @@ class Cluster:
         """Start every node, then wait until each lists every broker. A failure stops (kill -9)
         whatever started, so no node outlives its test."""
         try:
-            for node in self.nodes:
-                node.start()
+            # Spawned together, then waited for: a broker serves only once its registration
+            # is applied, which needs a quorum of the voters running.
+            starts = [node.spawn() for node in self.nodes]
+            for node, start in zip(self.nodes, starts):
+                node.wait_ready(start)
             self.wait_brokers(sum(n.is_broker for n in self.nodes))
         except BaseException:
             for node in self.nodes:

@@ -16,7 +16,7 @@ import time
 from collections import Counter
 
 import pytest
-from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
 from broker import Broker
 from clients import admin, create_topic
@@ -74,9 +74,20 @@ def poll_until(consumers, done, *, seen: list | None = None, commit: bool = Fals
 
 
 def describe(bootstrap: str, group: str):
-    """The group as ConsumerGroupDescribe shows it (confluent-kafka's admin client)."""
+    """The group as ConsumerGroupDescribe shows it (confluent-kafka's admin client). A new
+    coordinator answers COORDINATOR_LOAD_IN_PROGRESS until it loaded the group, as Kafka's does,
+    and Kafka's Java admin client retries that; librdkafka's surfaces it, so it is retried
+    here, for at most 15 s."""
     a = admin(bootstrap)
-    return a.describe_consumer_groups([group], request_timeout=10)[group].result(timeout=10)
+    deadline = time.monotonic() + 15
+    while True:
+        try:
+            return a.describe_consumer_groups([group], request_timeout=10)[group].result(timeout=10)
+        except KafkaException as e:
+            loading = e.args[0].code() == KafkaError.COORDINATOR_LOAD_IN_PROGRESS
+            if not loading or time.monotonic() > deadline:
+                raise
+            time.sleep(0.2)
 
 
 def test_six_partitions_go_six_then_three_three_then_six_with_nothing_read_twice(

@@ -132,7 +132,7 @@ pub fn start(
     }))
 }
 
-/// How often a restarted broker that is still catching up says so, and why.
+/// How often a broker that is still catching up says so, and why.
 pub const CATCH_UP_LOG_EVERY: Duration = Duration::from_secs(10);
 
 /// How a broker's wait to catch up with the metadata quorum ended.
@@ -147,10 +147,9 @@ pub enum CatchUp {
 }
 
 /// Before a broker serves (called once its admin listener is up, before the shards start): a
-/// restarted broker waits until it caught up with the metadata quorum, see [`wait_caught_up`].
+/// broker waits until it caught up with the metadata quorum, see [`wait_caught_up`].
 pub fn catch_up_before_serving(view: &ClusterView, stop: &AtomicBool) -> CatchUp {
-    let restarted = view.image().brokers.contains_key(&view.node_id());
-    if view.config().roles.broker && restarted {
+    if view.config().roles.broker {
         let bound = view.config().catch_up_max;
         return wait_caught_up(view, stop, CATCH_UP_LOG_EVERY, bound);
     }
@@ -167,7 +166,9 @@ pub fn catch_up_before_serving(view: &ClusterView, stop: &AtomicBool) -> CatchUp
 /// node stops. `bound` (`rill.metadata.catch.up.max.ms`, unset by default) is an operator's
 /// opt-in to serve the image it last knew after that long, with a warning: its Metadata may
 /// then name stale leaders, and acks=1 writes it takes as a stale leader may later be cut.
-/// A node new to the cluster has nothing stale to tell and does not wait.
+/// A node new to the cluster waits too: until its registration is applied it knows no broker,
+/// not even itself, and a Metadata listing none sent librdkafka's AdminClient waiting 60 s for
+/// a controller (issue 32).
 fn wait_caught_up(
     view: &ClusterView,
     stop: &AtomicBool,
@@ -178,7 +179,7 @@ fn wait_caught_up(
     let mut next_log = started + log_every;
     tracing::info!(
         applied = view.applied_index().0,
-        "restarted: catching up with the metadata quorum before serving"
+        "catching up with the metadata quorum before serving"
     );
     while !view.caught_up() {
         if stop.load(Ordering::Relaxed) || view.fatal().is_some() {

@@ -12,7 +12,8 @@
 #    files at once (pytest-xdist).
 # 4. The differential protocol suite (tests/differential): Apache Kafka (Maven, peers/kafka) and
 #    Rill answer the same requests; every difference must be listed in COMPATIBILITY.md. Then the Java
-#    module (tests/java): the Java client and Kafka's CLI tools against rill (and the tools against Kafka).
+#    module (tests/java): the Java client and Kafka's CLI tools against rill (and the tools against Kafka);
+#    the Go clients (tests/go: Sarama).
 # 5. The cargo-fuzz targets, bounded (tests/fuzz.sh; RILL_FUZZ_SECONDS per target, 0 skips).
 # 6. The live fuzzer against a real broker and a 3-node cluster, bounded (tests/livefuzz;
 #    RILL_LIVEFUZZ_SECONDS, RILL_LIVEFUZZ_CLUSTER_SECONDS, 0 skips).
@@ -159,6 +160,14 @@ if [ $# = 0 ]; then
     if ! command -v javac >/dev/null; then apt_install openjdk-17-jdk-headless; fi
     if ! command -v mvn >/dev/null; then apt_install maven; fi
     CARGO_TARGET_DIR="$target_dir" RILL_BIN="$RILL_BIN" tests/java/run.sh || failed+=("java")
+fi
+
+# --- 3d. Go clients (tests/go, issue 30): a Sarama smoke test against target/debug/rill -------------
+# Modules through the Go module proxy into ~/go (cached; the build cache keeps the compiled test).
+if [ $# = 0 ]; then
+    step "Go clients against rill (tests/go: Sarama)"
+    if ! command -v go >/dev/null; then apt_install golang-go; fi
+    CARGO_TARGET_DIR="$target_dir" RILL_BIN="$RILL_BIN" tests/go/run.sh || failed+=("go")
 fi
 
 # --- 4. fuzz targets, bounded (crash-safety work, issue 7: tests/fuzz.sh) --------------------------

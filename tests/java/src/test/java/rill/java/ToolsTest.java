@@ -72,7 +72,7 @@ class ToolsTest extends RillCase {
         /**
          * Runs a tool until `done` holds for its stdout (at most 10 s), recording the last run: Kafka
          * applies a dynamic broker config through its metadata log, so a describe right after the
-         * alter may still show the old value ("null").
+         * alter may still show the old value ("log.retention.ms=null", the new one only in its synonyms).
          */
         Tool.Result toolUntil(java.util.function.Predicate<String> done, String main, String... args)
                 throws InterruptedException {
@@ -367,7 +367,7 @@ class ToolsTest extends RillCase {
             s.tool(CONFIGS, "--describe", "--entity-type", "brokers", "--entity-name", "1");
             s.tool(CONFIGS, "--alter", "--entity-type", "brokers", "--entity-name", "1", "--add-config",
                     "log.retention.ms=86400000");
-            s.toolUntil(out -> out.contains("log.retention.ms=86400000"), CONFIGS, "--describe", "--entity-type", "brokers",
+            s.toolUntil(out -> out.contains(" log.retention.ms=86400000 sensitive"), CONFIGS, "--describe", "--entity-type", "brokers",
                     "--entity-name", "1");
             s.tool(CONFIGS, "--alter", "--entity-type", "brokers", "--entity-name", "1", "--delete-config",
                     "log.retention.ms");
@@ -375,7 +375,7 @@ class ToolsTest extends RillCase {
                     "--entity-name", "1");
             s.tool(CONFIGS, "--alter", "--entity-type", "brokers", "--entity-default", "--add-config",
                     "log.retention.bytes=1073741824");
-            s.toolUntil(out -> out.contains("log.retention.bytes=1073741824"), CONFIGS, "--describe", "--entity-type", "brokers",
+            s.toolUntil(out -> out.contains(" log.retention.bytes=1073741824 sensitive"), CONFIGS, "--describe", "--entity-type", "brokers",
                     "--entity-default");
             s.tool(CONFIGS, "--alter", "--entity-type", "brokers", "--entity-default", "--delete-config",
                     "log.retention.bytes");

@@ -431,6 +431,24 @@ mod tests {
             ApiKey::DescribeTopicPartitions => {
                 RequestKind::DescribeTopicPartitions(DescribeTopicPartitionsRequest::default())
             }
+            other => security_default(other),
+        }
+    }
+
+    /// The SASL and SCRAM APIs' default requests (issue 27).
+    fn security_default(api_key: ApiKey) -> RequestKind {
+        use crate::kafka_protocol::messages::*;
+        match api_key {
+            ApiKey::SaslHandshake => RequestKind::SaslHandshake(SaslHandshakeRequest::default()),
+            ApiKey::SaslAuthenticate => {
+                RequestKind::SaslAuthenticate(SaslAuthenticateRequest::default())
+            }
+            ApiKey::DescribeUserScramCredentials => RequestKind::DescribeUserScramCredentials(
+                DescribeUserScramCredentialsRequest::default(),
+            ),
+            ApiKey::AlterUserScramCredentials => {
+                RequestKind::AlterUserScramCredentials(AlterUserScramCredentialsRequest::default())
+            }
             other => panic!("no default for {other:?}"),
         }
     }

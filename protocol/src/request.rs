@@ -339,7 +339,7 @@ mod tests {
             err,
             RequestError::UnknownApiKey { api_key: 999, .. }
         ));
-        let err = decode_request(frame(ApiKey::SaslHandshake as i16, 1, 1, &[])).unwrap_err();
+        let err = decode_request(frame(ApiKey::CreateAcls as i16, 2, 1, &[])).unwrap_err();
         assert!(matches!(err, RequestError::UnknownApiKey { .. }));
     }
 

@@ -18,7 +18,7 @@
 //! | SyncGroup (14)           |   0..=5    | v0 = librdkafka check                                              |
 //! | DescribeGroups (15)      |   0..=6    | v6 = GROUP_ID_NOT_FOUND for a missing group (KIP-1043)             |
 //! | ListGroups (16)          |   0..=5    | v4 state filter (KIP-518), v5 type filter (KIP-848): every group is "classic" |
-//! | SaslHandshake (17)       |   1..=1    | v0's raw tokens after the handshake are not served; every client speaks v1 with SaslAuthenticate |
+//! | SaslHandshake (17)       |   0..=1    | librdkafka 2.0.2 enables SASL only if v0 is in the range (then sends v1); a v0 handshake on a SASL listener is answered UNSUPPORTED_VERSION and closed (v0's raw tokens are not served), elsewhere ILLEGAL_SASL_STATE as Kafka |
 //! | ApiVersions (18)         |   0..=4    | aiokafka speaks only v0; kafka-python tries v4 first              |
 //! | CreateTopics (19)        |   2..=7    | codec minimum 2                                                    |
 //! | DeleteTopics (20)        |   1..=6    | codec minimum 1                                                    |
@@ -117,8 +117,8 @@ macro_rules! for_each_api {
             SyncGroup 0..=5 => sync_group,
             DescribeGroups 0..=6 => describe_groups,
             ListGroups 0..=5 => list_groups,
-            // v0 (raw SASL tokens after the handshake) is not served.
-            SaslHandshake 1..=1 => sasl_handshake,
+            // v0 on a SASL listener is answered UNSUPPORTED_VERSION (its raw tokens are not served).
+            SaslHandshake 0..=1 => sasl_handshake,
             ApiVersions 0..=4 => api_versions,
             CreateTopics 2..=7 => create_topics,
             DeleteTopics 1..=6 => delete_topics,
@@ -275,6 +275,9 @@ mod tests {
             (ApiKey::Heartbeat, 0, 0),
             (ApiKey::LeaveGroup, 0, 0),
             (ApiKey::ApiVersions, 0, 0),
+            (ApiKey::SaslHandshake, 0, 0), // RD_KAFKA_FEATURE_SASL_HANDSHAKE
+            (ApiKey::SaslHandshake, 1, 1), // RD_KAFKA_FEATURE_SASL_AUTH_REQ
+            (ApiKey::SaslAuthenticate, 0, 0),
         ];
         for (key, min, max) in needs {
             let (lo, hi) = supported_range(key).expect("registered");

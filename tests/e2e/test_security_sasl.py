@@ -266,6 +266,48 @@ def test_before_authentication_other_apis_close_the_connection(sasl):
         assert handshake(conn, "PLAIN")[0] == ERR_ILLEGAL_SASL_STATE
 
 
+def test_kcat_and_aiokafka_over_sasl_ssl_with_scram_sha_512(sasl):
+    import asyncio
+
+    from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+    from aiokafka.helpers import create_ssl_context
+    from clients import kcat
+    create_scram_users(sasl, {"cli512": ("SCRAM-SHA-512", "pw-cli")})
+    topic = unique("cli")
+    x = ["-X", "security.protocol=SASL_SSL", "-X", f"ssl.ca.location={sasl.ca_pem}",
+         "-X", "sasl.mechanism=SCRAM-SHA-512", "-X", "sasl.username=cli512",
+         "-X", "sasl.password=pw-cli"]
+    bootstrap = f"127.0.0.1:{sasl.ssl_port}"
+    kcat(bootstrap, *x, "-P", "-t", topic, "-p", "0", input=b"one\ntwo\n")
+    out = kcat(bootstrap, *x, "-C", "-t", topic, "-p", "0", "-o", "beginning", "-e", "-q")
+    assert out.stdout.split() == [b"one", b"two"]
+
+    async def aiokafka_round_trip() -> list[bytes]:
+        common = {"bootstrap_servers": bootstrap, "security_protocol": "SASL_SSL",
+                  "ssl_context": create_ssl_context(cafile=str(sasl.ca_pem)),
+                  "sasl_mechanism": "SCRAM-SHA-512", "sasl_plain_username": "cli512",
+                  "sasl_plain_password": "pw-cli"}
+        producer = AIOKafkaProducer(**common, acks="all")
+        await producer.start()
+        try:
+            await producer.send_and_wait(topic, b"three", partition=0)
+        finally:
+            await producer.stop()
+        consumer = AIOKafkaConsumer(topic, **common, auto_offset_reset="earliest")
+        await consumer.start()
+        try:
+            values = []
+            while len(values) < 3:
+                batch = await asyncio.wait_for(consumer.getmany(timeout_ms=1000), 20)
+                for messages in batch.values():
+                    values.extend(m.value for m in messages)
+            return values
+        finally:
+            await consumer.stop()
+
+    assert asyncio.run(aiokafka_round_trip()) == [b"one", b"two", b"three"]
+
+
 def test_deleted_users_cannot_log_in_and_users_survive_a_restart(sasl):
     from kafka.admin import UserScramCredentialDeletion
     create_scram_users(sasl, {"keep": ("SCRAM-SHA-256", "kept"),
@@ -286,3 +328,4 @@ def test_deleted_users_cannot_log_in_and_users_survive_a_restart(sasl):
         handshake(conn, "SCRAM-SHA-512")
         error, _, _ = authenticate(conn, b"n,,n=drop,r=abcdef")
         assert error == ERR_SASL_AUTHENTICATION_FAILED
+

@@ -1,7 +1,9 @@
-//! SaslHandshake (17), v1 only: the client names its mechanism, the broker lists those it
+//! SaslHandshake (17), v1: the client names its mechanism, the broker lists those it
 //! enables (`sasl.enabled.mechanisms`) and, if the mechanism is one, waits for its
-//! SaslAuthenticate tokens. v0 (raw tokens after the handshake, without SaslAuthenticate) is not
-//! offered, so no client uses it.
+//! SaslAuthenticate tokens. v0 (raw tokens after the handshake, without SaslAuthenticate) is
+//! advertised, because librdkafka 2.0.2 turns SASL on only when it is, but not served: a v0
+//! handshake on a SASL listener is answered UNSUPPORTED_VERSION with the mechanisms, then closed
+//! (clients that know v1 send v1).
 //!
 //! As Kafka: an unknown mechanism is answered UNSUPPORTED_SASL_MECHANISM with the list, then the
 //! connection is closed; a SaslHandshake on a listener without SASL, or after authentication,
@@ -31,6 +33,14 @@ pub async fn serve<B: Broker>(
     let response = SaslHandshakeResponse::default().with_mechanisms(mechanisms);
     cx.session.with_sasl(|state| match state {
         SaslState::Complete => illegal(),
+        SaslState::Handshake if cx.version == 0 => {
+            *state = SaslState::Failed;
+            Answer::Final(
+                response
+                    .with_error_code(ErrorCode::UnsupportedVersion.code())
+                    .into(),
+            )
+        }
         SaslState::Handshake => match sasl.enabled(&request.mechanism) {
             Some(m) => {
                 *state = SaslState::Authenticate(m);

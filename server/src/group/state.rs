@@ -605,9 +605,10 @@ impl Group {
         self.writing = None;
         self.to_write = None;
         if self.members.is_empty() {
+            // The protocol type stays, as Kafka's (ListGroups and DescribeGroups show an emptied
+            // consumer group as "consumer"); the next member to join an empty group sets it anew.
             self.state = GroupState::Empty;
             self.protocol_name = None;
-            self.protocol_type = None;
             self.leader = None;
             self.deadline_ms = None;
             if self.writes_membership {

@@ -194,6 +194,20 @@ impl<E: Entropy> Generator<'_, E> {
             FieldType::Bytes if f.type_name == "records" => self.records(compact),
             FieldType::Bytes => self.bytes(compact, nullable),
             FieldType::Struct(fields) => {
+                if nullable {
+                    // A nullable struct leads with an INT8 marker: -1 null, 1 present (as the
+                    // codec and Kafka write it; DescribeTopicPartitions' Cursor). Hostile cases
+                    // may send any other byte.
+                    let marker = match self.mode {
+                        Mode::Hostile if self.e.chance(10) => self.e.pick(&[0, 2, 0x7f, -128]),
+                        _ if self.e.chance(30) => -1,
+                        _ => 1,
+                    };
+                    self.out.int(marker, 1);
+                    if marker != 1 {
+                        return;
+                    }
+                }
                 self.parents.push(&f.name);
                 self.fields(fields, flexible);
                 self.parents.pop();

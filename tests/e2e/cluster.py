@@ -152,13 +152,8 @@ def running(cluster: Cluster, started: list):
 
 def active_controller(node: ClusterNode) -> int:
     """The node.id of the active controller as `node` knows it (-1: unknown), from /metrics."""
-    import urllib.request
-    url = f"http://127.0.0.1:{node.admin_port}/metrics"
-    with urllib.request.urlopen(url, timeout=5) as answer:
-        for line in answer.read().decode().splitlines():
-            if line.startswith("rill_cluster_controller_id "):
-                return int(float(line.split()[1]))
-    raise AssertionError(f"no rill_cluster_controller_id in {url}")
+    from test_admin_listener import metrics
+    return int(metrics(f"127.0.0.1:{node.admin_port}")["rill_cluster_controller_id"])
 
 
 def node_metadata(node: Broker, topics: list[str] | None = None) -> dict:

@@ -36,31 +36,28 @@ pub fn handle_on<B: Broker>(
             .with_host(str_bytes(host))
             .with_port(i32::from(port))
     };
-    let (brokers, controller) = match broker.cluster() {
+    let brokers = match broker.cluster() {
         None => {
             let me = entry(
                 config.node_id,
                 &listener.advertise_host,
                 listener.advertise_port,
             );
-            (vec![me], config.node_id)
+            vec![me]
         }
         Some(cluster) => {
             let image = cluster.image();
-            let brokers = image
+            image
                 .live_brokers()
                 .filter_map(|b| {
                     let e = b.endpoint_on(&listener.name)?;
                     Some(entry(b.node_id.0, &e.host, e.port))
                 })
-                .collect();
-            // This node, as Metadata names it (`metadata::Layout::controller`): it forwards
-            // admin requests to the active controller.
-            (brokers, cluster.node_id().0)
+                .collect()
         }
     };
     DescribeClusterResponse::default()
         .with_cluster_id(str_bytes(&broker.topics().cluster_id()))
-        .with_controller_id(BrokerId(controller))
+        .with_controller_id(super::metadata::named_controller(broker))
         .with_brokers(brokers)
 }

@@ -108,16 +108,16 @@ impl Layout {
             .with_isr_nodes(isr)
             .with_offline_replicas(if version >= 5 { offline } else { Vec::new() })
     }
+}
 
-    /// The controller clients send admin requests to: this node, since every broker forwards
-    /// them to the active controller (KIP-590; Kafka's KRaft brokers name a random live broker).
-    /// Naming the active controller sent clients to a node that may have just died: librdkafka's
-    /// AdminClient then waited on it for over 30 s (issue 32).
-    fn controller<B: Broker>(&self, broker: &B) -> BrokerId {
-        match broker.cluster() {
-            Some(cluster) => BrokerId(cluster.node_id().0),
-            None => BrokerId(broker.config().node_id),
-        }
+/// The controller clients send admin requests to (Metadata and DescribeCluster): this node,
+/// since every broker forwards them to the active controller (KIP-590; Kafka's KRaft brokers
+/// name a random live broker). Naming the active controller sent clients to a node that may
+/// have just died: librdkafka's AdminClient then waited on it for over 30 s (issue 32).
+pub fn named_controller<B: Broker>(broker: &B) -> BrokerId {
+    match broker.cluster() {
+        Some(cluster) => BrokerId(cluster.node_id().0),
+        None => BrokerId(broker.config().node_id),
     }
 }
 
@@ -202,7 +202,7 @@ pub async fn handle_on<B: Broker>(
         .with_brokers(layout.brokers(broker, listener))
         .with_topics(topics);
     if version >= 1 {
-        response.controller_id = layout.controller(broker);
+        response.controller_id = named_controller(broker);
     }
     if version >= 2 {
         response.cluster_id = Some(StrBytes::from_string(broker.topics().cluster_id()));

@@ -15,6 +15,7 @@
 //! - [`image`]: the state the records build, applied deterministically on every node.
 //! - [`placement`]: round-robin replica placement (Kafka's rack-unaware assignment).
 //! - [`scram`]: SCRAM credentials (KIP-554) and AlterUserScramCredentials' decision.
+//! - [`acl`]: ACLs and the authorization decision of Kafka's StandardAuthorizer.
 //! - [`request`]: what brokers ask the controller (register, heartbeat, admin) and its answers.
 //! - [`controller`]: the active controller's decisions: requests and time → records;
 //!   [`alter_partition`]: the ISR changes a leader asks for (KIP-497);
@@ -43,6 +44,7 @@
 //! leader's partitions move to an ISR follower.
 #![forbid(unsafe_code)]
 
+pub mod acl;
 pub mod alter_partition;
 pub mod controller;
 pub mod elect_leaders;

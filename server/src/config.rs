@@ -83,6 +83,11 @@ pub struct BrokerConfig {
     pub listeners: crate::security::listeners::Listeners,
     /// The security properties as given, resolved into `listeners` once file and flags are read.
     pub security: crate::security::listeners::SecuritySettings,
+    /// `authorizer.class.name`: Kafka's StandardAuthorizer turns ACLs on (off: every request
+    /// is allowed, as without an authorizer in Kafka). [`Self::authorizer`] reads it.
+    pub authorizer_on: bool,
+    /// `super.users` and `allow.everyone.if.no.acl.found`, read whatever the key order.
+    pub authorizer_settings: rill_metadata::acl::AuthorizerConfig,
     /// Root of all partition directories and the broker's own metadata.
     pub data_dir: PathBuf,
     /// Number of executors (one per core, each pinned).
@@ -364,6 +369,8 @@ impl BrokerConfig {
                 9092,
             ),
             security: Default::default(),
+            authorizer_on: false,
+            authorizer_settings: Default::default(),
             data_dir: PathBuf::from("./rill-data"),
             shards: available_cores(),
             node_id: 0,
@@ -481,6 +488,11 @@ impl BrokerConfig {
         Ok(config)
     }
 
+    /// The authorizer's settings when `authorizer.class.name` turned it on.
+    pub fn authorizer(&self) -> Option<&rill_metadata::acl::AuthorizerConfig> {
+        self.authorizer_on.then_some(&self.authorizer_settings)
+    }
+
     /// Apply `key=value` pairs; returns an `advertised.listeners`-style address if one was given,
     /// so the CLI layer can decide between it and `--advertise`.
     pub fn apply_properties(
@@ -525,6 +537,14 @@ impl BrokerConfig {
             "log.dirs" | "log.dir" | "rill.data.dir" => {
                 let first = v.split(',').next().unwrap_or(v);
                 self.data_dir = PathBuf::from(first.trim());
+            }
+            "authorizer.class.name" => self.authorizer_on = parse_authorizer(key, v)?,
+            "super.users" => {
+                self.authorizer_settings.super_users =
+                    rill_metadata::acl::AuthorizerConfig::parse_super_users(v)
+            }
+            "allow.everyone.if.no.acl.found" => {
+                self.authorizer_settings.allow_everyone_if_no_acl_found = parse_bool(key, v)?
             }
             "num.partitions" => self.default_partitions = parse_positive_i32(key, v)?,
             "auto.create.topics.enable" => self.auto_create_topics = parse_bool(key, v)?,
@@ -996,6 +1016,21 @@ fn parse_piece_bytes(key: &str, v: &str) -> Result<usize, ConfigError> {
     Ok(n)
 }
 
+/// `authorizer.class.name`: empty is none (Kafka's default); Kafka's StandardAuthorizer is
+/// served (`rill_metadata::acl`); any other class (ZooKeeper's AclAuthorizer, a plugin) stops
+/// the start rather than leave the broker open.
+fn parse_authorizer(key: &str, v: &str) -> Result<bool, ConfigError> {
+    match v {
+        "" => Ok(false),
+        rill_metadata::acl::STANDARD_AUTHORIZER => Ok(true),
+        _ => Err(bad(
+            key,
+            v,
+            format!("only {} is served", rill_metadata::acl::STANDARD_AUTHORIZER),
+        )),
+    }
+}
+
 fn parse_bool(key: &str, v: &str) -> Result<bool, ConfigError> {
     match v.to_ascii_lowercase().as_str() {
         "true" => Ok(true),
@@ -1173,6 +1208,34 @@ mod tests {
         assert_eq!(c.default_partitions, 5);
         assert_eq!(c.group.initial_rebalance_delay_ms, 0);
         assert!(c.auto_create_topics);
+    }
+
+    /// Kafka's property names turn the authorizer on; another authorizer class stops the start.
+    #[test]
+    fn the_standard_authorizer_is_turned_on_by_its_class_name() {
+        let mut c = BrokerConfig::defaults();
+        assert!(c.authorizer().is_none());
+        let props: BTreeMap<String, String> = [
+            ("super.users", "User:admin;User:broker"),
+            ("allow.everyone.if.no.acl.found", "true"),
+            (
+                "authorizer.class.name",
+                "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+            ),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+        c.apply_properties(&props).unwrap();
+        let a = c.authorizer().expect("on");
+        assert!(a.allow_everyone_if_no_acl_found);
+        assert!(a.super_users.contains("User:admin") && a.super_users.contains("User:broker"));
+        let mut c = BrokerConfig::defaults();
+        let other = [(
+            "authorizer.class.name".to_string(),
+            "kafka.security.authorizer.AclAuthorizer".to_string(),
+        )];
+        assert!(c.apply_properties(&other.into_iter().collect()).is_err());
     }
 
     #[test]

@@ -488,6 +488,23 @@ impl BrokerConfig {
         Ok(config)
     }
 
+    /// `authorizer.class.name`, `super.users`, `allow.everyone.if.no.acl.found`; false for
+    /// another key.
+    fn apply_authorizer_property(&mut self, key: &str, v: &str) -> Result<bool, ConfigError> {
+        match key {
+            "authorizer.class.name" => self.authorizer_on = parse_authorizer(key, v)?,
+            "super.users" => {
+                self.authorizer_settings.super_users =
+                    rill_metadata::acl::AuthorizerConfig::parse_super_users(v)
+            }
+            "allow.everyone.if.no.acl.found" => {
+                self.authorizer_settings.allow_everyone_if_no_acl_found = parse_bool(key, v)?
+            }
+            _ => return Ok(false),
+        }
+        Ok(true)
+    }
+
     /// The authorizer's settings when `authorizer.class.name` turned it on.
     pub fn authorizer(&self) -> Option<&rill_metadata::acl::AuthorizerConfig> {
         self.authorizer_on.then_some(&self.authorizer_settings)
@@ -538,14 +555,6 @@ impl BrokerConfig {
                 let first = v.split(',').next().unwrap_or(v);
                 self.data_dir = PathBuf::from(first.trim());
             }
-            "authorizer.class.name" => self.authorizer_on = parse_authorizer(key, v)?,
-            "super.users" => {
-                self.authorizer_settings.super_users =
-                    rill_metadata::acl::AuthorizerConfig::parse_super_users(v)
-            }
-            "allow.everyone.if.no.acl.found" => {
-                self.authorizer_settings.allow_everyone_if_no_acl_found = parse_bool(key, v)?
-            }
             "num.partitions" => self.default_partitions = parse_positive_i32(key, v)?,
             "auto.create.topics.enable" => self.auto_create_topics = parse_bool(key, v)?,
             "broker.id" | "node.id" => self.node_id = parse_num(key, v)?,
@@ -590,6 +599,7 @@ impl BrokerConfig {
             _ if key.starts_with("transaction") || key == "rill.shard.transactional.ids.max" => {
                 return apply_txn_property(&mut self.txn, key, v)
             }
+            _ if self.apply_authorizer_property(key, v)? => {}
             _ if self.connections.apply_property(key, v)? => {}
             _ if self.producers.apply_property(key, v)? => {}
             _ if self.security.apply_property(key, v) => {}

@@ -199,7 +199,7 @@ fn deny_wins_over_allow_from_any_pattern() {
         ),
     ];
     for (allow, deny) in cases {
-        let acls = set(&[allow.clone()]);
+        let acls = set(std::slice::from_ref(&allow));
         assert!(allowed(&acls, ALICE, Read, Topic, "t"), "{allow:?}");
         let acls = set(&[allow.clone(), deny.clone()]);
         assert!(
@@ -397,7 +397,7 @@ fn unknown_filters_are_refused() {
 fn create_ignores_duplicates_and_delete_lists_each_filters_matches() {
     let a = lit(Topic, "t", "User:alice", Read, Allow);
     let b = pre(Topic, "t", "User:bob", Write, Deny);
-    let mut acls = set(&[a.clone()]);
+    let mut acls = set(std::slice::from_ref(&a));
     let new = decide_create(&acls, &[a.clone(), b.clone(), b.clone()]);
     assert_eq!(new, vec![b.clone()]);
     apply(&mut acls, &[AclChange::Add(b.clone())]);

@@ -24,6 +24,8 @@
 //!   the leader's offsets, a high watermark set from outside, truncation to a divergence point).
 //! - [`producer_state`]: idempotent sequences and open transactions per producer.
 //! - [`cleaner`]: log compaction (offset map, cleaned segments, crash-safe swap).
+//! - [`tiering`]: what tiered storage asks of a log (copyable sealed segments, their files,
+//!   side files, the gate that keeps local retention from deleting what is not copied yet).
 //!
 //! # On-disk layout
 //! ```text
@@ -109,6 +111,7 @@ mod replica;
 mod retention;
 pub mod segment;
 mod small_file;
+pub mod tiering;
 mod transactions;
 
 #[cfg(test)]
@@ -123,6 +126,8 @@ mod op_fuzz;
 mod read_path_tests;
 #[cfg(test)]
 mod replica_tests;
+#[cfg(test)]
+mod tiering_tests;
 #[cfg(test)]
 mod txn_tests;
 pub mod types;

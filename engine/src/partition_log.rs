@@ -135,6 +135,9 @@ pub struct PartitionLog<S: Storage> {
     /// Producers forgotten to stay within `producers_max` since the last
     /// [`Self::take_producers_evicted`].
     pub(crate) producers_evicted: u64,
+    /// Tiered storage's gate on local retention (see `tiering.rs`): `Some(o)` deletes only
+    /// segments below `o`, the end of what the remote tier holds durably.
+    pub(crate) remote_copied_until: Option<Offset>,
 }
 
 impl<S: Storage> Drop for PartitionLog<S> {

@@ -167,6 +167,15 @@ impl Positions {
         self.check();
     }
 
+    /// These positions with the log start lowered to at most `log_start`: a tiered
+    /// partition's log starts in the remote tier, below its local log's start.
+    pub fn with_log_start_at_most(mut self, log_start: Offset) -> Self {
+        assert!(log_start.0 >= 0, "a log start is an offset");
+        self.log_start = self.log_start.min(log_start);
+        self.check();
+        self
+    }
+
     /// The log start moves forward (retention, DeleteRecords); never past the high watermark.
     pub fn advance_log_start(&mut self, new_start: Offset) {
         assert!(new_start >= self.log_start, "log start only moves forward");

@@ -131,6 +131,7 @@ impl<S: Storage> PartitionLog<S> {
             epochs: crate::leader_epochs::LeaderEpochs::default(),
             stamp_epoch: None,
             producers_evicted: 0,
+            remote_copied_until: None,
         };
         let (bases, checkpoint) = log.clean_directory().await?;
         let tail = log

@@ -4,7 +4,8 @@
 //! max timestamp is older than `retention_ms`, by size while the log without its oldest segment
 //! is still at least `retention_bytes` (Kafka's rule). DeleteRecords moves the log start inside
 //! a segment; that start is persisted in a checkpoint before any file is removed, so a crash
-//! never lets deleted records reappear as readable.
+//! never lets deleted records reappear as readable. A tiered log deletes by retention only what
+//! the remote tier holds durably (`tiering.rs`).
 
 use crate::error::EngineError;
 use crate::io::Storage;
@@ -24,6 +25,9 @@ impl<S: Storage> PartitionLog<S> {
 
     fn oldest_segment_expired(&self, now: TimestampMs) -> bool {
         let oldest = &self.segments[0];
+        if !self.gate_allows(oldest.next_offset) {
+            return false; // tiered: not yet durable in the remote tier
+        }
         let by_time = self.config.retention_ms.is_some_and(|ms| {
             oldest.max_timestamp != TimestampMs::NONE
                 && now.0.saturating_sub(oldest.max_timestamp.0) > ms as i64

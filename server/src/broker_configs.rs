@@ -187,11 +187,77 @@ pub const STATIC_CONFIGS: &[StaticConfig] = &[
         value: |c| c.queued_max_request_bytes().to_string(),
     },
     StaticConfig {
+        name: "remote.log.storage.system.enable",
+        kind: ConfigType::Boolean,
+        doc: "Whether topics may enable tiered storage (remote.storage.enable): sealed segments copied to the object store of rill.remote.*.",
+        value: |c| c.remote.system_enable.to_string(),
+    },
+    StaticConfig {
         name: "rill.partition.producers.max",
         kind: ConfigType::Int,
         doc: "Producers one partition keeps idempotence state for; past it, the least \
               recently written without an open transaction are forgotten.",
         value: |c| c.producers.partition_max.to_string(),
+    },
+    StaticConfig {
+        name: "rill.remote.access.key.id",
+        kind: ConfigType::String,
+        doc: "The object store's access key id (empty: the environment's credentials).",
+        value: |c| c.remote.access_key_id.clone().unwrap_or_default(),
+    },
+    StaticConfig {
+        name: "rill.remote.bucket",
+        kind: ConfigType::String,
+        doc: "The S3 bucket tiered segments are copied to.",
+        value: |c| c.remote.bucket.clone(),
+    },
+    StaticConfig {
+        name: "rill.remote.endpoint",
+        kind: ConfigType::String,
+        doc: "The S3 endpoint (empty: AWS's for the region).",
+        value: |c| c.remote.endpoint.clone().unwrap_or_default(),
+    },
+    StaticConfig {
+        name: "rill.remote.prefix",
+        kind: ConfigType::String,
+        doc: "The prefix of every object key (<prefix>/<topic>-<topic id>/<partition>/<base offset>-<segment id>.<suffix>).",
+        value: |c| c.remote.prefix.clone(),
+    },
+    StaticConfig {
+        name: "rill.remote.region",
+        kind: ConfigType::String,
+        doc: "The object store's region.",
+        value: |c| c.remote.region.clone(),
+    },
+    StaticConfig {
+        name: "rill.remote.retry.backoff.max.ms",
+        kind: ConfigType::Long,
+        doc: "Longest pause between two tries of a failed copy or delete.",
+        value: |c| c.remote.retry_backoff_max_ms.to_string(),
+    },
+    StaticConfig {
+        name: "rill.remote.retry.backoff.ms",
+        kind: ConfigType::Long,
+        doc: "Pause after a failed copy or delete, doubled on each further failure.",
+        value: |c| c.remote.retry_backoff_ms.to_string(),
+    },
+    StaticConfig {
+        name: "rill.remote.secret.access.key",
+        kind: ConfigType::Password,
+        doc: "The object store's secret key (never shown).",
+        value: |_| String::new(),
+    },
+    StaticConfig {
+        name: "rill.remote.task.interval.ms",
+        kind: ConfigType::Long,
+        doc: "How often a tiered partition looks for segments to copy or delete (also right after each copy).",
+        value: |c| c.remote.task_interval_ms.to_string(),
+    },
+    StaticConfig {
+        name: "rill.remote.upload.concurrency",
+        kind: ConfigType::Int,
+        doc: "Object-store requests a shard runs at once (copies and remote reads).",
+        value: |c| c.remote.requests_per_shard.to_string(),
     },
     StaticConfig {
         name: "rill.shard.fetch.bytes.max",

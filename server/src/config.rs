@@ -170,6 +170,8 @@ pub struct BrokerConfig {
     pub txn: crate::txn::TxnConfig,
     /// Kafka's `group.*` settings (the consumer group coordinator).
     pub group: crate::group::GroupConfig,
+    /// Tiered storage: `remote.log.storage.system.enable`, `rill.remote.*`.
+    pub remote: crate::tiered::settings::RemoteStorageSettings,
     /// `rill.test.*`: faults injected on purpose, debug builds only ([`crate::test_hooks`]).
     pub test_hooks: crate::test_hooks::TestHooks,
 }
@@ -401,6 +403,7 @@ impl BrokerConfig {
             cluster_settings: ClusterSettings::default(),
             txn: crate::txn::TxnConfig::default(),
             group: crate::group::GroupConfig::default(),
+            remote: Default::default(),
             test_hooks: Default::default(),
         }
     }
@@ -542,11 +545,17 @@ impl BrokerConfig {
             .share
             .check()
             .map_err(|(key, why)| bad(key, &self.group.share.value_of(key), why))?;
+        self.remote
+            .check()
+            .map_err(|(key, why)| bad(key, &self.remote.bucket, why))?;
         Ok(advertise)
     }
 
     fn apply_property(&mut self, key: &str, value: &str) -> Result<Applied, ConfigError> {
         let v = value.trim();
+        if self.apply_remote_property(key, v)? {
+            return Ok(Applied::Yes);
+        }
         match key {
             "listeners" | "rill.listen" | "advertised.listeners" | "rill.advertise" => {
                 return self.apply_listeners(key, v)
@@ -610,6 +619,22 @@ impl BrokerConfig {
             },
         }
         Ok(Applied::Yes)
+    }
+
+    /// Tiered storage's properties (`crate::tiered::settings`); false if `key` is not one.
+    fn apply_remote_property(&mut self, key: &str, v: &str) -> Result<bool, ConfigError> {
+        if !self
+            .remote
+            .apply_property(key, v)
+            .map_err(|why| bad(key, v, why))?
+        {
+            return Ok(false);
+        }
+        if key == crate::topic_config::REMOTE_STORAGE_SYSTEM_ENABLE {
+            // Topic configs are checked against it (`topic_config::remote_retention`).
+            self.log.static_props.insert(key.to_string(), v.to_string());
+        }
+        Ok(true)
     }
 
     /// `listeners` or `advertised.listeners`: kept whole for [`Self::resolve_listeners`], and

@@ -36,6 +36,7 @@
 //! - [`admin`]: the admin HTTP listener: Prometheus metrics, health checks, status JSON and page.
 //! - [`tools`]: `rill dump-log`, `rill check`: offline inspection and repair of a data directory.
 //! - [`test_hooks`]: faults the end-to-end tests inject (debug builds only).
+//! - [`tiered`]: tiered storage (KIP-405): sealed segments copied to an S3 object store, read back.
 pub mod admin;
 pub mod broker;
 pub mod broker_configs;
@@ -66,6 +67,7 @@ pub mod security;
 pub mod shard;
 pub mod shutdown;
 pub mod test_hooks;
+pub mod tiered;
 pub mod tools;
 pub mod topic_config;
 pub mod topics;

@@ -234,6 +234,7 @@ impl Metrics {
         ] {
             registry.register(collector).expect("unique metric names");
         }
+        crate::tiered::metrics::register(&registry);
         let cleaner = CleanerMetrics::new(&registry);
         let (txn_ended, txn_timed_out) = txn_metrics(&registry);
         let request_panics = request_panics(&registry);

@@ -19,7 +19,7 @@ use rill_protocol::ErrorCode;
 
 use super::{str_bytes, Broker};
 use crate::broker_configs::{self, BrokerRow};
-use crate::topic_config::{describe, BrokerLayers, SynonymValue};
+use crate::topic_config::{describe, BrokerLayers, ConfigType, SynonymValue};
 
 /// Kafka's resource types.
 pub const RESOURCE_TOPIC: i8 = 2;
@@ -122,18 +122,22 @@ fn describe_resource<B: Broker>(
 }
 
 fn result_row(row: BrokerRow, include: Include) -> DescribeConfigsResourceResult {
+    let sensitive = row.kind == ConfigType::Password;
     let synonyms = if include.synonyms {
-        row.synonyms.iter().map(synonym).collect()
+        let hide = |s: DescribeConfigsSynonym| if sensitive { s.with_value(None) } else { s };
+        row.synonyms.iter().map(synonym).map(hide).collect()
     } else {
         Vec::new()
     };
     let documentation = include.documentation.then(|| str_bytes(row.doc));
+    // A secret is listed, never shown (Kafka sends a null value, is_sensitive true).
+    let value = row.value.as_deref().filter(|_| !sensitive);
     DescribeConfigsResourceResult::default()
         .with_name(str_bytes(row.name))
-        .with_value(row.value.as_deref().map(str_bytes))
+        .with_value(value.map(str_bytes))
         .with_read_only(row.read_only)
         .with_config_source(row.source as i8)
-        .with_is_sensitive(false)
+        .with_is_sensitive(sensitive)
         .with_synonyms(synonyms)
         .with_config_type(row.kind as i8)
         .with_documentation(documentation)

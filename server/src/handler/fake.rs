@@ -285,6 +285,10 @@ impl Broker for FakeBroker {
                 from, max_bytes, ..
             } => self.read(topic, partition, from, max_bytes, positions),
             PartitionOp::Offsets => PartitionReply::Offsets(positions),
+            PartitionOp::TierOffsets => PartitionReply::TierOffsets {
+                local_log_start: positions.log_start(),
+                highest_tiered: None,
+            },
             PartitionOp::LogSize => PartitionReply::LogSize {
                 bytes: self.log_bytes(topic, partition),
                 positions,

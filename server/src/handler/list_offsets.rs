@@ -1,8 +1,10 @@
 //! ListOffsets (2): earliest (-2), latest (-1), by timestamp (>= 0), and (v7, KIP-734) max
 //! timestamp (-3): the first record holding the partition's largest timestamp. v8-v10 (KIP-405's
-//! tiered-storage lookups, v10's timeout for remote ones): with no tiered storage, earliest-local
-//! (-4) is the log start and latest-tiered (-5) is not found (offset -1), as Kafka answers them
-//! when `remote.storage.enable` is off; the Java AdminClient needs v8 for `OffsetSpec.earliestLocal`.
+//! tiered-storage lookups, v10's timeout for remote ones): earliest-local (-4) is the first
+//! offset on local disk and latest-tiered (-5) the highest offset in the remote tier (KIP-1005);
+//! with no tiered storage -4 is the log start and -5 not found (offset -1), as Kafka answers
+//! them when `remote.storage.enable` is off; the Java AdminClient needs v8 for
+//! `OffsetSpec.earliestLocal`. Earliest (-2) of a tiered partition is the remote tier's first offset.
 //!
 //! Isolation (v2+): read_uncommitted sees up to the high watermark, read_committed up to the
 //! last stable offset ("latest" is then the LSO; a timestamp found at or past it is not found).
@@ -24,6 +26,7 @@ const EARLIEST: i64 = -2;
 const LATEST: i64 = -1;
 const MAX_TIMESTAMP: i64 = -3;
 const EARLIEST_LOCAL: i64 = -4;
+const LATEST_TIERED: i64 = -5;
 
 /// This API's entry in the registry (`rill_protocol::for_each_api!`).
 pub async fn serve<B: Broker>(
@@ -110,6 +113,7 @@ async fn lookup<B: Broker>(
     };
     let op = match timestamp {
         MAX_TIMESTAMP => PartitionOp::MaxTimestamp,
+        EARLIEST_LOCAL | LATEST_TIERED => PartitionOp::TierOffsets,
         t if t >= 0 => PartitionOp::OffsetForTimestamp {
             timestamp: TimestampMs(t),
         },
@@ -117,9 +121,20 @@ async fn lookup<B: Broker>(
     };
     let base = base.with_leader_epoch(broker.leader_epoch(topic, partition).0);
     match (broker.partition(topic, partition, op).await, timestamp) {
-        (PartitionReply::Offsets(p), EARLIEST | EARLIEST_LOCAL) => {
-            found(base, p.log_start(), TimestampMs::NONE)
-        }
+        (PartitionReply::Offsets(p), EARLIEST) => found(base, p.log_start(), TimestampMs::NONE),
+        (
+            PartitionReply::TierOffsets {
+                local_log_start, ..
+            },
+            EARLIEST_LOCAL,
+        ) => found(base, local_log_start, TimestampMs::NONE),
+        (
+            PartitionReply::TierOffsets {
+                highest_tiered: Some(offset),
+                ..
+            },
+            LATEST_TIERED,
+        ) => found(base, offset, TimestampMs::NONE),
         (PartitionReply::Offsets(p), LATEST) => found(base, visible_end(&p), TimestampMs::NONE),
         (PartitionReply::Offsets(_), _) => not_found(base),
         (PartitionReply::OffsetForTimestamp(Some((offset, ts)), p), _)

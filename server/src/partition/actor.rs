@@ -51,6 +51,8 @@ use rill_protocol::ErrorCode;
 mod replicated;
 use replicated::{is_replication_op, DurableWaiter, HwCheckpoint, Replication, REPLICATED_TICK_MS};
 
+use crate::tiered::tier::{PartitionTier, TierEvent};
+
 /// Most mailbox messages handled as one group (bounds the latency of the first in the group).
 pub const GROUP_OPS_MAX: usize = 256;
 
@@ -129,6 +131,8 @@ pub struct ActorSetup<S: Storage> {
     pub min_insync_replicas: i32,
     /// `replica.lag.time.max.ms`: a follower not caught up for this long leaves the ISR.
     pub replica_lag_time_max_ms: u64,
+    /// Tiered storage, when the topic and the broker enable it (`crate::tiered`).
+    pub tier: Option<crate::tiered::tier::TierSetup>,
 }
 
 /// The registry and broker config a partition's settings come from, and the registry's config
@@ -212,9 +216,24 @@ async fn open_actor<S: Storage + 'static>(
         stats.failed.store(false, Ordering::Relaxed);
         stats.online.store(true, Ordering::Relaxed);
     }
+    let mut log = log;
+    let tier = match setup.tier.clone() {
+        None => None,
+        // Without its metadata a tiered log must not run: local retention would not be gated.
+        Some(tier) => match PartitionTier::open(tier, &mut log).await {
+            Ok(tier) => Some(Box::new(tier)),
+            Err(e) => {
+                tracing::error!(topic, partition, error = %e, "cannot read the remote log metadata");
+                let _ = log.close().await;
+                return Err(ErrorCode::KafkaStorageError);
+            }
+        },
+    };
     let last_activity_ms = setup.clock.now().0;
     Ok(Actor {
         log: Some(log),
+        tier,
+        last_tier_ms: 0,
         last_retention_ms: 0,
         last_reopen_ms: 0,
         last_activity_ms,
@@ -257,6 +276,10 @@ fn fail_all(mailbox: &mut mpsc::Receiver<ActorMsg>, code: ErrorCode) {
 struct Actor<S: Storage> {
     /// `Some` while open; taken by `close`.
     log: Option<PartitionLog<S>>,
+    /// The partition's part in the remote tier (a tiered topic's).
+    tier: Option<Box<PartitionTier>>,
+    /// When the tier last looked for work (`rill.remote.task.interval.ms`).
+    last_tier_ms: i64,
     setup: ActorSetup<S>,
     watch: Rc<PartitionWatch>,
     last_retention_ms: i64,
@@ -300,6 +323,8 @@ struct CleanInFlight {
 
 enum Next {
     Msg(ActorMsg),
+    /// A tier job ended.
+    Tier(TierEvent),
     /// A parked read whose bytes are loaded.
     Unparked(ActorMsg),
     Tick,
@@ -314,10 +339,14 @@ impl<S: Storage + 'static> Actor<S> {
             .expect("log is open while the actor serves")
     }
 
+    /// The log's positions; a tiered log's start is the remote tier's first offset.
     fn positions(&mut self) -> Positions {
         let positions = self.log().positions();
         positions.check();
-        positions
+        match self.tier.as_ref().and_then(|t| t.earliest_offset()) {
+            Some(remote_start) => positions.with_log_start_at_most(remote_start),
+            None => positions,
+        }
     }
 
     fn publish(&mut self) {
@@ -328,9 +357,10 @@ impl<S: Storage + 'static> Actor<S> {
         let Some(stats) = self.stats.clone() else {
             return;
         };
+        let log_start = self.positions().log_start();
         let log = self.log();
         let store = |a: &std::sync::atomic::AtomicI64, o: Offset| a.store(o.0, Ordering::Relaxed);
-        store(&stats.log_start_offset, log.log_start_offset());
+        store(&stats.log_start_offset, log_start);
         store(&stats.log_end_offset, log.log_end_offset());
         store(&stats.high_watermark, hw);
         store(&stats.last_stable_offset, log.last_stable_offset());
@@ -379,6 +409,10 @@ impl<S: Storage + 'static> Actor<S> {
                 }
                 Next::Clean(event) => {
                     Box::pin(self.on_clean_event(event)).await;
+                    continue;
+                }
+                Next::Tier(event) => {
+                    Box::pin(self.on_tier_event(event)).await;
                     continue;
                 }
                 Next::Unparked(msg) => {
@@ -440,7 +474,10 @@ impl<S: Storage + 'static> Actor<S> {
         let (topic, partition) = (self.setup.topic.clone(), self.setup.partition);
         let high_watermark = self.log().high_watermark();
         match self.open_again(high_watermark).await {
-            Ok(log) => {
+            Ok(mut log) => {
+                if let Some(tier) = &self.tier {
+                    tier.apply_gate(&mut log);
+                }
                 drop(self.log.replace(log));
                 self.publish_files();
                 tracing::warn!(
@@ -492,7 +529,14 @@ impl<S: Storage + 'static> Actor<S> {
         let tick = Duration::from_millis(self.tick_ms());
         let sleep = glommio::timer::sleep(tick);
         futures::pin_mut!(sleep);
-        let (clean, parked) = (&mut self.clean, &mut self.parked);
+        let (clean, parked, tier) = (&mut self.clean, &mut self.parked, &mut self.tier);
+        let tiered = async {
+            match tier.as_mut() {
+                Some(tier) => tier.next_event().await,
+                None => std::future::pending().await,
+            }
+        };
+        futures::pin_mut!(tiered);
         let clean = async {
             match clean.as_mut() {
                 Some(clean) => clean.events.next().await,
@@ -508,12 +552,14 @@ impl<S: Storage + 'static> Actor<S> {
         };
         futures::pin_mut!(unparked);
         let timed = select(sleep, clean);
-        match select(select(mailbox.next(), unparked), timed).await {
-            Either::Left((Either::Left((Some(msg), _)), _)) => Next::Msg(msg),
-            Either::Left((Either::Left((None, _)), _)) => Next::Closed,
-            Either::Left((Either::Right((msg, _)), _)) => Next::Unparked(msg),
-            Either::Right((Either::Left(_), _)) => Next::Tick,
-            Either::Right((Either::Right((event, _)), _)) => Next::Clean(event),
+        let events = select(select(mailbox.next(), unparked), timed);
+        match select(events, tiered).await {
+            Either::Left((Either::Left((Either::Left((Some(msg), _)), _)), _)) => Next::Msg(msg),
+            Either::Left((Either::Left((Either::Left((None, _)), _)), _)) => Next::Closed,
+            Either::Left((Either::Left((Either::Right((msg, _)), _)), _)) => Next::Unparked(msg),
+            Either::Left((Either::Right((Either::Left(_), _)), _)) => Next::Tick,
+            Either::Left((Either::Right((Either::Right((event, _)), _)), _)) => Next::Clean(event),
+            Either::Right((event, _)) => Next::Tier(event),
         }
     }
 
@@ -539,8 +585,13 @@ impl<S: Storage + 'static> Actor<S> {
             Replication::Off => u64::MAX,
             _ => REPLICATED_TICK_MS,
         };
+        let tier_ms = match self.tier {
+            Some(_) => self.setup.configs.broker.remote.task_interval_ms,
+            None => u64::MAX,
+        };
         let tick = flush_ms
             .min(replicated_ms)
+            .min(tier_ms)
             .min(self.setup.retention_check_interval_ms)
             .min(idle_ms)
             .min(clean_ms)
@@ -571,6 +622,11 @@ impl<S: Storage + 'static> Actor<S> {
             hooks::bound_hits(Bound::ProducerIdExpiration, expired as u64);
         }
         self.maybe_start_clean(now).await;
+        let tier_interval_ms = self.setup.configs.broker.remote.task_interval_ms as i64;
+        if self.tier.is_some() && now.0 - self.last_tier_ms >= tier_interval_ms {
+            self.last_tier_ms = now.0;
+            self.start_tier_job(now).await;
+        }
         self.checkpoint_high_watermark(false).await;
         let idle_ms = self.setup.idle_release_ms;
         if idle_release_due(self.last_activity_ms, now.0, self.idle_released, idle_ms) {
@@ -610,6 +666,19 @@ impl<S: Storage + 'static> Actor<S> {
                 return;
             }
         };
+        let mut settings = settings;
+        match (&mut self.tier, settings.remote) {
+            (Some(tier), Some(total)) => {
+                tier.set_retention(total.retention_ms, total.retention_bytes)
+            }
+            // Tiering switched on while open: the total retention holds until the partition
+            // reopens with its tier (local retention must never run ungated).
+            (None, Some(total)) => {
+                settings.log.retention_ms = total.retention_ms;
+                settings.log.retention_bytes = total.retention_bytes;
+            }
+            _ => {}
+        }
         if settings.log != self.setup.config {
             if let Err(e) = self.log().reconfigure(settings.log.clone()).await {
                 tracing::error!(topic, partition, error = %e, "applying changed configs failed");
@@ -683,6 +752,70 @@ impl<S: Storage + 'static> Actor<S> {
             }
             Some(CleanEvent::Failed(_)) | None => self.clean = None,
         }
+    }
+
+    /// Starts the tier's next copy or delete, if one is due and none runs.
+    async fn start_tier_job(&mut self, now: TimestampMs) {
+        let (Some(tier), Some(log)) = (self.tier.as_mut(), self.log.as_mut()) else {
+            return;
+        };
+        tier.start_next(log, now).await;
+    }
+
+    /// Records a tier job's end and starts the next one at once (copies chain without
+    /// waiting for a tick); local retention may now delete what was copied.
+    async fn on_tier_event(&mut self, event: TierEvent) {
+        let (Some(tier), Some(log)) = (self.tier.as_mut(), self.log.as_mut()) else {
+            return;
+        };
+        tier.on_event(log, event).await;
+        let now = self.setup.clock.now();
+        self.start_tier_job(now).await;
+        self.publish(); // the log start may have moved (a remote copy deleted)
+    }
+
+    /// A read below the local log start that the remote tier holds, as a task of its own
+    /// that answers `msg` (the actor goes on at once); `msg` back if the tier cannot serve it.
+    fn try_remote_read(&mut self, msg: ActorMsg) -> Option<ActorMsg> {
+        let PartitionOp::Read {
+            from,
+            max_bytes,
+            isolation,
+        } = msg.op
+        else {
+            return Some(msg);
+        };
+        let (Some(tier), Some(log)) = (self.tier.as_ref(), self.log.as_ref()) else {
+            return Some(msg);
+        };
+        if from >= log.log_start_offset() {
+            return Some(msg);
+        }
+        let visible_end = match isolation {
+            Isolation::ReadCommitted => log.last_stable_offset(),
+            _ => log.high_watermark(),
+        };
+        let Some(read) = tier.remote_read(from, max_bytes, visible_end) else {
+            return Some(msg);
+        };
+        let positions = self.positions();
+        let (topic, partition) = (self.setup.topic.clone(), self.setup.partition);
+        let task = async move {
+            let reply = match read.await {
+                Ok(chunks) => PartitionReply::Read {
+                    positions,
+                    chunks,
+                    aborted: Vec::new(),
+                },
+                Err(e) => {
+                    tracing::warn!(topic, partition, from = from.0, error = %e, "remote read failed");
+                    PartitionReply::Error(ErrorCode::KafkaStorageError)
+                }
+            };
+            let _ = msg.reply.send(reply);
+        };
+        glommio::spawn_local(task).detach();
+        None
     }
 
     /// Stops the clean in flight, if any (its leftover files are removed by the next one).
@@ -788,6 +921,9 @@ impl<S: Storage + 'static> Actor<S> {
                 let _ = msg.reply.send(reply);
                 continue;
             }
+            let Some(msg) = self.try_remote_read(msg) else {
+                continue; // served from the remote tier, in a task of its own
+            };
             if let PartitionOp::Read {
                 from, max_bytes, ..
             } = msg.op
@@ -978,6 +1114,10 @@ impl<S: Storage + 'static> Actor<S> {
             } => self.read(from, max_bytes, isolation).await,
             PartitionOp::DescribeProducers => PartitionReply::Producers(self.log().producers()),
             PartitionOp::Offsets => PartitionReply::Offsets(self.positions()),
+            PartitionOp::TierOffsets => PartitionReply::TierOffsets {
+                local_log_start: self.log().log_start_offset(),
+                highest_tiered: self.tier.as_ref().and_then(|t| t.highest_offset()),
+            },
             PartitionOp::LogSize => PartitionReply::LogSize {
                 bytes: self.log().size_bytes(),
                 positions: self.positions(),

@@ -98,6 +98,9 @@ pub enum PartitionOp {
     },
     /// Log start, high watermark and log end.
     Offsets,
+    /// The tiers' offsets (ListOffsets -4, -5): the local log start and the highest offset
+    /// in the remote tier.
+    TierOffsets,
     /// The first offset whose batch max timestamp is >= `timestamp` (ListOffsets by time).
     OffsetForTimestamp {
         /// The target time.
@@ -225,6 +228,13 @@ pub enum PartitionReply {
     Producers(Vec<ProducerView>),
     /// Answer to [`PartitionOp::Offsets`].
     Offsets(Positions),
+    /// Answer to [`PartitionOp::TierOffsets`].
+    TierOffsets {
+        /// The first offset on local disk (the log start when nothing is tiered).
+        local_log_start: Offset,
+        /// The highest offset the remote tier holds (`None`: nothing tiered).
+        highest_tiered: Option<Offset>,
+    },
     /// Answer to [`PartitionOp::LogSize`].
     LogSize {
         /// Bytes of whole batches in the log's segments.

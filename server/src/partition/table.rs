@@ -82,6 +82,8 @@ pub struct PartitionTable<S: Storage> {
     /// A single node's internal partitions this shard owns, served read-only from the
     /// coordinators' logs (`crate::internal_log`).
     internal: RefCell<Vec<InternalPartition<S>>>,
+    /// The shard's share of tiered storage, when the broker enables it.
+    tier: Option<Rc<crate::tiered::tier::ShardTier>>,
 }
 
 impl<S: Storage + 'static> PartitionTable<S> {
@@ -113,7 +115,14 @@ impl<S: Storage + 'static> PartitionTable<S> {
             config,
             cluster: None,
             internal: RefCell::new(Vec::new()),
+            tier: None,
         }
+    }
+
+    /// The table of a broker with tiered storage: tiered topics' partitions copy to it.
+    pub fn with_tier(mut self, tier: Option<Rc<crate::tiered::tier::ShardTier>>) -> Self {
+        self.tier = tier;
+        self
     }
 
     /// Serve reads of `topic`'s (an internal topic's) partition `partition` from `log`, a
@@ -173,6 +182,37 @@ impl<S: Storage + 'static> PartitionTable<S> {
         Ok(settings)
     }
 
+    /// What a tiered topic's partition needs to copy to and read from the remote tier
+    /// (`None`: the topic or the broker is not tiered; a cluster's replicas are not yet).
+    fn tier_setup(
+        &self,
+        topic: &str,
+        topic_id: uuid::Uuid,
+        partition: i32,
+        remote: Option<crate::topic_config::RemoteRetention>,
+    ) -> Option<crate::tiered::tier::TierSetup> {
+        let (shard, remote) = (self.tier.clone()?, remote?);
+        if self.cluster.is_some() {
+            tracing::warn!(
+                topic,
+                "tiered storage is single-node only for now: not copied"
+            );
+            return None;
+        }
+        let keys = crate::tiered::keys::PartitionKeys::new(
+            &shard.settings.prefix,
+            topic,
+            topic_id,
+            partition,
+        );
+        Some(crate::tiered::tier::TierSetup {
+            shard,
+            keys,
+            retention_ms: remote.retention_ms,
+            retention_bytes: remote.retention_bytes,
+        })
+    }
+
     /// The slot of a partition that has an actor (running or closing) or is being deleted;
     /// `None` when a new actor may open it.
     fn existing(&self, key: &(String, i32)) -> Option<Result<Slot, ErrorCode>> {
@@ -205,8 +245,8 @@ impl<S: Storage + 'static> PartitionTable<S> {
         }
         let generation = self.registry.config_generation();
         let settings = self.topic_settings(&meta.configs);
-        let (config, compaction, min_insync_replicas) = settings
-            .map(|s| (s.log, s.compaction, s.min_insync_replicas))
+        let (config, compaction, min_insync_replicas, remote) = settings
+            .map(|s| (s.log, s.compaction, s.min_insync_replicas, s.remote))
             .map_err(|e| {
                 tracing::error!(topic, error = %e, "stored topic config is invalid");
                 ErrorCode::InvalidConfig
@@ -241,6 +281,7 @@ impl<S: Storage + 'static> PartitionTable<S> {
             cluster: self.cluster.clone(),
             mailbox: self.cluster.as_ref().map(|_| handle.mailbox.clone()),
             min_insync_replicas,
+            tier: self.tier_setup(topic, meta.id, partition, remote),
             replica_lag_time_max_ms: self
                 .cluster
                 .as_ref()

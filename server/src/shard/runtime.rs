@@ -313,7 +313,15 @@ fn spawn_shards(
         let connections = shared.connections.clone();
         let (shard_startup, running) = (startup.clone(), running.clone());
         let shard_stop = stop.clone();
-        let executor = LocalExecutorBuilder::new(placement)
+        let mut builder = LocalExecutorBuilder::new(placement);
+        if config.remote.system_enable {
+            // Object-store requests wait on the blocking pool (`crate::tiered::store`): one
+            // thread each, plus one the engine's file-system calls never queue behind.
+            let threads = config.remote.requests_per_shard + 1;
+            builder =
+                builder.blocking_thread_pool_placement(glommio::PoolPlacement::Unbound(threads));
+        }
+        let executor = builder
             .name(&format!("rill-shard-{index}"))
             .io_memory(config.io_memory_bytes)
             .spawn(move || async move {
@@ -457,6 +465,21 @@ fn join_shards(executors: Vec<ShardExecutor>, stop: &AtomicBool) -> anyhow::Resu
         Some(e) => Err(e),
         None => Ok(()),
     }
+}
+
+/// The shard's share of tiered storage when the broker enables it (`crate::tiered`).
+fn shard_tier(config: &BrokerConfig) -> anyhow::Result<Option<Rc<crate::tiered::tier::ShardTier>>> {
+    let settings = &config.remote;
+    if !settings.system_enable {
+        return Ok(None);
+    }
+    let s3 = crate::tiered::store::s3_client(settings)
+        .map_err(|e| anyhow::anyhow!("the remote tier's object store: {e}"))?;
+    Ok(Some(Rc::new(crate::tiered::tier::ShardTier {
+        store: crate::tiered::store::RemoteStore::new(s3, settings.requests_per_shard),
+        indexes: Default::default(),
+        settings: settings.clone(),
+    })))
 }
 
 async fn shard_main(
@@ -608,9 +631,11 @@ async fn prepare_shard(
             .with_read_cache(read_cache)
             .with_prealloc_budget(config.shard_prealloc_bytes_max),
     );
+    let tier = shard_tier(&config)?;
     let table = Rc::new(
         PartitionTable::new(log_manager, registry.clone(), config.clone(), clock.clone())
-            .with_cluster(cluster.clone()),
+            .with_cluster(cluster.clone())
+            .with_tier(tier),
     );
     // In a cluster the coordinators write through the table (`crate::coordinator_log`).
     let internal = || cluster.clone().map(|c| (table.clone(), c));

@@ -145,7 +145,7 @@ pub const TOPIC_CONFIGS: &[TopicConfigDef] = &[
         kind: ConfigType::Long,
         default: "-2",
         synonyms: &[same("log.local.retention.bytes")],
-        doc: "Local retention with tiered storage. Accepted; it applies only with remote.storage.enable, which Rill does not support.",
+        doc: "With remote.storage.enable, the oldest local segments already copied to the remote tier are deleted while the local log is larger than this; -2: retention.bytes.",
         check: |v| check_long_at_least(v, -2),
     },
     TopicConfigDef {
@@ -153,7 +153,7 @@ pub const TOPIC_CONFIGS: &[TopicConfigDef] = &[
         kind: ConfigType::Long,
         default: "-2",
         synonyms: &[same("log.local.retention.ms")],
-        doc: "Local retention with tiered storage. Accepted; it applies only with remote.storage.enable, which Rill does not support.",
+        doc: "With remote.storage.enable, local segments already copied to the remote tier are deleted once older than this; -2: retention.ms.",
         check: |v| check_long_at_least(v, -2),
     },
     TopicConfigDef {
@@ -273,12 +273,8 @@ pub const TOPIC_CONFIGS: &[TopicConfigDef] = &[
         kind: ConfigType::Boolean,
         default: "false",
         synonyms: &[],
-        doc: "Tiered storage. Only false is accepted: Rill does not support remote storage.",
-        check: |v| match v {
-            "false" => Ok(()),
-            "true" => Err("tiered storage is not supported".into()),
-            _ => check_boolean(v),
-        },
+        doc: "Tiered storage: sealed segments are copied to the broker's object store (rill.remote.*) and read back from it once local retention deleted them. Needs remote.log.storage.system.enable on the broker; refused on compacted topics.",
+        check: check_boolean,
     },
     TopicConfigDef {
         name: "retention.bytes",
@@ -509,7 +505,7 @@ mod tests {
     #[test]
     fn rules_refuse_with_a_reason() {
         let refused = |name: &str, v: &str| (def(name).unwrap().check)(v).unwrap_err();
-        assert!(refused("remote.storage.enable", "true").contains("not supported"));
+        assert!(refused("remote.storage.enable", "yes").contains("true or false"));
         assert!(refused("cleanup.policy", "compact,shred").contains("delete and compact"));
         assert!(refused("segment.bytes", "100").contains("4096"));
         assert!(refused("message.format.version", "0.10.2").contains("v2"));

@@ -91,6 +91,9 @@ impl std::fmt::Display for RefusedConfig {
         if self.reason == UNKNOWN_NAME {
             return write!(f, "Unknown topic config name: {}", self.name);
         }
+        if STANDALONE_MESSAGES.contains(&self.reason.as_str()) {
+            return f.write_str(&self.reason);
+        }
         let (name, value, reason) = (&self.name, &self.value, &self.reason);
         write!(
             f,
@@ -102,6 +105,19 @@ impl std::fmt::Display for RefusedConfig {
 impl std::error::Error for RefusedConfig {}
 
 const UNKNOWN_NAME: &str = "unknown topic config name";
+
+/// Kafka's refusal when a topic enables remote storage on a broker without it.
+pub const REMOTE_STORAGE_DISABLED: &str =
+    "Tiered Storage functionality is disabled in the broker. Topic cannot be configured with remote log storage.";
+/// Kafka's refusal of remote storage on a compacted topic.
+pub const REMOTE_STORAGE_COMPACTED: &str =
+    "Remote log storage is unsupported for the compacted topics";
+/// Refusals Kafka words without naming the config (a `ConfigException(message)`).
+const STANDALONE_MESSAGES: [&str; 2] = [REMOTE_STORAGE_DISABLED, REMOTE_STORAGE_COMPACTED];
+
+/// The broker property that lets topics enable remote storage. The broker's properties file
+/// layer carries it (`LogDefaults::static_props`) so a topic's configs are checked against it.
+pub const REMOTE_STORAGE_SYSTEM_ENABLE: &str = "remote.log.storage.system.enable";
 
 impl RefusedConfig {
     /// An unknown config name (Kafka: "Unknown topic config name").
@@ -256,6 +272,18 @@ pub struct TopicSettings {
     pub timestamp_after_max_ms: Option<u64>,
     /// `min.insync.replicas`.
     pub min_insync_replicas: i32,
+    /// `remote.storage.enable=true`: the total retention, which deletes remote copies
+    /// (`log` then holds the local retention, `local.retention.*`).
+    pub remote: Option<RemoteRetention>,
+}
+
+/// A tiered topic's total retention (`retention.ms`, `retention.bytes`; `None`: no limit).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RemoteRetention {
+    /// `retention.ms`.
+    pub retention_ms: Option<u64>,
+    /// `retention.bytes`.
+    pub retention_bytes: Option<u64>,
 }
 
 /// Reads values the layers resolve, naming the config in every error.
@@ -316,7 +344,9 @@ impl TopicSettings {
             // KIP-354: the active segment rolls at max.compaction.lag.ms, so it gets cleaned.
             log.segment_ms_max = Some(log.segment_ms_max.map_or(lag, |ms| ms.min(lag)));
         }
+        let remote = remote_retention(&r, layers, policy, &mut log)?;
         Ok(TopicSettings {
+            remote,
             log,
             policy,
             compaction,
@@ -390,6 +420,80 @@ fn log_config(r: &Reader) -> Result<LogConfig, RefusedConfig> {
         message_bytes_max: (r.long("max.message.bytes")? as u32).max(61),
         log_append_time: r.text("message.timestamp.type")? == "LogAppendTime",
         ..LogConfig::default()
+    })
+}
+
+/// A tiered topic's checks (Kafka's `LogConfig.validateTopicLogConfigValues`) and retention:
+/// `log` gets the local retention (`local.retention.*`, -2: the total one), the total one is
+/// returned.
+fn remote_retention(
+    r: &Reader,
+    layers: &ConfigLayers,
+    policy: CleanupPolicy,
+    log: &mut LogConfig,
+) -> Result<Option<RemoteRetention>, RefusedConfig> {
+    if r.text("remote.storage.enable")? != "true" {
+        return Ok(None);
+    }
+    let standalone = |reason: &str| RefusedConfig {
+        name: "remote.storage.enable".into(),
+        value: "true".into(),
+        reason: reason.into(),
+    };
+    let system = layers
+        .static_broker
+        .get(REMOTE_STORAGE_SYSTEM_ENABLE)
+        .is_some_and(|v| v.trim().eq_ignore_ascii_case("true"));
+    if !system {
+        return Err(standalone(REMOTE_STORAGE_DISABLED));
+    }
+    if policy.compact {
+        return Err(standalone(REMOTE_STORAGE_COMPACTED));
+    }
+    let total = RemoteRetention {
+        retention_ms: log.retention_ms,
+        retention_bytes: log.retention_bytes,
+    };
+    for (total_name, local_name) in [
+        ("retention.ms", "local.retention.ms"),
+        ("retention.bytes", "local.retention.bytes"),
+    ] {
+        let (total_value, local) = (r.long(total_name)?, r.long(local_name)?);
+        check_local_retention(total_name, total_value, local_name, local)?;
+        let local_limit = match local {
+            -2 => continue, // the total retention, already in `log`
+            n if n < 0 => None,
+            n => Some(n as u64),
+        };
+        match total_name {
+            "retention.ms" => log.retention_ms = local_limit,
+            _ => log.retention_bytes = local_limit,
+        }
+    }
+    Ok(Some(total))
+}
+
+/// Kafka's rule: with a total retention set, a local one is -2 (the same), or at most it.
+fn check_local_retention(
+    total_name: &str,
+    total: i64,
+    local_name: &str,
+    local: i64,
+) -> Result<(), RefusedConfig> {
+    if total == -1 || local == -2 {
+        return Ok(());
+    }
+    let reason = if local == -1 {
+        format!("Value must not be -1 as {total_name} value is set as {total}.")
+    } else if local > total {
+        format!("Value must not be more than {total_name} property value: {total}")
+    } else {
+        return Ok(());
+    };
+    Err(RefusedConfig {
+        name: local_name.into(),
+        value: local.to_string(),
+        reason,
     })
 }
 

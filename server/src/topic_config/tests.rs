@@ -140,7 +140,7 @@ fn refusals_name_the_config() {
         ("min.cleanable.dirty.ratio", "1.5"),
         ("delete.retention.ms", "-1"),
         ("max.compaction.lag.ms", "0"),
-        ("remote.storage.enable", "true"),
+        ("remote.storage.enable", "maybe"),
         ("compression.type", "brotli"),
         ("message.timestamp.type", "Now"),
         ("message.timestamp.difference.max.ms", "5"),
@@ -210,4 +210,64 @@ fn every_config_is_described() {
     assert_eq!(rows.len(), TOPIC_CONFIGS.len());
     let retention = rows.iter().find(|r| r.def.name == "retention.ms").unwrap();
     assert_eq!(retention.resolved.source, ConfigSource::DynamicTopic);
+}
+
+fn tiered_settings(topic: &[(&str, &str)]) -> Result<TopicSettings, RefusedConfig> {
+    let (topic, empty) = (map(topic), BTreeMap::new());
+    let file = map(&[(REMOTE_STORAGE_SYSTEM_ENABLE, "true")]);
+    TopicSettings::from_layers(&ConfigLayers {
+        topic: &topic,
+        dynamic_broker: &empty,
+        dynamic_default: &empty,
+        static_broker: &file,
+    })
+}
+
+#[test]
+fn remote_storage_is_refused_as_kafka_refuses_it() {
+    let on = ("remote.storage.enable", "true");
+    let e = settings(&[on]).unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        REMOTE_STORAGE_DISABLED,
+        "no system enable on the broker"
+    );
+    let e = tiered_settings(&[on, ("cleanup.policy", "compact")]).unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        "Remote log storage is unsupported for the compacted topics"
+    );
+    let e = tiered_settings(&[on, ("retention.ms", "1000"), ("local.retention.ms", "2000")])
+        .unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        "Invalid value 2000 for configuration local.retention.ms: Value must not be more than retention.ms property value: 1000"
+    );
+    let e = tiered_settings(&[
+        on,
+        ("retention.bytes", "10"),
+        ("local.retention.bytes", "-1"),
+    ])
+    .unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        "Invalid value -1 for configuration local.retention.bytes: Value must not be -1 as retention.bytes value is set as 10."
+    );
+}
+
+#[test]
+fn a_tiered_topics_log_keeps_the_local_retention_and_the_tier_the_total() {
+    let s = tiered_settings(&[
+        ("remote.storage.enable", "true"),
+        ("local.retention.bytes", "4096"),
+    ])
+    .unwrap();
+    assert_eq!(s.log.retention_bytes, Some(4096), "local");
+    assert_eq!(s.log.retention_ms, Some(604_800_000), "-2: the total one");
+    let total = s.remote.unwrap();
+    assert_eq!(
+        (total.retention_ms, total.retention_bytes),
+        (Some(604_800_000), None)
+    );
+    assert_eq!(settings(&[]).unwrap().remote, None, "not tiered by default");
 }

@@ -1,0 +1,423 @@
+//! One tiered partition's part in the remote tier, driven by its actor: what to copy or delete
+//! next, the metadata transitions around each job, the local-retention gate, remote reads.
+//!
+//! One job at a time per partition, in offset order (copies never leave a hole); the shard
+//! bounds the object-store requests of all its partitions ([`super::store::RemoteStore`]).
+//! A job runs as a future the actor polls beside its mailbox, so appends, flushes and local
+//! reads go on while objects move. Every metadata write happens on the actor, before the job
+//! starts and after it ends (see `metadata.rs` for the order).
+//!
+//! | job                 | before                     | after (success)                          | after (failure)            |
+//! |---------------------|----------------------------|------------------------------------------|----------------------------|
+//! | copy a segment      | COPY_STARTED written       | COPY_FINISHED written, gate moved        | backoff; cleanup next      |
+//! | delete a copy       | DELETE_STARTED written     | DELETE_FINISHED (record dropped)         | backoff; retried           |
+//!
+//! A failure backs off `rill.remote.retry.backoff.ms`, doubling up to
+//! `rill.remote.retry.backoff.max.ms`; a success resets it.
+
+use std::rc::Rc;
+
+use bytes::Bytes;
+use futures::future::LocalBoxFuture;
+use futures::FutureExt;
+use rill_engine::io::Storage;
+use rill_engine::tiering::{SealedSegment, SegmentFiles};
+use rill_engine::{EngineError, PartitionLog};
+use rill_types::{Offset, TimestampMs};
+
+use super::keys::{ObjectKind, PartitionKeys};
+use super::metadata::{epochs_of, RemoteLogMetadata, RemoteSegment, SegmentState, METADATA_FILE};
+use super::metrics::TIER;
+use super::reader::{read_segment, IndexCache};
+use super::settings::RemoteStorageSettings;
+use super::store::{RemoteError, RemoteStore};
+
+/// A shard's share of tiered storage: its object-store handle and remote index cache.
+pub struct ShardTier {
+    /// The object store (this shard's requests bounded).
+    pub store: Rc<RemoteStore>,
+    /// Remote offset indexes read lately.
+    pub indexes: IndexCache,
+    /// The broker's settings.
+    pub settings: RemoteStorageSettings,
+}
+
+/// What a tiered partition is given when it opens.
+#[derive(Clone)]
+pub struct TierSetup {
+    /// The shard's tier.
+    pub shard: Rc<ShardTier>,
+    /// The partition's keys.
+    pub keys: PartitionKeys,
+    /// Total retention (`retention.ms`, `retention.bytes`): remote copies past it are deleted.
+    pub retention_ms: Option<u64>,
+    /// See `retention_ms`.
+    pub retention_bytes: Option<u64>,
+}
+
+/// A job's end, as the actor receives it.
+pub enum TierEvent {
+    /// A copy ended (the objects put, or why not).
+    Copied(RemoteSegment, Result<u64, RemoteError>),
+    /// A delete ended.
+    Deleted(RemoteSegment, Result<(), RemoteError>),
+}
+
+/// One partition's tier state.
+pub struct PartitionTier {
+    setup: TierSetup,
+    meta: RemoteLogMetadata,
+    /// The job in flight.
+    job: Option<LocalBoxFuture<'static, TierEvent>>,
+    /// Consecutive failures (backoff doubles with each).
+    failures: u32,
+    /// No new job before this.
+    retry_at_ms: i64,
+    /// What this partition adds to the upload-lag gauges.
+    lag: (i64, i64),
+}
+
+impl Drop for PartitionTier {
+    fn drop(&mut self) {
+        TIER.upload_lag_bytes.sub(self.lag.0);
+        TIER.upload_lag_segments.sub(self.lag.1);
+    }
+}
+
+impl PartitionTier {
+    /// Loads the partition's metadata and sets the log's local-retention gate from it.
+    pub async fn open<S: Storage>(
+        setup: TierSetup,
+        log: &mut PartitionLog<S>,
+    ) -> Result<Self, EngineError> {
+        let bytes = log.read_side_file(METADATA_FILE).await?;
+        let meta =
+            RemoteLogMetadata::decode(bytes.as_deref()).map_err(EngineError::InvalidConfig)?;
+        let tier = PartitionTier {
+            setup,
+            meta,
+            job: None,
+            failures: 0,
+            retry_at_ms: 0,
+            lag: (0, 0),
+        };
+        tier.apply_gate(log);
+        Ok(tier)
+    }
+
+    /// Sets `log`'s local-retention gate (a log reopened after a failure needs it again).
+    pub fn apply_gate<S: Storage>(&self, log: &mut PartitionLog<S>) {
+        log.set_remote_copied_until(Some(self.gate()));
+    }
+
+    /// The local-retention gate: local segments below it are durable remotely.
+    fn gate(&self) -> Offset {
+        self.meta.copied_until().unwrap_or(Offset(0))
+    }
+
+    /// Total retention changed (AlterConfigs).
+    pub fn set_retention(&mut self, retention_ms: Option<u64>, retention_bytes: Option<u64>) {
+        self.setup.retention_ms = retention_ms;
+        self.setup.retention_bytes = retention_bytes;
+    }
+
+    /// The first offset of the remote tier, if it holds any.
+    pub fn earliest_offset(&self) -> Option<Offset> {
+        self.meta.earliest_offset()
+    }
+
+    /// The highest offset the remote tier holds (ListOffsets -5).
+    pub fn highest_offset(&self) -> Option<Offset> {
+        self.meta.highest_offset()
+    }
+
+    /// The job in flight, for the actor to poll (pending forever when there is none).
+    pub async fn next_event(&mut self) -> TierEvent {
+        match self.job.as_mut() {
+            Some(job) => {
+                let event = job.await;
+                self.job = None;
+                event
+            }
+            None => std::future::pending().await,
+        }
+    }
+
+    /// Starts the next job if none runs and the backoff allows: cleanup of unfinished
+    /// records first, then total retention, then the next copy.
+    pub async fn start_next<S: Storage>(&mut self, log: &mut PartitionLog<S>, now: TimestampMs) {
+        self.publish_lag(log);
+        if self.job.is_some() || now.0 < self.retry_at_ms || log.is_failed() {
+            return;
+        }
+        if let Some(unfinished) = self.meta.unfinished().into_iter().next() {
+            return self.start_delete(log, unfinished).await;
+        }
+        let local_above = log
+            .size_bytes()
+            .saturating_sub(self.local_bytes_copied(log));
+        let (ms, bytes) = (self.setup.retention_ms, self.setup.retention_bytes);
+        if let Some(expired) = self
+            .meta
+            .expired(now, ms, bytes, local_above)
+            .into_iter()
+            .next()
+        {
+            return self.start_delete(log, expired).await;
+        }
+        let copyable = log.copyable_segments();
+        if let Some(segment) = self.meta.next_to_copy(&copyable) {
+            self.start_copy(log, segment).await;
+        }
+    }
+
+    /// Bytes of the local log that the remote tier also holds (below the gate).
+    fn local_bytes_copied<S: Storage>(&self, log: &PartitionLog<S>) -> u64 {
+        let gate = self.gate();
+        log.copyable_segments()
+            .iter()
+            .filter(|s| s.next_offset <= gate)
+            .map(|s| s.size_bytes)
+            .sum()
+    }
+
+    /// Publishes this partition's upload lag: sealed segments below the high watermark and
+    /// past what the remote tier holds.
+    fn publish_lag<S: Storage>(&mut self, log: &PartitionLog<S>) {
+        let gate = self.gate();
+        let pending: Vec<SealedSegment> = log
+            .copyable_segments()
+            .into_iter()
+            .filter(|s| s.next_offset > gate)
+            .collect();
+        let lag = (
+            pending.iter().map(|s| s.size_bytes as i64).sum::<i64>(),
+            pending.len() as i64,
+        );
+        TIER.upload_lag_bytes.add(lag.0 - self.lag.0);
+        TIER.upload_lag_segments.add(lag.1 - self.lag.1);
+        self.lag = lag;
+    }
+
+    async fn write<S: Storage>(&self, log: &PartitionLog<S>) -> Result<(), EngineError> {
+        log.write_side_file(METADATA_FILE, &self.meta.encode())
+            .await
+    }
+
+    async fn start_copy<S: Storage>(&mut self, log: &mut PartitionLog<S>, segment: SealedSegment) {
+        let entries: Vec<(i32, i64)> = log
+            .leader_epochs()
+            .entries()
+            .iter()
+            .map(|(e, o)| (e.0, o.0))
+            .collect();
+        let epochs = epochs_of(&entries, segment.base, segment.next_offset);
+        let mut record = RemoteSegment::started(&segment, epochs);
+        record.objects = OBJECTS.iter().map(|(kind, _)| *kind).collect();
+        self.meta.put(record.clone());
+        if let Err(e) = self.write(log).await {
+            tracing::error!(dir = %log.dir().display(), error = %e, "writing COPY_STARTED failed");
+            self.meta.put(RemoteSegment {
+                state: SegmentState::DeleteFinished,
+                ..record
+            });
+            self.back_off();
+            return;
+        }
+        let files = log.segment_files(segment.base);
+        let (store, keys) = (self.setup.shard.store.clone(), self.setup.keys.clone());
+        let job = async move {
+            let put = copy_objects(&store, &keys, &record, &files).await;
+            TierEvent::Copied(record, put)
+        };
+        self.job = Some(job.boxed_local());
+    }
+
+    async fn start_delete<S: Storage>(
+        &mut self,
+        log: &mut PartitionLog<S>,
+        segment: RemoteSegment,
+    ) {
+        let record = RemoteSegment {
+            state: SegmentState::DeleteStarted,
+            ..segment
+        };
+        self.meta.put(record.clone());
+        if let Err(e) = self.write(log).await {
+            tracing::error!(dir = %log.dir().display(), error = %e, "writing DELETE_STARTED failed");
+            self.back_off();
+            return;
+        }
+        // The gate only moves forward: a deleted copy's local segment is gone or goes anyway.
+        let (store, keys) = (self.setup.shard.store.clone(), self.setup.keys.clone());
+        let job = async move {
+            let deleted = delete_objects(&store, &keys, &record).await;
+            TierEvent::Deleted(record, deleted)
+        };
+        self.job = Some(job.boxed_local());
+    }
+
+    /// Records a job's end; the actor then calls [`Self::start_next`].
+    pub async fn on_event<S: Storage>(&mut self, log: &mut PartitionLog<S>, event: TierEvent) {
+        let dir = log.dir().display().to_string();
+        match event {
+            TierEvent::Copied(record, Ok(bytes)) => {
+                self.meta.put(RemoteSegment {
+                    state: SegmentState::CopyFinished,
+                    ..record.clone()
+                });
+                if let Err(e) = self.write(log).await {
+                    tracing::error!(dir, error = %e, "writing COPY_FINISHED failed");
+                    self.meta.put(record); // still COPY_STARTED: cleaned up, copied again
+                    return self.back_off();
+                }
+                // Only now, with COPY_FINISHED durable, may local retention delete it.
+                let gate = self.gate();
+                if log.remote_copied_until().is_some_and(|g| gate > g) {
+                    log.set_remote_copied_until(Some(gate));
+                }
+                TIER.copy_segments.inc();
+                TIER.copy_bytes.inc_by(bytes);
+                self.failures = 0;
+                tracing::debug!(
+                    dir,
+                    base = record.base_offset,
+                    end = record.end_offset,
+                    bytes,
+                    "segment copied to the remote tier"
+                );
+            }
+            TierEvent::Copied(record, Err(e)) => {
+                TIER.copy_errors.inc();
+                tracing::warn!(dir, base = record.base_offset, error = %e, "copying a segment failed; retried");
+                // Its record stays COPY_STARTED: the next job deletes what was put.
+                self.back_off();
+            }
+            TierEvent::Deleted(record, Ok(())) => {
+                self.meta.put(RemoteSegment {
+                    state: SegmentState::DeleteFinished,
+                    ..record
+                });
+                if let Err(e) = self.write(log).await {
+                    tracing::error!(dir, error = %e, "writing DELETE_FINISHED failed");
+                    return self.back_off();
+                }
+                TIER.delete_segments.inc();
+                self.failures = 0;
+            }
+            TierEvent::Deleted(record, Err(e)) => {
+                tracing::warn!(dir, base = record.base_offset, error = %e, "deleting a remote segment failed; retried");
+                self.back_off();
+            }
+        }
+    }
+
+    fn back_off(&mut self) {
+        let settings = &self.setup.shard.settings;
+        let factor = 1u64 << self.failures.min(16);
+        let pause = settings
+            .retry_backoff_ms
+            .saturating_mul(factor)
+            .min(settings.retry_backoff_max_ms);
+        self.failures += 1;
+        self.retry_at_ms = now_ms() + pause as i64;
+    }
+
+    /// The remote read of `from` if the remote tier holds it: a future the caller runs apart
+    /// from the actor (it borrows nothing of the partition).
+    /// Only a copy wholly below `visible_end` (the high watermark, or the last stable offset
+    /// of a read_committed reader) is read.
+    pub fn remote_read(
+        &self,
+        from: Offset,
+        max_bytes: usize,
+        visible_end: Offset,
+    ) -> Option<LocalBoxFuture<'static, Result<Vec<Bytes>, RemoteError>>> {
+        let segment = self.meta.segment_for(from)?.clone();
+        if segment.next_offset() > visible_end {
+            return None;
+        }
+        let (shard, keys) = (self.setup.shard.clone(), self.setup.keys.clone());
+        let read = async move {
+            TIER.fetch_requests.inc();
+            let read = read_segment(
+                &shard.store,
+                &shard.indexes,
+                &keys,
+                &segment,
+                from,
+                max_bytes,
+            )
+            .await;
+            match &read {
+                Ok(chunks) => TIER
+                    .fetch_bytes
+                    .inc_by(chunks.iter().map(|c| c.len() as u64).sum()),
+                Err(_) => TIER.fetch_errors.inc(),
+            }
+            read
+        };
+        Some(read.boxed_local())
+    }
+}
+
+/// The wall clock, for backoff only (the log's injected clock drives everything else).
+fn now_ms() -> i64 {
+    rill_engine::io::SystemClock.now().0
+}
+
+use rill_engine::io::Clock;
+
+/// Each object of a copy and whether the copy needs its file (optional ones may not exist).
+const OBJECTS: [(ObjectKind, bool); 6] = [
+    (ObjectKind::Log, true),
+    (ObjectKind::Index, true),
+    (ObjectKind::TimeIndex, true),
+    (ObjectKind::TxnIndex, false),
+    (ObjectKind::ProducerSnapshot, false),
+    (ObjectKind::LeaderEpochs, false),
+];
+
+fn path_of(files: &SegmentFiles, kind: ObjectKind) -> std::path::PathBuf {
+    match kind {
+        ObjectKind::Log => files.log.clone(),
+        ObjectKind::Index => files.index.clone(),
+        ObjectKind::TimeIndex => files.time_index.clone(),
+        ObjectKind::TxnIndex => files.txn_index.clone(),
+        ObjectKind::ProducerSnapshot => files.producer_snapshot.clone(),
+        ObjectKind::LeaderEpochs => files.leader_epochs.clone(),
+    }
+}
+
+/// Puts every object of a copy, `.log` last (its presence is no promise: COPY_FINISHED is).
+async fn copy_objects(
+    store: &RemoteStore,
+    keys: &PartitionKeys,
+    record: &RemoteSegment,
+    files: &SegmentFiles,
+) -> Result<u64, RemoteError> {
+    let base = Offset(record.base_offset);
+    let mut total = 0;
+    for (kind, needed) in OBJECTS.iter().rev() {
+        let key = keys.object(base, record.id, *kind);
+        match store.put_file(key, path_of(files, *kind)).await {
+            Ok(bytes) => total += bytes,
+            Err(RemoteError::LocalGone(_)) if !needed => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(total)
+}
+
+/// Deletes every object a record names (missing ones are no error).
+async fn delete_objects(
+    store: &RemoteStore,
+    keys: &PartitionKeys,
+    record: &RemoteSegment,
+) -> Result<(), RemoteError> {
+    let base = Offset(record.base_offset);
+    for kind in &record.objects {
+        store.delete(keys.object(base, record.id, *kind)).await?;
+    }
+    Ok(())
+}

@@ -1,0 +1,235 @@
+"""Tiered storage (issue 31, KIP-405) on one node, against a real S3 server on loopback (moto's
+server mode, started here from the .venv): small segments and many rolls; the sealed segments are
+copied to the bucket with their indexes; local retention deletes local files only once copied; a
+consumer from offset 0 reads every record, bytes identical, through the remote tier; the object
+store down at first: produce goes on, local files stay, the upload-lag metric shows it, and once
+the store is up the copies resume and nothing is lost. Kafka's config checks: a compacted topic
+refused with Kafka's message, local retention above total retention refused.
+"""
+
+from __future__ import annotations
+
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import boto3
+import pytest
+from confluent_kafka import KafkaException
+from confluent_kafka.admin import ConfigResource, NewTopic, ResourceType
+
+from broker import free_port
+from clients import CLIENT_TIMEOUT_S, admin, consume_partition, create_topic, producer, \
+    produce_all, watermarks
+from test_admin_listener import metrics
+
+BUCKET = "rill-tiered"
+#: moto accepts any credentials; these are what the broker and boto3 sign with.
+KEY_ID, SECRET = "rill-test", "rill-test-secret"
+MOTO_START_S = 20.0
+
+
+class Moto:
+    """One moto_server process on a free loopback port (its state lives in memory)."""
+
+    def __init__(self, log_path: Path):
+        self.port = free_port()
+        self.log_path = log_path
+        self.proc: subprocess.Popen | None = None
+
+    @property
+    def endpoint(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def start(self) -> None:
+        server = Path(sys.executable).with_name("moto_server")
+        log = open(self.log_path, "ab")
+        self.proc = subprocess.Popen([str(server), "-H", "127.0.0.1", "-p", str(self.port)],
+                                     stdout=log, stderr=subprocess.STDOUT,
+                                     stdin=subprocess.DEVNULL)
+        log.close()
+        deadline = time.monotonic() + MOTO_START_S
+        while time.monotonic() < deadline:
+            assert self.proc.poll() is None, f"moto_server exited: {self.log_path.read_text()}"
+            try:
+                with socket.create_connection(("127.0.0.1", self.port), timeout=0.5):
+                    return
+            except OSError:
+                time.sleep(0.1)
+        raise AssertionError(f"moto_server did not listen within {MOTO_START_S}s")
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            self.proc.wait(timeout=10)
+
+    def s3(self):
+        return boto3.client("s3", endpoint_url=self.endpoint, region_name="us-east-1",
+                            aws_access_key_id=KEY_ID, aws_secret_access_key=SECRET)
+
+    def keys(self) -> dict[str, int]:
+        """Every object in the bucket, with its size."""
+        out, token = {}, None
+        while True:
+            kwargs = {"Bucket": BUCKET, **({"ContinuationToken": token} if token else {})}
+            page = self.s3().list_objects_v2(**kwargs)
+            out.update({o["Key"]: o["Size"] for o in page.get("Contents", [])})
+            if not page.get("IsTruncated"):
+                return out
+            token = page["NextContinuationToken"]
+
+
+@pytest.fixture
+def moto(tmp_path):
+    m = Moto(tmp_path / "moto.log")
+    yield m
+    m.stop()
+
+
+def tiered_broker(broker_factory, tmp_path, moto: Moto):
+    config = tmp_path / "tiered.properties"
+    config.write_text("\n".join([
+        "remote.log.storage.system.enable=true",
+        f"rill.remote.endpoint={moto.endpoint}",
+        f"rill.remote.bucket={BUCKET}",
+        "rill.remote.region=us-east-1",
+        f"rill.remote.access.key.id={KEY_ID}",
+        f"rill.remote.secret.access.key={SECRET}",
+        "rill.remote.prefix=tiered",
+        "rill.remote.task.interval.ms=200",
+        "rill.remote.retry.backoff.ms=200",
+        "rill.remote.retry.backoff.max.ms=1000",
+        "log.retention.check.interval.ms=200",
+    ]) + "\n")
+    return broker_factory(config_path=config)
+
+
+#: Small segments (16 KiB) and a local tier of about two of them: many rolls, many copies.
+TIERED = {"remote.storage.enable": "true", "segment.bytes": "16384",
+          "local.retention.bytes": "32768"}
+RECORDS = 400
+
+
+def _records(tag: str) -> list[tuple[bytes, bytes]]:
+    return [(f"k{i}".encode(), f"{tag}-{i:06d}-".encode() + bytes([i % 251]) * 480)
+            for i in range(RECORDS)]
+
+
+def _local_segments(b, topic: str) -> list[int]:
+    return sorted(int(p.stem) for p in (b.data_dir / f"{topic}-0").glob("*.log"))
+
+
+def _wait(what: str, check, timeout_s: float = 40.0):
+    deadline = time.monotonic() + timeout_s
+    while True:
+        got = check()
+        if got:
+            return got
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.2)
+
+
+def _copied_logs(moto: Moto, topic: str) -> list[str]:
+    return sorted(k for k in moto.keys() if f"/{topic}-" in k and k.endswith(".log"))
+
+
+def _read_all_from_zero(b, topic: str, expected: list[tuple[bytes, bytes]]) -> None:
+    small_fetches = {"fetch.max.bytes": 1048576, "max.partition.fetch.bytes": 65536,
+                     "message.max.bytes": 1048576}
+    got = consume_partition(b.bootstrap, topic, 0, 0, len(expected), **small_fetches)
+    assert [m.offset() for m in got[:len(expected)]] == list(range(len(expected)))
+    assert [(m.key(), m.value()) for m in got[:len(expected)]] == expected, "bytes differ"
+
+
+def test_segments_are_copied_local_ones_deleted_and_read_back_from_offset_zero(
+        broker_factory, tmp_path, moto, topic_name):
+    moto.start()
+    moto.s3().create_bucket(Bucket=BUCKET)
+    b = tiered_broker(broker_factory, tmp_path, moto)
+    create_topic(b.bootstrap, topic_name, config=TIERED)
+    records = _records("a")
+    produce_all(producer(b.bootstrap, **{"linger.ms": 0, "batch.num.messages": 5}), topic_name,
+                records)
+
+    # Copies happen: each sealed segment's .log with its indexes, under the documented layout.
+    logs = _wait("segments copied", lambda: (lambda l: l if len(l) >= 8 else None)(
+        _copied_logs(moto, topic_name)))
+    keys = moto.keys()
+    first = logs[0]
+    assert first.startswith(f"tiered/{topic_name}-") and "/0/00000000000000000000-" in first
+    stem = first[:-len(".log")]
+    assert f"{stem}.index" in keys and f"{stem}.timeindex" in keys
+    # Local retention deletes local segments, once copied: offset 0's is gone from disk.
+    local = _wait("local retention", lambda: (lambda s: s if s and s[0] > 0 and len(s) <= 4
+                                              else None)(_local_segments(b, topic_name)))
+    low, high = watermarks(b.bootstrap, topic_name, 0)
+    assert (low, high) == (0, RECORDS), "the log starts in the remote tier"
+
+    # A consumer from offset 0 reads every record, bytes identical, through the remote tier.
+    _read_all_from_zero(b, topic_name, records)
+    m = metrics(f"127.0.0.1:{b.admin_port}")
+    assert m["rill_remote_copy_segments_total"] >= len(logs)
+    assert m["rill_remote_fetch_requests_total"] > 0
+    assert m["rill_remote_fetch_errors_total"] == 0
+
+    # A restart keeps the remote tier: the metadata is durable, reads still go through it.
+    b.restart()
+    _read_all_from_zero(b, topic_name, records)
+
+    # Configuration: shown by DescribeConfigs, the secret never.
+    a = admin(b.bootstrap)
+    broker_res = ConfigResource(ResourceType.BROKER, "0")
+    described = a.describe_configs([broker_res])[broker_res].result(timeout=CLIENT_TIMEOUT_S)
+    assert described["remote.log.storage.system.enable"].value == "true"
+    assert described["rill.remote.bucket"].value == BUCKET
+    assert described["rill.remote.secret.access.key"].value is None
+    assert described["rill.remote.secret.access.key"].is_sensitive
+    topic_res = ConfigResource(ResourceType.TOPIC, topic_name)
+    described = a.describe_configs([topic_res])[topic_res].result(timeout=CLIENT_TIMEOUT_S)
+    assert described["remote.storage.enable"].value == "true"
+    assert described["local.retention.bytes"].value == "32768"
+
+
+def test_kafka_refuses_what_it_refuses(broker_factory, tmp_path, moto, topic_name):
+    moto.start()
+    b = tiered_broker(broker_factory, tmp_path, moto)
+    a = admin(b.bootstrap)
+
+    def refusal(config: dict) -> str:
+        futures = a.create_topics([NewTopic(topic_name, 1, 1, config=config)],
+                                  request_timeout=CLIENT_TIMEOUT_S)
+        with pytest.raises(KafkaException) as raised:
+            futures[topic_name].result(timeout=CLIENT_TIMEOUT_S)
+        return raised.value.args[0].str()
+
+    assert "Remote log storage is unsupported for the compacted topics" in refusal(
+        {"remote.storage.enable": "true", "cleanup.policy": "compact"})
+    assert ("Invalid value 2000 for configuration local.retention.ms: Value must not be more "
+            "than retention.ms property value: 1000") in refusal(
+        {"remote.storage.enable": "true", "retention.ms": "1000", "local.retention.ms": "2000"})
+
+
+def test_the_store_down_produce_goes_on_and_copies_resume(broker_factory, tmp_path, moto,
+                                                          topic_name):
+    b = tiered_broker(broker_factory, tmp_path, moto)   # moto not started: the store is down
+    create_topic(b.bootstrap, topic_name, config=TIERED)
+    records = _records("b")
+    produce_all(producer(b.bootstrap, **{"linger.ms": 0, "batch.num.messages": 5}), topic_name,
+                records)
+    admin_address = f"127.0.0.1:{b.admin_port}"
+    lag = _wait("upload lag shown", lambda: (lambda m: m if m["rill_remote_upload_lag_segments"]
+                                             >= 8 else None)(metrics(admin_address)))
+    assert lag["rill_remote_upload_lag_bytes"] > 8 * 10_000
+    segments_down = _local_segments(b, topic_name)
+    assert segments_down[0] == 0, "nothing deleted locally before it is copied"
+
+    moto.start()
+    moto.s3().create_bucket(Bucket=BUCKET)
+    _wait("copies resumed", lambda: metrics(admin_address)["rill_remote_upload_lag_segments"] == 0)
+    _wait("local retention after the copies",
+          lambda: _local_segments(b, topic_name)[0] > 0)
+    assert len(_copied_logs(moto, topic_name)) >= len(segments_down) - 1
+    _read_all_from_zero(b, topic_name, records)

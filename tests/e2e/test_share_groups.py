@@ -266,14 +266,18 @@ def java_scenario(bootstrap: str) -> dict:
         from_earliest(bootstrap, g)
     split_topic = topic_with(bootstrap, 40, "jshare-split")
     ack_topic = topic_with(bootstrap, 10, "jshare-ack")
+    # The tool's --timeout-ms is the longest wait for a record, the first one included. A fresh
+    # Apache Kafka creates __share_group_state and loads each share partition on first use, which
+    # took over 8 s on a loaded 2-core CI machine (stop 36: both 8 s consumers saw nothing there).
+    # The consumers whose count is known stop at it; the split pair, whose shares are not, waits 20 s.
     procs = {
-        "split-a": console_share_consumer(bootstrap, split_group, split_topic, "--timeout-ms", "8000"),
-        "split-b": console_share_consumer(bootstrap, split_group, split_topic, "--timeout-ms", "8000"),
+        "split-a": console_share_consumer(bootstrap, split_group, split_topic, "--timeout-ms", "20000"),
+        "split-b": console_share_consumer(bootstrap, split_group, split_topic, "--timeout-ms", "20000"),
         "release": console_share_consumer(bootstrap, release_group, ack_topic, "--release",
                                           "--max-messages", str(10 * DELIVERY_LIMIT),
-                                          "--timeout-ms", "15000"),
+                                          "--timeout-ms", "30000"),
         "reject": console_share_consumer(bootstrap, reject_group, ack_topic, "--reject",
-                                         "--timeout-ms", "8000"),
+                                         "--max-messages", "10", "--timeout-ms", "30000"),
     }
     seen = {name: deliveries_of(p) for name, p in procs.items()}
     split = Counter(o for o, _ in seen["split-a"] + seen["split-b"])

@@ -49,6 +49,13 @@ libs_dir() {
 fetch() {
     local dir
     dir=$(libs_dir)
+    [ -f "$dir/.complete" ] && { echo "$dir"; return; }
+    # One fetch at a time: the e2e workers start peers side by side, and two Mavens filling an
+    # empty ~/.m2 at once fail on each other's half-written files ("….pom.part (No such file or
+    # directory)", a fresh machine's first ./test.sh). The others wait, then find it complete.
+    mkdir -p "$CACHE"
+    exec 8>"$CACHE/fetch.lock"
+    flock 8
     if [ ! -f "$dir/.complete" ]; then
         command -v mvn >/dev/null || die "mvn not found (apt-get install maven)"
         echo "kafka.sh: fetching Apache Kafka $(kafka_version) with Maven into $dir" >&2
@@ -59,6 +66,7 @@ fetch() {
         mv "$dir.tmp" "$dir"
         touch "$dir/.complete"
     fi
+    exec 8>&-
     echo "$dir"
 }
 

@@ -184,3 +184,10 @@ pub fn by_topic<T>(items: impl IntoIterator<Item = (String, T)>) -> Vec<(String,
 pub fn str_bytes(s: &str) -> StrBytes {
     StrBytes::from_string(s.to_string())
 }
+
+/// An error message as a response carries it: cut to `ERROR_MESSAGE_BYTES_MAX` (a message may
+/// quote a client's 32 KiB name, and one over the wire's string limit cannot be encoded).
+/// Every `error_message` field a handler fills goes through here.
+pub fn message_bytes(message: &str) -> StrBytes {
+    StrBytes::from_string(rill_types::limits::error_message(message).into_owned())
+}

@@ -502,6 +502,45 @@ mod every_version_encodes {
         });
     }
 
+    /// Issue 26: an error message that quotes a client's longest string (32767 bytes: a topic
+    /// name, a config value) is cut to fit, so the answer encodes at every version, the
+    /// non-flexible ones (INT16 strings) included, instead of closing the connection.
+    #[test]
+    fn messages_quoting_the_longest_client_strings_encode() {
+        let longest = "x".repeat(rill_types::limits::WIRE_STRING_BYTES_MAX);
+        assert_encodes(ApiKey::CreateTopics, |b, v| {
+            let config = create_topics_request::CreatableTopicConfig::default()
+                .with_name(handler::str_bytes("retention.ms"))
+                .with_value(Some(handler::str_bytes(&longest)));
+            let t = create_topics_request::CreatableTopic::default()
+                .with_name(topic_name(&format!("quoted-{v}")))
+                .with_num_partitions(1)
+                .with_replication_factor(1)
+                .with_configs(vec![config]);
+            let req = CreateTopicsRequest::default().with_topics(vec![t]);
+            let r = block_on(handler::create_topics::handle(b, v, &req));
+            assert_ne!(
+                r.topics[0].error_code, 0,
+                "a non-number retention.ms is refused"
+            );
+            ResponseKind::CreateTopics(r)
+        });
+        assert_encodes(ApiKey::CreatePartitions, |b, _| {
+            let t = create_partitions_request::CreatePartitionsTopic::default()
+                .with_name(topic_name(&longest))
+                .with_count(1);
+            let req = CreatePartitionsRequest::default().with_topics(vec![t]);
+            ResponseKind::CreatePartitions(block_on(handler::create_partitions::handle(b, &req)))
+        });
+        assert_encodes(ApiKey::DescribeConfigs, |b, v| {
+            let r = describe_configs_request::DescribeConfigsResource::default()
+                .with_resource_type(2)
+                .with_resource_name(handler::str_bytes(&longest));
+            let req = DescribeConfigsRequest::default().with_resources(vec![r]);
+            ResponseKind::DescribeConfigs(handler::describe_configs::handle(b, v, &req))
+        });
+    }
+
     #[test]
     fn admin_apis() {
         assert_encodes(ApiKey::CreateTopics, |b, v| {

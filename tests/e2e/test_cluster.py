@@ -23,7 +23,7 @@ import kafka_wire as kw
 from broker import Broker, free_port, rill_binary
 from cluster import (Cluster, active_controller, node_metadata, wait_isr_full,
                      wait_topic_everywhere)
-from clients import kcat
+from clients import kcat, watermarks
 from conftest import _BROKERS
 
 ERR_LEADER_NOT_AVAILABLE = 5
@@ -415,6 +415,16 @@ def test_killing_the_controller_a_new_topic_within_30s_and_the_node_rejoins(tmp_
             time.sleep(0.2)
         assert all(parts[p][0] == 0 and parts[p][1] not in (-1, victim)
                    for p in led_by_victim), parts
+        # A follower learns the leader's high watermark on its next fetch, so a new leader's may
+        # stand below its log end until the other ISR member fetches from it (Kafka's too).
+        # Wait for each partition's 10 to be visible; what was lost never becomes visible.
+        deadline = time.monotonic() + 15
+        while time.monotonic() < deadline:
+            highs = [watermarks(survivor.bootstrap, old, p)[1] for p in range(3)]
+            if highs == [10, 10, 10]:
+                break
+            time.sleep(0.2)
+        assert highs == [10, 10, 10], f"high watermarks {highs} 15 s after the failover"
         out = kcat(survivor.bootstrap, "-C", "-t", old, "-e", "-q", "-o", "beginning").stdout.decode()
         assert sorted(out.split()) == sorted(f"o{i}" for i in range(30))
         assert len(node_metadata(survivor)["brokers"]) == 2

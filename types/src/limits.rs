@@ -14,6 +14,7 @@
 //! | offset metadata    | ≤ 4096                  | OFFSET_METADATA_TOO_LARGE           | `offset.metadata.max.bytes` |
 //! | a frame before SASL authentication | ≤ 524288 | connection closed                | `sasl.server.max.receive.size` |
 //! | SCRAM salt, salted password | ≤ 1024         | UNACCEPTABLE_CREDENTIAL             | (none) |
+//! | an error message we answer  | ≤ 1024, made here | cut, ending "… (N bytes)" (see [`error_message`]) | (none: Kafka's writer throws past 32767) |
 //!
 //! Rill's coordinator records (offsets, group metadata, transaction state) store every one of
 //! these as a string with an i16 or u16 length, so [`RECORD_STRING_BYTES_MAX`] (32767) bounds
@@ -52,6 +53,12 @@ pub const SCRAM_SECRET_BYTES_MAX: usize = 1024;
 
 /// Kafka's `offset.metadata.max.bytes` default: longer committed metadata fails its partition.
 pub const OFFSET_METADATA_BYTES_MAX: usize = 4096;
+
+/// Longest error message the broker answers. A message may quote what the client sent (a
+/// 32767-byte topic name in "Topic '…' already exists."), and a message over
+/// [`WIRE_STRING_BYTES_MAX`] cannot be encoded at all: the response would be lost and the
+/// connection closed. A kilobyte keeps every message Rill writes whole and readable.
+pub const ERROR_MESSAGE_BYTES_MAX: usize = 1024;
 
 /// The separator and the UUID that follow a member id's prefix (`<prefix>-<uuid>`).
 pub const MEMBER_ID_SUFFIX_BYTES: usize = 1 + 36;
@@ -231,9 +238,52 @@ pub fn member_id(prefix: &str, uuid: &str) -> String {
     id
 }
 
+/// `message` as the broker answers it: whole when it fits [`ERROR_MESSAGE_BYTES_MAX`], else cut
+/// at a character boundary and ended with "… (N bytes)", N the whole message's length, so that
+/// a message quoting a long client string can always be encoded.
+pub fn error_message(message: &str) -> std::borrow::Cow<'_, str> {
+    if message.len() <= ERROR_MESSAGE_BYTES_MAX {
+        return std::borrow::Cow::Borrowed(message);
+    }
+    let tail = format!("… ({} bytes)", message.len());
+    let mut cut = ERROR_MESSAGE_BYTES_MAX - tail.len();
+    while !message.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    let clamped = format!("{}{tail}", &message[..cut]);
+    assert!(clamped.len() <= ERROR_MESSAGE_BYTES_MAX);
+    std::borrow::Cow::Owned(clamped)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_error_message_is_whole_up_to_the_limit_and_cut_one_byte_over() {
+        assert_eq!(error_message(""), "");
+        let fits = "m".repeat(ERROR_MESSAGE_BYTES_MAX);
+        assert!(matches!(error_message(&fits), std::borrow::Cow::Borrowed(m) if m == fits));
+        let over = "m".repeat(ERROR_MESSAGE_BYTES_MAX + 1);
+        let cut = error_message(&over);
+        assert!(cut.len() <= ERROR_MESSAGE_BYTES_MAX, "{}", cut.len());
+        assert!(cut.ends_with("… (1025 bytes)"), "{cut}");
+        assert!(cut.starts_with("mmmm"));
+    }
+
+    #[test]
+    fn an_error_message_is_cut_at_a_character_boundary_at_every_length() {
+        // 'é' is two bytes and '€' three: every cut position lands inside one of them somewhere.
+        for extra in 0..8 {
+            let message = format!("{}{}", "x".repeat(extra), "é€".repeat(40_000));
+            let cut = error_message(&message);
+            assert!(cut.len() <= ERROR_MESSAGE_BYTES_MAX);
+            assert!(cut.ends_with(&format!("… ({} bytes)", message.len())));
+        }
+        let name = "t".repeat(WIRE_STRING_BYTES_MAX);
+        let quoted = format!("Topic '{name}' already exists.");
+        assert!(error_message(&quoted).len() <= ERROR_MESSAGE_BYTES_MAX);
+    }
 
     const UUID: &str = "01234567-89ab-cdef-0123-456789abcdef";
 

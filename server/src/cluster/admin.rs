@@ -24,7 +24,7 @@ use rill_types::ErrorCode;
 use uuid::Uuid;
 
 use super::view::ClusterView;
-use crate::broker::{str_bytes, topic_name, Broker, Refused};
+use crate::broker::{message_bytes, topic_name, Broker, Refused};
 use crate::handler::create_topics::{created_result, requested};
 
 /// The controller's per-topic results by name, or one error for all (no controller, timeout).
@@ -121,7 +121,7 @@ pub async fn create_topics<B: Broker>(
             outcome.unwrap_or_else(|(code, message)| {
                 result
                     .with_error_code(code.code())
-                    .with_error_message(Some(str_bytes(&message)))
+                    .with_error_message(Some(message_bytes(&message)))
             })
         })
         .collect();
@@ -228,11 +228,11 @@ pub async fn delete_topics<B: Broker>(
                 }
                 Ok(r) => {
                     result.error_code = r.error_code.code();
-                    result.error_message = r.message.as_deref().map(str_bytes);
+                    result.error_message = r.message.as_deref().map(message_bytes);
                 }
                 Err((code, message)) => {
                     result.error_code = code.code();
-                    result.error_message = Some(str_bytes(&message));
+                    result.error_message = Some(message_bytes(&message));
                 }
             }
             if version < 6 {
@@ -284,10 +284,10 @@ pub async fn create_partitions<B: Broker>(
                 Ok(r) if r.error_code == ErrorCode::None => result,
                 Ok(r) => result
                     .with_error_code(r.error_code.code())
-                    .with_error_message(r.message.as_deref().map(str_bytes)),
+                    .with_error_message(r.message.as_deref().map(message_bytes)),
                 Err((code, message)) => result
                     .with_error_code(code.code())
-                    .with_error_message(Some(str_bytes(&message))),
+                    .with_error_message(Some(message_bytes(&message))),
             }
         })
         .collect();

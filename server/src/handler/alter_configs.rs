@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use rill_protocol::kafka_protocol::messages::alter_configs_response::AlterConfigsResourceResponse;
 use rill_protocol::kafka_protocol::messages::{AlterConfigsRequest, AlterConfigsResponse};
 
-use super::{str_bytes, Broker};
+use super::{message_bytes, Broker};
 use crate::config_changes::{alter, Change};
 
 /// This API's entry in the registry (`rill_protocol::for_each_api!`).
@@ -38,7 +38,7 @@ pub async fn handle<B: Broker>(broker: &B, request: &AlterConfigsRequest) -> Alt
                 Ok(()) => base.with_error_message(None),
                 Err((code, message)) => base
                     .with_error_code(code.code())
-                    .with_error_message(Some(str_bytes(&message))),
+                    .with_error_message(Some(message_bytes(&message))),
             },
         );
     }
@@ -49,6 +49,7 @@ pub async fn handle<B: Broker>(broker: &B, request: &AlterConfigsRequest) -> Alt
 mod tests {
     use super::*;
     use crate::handler::fake::FakeBroker;
+    use crate::handler::str_bytes;
     use rill_protocol::kafka_protocol::messages::alter_configs_request::{
         AlterConfigsResource, AlterableConfig,
     };

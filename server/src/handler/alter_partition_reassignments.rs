@@ -16,7 +16,7 @@ use rill_protocol::kafka_protocol::messages::{
 };
 use rill_protocol::ErrorCode;
 
-use super::{by_topic, str_bytes, topic_name, Broker};
+use super::{by_topic, message_bytes, topic_name, Broker};
 
 /// This API's entry in the registry (`rill_protocol::for_each_api!`).
 pub async fn serve<B: Broker>(
@@ -69,13 +69,13 @@ pub async fn handle<B: Broker>(
                 } => {
                     return AlterPartitionReassignmentsResponse::default()
                         .with_error_code(error_code.code())
-                        .with_error_message(Some(str_bytes(&message)))
+                        .with_error_message(Some(message_bytes(&message)))
                 }
                 other => {
                     let message = format!("unexpected controller answer {other:?}");
                     return AlterPartitionReassignmentsResponse::default()
                         .with_error_code(ErrorCode::UnknownServerError.code())
-                        .with_error_message(Some(str_bytes(&message)));
+                        .with_error_message(Some(message_bytes(&message)));
                 }
             }
         }
@@ -121,7 +121,7 @@ fn response(results: Vec<PartitionResult>) -> AlterPartitionReassignmentsRespons
         let partition = ReassignablePartitionResponse::default()
             .with_partition_index(r.partition)
             .with_error_code(r.error_code.code())
-            .with_error_message(r.message.as_deref().map(str_bytes));
+            .with_error_message(r.message.as_deref().map(message_bytes));
         (r.topic, partition)
     }));
     let topics = topics

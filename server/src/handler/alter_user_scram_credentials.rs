@@ -17,7 +17,7 @@ use rill_protocol::kafka_protocol::messages::{
 use rill_protocol::ErrorCode;
 use rill_types::limits::SCRAM_SECRET_BYTES_MAX;
 
-use super::{str_bytes, Answer, Broker};
+use super::{message_bytes, str_bytes, Answer, Broker};
 
 /// This API's entry in the registry (`rill_protocol::for_each_api!`).
 pub async fn serve<B: Broker>(
@@ -77,7 +77,7 @@ pub async fn handle<B: Broker>(
             AlterUserScramCredentialsResult::default()
                 .with_user(str_bytes(&r.user))
                 .with_error_code(r.error_code.code())
-                .with_error_message(r.message.as_deref().map(str_bytes))
+                .with_error_message(r.message.as_deref().map(message_bytes))
         })
         .collect();
     AlterUserScramCredentialsResponse::default().with_results(results)

@@ -9,7 +9,7 @@ use rill_protocol::kafka_protocol::messages::{
     ConsumerGroupDescribeRequest, ConsumerGroupDescribeResponse,
 };
 
-use super::{str_bytes, topic_name, Broker};
+use super::{message_bytes, str_bytes, topic_name, Broker};
 use crate::group::ops::{ConsumerGroupView, TopicIdPartitions};
 use crate::group::{GroupOp, GroupReply};
 
@@ -76,7 +76,7 @@ pub async fn handle<B: Broker>(
         groups.push(
             DescribedGroup::default()
                 .with_error_code(view.error_code.code())
-                .with_error_message(view.error_message.as_deref().map(str_bytes))
+                .with_error_message(view.error_message.as_deref().map(message_bytes))
                 .with_group_id(id.clone())
                 .with_group_state(str_bytes(&view.state))
                 .with_group_epoch(view.group_epoch)

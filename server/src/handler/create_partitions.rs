@@ -6,7 +6,7 @@ use rill_protocol::kafka_protocol::messages::create_partitions_response::CreateP
 use rill_protocol::kafka_protocol::messages::{CreatePartitionsRequest, CreatePartitionsResponse};
 use rill_protocol::ErrorCode;
 
-use super::{str_bytes, Broker};
+use super::{message_bytes, Broker};
 use crate::capacity::Capacity;
 use crate::topics::Growth;
 
@@ -79,7 +79,7 @@ pub async fn handle<B: Broker>(
             Ok(()) => result,
             Err((code, message)) => result
                 .with_error_code(code.code())
-                .with_error_message(Some(str_bytes(&message))),
+                .with_error_message(Some(message_bytes(&message))),
         });
     }
     CreatePartitionsResponse::default().with_results(results)

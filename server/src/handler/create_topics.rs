@@ -13,7 +13,7 @@ use rill_protocol::kafka_protocol::messages::create_topics_response::{
 use rill_protocol::kafka_protocol::messages::{CreateTopicsRequest, CreateTopicsResponse};
 use rill_protocol::ErrorCode;
 
-use super::{str_bytes, Broker};
+use super::{message_bytes, str_bytes, Broker};
 use crate::capacity::Capacity;
 use crate::topic_config::{describe, BrokerLayers, TopicSettings};
 use crate::topics::{validate_topic_name, Growth, TopicError, TopicMeta};
@@ -62,7 +62,7 @@ async fn create_one<B: Broker>(
         result
             .clone()
             .with_error_code(code.code())
-            .with_error_message(Some(str_bytes(&message)))
+            .with_error_message(Some(message_bytes(&message)))
     };
     if topic.replication_factor != -1 && topic.replication_factor != 1 {
         let message = format!(

@@ -8,7 +8,7 @@ use rill_protocol::kafka_protocol::messages::{
 };
 use rill_protocol::ErrorCode;
 
-use super::{str_bytes, Broker};
+use super::{message_bytes, Broker};
 use crate::group::{GroupOp, GroupReply};
 
 /// This API's entry in the registry (`rill_protocol::for_each_api!`).
@@ -46,7 +46,7 @@ pub async fn handle<B: Broker>(
     if !code.is_ok() {
         return DeleteShareGroupOffsetsResponse::default()
             .with_error_code(code.code())
-            .with_error_message(Some(str_bytes(&format!(
+            .with_error_message(Some(message_bytes(&format!(
                 "The offsets of group {} were not deleted.",
                 req.group_id.0
             ))));

@@ -7,7 +7,7 @@ use rill_protocol::kafka_protocol::messages::{DeleteTopicsRequest, DeleteTopicsR
 use rill_protocol::ErrorCode;
 use uuid::Uuid;
 
-use super::{str_bytes, topic_name, Broker};
+use super::{message_bytes, topic_name, Broker};
 use crate::partition::ops::PartitionOp;
 
 /// This API's entry in the registry (`rill_protocol::for_each_api!`).
@@ -73,7 +73,7 @@ async fn delete_one<B: Broker>(broker: &B, name: Option<String>, id: Uuid) -> De
             return result
                 .with_topic_id(id)
                 .with_error_code(e.kafka_error_code().code())
-                .with_error_message(Some(str_bytes(&e.to_string())))
+                .with_error_message(Some(message_bytes(&e.to_string())))
         }
     };
     let deletes = (0..meta.partitions).map(|p| broker.partition(&name, p, PartitionOp::Delete));

@@ -17,7 +17,7 @@ use rill_protocol::kafka_protocol::messages::describe_configs_response::{
 use rill_protocol::kafka_protocol::messages::{DescribeConfigsRequest, DescribeConfigsResponse};
 use rill_protocol::ErrorCode;
 
-use super::{str_bytes, Broker};
+use super::{message_bytes, str_bytes, Broker};
 use crate::broker_configs::{self, BrokerRow};
 use crate::topic_config::{describe, BrokerLayers, ConfigType, SynonymValue};
 
@@ -72,7 +72,7 @@ fn describe_resource<B: Broker>(
     let fail = |code: ErrorCode, message: String| {
         base.clone()
             .with_error_code(code.code())
-            .with_error_message(Some(str_bytes(&message)))
+            .with_error_message(Some(message_bytes(&message)))
     };
     let rows = match resource.resource_type {
         RESOURCE_TOPIC => match broker.topics().get(name) {

@@ -9,7 +9,7 @@ use rill_protocol::kafka_protocol::messages::{DescribeGroupsRequest, DescribeGro
 
 use rill_protocol::ErrorCode;
 
-use super::{str_bytes, Broker};
+use super::{message_bytes, str_bytes, Broker};
 use crate::group::ops::GroupDescription;
 use crate::group::{GroupOp, GroupReply};
 
@@ -74,7 +74,7 @@ fn described(
     let missing = version >= 6 && d.error_code == ErrorCode::None && d.state == DEAD;
     let (error, message) = if missing {
         let message = format!("Group {} not found.", id.0.as_str());
-        (ErrorCode::GroupIdNotFound, Some(str_bytes(&message)))
+        (ErrorCode::GroupIdNotFound, Some(message_bytes(&message)))
     } else {
         (d.error_code, None)
     };

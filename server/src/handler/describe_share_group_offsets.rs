@@ -12,7 +12,7 @@ use rill_protocol::kafka_protocol::messages::{
 };
 use rill_protocol::ErrorCode;
 
-use super::{str_bytes, topic_name, Broker};
+use super::{message_bytes, topic_name, Broker};
 use crate::group::ops::share::ShareKey;
 use crate::group::{GroupOp, GroupReply};
 
@@ -106,7 +106,7 @@ pub async fn handle<B: Broker>(
             );
         }
         let message = (!code.is_ok())
-            .then(|| str_bytes(&format!("Group {} is not a share group.", g.group_id.0)));
+            .then(|| message_bytes(&format!("Group {} is not a share group.", g.group_id.0)));
         groups.push(
             DescribeShareGroupOffsetsResponseGroup::default()
                 .with_group_id(g.group_id.clone())

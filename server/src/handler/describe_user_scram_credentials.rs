@@ -10,7 +10,7 @@ use rill_protocol::kafka_protocol::messages::{
     DescribeUserScramCredentialsRequest, DescribeUserScramCredentialsResponse,
 };
 
-use super::{str_bytes, Answer, Broker};
+use super::{message_bytes, str_bytes, Answer, Broker};
 
 /// This API's entry in the registry (`rill_protocol::for_each_api!`).
 pub async fn serve<B: Broker>(
@@ -45,7 +45,7 @@ pub fn handle<B: Broker>(
                 .with_user(str_bytes(&d.user))
                 .with_error_code(d.error_code.code())
                 // Kafka's generated default for the nullable message is "", not null.
-                .with_error_message(Some(str_bytes(d.message.as_deref().unwrap_or(""))))
+                .with_error_message(Some(message_bytes(d.message.as_deref().unwrap_or(""))))
                 .with_credential_infos(
                     d.credentials
                         .into_iter()

@@ -14,7 +14,7 @@ use rill_protocol::kafka_protocol::messages::elect_leaders_response::{
 use rill_protocol::kafka_protocol::messages::{ElectLeadersRequest, ElectLeadersResponse};
 use rill_protocol::ErrorCode;
 
-use super::{by_topic, str_bytes, topic_name, Broker};
+use super::{by_topic, message_bytes, topic_name, Broker};
 
 /// This API's entry in the registry (`rill_protocol::for_each_api!`).
 pub async fn serve<B: Broker>(
@@ -140,7 +140,7 @@ fn response(results: Vec<PartitionResult>) -> ElectLeadersResponse {
         let partition = WirePartitionResult::default()
             .with_partition_id(r.partition)
             .with_error_code(r.error_code.code())
-            .with_error_message(r.message.as_deref().map(str_bytes));
+            .with_error_message(r.message.as_deref().map(message_bytes));
         (r.topic, partition)
     }));
     let topics = topics

@@ -7,7 +7,7 @@ use rill_protocol::kafka_protocol::messages::{
 };
 use rill_protocol::ErrorCode;
 
-use super::{str_bytes, Broker};
+use super::{message_bytes, Broker};
 use crate::config_changes::{alter, Change, Op};
 
 /// This API's entry in the registry (`rill_protocol::for_each_api!`).
@@ -52,7 +52,7 @@ pub async fn handle<B: Broker>(
             Ok(()) => base.with_error_message(None),
             Err((code, message)) => base
                 .with_error_code(code.code())
-                .with_error_message(Some(str_bytes(&message))),
+                .with_error_message(Some(message_bytes(&message))),
         });
     }
     IncrementalAlterConfigsResponse::default().with_responses(responses)
@@ -62,6 +62,7 @@ pub async fn handle<B: Broker>(
 mod tests {
     use super::*;
     use crate::handler::fake::FakeBroker;
+    use crate::handler::str_bytes;
     use rill_protocol::kafka_protocol::messages::incremental_alter_configs_request::{
         AlterConfigsResource, AlterableConfig,
     };

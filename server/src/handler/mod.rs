@@ -9,7 +9,7 @@ use bytes::Bytes;
 use rill_protocol::kafka_protocol::messages::ResponseKind;
 
 pub use crate::broker::{
-    by_topic, str_bytes, topic_name, topic_or_auto_create, Broker, LEADER_EPOCH,
+    by_topic, message_bytes, str_bytes, topic_name, topic_or_auto_create, Broker, LEADER_EPOCH,
 };
 
 /// What a handler's `serve` is given beside the decoded request body.

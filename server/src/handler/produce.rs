@@ -405,11 +405,11 @@ fn refused_response(version: i16, index: i32, refusal: Refusal) -> PartitionProd
         .map(|e| {
             BatchIndexAndErrorMessage::default()
                 .with_batch_index(e.batch_index)
-                .with_batch_index_error_message(Some(super::str_bytes(&e.message)))
+                .with_batch_index_error_message(Some(super::message_bytes(&e.message)))
         })
         .collect();
     base.with_record_errors(errors)
-        .with_error_message(refusal.message.as_deref().map(super::str_bytes))
+        .with_error_message(refusal.message.as_deref().map(super::message_bytes))
 }
 
 #[cfg(test)]

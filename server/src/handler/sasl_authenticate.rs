@@ -16,7 +16,7 @@ use rill_metadata::scram::{ScramCredential, ScramMechanism};
 use rill_protocol::kafka_protocol::messages::{SaslAuthenticateRequest, SaslAuthenticateResponse};
 use rill_protocol::ErrorCode;
 
-use super::{str_bytes, Answer, Broker};
+use super::{message_bytes, Answer, Broker};
 use crate::security::sasl::{Mechanism, PlainUsers, SaslState};
 use crate::security::scram::{self, Failure};
 
@@ -81,7 +81,7 @@ pub async fn serve<B: Broker>(
             Answer::Final(
                 SaslAuthenticateResponse::default()
                     .with_error_code(ErrorCode::SaslAuthenticationFailed.code())
-                    .with_error_message(Some(str_bytes(&message)))
+                    .with_error_message(Some(message_bytes(&message)))
                     .into(),
             )
         }
@@ -96,7 +96,7 @@ fn illegal() -> Answer {
     Answer::body(
         SaslAuthenticateResponse::default()
             .with_error_code(ErrorCode::IllegalSaslState.code())
-            .with_error_message(Some(str_bytes(
+            .with_error_message(Some(message_bytes(
                 "SaslAuthenticate request received after successful authentication",
             ))),
     )
@@ -150,6 +150,7 @@ pub fn scram_credential<B: Broker>(
 mod tests {
     use super::*;
     use crate::handler::fake::FakeBroker;
+    use crate::handler::str_bytes;
     use crate::security::session::Session;
     use futures::executor::block_on;
     use rill_protocol::kafka_protocol::messages::{ResponseKind, SaslHandshakeRequest};

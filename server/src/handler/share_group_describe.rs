@@ -8,7 +8,7 @@ use rill_protocol::kafka_protocol::messages::{
     ShareGroupDescribeRequest, ShareGroupDescribeResponse,
 };
 
-use super::{str_bytes, topic_name, Broker};
+use super::{message_bytes, str_bytes, topic_name, Broker};
 use crate::group::ops::share::ShareGroupView;
 use crate::group::ops::TopicIdPartitions;
 use crate::group::{GroupOp, GroupReply};
@@ -62,7 +62,7 @@ pub async fn handle<B: Broker>(
         groups.push(
             DescribedGroup::default()
                 .with_error_code(view.error_code.code())
-                .with_error_message(view.error_message.as_deref().map(str_bytes))
+                .with_error_message(view.error_message.as_deref().map(message_bytes))
                 .with_group_id(id.clone())
                 .with_group_state(str_bytes(&view.state))
                 .with_group_epoch(view.group_epoch)

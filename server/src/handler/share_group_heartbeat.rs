@@ -11,7 +11,7 @@ use rill_protocol::kafka_protocol::messages::{
 };
 use rill_protocol::ErrorCode;
 
-use super::{str_bytes, Broker};
+use super::{message_bytes, str_bytes, Broker};
 use crate::group::ops::share::{ShareHeartbeatArgs, ShareHeartbeatResult};
 use crate::group::ops::TopicInfo;
 use crate::group::share::LEAVE_EPOCH;
@@ -71,7 +71,7 @@ pub async fn handle<B: Broker>(
     };
     ShareGroupHeartbeatResponse::default()
         .with_error_code(result.error_code.code())
-        .with_error_message(result.error_message.as_deref().map(str_bytes))
+        .with_error_message(result.error_message.as_deref().map(message_bytes))
         .with_member_id(result.member_id.as_deref().map(str_bytes))
         .with_member_epoch(result.member_epoch)
         .with_heartbeat_interval_ms(result.heartbeat_interval_ms)

@@ -17,6 +17,11 @@ const START_TIMEOUT: Duration = Duration::from_secs(60);
 /// How long a graceful stop may take before the node is killed.
 const STOP_TIMEOUT: Duration = Duration::from_secs(30);
 
+/// What a broker logs only through a defect of its own, whatever a client sent: a panic (caught
+/// or not), and a response it made but cannot encode (the client's answer is lost and its
+/// connection closed, as a 32 KiB name quoted in an error message once did).
+pub const DEFECT_MARKS: [&str; 2] = ["panicked", "cannot encode"];
+
 /// One broker process.
 pub struct Node {
     /// Its client address.
@@ -57,8 +62,8 @@ impl Node {
         status_kib(self.pid, "VmHWM:")
     }
 
-    /// Log lines written since the last call that report a panic.
-    pub fn new_panics(&mut self) -> Vec<String> {
+    /// Log lines written since the last call that report a broker defect (see [`DEFECT_MARKS`]).
+    pub fn new_defects(&mut self) -> Vec<String> {
         let Some(path) = &self.log else {
             return Vec::new();
         };
@@ -76,7 +81,7 @@ impl Node {
         self.log_scanned += whole as u64;
         String::from_utf8_lossy(&text[..whole])
             .lines()
-            .filter(|l| l.contains("panicked"))
+            .filter(|l| DEFECT_MARKS.iter().any(|mark| l.contains(mark)))
             .map(str::to_owned)
             .collect()
     }

@@ -179,19 +179,19 @@ fn start_nodes(args: &Args, work_dir: &std::path::Path) -> Result<Vec<Node>, Str
     Ok(nodes)
 }
 
-/// SIGTERM each node this tool started: each must exit 0 and have logged no panic.
+/// SIGTERM each node this tool started: each must exit 0 and have logged no defect.
 fn stop_nodes(nodes: &mut [Node]) -> Result<(), String> {
     let mut failed = Vec::new();
     for node in nodes.iter_mut() {
         if node.child.is_none() {
             continue;
         }
-        let panics = node.new_panics();
+        let defects = node.new_defects();
         match node.stop() {
-            Some(0) if panics.is_empty() => {}
+            Some(0) if defects.is_empty() => {}
             Some(0) => failed.push(format!(
-                "broker {} logged a panic: {}",
-                node.addr, panics[0]
+                "broker {} logged a defect: {}",
+                node.addr, defects[0]
             )),
             code => failed.push(format!(
                 "broker {} stopped with {code:?} on SIGTERM; log:\n{}",
@@ -404,8 +404,8 @@ fn replay_run(args: &Args, nodes: &mut [Node], dir: &std::path::Path) -> Result<
     std::thread::sleep(Duration::from_millis(500));
     for node in nodes.iter_mut() {
         node.alive()?;
-        if let Some(line) = node.new_panics().first() {
-            return Err(format!("broker {} logged a panic: {line}", node.addr));
+        if let Some(line) = node.new_defects().first() {
+            return Err(format!("broker {} logged a defect: {line}", node.addr));
         }
     }
     Ok(())

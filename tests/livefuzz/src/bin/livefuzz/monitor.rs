@@ -1,4 +1,5 @@
-//! The checks after every batch of cases: each broker process alive and not logging panics,
+//! The checks after every batch of cases: each broker process alive and not logging panics or
+//! unencodable responses,
 //! answering a fresh connection's ApiVersions, within its RSS bound, nothing created beside its
 //! data directory; the friendly clients still making progress; no finding from the lanes.
 
@@ -44,8 +45,8 @@ pub fn check(
 ) -> Result<(), String> {
     for node in nodes.iter_mut() {
         node.alive()?;
-        if let Some(line) = node.new_panics().first() {
-            return Err(format!("broker {} logged a panic: {line}", node.addr));
+        if let Some(line) = node.new_defects().first() {
+            return Err(format!("broker {} logged a defect: {line}", node.addr));
         }
         if node.pid != 0 {
             let rss = node

@@ -3,12 +3,14 @@ server mode, started here from the .venv): small segments and many rolls; the se
 copied to the bucket with their indexes; local retention deletes local files only once copied; a
 consumer from offset 0 reads every record, bytes identical, through the remote tier; the object
 store down at first: produce goes on, local files stay, the upload-lag metric shows it, and once
-the store is up the copies resume and nothing is lost. Kafka's config checks: a compacted topic
+the store is up the copies resume and nothing is lost. DeleteRecords and topic deletion reach the
+bucket; kill -9 during copies, repeated, leaves no orphan object and no dangling metadata. Kafka's config checks: a compacted topic
 refused with Kafka's message, local retention above total retention refused.
 """
 
 from __future__ import annotations
 
+import json
 import signal
 import socket
 import subprocess
@@ -18,7 +20,7 @@ from pathlib import Path
 
 import boto3
 import pytest
-from confluent_kafka import KafkaException
+from confluent_kafka import KafkaException, TopicPartition
 from confluent_kafka.admin import ConfigResource, NewTopic, ResourceType
 
 from broker import free_port
@@ -233,3 +235,75 @@ def test_the_store_down_produce_goes_on_and_copies_resume(broker_factory, tmp_pa
           lambda: _local_segments(b, topic_name)[0] > 0)
     assert len(_copied_logs(moto, topic_name)) >= len(segments_down) - 1
     _read_all_from_zero(b, topic_name, records)
+
+
+def _metadata(b, topic: str) -> dict:
+    """The partition's remote log metadata file (server/src/tiered/metadata.rs)."""
+    path = b.data_dir / f"{topic}-0" / "remote-log-metadata"
+    return json.loads(path.read_text()) if path.exists() else {"segments": []}
+
+
+def test_delete_records_and_topic_deletion_reach_the_remote_tier(broker_factory, tmp_path, moto,
+                                                                 topic_name):
+    moto.start()
+    moto.s3().create_bucket(Bucket=BUCKET)
+    b = tiered_broker(broker_factory, tmp_path, moto)
+    create_topic(b.bootstrap, topic_name, config=TIERED)
+    records = _records("c")
+    produce_all(producer(b.bootstrap, **{"linger.ms": 0, "batch.num.messages": 5}), topic_name,
+                records)
+    _wait("local retention", lambda: (lambda s: s if s and s[0] > 150 else None)(
+        _local_segments(b, topic_name)))
+    copied_before = len(_copied_logs(moto, topic_name))
+
+    # DeleteRecords inside the remote tier: the log start moves, nothing below is served, and
+    # the copies wholly below it leave the bucket.
+    a = admin(b.bootstrap)
+    futures = a.delete_records([TopicPartition(topic_name, 0, 100)],
+                               request_timeout=CLIENT_TIMEOUT_S)
+    assert list(futures.values())[0].result(timeout=CLIENT_TIMEOUT_S).low_watermark == 100
+    assert watermarks(b.bootstrap, topic_name, 0) == (100, RECORDS)
+    got = consume_partition(b.bootstrap, topic_name, 0, 100, RECORDS - 100)
+    assert [(m.key(), m.value()) for m in got[:RECORDS - 100]] == records[100:]
+    _wait("copies below the log start deleted",
+          lambda: all(s["end_offset"] >= 100 for s in _metadata(b, topic_name)["segments"]))
+    assert len(_copied_logs(moto, topic_name)) < copied_before
+
+    # Deleting the topic deletes its remote objects.
+    a.delete_topics([topic_name])[topic_name].result(timeout=CLIENT_TIMEOUT_S)
+    _wait("remote objects deleted with the topic",
+          lambda: not any(f"/{topic_name}-" in k for k in moto.keys()))
+
+
+def test_kill9_during_copies_leaves_no_orphan_and_no_dangling_metadata(
+        broker_factory, tmp_path, moto, topic_name):
+    moto.start()
+    moto.s3().create_bucket(Bucket=BUCKET)
+    b = tiered_broker(broker_factory, tmp_path, moto)
+    create_topic(b.bootstrap, topic_name, config=TIERED)
+    expected: list[tuple[bytes, bytes]] = []
+    for round_ in range(3):
+        records = [(k, v) for k, v in _records(f"r{round_}")][:150]
+        produce_all(producer(b.bootstrap, **{"linger.ms": 0, "batch.num.messages": 5}),
+                    topic_name, records)
+        expected += records
+        time.sleep(0.1 * (round_ + 1))   # copies in flight at different points
+        b.restart(graceful=False)
+    admin_address = f"127.0.0.1:{b.admin_port}"
+    _wait("copies caught up", lambda: metrics(admin_address)["rill_remote_upload_lag_segments"]
+          == 0 and all(s["state"] == "COPY_FINISHED"
+                       for s in _metadata(b, topic_name)["segments"]))
+    # Every object belongs to a finished copy the metadata names, and every finished copy's
+    # .log, .index and .timeindex are there.
+    meta = _metadata(b, topic_name)["segments"]
+    ids = {s["id"].replace("-", "") for s in meta}
+    keys = [k for k in moto.keys() if f"/{topic_name}-" in k]
+    orphans = [k for k in keys if k.rsplit("/", 1)[1].split("-", 1)[1].split(".")[0] not in ids]
+    assert not orphans, f"objects no metadata names: {orphans}"
+    for s in meta:
+        stem = f"{s['base_offset']:020d}-{s['id'].replace('-', '')}"
+        for suffix in ("log", "index", "timeindex"):
+            assert any(k.endswith(f"/{stem}.{suffix}") for k in keys), f"{stem}.{suffix} missing"
+    ends = sorted((s["base_offset"], s["end_offset"]) for s in meta)
+    assert all(a[1] + 1 == b_[0] for a, b_ in zip(ends, ends[1:])), f"holes: {ends}"
+    _read_all_from_zero(b, topic_name, expected)

@@ -754,6 +754,20 @@ impl<S: Storage + 'static> Actor<S> {
         }
     }
 
+    /// DeleteRecords on a tiered log: the remote tier's log start moves first (durably), so
+    /// no remote read serves a deleted record; its copies below go with the next jobs.
+    async fn move_remote_log_start(&mut self, before: Offset) -> Result<(), EngineError> {
+        let (Some(tier), Some(log)) = (self.tier.as_mut(), self.log.as_ref()) else {
+            return Ok(());
+        };
+        let hw = log.high_watermark();
+        let target = if before.0 == -1 { hw } else { before };
+        if target.0 < 0 || target > hw {
+            return Ok(()); // the engine refuses it with its error
+        }
+        tier.advance_log_start(log, target).await
+    }
+
     /// Starts the tier's next copy or delete, if one is due and none runs.
     async fn start_tier_job(&mut self, now: TimestampMs) {
         let (Some(tier), Some(log)) = (self.tier.as_mut(), self.log.as_mut()) else {
@@ -1131,6 +1145,9 @@ impl<S: Storage + 'static> Actor<S> {
                 self.timestamp_reply(found, None).await
             }
             PartitionOp::DeleteRecords { before } => {
+                if let Err(e) = self.move_remote_log_start(before).await {
+                    return PartitionReply::Error(e.kafka_error_code());
+                }
                 match self.move_log_start(before, "records deleted").await {
                     Ok(_) => PartitionReply::Offsets(self.positions()),
                     Err(e) => PartitionReply::Error(e.kafka_error_code()),
@@ -1201,6 +1218,9 @@ impl<S: Storage + 'static> Actor<S> {
             if let Err(e) = log.close().await {
                 tracing::error!(topic, partition, error = %e, "closing partition log failed");
             }
+        }
+        if let (Some(tier), Some(_)) = (&self.tier, &delete_reply) {
+            tier.delete_everything();
         }
         if let Some(reply) = delete_reply {
             let result = self

@@ -104,6 +104,10 @@ impl RemoteSegment {
 pub struct RemoteLogMetadata {
     version: u32,
     segments: Vec<RemoteSegment>,
+    /// The partition's log start after DeleteRecords (nothing below it is read; copies wholly
+    /// below it are deleted). Absent: no DeleteRecords reached the remote tier.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    log_start_offset: Option<i64>,
 }
 
 impl RemoteLogMetadata {
@@ -113,6 +117,7 @@ impl RemoteLogMetadata {
             return Ok(RemoteLogMetadata {
                 version: 1,
                 segments: Vec::new(),
+                log_start_offset: None,
             });
         };
         let meta: RemoteLogMetadata =
@@ -164,9 +169,23 @@ impl RemoteLogMetadata {
         end
     }
 
-    /// First offset held remotely (the partition's log start when below the local one).
+    /// First offset held remotely and readable (the partition's log start when below the
+    /// local one): the oldest copy's base, or the DeleteRecords log start inside it.
     pub fn earliest_offset(&self) -> Option<Offset> {
-        self.finished().map(|s| Offset(s.base_offset)).min()
+        let start = self.log_start_offset.unwrap_or(0);
+        self.finished()
+            .filter(|s| s.end_offset >= start)
+            .map(|s| Offset(s.base_offset.max(start)))
+            .min()
+    }
+
+    /// Moves the log start to `offset` (DeleteRecords); false if it is not past the current one.
+    pub fn advance_log_start(&mut self, offset: Offset) -> bool {
+        if self.log_start_offset.is_some_and(|s| offset.0 <= s) {
+            return false;
+        }
+        self.log_start_offset = Some(offset.0);
+        true
     }
 
     /// Highest offset held remotely (ListOffsets latest-tiered, -5).
@@ -174,8 +193,11 @@ impl RemoteLogMetadata {
         self.finished().map(|s| Offset(s.end_offset)).max()
     }
 
-    /// The finished copy holding `offset`.
+    /// The finished copy holding `offset` (none below the DeleteRecords log start).
     pub fn segment_for(&self, offset: Offset) -> Option<&RemoteSegment> {
+        if self.log_start_offset.is_some_and(|s| offset.0 < s) {
+            return None;
+        }
         self.finished().find(|s| s.holds(offset))
     }
 
@@ -223,12 +245,14 @@ impl RemoteLogMetadata {
     ) -> Vec<RemoteSegment> {
         let mut total = self.size_bytes() + local_bytes_above;
         let mut out = Vec::new();
+        let start = self.log_start_offset.unwrap_or(0);
         for s in self.finished() {
+            let by_records = s.end_offset < start; // DeleteRecords
             let by_time = retention_ms.is_some_and(|ms| {
                 s.max_timestamp_ms >= 0 && now.0.saturating_sub(s.max_timestamp_ms) > ms as i64
             });
             let by_size = retention_bytes.is_some_and(|max| total - s.size_bytes >= max);
-            if !(by_time || by_size) {
+            if !(by_records || by_time || by_size) {
                 break;
             }
             total -= s.size_bytes;
@@ -339,6 +363,23 @@ mod tests {
         assert_eq!(by_size.len(), 1);
         assert_eq!(meta.expired(now, None, Some(200), 100).len(), 2);
         assert!(meta.expired(now, None, None, 0).is_empty());
+    }
+
+    #[test]
+    fn delete_records_hides_and_expires_what_lies_below_it() {
+        let mut meta = RemoteLogMetadata::decode(None).unwrap();
+        for base in [0, 10, 20] {
+            copied(&mut meta, base, base + 10);
+        }
+        assert!(meta.advance_log_start(Offset(15)));
+        assert!(!meta.advance_log_start(Offset(12)), "only forward");
+        assert_eq!(meta.earliest_offset(), Some(Offset(15)));
+        assert_eq!(meta.segment_for(Offset(14)), None);
+        assert_eq!(meta.segment_for(Offset(15)).unwrap().base_offset, 10);
+        let expired = meta.expired(TimestampMs(0), None, None, 0);
+        assert_eq!(expired.len(), 1, "the copy wholly below 15: {expired:?}");
+        let decoded = RemoteLogMetadata::decode(Some(&meta.encode())).unwrap();
+        assert_eq!(decoded, meta, "the log start is durable");
     }
 
     #[test]

@@ -31,9 +31,12 @@
 //! 5. The partition's log start offset (Fetch, ListOffsets earliest) is the remote tier's first
 //!    offset; ListOffsets -4 answers the local log start and -5 the highest copied offset.
 //!
-//! Not done yet: a cluster's replicas sharing the metadata, DeleteRecords and topic deletion
-//! of remote data, read_committed reads of aborted transactions in the remote tier (their
-//! aborted-transaction list is empty), `rill check` of the bucket against the metadata.
+//! 6. DeleteRecords moves the remote tier's log start (durably, before it is answered) and the
+//!    copies below it are deleted; a deleted topic's objects are deleted in the background.
+//!
+//! Not done yet: a cluster's replicas sharing the metadata, read_committed reads of aborted
+//! transactions in the remote tier (their aborted-transaction list is empty), `rill check` of
+//! the bucket against the metadata.
 
 pub mod keys;
 pub mod metadata;

@@ -101,6 +101,10 @@ impl PartitionTier {
             retry_at_ms: 0,
             lag: (0, 0),
         };
+        let unfinished = tier.meta.unfinished().len();
+        if unfinished > 0 {
+            tracing::info!(dir = %log.dir().display(), unfinished, "remote copies or deletes left unfinished: their objects are deleted first");
+        }
         tier.apply_gate(log);
         Ok(tier)
     }
@@ -124,6 +128,52 @@ impl PartitionTier {
     /// The first offset of the remote tier, if it holds any.
     pub fn earliest_offset(&self) -> Option<Offset> {
         self.meta.earliest_offset()
+    }
+
+    /// DeleteRecords reached the remote tier: records below `offset` are never read again,
+    /// and copies wholly below it are deleted by the next jobs. Durable on return.
+    pub async fn advance_log_start<S: Storage>(
+        &mut self,
+        log: &PartitionLog<S>,
+        offset: Offset,
+    ) -> Result<(), EngineError> {
+        let before = self.meta.clone();
+        if !self.meta.advance_log_start(offset) {
+            return Ok(());
+        }
+        if let Err(e) = self.write(log).await {
+            self.meta = before;
+            return Err(e);
+        }
+        Ok(())
+    }
+
+    /// Deletes every object of the partition (its topic is being deleted), as a detached
+    /// task: the directory's deletion does not wait on the store. What fails stays in the
+    /// bucket (logged).
+    pub fn delete_everything(&self) {
+        let (store, keys) = (self.setup.shard.store.clone(), self.setup.keys.clone());
+        let task = async move {
+            let prefix = format!("{}/", keys.dir());
+            let deleted = async {
+                let objects = store.list(prefix.clone()).await?;
+                for (key, _) in &objects {
+                    store.delete(key.clone()).await?;
+                }
+                Ok::<usize, RemoteError>(objects.len())
+            };
+            match deleted.await {
+                Ok(n) => tracing::info!(
+                    prefix,
+                    objects = n,
+                    "deleted the partition's remote objects"
+                ),
+                Err(e) => {
+                    tracing::warn!(prefix, error = %e, "deleting the partition's remote objects failed; they stay in the bucket")
+                }
+            }
+        };
+        glommio::spawn_local(task).detach();
     }
 
     /// The highest offset the remote tier holds (ListOffsets -5).

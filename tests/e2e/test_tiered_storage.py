@@ -307,3 +307,35 @@ def test_kill9_during_copies_leaves_no_orphan_and_no_dangling_metadata(
     ends = sorted((s["base_offset"], s["end_offset"]) for s in meta)
     assert all(a[1] + 1 == b_[0] for a, b_ in zip(ends, ends[1:])), f"holes: {ends}"
     _read_all_from_zero(b, topic_name, expected)
+
+
+def test_read_committed_through_the_remote_tier_skips_aborted_transactions(
+        broker_factory, tmp_path, moto, topic_name):
+    moto.start()
+    moto.s3().create_bucket(Bucket=BUCKET)
+    b = tiered_broker(broker_factory, tmp_path, moto)
+    create_topic(b.bootstrap, topic_name, config=TIERED)
+    p = producer(b.bootstrap, **{"transactional.id": f"{topic_name}-tx", "linger.ms": 0,
+                                 "batch.num.messages": 5})
+    p.init_transactions(CLIENT_TIMEOUT_S)
+    committed = []
+    for t in range(20):   # 20 transactions of 20 records, every third aborted, over many segments
+        p.begin_transaction()
+        values = [f"t{t:02d}-{i:02d}-".encode() + b"v" * 480 for i in range(20)]
+        for v in values:
+            p.produce(topic_name, value=v, partition=0)
+        p.flush(CLIENT_TIMEOUT_S)
+        if t % 3 == 2:
+            p.abort_transaction(CLIENT_TIMEOUT_S)
+        else:
+            p.commit_transaction(CLIENT_TIMEOUT_S)
+            committed += values
+    _wait("local retention", lambda: (lambda s: s if s and s[0] > 200 else None)(
+        _local_segments(b, topic_name)))
+    assert any(k.endswith(".txnindex") for k in moto.keys()), "aborted transactions copied"
+    got = consume_partition(b.bootstrap, topic_name, 0, 0, len(committed),
+                            **{"isolation.level": "read_committed"})
+    assert [m.value() for m in got] == committed, "read_committed saw aborted records"
+    uncommitted = consume_partition(b.bootstrap, topic_name, 0, 0, 400,
+                                    **{"isolation.level": "read_uncommitted"})
+    assert len([m for m in uncommitted if b"-" in m.value()]) == 400

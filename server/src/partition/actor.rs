@@ -790,7 +790,7 @@ impl<S: Storage + 'static> Actor<S> {
 
     /// A read below the local log start that the remote tier holds, as a task of its own
     /// that answers `msg` (the actor goes on at once); `msg` back if the tier cannot serve it.
-    fn try_remote_read(&mut self, msg: ActorMsg) -> Option<ActorMsg> {
+    async fn try_remote_read(&mut self, msg: ActorMsg) -> Option<ActorMsg> {
         let PartitionOp::Read {
             from,
             max_bytes,
@@ -799,27 +799,34 @@ impl<S: Storage + 'static> Actor<S> {
         else {
             return Some(msg);
         };
-        let (Some(tier), Some(log)) = (self.tier.as_ref(), self.log.as_ref()) else {
+        let (Some(tier), Some(log)) = (self.tier.as_ref(), self.log.as_mut()) else {
+            return Some(msg);
+        };
+        let Some(upper) = tier.remote_read_end(from) else {
             return Some(msg);
         };
         if from >= log.log_start_offset() {
             return Some(msg);
         }
-        let visible_end = match isolation {
-            Isolation::ReadCommitted => log.last_stable_offset(),
-            _ => log.high_watermark(),
+        let (visible_end, committed) = match isolation {
+            // The local log's part of the aborted transactions the read must list.
+            Isolation::ReadCommitted => match log.aborted_transactions(from, upper).await {
+                Ok(local) => (log.last_stable_offset(), Some(local)),
+                Err(_) => return Some(msg), // the engine answers the read with its error
+            },
+            _ => (log.high_watermark(), None),
         };
-        let Some(read) = tier.remote_read(from, max_bytes, visible_end) else {
+        let Some(read) = tier.remote_read(from, max_bytes, visible_end, committed) else {
             return Some(msg);
         };
         let positions = self.positions();
         let (topic, partition) = (self.setup.topic.clone(), self.setup.partition);
         let task = async move {
             let reply = match read.await {
-                Ok(chunks) => PartitionReply::Read {
+                Ok(read) => PartitionReply::Read {
                     positions,
-                    chunks,
-                    aborted: Vec::new(),
+                    chunks: read.chunks,
+                    aborted: read.aborted,
                 },
                 Err(e) => {
                     tracing::warn!(topic, partition, from = from.0, error = %e, "remote read failed");
@@ -935,7 +942,7 @@ impl<S: Storage + 'static> Actor<S> {
                 let _ = msg.reply.send(reply);
                 continue;
             }
-            let Some(msg) = self.try_remote_read(msg) else {
+            let Some(msg) = self.try_remote_read(msg).await else {
                 continue; // served from the remote tier, in a task of its own
             };
             if let PartitionOp::Read {

@@ -34,9 +34,11 @@
 //! 6. DeleteRecords moves the remote tier's log start (durably, before it is answered) and the
 //!    copies below it are deleted; a deleted topic's objects are deleted in the background.
 //!
-//! Not done yet: a cluster's replicas sharing the metadata, read_committed reads of aborted
-//! transactions in the remote tier (their aborted-transaction list is empty), `rill check` of
-//! the bucket against the metadata.
+//! 7. A read_committed read from the remote tier lists the aborted transactions of the remote
+//!    copies' `.txnindex` objects from the copy read on, then the local log's.
+//!
+//! Not done yet: a cluster's replicas sharing the metadata, `rill check` of the bucket against
+//! the metadata.
 
 pub mod keys;
 pub mod metadata;

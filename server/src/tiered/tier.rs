@@ -21,8 +21,9 @@ use bytes::Bytes;
 use futures::future::LocalBoxFuture;
 use futures::FutureExt;
 use rill_engine::io::Storage;
+use rill_engine::segment::txn_index::TxnIndex;
 use rill_engine::tiering::{SealedSegment, SegmentFiles};
-use rill_engine::{EngineError, PartitionLog};
+use rill_engine::{AbortedTxn, EngineError, PartitionLog};
 use rill_types::{Offset, TimestampMs};
 
 use super::keys::{ObjectKind, PartitionKeys};
@@ -58,7 +59,7 @@ pub struct TierSetup {
 /// A job's end, as the actor receives it.
 pub enum TierEvent {
     /// A copy ended (the objects put, or why not).
-    Copied(RemoteSegment, Result<u64, RemoteError>),
+    Copied(RemoteSegment, Result<Copied, RemoteError>),
     /// A delete ended.
     Deleted(RemoteSegment, Result<(), RemoteError>),
 }
@@ -311,9 +312,12 @@ impl PartitionTier {
     pub async fn on_event<S: Storage>(&mut self, log: &mut PartitionLog<S>, event: TierEvent) {
         let dir = log.dir().display().to_string();
         match event {
-            TierEvent::Copied(record, Ok(bytes)) => {
+            TierEvent::Copied(record, Ok(copied)) => {
+                let bytes = copied.bytes;
+                // The record now names what exists (a reader looks for `.txnindex` by it).
                 self.meta.put(RemoteSegment {
                     state: SegmentState::CopyFinished,
+                    objects: copied.objects,
                     ..record.clone()
                 });
                 if let Err(e) = self.write(log).await {
@@ -373,42 +377,103 @@ impl PartitionTier {
         self.retry_at_ms = now_ms() + pause as i64;
     }
 
+    /// The end of the copy a remote read of `from` would read (`None`: the remote tier does
+    /// not serve `from`).
+    pub fn remote_read_end(&self, from: Offset) -> Option<Offset> {
+        self.meta.segment_for(from).map(RemoteSegment::next_offset)
+    }
+
     /// The remote read of `from` if the remote tier holds it: a future the caller runs apart
-    /// from the actor (it borrows nothing of the partition).
-    /// Only a copy wholly below `visible_end` (the high watermark, or the last stable offset
-    /// of a read_committed reader) is read.
+    /// from the actor (it borrows nothing of the partition). Only a copy wholly below
+    /// `visible_end` (the high watermark, or the last stable offset of a read_committed
+    /// reader) is read. `committed` (a read_committed reader's) holds the local log's aborted
+    /// transactions for the read; the `.txnindex` objects of the remote copies from the one
+    /// read onward add theirs before them (marker order).
     pub fn remote_read(
         &self,
         from: Offset,
         max_bytes: usize,
         visible_end: Offset,
-    ) -> Option<LocalBoxFuture<'static, Result<Vec<Bytes>, RemoteError>>> {
+        committed: Option<Vec<AbortedTxn>>,
+    ) -> Option<LocalBoxFuture<'static, Result<RemoteRead, RemoteError>>> {
         let segment = self.meta.segment_for(from)?.clone();
         if segment.next_offset() > visible_end {
             return None;
         }
+        let with_txns = |s: &&RemoteSegment| {
+            s.state == SegmentState::CopyFinished
+                && s.base_offset >= segment.base_offset
+                && s.objects.contains(&ObjectKind::TxnIndex)
+        };
+        let later: Vec<RemoteSegment> = self
+            .meta
+            .segments()
+            .iter()
+            .filter(with_txns)
+            .cloned()
+            .collect();
         let (shard, keys) = (self.setup.shard.clone(), self.setup.keys.clone());
         let read = async move {
             TIER.fetch_requests.inc();
-            let read = read_segment(
-                &shard.store,
-                &shard.indexes,
-                &keys,
-                &segment,
-                from,
-                max_bytes,
-            )
-            .await;
+            let store = &shard.store;
+            let read = async {
+                let chunks =
+                    read_segment(store, &shard.indexes, &keys, &segment, from, max_bytes).await?;
+                let aborted = match committed {
+                    None => Vec::new(),
+                    Some(local) => {
+                        let upper = segment.next_offset();
+                        let mut aborted = remote_aborted(store, &keys, &later, from, upper).await?;
+                        aborted.extend(local);
+                        aborted
+                    }
+                };
+                Ok(RemoteRead { chunks, aborted })
+            };
+            let read = read.await;
             match &read {
-                Ok(chunks) => TIER
+                Ok(r) => TIER
                     .fetch_bytes
-                    .inc_by(chunks.iter().map(|c| c.len() as u64).sum()),
+                    .inc_by(r.chunks.iter().map(|c| c.len() as u64).sum()),
                 Err(_) => TIER.fetch_errors.inc(),
             }
             read
         };
         Some(read.boxed_local())
     }
+}
+
+/// What a remote read returns.
+pub struct RemoteRead {
+    /// Whole batches.
+    pub chunks: Vec<Bytes>,
+    /// A read_committed reader's aborted transactions overlapping the read.
+    pub aborted: Vec<AbortedTxn>,
+}
+
+/// The aborted transactions of `copies`' `.txnindex` objects overlapping `[from, upper)`.
+async fn remote_aborted(
+    store: &RemoteStore,
+    keys: &PartitionKeys,
+    copies: &[RemoteSegment],
+    from: Offset,
+    upper: Offset,
+) -> Result<Vec<AbortedTxn>, RemoteError> {
+    let mut out = Vec::new();
+    for copy in copies {
+        let base = Offset(copy.base_offset);
+        let bytes = store
+            .get(keys.object(base, copy.id, ObjectKind::TxnIndex))
+            .await?;
+        let index = TxnIndex::decode(&bytes, base, copy.next_offset()).ok_or_else(|| {
+            RemoteError::Other(format!(
+                "the remote .txnindex of {} does not decode",
+                base.0
+            ))
+        })?;
+        out.extend(index.overlapping(from, upper));
+    }
+    Ok(out)
 }
 
 /// The wall clock, for backoff only (the log's injected clock drives everything else).
@@ -439,24 +504,38 @@ fn path_of(files: &SegmentFiles, kind: ObjectKind) -> std::path::PathBuf {
     }
 }
 
+/// What a copy put: its bytes, and the objects (optional files that did not exist are not).
+pub struct Copied {
+    /// Bytes put.
+    pub bytes: u64,
+    /// The objects put.
+    pub objects: Vec<ObjectKind>,
+}
+
 /// Puts every object of a copy, `.log` last (its presence is no promise: COPY_FINISHED is).
 async fn copy_objects(
     store: &RemoteStore,
     keys: &PartitionKeys,
     record: &RemoteSegment,
     files: &SegmentFiles,
-) -> Result<u64, RemoteError> {
+) -> Result<Copied, RemoteError> {
     let base = Offset(record.base_offset);
-    let mut total = 0;
+    let mut copied = Copied {
+        bytes: 0,
+        objects: Vec::new(),
+    };
     for (kind, needed) in OBJECTS.iter().rev() {
         let key = keys.object(base, record.id, *kind);
         match store.put_file(key, path_of(files, *kind)).await {
-            Ok(bytes) => total += bytes,
+            Ok(bytes) => {
+                copied.bytes += bytes;
+                copied.objects.push(*kind);
+            }
             Err(RemoteError::LocalGone(_)) if !needed => {}
             Err(e) => return Err(e),
         }
     }
-    Ok(total)
+    Ok(copied)
 }
 
 /// Deletes every object a record names (missing ones are no error).

@@ -62,6 +62,12 @@ fetch() {
         rm -rf "$dir.tmp"
         mvn -q -B -f "$HERE/pom.xml" dependency:copy-dependencies \
             -DoutputDirectory="$dir.tmp" >&2 || die "mvn dependency:copy-dependencies failed"
+        # Never mark a partial fetch complete: the broker's and the tools' jars must be there.
+        local jar
+        for jar in "kafka_2.13-$(kafka_version).jar" "kafka-tools-$(kafka_version).jar" \
+                   "kafka-group-coordinator-$(kafka_version).jar"; do
+            [ -f "$dir.tmp/$jar" ] || die "the fetch lacks $jar: not marked complete"
+        done
         rm -rf "$dir"
         mv "$dir.tmp" "$dir"
         touch "$dir/.complete"

@@ -471,11 +471,10 @@ impl<J: Journal> GroupCoordinator<J> {
         now: i64,
     ) -> GroupReply {
         // A commit outside any generation (manual assignment) may create the group.
-        let consumer = self
-            .consumer_groups
-            .borrow()
-            .get(group_id)
-            .map(|g| g.validate_member(&who.member_id, who.generation_id));
+        let consumer = self.consumer_groups.borrow().get(group_id).map(|g| {
+            let partitions = offsets.iter().map(|(t, p, _)| (t.as_str(), *p));
+            g.validate_commit(&who.member_id, who.generation_id, partitions)
+        });
         if let Some(code) = consumer {
             if !code.is_ok() {
                 return GroupReply::Commit(vec![code; offsets.len()]);

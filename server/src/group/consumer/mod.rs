@@ -199,6 +199,11 @@ pub struct ConsumerMember {
     pub assigned: Assignment,
     /// What it was told to give up and has not yet.
     pub pending_revocation: Assignment,
+    /// The epoch at which it was given each partition it owns or has yet to revoke (Kafka's
+    /// assignment epochs): a commit at an older member epoch is accepted for a partition it
+    /// has held since then. Kept in memory only: a partition missing here (a member restored
+    /// from the journal) counts as given at the member's current epoch, the strict rule.
+    assigned_at: BTreeMap<(Uuid, i32), i32>,
     /// Fenced after this (ms) without a heartbeat.
     session_deadline_ms: i64,
     /// Fenced after this (ms) if still UNREVOKED.
@@ -223,9 +228,19 @@ impl ConsumerMember {
             state: MemberState::Stable,
             assigned: Assignment::new(),
             pending_revocation: Assignment::new(),
+            assigned_at: BTreeMap::new(),
             session_deadline_ms: 0,
             revocation_deadline_ms: None,
         }
+    }
+
+    /// The epoch it was given `topic`-`partition` at, if it owns it or has yet to revoke it.
+    fn assignment_epoch(&self, topic: &Uuid, partition: i32) -> Option<i32> {
+        let holds = |a: &Assignment| a.get(topic).is_some_and(|s| s.contains(&partition));
+        (holds(&self.assigned) || holds(&self.pending_revocation)).then(|| {
+            let at = self.assigned_at.get(&(*topic, partition)).copied();
+            at.unwrap_or(self.epoch)
+        })
     }
 
     /// Whether it subscribes to `topic`.
@@ -648,6 +663,7 @@ impl ConsumerGroup {
         }
         let mut assigned = keep;
         let mut unreleased = false;
+        let mut given = Vec::new();
         for (topic, parts) in &target {
             for &p in parts {
                 if assigned.get(topic).is_some_and(|s| s.contains(&p)) {
@@ -657,6 +673,7 @@ impl ConsumerGroup {
                     unreleased = true;
                 } else {
                     assigned.entry(*topic).or_default().insert(p);
+                    given.push((*topic, p));
                 }
             }
         }
@@ -668,6 +685,13 @@ impl ConsumerGroup {
         member.assigned = assigned;
         member.pending_revocation.clear();
         member.revocation_deadline_ms = None;
+        for key in given {
+            member.assigned_at.insert(key, target_epoch);
+        }
+        let owned = &member.assigned;
+        member
+            .assigned_at
+            .retain(|(t, p), _| owned.get(t).is_some_and(|s| s.contains(p)));
         member.state = if unreleased {
             MemberState::UnreleasedPartitions
         } else {
@@ -716,6 +740,37 @@ impl ConsumerGroup {
             None => ErrorCode::UnknownMemberId,
             Some(m) if m.epoch != epoch => ErrorCode::StaleMemberEpoch,
             Some(_) => ErrorCode::None,
+        }
+    }
+
+    /// OffsetCommit (v9+) by a member, as Kafka 4.4's `ConsumerGroup.validateOffsetCommit`: its
+    /// current epoch commits anything; an older epoch commits only partitions it has held
+    /// (owned, or yet to revoke) since that epoch or before, else the whole commit is
+    /// STALE_MEMBER_EPOCH. So a commit sent just before a rebalance bumped the member's epoch
+    /// still lands for the partitions it keeps. A newer epoch, or an unknown member, fails.
+    pub fn validate_commit<'a>(
+        &self,
+        member_id: &str,
+        epoch: i32,
+        partitions: impl IntoIterator<Item = (&'a str, i32)>,
+    ) -> ErrorCode {
+        let code = self.validate_member(member_id, epoch);
+        if code != ErrorCode::StaleMemberEpoch {
+            return code;
+        }
+        let member = &self.members[member_id];
+        if epoch > member.epoch {
+            return code;
+        }
+        let held_since = |(topic, partition): (&str, i32)| {
+            let id = self.subscribed.get(topic).map(|(id, _)| id);
+            id.and_then(|id| member.assignment_epoch(id, partition))
+                .is_some_and(|at| at <= epoch)
+        };
+        if partitions.into_iter().all(held_since) {
+            ErrorCode::None
+        } else {
+            ErrorCode::StaleMemberEpoch
         }
     }
 

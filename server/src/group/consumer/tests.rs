@@ -336,6 +336,66 @@ fn offset_commits_check_the_member_epoch() {
     assert_eq!(g.validate_member("", -1), ErrorCode::UnknownMemberId);
 }
 
+/// Kafka 4.4's assignment epochs: a commit at the member's previous epoch, sent just before a
+/// rebalance bumped it, lands for the partitions it has held since, and fails as a whole
+/// (STALE_MEMBER_EPOCH) when it names one it gave up or was given after that epoch.
+#[test]
+fn a_commit_at_an_older_epoch_lands_for_partitions_held_since() {
+    let mut g = ConsumerGroup::new("g", config());
+    let mut a = Client::join(&mut g, "a", 0);
+    let first = a.epoch;
+    assert_eq!(a.count(), 6);
+    let mut b = Client::join(&mut g, "b", 1);
+    // a revokes what b is to get, then both reach the new epoch.
+    for now in 2..10 {
+        a.beat(&mut g, now);
+        b.beat(&mut g, now);
+    }
+    assert!(a.epoch > first, "a moved to the new epoch");
+    assert_eq!(a.count() + b.count(), 6);
+    assert!(b.count() > 0);
+    let kept = *a.owned[&T1].iter().next().unwrap();
+    let given_away = *b.owned[&T1].iter().next().unwrap();
+    let commit = |g: &ConsumerGroup, member: &str, epoch, ps: &[i32]| {
+        g.validate_commit(member, epoch, ps.iter().map(|p| ("orders", *p)))
+    };
+    assert_eq!(
+        commit(&g, "a", a.epoch, &[kept, given_away]),
+        ErrorCode::None
+    );
+    assert_eq!(commit(&g, "a", first, &[kept]), ErrorCode::None);
+    assert_eq!(commit(&g, "a", first, &[]), ErrorCode::None);
+    assert_eq!(
+        commit(&g, "a", first, &[kept, given_away]),
+        ErrorCode::StaleMemberEpoch,
+        "a gave it up"
+    );
+    // b was given its partitions at its current epoch: nothing at an older one.
+    assert_eq!(
+        commit(&g, "b", b.epoch - 1, &[given_away]),
+        ErrorCode::StaleMemberEpoch
+    );
+    assert_eq!(commit(&g, "b", b.epoch, &[given_away]), ErrorCode::None);
+    assert_eq!(
+        commit(&g, "a", a.epoch + 1, &[kept]),
+        ErrorCode::StaleMemberEpoch,
+        "newer than the member's"
+    );
+    assert!(
+        commit(&g, "a", first, &[kept]).is_ok(),
+        "and again: validating changes nothing"
+    );
+    assert_eq!(
+        g.validate_commit("x", first, [("orders", kept)]),
+        ErrorCode::UnknownMemberId
+    );
+    assert_eq!(
+        g.validate_commit("a", first, [("other-topic", kept)]),
+        ErrorCode::StaleMemberEpoch,
+        "a topic it was never given"
+    );
+}
+
 #[test]
 fn max_size_refuses_one_more_member() {
     let mut g = ConsumerGroup::new(

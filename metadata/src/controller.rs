@@ -130,6 +130,8 @@ pub enum ReplyPlan {
     /// `Scram` with these results (decided before the entry; a removal overtaken by another
     /// leaves the same state).
     Scram(Vec<crate::scram::ScramResult>),
+    /// `Acls` with these matches (decided before the entry).
+    Acls(Vec<Vec<crate::acl::AclBinding>>),
     /// Nobody waits (the controller's own decisions).
     Nothing,
 }
@@ -239,6 +241,18 @@ impl Controller {
                 deletions,
                 upsertions,
             } => alter_scram(image, deletions, upsertions),
+            ControllerRequest::CreateAcls { bindings } => {
+                let new = crate::acl::decide_create(&image.acls, bindings);
+                acl_decision(Vec::new(), new, |binding| {
+                    MetadataRecord::AccessControlEntry { binding }
+                })
+            }
+            ControllerRequest::DeleteAcls { filters } => {
+                let (matched, gone) = crate::acl::decide_delete(&image.acls, filters);
+                acl_decision(matched, gone, |binding| {
+                    MetadataRecord::RemoveAccessControlEntry { binding }
+                })
+            }
             ControllerRequest::FetchImage { applied_index } => {
                 let newer = image.applied_index > *applied_index;
                 Decision::Reply(ControllerResponse::Image {
@@ -605,6 +619,7 @@ impl Controller {
             ReplyPlan::Elections(slots) => crate::elect_leaders::reply(image, slots, index),
             ReplyPlan::Reassignments(slots) => crate::reassign::reply(slots, outcomes, index),
             ReplyPlan::Scram(results) => ControllerResponse::Scram { results, index },
+            ReplyPlan::Acls(matched) => ControllerResponse::Acls { matched, index },
             ReplyPlan::Topics(slots) => ControllerResponse::Topics {
                 results: slots
                     .into_iter()
@@ -614,6 +629,24 @@ impl Controller {
             },
         };
         Some(response)
+    }
+}
+
+/// CreateAcls / DeleteAcls: one record per binding added or removed (`record`'s variant).
+fn acl_decision(
+    matched: Vec<Vec<crate::acl::AclBinding>>,
+    changed: Vec<crate::acl::AclBinding>,
+    record: fn(crate::acl::AclBinding) -> MetadataRecord,
+) -> Decision {
+    if changed.is_empty() {
+        return Decision::Reply(ControllerResponse::Acls {
+            matched,
+            index: LogIndex(0),
+        });
+    }
+    Decision::Propose {
+        records: changed.into_iter().map(record).collect(),
+        plan: ReplyPlan::Acls(matched),
     }
 }
 

@@ -158,6 +158,8 @@ pub struct MetadataImage {
     pub next_producer_id: ProducerId,
     /// SCRAM credentials by user and mechanism (KIP-554).
     pub scram: crate::scram::ScramCredentials,
+    /// ACL bindings (KRaft's AccessControlEntryRecords), shared with the requests reading them.
+    pub acls: Arc<crate::acl::Acls>,
     /// Topic id → name (derived from `topics`).
     #[serde(skip)]
     ids: HashMap<Uuid, String>,
@@ -175,6 +177,8 @@ struct StoredImage {
     next_producer_id: ProducerId,
     #[serde(default)]
     scram: crate::scram::ScramCredentials,
+    #[serde(default)]
+    acls: Arc<crate::acl::Acls>,
 }
 
 impl From<StoredImage> for MetadataImage {
@@ -187,6 +191,7 @@ impl From<StoredImage> for MetadataImage {
             topics: stored.topics,
             next_producer_id: stored.next_producer_id,
             scram: stored.scram,
+            acls: stored.acls,
             ids: HashMap::new(),
         };
         image.reindex();
@@ -204,6 +209,7 @@ impl Default for MetadataImage {
             topics: BTreeMap::new(),
             next_producer_id: ProducerId(0),
             scram: Default::default(),
+            acls: Default::default(),
             ids: HashMap::new(),
         }
     }
@@ -269,6 +275,24 @@ impl MetadataImage {
         Ok(())
     }
 
+    /// An ACL record (KRaft's AccessControlEntryRecord and its removal): adding a binding that
+    /// exists changes nothing; removing one that is gone is stale.
+    fn apply_acl(&mut self, record: &MetadataRecord) -> Result<(), Rejected> {
+        use crate::acl::AclChange;
+        let change = match record {
+            MetadataRecord::AccessControlEntry { binding } => AclChange::Add(binding.clone()),
+            MetadataRecord::RemoveAccessControlEntry { binding } => {
+                if !self.acls.contains(binding) {
+                    return Err(Rejected::Stale(format!("no ACL {binding:?}")));
+                }
+                AclChange::Remove(binding.clone())
+            }
+            _ => unreachable!("not an ACL record"),
+        };
+        crate::acl::apply(Arc::make_mut(&mut self.acls), &[change]);
+        Ok(())
+    }
+
     fn apply(&mut self, index: LogIndex, record: &MetadataRecord) -> Result<(), Rejected> {
         match record {
             MetadataRecord::ClusterInit { cluster_id } => match &self.cluster_id {
@@ -331,6 +355,8 @@ impl MetadataImage {
             MetadataRecord::PartitionReassignment(change) => self.reassign(change),
             MetadataRecord::UserScramCredential { .. }
             | MetadataRecord::RemoveUserScramCredential { .. } => self.apply_scram(record),
+            MetadataRecord::AccessControlEntry { .. }
+            | MetadataRecord::RemoveAccessControlEntry { .. } => self.apply_acl(record),
         }
     }
 

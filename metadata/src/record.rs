@@ -170,6 +170,16 @@ pub enum MetadataRecord {
         /// The mechanism.
         mechanism: crate::scram::ScramMechanism,
     },
+    /// An ACL binding (KRaft's AccessControlEntryRecord; the binding is its own key).
+    AccessControlEntry {
+        /// The binding.
+        binding: crate::acl::AclBinding,
+    },
+    /// An ACL binding is gone (KRaft's RemoveAccessControlEntryRecord).
+    RemoveAccessControlEntry {
+        /// The binding.
+        binding: crate::acl::AclBinding,
+    },
 }
 
 /// A partition's whole placement after a reassignment step (KRaft writes these fields in its

@@ -109,6 +109,16 @@ pub enum ControllerRequest {
         /// As the client sent them, with derived keys.
         upsertions: Vec<crate::scram::ScramUpsertion>,
     },
+    /// CreateAcls: bindings the broker validated ([`crate::acl::decide_create`] keeps the new).
+    CreateAcls {
+        /// The bindings.
+        bindings: Vec<crate::acl::AclBinding>,
+    },
+    /// DeleteAcls: the bindings the filters match go ([`crate::acl::decide_delete`]).
+    DeleteAcls {
+        /// The filters, validated by the broker.
+        filters: Vec<crate::acl::AclFilter>,
+    },
     /// A broker that is not a voter (an observer) follows the metadata: the applied image, if
     /// the controller's is newer than `applied_index`.
     FetchImage {
@@ -297,6 +307,14 @@ pub enum ControllerResponse {
     Scram {
         /// Deletions, upsertions, then failures.
         results: Vec<crate::scram::ScramResult>,
+        /// Log index of the changes.
+        index: LogIndex,
+    },
+    /// CreateAcls or DeleteAcls done: per DeleteAcls filter the bindings it matched (empty for
+    /// CreateAcls); the changes are in the log at `index` (0 when nothing was written).
+    Acls {
+        /// Per filter, its matches.
+        matched: Vec<Vec<crate::acl::AclBinding>>,
         /// Log index of the changes.
         index: LogIndex,
     },

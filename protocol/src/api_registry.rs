@@ -30,6 +30,9 @@
 //! | EndTxn (26)              |   0..=4    | v5 bumps the epoch per transaction (KIP-890 part 2): not offered   |
 //! | WriteTxnMarkers (27)     |   1..=1    | brokers (a coordinator to partition leaders) and admin tools aborting a hanging transaction; v0 is gone in Kafka 4, v2 is transactions V2 |
 //! | TxnOffsetCommit (28)     |   0..=4    | librdkafka 3 (KIP-447 member fields); v5 is KIP-890 part 2         |
+//! | DescribeAcls (29)        |   1..=3    | Kafka 4's range (v0 removed, KIP-896); v3 adds the USER resource type |
+//! | CreateAcls (30)          |   1..=3    | Kafka 4's range                                                    |
+//! | DeleteAcls (31)          |   1..=3    | Kafka 4's range                                                    |
 //! | DescribeConfigs (32)     |   1..=4    | codec minimum 1                                                    |
 //! | AlterConfigs (33)        |   0..=2    | kafkajs and kafka-python's non-incremental path                    |
 //! | AlterReplicaLogDirs (34) |   1..=2    | Kafka 4's range; one data directory: moving a replica where it is answers NONE |
@@ -130,6 +133,9 @@ macro_rules! for_each_api {
             EndTxn 0..=4 => end_txn,
             WriteTxnMarkers 1..=1 => write_txn_markers,
             TxnOffsetCommit 0..=4 => txn_offset_commit,
+            DescribeAcls 1..=3 => describe_acls,
+            CreateAcls 1..=3 => create_acls,
+            DeleteAcls 1..=3 => delete_acls,
             DescribeConfigs 1..=4 => describe_configs,
             AlterConfigs 0..=2 => alter_configs,
             AlterReplicaLogDirs 1..=2 => alter_replica_log_dirs,

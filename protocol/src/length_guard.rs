@@ -435,7 +435,7 @@ mod tests {
         }
     }
 
-    /// The SASL and SCRAM APIs' default requests (issue 27).
+    /// The SASL, SCRAM and ACL APIs' default requests (issue 27).
     fn security_default(api_key: ApiKey) -> RequestKind {
         use crate::kafka_protocol::messages::*;
         match api_key {
@@ -449,6 +449,13 @@ mod tests {
             ApiKey::AlterUserScramCredentials => {
                 RequestKind::AlterUserScramCredentials(AlterUserScramCredentialsRequest::default())
             }
+            ApiKey::DescribeAcls => RequestKind::DescribeAcls(DescribeAclsRequest::default()),
+            ApiKey::CreateAcls => RequestKind::CreateAcls(
+                CreateAclsRequest::default().with_creations(vec![Default::default()]),
+            ),
+            ApiKey::DeleteAcls => RequestKind::DeleteAcls(
+                DeleteAclsRequest::default().with_filters(vec![Default::default()]),
+            ),
             other => panic!("no default for {other:?}"),
         }
     }

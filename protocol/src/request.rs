@@ -339,7 +339,8 @@ mod tests {
             err,
             RequestError::UnknownApiKey { api_key: 999, .. }
         ));
-        let err = decode_request(frame(ApiKey::CreateAcls as i16, 2, 1, &[])).unwrap_err();
+        let err =
+            decode_request(frame(ApiKey::CreateDelegationToken as i16, 2, 1, &[])).unwrap_err();
         assert!(matches!(err, RequestError::UnknownApiKey { .. }));
     }
 

@@ -17,6 +17,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 
+use rill_metadata::acl::{AclChange, Acls};
 use rill_metadata::scram::{ScramChange, ScramCredential, ScramCredentials, ScramMechanism};
 use rill_protocol::ErrorCode;
 use rill_types::ProducerId;
@@ -108,6 +109,10 @@ struct MetaDocument {
     /// the metadata log). Absent in documents of older versions.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     scram: ScramCredentials,
+    /// A single node's ACL bindings (CreateAcls; a cluster keeps them in the metadata log).
+    /// Absent in documents of older versions.
+    #[serde(default, skip_serializing_if = "no_acls")]
+    acls: Arc<Acls>,
     /// Topic names by id (Fetch v13+ names topics by id), rebuilt with every change; not stored.
     #[serde(skip)]
     ids: HashMap<Uuid, String>,
@@ -123,6 +128,10 @@ impl MetaDocument {
         }
         self
     }
+}
+
+fn no_acls(acls: &Arc<Acls>) -> bool {
+    acls.is_empty()
 }
 
 /// Dynamic broker configs: each broker's and the cluster's default, by broker property name.
@@ -202,6 +211,7 @@ impl TopicRegistry {
                 topics: BTreeMap::new(),
                 broker_configs: Arc::default(),
                 scram: ScramCredentials::new(),
+                acls: Arc::default(),
                 ids: HashMap::new(),
             },
             Err(e) => return Err(e),
@@ -438,6 +448,27 @@ impl TopicRegistry {
         let (answer, changes) = decide(&next.scram);
         if !changes.is_empty() {
             rill_metadata::scram::apply(&mut next.scram, &changes);
+            self.commit(next)?;
+        }
+        Ok(answer)
+    }
+
+    /// A single node's ACL bindings.
+    pub fn acls(&self) -> Arc<Acls> {
+        self.read().acls.clone()
+    }
+
+    /// Decides and applies a single node's CreateAcls or DeleteAcls durably: `decide` sees the
+    /// current bindings and returns its answer and the changes to make.
+    pub fn alter_acls<T>(
+        &self,
+        decide: impl FnOnce(&Acls) -> (T, Vec<AclChange>),
+    ) -> Result<T, TopicError> {
+        let _guard = self.write_lock.lock().unwrap_or_else(|e| e.into_inner());
+        let mut next = self.read().clone();
+        let (answer, changes) = decide(&next.acls);
+        if !changes.is_empty() {
+            rill_metadata::acl::apply(Arc::make_mut(&mut next.acls), &changes);
             self.commit(next)?;
         }
         Ok(answer)

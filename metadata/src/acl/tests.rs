@@ -440,3 +440,23 @@ fn codes_round_trip_and_are_kafkas() {
     assert_eq!(Operation::from_code(CODE_ANY), None);
     assert_eq!(Operation::DescribeConfigs.kafka_name(), "DESCRIBE_CONFIGS");
 }
+
+#[test]
+fn the_metadata_image_applies_acl_records_and_keeps_them_in_snapshots() {
+    use crate::image::MetadataImage;
+    use crate::record::MetadataRecord;
+    use crate::types::LogIndex;
+    let a = lit(Topic, "t", "User:alice", Read, Allow);
+    let mut image = MetadataImage::default();
+    let add = MetadataRecord::AccessControlEntry { binding: a.clone() };
+    let outcomes = image.apply_entry(LogIndex(1), 1, &[add.clone(), add]);
+    assert!(outcomes.iter().all(Result::is_ok));
+    assert_eq!(image.acls.len(), 1);
+    let stored = serde_json::to_string(&image).unwrap();
+    let back: MetadataImage = serde_json::from_str(&stored).unwrap();
+    assert_eq!(*back.acls, *image.acls);
+    let remove = MetadataRecord::RemoveAccessControlEntry { binding: a };
+    let outcomes = image.apply_entry(LogIndex(2), 1, &[remove.clone(), remove]);
+    assert!(outcomes[0].is_ok() && outcomes[1].is_err(), "{outcomes:?}");
+    assert!(image.acls.is_empty());
+}

@@ -1,0 +1,132 @@
+//! What a connection may do: the ACL check of one request's resources, with the semantics of
+//! Kafka's StandardAuthorizer (`rill_metadata::acl`). Off unless `authorizer.class.name` names
+//! it; off, everything is allowed, as in Kafka without an authorizer.
+//!
+//! [`Access`] is taken once per request: the principal (`User:` and the session's name), the
+//! client's address and the bindings in force then. Which operation each API asks is the table
+//! in `crate::handler::authz_guard`.
+
+use std::sync::Arc;
+
+use rill_metadata::acl::{
+    Acls, Authorizer, AuthorizerConfig, Operation, Requester, ResourceType, CLUSTER_NAME,
+};
+
+use super::Broker;
+use crate::security::session::Session;
+
+/// One request's view of the authorizer.
+#[derive(Debug, Clone)]
+pub struct Access<'a> {
+    /// The settings, `None` with no authorizer.
+    config: Option<&'a AuthorizerConfig>,
+    /// The bindings in force when the request arrived (empty with no authorizer).
+    acls: Arc<Acls>,
+    /// Kafka's principal: `User:alice`, `User:ANONYMOUS`, `User:CN=client,O=Acme`.
+    principal: String,
+    /// The client's address as Kafka writes it (`127.0.0.1`); `*` matches it whatever it is.
+    host: String,
+}
+
+/// The access of `session`'s requests on `broker` now.
+pub fn access<'a, B: Broker>(broker: &'a B, session: &Session) -> Access<'a> {
+    let config = broker.config().authorizer();
+    let acls = match config {
+        Some(_) => super::acl_store::current(broker),
+        None => Arc::default(),
+    };
+    Access {
+        config,
+        acls,
+        principal: format!("User:{}", session.principal()),
+        host: session
+            .peer
+            .map_or_else(String::new, |peer| peer.ip().to_string()),
+    }
+}
+
+impl Access<'_> {
+    /// Everything allowed (no authorizer): what in-process callers without a session use.
+    pub fn open() -> Access<'static> {
+        Access {
+            config: None,
+            acls: Arc::default(),
+            principal: String::new(),
+            host: String::new(),
+        }
+    }
+
+    /// An authorizer with `config` over `acls`, for `principal` from `host` (tests).
+    #[cfg(test)]
+    pub fn for_tests<'a>(
+        config: &'a AuthorizerConfig,
+        acls: Acls,
+        principal: &str,
+        host: &str,
+    ) -> Access<'a> {
+        Access {
+            config: Some(config),
+            acls: Arc::new(acls),
+            principal: principal.to_string(),
+            host: host.to_string(),
+        }
+    }
+
+    /// Whether an authorizer is configured.
+    pub fn on(&self) -> bool {
+        self.config.is_some()
+    }
+
+    /// Whether `op` on `(resource_type, name)` is allowed.
+    pub fn allows(&self, op: Operation, resource_type: ResourceType, name: &str) -> bool {
+        let Some(config) = self.config else {
+            return true;
+        };
+        let who = Requester {
+            principal: &self.principal,
+            host: &self.host,
+        };
+        Authorizer {
+            config,
+            acls: &self.acls,
+        }
+        .authorize(who, op, resource_type, name)
+    }
+
+    /// Whether `op` on some resource of `resource_type` is allowed (Kafka's
+    /// `authorizeByResourceType`).
+    pub fn allows_any(&self, op: Operation, resource_type: ResourceType) -> bool {
+        let Some(config) = self.config else {
+            return true;
+        };
+        let who = Requester {
+            principal: &self.principal,
+            host: &self.host,
+        };
+        Authorizer {
+            config,
+            acls: &self.acls,
+        }
+        .authorize_any(who, op, resource_type)
+    }
+
+    /// `op` on the topic `name`.
+    pub fn topic(&self, op: Operation, name: &str) -> bool {
+        self.allows(op, ResourceType::Topic, name)
+    }
+
+    /// `op` on the group `name`.
+    pub fn group(&self, op: Operation, name: &str) -> bool {
+        self.allows(op, ResourceType::Group, name)
+    }
+
+    /// `op` on the transactional id `name`.
+    pub fn transactional_id(&self, op: Operation, name: &str) -> bool {
+        self.allows(op, ResourceType::TransactionalId, name)
+    }
+
+    /// `op` on the cluster.
+    pub fn cluster(&self, op: Operation) -> bool {
+        self.allows(op, ResourceType::Cluster, CLUSTER_NAME)
+    }
+}

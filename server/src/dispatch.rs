@@ -135,7 +135,25 @@ async fn dispatch_unguarded<B: Broker>(
     let body = request.body;
     drop(request.header); // its client id is a slice of the frame
     crate::test_hooks::maybe_panic_in_handler(api_key as i16);
-    match handle(broker, version, &client_id, body, frame, session).await {
+    // The ACL check (handler::authz_guard's table): refused resources come back in the answer.
+    let (body, patch) = match handler::authz_guard::guard(broker, session, api_key, version, body) {
+        handler::authz_guard::Guarded::Serve(body, patch) => (body, patch),
+        handler::authz_guard::Guarded::Answer(answer) => {
+            return finish(correlation_id, api_key, version, answer)
+        }
+    };
+    let answer = handle(broker, version, &client_id, body, frame, session).await;
+    finish(
+        correlation_id,
+        api_key,
+        version,
+        patch.apply(version, answer),
+    )
+}
+
+/// The outcome of a handler's answer.
+fn finish(correlation_id: i32, api_key: ApiKey, version: i16, answer: Answer) -> Outcome {
+    match answer {
         Answer::Body(body) => encode(correlation_id, api_key, version, &body),
         Answer::Fetch(fetched) => encode_fetch(correlation_id, version, fetched),
         Answer::Silent => Outcome::Silent,

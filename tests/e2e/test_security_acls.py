@@ -6,7 +6,10 @@ with `super.users=User:admin`, a PLAINTEXT listener (its clients are User:ANONYM
 SASL_PLAINTEXT one with PLAIN users admin, alice and bob (the fixtures of test_security_sasl.py).
 - confluent-kafka's AdminClient, as admin, creates, describes (every filter kind) and deletes
   ACLs; a user without ALTER on the cluster cannot;
-- ACLs survive a restart.
+- ACLs survive a restart;
+- enforcement: a user allowed to READ topic t cannot write it, sees no other topic in Metadata
+  and cannot join a group it has no READ on; DeleteAcls takes effect at once; PREFIXED and DENY
+  bindings behave as Kafka's (a DENY of READ leaves DESCRIBE to an ALLOW).
 """
 
 from __future__ import annotations
@@ -14,9 +17,9 @@ from __future__ import annotations
 import uuid
 
 import pytest
-from confluent_kafka import KafkaException
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
 from confluent_kafka.admin import (AclBinding, AclBindingFilter, AclOperation, AclPermissionType,
-                                   AdminClient, ResourcePatternType, ResourceType)
+                                   AdminClient, NewTopic, ResourcePatternType, ResourceType)
 
 from kafka.admin import (ACLFilter, ACLOperation, ACLPermissionType, ACLResourcePatternType,
                          KafkaAdminClient, ResourcePatternFilter)
@@ -173,3 +176,104 @@ def test_acls_survive_a_restart(acl):
     create(admin, [kept])
     acl.broker.restart()
     assert describe(acl.admin(), any_filter(ResourceType.TOPIC, t)) == {kept}
+
+
+def make_topics(acl: AclBroker, *names: str) -> None:
+    admin = acl.admin()
+    futures = admin.create_topics([NewTopic(n, 1, 1) for n in names], request_timeout=15)
+    for f in futures.values():
+        f.result()
+
+
+def produce(config: dict, topic: str, n: int = 2) -> list:
+    """Delivery errors of n records (None for each delivered)."""
+    errors = []
+    p = Producer({**config, "acks": "all", "message.timeout.ms": 10000})
+    for i in range(n):
+        p.produce(topic, f"m{i}".encode(), on_delivery=lambda err, msg: errors.append(err))
+    p.flush(15)
+    return errors
+
+
+def consume(config: dict, topic: str, group: str, want: int, seconds: float = 15):
+    """(values, first error code) of a consumer in `group`."""
+    c = Consumer({**config, "group.id": group, "auto.offset.reset": "earliest",
+                  "enable.auto.commit": False})
+    c.subscribe([topic])
+    got, error = [], None
+    import time
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline and len(got) < want and error is None:
+        m = c.poll(0.2)
+        if m is None:
+            continue
+        if m.error() is None:
+            got.append(m.value())
+        elif m.error().code() != KafkaError._PARTITION_EOF:
+            error = m.error().code()
+    c.close()
+    return got, error
+
+
+def visible(config: dict) -> set[str]:
+    return set(AdminClient(config).list_topics(timeout=10).topics)
+
+
+def test_a_reader_cannot_write_see_other_topics_or_join_other_groups(acl):
+    t, other, g = unique("read"), unique("other"), unique("g")
+    make_topics(acl, t, other)
+    assert produce(acl.config("admin"), t) == [None, None]
+    alice = acl.config("alice")
+    # No binding at all: nothing (allow.everyone.if.no.acl.found is false).
+    assert t not in visible(alice)
+    create(acl.admin(), [binding(ResourceType.TOPIC, t, "User:alice", AclOperation.READ),
+                         binding(ResourceType.GROUP, g, "User:alice", AclOperation.READ)])
+    seen = visible(alice)
+    assert t in seen and other not in seen
+    got, error = consume(alice, t, g, 2)
+    assert (got, error) == ([b"m0", b"m1"], None)
+    errors = produce(alice, t, 1)
+    assert [e.code() for e in errors] == [KafkaError.TOPIC_AUTHORIZATION_FAILED]
+    _, error = consume(alice, t, unique("not-mine"), 1, seconds=10)
+    assert error == KafkaError.GROUP_AUTHORIZATION_FAILED
+
+
+def test_delete_acls_takes_effect_at_once(acl):
+    t = unique("gone")
+    make_topics(acl, t)
+    alice = acl.config("alice")
+    grant = binding(ResourceType.TOPIC, t, "User:alice", AclOperation.WRITE)
+    create(acl.admin(), [grant])
+    assert produce(alice, t, 1) == [None]
+    assert delete(acl.admin(), [any_filter(ResourceType.TOPIC, t)]) == [{grant}]
+    assert t not in visible(alice)
+    errors = produce(alice, t, 1)
+    assert len(errors) == 1 and errors[0] is not None
+
+
+def test_prefixed_and_deny_bindings_behave_as_kafkas(acl):
+    prefix = unique("pfx") + "-"
+    a, b, outside = prefix + "a", prefix + "b", unique("outside")
+    make_topics(acl, a, b, outside)
+    for topic in (a, b):
+        assert produce(acl.config("admin"), topic, 1) == [None]
+    g = unique("pg")
+    create(acl.admin(), [
+        binding(ResourceType.TOPIC, prefix, "User:bob", AclOperation.READ,
+                pattern=ResourcePatternType.PREFIXED),
+        binding(ResourceType.GROUP, g, "User:bob", AclOperation.READ,
+                pattern=ResourcePatternType.PREFIXED),
+        binding(ResourceType.TOPIC, b, "User:bob", AclOperation.READ, AclPermissionType.DENY),
+    ])
+    bob = acl.config("bob")
+    seen = visible(bob)
+    # b stays visible: a DENY of READ does not deny DESCRIBE, which the prefixed READ implies.
+    assert a in seen and b in seen and outside not in seen
+    assert consume(bob, a, g + "-1", 1) == ([b"m0"], None)
+    got, error = consume(bob, b, g + "-2", 1, seconds=10)
+    assert got == [] and error == KafkaError.TOPIC_AUTHORIZATION_FAILED
+    # A DENY for everyone (User:*) on the prefix wins over bob's ALLOW.
+    create(acl.admin(), [binding(ResourceType.TOPIC, prefix, "User:*", AclOperation.ALL,
+                                 AclPermissionType.DENY, ResourcePatternType.PREFIXED)])
+    assert a not in visible(bob)
+    assert a in visible(acl.config("admin")), "super users pass every DENY"

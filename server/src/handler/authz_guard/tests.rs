@@ -1,0 +1,137 @@
+//! The guard against real requests and the in-memory broker: what is refused and how it is
+//! answered.
+
+use super::*;
+use crate::handler::authz_filter::patch;
+use rill_metadata::acl::{
+    AclBinding, Acls, AuthorizerConfig, PatternType, Permission, ResourceType,
+};
+use rill_protocol::kafka_protocol::messages::*;
+
+fn allow(t: ResourceType, name: &str, op: Operation) -> AclBinding {
+    AclBinding {
+        resource_type: t,
+        name: name.to_string(),
+        pattern: PatternType::Literal,
+        principal: "User:alice".to_string(),
+        host: "*".to_string(),
+        operation: op,
+        permission: Permission::Allow,
+    }
+}
+
+fn alice<'a>(config: &'a AuthorizerConfig, acls: &[AclBinding]) -> Access<'a> {
+    let acls: Acls = acls.iter().cloned().collect();
+    Access::for_tests(config, acls, "User:alice", "127.0.0.1")
+}
+
+#[test]
+fn the_table_names_every_registry_api() {
+    for e in rill_protocol::api_registry::entries() {
+        let _ = rule(e.api_key);
+    }
+    assert_eq!(rule(ApiKey::ApiVersions), Rule::Open);
+    assert_eq!(rule(ApiKey::ElectLeaders), Rule::Cluster(Operation::Alter));
+    assert_eq!(rule(ApiKey::Produce), Rule::PerResource);
+    assert_eq!(
+        rule(ApiKey::DescribeConfigs),
+        Rule::Interim(Operation::DescribeConfigs)
+    );
+}
+
+#[test]
+fn produce_refuses_the_topics_without_write_and_serves_the_rest() {
+    let config = AuthorizerConfig::default();
+    let access = alice(
+        &config,
+        &[allow(ResourceType::Topic, "ok", Operation::Write)],
+    );
+    let topic = |name: &str| {
+        produce_request::TopicProduceData::default()
+            .with_name(crate::handler::topic_name(name))
+            .with_partition_data(vec![produce_request::PartitionProduceData::default()])
+    };
+    let request = ProduceRequest::default()
+        .with_acks(1)
+        .with_topic_data(vec![topic("ok"), topic("read-only")]);
+    let (body, refused) = authz_filter::check(&access, 9, RequestKind::Produce(request)).unwrap();
+    let RequestKind::Produce(served) = body else {
+        panic!()
+    };
+    assert_eq!(served.topic_data.len(), 1);
+    let answer = patch(
+        &access,
+        refused,
+        9,
+        Answer::body(ProduceResponse::default()),
+    );
+    let Answer::Body(ResponseKind::Produce(r)) = answer else {
+        panic!()
+    };
+    assert_eq!(r.responses.len(), 1);
+    assert_eq!(
+        r.responses[0].partition_responses[0].error_code,
+        ErrorCode::TopicAuthorizationFailed.code()
+    );
+}
+
+#[test]
+fn metadata_hides_topics_without_describe_and_refuses_named_ones() {
+    let config = AuthorizerConfig::default();
+    let access = alice(
+        &config,
+        &[allow(ResourceType::Topic, "mine", Operation::Read)],
+    );
+    let named = |n: &str| {
+        metadata_request::MetadataRequestTopic::default()
+            .with_name(Some(crate::handler::topic_name(n)))
+    };
+    let request = MetadataRequest::default().with_topics(Some(vec![named("mine"), named("other")]));
+    let (body, refused) = authz_filter::check(&access, 12, RequestKind::Metadata(request)).unwrap();
+    let RequestKind::Metadata(served) = body else {
+        panic!()
+    };
+    assert_eq!(served.topics.unwrap().len(), 1);
+    let shown = |n: &str| {
+        metadata_response::MetadataResponseTopic::default()
+            .with_name(Some(crate::handler::topic_name(n)))
+    };
+    let answer = Answer::body(MetadataResponse::default().with_topics(vec![shown("mine")]));
+    let Answer::Body(ResponseKind::Metadata(r)) = patch(&access, refused, 12, answer) else {
+        panic!()
+    };
+    let codes: Vec<_> = r.topics.iter().map(|t| t.error_code).collect();
+    assert_eq!(codes, vec![0, ErrorCode::TopicAuthorizationFailed.code()]);
+    // Every topic asked: the others are left out.
+    let (_, refused) = authz_filter::check(
+        &access,
+        12,
+        RequestKind::Metadata(MetadataRequest::default().with_topics(None)),
+    )
+    .unwrap();
+    let answer =
+        Answer::body(MetadataResponse::default().with_topics(vec![shown("mine"), shown("other")]));
+    let Answer::Body(ResponseKind::Metadata(r)) = patch(&access, refused, 12, answer) else {
+        panic!()
+    };
+    assert_eq!(r.topics.len(), 1);
+}
+
+#[test]
+fn group_apis_need_read_on_the_group() {
+    let config = AuthorizerConfig::default();
+    let access = alice(&config, &[allow(ResourceType::Group, "g", Operation::Read)]);
+    let join = |g: &str| {
+        RequestKind::JoinGroup(
+            JoinGroupRequest::default().with_group_id(GroupId(crate::handler::str_bytes(g))),
+        )
+    };
+    assert!(authz_filter::check(&access, 5, join("g")).is_ok());
+    let Err(answer) = authz_filter::check(&access, 5, join("h")) else {
+        panic!()
+    };
+    let Answer::Body(ResponseKind::JoinGroup(r)) = *answer else {
+        panic!()
+    };
+    assert_eq!(r.error_code, ErrorCode::GroupAuthorizationFailed.code());
+}

@@ -23,6 +23,10 @@ import pytest
 from confluent_kafka import KafkaException, TopicPartition
 from confluent_kafka.admin import ConfigResource, NewTopic, ResourceType
 
+from kafka import KafkaAdminClient
+from kafka import TopicPartition as KpTopicPartition
+from kafka.protocol.consumer.offsets import OffsetSpec as KpOffsetSpec
+
 from broker import free_port
 from clients import CLIENT_TIMEOUT_S, admin, consume_partition, create_topic, producer, \
     produce_all, watermarks
@@ -169,6 +173,20 @@ def test_segments_are_copied_local_ones_deleted_and_read_back_from_offset_zero(
                                               else None)(_local_segments(b, topic_name)))
     low, high = watermarks(b.bootstrap, topic_name, 0)
     assert (low, high) == (0, RECORDS), "the log starts in the remote tier"
+    # ListOffsets earliest-local (-4) is the first offset on disk, latest-tiered (-5) the
+    # highest copied one (KIP-1005), by kafka-python's admin client.
+    before = _local_segments(b, topic_name)   # local retention may still be deleting
+    kp = KafkaAdminClient(bootstrap_servers=b.bootstrap, request_timeout_ms=30000)
+    try:
+        tp = KpTopicPartition(topic_name, 0)
+        earliest_local = kp.list_partition_offsets({tp: KpOffsetSpec.EARLIEST_LOCAL})[tp].offset
+        latest_tiered = kp.list_partition_offsets({tp: KpOffsetSpec.LATEST_TIERED})[tp].offset
+    finally:
+        kp.close()
+    after = _local_segments(b, topic_name)
+    assert before[0] <= earliest_local <= after[0], (before, earliest_local, after)
+    assert earliest_local in before + after, (before, earliest_local, after)
+    assert earliest_local - 1 <= latest_tiered < RECORDS, (earliest_local, latest_tiered)
 
     # A consumer from offset 0 reads every record, bytes identical, through the remote tier.
     _read_all_from_zero(b, topic_name, records)

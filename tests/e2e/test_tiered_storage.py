@@ -4,7 +4,8 @@ copied to the bucket with their indexes; local retention deletes local files onl
 consumer from offset 0 reads every record, bytes identical, through the remote tier; the object
 store down at first: produce goes on, local files stay, the upload-lag metric shows it, and once
 the store is up the copies resume and nothing is lost. DeleteRecords and topic deletion reach the
-bucket; kill -9 during copies, repeated, leaves no orphan object and no dangling metadata. Kafka's config checks: a compacted topic
+bucket; kill -9 during copies, repeated, leaves no orphan object and no dangling metadata, as
+`rill check --remote-config` confirms (and it names a stray object as an orphan). Kafka's config checks: a compacted topic
 refused with Kafka's message, local retention above total retention refused.
 """
 
@@ -27,7 +28,7 @@ from kafka import KafkaAdminClient
 from kafka import TopicPartition as KpTopicPartition
 from kafka.protocol.consumer.offsets import OffsetSpec as KpOffsetSpec
 
-from broker import free_port
+from broker import free_port, rill_binary
 from clients import CLIENT_TIMEOUT_S, admin, consume_partition, create_topic, producer, \
     produce_all, watermarks
 from test_admin_listener import metrics
@@ -325,6 +326,22 @@ def test_kill9_during_copies_leaves_no_orphan_and_no_dangling_metadata(
     ends = sorted((s["base_offset"], s["end_offset"]) for s in meta)
     assert all(a[1] + 1 == b_[0] for a, b_ in zip(ends, ends[1:])), f"holes: {ends}"
     _read_all_from_zero(b, topic_name, expected)
+
+    # `rill check --remote-config` says the same, and names an orphan once there is one.
+    assert b.stop() == 0
+    check = _rill_check(b, tmp_path)
+    assert check.returncode == 0, check.stdout
+    assert f"ok       remote {topic_name}-0: {len(meta)} copies" in check.stdout, check.stdout
+    stray = keys[0].rsplit("/", 1)[0] + "/00000000000000099999-" + "ab" * 16 + ".log"
+    moto.s3().put_object(Bucket=BUCKET, Key=stray, Body=b"x")
+    check = _rill_check(b, tmp_path)
+    assert check.returncode == 1 and f"orphan {stray}" in check.stdout, check.stdout
+
+
+def _rill_check(b, tmp_path) -> subprocess.CompletedProcess:
+    return subprocess.run([str(rill_binary()), "check", str(b.data_dir), "--remote-config",
+                           str(tmp_path / "tiered.properties")],
+                          capture_output=True, text=True, timeout=60)
 
 
 def test_read_committed_through_the_remote_tier_skips_aborted_transactions(

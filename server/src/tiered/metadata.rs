@@ -108,6 +108,9 @@ pub struct RemoteLogMetadata {
     /// below it are deleted). Absent: no DeleteRecords reached the remote tier.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     log_start_offset: Option<i64>,
+    /// Where the partition's objects are (`tiered::keys`), for `rill check`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    keys: Option<String>,
 }
 
 impl RemoteLogMetadata {
@@ -118,6 +121,7 @@ impl RemoteLogMetadata {
                 version: 1,
                 segments: Vec::new(),
                 log_start_offset: None,
+                keys: None,
             });
         };
         let meta: RemoteLogMetadata =
@@ -131,6 +135,16 @@ impl RemoteLogMetadata {
     /// The file's bytes.
     pub fn encode(&self) -> Vec<u8> {
         serde_json::to_vec(self).expect("plain data serializes")
+    }
+
+    /// Records where the partition's objects are (written with the next transition).
+    pub fn set_keys_dir(&mut self, dir: &str) {
+        self.keys = Some(dir.to_string());
+    }
+
+    /// Where the partition's objects are, if recorded.
+    pub fn keys_dir(&self) -> Option<&str> {
+        self.keys.as_deref()
     }
 
     /// Every record, in base-offset order.

@@ -37,8 +37,9 @@
 //! 7. A read_committed read from the remote tier lists the aborted transactions of the remote
 //!    copies' `.txnindex` objects from the copy read on, then the local log's.
 //!
-//! Not done yet: a cluster's replicas sharing the metadata, `rill check` of the bucket against
-//! the metadata.
+//! `rill check --remote-config` compares the bucket with the metadata (`crate::tools::check_remote`).
+//!
+//! Not done yet: a cluster's replicas sharing the metadata, a bandwidth bound on copies.
 
 pub mod keys;
 pub mod metadata;

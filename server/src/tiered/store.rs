@@ -182,20 +182,29 @@ impl RemoteStore {
 
     /// Every key under `prefix`, with its size (`rill check`, tests).
     pub async fn list(&self, prefix: String) -> Result<Vec<(String, u64)>, RemoteError> {
-        self.off_shard(move |s3, block| {
-            use futures::TryStreamExt;
-            use object_store::ObjectStore;
-            let listed = block.on(async move {
-                let prefix = ObjectPath::from(prefix.as_str());
-                s3.list(Some(&prefix)).try_collect::<Vec<_>>().await
-            })?;
-            Ok(listed
-                .into_iter()
-                .map(|m| (m.location.to_string(), m.size))
-                .collect())
-        })
-        .await
+        self.off_shard(move |s3, block| list_with(&s3, block, &prefix))
+            .await
     }
+}
+
+/// Every key under `prefix` with its size, from a thread that is no shard's (`rill check`).
+pub fn list_blocking(s3: &Arc<AmazonS3>, prefix: &str) -> Result<Vec<(String, u64)>, RemoteError> {
+    list_with(s3, &Blocker(runtime().handle().clone()), prefix)
+}
+
+fn list_with(
+    s3: &Arc<AmazonS3>,
+    block: &Blocker,
+    prefix: &str,
+) -> Result<Vec<(String, u64)>, RemoteError> {
+    use futures::TryStreamExt;
+    use object_store::ObjectStore;
+    let (s3, prefix) = (s3.clone(), ObjectPath::from(prefix));
+    let listed = block.on(async move { s3.list(Some(&prefix)).try_collect::<Vec<_>>().await })?;
+    Ok(listed
+        .into_iter()
+        .map(|m| (m.location.to_string(), m.size))
+        .collect())
 }
 
 /// Drives a tokio future to its end from a (non-tokio) blocking thread.

@@ -92,8 +92,9 @@ impl PartitionTier {
         log: &mut PartitionLog<S>,
     ) -> Result<Self, EngineError> {
         let bytes = log.read_side_file(METADATA_FILE).await?;
-        let meta =
+        let mut meta =
             RemoteLogMetadata::decode(bytes.as_deref()).map_err(EngineError::InvalidConfig)?;
+        meta.set_keys_dir(setup.keys.dir());
         let tier = PartitionTier {
             setup,
             meta,

@@ -114,7 +114,7 @@ fn lock(
 }
 
 /// Partition directories: `<name>-<digits>` children of the data dir and of `__rill_groups`.
-fn partition_dirs(data_dir: &Path) -> io::Result<Vec<PathBuf>> {
+pub(crate) fn partition_dirs(data_dir: &Path) -> io::Result<Vec<PathBuf>> {
     let mut dirs = Vec::new();
     for parent in [data_dir.to_path_buf(), data_dir.join(GROUPS_DIR)] {
         if !parent.is_dir() {

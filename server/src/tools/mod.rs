@@ -4,10 +4,13 @@
 //!   `.timeindex` files, like Kafka's `kafka-dump-log.sh`.
 //! - [`check`]: `rill check DATA_DIR [--repair]`, every segment and index verified by the
 //!   engine's own code (`rill_engine::verify`), damage named, cut the way recovery cuts.
+//! - [`check_remote`]: `rill check DATA_DIR --remote-config FILE`, the remote tier's objects
+//!   against each tiered partition's remote log metadata (orphans, dangling records).
 //! - [`std_storage`]: the engine's storage trait over blocking `std::fs`, so the tools need no
 //!   io_uring, no locked memory and no O_DIRECT-capable file system.
 
 pub mod check;
+pub mod check_remote;
 pub mod dump_log;
 pub mod std_storage;
 
@@ -34,6 +37,10 @@ pub enum Command {
         /// Cut damaged tails the way recovery does, rebuild damaged indexes (broker stopped).
         #[arg(long)]
         repair: bool,
+        /// Also check the remote tier: the broker properties file whose `rill.remote.*` name
+        /// the object store; every tiered partition's objects against its remote log metadata.
+        #[arg(long, value_name = "FILE")]
+        remote_config: Option<PathBuf>,
     },
 }
 
@@ -46,7 +53,14 @@ pub fn run(command: Command) -> i32 {
             files,
             print_records,
         } => dump_files(&files, print_records, &mut out),
-        Command::Check { data_dir, repair } => check::run(&data_dir, repair, &mut out),
+        Command::Check {
+            data_dir,
+            repair,
+            remote_config,
+        } => check::run(&data_dir, repair, &mut out).and_then(|status| match remote_config {
+            None => Ok(status),
+            Some(config) => Ok(status.max(check_remote::run(&data_dir, &config, &mut out)?)),
+        }),
     };
     let flushed = out.flush();
     match flushed.and(status) {

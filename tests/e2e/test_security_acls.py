@@ -19,7 +19,8 @@ import uuid
 import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
 from confluent_kafka.admin import (AclBinding, AclBindingFilter, AclOperation, AclPermissionType,
-                                   AdminClient, NewTopic, ResourcePatternType, ResourceType)
+                                   AdminClient, ConfigResource, NewPartitions, NewTopic,
+                                   ResourcePatternType, ResourceType)
 
 from kafka.admin import (ACLFilter, ACLOperation, ACLPermissionType, ACLResourcePatternType,
                          KafkaAdminClient, ResourcePatternFilter)
@@ -277,3 +278,24 @@ def test_prefixed_and_deny_bindings_behave_as_kafkas(acl):
                                  AclPermissionType.DENY, ResourcePatternType.PREFIXED)])
     assert a not in visible(bob)
     assert a in visible(acl.config("admin")), "super users pass every DENY"
+
+
+def test_configs_and_partitions_are_checked_per_topic(acl):
+    mine, other = unique("cfg"), unique("cfg-other")
+    make_topics(acl, mine, other)
+    create(acl.admin(), [binding(ResourceType.TOPIC, mine, "User:alice",
+                                 AclOperation.ALTER_CONFIGS)])
+    alice = acl.admin("alice")
+    # ALTER_CONFIGS implies DESCRIBE_CONFIGS.
+    described = alice.describe_configs([ConfigResource("topic", mine)], request_timeout=10)
+    configs = list(described.values())[0].result()
+    assert "retention.ms" in configs
+    refused = alice.describe_configs([ConfigResource("topic", other)], request_timeout=10)
+    with pytest.raises(KafkaException) as e:
+        list(refused.values())[0].result()
+    assert e.value.args[0].code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
+    # CreatePartitions needs ALTER on the topic, which alice lacks.
+    grown = alice.create_partitions([NewPartitions(mine, 2)], request_timeout=10)
+    with pytest.raises(KafkaException) as e:
+        list(grown.values())[0].result()
+    assert e.value.args[0].code() == KafkaError.TOPIC_AUTHORIZATION_FAILED

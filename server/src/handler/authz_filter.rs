@@ -38,6 +38,14 @@ pub enum Refused {
     CreateTopics(Vec<TopicName>),
     /// DeleteTopics: the entries refused (name, id).
     DeleteTopics(Vec<(Option<TopicName>, uuid::Uuid)>),
+    /// TxnOffsetCommit, OffsetDelete, DeleteRecords: topics and partitions, with their code.
+    Partitions(Vec<(TopicName, Vec<i32>)>, ErrorCode),
+    /// CreatePartitions: the topics refused.
+    CreatePartitions(Vec<TopicName>),
+    /// AlterConfigs, IncrementalAlterConfigs: (resource type, name, code) refused.
+    Configs(Vec<(i8, StrBytes, ErrorCode)>),
+    /// DescribeTopicPartitions: whether every topic was asked.
+    DescribeTopicPartitions(bool),
     /// Answers filtered, nothing taken out (ListOffsets, OffsetForLeaderEpoch,
     /// DescribeGroups, ConsumerGroupDescribe, ListGroups).
     FilterAnswer,
@@ -169,7 +177,7 @@ pub fn check(access: &Access<'_>, version: i16, body: RequestKind) -> Checked {
         | RequestKind::DescribeGroups(_)
         | RequestKind::ConsumerGroupDescribe(_)
         | RequestKind::ListGroups(_)) => Ok((body, Refused::FilterAnswer)),
-        body => kind(body),
+        body => super::authz_admin::check(access, version, body),
     }
 }
 
@@ -515,13 +523,18 @@ fn patch_body(
             }));
             ResponseKind::FindCoordinator(r)
         }
+        (Refused::FilterAnswer, ResponseKind::DescribeConfigs(r)) => super::authz_admin::patch(
+            access,
+            Refused::FilterAnswer,
+            ResponseKind::DescribeConfigs(r),
+        ),
         (Refused::FilterAnswer, body) => filter_answer(access, body),
-        (refused, body) => patch_admin(refused, body),
+        (refused, body) => patch_admin(access, refused, body),
     }
 }
 
 /// DeleteGroups, CreateTopics, DeleteTopics: the refused ones answered.
-fn patch_admin(refused: Refused, body: ResponseKind) -> ResponseKind {
+fn patch_admin(access: &Access<'_>, refused: Refused, body: ResponseKind) -> ResponseKind {
     match (refused, body) {
         (Refused::DeleteGroups(groups), ResponseKind::DeleteGroups(mut r)) => {
             r.results.extend(groups.into_iter().map(|g| {
@@ -551,7 +564,7 @@ fn patch_admin(refused: Refused, body: ResponseKind) -> ResponseKind {
             }));
             ResponseKind::DeleteTopics(r)
         }
-        (_, body) => body,
+        (refused, body) => super::authz_admin::patch(access, refused, body),
     }
 }
 

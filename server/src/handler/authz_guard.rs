@@ -27,17 +27,20 @@
 //! | AddOffsetsToTxn | WRITE on the transactional id, READ on the group | TRANSACTIONAL_ID_ / GROUP_AUTHORIZATION_FAILED |
 //! | AddPartitionsToTxn v0-3 | WRITE on the transactional id, WRITE on each topic | as Produce; the other partitions OPERATION_NOT_ATTEMPTED |
 //! | AddPartitionsToTxn v4-5, WriteTxnMarkers | CLUSTER_ACTION on the cluster (brokers' own requests) | CLUSTER_AUTHORIZATION_FAILED |
+//! | TxnOffsetCommit | WRITE on the transactional id, READ on the group, READ on each topic | TRANSACTIONAL_ID_ / GROUP_AUTHORIZATION_FAILED (every partition), TOPIC_AUTHORIZATION_FAILED |
+//! | OffsetDelete | DELETE on the group, READ on each topic | GROUP_AUTHORIZATION_FAILED, TOPIC_AUTHORIZATION_FAILED |
+//! | DeleteRecords | DELETE on each topic | TOPIC_AUTHORIZATION_FAILED |
+//! | CreatePartitions | ALTER on each topic | TOPIC_AUTHORIZATION_FAILED |
+//! | DescribeConfigs / AlterConfigs, IncrementalAlterConfigs | DESCRIBE_CONFIGS / ALTER_CONFIGS on the topic, the group, or for brokers the cluster | TOPIC_ / GROUP_ / CLUSTER_AUTHORIZATION_FAILED |
+//! | DescribeTopicPartitions | DESCRIBE on each topic (all-topic requests leave the others out) | TOPIC_AUTHORIZATION_FAILED |
 //! | CreateAcls, DeleteAcls / DescribeAcls | ALTER / DESCRIBE on the cluster (in their handlers) | CLUSTER_AUTHORIZATION_FAILED |
 //! | ElectLeaders, AlterPartitionReassignments, AlterReplicaLogDirs, AlterUserScramCredentials | ALTER on the cluster | CLUSTER_AUTHORIZATION_FAILED |
 //! | ListPartitionReassignments, DescribeLogDirs, DescribeUserScramCredentials | DESCRIBE on the cluster | CLUSTER_AUTHORIZATION_FAILED |
 //!
 //! Not yet checked per resource as Kafka does, and until they are, allowed only to a principal
 //! with the listed operation on the CLUSTER (stricter than Kafka: a super user passes):
-//! DescribeConfigs (DESCRIBE_CONFIGS), AlterConfigs and IncrementalAlterConfigs (ALTER_CONFIGS),
-//! CreatePartitions (ALTER), DeleteRecords, OffsetDelete (DELETE), TxnOffsetCommit (WRITE on the
-//! transactional id, READ on group and topics: here ALTER), DescribeProducers,
-//! DescribeTransactions, ListTransactions, DescribeTopicPartitions (DESCRIBE), the share-group
-//! APIs (ALTER). [`rule`] says which.
+//! DescribeProducers, DescribeTransactions, ListTransactions (DESCRIBE), the share-group APIs
+//! (ALTER). [`rule`] says which.
 //!
 //! A whole request refused is answered with the API's top-level error code where its response
 //! has one at that version (`crate::panic_guard::error_body`), else the connection is closed.
@@ -68,7 +71,7 @@ pub enum Rule {
 /// The rule of `api` (the table in the module doc).
 pub fn rule(api: ApiKey) -> Rule {
     use ApiKey::*;
-    use Operation::{Alter, ClusterAction, Delete, Describe};
+    use Operation::{Alter, ClusterAction, Describe};
     match api {
         ApiVersions | SaslHandshake | SaslAuthenticate | DescribeCluster => Rule::Open,
         ElectLeaders
@@ -79,15 +82,8 @@ pub fn rule(api: ApiKey) -> Rule {
             Rule::Cluster(Describe)
         }
         WriteTxnMarkers => Rule::Cluster(ClusterAction),
-        DescribeConfigs => Rule::Interim(Operation::DescribeConfigs),
-        AlterConfigs | IncrementalAlterConfigs => Rule::Interim(Operation::AlterConfigs),
-        DeleteRecords | OffsetDelete => Rule::Interim(Delete),
-        DescribeProducers | DescribeTransactions | ListTransactions | DescribeTopicPartitions => {
-            Rule::Interim(Describe)
-        }
-        CreatePartitions
-        | TxnOffsetCommit
-        | ShareGroupHeartbeat
+        DescribeProducers | DescribeTransactions | ListTransactions => Rule::Interim(Describe),
+        ShareGroupHeartbeat
         | ShareGroupDescribe
         | ShareFetch
         | ShareAcknowledge

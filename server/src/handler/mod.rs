@@ -66,6 +66,7 @@ pub mod alter_share_group_offsets;
 pub mod alter_user_scram_credentials;
 pub mod api_versions;
 pub mod authz;
+pub mod authz_admin;
 pub mod authz_filter;
 pub mod authz_guard;
 pub mod consumer_group_describe;

@@ -33,9 +33,10 @@ fn the_table_names_every_registry_api() {
     assert_eq!(rule(ApiKey::ApiVersions), Rule::Open);
     assert_eq!(rule(ApiKey::ElectLeaders), Rule::Cluster(Operation::Alter));
     assert_eq!(rule(ApiKey::Produce), Rule::PerResource);
+    assert_eq!(rule(ApiKey::DescribeConfigs), Rule::PerResource);
     assert_eq!(
-        rule(ApiKey::DescribeConfigs),
-        Rule::Interim(Operation::DescribeConfigs)
+        rule(ApiKey::ListTransactions),
+        Rule::Interim(Operation::Describe)
     );
 }
 
@@ -134,4 +135,115 @@ fn group_apis_need_read_on_the_group() {
         panic!()
     };
     assert_eq!(r.error_code, ErrorCode::GroupAuthorizationFailed.code());
+}
+
+#[test]
+fn configs_are_described_and_altered_resource_by_resource() {
+    use crate::handler::str_bytes;
+    let config = AuthorizerConfig::default();
+    let access = alice(
+        &config,
+        &[allow(ResourceType::Topic, "mine", Operation::AlterConfigs)],
+    );
+    let resource = |name: &str| {
+        describe_configs_request::DescribeConfigsResource::default()
+            .with_resource_type(2)
+            .with_resource_name(str_bytes(name))
+    };
+    let request =
+        DescribeConfigsRequest::default().with_resources(vec![resource("mine"), resource("other")]);
+    let (_, refused) =
+        authz_filter::check(&access, 4, RequestKind::DescribeConfigs(request)).unwrap();
+    let result = |name: &str| {
+        describe_configs_response::DescribeConfigsResult::default()
+            .with_resource_type(2)
+            .with_resource_name(str_bytes(name))
+    };
+    let answer = Answer::body(
+        DescribeConfigsResponse::default().with_results(vec![result("mine"), result("other")]),
+    );
+    let Answer::Body(ResponseKind::DescribeConfigs(r)) = patch(&access, refused, 4, answer) else {
+        panic!()
+    };
+    let codes: Vec<_> = r.results.iter().map(|x| x.error_code).collect();
+    assert_eq!(codes, vec![0, ErrorCode::TopicAuthorizationFailed.code()]);
+    // A broker's configs need the operation on the cluster.
+    let alter = |kind: i8, name: &str| {
+        incremental_alter_configs_request::AlterConfigsResource::default()
+            .with_resource_type(kind)
+            .with_resource_name(str_bytes(name))
+    };
+    let request = IncrementalAlterConfigsRequest::default().with_resources(vec![
+        alter(2, "mine"),
+        alter(4, "1"),
+        alter(2, "other"),
+    ]);
+    let (body, refused) =
+        authz_filter::check(&access, 1, RequestKind::IncrementalAlterConfigs(request)).unwrap();
+    let RequestKind::IncrementalAlterConfigs(served) = body else {
+        panic!()
+    };
+    assert_eq!(served.resources.len(), 1);
+    let answer = Answer::body(IncrementalAlterConfigsResponse::default());
+    let Answer::Body(ResponseKind::IncrementalAlterConfigs(r)) = patch(&access, refused, 1, answer)
+    else {
+        panic!()
+    };
+    let codes: Vec<_> = r.responses.iter().map(|x| x.error_code).collect();
+    assert_eq!(
+        codes,
+        vec![
+            ErrorCode::ClusterAuthorizationFailed.code(),
+            ErrorCode::TopicAuthorizationFailed.code()
+        ]
+    );
+}
+
+#[test]
+fn txn_offset_commit_needs_the_transactional_id_the_group_and_the_topics() {
+    use crate::handler::{str_bytes, topic_name};
+    let config = AuthorizerConfig::default();
+    let access = alice(
+        &config,
+        &[
+            allow(ResourceType::TransactionalId, "tx", Operation::Write),
+            allow(ResourceType::Group, "g", Operation::Read),
+            allow(ResourceType::Topic, "t", Operation::Read),
+        ],
+    );
+    let request = |tx: &str| {
+        let topic = |n: &str| {
+            txn_offset_commit_request::TxnOffsetCommitRequestTopic::default()
+                .with_name(topic_name(n))
+                .with_partitions(vec![Default::default()])
+        };
+        TxnOffsetCommitRequest::default()
+            .with_transactional_id(TransactionalId(str_bytes(tx)))
+            .with_group_id(GroupId(str_bytes("g")))
+            .with_topics(vec![topic("t"), topic("u")])
+    };
+    let codes = |tx: &str| {
+        let (body, refused) =
+            authz_filter::check(&access, 3, RequestKind::TxnOffsetCommit(request(tx))).unwrap();
+        let RequestKind::TxnOffsetCommit(served) = body else {
+            panic!()
+        };
+        let answer = Answer::body(TxnOffsetCommitResponse::default());
+        let Answer::Body(ResponseKind::TxnOffsetCommit(r)) = patch(&access, refused, 3, answer)
+        else {
+            panic!()
+        };
+        let refused: Vec<_> = r
+            .topics
+            .iter()
+            .map(|t| t.partitions[0].error_code)
+            .collect();
+        (served.topics.len(), refused)
+    };
+    assert_eq!(
+        codes("tx"),
+        (1, vec![ErrorCode::TopicAuthorizationFailed.code()])
+    );
+    let txn = ErrorCode::TransactionalIdAuthorizationFailed.code();
+    assert_eq!(codes("other"), (0, vec![txn, txn]));
 }

@@ -187,6 +187,17 @@ pub const STATIC_CONFIGS: &[StaticConfig] = &[
         value: |c| c.queued_max_request_bytes().to_string(),
     },
     StaticConfig {
+        name: "remote.log.manager.copy.max.bytes.per.second",
+        kind: ConfigType::Long,
+        doc: "Bytes per second the broker's copies to the remote tier put at most (split evenly among the shards); Long.MAX_VALUE: no bound.",
+        value: |c| {
+            c.remote
+                .copy_bytes_per_second
+                .unwrap_or(i64::MAX as u64)
+                .to_string()
+        },
+    },
+    StaticConfig {
         name: "remote.log.storage.system.enable",
         kind: ConfigType::Boolean,
         doc: "Whether topics may enable tiered storage (remote.storage.enable): sealed segments copied to the object store of rill.remote.*.",

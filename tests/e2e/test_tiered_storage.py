@@ -96,7 +96,7 @@ def moto(tmp_path):
     m.stop()
 
 
-def tiered_broker(broker_factory, tmp_path, moto: Moto):
+def tiered_broker(broker_factory, tmp_path, moto: Moto, extra: list[str] = ()):
     config = tmp_path / "tiered.properties"
     config.write_text("\n".join([
         "remote.log.storage.system.enable=true",
@@ -110,6 +110,7 @@ def tiered_broker(broker_factory, tmp_path, moto: Moto):
         "rill.remote.retry.backoff.ms=200",
         "rill.remote.retry.backoff.max.ms=1000",
         "log.retention.check.interval.ms=200",
+        *extra,
     ]) + "\n")
     return broker_factory(config_path=config)
 
@@ -374,3 +375,23 @@ def test_read_committed_through_the_remote_tier_skips_aborted_transactions(
     uncommitted = consume_partition(b.bootstrap, topic_name, 0, 0, 400,
                                     **{"isolation.level": "read_uncommitted"})
     assert len([m for m in uncommitted if b"-" in m.value()]) == 400
+
+
+def test_copies_keep_to_the_bandwidth_bound(broker_factory, tmp_path, moto, topic_name):
+    moto.start()
+    moto.s3().create_bucket(Bucket=BUCKET)
+    # 200 kB/s for the broker, 100 kB/s for each of its 2 shards (one holds the partition).
+    b = tiered_broker(broker_factory, tmp_path, moto,
+                      extra=["remote.log.manager.copy.max.bytes.per.second=200000"])
+    assert b.shards == 2
+    create_topic(b.bootstrap, topic_name, config=TIERED)
+    produce_all(producer(b.bootstrap, **{"linger.ms": 0, "batch.num.messages": 5}), topic_name,
+                _records("d"))
+    admin_address = f"127.0.0.1:{b.admin_port}"
+    _wait("a first copy", lambda: metrics(admin_address)["rill_remote_copy_bytes_total"] > 0)
+    first_seen, first_bytes = time.monotonic(), metrics(admin_address)["rill_remote_copy_bytes_total"]
+    _wait("150 kB more copied", lambda: metrics(admin_address)["rill_remote_copy_bytes_total"]
+          >= first_bytes + 150_000, timeout_s=60)
+    took = time.monotonic() - first_seen
+    # 150 kB at 100 kB/s: at least 1.5 s, less one segment's worth of credit (~0.2 s).
+    assert took >= 1.2, f"150 kB copied in {took:.2f} s: faster than 100 kB/s"

@@ -479,6 +479,11 @@ fn shard_tier(config: &BrokerConfig) -> anyhow::Result<Option<Rc<crate::tiered::
         store: crate::tiered::store::RemoteStore::new(s3, settings.requests_per_shard),
         indexes: Default::default(),
         settings: settings.clone(),
+        pacer: crate::tiered::pacer::CopyPacer::new(
+            settings
+                .copy_bytes_per_second
+                .map(|rate| (rate / config.shards as u64).max(1)),
+        ),
     })))
 }
 

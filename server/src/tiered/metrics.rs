@@ -10,12 +10,13 @@
 //! | `rill_remote_fetch_requests_total`            | counter | fetches served from the remote tier    |
 //! | `rill_remote_fetch_bytes_total`               | counter | record bytes they returned             |
 //! | `rill_remote_fetch_errors_total`              | counter | remote fetches that failed             |
+//! | `rill_remote_fetch_duration_seconds`          | histogram | time to serve a read from the remote tier |
 //! | `rill_remote_upload_lag_bytes`                | gauge   | bytes of sealed segments below the high watermark not yet copied, summed over tiered partitions |
 //! | `rill_remote_upload_lag_segments`             | gauge   | the same in segments                   |
 
 use std::sync::LazyLock;
 
-use prometheus::{IntCounter, IntGauge, Registry};
+use prometheus::{Histogram, HistogramOpts, IntCounter, IntGauge, Registry};
 
 /// The metrics (see the module doc).
 pub struct TierMetrics {
@@ -33,6 +34,8 @@ pub struct TierMetrics {
     pub fetch_bytes: IntCounter,
     /// `rill_remote_fetch_errors_total`.
     pub fetch_errors: IntCounter,
+    /// `rill_remote_fetch_duration_seconds`.
+    pub fetch_duration: Histogram,
     /// `rill_remote_upload_lag_bytes` (each partition adds its change).
     pub upload_lag_bytes: IntGauge,
     /// `rill_remote_upload_lag_segments`.
@@ -77,6 +80,14 @@ pub static TIER: LazyLock<TierMetrics> = LazyLock::new(|| TierMetrics {
         "rill_remote_fetch_errors_total",
         "Partition reads from the remote tier that failed.",
     ),
+    fetch_duration: Histogram::with_opts(
+        HistogramOpts::new(
+            "rill_remote_fetch_duration_seconds",
+            "Time to serve a partition read from the remote tier (index lookup and ranged GETs).",
+        )
+        .buckets(crate::admin::metrics::LATENCY_BUCKETS.to_vec()),
+    )
+    .expect("valid metric"),
     upload_lag_bytes: gauge(
         "rill_remote_upload_lag_bytes",
         "Bytes of sealed segments below the high watermark not yet copied to the remote tier.",
@@ -104,6 +115,9 @@ pub fn register(registry: &Registry) {
             .register(Box::new(c.clone()))
             .expect("unique metric names");
     }
+    registry
+        .register(Box::new(m.fetch_duration.clone()))
+        .expect("unique metric names");
     for g in [&m.upload_lag_bytes, &m.upload_lag_segments] {
         registry
             .register(Box::new(g.clone()))

@@ -11,6 +11,7 @@
 //! - [`metadata`]: remote log metadata (COPY_STARTED → COPY_FINISHED → DELETE_STARTED →
 //!   DELETE_FINISHED, offset and leader-epoch ranges), where it is stored and why.
 //! - [`tier`]: one partition's copy/delete jobs, driven by its actor, and its remote reads.
+//! - [`pacer`]: the bandwidth bound of a shard's copies.
 //! - [`reader`]: ranged GETs of a copied segment guided by its remote offset index.
 //! - [`metrics`]: bytes and segments copied, upload lag, remote fetches and errors.
 //!
@@ -39,11 +40,12 @@
 //!
 //! `rill check --remote-config` compares the bucket with the metadata (`crate::tools::check_remote`).
 //!
-//! Not done yet: a cluster's replicas sharing the metadata, a bandwidth bound on copies.
+//! Not done yet: a cluster's replicas sharing the metadata.
 
 pub mod keys;
 pub mod metadata;
 pub mod metrics;
+pub mod pacer;
 pub mod reader;
 pub mod settings;
 pub mod store;

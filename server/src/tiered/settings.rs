@@ -27,6 +27,9 @@ pub struct RemoteStorageSettings {
     pub retry_backoff_ms: u64,
     /// `rill.remote.retry.backoff.max.ms`.
     pub retry_backoff_max_ms: u64,
+    /// `remote.log.manager.copy.max.bytes.per.second` (Kafka's, per broker; split evenly
+    /// among the shards): bytes a broker's copies put per second at most (`None`: no bound).
+    pub copy_bytes_per_second: Option<u64>,
     /// `rill.remote.task.interval.ms`: how often a tiered partition looks for segments to copy
     /// or delete (Kafka's `remote.log.manager.task.interval.ms`, 30 s by default).
     pub task_interval_ms: u64,
@@ -49,6 +52,7 @@ impl Default for RemoteStorageSettings {
             requests_per_shard: 4,
             retry_backoff_ms: 500,
             retry_backoff_max_ms: 30_000,
+            copy_bytes_per_second: None,
             task_interval_ms: 30_000,
         }
     }
@@ -75,6 +79,11 @@ impl RemoteStorageSettings {
                 self.retry_backoff_max_ms = number(v, 1, u64::MAX)?
             }
             "rill.remote.task.interval.ms" => self.task_interval_ms = number(v, 1, u64::MAX)?,
+            // Kafka's default is Long.MAX_VALUE: no bound.
+            "remote.log.manager.copy.max.bytes.per.second" => {
+                let rate = number(v, 1, i64::MAX as u64)?;
+                self.copy_bytes_per_second = (rate < i64::MAX as u64).then_some(rate);
+            }
             _ => return Ok(false),
         }
         Ok(true)

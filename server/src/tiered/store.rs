@@ -18,7 +18,7 @@
 //! eventfd, on the shard), the blocking thread waits on tokio's `JoinHandle` with tokio's own
 //! thread-parking waker: glommio 0.9's foreign-waker double free (`shared/architecture.md`) cannot
 //! happen, because no glommio waker ever leaves its shard. A shard runs at most
-//! `rill.remote.upload.concurrency` object-store requests at once ([`RemoteStore::permit`]),
+//! `rill.remote.upload.concurrency` object-store requests at once (a semaphore),
 //! and its blocking pool has that many threads plus one, so the engine's own off-thread file
 //! calls (renames, removals, directory listings) never queue behind the object store.
 //!
@@ -89,7 +89,7 @@ fn runtime() -> &'static tokio::runtime::Runtime {
 /// The object store as a shard uses it: one per shard, sharing the process's S3 client.
 pub struct RemoteStore {
     s3: Arc<AmazonS3>,
-    /// This shard's object-store requests in flight ([`RemoteStore::permit`]).
+    /// This shard's object-store requests in flight (`rill.remote.upload.concurrency`).
     requests: glommio::sync::Semaphore,
 }
 

@@ -29,6 +29,7 @@ use rill_types::{Offset, TimestampMs};
 use super::keys::{ObjectKind, PartitionKeys};
 use super::metadata::{epochs_of, RemoteLogMetadata, RemoteSegment, SegmentState, METADATA_FILE};
 use super::metrics::TIER;
+use super::pacer::CopyPacer;
 use super::reader::{read_segment, IndexCache};
 use super::settings::RemoteStorageSettings;
 use super::store::{RemoteError, RemoteStore};
@@ -41,6 +42,8 @@ pub struct ShardTier {
     pub indexes: IndexCache,
     /// The broker's settings.
     pub settings: RemoteStorageSettings,
+    /// The shard's copy bandwidth bound.
+    pub pacer: CopyPacer,
 }
 
 /// What a tiered partition is given when it opens.
@@ -277,9 +280,9 @@ impl PartitionTier {
             return;
         }
         let files = log.segment_files(segment.base);
-        let (store, keys) = (self.setup.shard.store.clone(), self.setup.keys.clone());
+        let (shard, keys) = (self.setup.shard.clone(), self.setup.keys.clone());
         let job = async move {
-            let put = copy_objects(&store, &keys, &record, &files).await;
+            let put = copy_objects(&shard, &keys, &record, &files).await;
             TierEvent::Copied(record, put)
         };
         self.job = Some(job.boxed_local());
@@ -416,6 +419,7 @@ impl PartitionTier {
         let (shard, keys) = (self.setup.shard.clone(), self.setup.keys.clone());
         let read = async move {
             TIER.fetch_requests.inc();
+            let started = std::time::Instant::now();
             let store = &shard.store;
             let read = async {
                 let chunks =
@@ -432,6 +436,7 @@ impl PartitionTier {
                 Ok(RemoteRead { chunks, aborted })
             };
             let read = read.await;
+            TIER.fetch_duration.observe(started.elapsed().as_secs_f64());
             match &read {
                 Ok(r) => TIER
                     .fetch_bytes
@@ -515,7 +520,7 @@ pub struct Copied {
 
 /// Puts every object of a copy, `.log` last (its presence is no promise: COPY_FINISHED is).
 async fn copy_objects(
-    store: &RemoteStore,
+    shard: &ShardTier,
     keys: &PartitionKeys,
     record: &RemoteSegment,
     files: &SegmentFiles,
@@ -527,10 +532,11 @@ async fn copy_objects(
     };
     for (kind, needed) in OBJECTS.iter().rev() {
         let key = keys.object(base, record.id, *kind);
-        match store.put_file(key, path_of(files, *kind)).await {
+        match shard.store.put_file(key, path_of(files, *kind)).await {
             Ok(bytes) => {
                 copied.bytes += bytes;
                 copied.objects.push(*kind);
+                shard.pacer.pace(bytes).await;
             }
             Err(RemoteError::LocalGone(_)) if !needed => {}
             Err(e) => return Err(e),

@@ -176,7 +176,10 @@ pub fn check(access: &Access<'_>, version: i16, body: RequestKind) -> Checked {
         | RequestKind::OffsetForLeaderEpoch(_)
         | RequestKind::DescribeGroups(_)
         | RequestKind::ConsumerGroupDescribe(_)
-        | RequestKind::ListGroups(_)) => Ok((body, Refused::FilterAnswer)),
+        | RequestKind::ListGroups(_)
+        | RequestKind::DescribeProducers(_)
+        | RequestKind::DescribeTransactions(_)
+        | RequestKind::ListTransactions(_)) => Ok((body, Refused::FilterAnswer)),
         body => super::authz_admin::check(access, version, body),
     }
 }
@@ -641,6 +644,46 @@ fn filter_answer(access: &Access<'_>, body: ResponseKind) -> ResponseKind {
                 r.groups.retain(|g| describe_group(&g.group_id));
             }
             ResponseKind::ListGroups(r)
+        }
+        body => filter_txn_answer(access, body),
+    }
+}
+
+/// DescribeProducers (READ on each topic), DescribeTransactions (DESCRIBE on each id; its
+/// topics only those the principal may DESCRIBE), ListTransactions (only the ids it may
+/// DESCRIBE), as Kafka's handlers filter them.
+fn filter_txn_answer(access: &Access<'_>, body: ResponseKind) -> ResponseKind {
+    match body {
+        ResponseKind::DescribeProducers(mut r) => {
+            for t in r.topics.iter_mut() {
+                if access.topic(Operation::Read, &t.name) {
+                    continue;
+                }
+                for p in t.partitions.iter_mut() {
+                    *p = describe_producers_response::PartitionResponse::default()
+                        .with_partition_index(p.partition_index)
+                        .with_error_code(TOPIC.code());
+                }
+            }
+            ResponseKind::DescribeProducers(r)
+        }
+        ResponseKind::DescribeTransactions(mut r) => {
+            for t in r.transaction_states.iter_mut() {
+                if !access.transactional_id(Operation::Describe, &t.transactional_id) {
+                    *t = describe_transactions_response::TransactionState::default()
+                        .with_transactional_id(t.transactional_id.clone())
+                        .with_error_code(TXN.code());
+                    continue;
+                }
+                t.topics
+                    .retain(|topic| access.topic(Operation::Describe, &topic.topic));
+            }
+            ResponseKind::DescribeTransactions(r)
+        }
+        ResponseKind::ListTransactions(mut r) => {
+            r.transaction_states
+                .retain(|t| access.transactional_id(Operation::Describe, &t.transactional_id));
+            ResponseKind::ListTransactions(r)
         }
         body => body,
     }

@@ -33,14 +33,15 @@
 //! | CreatePartitions | ALTER on each topic | TOPIC_AUTHORIZATION_FAILED |
 //! | DescribeConfigs / AlterConfigs, IncrementalAlterConfigs | DESCRIBE_CONFIGS / ALTER_CONFIGS on the topic, the group, or for brokers the cluster | TOPIC_ / GROUP_ / CLUSTER_AUTHORIZATION_FAILED |
 //! | DescribeTopicPartitions | DESCRIBE on each topic (all-topic requests leave the others out) | TOPIC_AUTHORIZATION_FAILED |
+//! | DescribeProducers | READ on each topic | TOPIC_AUTHORIZATION_FAILED |
+//! | DescribeTransactions / ListTransactions | DESCRIBE on each transactional id (listing: the others left out) | TRANSACTIONAL_ID_AUTHORIZATION_FAILED |
 //! | CreateAcls, DeleteAcls / DescribeAcls | ALTER / DESCRIBE on the cluster (in their handlers) | CLUSTER_AUTHORIZATION_FAILED |
 //! | ElectLeaders, AlterPartitionReassignments, AlterReplicaLogDirs, AlterUserScramCredentials | ALTER on the cluster | CLUSTER_AUTHORIZATION_FAILED |
 //! | ListPartitionReassignments, DescribeLogDirs, DescribeUserScramCredentials | DESCRIBE on the cluster | CLUSTER_AUTHORIZATION_FAILED |
 //!
 //! Not yet checked per resource as Kafka does, and until they are, allowed only to a principal
 //! with the listed operation on the CLUSTER (stricter than Kafka: a super user passes):
-//! DescribeProducers, DescribeTransactions, ListTransactions (DESCRIBE), the share-group APIs
-//! (ALTER). [`rule`] says which.
+//! the share-group APIs (ALTER). [`rule`] says which.
 //!
 //! A whole request refused is answered with the API's top-level error code where its response
 //! has one at that version (`crate::panic_guard::error_body`), else the connection is closed.
@@ -82,7 +83,6 @@ pub fn rule(api: ApiKey) -> Rule {
             Rule::Cluster(Describe)
         }
         WriteTxnMarkers => Rule::Cluster(ClusterAction),
-        DescribeProducers | DescribeTransactions | ListTransactions => Rule::Interim(Describe),
         ShareGroupHeartbeat
         | ShareGroupDescribe
         | ShareFetch

@@ -34,10 +34,8 @@ fn the_table_names_every_registry_api() {
     assert_eq!(rule(ApiKey::ElectLeaders), Rule::Cluster(Operation::Alter));
     assert_eq!(rule(ApiKey::Produce), Rule::PerResource);
     assert_eq!(rule(ApiKey::DescribeConfigs), Rule::PerResource);
-    assert_eq!(
-        rule(ApiKey::ListTransactions),
-        Rule::Interim(Operation::Describe)
-    );
+    assert_eq!(rule(ApiKey::ListTransactions), Rule::PerResource);
+    assert_eq!(rule(ApiKey::ShareFetch), Rule::Interim(Operation::Alter));
 }
 
 #[test]
@@ -246,4 +244,59 @@ fn txn_offset_commit_needs_the_transactional_id_the_group_and_the_topics() {
     );
     let txn = ErrorCode::TransactionalIdAuthorizationFailed.code();
     assert_eq!(codes("other"), (0, vec![txn, txn]));
+}
+
+#[test]
+fn transactions_are_listed_and_described_only_with_describe_on_their_id() {
+    use crate::handler::str_bytes;
+    let config = AuthorizerConfig::default();
+    let access = alice(
+        &config,
+        &[allow(
+            ResourceType::TransactionalId,
+            "mine",
+            Operation::Write,
+        )],
+    );
+    let listed = |id: &str| {
+        list_transactions_response::TransactionState::default()
+            .with_transactional_id(TransactionalId(str_bytes(id)))
+    };
+    let (_, refused) = authz_filter::check(
+        &access,
+        1,
+        RequestKind::ListTransactions(ListTransactionsRequest::default()),
+    )
+    .unwrap();
+    let answer = Answer::body(
+        ListTransactionsResponse::default()
+            .with_transaction_states(vec![listed("mine"), listed("theirs")]),
+    );
+    let Answer::Body(ResponseKind::ListTransactions(r)) = patch(&access, refused, 1, answer) else {
+        panic!()
+    };
+    assert_eq!(r.transaction_states.len(), 1, "WRITE implies DESCRIBE");
+    let described = |id: &str| {
+        describe_transactions_response::TransactionState::default()
+            .with_transactional_id(TransactionalId(str_bytes(id)))
+    };
+    let (_, refused) = authz_filter::check(
+        &access,
+        0,
+        RequestKind::DescribeTransactions(DescribeTransactionsRequest::default()),
+    )
+    .unwrap();
+    let answer = Answer::body(
+        DescribeTransactionsResponse::default()
+            .with_transaction_states(vec![described("mine"), described("theirs")]),
+    );
+    let Answer::Body(ResponseKind::DescribeTransactions(r)) = patch(&access, refused, 0, answer)
+    else {
+        panic!()
+    };
+    let codes: Vec<_> = r.transaction_states.iter().map(|t| t.error_code).collect();
+    assert_eq!(
+        codes,
+        vec![0, ErrorCode::TransactionalIdAuthorizationFailed.code()]
+    );
 }

@@ -31,7 +31,7 @@ from kafka.protocol.consumer.offsets import OffsetSpec as KpOffsetSpec
 from broker import free_port, rill_binary
 from clients import CLIENT_TIMEOUT_S, admin, consume_partition, create_topic, producer, \
     produce_all, watermarks
-from test_admin_listener import metrics
+from test_admin_listener import http_get, metrics
 
 BUCKET = "rill-tiered"
 #: moto accepts any credentials; these are what the broker and boto3 sign with.
@@ -196,6 +196,11 @@ def test_segments_are_copied_local_ones_deleted_and_read_back_from_offset_zero(
     assert m["rill_remote_copy_segments_total"] >= len(logs)
     assert m["rill_remote_fetch_requests_total"] > 0
     assert m["rill_remote_fetch_errors_total"] == 0
+    # The status (JSON behind the status page) shows the local and the remote extent.
+    status = json.loads(http_get(f"127.0.0.1:{b.admin_port}", "/v1/status")[2])
+    [part] = [t for t in status["topics"] if t["name"] == topic_name][0]["partitions"]
+    assert part["log_start_offset"] == 0 and part["local_log_start_offset"] > 0, part
+    assert part["remote_segments"] >= len(logs) and part["remote_bytes"] > 0, part
 
     # A restart keeps the remote tier: the metadata is durable, reads still go through it.
     b.restart()

@@ -105,6 +105,7 @@ fn topics(topics: &[TopicEntry]) -> Markup {
                 tr {
                     th.l { "topic" } th { "partition" } th.l { "state" } th { "log start" } th { "log end" }
                     th { "high watermark" } th { "last stable" } th { "segments" } th { "size" }
+                    th { "local start" } th { "remote segments" } th { "remote size" }
                     th { "messages in" } th { "messages out" }
                 }
                 @for t in topics {
@@ -117,6 +118,8 @@ fn topics(topics: &[TopicEntry]) -> Markup {
                             td { (p.numbers.log_start_offset) } td { (p.numbers.log_end_offset) }
                             td { (p.numbers.high_watermark) } td { (p.numbers.last_stable_offset) }
                             td { (p.numbers.segments) } td { (bytes(p.numbers.log_bytes)) }
+                            td { (p.numbers.local_log_start_offset) } td { (p.numbers.remote_segments) }
+                            td { (bytes(p.numbers.remote_bytes)) }
                             td { (p.numbers.messages_in) } td { (p.numbers.messages_out) }
                         }
                     }

@@ -47,6 +47,12 @@ pub struct PartitionStats {
     pub segments: AtomicU64,
     /// Bytes of whole batches in the log's segments.
     pub log_bytes: AtomicU64,
+    /// First offset on local disk (below it, a tiered log's offsets are in the remote tier).
+    pub local_log_start_offset: AtomicI64,
+    /// Segments copied to the remote tier (a tiered topic's).
+    pub remote_segments: AtomicU64,
+    /// Bytes of those segments' `.log` objects.
+    pub remote_bytes: AtomicU64,
     /// Batch bytes appended (what producers sent and the log accepted).
     pub bytes_in: AtomicU64,
     /// Records appended.
@@ -69,6 +75,9 @@ impl PartitionStats {
             last_stable_offset: AtomicI64::new(0),
             segments: AtomicU64::new(0),
             log_bytes: AtomicU64::new(0),
+            local_log_start_offset: AtomicI64::new(0),
+            remote_segments: AtomicU64::new(0),
+            remote_bytes: AtomicU64::new(0),
             bytes_in: AtomicU64::new(0),
             messages_in: AtomicU64::new(0),
             bytes_out: AtomicU64::new(0),
@@ -102,6 +111,9 @@ impl PartitionStats {
             last_stable_offset: get(&self.last_stable_offset),
             segments: count(&self.segments),
             log_bytes: count(&self.log_bytes),
+            local_log_start_offset: get(&self.local_log_start_offset),
+            remote_segments: count(&self.remote_segments),
+            remote_bytes: count(&self.remote_bytes),
             bytes_in: count(&self.bytes_in),
             messages_in: count(&self.messages_in),
             bytes_out: count(&self.bytes_out),
@@ -131,6 +143,12 @@ pub struct PartitionView {
     pub segments: u64,
     /// Bytes of whole batches.
     pub log_bytes: u64,
+    /// First offset on local disk.
+    pub local_log_start_offset: i64,
+    /// Segments in the remote tier.
+    pub remote_segments: u64,
+    /// Bytes in the remote tier.
+    pub remote_bytes: u64,
     /// Batch bytes appended.
     pub bytes_in: u64,
     /// Records appended.

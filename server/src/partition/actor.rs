@@ -368,6 +368,10 @@ impl<S: Storage + 'static> Actor<S> {
             .segments
             .store(log.segment_count() as u64, Ordering::Relaxed);
         stats.log_bytes.store(log.size_bytes(), Ordering::Relaxed);
+        store(&stats.local_log_start_offset, log.log_start_offset());
+        let (segments, bytes) = self.tier.as_ref().map_or((0, 0), |t| t.extent());
+        stats.remote_segments.store(segments, Ordering::Relaxed);
+        stats.remote_bytes.store(bytes, Ordering::Relaxed);
     }
 
     /// `log.flush()`, timed for the flush-duration histogram.

@@ -181,6 +181,17 @@ impl PartitionTier {
         glommio::spawn_local(task).detach();
     }
 
+    /// The remote tier's extent: finished copies and their `.log` bytes (the status page).
+    pub fn extent(&self) -> (u64, u64) {
+        let finished = self
+            .meta
+            .segments()
+            .iter()
+            .filter(|s| s.state == SegmentState::CopyFinished);
+        let (n, bytes) = finished.fold((0, 0), |(n, b), s| (n + 1, b + s.size_bytes));
+        (n, bytes)
+    }
+
     /// The highest offset the remote tier holds (ListOffsets -5).
     pub fn highest_offset(&self) -> Option<Offset> {
         self.meta.highest_offset()

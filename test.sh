@@ -13,7 +13,7 @@
 # 4. The differential protocol suite (tests/differential): Apache Kafka (Maven, peers/kafka) and
 #    Rill answer the same requests; every difference must be listed in COMPATIBILITY.md. Then the Java
 #    module (tests/java): the Java client and Kafka's CLI tools against rill (and the tools against Kafka);
-#    the Go clients (tests/go: Sarama).
+#    the Go clients (tests/go: Sarama, franz-go).
 # 5. The cargo-fuzz targets, bounded (tests/fuzz.sh; RILL_FUZZ_SECONDS per target, 0 skips).
 # 6. The live fuzzer against a real broker and a 3-node cluster, bounded (tests/livefuzz;
 #    RILL_LIVEFUZZ_SECONDS, RILL_LIVEFUZZ_CLUSTER_SECONDS, 0 skips).
@@ -162,10 +162,10 @@ if [ $# = 0 ]; then
     CARGO_TARGET_DIR="$target_dir" RILL_BIN="$RILL_BIN" tests/java/run.sh || failed+=("java")
 fi
 
-# --- 3d. Go clients (tests/go, issue 30): a Sarama smoke test against target/debug/rill -------------
+# --- 3d. Go clients (tests/go, issue 30): Sarama and franz-go (kgo, kadm) against target/debug/rill ----
 # Modules through the Go module proxy into ~/go (cached; the build cache keeps the compiled test).
 if [ $# = 0 ]; then
-    step "Go clients against rill (tests/go: Sarama)"
+    step "Go clients against rill (tests/go: Sarama, franz-go)"
     if ! command -v go >/dev/null; then apt_install golang-go; fi
     CARGO_TARGET_DIR="$target_dir" RILL_BIN="$RILL_BIN" tests/go/run.sh || failed+=("go")
 fi

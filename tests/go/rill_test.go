@@ -1,4 +1,4 @@
-// Package gotests runs Go Kafka clients (Sarama) against a real rill (issue 30): each test starts
+// Package gotests runs Go Kafka clients (Sarama, franz-go) against a real rill (issue 30): each test starts
 // target/debug/rill (RILL_BIN) on free loopback ports, as tests/e2e and tests/java do.
 package gotests
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Go clients against a real rill (issue 30): `go test` of tests/go (Sarama smoke test); each test
+# Go clients against a real rill (issue 30): `go test` of tests/go (Sarama, and franz-go: kgo and kadm); each test
 # starts target/debug/rill (RILL_BIN). Modules come through the Go module proxy into ~/go (cached:
 # a second run downloads nothing).
 set -euo pipefail

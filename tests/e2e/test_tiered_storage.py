@@ -252,6 +252,10 @@ def test_the_store_down_produce_goes_on_and_copies_resume(broker_factory, tmp_pa
     assert lag["rill_remote_upload_lag_bytes"] > 8 * 10_000
     segments_down = _local_segments(b, topic_name)
     assert segments_down[0] == 0, "nothing deleted locally before it is copied"
+    # A stop while copies are being retried is clean, and the copies wait for the next start.
+    assert b.stop() == 0, b.log_tail()
+    assert "panicked" not in b.log_text(), b.log_tail()
+    b.start()
 
     moto.start()
     moto.s3().create_bucket(Bucket=BUCKET)

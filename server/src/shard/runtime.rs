@@ -313,15 +313,7 @@ fn spawn_shards(
         let connections = shared.connections.clone();
         let (shard_startup, running) = (startup.clone(), running.clone());
         let shard_stop = stop.clone();
-        let mut builder = LocalExecutorBuilder::new(placement);
-        if config.remote.system_enable {
-            // Object-store requests wait on the blocking pool (`crate::tiered::store`): one
-            // thread each, plus one the engine's file-system calls never queue behind.
-            let threads = config.remote.requests_per_shard + 1;
-            builder =
-                builder.blocking_thread_pool_placement(glommio::PoolPlacement::Unbound(threads));
-        }
-        let executor = builder
+        let executor = LocalExecutorBuilder::new(placement)
             .name(&format!("rill-shard-{index}"))
             .io_memory(config.io_memory_bytes)
             .spawn(move || async move {

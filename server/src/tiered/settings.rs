@@ -35,8 +35,7 @@ pub struct RemoteStorageSettings {
     pub task_interval_ms: u64,
 }
 
-/// Most object-store requests a shard keeps in flight (its blocking threads are this many plus
-/// one, so a file-system call of the engine never waits behind the object store).
+/// Most object-store requests a shard keeps in flight (each holds a tokio blocking thread).
 pub const REMOTE_REQUESTS_MAX: usize = 16;
 
 impl Default for RemoteStorageSettings {

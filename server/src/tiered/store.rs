@@ -6,21 +6,26 @@
 //! or waker crosses between the two runtimes:
 //!
 //! ```text
-//!  shard thread (glommio)            shard's blocking thread            tokio worker
-//!  ─────────────────────             ───────────────────────            ────────────
+//!  shard thread (glommio)             tokio blocking thread               tokio worker
+//!  ──────────────────────             ─────────────────────               ────────────
 //!  permit = requests.acquire()
-//!  spawn_blocking(job) ───────────▶  (read the local file)
-//!     (awaits glommio's own          handle.block_on(tokio::spawn(req)) ─▶ HTTP request
-//!      completion: an eventfd)       ◀── result (tokio's own waker) ─────
-//!  ◀── result ─────────────────────  returns
+//!  tokio spawn_blocking(job) ───────▶ (read the local file)
+//!                                     handle.block_on(tokio::spawn(req)) ─▶ HTTP request
+//!                                     ◀── result (tokio's own waker) ──────
+//!                                     slot = Some(result)   (a std Mutex)
+//!  poll the slot, sleeping on a
+//!  glommio timer between looks
+//!  (200 µs doubling to 5 ms) ◀──────
 //! ```
-//! The glommio future waits on glommio's `spawn_blocking` (completed through its reactor's
-//! eventfd, on the shard), the blocking thread waits on tokio's `JoinHandle` with tokio's own
-//! thread-parking waker: glommio 0.9's foreign-waker double free (`shared/architecture.md`) cannot
-//! happen, because no glommio waker ever leaves its shard. A shard runs at most
-//! `rill.remote.upload.concurrency` object-store requests at once (a semaphore),
-//! and its blocking pool has that many threads plus one, so the engine's own off-thread file
-//! calls (renames, removals, directory listings) never queue behind the object store.
+//! No waker crosses between the runtimes at all: the tokio side waits with tokio's own wakers,
+//! the shard looks at the slot on its own timer, so glommio 0.9's foreign-waker double free
+//! (`shared/architecture.md`) cannot happen. Nothing runs on glommio's blocking pool either:
+//! a request outliving its shard (a stop while the store retries) finishes into a slot nobody
+//! reads, where glommio's pool would panic sending the answer to a dropped executor, and the
+//! engine's own off-thread file calls never queue behind the object store. The cost is up to
+//! [`POLL_MAX`] of added latency on a request, next to the milliseconds an S3 request takes.
+//! A shard runs at most `rill.remote.upload.concurrency` object-store requests at once (a
+//! semaphore).
 //!
 //! # Retries
 //! `object_store` retries a request on transient errors (connection failures, 5xx, 429) with
@@ -30,9 +35,10 @@
 use std::future::Future;
 use std::io;
 use std::ops::Range;
+use std::panic::AssertUnwindSafe;
 use std::path::PathBuf;
 use std::rc::Rc;
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -49,6 +55,11 @@ pub const RETRY_TIMEOUT: Duration = Duration::from_secs(20);
 /// An object larger than this is put as a multipart upload of parts this size, read from the
 /// file one part at a time (a copy holds at most one part in memory).
 pub const PART_BYTES: usize = 8 << 20;
+
+/// First pause of a shard between two looks at a request's slot.
+pub const POLL_FIRST: Duration = Duration::from_micros(200);
+/// Longest pause between two looks (the latency a request may gain).
+pub const POLL_MAX: Duration = Duration::from_millis(5);
 
 /// What a remote operation failed with.
 #[derive(Debug, thiserror::Error)]
@@ -128,8 +139,8 @@ impl RemoteStore {
         })
     }
 
-    /// Runs `job` on the shard's blocking pool with `block` (a tokio `block_on`) to drive
-    /// object-store futures: see the module doc.
+    /// Runs `job` on a tokio blocking thread with `block` (a tokio `block_on`) to drive
+    /// object-store futures, and waits for its result by polling (see the module doc).
     async fn off_shard<T, J>(&self, job: J) -> Result<T, RemoteError>
     where
         T: Send + 'static,
@@ -137,10 +148,24 @@ impl RemoteStore {
     {
         let _permit = self.requests.acquire_permit(1).await;
         let s3 = self.s3.clone();
-        let blocker = Blocker(runtime().handle().clone());
-        glommio::executor()
-            .spawn_blocking(move || job(s3, &blocker))
-            .await
+        let slot: Slot<T> = Arc::new(Mutex::new(None));
+        let filled = slot.clone();
+        let handle = runtime().handle().clone();
+        drop(runtime().spawn_blocking(move || {
+            let blocker = Blocker(handle);
+            let ran = std::panic::catch_unwind(AssertUnwindSafe(|| job(s3, &blocker)));
+            let result =
+                ran.unwrap_or_else(|_| Err(RemoteError::Other("a request panicked".into())));
+            *filled.lock().unwrap_or_else(PoisonError::into_inner) = Some(result);
+        }));
+        let mut pause = POLL_FIRST;
+        loop {
+            if let Some(result) = slot.lock().unwrap_or_else(PoisonError::into_inner).take() {
+                return result;
+            }
+            glommio::timer::sleep(pause).await;
+            pause = (pause * 2).min(POLL_MAX);
+        }
     }
 
     /// Puts the local file `path` as `key`; returns its size. A file larger than
@@ -206,6 +231,9 @@ fn list_with(
         .map(|m| (m.location.to_string(), m.size))
         .collect())
 }
+
+/// Where a request's result waits for its shard to look.
+type Slot<T> = Arc<Mutex<Option<Result<T, RemoteError>>>>;
 
 /// Drives a tokio future to its end from a (non-tokio) blocking thread.
 struct Blocker(tokio::runtime::Handle);

@@ -204,52 +204,68 @@ pub struct WireAcl {
 /// A refusal: Kafka's error code and message.
 pub type Refusal = (ErrorCode, String);
 
-fn invalid(message: impl Into<String>) -> Refusal {
-    (ErrorCode::InvalidRequest, message.into())
+/// Why a binding or filter off the wire is not taken, as Kafka 4.4 answers it (compared with
+/// it by the differential suite's `acls` case).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum AclError {
+    /// A field UNKNOWN, or of a code Kafka does not know: Kafka's request parsing refuses the
+    /// request (`isUnknown()`), and the connection is closed.
+    Malformed,
+    /// A creation with ANY or MATCH in it: Kafka cannot build the binding and answers every
+    /// creation of the request UNKNOWN_SERVER_ERROR, without a message.
+    Unbuildable,
+    /// This binding refused (`AclControlManager.validateNewAcl`, `AclApis`).
+    Refused(ErrorCode, String),
 }
 
-/// Kafka's name of a code the enum does not know ("UNKNOWN", "ANY", "MATCH").
-fn code_name(code: i8) -> &'static str {
-    match code {
-        CODE_ANY => "ANY",
-        CODE_MATCH => "MATCH",
-        _ => "UNKNOWN",
+fn invalid(message: impl Into<String>) -> AclError {
+    AclError::Refused(ErrorCode::InvalidRequest, message.into())
+}
+
+/// The value of `code`: `Err(Unbuildable)` for ANY (and MATCH where `matches` is given),
+/// `Err(Malformed)` for UNKNOWN or a code Kafka does not know.
+fn concrete<T>(code: i8, from: impl Fn(i8) -> Option<T>, matches: bool) -> Result<T, AclError> {
+    match (code, from(code)) {
+        (_, Some(v)) => Ok(v),
+        (CODE_ANY, None) => Err(AclError::Unbuildable),
+        (CODE_MATCH, None) if matches => Err(AclError::Unbuildable),
+        _ => Err(AclError::Malformed),
     }
 }
 
 impl WireAcl {
-    /// The binding, if Kafka would store it: `AclControlManager.validateNewAcl` (pattern
-    /// LITERAL or PREFIXED; a concrete resource type, operation and permission; a name), the
-    /// broker's checks before it (`AclApis`: the CLUSTER resource is only `kafka-cluster`),
-    /// and a principal of Kafka's `Type:name` form (`SecurityUtils.parseKafkaPrincipal`).
-    pub fn validate(&self) -> Result<AclBinding, Refusal> {
-        let pattern = PatternType::from_code(self.pattern)
-            .ok_or_else(|| invalid(format!("Invalid patternType {}", code_name(self.pattern))))?;
-        let resource_type = ResourceType::from_code(self.resource_type).ok_or_else(|| {
-            invalid(format!(
-                "Invalid resourceType {}",
-                code_name(self.resource_type)
-            ))
-        })?;
-        let operation = Operation::from_code(self.operation)
-            .ok_or_else(|| invalid(format!("Invalid operation {}", code_name(self.operation))))?;
-        let permission = Permission::from_code(self.permission).ok_or_else(|| {
-            invalid(format!(
-                "Invalid permissionType {}",
-                code_name(self.permission)
-            ))
-        })?;
+    /// The binding, if Kafka would store it: every code concrete ([`AclError`]), the broker's
+    /// checks (`AclApis`: the CLUSTER resource is only `kafka-cluster`; a name), and a
+    /// principal of Kafka's `Type:name` form (`SecurityUtils.parseKafkaPrincipal`); Kafka's
+    /// messages.
+    pub fn validate(&self) -> Result<AclBinding, AclError> {
+        let resource_type = concrete(self.resource_type, ResourceType::from_code, false);
+        let pattern = concrete(self.pattern, PatternType::from_code, true);
+        let operation = concrete(self.operation, Operation::from_code, false);
+        let permission = concrete(self.permission, Permission::from_code, false);
+        let all = [
+            resource_type.as_ref().err(),
+            pattern.as_ref().err(),
+            operation.as_ref().err(),
+            permission.as_ref().err(),
+        ];
+        if all.contains(&Some(&AclError::Malformed)) {
+            return Err(AclError::Malformed);
+        }
+        let (resource_type, pattern, operation, permission) =
+            (resource_type?, pattern?, operation?, permission?);
         if resource_type == ResourceType::Cluster && self.name != CLUSTER_NAME {
             return Err(invalid(format!(
                 "The only valid name for the CLUSTER resource is {CLUSTER_NAME}"
             )));
         }
         if self.name.is_empty() {
-            return Err(invalid("Invalid empty resource name specified."));
+            return Err(invalid("Invalid empty resource name"));
         }
         if self.principal.split_once(':').is_none() {
             return Err(invalid(format!(
-                "expected a string in format principalType:principalName but got {}",
+                "Could not parse principal from `{}` (no colon is present separating the \
+                 principal type from the principal name)",
                 self.principal
             )));
         }
@@ -324,22 +340,21 @@ fn any_or<T>(code: i8, from: impl Fn(i8) -> Option<T>) -> Option<Option<T>> {
 }
 
 impl WireFilter {
-    /// The filter; a field UNKNOWN (or of a code Kafka does not know) is INVALID_REQUEST, as
-    /// Kafka's `AclControlManager.validateFilter` refuses an `isUnknown()` filter.
-    pub fn validate(&self) -> Result<AclFilter, Refusal> {
+    /// The filter; a field UNKNOWN (or of a code Kafka does not know) is
+    /// [`AclError::Malformed`]: Kafka's parsing refuses the request and closes the connection.
+    pub fn validate(&self) -> Result<AclFilter, AclError> {
         let pattern = match self.pattern {
             CODE_ANY => Some(PatternFilter::Any),
             CODE_MATCH => Some(PatternFilter::Match),
             c => PatternType::from_code(c).map(PatternFilter::Only),
         };
         let resource_type = any_or(self.resource_type, ResourceType::from_code);
-        let (Some(pattern), Some(resource_type)) = (pattern, resource_type) else {
-            return Err(invalid("Unknown patternFilter."));
-        };
         let operation = any_or(self.operation, Operation::from_code);
         let permission = any_or(self.permission, Permission::from_code);
-        let (Some(operation), Some(permission)) = (operation, permission) else {
-            return Err(invalid("Unknown entryFilter."));
+        let (Some(pattern), Some(resource_type), Some(operation), Some(permission)) =
+            (pattern, resource_type, operation, permission)
+        else {
+            return Err(AclError::Malformed);
         };
         Ok(AclFilter {
             resource_type,

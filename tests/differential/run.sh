@@ -30,7 +30,16 @@ cleanup() {
 trap cleanup EXIT
 
 started=$SECONDS
-eval "$(peers/kafka/kafka.sh start-single --dir "$dir/kafka")"
+# KDIFF_AUTHORIZER=1: both with Kafka's StandardAuthorizer, the PLAINTEXT principal a super user
+# (what the acls case compares the bindings under; the other cases are not written for it).
+authorizer=()
+authorizer_props=""
+if [ "${KDIFF_AUTHORIZER:-0}" = 1 ]; then
+    authorizer=(--set authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer
+                --set super.users=User:ANONYMOUS)
+    authorizer_props=$'authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer\nsuper.users=User:ANONYMOUS'
+fi
+eval "$(peers/kafka/kafka.sh start-single --dir "$dir/kafka" "${authorizer[@]}")"
 echo "kafka $KAFKA_VERSION at $KAFKA_BOOTSTRAP ($((SECONDS - started)) s to start)"
 
 # What kafka.sh writes into Kafka's server.properties, so that both start alike (the same node
@@ -42,6 +51,7 @@ listeners=PLAINTEXT://127.0.0.1:$rill_port
 advertised.listeners=PLAINTEXT://127.0.0.1:$rill_port
 log.dirs=$dir/rill-data
 group.initial.rebalance.delay.ms=0
+$authorizer_props
 PROPS
 "$RILL_BIN" --admin-listen "127.0.0.1:$(free_port)" --shards 1 --config "$dir/rill.properties" \
     > "$dir/rill.log" 2>&1 &

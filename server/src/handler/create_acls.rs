@@ -4,7 +4,7 @@
 //! messages) for a binding Kafka would not store, and a binding that exists is answered
 //! created. Stored by [`super::acl_store::create`].
 
-use rill_metadata::acl::{Operation, WireAcl};
+use rill_metadata::acl::{AclError, Operation, WireAcl};
 use rill_protocol::kafka_protocol::messages::create_acls_response::AclCreationResult;
 use rill_protocol::kafka_protocol::messages::{CreateAclsRequest, CreateAclsResponse};
 use rill_protocol::ErrorCode;
@@ -25,7 +25,10 @@ pub async fn serve<B: Broker>(
     request: CreateAclsRequest,
 ) -> Answer {
     let access = super::authz::access(broker, cx.session);
-    Answer::body(handle(broker, &access, &request).await)
+    match handle(broker, &access, &request).await {
+        Some(response) => Answer::body(response),
+        None => Answer::Close,
+    }
 }
 
 fn result(code: ErrorCode, message: Option<&str>) -> AclCreationResult {
@@ -34,27 +37,64 @@ fn result(code: ErrorCode, message: Option<&str>) -> AclCreationResult {
         .with_error_message(message.map(str_bytes))
 }
 
-/// Answer CreateAcls as `access` may.
+/// Answer CreateAcls as `access` may; `None`: close the connection (a creation with an
+/// UNKNOWN field, which Kafka's request parsing refuses).
 pub async fn handle<B: Broker>(
     broker: &B,
     access: &Access<'_>,
     request: &CreateAclsRequest,
-) -> CreateAclsResponse {
-    let every = |code, message| {
+) -> Option<CreateAclsResponse> {
+    let every = |code, message: Option<&str>| {
         let results = request
             .creations
             .iter()
-            .map(|_| result(code, Some(message)))
+            .map(|_| result(code, message))
             .collect();
-        CreateAclsResponse::default().with_results(results)
+        Some(CreateAclsResponse::default().with_results(results))
     };
+    let checked = validate(request);
+    if checked
+        .iter()
+        .any(|c| matches!(c, Err(AclError::Malformed)))
+    {
+        return None;
+    }
     if !access.on() {
-        return every(ErrorCode::SecurityDisabled, NO_AUTHORIZER);
+        return every(ErrorCode::SecurityDisabled, Some(NO_AUTHORIZER));
     }
     if !access.cluster(Operation::Alter) {
-        return every(ErrorCode::ClusterAuthorizationFailed, CLUSTER_DENIED);
+        return every(ErrorCode::ClusterAuthorizationFailed, Some(CLUSTER_DENIED));
     }
-    let checked: Vec<_> = request
+    if checked
+        .iter()
+        .any(|c| matches!(c, Err(AclError::Unbuildable)))
+    {
+        return every(ErrorCode::UnknownServerError, None);
+    }
+    let valid = checked
+        .iter()
+        .filter_map(|c| c.as_ref().ok().cloned())
+        .collect();
+    let stored = super::acl_store::create(broker, valid).await;
+    let results = checked
+        .iter()
+        .map(|c| match (c, &stored) {
+            (Err(AclError::Refused(code, message)), _) => result(*code, Some(message)),
+            (Err(_), _) => result(ErrorCode::UnknownServerError, None),
+            (Ok(_), Err((code, message))) => result(*code, Some(message)),
+            (Ok(binding), Ok(())) => {
+                tracing::info!(?binding, "ACL created");
+                // Kafka answers a created binding with an empty message, not a null one.
+                result(ErrorCode::None, Some(""))
+            }
+        })
+        .collect();
+    Some(CreateAclsResponse::default().with_results(results))
+}
+
+/// Each creation as a binding, or why not.
+fn validate(request: &CreateAclsRequest) -> Vec<Result<rill_metadata::acl::AclBinding, AclError>> {
+    request
         .creations
         .iter()
         .map(|c| {
@@ -69,24 +109,7 @@ pub async fn handle<B: Broker>(
             }
             .validate()
         })
-        .collect();
-    let valid = checked
-        .iter()
-        .filter_map(|c| c.as_ref().ok().cloned())
-        .collect();
-    let stored = super::acl_store::create(broker, valid).await;
-    let results = checked
-        .iter()
-        .map(|c| match (c, &stored) {
-            (Err((code, message)), _) => result(*code, Some(message)),
-            (Ok(_), Err((code, message))) => result(*code, Some(message)),
-            (Ok(binding), Ok(())) => {
-                tracing::info!(?binding, "ACL created");
-                result(ErrorCode::None, None)
-            }
-        })
-        .collect();
-    CreateAclsResponse::default().with_results(results)
+        .collect()
 }
 
 #[cfg(test)]
@@ -119,12 +142,12 @@ mod tests {
         let broker = FakeBroker::new();
         let request =
             CreateAclsRequest::default().with_creations(vec![creation(2, "t", 3, "User:alice", 3)]);
-        let r = block_on(handle(&broker, &Access::open(), &request));
+        let r = block_on(handle(&broker, &Access::open(), &request)).unwrap();
         assert_eq!(codes(&r), vec![ErrorCode::SecurityDisabled.code()]);
         assert_eq!(r.results[0].error_message.as_deref(), Some(NO_AUTHORIZER));
         let config = AuthorizerConfig::default();
         let alice = Access::for_tests(&config, Default::default(), "User:alice", "127.0.0.1");
-        let r = block_on(handle(&broker, &alice, &request));
+        let r = block_on(handle(&broker, &alice, &request)).unwrap();
         assert_eq!(
             codes(&r),
             vec![ErrorCode::ClusterAuthorizationFailed.code()]
@@ -147,7 +170,7 @@ mod tests {
             creation(2, "t", 3, "alice", 3),
             creation(2, "t", 3, "User:alice", 3),
         ]);
-        let r = block_on(handle(&broker, &admin, &request));
+        let r = block_on(handle(&broker, &admin, &request)).unwrap();
         let invalid = ErrorCode::InvalidRequest.code();
         assert_eq!(codes(&r), vec![0, invalid, 0, invalid, 0]);
         assert_eq!(broker.topics().acls().len(), 2);
@@ -162,7 +185,8 @@ mod tests {
                 .with_pattern_type_filter(1)
                 .with_operation(1)
                 .with_permission_type(1),
-        );
+        )
+        .unwrap();
         assert_eq!(d.error_code, 0);
         assert_eq!(d.resources.len(), 2);
     }

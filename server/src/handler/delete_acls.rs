@@ -1,7 +1,7 @@
 //! DeleteAcls (31): every binding a filter matches goes, as Kafka's
 //! `AclControlManager.deleteAcls` answers it: per filter the bindings it matched (a binding two
-//! filters match is listed under each), INVALID_REQUEST for a filter with an UNKNOWN field,
-//! SECURITY_DISABLED without an authorizer, CLUSTER_AUTHORIZATION_FAILED without ALTER on the
+//! filters match is listed under each; a filter with an UNKNOWN field closes the connection, as
+//! Kafka's request parsing does), SECURITY_DISABLED without an authorizer, CLUSTER_AUTHORIZATION_FAILED without ALTER on the
 //! cluster. Once answered, this broker authorizes without them.
 
 use rill_metadata::acl::{AclBinding, Operation, WireFilter};
@@ -22,7 +22,10 @@ pub async fn serve<B: Broker>(
     request: DeleteAclsRequest,
 ) -> Answer {
     let access = super::authz::access(broker, cx.session);
-    Answer::body(handle(broker, &access, &request).await)
+    match handle(broker, &access, &request).await {
+        Some(response) => Answer::body(response),
+        None => Answer::Close,
+    }
 }
 
 fn failed(code: ErrorCode, message: &str) -> DeleteAclsFilterResult {
@@ -40,29 +43,24 @@ fn matching(b: &AclBinding) -> DeleteAclsMatchingAcl {
         .with_host(str_bytes(&b.host))
         .with_operation(b.operation.code())
         .with_permission_type(b.permission.code())
+        .with_error_message(None)
 }
 
-/// Answer DeleteAcls as `access` may.
+/// Answer DeleteAcls as `access` may; `None`: close the connection.
 pub async fn handle<B: Broker>(
     broker: &B,
     access: &Access<'_>,
     request: &DeleteAclsRequest,
-) -> DeleteAclsResponse {
+) -> Option<DeleteAclsResponse> {
     let every = |code, message| {
         let results = request
             .filters
             .iter()
             .map(|_| failed(code, message))
             .collect();
-        DeleteAclsResponse::default().with_filter_results(results)
+        Some(DeleteAclsResponse::default().with_filter_results(results))
     };
-    if !access.on() {
-        return every(ErrorCode::SecurityDisabled, NO_AUTHORIZER);
-    }
-    if !access.cluster(Operation::Alter) {
-        return every(ErrorCode::ClusterAuthorizationFailed, CLUSTER_DENIED);
-    }
-    let checked: Vec<_> = request
+    let filters: Vec<_> = request
         .filters
         .iter()
         .map(|f| {
@@ -76,32 +74,30 @@ pub async fn handle<B: Broker>(
                 permission: f.permission_type,
             }
             .validate()
+            .ok()
         })
-        .collect();
-    let valid = checked
-        .iter()
-        .filter_map(|c| c.as_ref().ok().cloned())
-        .collect();
-    let deleted = super::acl_store::delete(broker, valid).await;
-    let mut matched = match &deleted {
-        Ok(matched) => matched.clone().into_iter(),
-        Err(_) => Vec::new().into_iter(),
-    };
-    let results = checked
-        .iter()
-        .map(|c| match (c, &deleted) {
-            (Err((code, message)), _) | (Ok(_), Err((code, message))) => failed(*code, message),
-            (Ok(_), Ok(_)) => {
-                let hits = matched.next().unwrap_or_default();
+        .collect::<Option<_>>()?;
+    if !access.on() {
+        return every(ErrorCode::SecurityDisabled, NO_AUTHORIZER);
+    }
+    if !access.cluster(Operation::Alter) {
+        return every(ErrorCode::ClusterAuthorizationFailed, CLUSTER_DENIED);
+    }
+    let results = match super::acl_store::delete(broker, filters).await {
+        Err((code, message)) => return every(code, &message),
+        Ok(matched) => matched
+            .into_iter()
+            .map(|hits| {
                 for b in &hits {
                     tracing::info!(binding = ?b, "ACL deleted");
                 }
                 DeleteAclsFilterResult::default()
+                    .with_error_message(None)
                     .with_matching_acls(hits.iter().map(matching).collect())
-            }
-        })
-        .collect();
-    DeleteAclsResponse::default().with_filter_results(results)
+            })
+            .collect(),
+    };
+    Some(DeleteAclsResponse::default().with_filter_results(results))
 }
 
 #[cfg(test)]
@@ -148,18 +144,17 @@ mod tests {
                 .with_operation(op)
                 .with_permission_type(1)
         };
-        let request = DeleteAclsRequest::default().with_filters(vec![
-            filter(3, 1),
-            filter(3, 0),
-            filter(1, 3),
-        ]);
-        let r = block_on(handle(&broker, &admin, &request));
+        // An UNKNOWN operation: Kafka closes the connection, and deletes nothing.
+        let unknown = DeleteAclsRequest::default().with_filters(vec![filter(3, 1), filter(3, 0)]);
+        assert!(block_on(handle(&broker, &admin, &unknown)).is_none());
+        assert_eq!(broker.topics().acls().len(), 2);
+        let request = DeleteAclsRequest::default().with_filters(vec![filter(3, 1), filter(1, 3)]);
+        let r = block_on(handle(&broker, &admin, &request)).unwrap();
         let results = &r.filter_results;
         assert_eq!(results[0].error_code, 0);
         assert_eq!(results[0].matching_acls.len(), 1);
         assert_eq!(results[0].matching_acls[0].pattern_type, 3);
-        assert_eq!(results[1].error_code, ErrorCode::InvalidRequest.code());
-        assert_eq!(results[2].matching_acls.len(), 2);
+        assert_eq!(results[1].matching_acls.len(), 2);
         assert!(broker.topics().acls().is_empty());
         let _ = lit;
     }

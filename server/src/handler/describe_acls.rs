@@ -2,7 +2,7 @@
 //! by resource pattern as Kafka's `DescribeAclsResponse.aclsResources` groups them (sorted
 //! here; Kafka's order is its hash set's). SECURITY_DISABLED without an authorizer,
 //! CLUSTER_AUTHORIZATION_FAILED without DESCRIBE on the cluster, INVALID_REQUEST for a filter
-//! with an UNKNOWN field.
+//! with an UNKNOWN field closes the connection, as Kafka's parsing does.
 
 use std::collections::BTreeMap;
 
@@ -24,7 +24,10 @@ pub async fn serve<B: Broker>(
     request: DescribeAclsRequest,
 ) -> Answer {
     let access = super::authz::access(broker, cx.session);
-    Answer::body(handle(broker, &access, &request))
+    match handle(broker, &access, &request) {
+        Some(response) => Answer::body(response),
+        None => Answer::Close,
+    }
 }
 
 fn refused(code: ErrorCode, message: &str) -> DescribeAclsResponse {
@@ -33,18 +36,13 @@ fn refused(code: ErrorCode, message: &str) -> DescribeAclsResponse {
         .with_error_message(Some(str_bytes(message)))
 }
 
-/// Answer DescribeAcls as `access` may.
+/// Answer DescribeAcls as `access` may; `None`: close the connection (a filter with an UNKNOWN
+/// field, which Kafka's request parsing refuses).
 pub fn handle<B: Broker>(
     broker: &B,
     access: &Access<'_>,
     request: &DescribeAclsRequest,
-) -> DescribeAclsResponse {
-    if !access.on() {
-        return refused(ErrorCode::SecurityDisabled, NO_AUTHORIZER);
-    }
-    if !access.cluster(Operation::Describe) {
-        return refused(ErrorCode::ClusterAuthorizationFailed, CLUSTER_DENIED);
-    }
+) -> Option<DescribeAclsResponse> {
     let filter = WireFilter {
         resource_type: request.resource_type_filter,
         name: request.resource_name_filter.as_ref().map(|s| s.to_string()),
@@ -54,10 +52,16 @@ pub fn handle<B: Broker>(
         operation: request.operation,
         permission: request.permission_type,
     };
-    let filter = match filter.validate() {
-        Ok(filter) => filter,
-        Err((code, message)) => return refused(code, &message),
-    };
+    let filter = filter.validate().ok()?;
+    if !access.on() {
+        return Some(refused(ErrorCode::SecurityDisabled, NO_AUTHORIZER));
+    }
+    if !access.cluster(Operation::Describe) {
+        return Some(refused(
+            ErrorCode::ClusterAuthorizationFailed,
+            CLUSTER_DENIED,
+        ));
+    }
     let acls = super::acl_store::current(broker);
     let mut resources: BTreeMap<_, Vec<AclDescription>> = BTreeMap::new();
     for b in acls.iter().filter(|b| filter.matches(b)) {
@@ -82,5 +86,10 @@ pub fn handle<B: Broker>(
                 .with_acls(acls)
         })
         .collect();
-    DescribeAclsResponse::default().with_resources(resources)
+    // Kafka answers an empty message, not a null one.
+    Some(
+        DescribeAclsResponse::default()
+            .with_error_message(Some(str_bytes("")))
+            .with_resources(resources),
+    )
 }

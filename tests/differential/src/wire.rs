@@ -153,6 +153,8 @@ pub fn api_key_of(request: &RequestKind) -> ApiKey {
         DescribeTransactions,
         ListTransactions,
         DescribeAcls,
+        CreateAcls,
+        DeleteAcls,
         DescribeClientQuotas,
         DescribeUserScramCredentials,
         ConsumerGroupHeartbeat,

@@ -23,6 +23,7 @@ use crate::pair::Pair;
 use crate::records::{batch, BatchSpec};
 use crate::wire::Answer;
 
+mod acls;
 mod admin;
 mod api_versions;
 mod configs;
@@ -55,6 +56,7 @@ pub fn all() -> Vec<Case> {
         admin::CASES,
         configs::CASES,
         scram::CASES,
+        acls::CASES,
     ]
     .concat()
 }

@@ -32,7 +32,9 @@ import org.junit.jupiter.api.TestInfo;
  * Kafka Connect in distributed mode on rill: a worker whose config, offset and status topics (compacted,
  * made by the worker's AdminClient) and whose "connect" group live on rill, running a source connector
  * (100 lines to a topic, with source offsets) and a sink connector (the topic back, committed through the
- * sink's consumer group). The connectors are the test's own: connect-file is not published for 4.4.0.
+ * sink's consumer group). The worker is stopped part-way and a second one takes over from what the first
+ * stored on rill: the sink gets every line exactly once, in order. The connectors are the test's own:
+ * connect-file is not published for 4.4.0.
  */
 class ConnectTest extends RillCase {
     static final int LINES = 100;
@@ -71,8 +73,10 @@ class ConnectTest extends RillCase {
                 Thread.sleep(100);
                 return null;
             }
+            // Five lines every 50 ms: the first worker is still producing when the test stops it.
+            Thread.sleep(50);
             List<SourceRecord> batch = new ArrayList<>();
-            for (int i = 0; i < 10 && next < LINES; i++, next++) {
+            for (int i = 0; i < 5 && next < LINES; i++, next++) {
                 batch.add(new SourceRecord(Map.of("source", "lines"), Map.of("line", next), topic,
                         Schema.STRING_SCHEMA, "line " + next));
             }
@@ -124,6 +128,19 @@ class ConnectTest extends RillCase {
         return r.body();
     }
 
+    private static Connect<?> startWorker(Map<String, String> worker, HttpClient http, URI base) throws Exception {
+        Connect<?> connect = new ConnectDistributed().startConnect(worker);
+        waitFor("the Connect REST API", () -> {
+            try {
+                rest(http, "GET", base, null);
+                return true;
+            } catch (Exception e) {
+                return false;
+            }
+        });
+        return connect;
+    }
+
     @Test
     void aSourceToATopicAndBackThroughASink(TestInfo info) throws Exception {
         String app = unique(info);
@@ -143,25 +160,28 @@ class ConnectTest extends RillCase {
         worker.put("value.converter", "org.apache.kafka.connect.storage.StringConverter");
         worker.put("listeners", "http://127.0.0.1:" + port);
         worker.put("offset.flush.interval.ms", "500");
-        Connect<?> connect = new ConnectDistributed().startConnect(worker);
+        HttpClient http = HttpClient.newHttpClient();
+        URI base = URI.create("http://127.0.0.1:" + port + "/connectors");
+        Connect<?> connect = startWorker(worker, http, base);
         try {
-            HttpClient http = HttpClient.newHttpClient();
-            URI base = URI.create("http://127.0.0.1:" + port + "/connectors");
-            waitFor("the Connect REST API", () -> {
-                try {
-                    rest(http, "GET", base, null);
-                    return true;
-                } catch (Exception e) {
-                    return false;
-                }
-            });
             rest(http, "POST", base, "{\"name\":\"" + app + "-source\",\"config\":{"
                     + "\"connector.class\":\"" + LinesSource.class.getName() + "\","
                     + "\"tasks.max\":\"1\",\"topic\":\"" + topic + "\"}}");
             rest(http, "POST", base, "{\"name\":\"" + app + "-sink\",\"config\":{"
                     + "\"connector.class\":\"" + ListSink.class.getName() + "\","
                     + "\"tasks.max\":\"1\",\"sink.id\":\"" + app + "\",\"topics\":\"" + topic + "\"}}");
-            waitFor("the sink to receive every line", () -> SUNK.getOrDefault(app, List.of()).size() >= LINES);
+            waitFor("the sink to receive a first part", () -> SUNK.getOrDefault(app, List.of()).size() >= 20);
+            connect.stop();
+            connect.awaitStop();
+            int before = SUNK.get(app).size();
+            if (before >= LINES) {
+                throw new AssertionError("the first worker finished before it was stopped: nothing to resume");
+            }
+            // A new worker (same group and topics) reads the connectors' configs, the source's offsets and
+            // the sink group's commits back from rill and carries on.
+            connect = startWorker(worker, http, base);
+            waitFor("the sink to receive every line", () -> SUNK.get(app).size() >= LINES);
+            Thread.sleep(1000); // and nothing again after that
             List<String> want = new ArrayList<>();
             for (int i = 0; i < LINES; i++) {
                 want.add("line " + i);

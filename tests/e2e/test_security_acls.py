@@ -299,3 +299,19 @@ def test_configs_and_partitions_are_checked_per_topic(acl):
     with pytest.raises(KafkaException) as e:
         list(grown.values())[0].result()
     assert e.value.args[0].code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
+
+
+def test_auto_creation_needs_create(acl):
+    prefix = unique("mk") + "-"
+    alice = acl.config("alice")
+    create(acl.admin(), [binding(ResourceType.TOPIC, prefix, "User:alice", AclOperation.WRITE,
+                                 pattern=ResourcePatternType.PREFIXED)])
+    first = prefix + "first"
+    errors = produce(alice, first, 1)
+    assert [e.code() for e in errors] == [KafkaError.TOPIC_AUTHORIZATION_FAILED]
+    assert first not in visible(acl.config("admin")), "created without CREATE"
+    create(acl.admin(), [binding(ResourceType.TOPIC, prefix, "User:alice", AclOperation.CREATE,
+                                 pattern=ResourcePatternType.PREFIXED)])
+    second = prefix + "second"
+    assert produce(alice, second, 1) == [None]
+    assert second in visible(acl.config("admin"))

@@ -26,6 +26,10 @@ pub struct Access<'a> {
     principal: String,
     /// The client's address as Kafka writes it (`127.0.0.1`); `*` matches it whatever it is.
     host: String,
+    /// The topics a request finds (`None` in tests): what a Metadata or Produce would create.
+    registry: Option<&'a crate::topics::TopicRegistry>,
+    /// `auto.create.topics.enable`.
+    auto_create: bool,
 }
 
 /// The access of `session`'s requests on `broker` now.
@@ -42,6 +46,8 @@ pub fn access<'a, B: Broker>(broker: &'a B, session: &Session) -> Access<'a> {
         host: session
             .peer
             .map_or_else(String::new, |peer| peer.ip().to_string()),
+        registry: Some(broker.topics()),
+        auto_create: broker.config().auto_create_topics,
     }
 }
 
@@ -53,6 +59,8 @@ impl Access<'_> {
             acls: Arc::default(),
             principal: String::new(),
             host: String::new(),
+            registry: None,
+            auto_create: false,
         }
     }
 
@@ -69,6 +77,8 @@ impl Access<'_> {
             acls: Arc::new(acls),
             principal: principal.to_string(),
             host: host.to_string(),
+            registry: None,
+            auto_create: false,
         }
     }
 
@@ -108,6 +118,18 @@ impl Access<'_> {
             acls: &self.acls,
         }
         .authorize_any(who, op, resource_type)
+    }
+
+    /// Whether a request naming the topic `name` would auto-create it without CREATE on the
+    /// cluster or the topic (Kafka's Metadata then answers TOPIC_AUTHORIZATION_FAILED).
+    pub fn would_create_unallowed(&self, name: &str) -> bool {
+        let Some(registry) = self.registry.filter(|_| self.on() && self.auto_create) else {
+            return false;
+        };
+        !crate::internal_topics::is_internal(name)
+            && registry.get(name).is_none()
+            && !self.cluster(Operation::Create)
+            && !self.topic(Operation::Create, name)
     }
 
     /// `op` on the topic `name`.

@@ -247,8 +247,12 @@ fn produce(access: &Access<'_>, mut r: ProduceRequest) -> Checked {
         .transactional_id
         .as_ref()
         .is_some_and(|id| !id.is_empty() && !access.transactional_id(Operation::Write, id));
+    // Rill creates an unknown topic on Produce too (auto.create.topics.enable): CREATE is
+    // asked as Metadata asks it.
     let (kept, refused) = split(std::mem::take(&mut r.topic_data), |t| {
-        !txn_denied && access.topic(Operation::Write, &t.name)
+        !txn_denied
+            && access.topic(Operation::Write, &t.name)
+            && !access.would_create_unallowed(&t.name)
     });
     if txn_denied && r.acks == 0 {
         return Err(Box::new(Answer::Close));
@@ -282,10 +286,11 @@ fn metadata(access: &Access<'_>, mut r: MetadataRequest) -> Checked {
     let all = r.topics.as_ref().is_none_or(Vec::is_empty);
     let mut refused = Vec::new();
     if let Some(topics) = r.topics.take() {
+        let auto = r.allow_auto_topic_creation;
         let (kept, denied) = split(topics, |t| {
-            t.name
-                .as_ref()
-                .is_none_or(|n| access.topic(Operation::Describe, n))
+            t.name.as_ref().is_none_or(|n| {
+                access.topic(Operation::Describe, n) && !(auto && access.would_create_unallowed(n))
+            })
         });
         refused = denied.into_iter().filter_map(|t| t.name).collect();
         // Every named topic refused: ask for none (an empty list would be every topic at v0).

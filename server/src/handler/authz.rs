@@ -15,6 +15,12 @@ use rill_metadata::acl::{
 use super::Broker;
 use crate::security::session::Session;
 
+/// The empty set of bindings, shared: no allocation per request.
+fn no_acls() -> Arc<Acls> {
+    static NONE: std::sync::OnceLock<Arc<Acls>> = std::sync::OnceLock::new();
+    NONE.get_or_init(Arc::default).clone()
+}
+
 /// One request's view of the authorizer.
 #[derive(Debug, Clone)]
 pub struct Access<'a> {
@@ -34,14 +40,13 @@ pub struct Access<'a> {
 
 /// The access of `session`'s requests on `broker` now.
 pub fn access<'a, B: Broker>(broker: &'a B, session: &Session) -> Access<'a> {
-    let config = broker.config().authorizer();
-    let acls = match config {
-        Some(_) => super::acl_store::current(broker),
-        None => Arc::default(),
+    let Some(config) = broker.config().authorizer() else {
+        // No authorizer: nothing to look up, and nothing allocated on the request's path.
+        return Access::open();
     };
     Access {
-        config,
-        acls,
+        config: Some(config),
+        acls: super::acl_store::current(broker),
         principal: format!("User:{}", session.principal()),
         host: session
             .peer
@@ -56,7 +61,7 @@ impl Access<'_> {
     pub fn open() -> Access<'static> {
         Access {
             config: None,
-            acls: Arc::default(),
+            acls: no_acls(),
             principal: String::new(),
             host: String::new(),
             registry: None,

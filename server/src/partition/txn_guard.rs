@@ -8,7 +8,8 @@
 //! | append                               | partition                                        |
 //! |--------------------------------------|--------------------------------------------------|
 //! | producer's transaction open here     | append                                           |
-//! | no guard                             | hand out a new guard, append nothing             |
+//! | no guard, none handed out            | hand out a new guard, append nothing             |
+//! | no guard, one handed out             | hand out that one again, append nothing          |
 //! | the guard handed out (still current) | append (the transaction opens), guard used up    |
 //! | another guard (a marker voided it)   | INVALID_TXN_STATE                                |
 //!
@@ -55,6 +56,12 @@ impl TxnGuards {
                 Admit::Append
             }
             Some(_) => Admit::Refuse,
+            // Several appends in flight before the transaction opens here share one guard, as
+            // Kafka's verification state entry is shared: a second guard would void the first,
+            // and the first append back from its verification would be refused.
+            None if self.by_producer.contains_key(&producer) => {
+                Admit::Verify(self.by_producer[&producer])
+            }
             None => {
                 if self.by_producer.len() >= GUARDS_MAX {
                     self.by_producer.clear();
@@ -91,6 +98,28 @@ mod tests {
             Admit::Append,
             "open here: no verification"
         );
+    }
+
+    /// franz-go's TestTxnEtl: a producer's appends to one partition in flight at once, before
+    /// its transaction opens there, each come back from verification, and each lands.
+    #[test]
+    fn appends_in_flight_before_the_transaction_opens_share_one_guard() {
+        let mut g = TxnGuards::default();
+        let Admit::Verify(first) = g.admit(P, false, None) else {
+            panic!()
+        };
+        let Admit::Verify(second) = g.admit(P, false, None) else {
+            panic!()
+        };
+        assert_eq!(first, second);
+        assert_eq!(g.admit(P, false, Some(first)), Admit::Append);
+        // The transaction is open here now, so the second lands whatever its guard.
+        assert_eq!(g.admit(P, true, Some(second)), Admit::Append);
+        // Another producer gets a guard of its own.
+        let Admit::Verify(other) = g.admit(ProducerId(8), false, None) else {
+            panic!()
+        };
+        assert_ne!(other, first);
     }
 
     #[test]

@@ -137,6 +137,11 @@ impl Access<'_> {
             && !self.topic(Operation::Create, name)
     }
 
+    /// The name of the topic `id` names, if this broker knows it.
+    pub fn topic_name_of(&self, id: uuid::Uuid) -> Option<String> {
+        self.registry?.by_id(id).map(|(name, _)| name)
+    }
+
     /// `op` on the topic `name`.
     pub fn topic(&self, op: Operation, name: &str) -> bool {
         self.allows(op, ResourceType::Topic, name)

@@ -160,7 +160,7 @@ fn check_configs(access: &Access<'_>, body: RequestKind) -> Checked {
             ))
         }
         body @ RequestKind::DescribeConfigs(_) => Ok((body, Refused::FilterAnswer)),
-        body => Ok((body, Refused::Nothing)),
+        body => super::authz_share::check(access, body),
     }
 }
 
@@ -292,6 +292,6 @@ fn patch_configs(access: &Access<'_>, refused: Refused, body: ResponseKind) -> R
             }
             ResponseKind::DescribeTopicPartitions(r)
         }
-        (_, body) => body,
+        (refused, body) => super::authz_share::patch(access, refused, body),
     }
 }

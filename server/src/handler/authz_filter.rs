@@ -44,6 +44,8 @@ pub enum Refused {
     CreatePartitions(Vec<TopicName>),
     /// AlterConfigs, IncrementalAlterConfigs: (resource type, name, code) refused.
     Configs(Vec<(i8, StrBytes, ErrorCode)>),
+    /// ShareFetch, ShareAcknowledge: topics (by id) and partitions refused.
+    ShareTopics(Vec<(uuid::Uuid, Vec<i32>)>),
     /// DescribeTopicPartitions: whether every topic was asked.
     DescribeTopicPartitions(bool),
     /// Answers filtered, nothing taken out (ListOffsets, OffsetForLeaderEpoch,
@@ -690,6 +692,6 @@ fn filter_txn_answer(access: &Access<'_>, body: ResponseKind) -> ResponseKind {
                 .retain(|t| access.transactional_id(Operation::Describe, &t.transactional_id));
             ResponseKind::ListTransactions(r)
         }
-        body => body,
+        body => super::authz_share::patch(access, Refused::FilterAnswer, body),
     }
 }

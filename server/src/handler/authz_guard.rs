@@ -35,13 +35,15 @@
 //! | DescribeTopicPartitions | DESCRIBE on each topic (all-topic requests leave the others out) | TOPIC_AUTHORIZATION_FAILED |
 //! | DescribeProducers | READ on each topic | TOPIC_AUTHORIZATION_FAILED |
 //! | DescribeTransactions / ListTransactions | DESCRIBE on each transactional id (listing: the others left out) | TRANSACTIONAL_ID_AUTHORIZATION_FAILED |
+//! | ShareGroupHeartbeat, ShareFetch, ShareAcknowledge | READ on the share group; READ on each topic fetched or acknowledged, DESCRIBE on each subscribed | GROUP_AUTHORIZATION_FAILED, TOPIC_AUTHORIZATION_FAILED |
+//! | ShareGroupDescribe, DescribeShareGroupOffsets | DESCRIBE on each group (and topic) | GROUP_ / TOPIC_AUTHORIZATION_FAILED |
+//! | AlterShareGroupOffsets / DeleteShareGroupOffsets | ALTER / DELETE on the group, READ on each topic | GROUP_ / TOPIC_AUTHORIZATION_FAILED |
 //! | CreateAcls, DeleteAcls / DescribeAcls | ALTER / DESCRIBE on the cluster (in their handlers) | CLUSTER_AUTHORIZATION_FAILED |
 //! | ElectLeaders, AlterPartitionReassignments, AlterReplicaLogDirs, AlterUserScramCredentials | ALTER on the cluster | CLUSTER_AUTHORIZATION_FAILED |
 //! | ListPartitionReassignments, DescribeLogDirs, DescribeUserScramCredentials | DESCRIBE on the cluster | CLUSTER_AUTHORIZATION_FAILED |
 //!
-//! Not yet checked per resource as Kafka does, and until they are, allowed only to a principal
-//! with the listed operation on the CLUSTER (stricter than Kafka: a super user passes):
-//! the share-group APIs (ALTER). [`rule`] says which.
+//! [`Rule::Interim`] (an API Kafka checks per resource, allowed here only with an operation on
+//! the cluster until that is written) is used by none now.
 //!
 //! A whole request refused is answered with the API's top-level error code where its response
 //! has one at that version (`crate::panic_guard::error_body`), else the connection is closed.
@@ -83,13 +85,6 @@ pub fn rule(api: ApiKey) -> Rule {
             Rule::Cluster(Describe)
         }
         WriteTxnMarkers => Rule::Cluster(ClusterAction),
-        ShareGroupHeartbeat
-        | ShareGroupDescribe
-        | ShareFetch
-        | ShareAcknowledge
-        | DescribeShareGroupOffsets
-        | AlterShareGroupOffsets
-        | DeleteShareGroupOffsets => Rule::Interim(Alter),
         _ => Rule::PerResource,
     }
 }

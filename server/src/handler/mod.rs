@@ -69,6 +69,7 @@ pub mod authz;
 pub mod authz_admin;
 pub mod authz_filter;
 pub mod authz_guard;
+pub mod authz_share;
 pub mod consumer_group_describe;
 pub mod consumer_group_heartbeat;
 pub mod create_acls;

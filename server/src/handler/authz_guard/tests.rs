@@ -35,7 +35,7 @@ fn the_table_names_every_registry_api() {
     assert_eq!(rule(ApiKey::Produce), Rule::PerResource);
     assert_eq!(rule(ApiKey::DescribeConfigs), Rule::PerResource);
     assert_eq!(rule(ApiKey::ListTransactions), Rule::PerResource);
-    assert_eq!(rule(ApiKey::ShareFetch), Rule::Interim(Operation::Alter));
+    assert_eq!(rule(ApiKey::ShareFetch), Rule::PerResource);
 }
 
 #[test]
@@ -298,5 +298,50 @@ fn transactions_are_listed_and_described_only_with_describe_on_their_id() {
     assert_eq!(
         codes,
         vec![0, ErrorCode::TransactionalIdAuthorizationFailed.code()]
+    );
+}
+
+#[test]
+fn share_groups_need_read_on_the_group() {
+    use crate::handler::str_bytes;
+    let config = AuthorizerConfig::default();
+    let access = alice(
+        &config,
+        &[allow(ResourceType::Group, "sg", Operation::Read)],
+    );
+    let fetch = |g: &str| {
+        RequestKind::ShareFetch(
+            ShareFetchRequest::default().with_group_id(Some(GroupId(str_bytes(g)))),
+        )
+    };
+    assert!(authz_filter::check(&access, 1, fetch("sg")).is_ok());
+    let Err(answer) = authz_filter::check(&access, 1, fetch("other")) else {
+        panic!()
+    };
+    let Answer::Body(ResponseKind::ShareFetch(r)) = *answer else {
+        panic!()
+    };
+    assert_eq!(r.error_code, ErrorCode::GroupAuthorizationFailed.code());
+    let describe = ShareGroupDescribeRequest::default()
+        .with_group_ids(vec![GroupId(str_bytes("sg")), GroupId(str_bytes("other"))]);
+    let (_, refused) =
+        authz_filter::check(&access, 1, RequestKind::ShareGroupDescribe(describe)).unwrap();
+    let described = |g: &str| {
+        share_group_describe_response::DescribedGroup::default()
+            .with_group_id(GroupId(str_bytes(g)))
+    };
+    let answer = Answer::body(
+        ShareGroupDescribeResponse::default()
+            .with_groups(vec![described("sg"), described("other")]),
+    );
+    let Answer::Body(ResponseKind::ShareGroupDescribe(r)) = patch(&access, refused, 1, answer)
+    else {
+        panic!()
+    };
+    let codes: Vec<_> = r.groups.iter().map(|g| g.error_code).collect();
+    assert_eq!(
+        codes,
+        vec![0, ErrorCode::GroupAuthorizationFailed.code()],
+        "READ implies DESCRIBE"
     );
 }

@@ -319,9 +319,15 @@ def test_kill9_during_copies_leaves_no_orphan_and_no_dangling_metadata(
         time.sleep(0.1 * (round_ + 1))   # copies in flight at different points
         b.restart(graceful=False)
     admin_address = f"127.0.0.1:{b.admin_port}"
-    _wait("copies caught up", lambda: metrics(admin_address)["rill_remote_upload_lag_segments"]
-          == 0 and all(s["state"] == "COPY_FINISHED"
-                       for s in _metadata(b, topic_name)["segments"]))
+    def caught_up() -> bool:
+        # Every sealed segment copied: the copies end where the active segment starts (the
+        # lag gauge alone reads 0 before the reopened partition has counted its lag).
+        segments = _metadata(b, topic_name)["segments"]
+        active = _local_segments(b, topic_name)[-1]
+        return bool(segments) and all(s["state"] == "COPY_FINISHED" for s in segments) and \
+            max(s["end_offset"] for s in segments) + 1 == active and \
+            metrics(admin_address)["rill_remote_upload_lag_segments"] == 0
+    _wait("copies caught up", caught_up)
     # Every object belongs to a finished copy the metadata names, and every finished copy's
     # .log, .index and .timeindex are there.
     meta = _metadata(b, topic_name)["segments"]

@@ -420,12 +420,7 @@ impl<S: Storage + 'static> Actor<S> {
                     continue;
                 }
                 Next::Unparked(msg) => {
-                    if self.parked.as_ref().is_some_and(FuturesUnordered::is_empty) {
-                        self.parked = None;
-                    }
-                    self.hold_read_ahead_if_writing();
-                    let reply = Box::pin(self.serve_other(msg.op)).await;
-                    let _ = msg.reply.send(reply);
+                    Box::pin(self.serve_unparked(msg)).await;
                     continue;
                 }
                 Next::Closed => return None,
@@ -455,6 +450,20 @@ impl<S: Storage + 'static> Actor<S> {
                 Box::pin(self.maintenance()).await;
             }
         }
+    }
+
+    /// A parked read whose bytes are loaded. Local retention may have deleted them
+    /// meanwhile, once copied to the remote tier: it is then read from there.
+    async fn serve_unparked(&mut self, msg: ActorMsg) {
+        if self.parked.as_ref().is_some_and(FuturesUnordered::is_empty) {
+            self.parked = None;
+        }
+        self.hold_read_ahead_if_writing();
+        let Some(msg) = self.try_remote_read(msg).await else {
+            return;
+        };
+        let reply = self.serve_other(msg.op).await;
+        let _ = msg.reply.send(reply);
     }
 
     /// Tells the shard how many files the log holds open now.

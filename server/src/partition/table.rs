@@ -42,6 +42,14 @@ enum Slot {
     Closing(Rc<ShutdownSignal>),
 }
 
+/// What a partition's actor is opened with: log config, compaction, `min.insync.replicas`, tier.
+type PartitionSettings = (
+    rill_engine::LogConfig,
+    Option<rill_engine::cleaner::CompactionConfig>,
+    i32,
+    Option<crate::tiered::tier::TierSetup>,
+);
+
 /// A single node's internal partition on this shard: topic, partition and the log behind it.
 type InternalPartition<S> = (&'static str, i32, Rc<InternalLog<S>>);
 
@@ -182,23 +190,46 @@ impl<S: Storage + 'static> PartitionTable<S> {
         Ok(settings)
     }
 
+    /// The settings an actor opens a partition with: its log config, compaction,
+    /// `min.insync.replicas` and tier.
+    fn partition_settings(
+        &self,
+        topic: &str,
+        meta: &crate::topics::TopicMeta,
+        partition: i32,
+    ) -> Result<PartitionSettings, ErrorCode> {
+        let settings = self.topic_settings(&meta.configs).map_err(|e| {
+            tracing::error!(topic, error = %e, "stored topic config is invalid");
+            ErrorCode::InvalidConfig
+        })?;
+        let mut config = settings.log;
+        let tier = self.tier_setup(topic, meta.id, partition, settings.remote, &mut config);
+        let compaction = settings.compaction;
+        Ok((config, compaction, settings.min_insync_replicas, tier))
+    }
+
     /// What a tiered topic's partition needs to copy to and read from the remote tier
-    /// (`None`: the topic or the broker is not tiered; a cluster's replicas are not yet).
+    /// (`None`: the topic or the broker is not tiered; a cluster's replicas are not yet). A
+    /// tiered topic's partition that is not tiered here keeps the total retention in `config`:
+    /// local retention must never run ungated.
     fn tier_setup(
         &self,
         topic: &str,
         topic_id: uuid::Uuid,
         partition: i32,
         remote: Option<crate::topic_config::RemoteRetention>,
+        config: &mut rill_engine::LogConfig,
     ) -> Option<crate::tiered::tier::TierSetup> {
-        let (shard, remote) = (self.tier.clone()?, remote?);
-        if self.cluster.is_some() {
+        let remote = remote?;
+        let Some(shard) = self.tier.clone().filter(|_| self.cluster.is_none()) else {
             tracing::warn!(
                 topic,
                 "tiered storage is single-node only for now: not copied"
             );
+            (config.retention_ms, config.retention_bytes) =
+                (remote.retention_ms, remote.retention_bytes);
             return None;
-        }
+        };
         let keys = crate::tiered::keys::PartitionKeys::new(
             &shard.settings.prefix,
             topic,
@@ -244,13 +275,8 @@ impl<S: Storage + 'static> PartitionTable<S> {
             return Err(ErrorCode::UnknownTopicOrPartition);
         }
         let generation = self.registry.config_generation();
-        let settings = self.topic_settings(&meta.configs);
-        let (config, compaction, min_insync_replicas, remote) = settings
-            .map(|s| (s.log, s.compaction, s.min_insync_replicas, s.remote))
-            .map_err(|e| {
-                tracing::error!(topic, error = %e, "stored topic config is invalid");
-                ErrorCode::InvalidConfig
-            })?;
+        let (config, compaction, min_insync_replicas, tier) =
+            self.partition_settings(topic, &meta, partition)?;
         let (mailbox, receiver) = mpsc::channel(self.config.partition_queue_max);
         let handle = Rc::new(PartitionHandle {
             mailbox,
@@ -281,7 +307,7 @@ impl<S: Storage + 'static> PartitionTable<S> {
             cluster: self.cluster.clone(),
             mailbox: self.cluster.as_ref().map(|_| handle.mailbox.clone()),
             min_insync_replicas,
-            tier: self.tier_setup(topic, meta.id, partition, remote),
+            tier,
             replica_lag_time_max_ms: self
                 .cluster
                 .as_ref()

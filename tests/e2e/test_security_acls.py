@@ -315,3 +315,28 @@ def test_auto_creation_needs_create(acl):
     second = prefix + "second"
     assert produce(alice, second, 1) == [None]
     assert second in visible(acl.config("admin"))
+
+
+def test_delete_topics_needs_delete_on_the_topic(acl):
+    t = unique("del")
+    make_topics(acl, t)
+    alice = acl.admin("alice")
+    create(acl.admin(), [binding(ResourceType.TOPIC, t, "User:alice", AclOperation.DESCRIBE)])
+    refused = alice.delete_topics([t], request_timeout=10)
+    with pytest.raises(KafkaException) as e:
+        refused[t].result()
+    assert e.value.args[0].code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
+    assert t in visible(acl.config("admin"))
+    create(acl.admin(), [binding(ResourceType.TOPIC, t, "User:alice", AclOperation.DELETE)])
+    alice.delete_topics([t], request_timeout=10)[t].result()
+    assert until_gone(acl, t)
+
+
+def until_gone(acl: AclBroker, topic: str) -> bool:
+    import time
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        if topic not in visible(acl.config("admin")):
+            return True
+        time.sleep(0.2)
+    return False

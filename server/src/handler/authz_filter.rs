@@ -360,10 +360,11 @@ fn delete_topics(access: &Access<'_>, mut r: DeleteTopicsRequest) -> Checked {
         .into_iter()
         .map(|n| (Some(n), uuid::Uuid::nil()))
         .collect();
-    let cluster = access.cluster(Operation::Delete);
+    // A topic named by id only is checked by its name, as Kafka resolves it; an unknown id is
+    // the handler's to answer (UNKNOWN_TOPIC_ID).
     let (kept, denied) = split(std::mem::take(&mut r.topics), |t| match &t.name {
         Some(n) => delete(n),
-        None => cluster,
+        None => access.topic_name_of(t.topic_id).is_none_or(|n| delete(&n)),
     });
     r.topics = kept;
     refused.extend(denied.into_iter().map(|t| (t.name, t.topic_id)));

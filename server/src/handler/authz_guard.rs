@@ -21,7 +21,7 @@
 //! | ListGroups | DESCRIBE on the cluster, else only the groups it may DESCRIBE are listed | |
 //! | DeleteGroups | DELETE on each group | GROUP_AUTHORIZATION_FAILED |
 //! | CreateTopics | CREATE on the cluster or on each topic | TOPIC_AUTHORIZATION_FAILED |
-//! | DeleteTopics | DELETE on each topic (a topic named by id only: DELETE on the cluster, here) | TOPIC_AUTHORIZATION_FAILED |
+//! | DeleteTopics | DELETE on each topic (one named by id: by its name) | TOPIC_AUTHORIZATION_FAILED |
 //! | InitProducerId | WRITE on the transactional id; without one IDEMPOTENT_WRITE on the cluster or WRITE on some topic | TRANSACTIONAL_ID_ / CLUSTER_AUTHORIZATION_FAILED |
 //! | EndTxn | WRITE on the transactional id | TRANSACTIONAL_ID_AUTHORIZATION_FAILED |
 //! | AddOffsetsToTxn | WRITE on the transactional id, READ on the group | TRANSACTIONAL_ID_ / GROUP_AUTHORIZATION_FAILED |

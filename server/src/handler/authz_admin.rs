@@ -8,7 +8,7 @@ use rill_protocol::kafka_protocol::protocol::StrBytes;
 use rill_protocol::ErrorCode;
 
 use super::authz::Access;
-use super::authz_filter::{Checked, Refused};
+use super::authz_filter::{split, Checked, Refused};
 use super::authz_guard::refuse_whole;
 
 const TOPIC: ErrorCode = ErrorCode::TopicAuthorizationFailed;
@@ -46,9 +46,9 @@ fn txn_offset_commit(access: &Access<'_>, mut r: TxnOffsetCommitRequest) -> Chec
     } else {
         None
     };
-    let (kept, refused): (Vec<_>, Vec<_>) = std::mem::take(&mut r.topics)
-        .into_iter()
-        .partition(|t| code.is_none() && access.topic(Read, &t.name));
+    let (kept, refused) = split(std::mem::take(&mut r.topics), |t| {
+        code.is_none() && access.topic(Read, &t.name)
+    });
     r.topics = kept;
     let refused = partitions(refused, |t| {
         (
@@ -72,9 +72,9 @@ pub fn check(access: &Access<'_>, version: i16, body: RequestKind) -> Checked {
             if !access.group(Delete, &r.group_id) {
                 return Err(Box::new(refuse_whole(ApiKey::OffsetDelete, version, GROUP)));
             }
-            let (kept, refused): (Vec<_>, Vec<_>) = std::mem::take(&mut r.topics)
-                .into_iter()
-                .partition(|t| access.topic(Read, &t.name));
+            let (kept, refused) = split(std::mem::take(&mut r.topics), |t| {
+                access.topic(Read, &t.name)
+            });
             r.topics = kept;
             let refused = partitions(refused, |t| {
                 (
@@ -88,9 +88,9 @@ pub fn check(access: &Access<'_>, version: i16, body: RequestKind) -> Checked {
             ))
         }
         RequestKind::DeleteRecords(mut r) => {
-            let (kept, refused): (Vec<_>, Vec<_>) = std::mem::take(&mut r.topics)
-                .into_iter()
-                .partition(|t| access.topic(Delete, &t.name));
+            let (kept, refused) = split(std::mem::take(&mut r.topics), |t| {
+                access.topic(Delete, &t.name)
+            });
             r.topics = kept;
             let refused = partitions(refused, |t| {
                 (
@@ -104,9 +104,9 @@ pub fn check(access: &Access<'_>, version: i16, body: RequestKind) -> Checked {
             ))
         }
         RequestKind::CreatePartitions(mut r) => {
-            let (kept, refused): (Vec<_>, Vec<_>) = std::mem::take(&mut r.topics)
-                .into_iter()
-                .partition(|t| access.topic(Alter, &t.name));
+            let (kept, refused) = split(std::mem::take(&mut r.topics), |t| {
+                access.topic(Alter, &t.name)
+            });
             r.topics = kept;
             let refused = refused.into_iter().map(|t| t.name).collect();
             Ok((

@@ -240,7 +240,7 @@ fn transactional(access: &Access<'_>, version: i16, body: RequestKind) -> Checke
 }
 
 /// `items` split into those `keep` takes and the others, each in order.
-fn split<T>(items: Vec<T>, mut keep: impl FnMut(&T) -> bool) -> (Vec<T>, Vec<T>) {
+pub(super) fn split<T>(items: Vec<T>, mut keep: impl FnMut(&T) -> bool) -> (Vec<T>, Vec<T>) {
     items.into_iter().partition(|item| keep(item))
 }
 

@@ -361,3 +361,64 @@ def test_a_consumer_group_member_rejoins_after_a_single_node_restart(broker_fact
     finally:
         c.close()
     assert set(seen) == first | later
+
+
+OFFSETS_TOPIC = "__consumer_offsets"
+
+
+def regex_assigns_internal_topic(bootstrap: str, prefix: str) -> dict:
+    """A KIP-848 member subscribed by regex (SubscribedTopicRegex) to `__consumer_offs.*` and its
+    own topic: what it is assigned, reads and commits. Written against any broker, so that the
+    same scenario can be run against Apache Kafka (as the test's docstring says was done)."""
+    topic = f"{prefix}-own"
+    create_topic(bootstrap, topic, partitions=1)
+    own = seed(bootstrap, topic, 1, 2, tag="own")
+    # Another group's commit: a record in __consumer_offsets for the member to read.
+    marker = Consumer({"bootstrap.servers": bootstrap, "group.id": f"{prefix}-marker"})
+    marker.commit(offsets=[TopicPartition(topic, 0, 1)], asynchronous=False)
+    marker.close()
+    listed = admin(bootstrap).list_topics(timeout=10).topics
+    offsets_partitions = len(listed[OFFSETS_TOPIC].partitions)
+    group = f"g-{prefix}"
+    c = consumer(bootstrap, group)
+    read: dict[str, int] = {}
+    try:
+        c.subscribe([f"^(__consumer_offs.*|{prefix}-own)$"])
+        want = {(OFFSETS_TOPIC, p) for p in range(offsets_partitions)} | {(topic, 0)}
+        deadline = time.monotonic() + WAIT_S
+        while not (owned(c) == want and read.get(topic, 0) >= len(own) and read.get(OFFSETS_TOPIC)):
+            assert time.monotonic() < deadline, f"assigned {sorted(owned(c))}, read {read}"
+            m = c.poll(0.05)
+            if m is not None and not m.error():
+                read[m.topic()] = read.get(m.topic(), 0) + 1
+        # Kafka takes a commit of an internal topic's partition (it is in its metadata).
+        committed = c.commit(offsets=[TopicPartition(OFFSETS_TOPIC, 0, 1)], asynchronous=False)
+        fetched = c.committed([TopicPartition(OFFSETS_TOPIC, 0)], timeout=10)
+        described = describe(bootstrap, group).members[0].assignment.topic_partitions
+    finally:
+        c.close()
+    return {
+        "assigned": len(want),
+        "commit": [(tp.topic, tp.partition, tp.offset, tp.error) for tp in committed],
+        "committed": [(tp.topic, tp.partition, tp.offset, tp.error) for tp in fetched],
+        "described": sorted({tp.topic for tp in described}),
+        "offsets_partitions": offsets_partitions,
+    }
+
+
+def test_a_regex_naming_an_internal_topic_is_assigned_it(kip848_broker, topic_name):
+    """Kafka's group coordinator resolves a member's SubscribedTopicRegex against every topic of
+    its metadata image (`GroupMetadataManager.refreshRegularExpressions` scans
+    `image.topics().topicsByName()`), the internal ones included: `__consumer_offsets` is
+    assigned like any topic, and fetched, committed and described (franz-go's
+    Test848RegexBrokerResolves relies on it). Rill resolved regexes against its registered
+    topics only, so the member was never assigned it. The same scenario against Apache Kafka
+    4.4 (peers/kafka/kafka.sh start-single, 2026-12-02) gave the same answer, with Kafka's 50
+    partitions for Rill's 8."""
+    got = regex_assigns_internal_topic(kip848_broker.bootstrap, f"rxi-{topic_name}")
+    n = got["offsets_partitions"]
+    assert n == 8, got
+    assert got["assigned"] == n + 1
+    assert got["commit"] == [(OFFSETS_TOPIC, 0, 1, None)], got
+    assert got["committed"] == [(OFFSETS_TOPIC, 0, 1, None)], got
+    assert got["described"] == sorted([OFFSETS_TOPIC, f"rxi-{topic_name}-own"]), got

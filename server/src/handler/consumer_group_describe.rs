@@ -89,12 +89,13 @@ pub async fn handle<B: Broker>(
     ConsumerGroupDescribeResponse::default().with_groups(groups)
 }
 
-/// An assignment with its topics named (a topic deleted since is left out).
+/// An assignment with its topics named (a topic deleted since is left out; an internal one a
+/// regex matched is named as Metadata names it).
 fn assignment<B: Broker>(broker: &B, parts: &TopicIdPartitions) -> Assignment {
     let topics = parts
         .iter()
         .filter_map(|(id, partitions)| {
-            let (name, _) = broker.topics().by_id(*id)?;
+            let (name, _) = crate::coordinator_log::readable_topic_by_id(broker, *id)?;
             Some(
                 TopicPartitions::default()
                     .with_topic_id(*id)

@@ -4,7 +4,9 @@
 //! The request's shape is checked here as Kafka's `throwIfConsumerGroupHeartbeatRequestIsInvalid`
 //! does (INVALID_REQUEST, UNSUPPORTED_ASSIGNOR); the group's state machine does the rest
 //! (`crate::group::consumer`). The member's subscriptions are resolved against every topic the
-//! broker knows, handed to the coordinator with the request.
+//! broker knows, handed to the coordinator with the request: the internal ones too
+//! (`__consumer_offsets`, `__transaction_state`), as Kafka's `refreshRegularExpressions` matches a
+//! regex against every topic of its metadata image and a name subscription resolves there too.
 
 use rill_protocol::kafka_protocol::messages::consumer_group_heartbeat_response::{
     Assignment, TopicPartitions,
@@ -142,7 +144,8 @@ fn check<B: Broker>(
     Ok(())
 }
 
-/// The request as the group's state machine takes it, with every topic to resolve against.
+/// The request as the group's state machine takes it, with every topic to resolve against
+/// (registered and internal: a regex naming `__consumer_offsets` is assigned it, as in Kafka).
 fn args<B: Broker>(
     broker: &B,
     version: i16,
@@ -154,6 +157,7 @@ fn args<B: Broker>(
         .topics()
         .list()
         .into_iter()
+        .chain(broker.internal_topics())
         .map(|(name, meta)| TopicInfo {
             name,
             id: meta.id,

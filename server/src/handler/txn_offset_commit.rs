@@ -36,7 +36,8 @@ pub async fn handle<B: Broker>(
 ) -> TxnOffsetCommitResponse {
     let mut verdicts = PartitionVerdicts::default();
     for topic in &req.topics {
-        let meta = broker.topics().get(&topic.name.0);
+        // Kafka takes any topic its metadata holds, the internal ones included.
+        let meta = crate::coordinator_log::readable_topic(broker, &topic.name.0);
         for p in &topic.partitions {
             verdicts.judge(meta.as_deref(), p.partition_index, || {
                 (

@@ -66,6 +66,11 @@ if ! command -v chromium >/dev/null; then
     echo "installing chromium (Debian; the admin status page is rendered headless)"
     apt_install chromium
 fi
+# rill-bench's librdkafka links the system OpenSSL (its TLS listener measurements).
+if ! [ -e /usr/include/openssl/ssl.h ] || ! command -v pkg-config >/dev/null; then
+    echo "installing libssl-dev and pkg-config (Debian; rill-bench's librdkafka TLS)"
+    apt_install libssl-dev pkg-config
+fi
 if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
     echo "installing nodejs + npm (Debian)"
     apt_install nodejs npm

@@ -50,7 +50,7 @@ perf_tool() {
         zstd=$(ls -t target/release/build/zstd-sys-*/out/libzstd.a | head -n1)
         src=$(dirname "$(dirname "$lib")")
         gcc -O2 -o "$tool" "$src/examples/rdkafka_performance.c" -I"$src/src" "$lib" "$zstd" \
-            -lm -lz -ldl -lpthread -lrt >&2
+            -lssl -lcrypto -lm -lz -ldl -lpthread -lrt >&2
     fi
     echo "$tool"
 }

@@ -46,14 +46,13 @@ tansu_bin="$(find_tansu)"
 if [[ -z "$tansu_bin" ]]; then
     echo "!! tansu not found or installable: its rows will be n/a" >&2
 fi
-echo "== rill: ${rill_bin:-<none>}   kafka: ${kafka_script:-<none>}   tansu: ${tansu_bin:-<none>} ($("${tansu_bin:-true}" --version 2>/dev/null || true))" >&2
-
 kafka_script=""
 if command -v java >/dev/null && command -v mvn >/dev/null && peers/kafka/kafka.sh fetch >/dev/null; then
     kafka_script="peers/kafka/kafka.sh"
 else
     echo "!! Apache Kafka not available (java, mvn or the Maven fetch missing): its rows will be n/a" >&2
 fi
+echo "== rill: ${rill_bin:-<none>}   kafka: ${kafka_script:-<none>}   tansu: ${tansu_bin:-<none>} ($("${tansu_bin:-true}" --version 2>/dev/null || true))" >&2
 
 args=()
 [[ -n "$rill_bin" ]] && args+=(--rill-bin "$rill_bin")

@@ -10,6 +10,18 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 pub struct Cli {
     #[command(subcommand)]
     pub command: Command,
+    /// A librdkafka property for every client this run makes, KEY=VALUE (repeatable), e.g.
+    /// `-X security.protocol=ssl -X ssl.ca.location=ca.pem` to measure a TLS listener.
+    #[arg(short = 'X', long = "client-config", global = true, value_parser = parse_property)]
+    pub client_config: Vec<(String, String)>,
+}
+
+/// Splits `KEY=VALUE` at the first `=`.
+fn parse_property(text: &str) -> Result<(String, String), String> {
+    match text.split_once('=') {
+        Some((key, value)) if !key.is_empty() => Ok((key.to_string(), value.to_string())),
+        _ => Err(format!("expected KEY=VALUE, got {text:?}")),
+    }
 }
 
 /// The subcommands.
@@ -296,6 +308,8 @@ pub enum WorkloadSet {
     Latency,
     /// A producer at `--mixed-rate` acks=all, alone and beside a catch-up consumer in turns.
     Mixed,
+    /// Start-up time, idle RSS, and RSS after creating 1,000 partitions.
+    Footprint,
 }
 
 /// `rill-bench partitions`.

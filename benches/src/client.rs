@@ -1,6 +1,7 @@
 //! librdkafka configuration for the benchmark producer and consumer, and topic creation through
 //! the admin API.
 
+use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
@@ -17,7 +18,18 @@ use crate::cli::{Acks, Compression};
 /// How long metadata and admin calls may take before the run is abandoned.
 const ADMIN_TIMEOUT: Duration = Duration::from_secs(15);
 
-/// Settings common to every client: loopback, no Nagle, quiet logs.
+/// Properties from `-X KEY=VALUE`, applied to every client after the tool's own (set once, at
+/// start): one run measures one listener, so every producer, consumer and admin client of it
+/// must speak that listener's protocol.
+static EXTRA_CONFIG: OnceLock<Vec<(String, String)>> = OnceLock::new();
+
+/// Records the `-X` properties; called once from `main` before any client is made.
+pub fn set_extra_config(properties: Vec<(String, String)>) {
+    let set = EXTRA_CONFIG.set(properties);
+    debug_assert!(set.is_ok(), "client properties are set once");
+}
+
+/// Settings common to every client: loopback, no Nagle, quiet logs, then the `-X` properties.
 pub fn base_config(brokers: &str) -> ClientConfig {
     let mut config = ClientConfig::new();
     config
@@ -26,6 +38,9 @@ pub fn base_config(brokers: &str) -> ClientConfig {
         .set("broker.address.family", "v4")
         .set("socket.nagle.disable", "true")
         .set("log_level", "3");
+    for (key, value) in EXTRA_CONFIG.get().into_iter().flatten() {
+        config.set(key, value);
+    }
     config
 }
 

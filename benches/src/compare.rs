@@ -8,7 +8,7 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use hdrhistogram::Histogram;
@@ -33,6 +33,8 @@ enum Workload {
     Latency(Acks),
     /// acks=all producer alone, then beside a catch-up consumer (see [`crate::mixed`]).
     Mixed,
+    /// What a broker costs before any load: start-up, idle RSS, RSS at 1,000 partitions.
+    Footprint,
 }
 
 impl Workload {
@@ -43,6 +45,7 @@ impl Workload {
                 | (WorkloadSet::Throughput, Workload::Throughput(_))
                 | (WorkloadSet::Latency, Workload::Latency(_))
                 | (WorkloadSet::Mixed, Workload::Mixed)
+                | (WorkloadSet::Footprint, Workload::Footprint)
         )
     }
 
@@ -51,17 +54,34 @@ impl Workload {
             Workload::Throughput(acks) => format!("throughput-acks-{}", acks.as_config()),
             Workload::Latency(acks) => format!("latency-acks-{}", acks.as_config()),
             Workload::Mixed => "mixed-acks-all".to_string(),
+            Workload::Footprint => "footprint".to_string(),
         }
     }
 }
 
-const WORKLOADS: [Workload; 5] = [
+const WORKLOADS: [Workload; 6] = [
     Workload::Throughput(Acks::All),
     Workload::Throughput(Acks::Leader),
     Workload::Latency(Acks::All),
     Workload::Latency(Acks::Leader),
     Workload::Mixed,
+    Workload::Footprint,
 ];
+
+/// Partitions the footprint workload creates (one topic, replication 1).
+const FOOTPRINT_PARTITIONS: i32 = 1000;
+/// How long a broker sits idle before its RSS is read, and again after the partitions are
+/// created: its start-up and creation work has settled.
+const FOOTPRINT_SETTLE: Duration = Duration::from_secs(3);
+
+/// One footprint run of a broker.
+#[derive(Debug, Clone, Copy, Serialize)]
+struct Footprint {
+    /// From launch to serving (Kafka's includes `kafka-storage format`, as its start does).
+    start_seconds: f64,
+    idle_rss_kib: u64,
+    partitions_rss_kib: u64,
+}
 
 /// Everything measured for one (workload, broker), merged over rounds.
 #[derive(Debug, Default, Clone)]
@@ -70,6 +90,7 @@ struct Measured {
     ack: Option<Histogram<u64>>,
     e2e: Option<Histogram<u64>>,
     mixed: Vec<MixedResult>,
+    footprint: Vec<Footprint>,
     failures: Vec<String>,
 }
 
@@ -154,7 +175,9 @@ fn run_one(
     let label = format!("{} round {round} on {}", workload.name(), spec.kind.name());
     eprintln!("== {label}");
     let _ = std::fs::remove_dir_all(&spec.data_dir);
+    let launched = Instant::now();
     let result = Broker::start(spec).and_then(|broker| {
+        let start_seconds = launched.elapsed().as_secs_f64();
         let topic = format!("bench-{}-r{round}", workload.name());
         let target = Target {
             brokers: broker.address.clone(),
@@ -189,6 +212,12 @@ fn run_one(
                 let result = crate::mixed::run(&target, &options)?;
                 print_mixed(&result);
                 into.mixed.push(result);
+                Ok(())
+            }
+            Workload::Footprint => {
+                let footprint = measure_footprint(&broker, start_seconds)?;
+                eprintln!("   {footprint:?}");
+                into.footprint.push(footprint);
                 Ok(())
             }
         }
@@ -238,6 +267,41 @@ fn print_mixed(result: &MixedResult) {
             eprintln!("   broker {name}: {}", crate::mixed::broker_line(series));
         }
     }
+}
+
+/// Idle RSS after settling, then RSS once 1,000 partitions exist and have settled.
+fn measure_footprint(broker: &Broker, start_seconds: f64) -> anyhow::Result<Footprint> {
+    std::thread::sleep(FOOTPRINT_SETTLE);
+    let idle_rss_kib = crate::proc_stat::rss_kib(broker.pid())?;
+    crate::client::ensure_topic(&broker.address, "footprint", FOOTPRINT_PARTITIONS, 1)?;
+    std::thread::sleep(FOOTPRINT_SETTLE);
+    let partitions_rss_kib = crate::proc_stat::rss_kib(broker.pid())?;
+    Ok(Footprint {
+        start_seconds,
+        idle_rss_kib,
+        partitions_rss_kib,
+    })
+}
+
+/// The footprint workload's rows, means over rounds.
+fn footprint_rows(workload: &str, get: Get) -> Vec<Row> {
+    type Figure = fn(&Footprint) -> f64;
+    let figures: [(&str, Figure); 3] = [
+        ("start-up to ready s", |f| f.start_seconds),
+        ("idle RSS MiB", |f| f.idle_rss_kib as f64 / 1024.0),
+        ("RSS after creating 1,000 partitions MiB", |f| {
+            f.partitions_rss_kib as f64 / 1024.0
+        }),
+    ];
+    figures
+        .into_iter()
+        .map(|(metric, figure)| {
+            Row::of(workload, metric.to_string(), get, |m| {
+                let values: Vec<f64> = m.footprint.iter().map(figure).collect();
+                (!values.is_empty()).then(|| values.iter().sum::<f64>() / values.len() as f64)
+            })
+        })
+        .collect()
 }
 
 fn run_throughput(
@@ -438,6 +502,7 @@ fn all_rows(
             Workload::Throughput(_) => rows.extend(throughput_rows(&name, &get, limits)),
             Workload::Latency(_) => rows.extend(latency_rows(&name, &get, limits)),
             Workload::Mixed => rows.extend(mixed_rows(&name, &get)),
+            Workload::Footprint => rows.extend(footprint_rows(&name, &get)),
         }
     }
     rows
@@ -558,7 +623,7 @@ fn markdown(
 ) -> String {
     let mut text = format!(
         "Machine limits (same run): sequential O_DIRECT write {:.0} MB/s; 4 KiB O_DIRECT+O_DSYNC append p50 {} µs, p99 {} µs, p99.9 {} µs; loopback TCP {:.0} MB/s.\n\
-         Workloads: {} B messages, {} partition(s), Rill --shards {}, throughput {} s per run (linger 5 ms, no compression), latency {} msg/s for {} s (first 1 s dropped), {} round(s), the order rotating; mixed: acks=all producer at {} msg/s on one broker per round, {} pairs of {} s phases alone / beside a consumer reading a {} MiB backlog from its start at full speed (paused in between), the first {} s of each phase dropped, a device probe of {} durable 4 KiB appends/s throughout, the reader's client on {}.\n\n\
+         Workloads: {} B messages, {} partition(s), Rill --shards {}, throughput {} s per run (linger 5 ms, no compression), latency {} msg/s for {} s (first 1 s dropped), {} round(s), the order rotating; mixed: acks=all producer at {} msg/s on one broker per round, {} pairs of {} s phases alone / beside a consumer reading a {} MiB backlog from its start at full speed (paused in between), the first {} s of each phase dropped, a device probe of {} durable 4 KiB appends/s throughout, the reader's client on {}; footprint: start-up (launch to serving), RSS after {} s idle, RSS {} s after creating a topic of {} partitions.\n\n\
          | workload | metric | {} | {} | rill vs machine |\n|---|---|{}---|\n",
         limits.disk_direct_write_mb_s,
         limits.disk_sync_write_4k.p50_us,
@@ -568,6 +633,7 @@ fn markdown(
         args.size, args.partitions, args.shards, args.throughput_seconds, args.rate, args.latency_seconds, args.rounds,
         args.mixed_rate, args.mixed_pairs, args.mixed_phase_seconds, args.mixed_backlog_mib,
         args.mixed_settle_seconds, args.mixed_probe_rate, reader_placement(args),
+        FOOTPRINT_SETTLE.as_secs(), FOOTPRINT_SETTLE.as_secs(), FOOTPRINT_PARTITIONS,
         BrokerKind::ALL.map(BrokerKind::name).join(" | "),
         BrokerKind::PEERS.map(|peer| format!("rill/{}", peer.name())).join(" | "),
         "---:|".repeat(BrokerKind::ALL.len() + BrokerKind::PEERS.len()),
@@ -621,11 +687,17 @@ fn write_outputs(
             )
         })
         .collect();
+    let footprint_runs: BTreeMap<String, &Vec<Footprint>> = measured
+        .iter()
+        .filter(|(_, m)| !m.footprint.is_empty())
+        .map(|((w, k), m)| (format!("{w}/{}", k.name()), &m.footprint))
+        .collect();
     let json = serde_json::json!({
         "machine": limits,
         "rows": rows,
         "throughput_runs": raw,
         "mixed_runs": mixed_runs,
+        "footprint_runs": footprint_runs,
         "failures": failures,
     });
     std::fs::write(

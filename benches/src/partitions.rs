@@ -332,12 +332,7 @@ fn latency(
 /// RSS, open descriptors and allocated disk of `broker` now.
 fn footprint(broker: &Broker, data_dir: &Path) -> anyhow::Result<Footprint> {
     let pid = broker.pid();
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status"))?;
-    let rss_kib = status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        .context("no VmRSS in /proc/<pid>/status")?;
+    let rss_kib = crate::proc_stat::rss_kib(pid)?;
     let fds = std::fs::read_dir(format!("/proc/{pid}/fd"))?.count() as u64;
     let disk_kib = allocated_bytes(data_dir)? / 1024;
     let footprint = Footprint {

@@ -3,6 +3,17 @@
 
 use anyhow::{bail, Context};
 
+/// Resident set size of process `pid` now, in KiB (`VmRSS` in `/proc/<pid>/status`).
+pub fn rss_kib(pid: u32) -> anyhow::Result<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .with_context(|| format!("reading /proc/{pid}/status"))?;
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .context("no VmRSS in /proc/<pid>/status")
+}
+
 /// User + system CPU seconds consumed so far by all threads of `pid`.
 pub fn cpu_seconds(pid: u32) -> anyhow::Result<f64> {
     let path = format!("/proc/{pid}/stat");

@@ -20,6 +20,8 @@
 #                      default, leaving most of the 24 GiB to the page cache Kafka reads from)
 #   --flush-every-message   log.flush.interval.messages=1: an fsync before every ack (Rill's acks=all)
 #   --set KEY=VALUE    any other broker property (repeatable)
+#   --ssl-port N --ssl-keystore PEM   (single node) also an SSL listener on N, its key and chain in
+#                      PEM (ssl.keystore.type=PEM); the bootstrap printed stays the PLAINTEXT one
 # A start prints shell lines to eval: KAFKA_BOOTSTRAP=127.0.0.1:PORT[,...] KAFKA_DIR=DIR KAFKA_PIDS=...
 # and returns once every node has logged "Kafka Server started" and accepts connections.
 #
@@ -38,6 +40,7 @@ JVM_OPTS=(-server -XX:+UseG1GC -XX:MaxGCPauseMillis=20 -XX:InitiatingHeapOccupan
           -XX:+ExplicitGCInvokesConcurrent -Djava.awt.headless=true)
 
 die() { echo "kafka.sh: $*" >&2; exit 1; }
+SSL_PORT="" SSL_KEYSTORE=
 
 # The lib directory for this pom.xml, filled by Maven on first use.
 libs_dir() {
@@ -118,11 +121,17 @@ write_node_config() {
         echo "process.roles=broker,controller"
         echo "node.id=$id"
         echo "controller.quorum.voters=$voters"
-        echo "listeners=PLAINTEXT://127.0.0.1:$port,CONTROLLER://127.0.0.1:$cport"
-        echo "advertised.listeners=PLAINTEXT://127.0.0.1:$port"
+        local ssl_listener="" ssl_map=""
+        if [ -n "$SSL_PORT" ]; then
+            ssl_listener=",SSL://127.0.0.1:$SSL_PORT" ssl_map=",SSL:SSL"
+            echo "ssl.keystore.type=PEM"
+            echo "ssl.keystore.location=$SSL_KEYSTORE"
+        fi
+        echo "listeners=PLAINTEXT://127.0.0.1:$port,CONTROLLER://127.0.0.1:$cport$ssl_listener"
+        echo "advertised.listeners=PLAINTEXT://127.0.0.1:$port$ssl_listener"
         echo "controller.listener.names=CONTROLLER"
         echo "inter.broker.listener.name=PLAINTEXT"
-        echo "listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT"
+        echo "listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT$ssl_map"
         echo "log.dirs=$data"
         for kv in "$@"; do echo "$kv"; done
     } > "$file"
@@ -140,10 +149,16 @@ start() {
             --heap) heap=$2; shift 2 ;;
             --flush-every-message) flush=1; shift ;;
             --set) sets+=("$2"); shift 2 ;;
+            --ssl-port) SSL_PORT=$2; shift 2 ;;
+            --ssl-keystore) SSL_KEYSTORE=$(realpath "$2"); shift 2 ;;
             *) die "unknown option $1" ;;
         esac
     done
     [ -n "$dir" ] || dir="$ROOT/target/kafka-peer/$mode"
+    if [ -n "$SSL_PORT" ]; then
+        [ "$nodes" = 1 ] || die "--ssl-port is for start-single"
+        [ -n "$SSL_KEYSTORE" ] || die "--ssl-port needs --ssl-keystore"
+    fi
     if [ -f "$dir/pids" ]; then
         stop_dir "$dir" >&2 || true
     fi

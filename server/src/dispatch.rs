@@ -466,7 +466,7 @@ mod every_version_encodes {
                 .with_acks(1)
                 .with_topic_data(vec![t]);
             ResponseKind::Produce(
-                block_on(handler::produce::handle(b, v, req, Bytes::new()))
+                block_on(handler::produce::handle(b, v, req, Bytes::new(), None))
                     .into_response()
                     .unwrap(),
             )

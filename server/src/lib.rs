@@ -32,6 +32,8 @@
 //! - [`channel`]: in-process channels whose ends cannot carry a waker to another thread.
 //! - [`memory_budget`]: a shard's byte budgets (request frames, Fetch reads): reserve before
 //!   allocating, wait in order when spent.
+//! - [`request_order`]: a connection's request order, kept where concurrent requests must
+//!   (transactional Produce's verified appends).
 //! - [`shutdown`]: SIGTERM/SIGINT → every shard stops accepting, drains, closes its logs.
 //! - [`admin`]: the admin HTTP listener: Prometheus metrics, health checks, status JSON and page.
 //! - [`tools`]: `rill dump-log`, `rill check`: offline inspection and repair of a data directory.
@@ -62,6 +64,7 @@ pub mod partition;
 pub mod produce_rules;
 pub mod record_fields;
 pub mod replication;
+pub mod request_order;
 pub mod routing;
 pub mod security;
 pub mod shard;

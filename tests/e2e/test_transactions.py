@@ -216,6 +216,85 @@ def test_unadded_partitions_control_batches_and_stale_epochs_are_refused(broker,
     assert read_all(broker.bootstrap, topic_name, "read_uncommitted") == ["x"]
 
 
+#: Produce requests a transactional producer pipelines on one connection (franz-go keeps 5 in
+#: flight per broker; more widen the window in which verifications race).
+PIPELINED_REQUESTS = 8
+#: Records in each pipelined request's batch for partition 0.
+RECORDS_PER_REQUEST = 3
+#: The first request's batch for partition 1: big enough that its write and flush keep that
+#: request busy while the later ones' verifications already end.
+SLOW_VALUE_BYTES = 256 * 1024
+
+
+def add_partitions(broker, tid: str, pid: int, epoch: int, topic: str) -> None:
+    """AddPartitionsToTxn for partitions 0 and 1, again while the previous transaction
+    completes (CONCURRENT_TRANSACTIONS is the coordinator's "not yet", which clients retry)."""
+    deadline = time.monotonic() + CLIENT_TIMEOUT_S
+    while True:
+        added = kw.parse_add_partitions_to_txn_v0(call(
+            broker, kw.API_ADD_PARTITIONS_TO_TXN, 0,
+            kw.add_partitions_to_txn_v0_body(tid, pid, epoch, {topic: [0, 1]})))
+        busy = kw.ERR_CONCURRENT_TRANSACTIONS in added.values()
+        if not busy or time.monotonic() > deadline:
+            break
+        time.sleep(0.05)
+    assert added == {(topic, 0): 0, (topic, 1): 0}
+
+
+def test_pipelined_first_appends_of_a_transaction_land_in_request_order(broker, topic_name):
+    """franz-go's TestTxnEtl (issue 30): a transactional producer pipelines several Produce
+    requests to a partition newly in its transaction, on one connection. Each first append
+    there is verified with the coordinator (KIP-890); the first request also writes a big batch
+    to another partition, so the later requests' verifications end before its own. The
+    appends must still land in request order (Kafka serves a connection one request at a
+    time). Was: a later request's append landed first (OUT_OF_ORDER_SEQUENCE_NUMBER), then the
+    earlier one found its guard used up (INVALID_TXN_STATE), and the transaction failed."""
+    create_topic(broker.bootstrap, topic_name, partitions=2)
+    tid = f"{topic_name}-pipelined"
+    err, pid, epoch = kw.parse_init_producer_id_v0(
+        call(broker, kw.API_INIT_PRODUCER_ID, 0, kw.init_producer_id_v0_body(tid)))
+    assert err == 0
+
+    def txn_batch(values: list[bytes], seq: int) -> bytes:
+        return kw.record_batch(values, producer_id=pid, producer_epoch=epoch,
+                               base_sequence=seq, attributes=kw.ATTR_TRANSACTIONAL)
+
+    expected, seq, seq_slow = [], 0, 0
+    for txn in range(5):
+        add_partitions(broker, tid, pid, epoch, topic_name)
+        # Partition 1's transaction opens first, so the big batch is appended without a wait.
+        opening = kw.produce_v3_body({topic_name: {1: txn_batch([b"open"], seq_slow)}},
+                                     transactional_id=tid)
+        seq_slow += 1
+        assert kw.parse_produce_v3(call(broker, kw.API_PRODUCE, 3, opening)) == \
+            {(topic_name, 1): 0}
+        frames, values = b"", []
+        for req in range(PIPELINED_REQUESTS):
+            batch_values = [f"t{txn}-r{req}-{k}" for k in range(RECORDS_PER_REQUEST)]
+            partitions = {0: txn_batch([v.encode() for v in batch_values], seq)}
+            seq += RECORDS_PER_REQUEST
+            values += batch_values
+            if req == 0:
+                partitions[1] = txn_batch([b"s" * SLOW_VALUE_BYTES] * 2, seq_slow)
+                seq_slow += 2
+            body = kw.produce_v3_body({topic_name: partitions}, transactional_id=tid)
+            frames += kw.request(kw.API_PRODUCE, 3, 100 + req, body)
+        with kw.Conn(broker.host, broker.port) as c:
+            c.send(frames)  # all of them before any answer
+            answers = [c.recv_response() for _ in range(PIPELINED_REQUESTS)]
+        assert [a[0] for a in answers] == [100 + r for r in range(PIPELINED_REQUESTS)]
+        results = [kw.parse_produce_v3_offsets(a[1]) for a in answers]
+        assert results[0][(topic_name, 1)][0] == 0
+        on_0 = [r[(topic_name, 0)] for r in results]
+        assert [err for err, _ in on_0] == [0] * PIPELINED_REQUESTS, f"transaction {txn}: {on_0}"
+        offsets = [base for _, base in on_0]
+        assert offsets == sorted(offsets) and len(set(offsets)) == len(offsets), offsets
+        end = call(broker, kw.API_END_TXN, 0, kw.end_txn_v0_body(tid, pid, epoch, True))
+        assert kw.parse_end_txn_v0(end) == 0
+        expected += values
+    assert read_all(broker.bootstrap, topic_name, "read_committed") == expected
+
+
 # --- admin: the transactions and producers a real admin client sees -----------------------------
 
 def test_admin_lists_and_describes_transactions_and_producers(broker, topic_name):

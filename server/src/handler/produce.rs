@@ -48,6 +48,7 @@ use super::{topic_or_auto_create, Broker};
 use crate::admin::shard::hooks;
 use crate::partition::ops::{Acks, PartitionOp, PartitionReply};
 use crate::produce_rules::{self, Refusal};
+use crate::request_order::Turn;
 use crate::topic_config::TopicSettings;
 
 /// One partition's plan: its one batch to append, or the refusal to answer.
@@ -81,7 +82,13 @@ pub async fn serve<B: Broker>(
     cx: super::RequestContext<'_>,
     request: ProduceRequest,
 ) -> super::Answer {
-    match handle(broker, cx.version, request, cx.frame).await {
+    // Taken as the request arrives, before anything awaits: the connection's order.
+    let turn = request
+        .transactional_id
+        .as_ref()
+        .is_some_and(|id| !id.is_empty())
+        .then(|| cx.session.produce_order.take());
+    match handle(broker, cx.version, request, cx.frame, turn).await {
         Produced::Response(response) => super::Answer::body(response),
         Produced::Silent => super::Answer::Silent,
         Produced::Close => super::Answer::Close,
@@ -89,12 +96,14 @@ pub async fn serve<B: Broker>(
 }
 
 /// Answer Produce (see [`Produced`]). `frame` is the request frame `request` was decoded
-/// from: its record bytes are slices of it (see [`owned_records`]).
+/// from: its record bytes are slices of it (see [`owned_records`]). `turn`, a transactional
+/// request's place in its connection's order, is held until it is answered.
 pub async fn handle<B: Broker>(
     broker: &B,
     version: i16,
     mut request: ProduceRequest,
     frame: Bytes,
+    turn: Option<Turn>,
 ) -> Produced {
     let arrived = Instant::now();
     let acks = Acks::from_wire(request.acks);
@@ -135,6 +144,7 @@ pub async fn handle<B: Broker>(
         version,
         transactional_id.as_deref(),
         (acks, ack_timeout),
+        turn.as_ref(),
         replies,
     )
     .await;
@@ -432,7 +442,7 @@ mod tests {
 
     /// [`handle`]'s response to `request` (acks 1 or -1), on a request frame of its own.
     fn answer(broker: &FakeBroker, version: i16, request: ProduceRequest) -> ProduceResponse {
-        block_on(handle(broker, version, request, Bytes::new()))
+        block_on(handle(broker, version, request, Bytes::new(), None))
             .into_response()
             .expect("acks 1 or -1 get a response")
     }
@@ -459,7 +469,8 @@ mod tests {
                 &broker,
                 9,
                 request("t", 0, Some(batch(1)), 0),
-                Bytes::new()
+                Bytes::new(),
+                None,
             )),
             Produced::Silent
         ));
@@ -469,7 +480,7 @@ mod tests {
             request("t", 7, Some(batch(1)), 0),
             request("t", 0, Some(Bytes::from([batch(1), batch(1)].concat())), 0),
         ] {
-            let answer = block_on(handle(&broker, 9, bad, Bytes::new()));
+            let answer = block_on(handle(&broker, 9, bad, Bytes::new(), None));
             assert!(matches!(answer, Produced::Close), "{answer:?}");
         }
         assert_eq!(broker.log_end("t", 0), 1);

@@ -11,6 +11,15 @@
 //! | PRODUCER_FENCED                           | INVALID_PRODUCER_EPOCH                      |
 //! | busy, unreachable (CONCURRENT_TRANSACTIONS, COORDINATOR_NOT_AVAILABLE, ...) | NOT_ENOUGH_REPLICAS (retried) |
 //! | no transactional id on the request        | INVALID_TXN_STATE                           |
+//!
+//! Order: a connection's pipelined Produce requests run at once, and their verifications end
+//! in any order; Kafka serves them one at a time, so a producer's appends land in request
+//! order. The verified appends are therefore sent again only once every earlier
+//! transactional Produce request of the connection is answered (its [`Turn`]); the partition
+//! meanwhile verifies any later append of the producer too (`partition/txn_guard.rs`), so
+//! none overtakes them. Was: a later request's append landed first and was refused as out of
+//! order, then the earlier one's as INVALID_TXN_STATE (franz-go's TestTxnEtl). An append not
+//! sent again gives its guard back.
 
 use std::time::Duration;
 
@@ -19,18 +28,20 @@ use rill_protocol::ErrorCode;
 
 use super::Broker;
 use crate::partition::ops::{Acks, PartitionOp, PartitionReply};
+use crate::request_order::Turn;
 use crate::txn::ops::{TxnOp, TxnProducer, TxnReply};
 
 /// Per partition of a Produce request: topic, index, answer.
 pub type Results = Vec<(String, i32, PartitionReply)>;
 
-/// Verifies the partitions that asked for it, appends again those in the transaction, and
-/// turns the others into Kafka's errors.
+/// Verifies the partitions that asked for it, appends again those in the transaction (once
+/// `turn`'s earlier requests are answered), and turns the others into Kafka's errors.
 pub async fn verify_first_appends<B: Broker>(
     broker: &B,
     version: i16,
     transactional_id: Option<&str>,
     (acks, ack_timeout): (Acks, Duration),
+    turn: Option<&Turn>,
     mut results: Results,
 ) -> Results {
     let asking: Vec<usize> = (0..results.len())
@@ -56,16 +67,23 @@ pub async fn verify_first_appends<B: Broker>(
         }
         _ => vec![ErrorCode::InvalidTxnState; asking.len()],
     };
+    if let Some(turn) = turn {
+        turn.earlier_done().await;
+    }
     let retries = asking.iter().zip(codes).map(|(&i, code)| {
         let (topic, index) = (results[i].0.clone(), results[i].1);
         let reply = std::mem::replace(&mut results[i].2, PartitionReply::Waited);
         let same_producer = matches!(&reply, PartitionReply::NeedsTxnVerification { producer: p, .. } if *p == producer);
         async move {
-            let PartitionReply::NeedsTxnVerification { guard, batch, .. } = reply else {
+            let PartitionReply::NeedsTxnVerification {
+                guard,
+                batch,
+                producer: (holder, _),
+            } = reply
+            else {
                 unreachable!("filtered above")
             };
             let reply = match (code, same_producer) {
-                (_, false) => PartitionReply::Error(ErrorCode::InvalidProducerIdMapping),
                 (ErrorCode::None, true) => {
                     let op = PartitionOp::Append {
                         batch,
@@ -75,7 +93,18 @@ pub async fn verify_first_appends<B: Broker>(
                     };
                     broker.partition(&topic, index, op).await
                 }
-                (code, true) => PartitionReply::Error(produce_error(version, code)),
+                (code, same) => {
+                    let op = PartitionOp::ReturnTxnGuard {
+                        producer: holder,
+                        guard,
+                    };
+                    // Nothing to do if it fails: the partition moved, its guards with it.
+                    let _ = broker.partition(&topic, index, op).await;
+                    match same {
+                        true => PartitionReply::Error(produce_error(version, code)),
+                        false => PartitionReply::Error(ErrorCode::InvalidProducerIdMapping),
+                    }
+                }
             };
             (i, reply)
         }

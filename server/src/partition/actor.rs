@@ -1197,6 +1197,12 @@ impl<S: Storage + 'static> Actor<S> {
                 self.release().await;
                 PartitionReply::Released
             }
+            // After its group's appends: one of them still holding the guard is only verified
+            // (and sent again) once more.
+            PartitionOp::ReturnTxnGuard { producer, guard } => {
+                self.txn_guards.give_back(producer, guard);
+                PartitionReply::Released
+            }
             PartitionOp::Append { .. } | PartitionOp::Delete | PartitionOp::WriteTxnMarker(_) => {
                 unreachable!("handled by serve_group")
             }

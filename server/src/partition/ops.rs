@@ -127,6 +127,15 @@ pub enum PartitionOp {
     },
     /// Append a transaction marker and make it durable (the coordinator's decision).
     WriteTxnMarker(TxnMarker),
+    /// An append handed `guard` ([`PartitionReply::NeedsTxnVerification`]) will not be sent
+    /// again (its verification failed): the guard has one holder less (`txn_guard.rs`).
+    /// Answered [`PartitionReply::Released`].
+    ReturnTxnGuard {
+        /// The producer the guard was handed to.
+        producer: ProducerId,
+        /// The guard.
+        guard: u64,
+    },
     /// Every producer this partition knows (DescribeProducers).
     DescribeProducers,
     /// The bytes the log holds and its positions (DescribeLogDirs); served on any replica.
@@ -248,7 +257,7 @@ pub enum PartitionReply {
     Waited,
     /// Answer to [`PartitionOp::Delete`].
     Deleted,
-    /// Answer to [`PartitionOp::Release`].
+    /// Answer to [`PartitionOp::Release`] and [`PartitionOp::ReturnTxnGuard`].
     Released,
     /// Answer to [`PartitionOp::ReplicaFetch`].
     ReplicaRead {

@@ -5,13 +5,21 @@
 //! transaction's end would open a transaction the coordinator never ends, and the last stable
 //! offset would stop there for good. The flow:
 //!
-//! | append                               | partition                                        |
-//! |--------------------------------------|--------------------------------------------------|
-//! | producer's transaction open here     | append                                           |
-//! | no guard, none handed out            | hand out a new guard, append nothing             |
-//! | no guard, one handed out             | hand out that one again, append nothing          |
-//! | the guard handed out (still current) | append (the transaction opens), guard used up    |
-//! | another guard (a marker voided it)   | INVALID_TXN_STATE                                |
+//! | append                                 | partition                                    |
+//! |----------------------------------------|----------------------------------------------|
+//! | no guard, none held, transaction open  | append                                       |
+//! | no guard, none held, not open here     | hand out a new guard, append nothing         |
+//! | no guard, one held (open here or not)  | hand out that one again, append nothing      |
+//! | the guard held (still current)         | append (the transaction opens), one holder back |
+//! | another guard, transaction open here   | append                                       |
+//! | another guard (a marker voided it)     | INVALID_TXN_STATE                            |
+//!
+//! A guard lasts while appends hold it: each append handed it is one holder, back when it is
+//! sent again with it (whether the log then takes it or not) or given back because its
+//! verification failed ([`TxnGuards::give_back`]). Pipelined appends of one producer thus
+//! land in the order of their requests: the Produce handler sends the verified ones again in
+//! its connection's request order (`request_order.rs`), and no append overtakes them
+//! meanwhile.
 //!
 //! A marker for the producer voids its guard: a verification that raced the transaction's end
 //! can then no longer open a transaction.
@@ -38,38 +46,79 @@ pub enum Admit {
 /// The guards of one partition.
 #[derive(Debug, Default)]
 pub struct TxnGuards {
-    by_producer: HashMap<ProducerId, u64>,
+    by_producer: HashMap<ProducerId, Outstanding>,
     next: u64,
+}
+
+/// A producer's guard, and how many appends hold it (handed out, not yet back).
+#[derive(Debug, Clone, Copy)]
+struct Outstanding {
+    guard: u64,
+    holders: u32,
 }
 
 impl TxnGuards {
     /// Decides on a transactional append of `producer`; `open_here` says whether its
     /// transaction is already open in this partition.
     pub fn admit(&mut self, producer: ProducerId, open_here: bool, guard: Option<u64>) -> Admit {
-        if open_here {
-            self.by_producer.remove(&producer);
-            return Admit::Append;
-        }
-        match guard {
-            Some(g) if self.by_producer.get(&producer) == Some(&g) => {
-                self.by_producer.remove(&producer);
+        let outstanding = self.by_producer.get(&producer).copied();
+        match (guard, outstanding) {
+            (Some(g), Some(o)) if o.guard == g => {
+                // Back whatever the log then says of it (an append refused as out of order
+                // leaves the guard to the holders still to come).
+                self.give_back(producer, g);
                 Admit::Append
             }
-            Some(_) => Admit::Refuse,
+            (Some(_), _) if open_here => Admit::Append,
+            (Some(_), _) => Admit::Refuse,
             // Several appends in flight before the transaction opens here share one guard, as
             // Kafka's verification state entry is shared: a second guard would void the first,
-            // and the first append back from its verification would be refused.
-            None if self.by_producer.contains_key(&producer) => {
-                Admit::Verify(self.by_producer[&producer])
+            // and the first append back from its verification would be refused. While any
+            // holds it, a later append is verified too, even once the transaction opened here:
+            // appended now it would overtake the held ones (their Produce requests came
+            // first), and be refused as out of order; verified, it is sent again behind them
+            // (`request_order.rs`).
+            (None, Some(o)) => {
+                self.hold(producer, o);
+                Admit::Verify(o.guard)
             }
-            None => {
+            (None, None) if open_here => Admit::Append,
+            (None, None) => {
                 if self.by_producer.len() >= GUARDS_MAX {
                     self.by_producer.clear();
                 }
                 self.next += 1;
-                self.by_producer.insert(producer, self.next);
+                let fresh = Outstanding {
+                    guard: self.next,
+                    holders: 0,
+                };
+                self.hold(producer, fresh);
                 Admit::Verify(self.next)
             }
+        }
+    }
+
+    /// One more append of `producer` holds `o`'s guard.
+    fn hold(&mut self, producer: ProducerId, o: Outstanding) {
+        let holders = o.holders.saturating_add(1);
+        self.by_producer
+            .insert(producer, Outstanding { holders, ..o });
+    }
+
+    /// An append that held `guard` of `producer` is back (sent again, or dropped because its
+    /// verification failed); the last one back ends the guard. A guard voided or replaced
+    /// meanwhile is left alone.
+    pub fn give_back(&mut self, producer: ProducerId, guard: u64) {
+        let Some(o) = self.by_producer.get_mut(&producer) else {
+            return;
+        };
+        if o.guard != guard {
+            return;
+        }
+        assert!(o.holders > 0, "an outstanding guard has holders");
+        o.holders -= 1;
+        if o.holders == 0 {
+            self.by_producer.remove(&producer);
         }
     }
 
@@ -134,5 +183,68 @@ mod tests {
             panic!()
         };
         assert_ne!(newer, guard);
+    }
+
+    /// franz-go's TestTxnEtl: once the first held append landed (the transaction is open
+    /// here), a later request's append must not overtake the requests still holding the
+    /// guard; it is verified too, and sent again behind them.
+    #[test]
+    fn a_later_append_is_verified_while_earlier_ones_hold_the_guard() {
+        let mut g = TxnGuards::default();
+        let Admit::Verify(guard) = g.admit(P, false, None) else {
+            panic!()
+        };
+        assert_eq!(
+            g.admit(P, false, None),
+            Admit::Verify(guard),
+            "second request"
+        );
+        assert_eq!(g.admit(P, false, Some(guard)), Admit::Append, "first lands");
+        assert_eq!(
+            g.admit(P, true, None),
+            Admit::Verify(guard),
+            "third waits behind the second"
+        );
+        assert_eq!(g.admit(P, true, Some(guard)), Admit::Append, "second lands");
+        assert_eq!(g.admit(P, true, Some(guard)), Admit::Append, "third lands");
+        assert_eq!(g.admit(P, true, None), Admit::Append, "none held: appended");
+    }
+
+    /// An append the log refuses (out of order) still gives its guard back, and leaves it to
+    /// the holders still to come: the earlier request's append lands after it.
+    #[test]
+    fn a_refused_append_does_not_use_the_guard_up_for_the_others() {
+        let mut g = TxnGuards::default();
+        let Admit::Verify(guard) = g.admit(P, false, None) else {
+            panic!()
+        };
+        assert_eq!(g.admit(P, false, None), Admit::Verify(guard));
+        // The later one comes back first; the log refuses it and the transaction is not open.
+        assert_eq!(g.admit(P, false, Some(guard)), Admit::Append);
+        assert_eq!(
+            g.admit(P, false, Some(guard)),
+            Admit::Append,
+            "the earlier one"
+        );
+        assert_eq!(
+            g.admit(P, false, Some(guard)),
+            Admit::Refuse,
+            "no holder left"
+        );
+    }
+
+    /// An append whose verification failed never comes back: given back, it holds nothing.
+    #[test]
+    fn a_failed_verification_gives_its_guard_back() {
+        let mut g = TxnGuards::default();
+        let Admit::Verify(guard) = g.admit(P, false, None) else {
+            panic!()
+        };
+        g.give_back(P, guard + 1); // not its guard: ignored
+        assert_eq!(g.admit(P, true, None), Admit::Verify(guard), "still held");
+        g.give_back(P, guard);
+        g.give_back(P, guard);
+        assert_eq!(g.admit(P, true, None), Admit::Append);
+        g.give_back(P, guard); // nothing held any more: ignored
     }
 }

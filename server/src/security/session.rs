@@ -14,6 +14,7 @@ use rill_protocol::kafka_protocol::messages::ApiKey;
 use super::listeners::Listener;
 use super::sasl::SaslState;
 use super::SecurityProtocol;
+use crate::request_order::RequestOrder;
 
 /// What a connection is, as far as security goes.
 #[derive(Debug)]
@@ -28,6 +29,9 @@ pub struct Session {
     principal: RefCell<String>,
     /// Its SASL exchange (SASL listeners only).
     sasl: RefCell<SaslState>,
+    /// The order of its transactional Produce requests, which their verified appends keep
+    /// (`handler/produce_txn.rs`).
+    pub produce_order: RequestOrder,
 }
 
 impl Session {
@@ -38,6 +42,7 @@ impl Session {
             peer,
             principal: RefCell::new(super::principal::ANONYMOUS.to_string()),
             sasl: RefCell::new(SaslState::default()),
+            produce_order: RequestOrder::default(),
         }
     }
 

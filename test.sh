@@ -169,6 +169,7 @@ fi
 
 # --- 3d. Go clients (tests/go, issue 30): Sarama and franz-go (kgo, kadm) against target/debug/rill ----
 # Modules through the Go module proxy into ~/go (cached; the build cache keeps the compiled test).
+# With them a selection of franz-go's own kgo tests against one rill (~60 s; tests/go/README.md).
 if [ $# = 0 ]; then
     step "Go clients against rill (tests/go: Sarama, franz-go)"
     if ! command -v go >/dev/null; then apt_install golang-go; fi

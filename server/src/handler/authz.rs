@@ -15,6 +15,19 @@ use rill_metadata::acl::{
 use super::Broker;
 use crate::security::session::Session;
 
+/// The operations a topic has (Kafka's `AclEntry.supportedOperations(TOPIC)`), which KIP-430's
+/// authorized-operations fields report on.
+const TOPIC_OPERATIONS: [Operation; 8] = [
+    Operation::Read,
+    Operation::Write,
+    Operation::Create,
+    Operation::Delete,
+    Operation::Alter,
+    Operation::Describe,
+    Operation::DescribeConfigs,
+    Operation::AlterConfigs,
+];
+
 /// The empty set of bindings, shared: no allocation per request.
 fn no_acls() -> Arc<Acls> {
     static NONE: std::sync::OnceLock<Arc<Acls>> = std::sync::OnceLock::new();
@@ -106,6 +119,16 @@ impl Access<'_> {
             acls: &self.acls,
         }
         .authorize(who, op, resource_type, name)
+    }
+
+    /// KIP-430's bit field of the operations on a topic this principal may do (bit `code` set
+    /// for each allowed one), over Kafka's topic operations
+    /// (`AclEntry.supportedOperations(TOPIC)`); with no authorizer all of them, as Kafka answers.
+    pub fn topic_operations(&self, name: &str) -> i32 {
+        TOPIC_OPERATIONS
+            .iter()
+            .filter(|&&op| self.allows(op, ResourceType::Topic, name))
+            .fold(0, |bits, op| bits | 1 << op.code())
     }
 
     /// Whether `op` on some resource of `resource_type` is allowed (Kafka's

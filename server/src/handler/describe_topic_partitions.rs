@@ -7,7 +7,8 @@
 //! them; none asked means every topic; a cursor starts at its topic and partition; at most
 //! `response_partition_limit` partitions (capped by [`PARTITION_LIMIT`]) go out, and `next_cursor`
 //! names the first left out. Rill keeps no eligible leader replicas: both ELR lists are empty, as
-//! Kafka sends them for a partition whose ISR is whole.
+//! Kafka sends them for a partition whose ISR is whole. Each topic carries the operations the
+//! principal may do on it (KIP-430; Kafka always fills them in this API).
 
 use rill_protocol::kafka_protocol::messages::describe_topic_partitions_response::{
     Cursor, DescribeTopicPartitionsResponsePartition, DescribeTopicPartitionsResponseTopic,
@@ -23,8 +24,6 @@ use crate::security::listeners::Listener;
 
 /// Kafka's `max.request.partition.size.limit` default: the most partitions one response holds.
 pub const PARTITION_LIMIT: i32 = 2000;
-/// "Authorized operations not computed" (Rill has no authorizer; as DescribeCluster answers).
-const OPERATIONS_UNKNOWN: i32 = i32::MIN;
 /// The Metadata version whose answer this one is built from (topic ids, leader epochs).
 const METADATA_VERSION: i16 = 12;
 
@@ -34,7 +33,13 @@ pub async fn serve<B: Broker>(
     cx: super::RequestContext<'_>,
     request: DescribeTopicPartitionsRequest,
 ) -> super::Answer {
-    super::Answer::body(handle_on(broker, &request, &cx.session.listener).await)
+    let mut response = handle_on(broker, &request, &cx.session.listener).await;
+    let access = super::authz::access(broker, cx.session);
+    for topic in &mut response.topics {
+        let name = topic.name.as_ref().map_or("", |n| n.0.as_str());
+        topic.topic_authorized_operations = access.topic_operations(name);
+    }
+    super::Answer::body(response)
 }
 
 /// Answer DescribeTopicPartitions as asked on `listener`.
@@ -88,8 +93,7 @@ fn page(
             .with_error_code(t.error_code)
             .with_name(t.name.clone())
             .with_topic_id(t.topic_id)
-            .with_is_internal(t.is_internal)
-            .with_topic_authorized_operations(OPERATIONS_UNKNOWN);
+            .with_is_internal(t.is_internal);
         let mut partitions = t.partitions.clone();
         partitions.sort_by_key(|p| p.partition_index);
         for p in partitions

@@ -156,6 +156,7 @@ pub fn api_key_of(request: &RequestKind) -> ApiKey {
         CreateAcls,
         DeleteAcls,
         DescribeClientQuotas,
+        DescribeTopicPartitions,
         DescribeUserScramCredentials,
         ConsumerGroupHeartbeat,
         ConsumerGroupDescribe,

@@ -345,3 +345,16 @@ fn share_groups_need_read_on_the_group() {
         "READ implies DESCRIBE"
     );
 }
+
+#[test]
+fn topic_operations_report_what_the_principal_may_do() {
+    // Without an authorizer every topic operation, as Kafka answers (KIP-430: 3576).
+    assert_eq!(Access::open().topic_operations("t"), 3576);
+    let config = AuthorizerConfig::default();
+    // Nothing granted: nothing.
+    assert_eq!(alice(&config, &[]).topic_operations("t"), 0);
+    // READ implies DESCRIBE (bits 3 and 8); on another topic, nothing.
+    let read = alice(&config, &[allow(ResourceType::Topic, "t", Operation::Read)]);
+    assert_eq!(read.topic_operations("t"), 1 << 3 | 1 << 8);
+    assert_eq!(read.topic_operations("u"), 0);
+}

@@ -1,8 +1,14 @@
 //! Metadata at every version: a known topic, an unknown one (auto-creation off), an invalid
-//! name, and auto-creation by an old version.
+//! name, and auto-creation by an old version; DescribeTopicPartitions (KIP-966's paged
+//! describe) with a partition limit that cuts a topic, its cursor, and unknown names.
 
+use rill_protocol::kafka_protocol::messages::describe_topic_partitions_request::{
+    Cursor, TopicRequest,
+};
 use rill_protocol::kafka_protocol::messages::metadata_request::MetadataRequestTopic;
-use rill_protocol::kafka_protocol::messages::{ApiKey, MetadataRequest, RequestKind};
+use rill_protocol::kafka_protocol::messages::{
+    ApiKey, DescribeTopicPartitionsRequest, MetadataRequest, RequestKind,
+};
 
 use super::{create_topic, tn, Case};
 use crate::pair::Pair;
@@ -12,6 +18,7 @@ pub const CASES: &[Case] = &[
     ("metadata_unknown_topic", unknown_topic),
     ("metadata_invalid_name", invalid_name),
     ("metadata_auto_create", auto_create),
+    ("describe_topic_partitions", describe_topic_partitions),
 ];
 
 fn request(names: &[&str], auto_create: bool, version: i16) -> MetadataRequest {
@@ -63,5 +70,40 @@ fn auto_create(pair: &mut Pair) -> anyhow::Result<()> {
     pair.both(1, |_| RequestKind::Metadata(request(&["kd-auto"], true, 1)))?;
     super::wait_leaders(pair, "kd-auto", 1)?;
     pair.both(1, |_| RequestKind::Metadata(request(&["kd-auto"], true, 1)))?;
+    Ok(())
+}
+
+/// Every version: two topics (one unknown) under a limit of 2 partitions, which cuts the known
+/// topic of 3, then the page its cursor starts, then a cursor naming an unknown topic.
+fn describe_topic_partitions(pair: &mut Pair) -> anyhow::Result<()> {
+    create_topic(pair, "kd-dtp", 3, &[])?;
+    let topics = || {
+        ["kd-dtp", "kd-dtp-nope"]
+            .iter()
+            .map(|n| TopicRequest::default().with_name(tn(n)))
+            .collect::<Vec<_>>()
+    };
+    let cursor = |topic: &str, partition: i32| {
+        Some(
+            Cursor::default()
+                .with_topic_name(tn(topic))
+                .with_partition_index(partition),
+        )
+    };
+    for version in pair.versions(ApiKey::DescribeTopicPartitions) {
+        for (limit, at) in [
+            (2, None),
+            (2, cursor("kd-dtp", 2)),
+            (2000, cursor("kd-dtp-nope", 0)),
+        ] {
+            let request = DescribeTopicPartitionsRequest::default()
+                .with_topics(topics())
+                .with_response_partition_limit(limit)
+                .with_cursor(at);
+            pair.both(version, |_| {
+                RequestKind::DescribeTopicPartitions(request.clone())
+            })?;
+        }
+    }
     Ok(())
 }

@@ -122,9 +122,23 @@ fn commit_abort(pair: &mut Pair) -> anyhow::Result<()> {
     let offsets_versions: Vec<i16> = pair.versions(ApiKey::AddOffsetsToTxn).collect();
     let commit_versions: Vec<i16> = pair.versions(ApiKey::TxnOffsetCommit).collect();
     let init_versions: Vec<i16> = pair.versions(ApiKey::InitProducerId).collect();
-    for (round, &add_version) in add_versions.iter().enumerate() {
+    // As many rounds as the API with the most versions has, so every version of each is used
+    // once (the shorter lists repeat their newest).
+    let rounds = [
+        &add_versions,
+        &end_versions,
+        &offsets_versions,
+        &commit_versions,
+        &init_versions,
+    ]
+    .iter()
+    .map(|l| l.len())
+    .max()
+    .unwrap_or(0);
+    for round in 0..rounds {
         let id = format!("kd-txn-{round}");
         let pick = |list: &[i16]| list[round.min(list.len() - 1)];
+        let add_version = pick(&add_versions);
         for side in [&mut pair.kafka, &mut pair.rill] {
             side.state.insert("txn".into(), id.clone());
         }

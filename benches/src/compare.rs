@@ -297,8 +297,7 @@ fn footprint_rows(workload: &str, get: Get) -> Vec<Row> {
         .into_iter()
         .map(|(metric, figure)| {
             Row::of(workload, metric.to_string(), get, |m| {
-                let values: Vec<f64> = m.footprint.iter().map(figure).collect();
-                (!values.is_empty()).then(|| values.iter().sum::<f64>() / values.len() as f64)
+                mean_of(&m.footprint, |f| Some(figure(f)))
             })
         })
         .collect()
@@ -361,11 +360,8 @@ fn merge(into: &mut Option<Histogram<u64>>, from: &Histogram<u64>) -> anyhow::Re
     }
 }
 
-/// Mean of one throughput figure over rounds; `None` when nothing was measured.
-fn mean_of(
-    runs: &[ThroughputResult],
-    figure: impl Fn(&ThroughputResult) -> Option<f64>,
-) -> Option<f64> {
+/// Mean of one figure over rounds; `None` when nothing was measured.
+fn mean_of<T>(runs: &[T], figure: impl Fn(&T) -> Option<f64>) -> Option<f64> {
     let values: Vec<f64> = runs.iter().filter_map(figure).collect();
     (!values.is_empty()).then(|| values.iter().sum::<f64>() / values.len() as f64)
 }

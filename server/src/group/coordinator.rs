@@ -862,7 +862,7 @@ fn refused(op: &GroupOp, code: ErrorCode) -> GroupReply {
             error_code: code,
             ..Default::default()
         }),
-        GroupOp::SharePlan(_) => GroupReply::SharePlan(code, Vec::new()),
+        GroupOp::SharePlan(..) => GroupReply::SharePlan(code, Vec::new()),
         GroupOp::ShareAcquire(..) => GroupReply::ShareAcquire(Vec::new()),
         GroupOp::ShareSetReset(_) => GroupReply::ShareSetReset(code),
         GroupOp::ShareOffsets(_) => GroupReply::ShareOffsets(code, Vec::new()),

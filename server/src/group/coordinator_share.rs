@@ -32,10 +32,15 @@ impl<J: Journal> GroupCoordinator<J> {
                     },
                 })
             }
-            GroupOp::SharePlan(keys) => match self.share_groups.borrow().get(group_id) {
-                Some(g) => GroupReply::SharePlan(ErrorCode::None, g.plan(&keys)),
-                None => GroupReply::SharePlan(ErrorCode::GroupIdNotFound, Vec::new()),
-            },
+            GroupOp::SharePlan(member, keys) => {
+                match self.share_groups.borrow_mut().get_mut(group_id) {
+                    Some(g) => {
+                        g.look(&member, &keys, now);
+                        GroupReply::SharePlan(ErrorCode::None, g.plan(&keys))
+                    }
+                    None => GroupReply::SharePlan(ErrorCode::GroupIdNotFound, Vec::new()),
+                }
+            }
             GroupOp::ShareAcquire(member, max_records, parts) => {
                 let mut shares = self.share_groups.borrow_mut();
                 GroupReply::ShareAcquire(match shares.get_mut(group_id) {

@@ -347,8 +347,9 @@ pub enum GroupOp {
     ShareDescribe,
     /// The share-session part of a ShareFetch or ShareAcknowledge.
     ShareSession(Box<share::ShareSessionArgs>),
-    /// Where a member's ShareFetch reads each share-partition from.
-    SharePlan(Vec<share::ShareKey>),
+    /// Where a member's ShareFetch reads each share-partition from: (member id, its session's
+    /// share-partitions). The member is put in line for them (`crate::group::share::waiters`).
+    SharePlan(String, Vec<share::ShareKey>),
     /// Acquire fetched records for a member: (member id, max records, fetched parts).
     ShareAcquire(String, usize, Vec<share::ShareAcquirePart>),
     /// The group config `share.auto.offset.reset` (IncrementalAlterConfigs on a GROUP).

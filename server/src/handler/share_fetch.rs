@@ -7,7 +7,8 @@
 //! The group's coordinator keeps the session and every share-partition's state
 //! (`crate::group::share`); this handler reads the partitions' logs between asking it where to
 //! read and asking it to acquire what was read. Two members reading the same records race only
-//! to the acquisition, which the coordinator serves one at a time: each record goes to one.
+//! to the acquisition, which the coordinator serves one at a time: each record goes to one,
+//! and new records to the member whose fetch has waited longest (`crate::group::share::waiters`).
 //!
 //! Long poll: while nothing is acquired the fetch tries again every [`RETRY_MS`] until
 //! MaxWaitMs (records come back through releases and lock expiry as well as new appends).
@@ -244,7 +245,10 @@ async fn fetch_once<B: Broker>(
     limits: Limits,
 ) -> Fetched {
     let plan = match broker
-        .group(group_id, GroupOp::SharePlan(keys.to_vec()))
+        .group(
+            group_id,
+            GroupOp::SharePlan(member_id.to_string(), keys.to_vec()),
+        )
         .await
     {
         GroupReply::SharePlan(_, plan) => plan,

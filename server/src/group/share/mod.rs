@@ -12,10 +12,14 @@
 //! - share sessions: a member's ShareFetch session (its epoch and partitions), as Kafka's share
 //!   session cache keeps them, one per member: bounded by the group's members.
 //!
+//! - [`waiters`]: the order in which members' waiting fetches take new records (the longest
+//!   waiting first, as Kafka's delayed share fetches complete).
+//!
 //! A member that leaves or is fenced gives back every record it holds, and its session goes.
 
 pub mod durable;
 pub mod partition;
+pub mod waiters;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::rc::Rc;
@@ -31,6 +35,7 @@ use super::ops::share::{
 };
 use super::ops::TopicIdPartitions;
 use partition::{PartitionSettings, SharePartition};
+use waiters::Waiters;
 
 /// Epoch a member sends to leave.
 pub const LEAVE_EPOCH: i32 = -1;
@@ -179,6 +184,8 @@ pub struct ShareGroup {
     subscribed: BTreeMap<String, (Uuid, i32)>,
     partitions: HashMap<ShareKey, SharePartition>,
     sessions: HashMap<String, Session>,
+    /// Members whose fetches wait for records, in the order they began to wait.
+    waiters: Waiters,
     /// `share.auto.offset.reset`.
     pub auto_offset_reset: AutoOffsetReset,
     /// Each share-partition's start as last written to the log ([`durable`]).
@@ -198,6 +205,7 @@ impl ShareGroup {
             subscribed: BTreeMap::new(),
             partitions: HashMap::new(),
             sessions: HashMap::new(),
+            waiters: Waiters::default(),
             auto_offset_reset: AutoOffsetReset::default(),
             persisted: HashMap::new(),
             config,
@@ -353,6 +361,7 @@ impl ShareGroup {
         self.members.remove(member_id);
         self.assignment.remove(member_id);
         self.sessions.remove(member_id);
+        self.waiters.done(member_id);
         for p in self.partitions.values_mut() {
             p.release_member(member_id);
         }
@@ -506,6 +515,14 @@ impl ShareGroup {
         Ok(())
     }
 
+    /// Notes that `member_id`'s fetch looks for records of `keys` at `now` (see [`waiters`]);
+    /// a member not in the group is not put in line.
+    pub fn look(&mut self, member_id: &str, keys: &[ShareKey], now: i64) {
+        if self.members.contains_key(member_id) {
+            self.waiters.look(member_id, keys, now);
+        }
+    }
+
     /// Where each of `keys` should be fetched from for `member_id`.
     pub fn plan(&self, keys: &[ShareKey]) -> Vec<(ShareKey, FetchFrom)> {
         let earliest = self.auto_offset_reset == AutoOffsetReset::Earliest;
@@ -523,7 +540,8 @@ impl ShareGroup {
     }
 
     /// Acquires the fetched records of `parts` for `member_id`, up to `max_records` in all.
-    /// A member not in the group (fenced meanwhile) acquires nothing.
+    /// A member not in the group (fenced meanwhile) acquires nothing, nor does it from a
+    /// share-partition another member's fetch has waited on longer ([`waiters`]).
     pub fn acquire(
         &mut self,
         member_id: &str,
@@ -538,6 +556,9 @@ impl ShareGroup {
         let mut left = max_records;
         let mut out = Vec::new();
         for part in parts {
+            if self.waiters.behind(member_id, &part.key, now) {
+                continue;
+            }
             let p = match self.partitions.entry(part.key) {
                 std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
                 std::collections::hash_map::Entry::Vacant(e) => match part.init {
@@ -554,6 +575,9 @@ impl ShareGroup {
             if !got.is_empty() {
                 out.push((part.key, got));
             }
+        }
+        if !out.is_empty() {
+            self.waiters.done(member_id);
         }
         out
     }

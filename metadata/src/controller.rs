@@ -132,6 +132,8 @@ pub enum ReplyPlan {
     Scram(Vec<crate::scram::ScramResult>),
     /// `Acls` with these matches (decided before the entry).
     Acls(Vec<Vec<crate::acl::AclBinding>>),
+    /// `ClientQuotas` with these outcomes (decided before the entry).
+    ClientQuotas(crate::client_quota::AlterResults),
     /// Nobody waits (the controller's own decisions).
     Nothing,
 }
@@ -253,6 +255,10 @@ impl Controller {
                     MetadataRecord::RemoveAccessControlEntry { binding }
                 })
             }
+            ControllerRequest::AlterClientQuotas {
+                alterations,
+                validate_only,
+            } => alter_client_quotas(image, alterations, *validate_only),
             ControllerRequest::FetchImage { applied_index } => {
                 let newer = image.applied_index > *applied_index;
                 Decision::Reply(ControllerResponse::Image {
@@ -620,6 +626,7 @@ impl Controller {
             ReplyPlan::Reassignments(slots) => crate::reassign::reply(slots, outcomes, index),
             ReplyPlan::Scram(results) => ControllerResponse::Scram { results, index },
             ReplyPlan::Acls(matched) => ControllerResponse::Acls { matched, index },
+            ReplyPlan::ClientQuotas(results) => ControllerResponse::ClientQuotas { results, index },
             ReplyPlan::Topics(slots) => ControllerResponse::Topics {
                 results: slots
                     .into_iter()
@@ -647,6 +654,29 @@ fn acl_decision(
     Decision::Propose {
         records: changed.into_iter().map(record).collect(),
         plan: ReplyPlan::Acls(matched),
+    }
+}
+
+/// AlterClientQuotas: Kafka's decision ([`crate::client_quota::decide_alter`]) on the image's
+/// quotas, one ClientQuota record per change (none when validating only).
+fn alter_client_quotas(
+    image: &MetadataImage,
+    alterations: &[crate::client_quota::Alteration],
+    validate_only: bool,
+) -> Decision {
+    let (results, changes) = crate::client_quota::decide_alter(&image.client_quotas, alterations);
+    if validate_only || changes.is_empty() {
+        return Decision::Reply(ControllerResponse::ClientQuotas {
+            results,
+            index: LogIndex(0),
+        });
+    }
+    Decision::Propose {
+        records: changes
+            .into_iter()
+            .map(MetadataRecord::ClientQuota)
+            .collect(),
+        plan: ReplyPlan::ClientQuotas(results),
     }
 }
 

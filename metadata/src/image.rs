@@ -160,6 +160,8 @@ pub struct MetadataImage {
     pub scram: crate::scram::ScramCredentials,
     /// ACL bindings (KRaft's AccessControlEntryRecords), shared with the requests reading them.
     pub acls: Arc<crate::acl::Acls>,
+    /// Client quotas (KRaft's ClientQuotaRecords), shared with the requests reading them.
+    pub client_quotas: Arc<crate::client_quota::ClientQuotas>,
     /// Topic id → name (derived from `topics`).
     #[serde(skip)]
     ids: HashMap<Uuid, String>,
@@ -179,6 +181,8 @@ struct StoredImage {
     scram: crate::scram::ScramCredentials,
     #[serde(default)]
     acls: Arc<crate::acl::Acls>,
+    #[serde(default)]
+    client_quotas: Arc<crate::client_quota::ClientQuotas>,
 }
 
 impl From<StoredImage> for MetadataImage {
@@ -192,6 +196,7 @@ impl From<StoredImage> for MetadataImage {
             next_producer_id: stored.next_producer_id,
             scram: stored.scram,
             acls: stored.acls,
+            client_quotas: stored.client_quotas,
             ids: HashMap::new(),
         };
         image.reindex();
@@ -210,6 +215,7 @@ impl Default for MetadataImage {
             next_producer_id: ProducerId(0),
             scram: Default::default(),
             acls: Default::default(),
+            client_quotas: Default::default(),
             ids: HashMap::new(),
         }
     }
@@ -357,6 +363,13 @@ impl MetadataImage {
             | MetadataRecord::RemoveUserScramCredential { .. } => self.apply_scram(record),
             MetadataRecord::AccessControlEntry { .. }
             | MetadataRecord::RemoveAccessControlEntry { .. } => self.apply_acl(record),
+            // Kafka's replay: setting or removing is always applied (removing what is gone
+            // changes nothing).
+            MetadataRecord::ClientQuota(change) => {
+                let quotas = Arc::make_mut(&mut self.client_quotas);
+                crate::client_quota::apply(quotas, std::slice::from_ref(change));
+                Ok(())
+            }
         }
     }
 

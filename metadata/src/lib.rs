@@ -16,6 +16,7 @@
 //! - [`placement`]: round-robin replica placement (Kafka's rack-unaware assignment).
 //! - [`scram`]: SCRAM credentials (KIP-554) and AlterUserScramCredentials' decision.
 //! - [`acl`]: ACLs and the authorization decision of Kafka's StandardAuthorizer.
+//! - [`client_quota`]: client quotas (KIP-546) and AlterClientQuotas' decision.
 //! - [`request`]: what brokers ask the controller (register, heartbeat, admin) and its answers.
 //! - [`controller`]: the active controller's decisions: requests and time → records;
 //!   [`alter_partition`]: the ISR changes a leader asks for (KIP-497);
@@ -46,6 +47,7 @@
 
 pub mod acl;
 pub mod alter_partition;
+pub mod client_quota;
 pub mod controller;
 pub mod elect_leaders;
 pub mod files;

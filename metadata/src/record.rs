@@ -180,6 +180,8 @@ pub enum MetadataRecord {
         /// The binding.
         binding: crate::acl::AclBinding,
     },
+    /// A client quota set or removed (KRaft's ClientQuotaRecord).
+    ClientQuota(crate::client_quota::QuotaChange),
 }
 
 /// A partition's whole placement after a reassignment step (KRaft writes these fields in its

@@ -119,6 +119,13 @@ pub enum ControllerRequest {
         /// The filters, validated by the broker.
         filters: Vec<crate::acl::AclFilter>,
     },
+    /// AlterClientQuotas, decided by [`crate::client_quota::decide_alter`].
+    AlterClientQuotas {
+        /// The entries as the client sent them.
+        alterations: Vec<crate::client_quota::Alteration>,
+        /// Decide and answer, but change nothing.
+        validate_only: bool,
+    },
     /// A broker that is not a voter (an observer) follows the metadata: the applied image, if
     /// the controller's is newer than `applied_index`.
     FetchImage {
@@ -307,6 +314,14 @@ pub enum ControllerResponse {
     Scram {
         /// Deletions, upsertions, then failures.
         results: Vec<crate::scram::ScramResult>,
+        /// Log index of the changes.
+        index: LogIndex,
+    },
+    /// AlterClientQuotas decided: each entity's outcome; the changes are in the log at `index`
+    /// (0 when nothing was written).
+    ClientQuotas {
+        /// Per distinct entity, its outcome.
+        results: crate::client_quota::AlterResults,
         /// Log index of the changes.
         index: LogIndex,
     },

@@ -45,6 +45,8 @@
 //! | ListPartitionReassignments (46)  | 0..=0 |                                                           |
 //! | IncrementalAlterConfigs (44) | 0..=1  | confluent-kafka and kafka-python                                   |
 //! | OffsetDelete (47)        |   0..=0    |                                                                    |
+//! | DescribeClientQuotas (48) |  0..=1    | KIP-546; Kafka 4.4's range                                          |
+//! | AlterClientQuotas (49)   |   0..=1    | KIP-546; Kafka 4.4's range                                         |
 //! | DescribeUserScramCredentials (50) | 0..=0 | KIP-554                                             |
 //! | AlterUserScramCredentials (51)    | 0..=0 | KIP-554                                             |
 //! | DescribeCluster (60)     |   0..=1    | v2 only adds fenced-broker listing                                 |
@@ -148,6 +150,8 @@ macro_rules! for_each_api {
             AlterPartitionReassignments 0..=0 => alter_partition_reassignments,
             ListPartitionReassignments 0..=0 => list_partition_reassignments,
             OffsetDelete 0..=0 => offset_delete,
+            DescribeClientQuotas 0..=1 => describe_client_quotas,
+            AlterClientQuotas 0..=1 => alter_client_quotas,
             DescribeUserScramCredentials 0..=0 => describe_user_scram_credentials,
             AlterUserScramCredentials 0..=0 => alter_user_scram_credentials,
             DescribeCluster 0..=1 => describe_cluster,

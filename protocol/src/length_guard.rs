@@ -435,7 +435,7 @@ mod tests {
         }
     }
 
-    /// The SASL, SCRAM and ACL APIs' default requests (issue 27).
+    /// The SASL, SCRAM, ACL and quota APIs' default requests (issue 27).
     fn security_default(api_key: ApiKey) -> RequestKind {
         use crate::kafka_protocol::messages::*;
         match api_key {
@@ -455,6 +455,12 @@ mod tests {
             ),
             ApiKey::DeleteAcls => RequestKind::DeleteAcls(
                 DeleteAclsRequest::default().with_filters(vec![Default::default()]),
+            ),
+            ApiKey::DescribeClientQuotas => RequestKind::DescribeClientQuotas(
+                DescribeClientQuotasRequest::default().with_components(vec![Default::default()]),
+            ),
+            ApiKey::AlterClientQuotas => RequestKind::AlterClientQuotas(
+                AlterClientQuotasRequest::default().with_entries(vec![Default::default()]),
             ),
             other => panic!("no default for {other:?}"),
         }

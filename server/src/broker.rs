@@ -60,6 +60,11 @@ pub trait Broker {
     fn fetch_budget(&self) -> Option<&crate::memory_budget::ByteBudget> {
         None
     }
+    /// Every client's byte rates, shared by all shards (client quotas); `None`: no quota is
+    /// enforced (the unit tests' fake).
+    fn client_rates(&self) -> Option<&crate::client_quotas::ClientRates> {
+        None
+    }
     /// The internal topic `name` (`__consumer_offsets`, `__transaction_state`) if it exists
     /// here: a cluster's from its image; a single node's where its runtime serves the
     /// coordinators' logs (`crate::internal_log`). Clients read them, never write them.

@@ -117,6 +117,9 @@ pub struct BrokerConfig {
     /// `fetch.max.bytes`: the most record bytes one Fetch response carries (the client's
     /// `max_bytes` if smaller), its first batch excepted.
     pub fetch_max_bytes: usize,
+    /// `quota.window.num` samples of `quota.window.size.seconds` each: the window client
+    /// quotas measure byte rates over (Kafka's defaults, 11 of 1 s).
+    pub quota_window: crate::client_quotas::rate::Window,
     /// `rill.shard.fetch.bytes.max`: record bytes a shard's Fetch requests may hold at once,
     /// from their read until their response is written.
     pub shard_fetch_bytes_max: usize,
@@ -385,6 +388,7 @@ impl BrokerConfig {
             shard_channel_capacity: 1024,
             queued_max_request_bytes: None,
             fetch_max_bytes: FETCH_MAX_BYTES_DEFAULT,
+            quota_window: Default::default(),
             shard_fetch_bytes_max: SHARD_FETCH_BYTES_DEFAULT,
             connections: ConnectionSettings::default(),
             producers: ProducerSettings::default(),
@@ -551,9 +555,22 @@ impl BrokerConfig {
         Ok(advertise)
     }
 
+    /// The client quotas' window (`quota.window.num`, `quota.window.size.seconds`); `false`
+    /// for another key.
+    fn apply_quota_property(&mut self, key: &str, v: &str) -> Result<bool, ConfigError> {
+        match key {
+            "quota.window.num" => self.quota_window.samples = parse_positive_i32(key, v)? as u32,
+            "quota.window.size.seconds" => {
+                self.quota_window.window_ms = parse_positive_i32(key, v)? as u64 * 1000
+            }
+            _ => return Ok(false),
+        }
+        Ok(true)
+    }
+
     fn apply_property(&mut self, key: &str, value: &str) -> Result<Applied, ConfigError> {
         let v = value.trim();
-        if self.apply_remote_property(key, v)? {
+        if self.apply_remote_property(key, v)? || self.apply_quota_property(key, v)? {
             return Ok(Applied::Yes);
         }
         match key {

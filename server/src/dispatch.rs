@@ -53,13 +53,20 @@ pub enum Outcome {
 pub async fn dispatch<B: Broker>(broker: &B, frame_body: Bytes, session: &Session) -> Outcome {
     let head = RequestHead::peek(&frame_body);
     // AssertUnwindSafe: what the unwinding leaves behind is examined in crate::panic_guard.
-    match AssertUnwindSafe(dispatch_unguarded(broker, frame_body, session))
+    let outcome = match AssertUnwindSafe(dispatch_unguarded(broker, frame_body, session))
         .catch_unwind()
         .await
     {
         Ok(outcome) => outcome,
         Err(panic) => answer_panic(head, &*panic),
+    };
+    // A Produce or Fetch is answered: its connection may serve the next (client quotas).
+    if head
+        .is_some_and(|h| h.api_key == ApiKey::Produce as i16 || h.api_key == ApiKey::Fetch as i16)
+    {
+        session.quota_request(false);
     }
+    outcome
 }
 
 /// A request whose serving panicked: logged with its API and version, counted, answered
@@ -102,6 +109,16 @@ async fn dispatch_unguarded<B: Broker>(
     frame_body: Bytes,
     session: &Session,
 ) -> Outcome {
+    if session.authentication_expired(std::time::Instant::now()) {
+        // KIP-368: past connections.max.reauth.ms only a re-authentication is served; Kafka's
+        // broker closes the connection on anything else.
+        let api = RequestHead::peek(&frame_body).and_then(|h| ApiKey::try_from(h.api_key).ok());
+        if !matches!(api, Some(ApiKey::SaslHandshake | ApiKey::SaslAuthenticate)) {
+            tracing::info!(?api, peer = ?session.peer, "closing connection: its SASL authentication expired (connections.max.reauth.ms) and it did not re-authenticate");
+            session.with_sasl(|s| *s = crate::security::sasl::SaslState::Failed);
+            return Outcome::Close;
+        }
+    }
     if session.unauthenticated() {
         // As Kafka, before parsing: an unauthenticated client reaches no other decoder.
         let api = RequestHead::peek(&frame_body).and_then(|h| ApiKey::try_from(h.api_key).ok());
@@ -112,6 +129,7 @@ async fn dispatch_unguarded<B: Broker>(
         }
     }
     let frame = frame_body.clone(); // Produce takes its records back out of it, uncopied
+    let request_bytes = frame_body.len();
     let request = match decode_request(frame_body) {
         Ok(request) => request,
         Err(e) if e.needs_api_versions_fallback() => {
@@ -142,13 +160,17 @@ async fn dispatch_unguarded<B: Broker>(
             return finish(correlation_id, api_key, version, answer)
         }
     };
+    let quota = handler::client_throttle::kind(&body);
+    let mut body = body;
+    if quota == Some(crate::client_quotas::QuotaKind::Fetch) {
+        handler::client_throttle::cap_fetch(broker, session, &client_id, version, &mut body);
+    }
     let answer = handle(broker, version, &client_id, body, frame, session).await;
-    finish(
-        correlation_id,
-        api_key,
-        version,
-        patch.apply(version, answer),
-    )
+    let answer = patch.apply(version, answer);
+    // Client quotas: what the request counts, and the throttle if it is over.
+    let answer =
+        handler::client_throttle::apply(broker, session, &client_id, quota, request_bytes, answer);
+    finish(correlation_id, api_key, version, answer)
 }
 
 /// The outcome of a handler's answer.

@@ -11,7 +11,8 @@
 //! - [`shard`]: executors per core, the channel mesh between them, startup and shutdown.
 //! - [`net`]: accept loop; per-connection pipeline (frames in, responses out in request order).
 //! - [`dispatch`]: frame body → handler → response frame (or silence, or close);
-//!   [`panic_guard`]: a panic while serving a request is answered, never the shard's end.
+//!   [`panic_guard`]: a panic while serving a request is answered, never the shard's end;
+//!   [`client_quotas`]: clients' byte rates against their quotas, shared by every shard.
 //! - [`broker`]: the [`broker::Broker`] facade handlers and coordinators call, and wire helpers.
 //! - [`handler`]: one Kafka API per file, written against that facade.
 //! - [`routing`]: which shard owns a partition.
@@ -45,6 +46,7 @@ pub mod broker_configs;
 pub mod capacity;
 pub mod channel;
 pub mod cli;
+pub mod client_quotas;
 pub mod cluster;
 pub mod compaction;
 pub mod config;

@@ -67,6 +67,7 @@ const TOP_LEVEL_ERROR_CODE: &[(ApiKey, RangeInclusive<i16>)] = &[
     (ApiKey::AddPartitionsToTxn, 4..=i16::MAX),
     (ApiKey::AlterPartitionReassignments, 0..=i16::MAX),
     (ApiKey::ApiVersions, 0..=i16::MAX),
+    (ApiKey::DescribeClientQuotas, 0..=i16::MAX),
     (ApiKey::DescribeCluster, 0..=i16::MAX),
     (ApiKey::DescribeLogDirs, 3..=i16::MAX),
     (ApiKey::ElectLeaders, 1..=i16::MAX),
@@ -145,6 +146,11 @@ fn error_body_admin(api_key: ApiKey, c: i16) -> Option<ResponseKind> {
         ApiKey::DescribeCluster => {
             ResponseKind::DescribeCluster(DescribeClusterResponse::default().with_error_code(c))
         }
+        ApiKey::DescribeClientQuotas => ResponseKind::DescribeClientQuotas(
+            DescribeClientQuotasResponse::default()
+                .with_error_code(c)
+                .with_entries(None),
+        ),
         ApiKey::DescribeLogDirs => {
             ResponseKind::DescribeLogDirs(DescribeLogDirsResponse::default().with_error_code(c))
         }

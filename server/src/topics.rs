@@ -18,6 +18,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 
 use rill_metadata::acl::{AclChange, Acls};
+use rill_metadata::client_quota::{ClientQuotas, QuotaChange};
 use rill_metadata::scram::{ScramChange, ScramCredential, ScramCredentials, ScramMechanism};
 use rill_protocol::ErrorCode;
 use rill_types::ProducerId;
@@ -113,6 +114,10 @@ struct MetaDocument {
     /// Absent in documents of older versions.
     #[serde(default, skip_serializing_if = "no_acls")]
     acls: Arc<Acls>,
+    /// A single node's client quotas (AlterClientQuotas; a cluster keeps them in the metadata
+    /// log). Absent in documents of older versions.
+    #[serde(default, skip_serializing_if = "no_client_quotas")]
+    client_quotas: Arc<ClientQuotas>,
     /// Topic names by id (Fetch v13+ names topics by id), rebuilt with every change; not stored.
     #[serde(skip)]
     ids: HashMap<Uuid, String>,
@@ -132,6 +137,10 @@ impl MetaDocument {
 
 fn no_acls(acls: &Arc<Acls>) -> bool {
     acls.is_empty()
+}
+
+fn no_client_quotas(quotas: &Arc<ClientQuotas>) -> bool {
+    quotas.is_empty()
 }
 
 /// Dynamic broker configs: each broker's and the cluster's default, by broker property name.
@@ -212,6 +221,7 @@ impl TopicRegistry {
                 broker_configs: Arc::default(),
                 scram: ScramCredentials::new(),
                 acls: Arc::default(),
+                client_quotas: Arc::default(),
                 ids: HashMap::new(),
             },
             Err(e) => return Err(e),
@@ -469,6 +479,27 @@ impl TopicRegistry {
         let (answer, changes) = decide(&next.acls);
         if !changes.is_empty() {
             rill_metadata::acl::apply(Arc::make_mut(&mut next.acls), &changes);
+            self.commit(next)?;
+        }
+        Ok(answer)
+    }
+
+    /// A single node's client quotas.
+    pub fn client_quotas(&self) -> Arc<ClientQuotas> {
+        self.read().client_quotas.clone()
+    }
+
+    /// Decides and applies a single node's AlterClientQuotas durably: `decide` sees the
+    /// current quotas and returns its answer and the changes to make.
+    pub fn alter_client_quotas<T>(
+        &self,
+        decide: impl FnOnce(&ClientQuotas) -> (T, Vec<QuotaChange>),
+    ) -> Result<T, TopicError> {
+        let _guard = self.write_lock.lock().unwrap_or_else(|e| e.into_inner());
+        let mut next = self.read().clone();
+        let (answer, changes) = decide(&next.client_quotas);
+        if !changes.is_empty() {
+            rill_metadata::client_quota::apply(Arc::make_mut(&mut next.client_quotas), &changes);
             self.commit(next)?;
         }
         Ok(answer)

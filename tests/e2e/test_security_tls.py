@@ -200,3 +200,58 @@ def test_an_idle_tls_connection_is_closed_after_connections_max_idle_ms(tls):
         assert took >= IDLE_MS / 1000 * 0.9, f"closed after {took:.1f}s, before the idle bound"
     finally:
         raw.close()
+
+
+def test_a_renewed_key_store_is_served_without_a_restart(tmp_path):
+    """The SSL listener's key store file replaced by a certificate of another CA: within a few
+    seconds new handshakes get the new certificate (clients trusting only the old CA are
+    refused, clients trusting the new one connect and produce), without a restart; a key store
+    replaced by garbage keeps the current certificate in service."""
+    import time
+    old_ca, new_ca = trustme.CA(), trustme.CA()
+    keystore = tmp_path / "server.pem"
+
+    def issue(ca) -> bytes:
+        cert = ca.issue_cert("127.0.0.1", "localhost")
+        return cert.private_key_pem.bytes() + b"".join(p.bytes() for p in cert.cert_chain_pems)
+
+    keystore.write_bytes(issue(old_ca))
+    cas = {}
+    for name, ca in (("old", old_ca), ("new", new_ca)):
+        cas[name] = str(tmp_path / f"{name}-ca.pem")
+        (tmp_path / f"{name}-ca.pem").write_bytes(ca.cert_pem.bytes())
+    ssl_port = free_port()
+    config = tmp_path / "renew.properties"
+    broker = Broker(tmp_path / "data", tmp_path / "rill.log", config_path=config)
+    config.write_text("\n".join([
+        f"listeners=PLAINTEXT://127.0.0.1:{broker.port},SSL://127.0.0.1:{ssl_port}",
+        "ssl.keystore.type=PEM",
+        f"ssl.keystore.location={keystore}",
+    ]) + "\n")
+    _BROKERS.append(broker)
+    broker.start()
+    try:
+        assert tls_handshake(ssl_port, cas["old"], None) is not None
+        assert tls_handshake(ssl_port, cas["new"], None) is None
+        starts = broker.starts
+        # Written aside then renamed, as certificate tools (and cert-manager) replace files.
+        renewed = tmp_path / "server.pem.new"
+        renewed.write_bytes(issue(new_ca))
+        renewed.replace(keystore)
+        deadline = time.monotonic() + 10
+        while tls_handshake(ssl_port, cas["new"], None) is None:
+            assert time.monotonic() < deadline, "the renewed certificate is never served"
+            time.sleep(0.2)
+        assert tls_handshake(ssl_port, cas["old"], None) is None
+        assert broker.starts == starts and broker.alive()
+        config_new = {"bootstrap.servers": f"127.0.0.1:{ssl_port}", "security.protocol": "SSL",
+                      "ssl.ca.location": cas["new"]}
+        assert len(round_trip(config_new, unique("renewed"))) == 5
+        # A broken key store: the current certificate stays in service.
+        keystore.write_bytes(b"not a key store")
+        time.sleep(2.5)
+        assert tls_handshake(ssl_port, cas["new"], None) is not None
+        assert broker.logged_since(0, "key store changed but cannot be used")
+    finally:
+        assert broker.stop() == 0
+    assert "panicked" not in broker.log_text()

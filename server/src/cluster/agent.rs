@@ -16,7 +16,6 @@
 //! heartbeat interval, so a stuck controller costs a broker well under its session timeout.
 
 use std::collections::BTreeMap;
-use std::net::TcpStream;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender};
@@ -32,6 +31,7 @@ use rill_metadata::wire::WireMessage;
 use rill_types::ErrorCode;
 use uuid::Uuid;
 
+use super::controller_stream::{ControllerStream, SharedReader};
 use super::mirror::mirror;
 use super::transport::connect;
 use super::view::ClusterView;
@@ -100,7 +100,7 @@ struct Inflight {
 struct Connection {
     id: u64,
     node: NodeId,
-    stream: TcpStream,
+    stream: Arc<ControllerStream>,
 }
 
 /// This broker's registration.
@@ -378,7 +378,7 @@ impl Agent {
             .encode();
             let connection = self.connection.as_mut().expect("connected above");
             inflight.sent_on = Some(connection.id);
-            if let Err(e) = std::io::Write::write_all(&mut connection.stream, &frame) {
+            if let Err(e) = connection.stream.write_frame(&frame) {
                 tracing::debug!(node = connection.node.0, error = %e, "controller link broken");
                 self.drop_connection();
                 return;
@@ -400,11 +400,13 @@ impl Agent {
         let Some((_, address)) = self.voters.iter().find(|(id, _)| *id == node).cloned() else {
             return false;
         };
-        match connect(&address).and_then(|s| Ok((s.try_clone()?, s))) {
-            Ok((reader, stream)) => {
+        let tls = self.view.controller_tls().map(|t| &t.client);
+        match connect(&address, tls) {
+            Ok(stream) => {
+                let stream = Arc::new(stream);
                 let id = self.next_conn_id;
                 self.next_conn_id += 1;
-                spawn_reader(reader, id, self.events_tx.clone());
+                spawn_reader(SharedReader(stream.clone()), id, self.events_tx.clone());
                 self.connection = Some(Connection { id, node, stream });
                 true
             }
@@ -418,7 +420,10 @@ impl Agent {
 
     fn drop_connection(&mut self) {
         if let Some(connection) = self.connection.take() {
-            let _ = connection.stream.shutdown(std::net::Shutdown::Both);
+            let _ = connection
+                .stream
+                .socket()
+                .shutdown(std::net::Shutdown::Both);
         }
         for inflight in self.inflight.values_mut() {
             inflight.sent_on = None;
@@ -537,7 +542,7 @@ fn stopping() -> ControllerResponse {
     ControllerResponse::error(ErrorCode::RequestTimedOut, "this broker is stopping")
 }
 
-fn spawn_reader(stream: TcpStream, conn: u64, events: Sender<AgentEvent>) {
+fn spawn_reader(stream: SharedReader, conn: u64, events: Sender<AgentEvent>) {
     let spawned = std::thread::Builder::new()
         .name("rill-ctl-client".into())
         .spawn(move || {

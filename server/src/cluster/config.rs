@@ -6,6 +6,7 @@
 //! | `node.id`                                 | `--node-id`                         | 0       |
 //! | `process.roles` (broker, controller)      | `--process-roles`                   | —       |
 //! | `controller.quorum.voters` (id@host:port) | `--controller-quorum`               | —       |
+//! | `controller.quorum.bootstrap.servers` (KIP-853; host:port) | — | — (see [`ClusterSettings::standalone_voter`]) |
 //! | `controller.listener.names`               | (implied by `--controller-listen`)  | —       |
 //! | a `listeners` entry with that name        | `--controller-listen HOST:PORT`     | —       |
 //! | `broker.session.timeout.ms`               | `--broker-session-timeout-ms`       | 9000    |
@@ -30,7 +31,7 @@
 //! `node.id` is not a voter; a controller listener name missing from `listeners`; a controller
 //! listener whose port is not its voter entry's.
 
-use std::net::{SocketAddr, ToSocketAddrs};
+use std::net::SocketAddr;
 use std::time::Duration;
 
 use rill_metadata::types::NodeId;
@@ -144,6 +145,7 @@ impl Default for Leadership {
 pub struct ClusterSettings {
     process_roles: Option<String>,
     voters: Option<String>,
+    bootstrap_servers: Option<String>,
     controller_listener_names: Option<String>,
     listeners: Option<String>,
     controller_listen: Option<String>,
@@ -212,6 +214,7 @@ impl ClusterSettings {
         match key {
             "process.roles" => self.process_roles = Some(v.to_string()),
             "controller.quorum.voters" => self.voters = Some(v.to_string()),
+            "controller.quorum.bootstrap.servers" => self.bootstrap_servers = Some(v.to_string()),
             "controller.listener.names" => self.controller_listener_names = Some(v.to_string()),
             "broker.session.timeout.ms" => self.session_timeout_ms = Some(number(key, v)?),
             "broker.heartbeat.interval.ms" => self.heartbeat_interval_ms = Some(number(key, v)?),
@@ -309,7 +312,11 @@ impl ClusterSettings {
 
     /// Validate into a [`ClusterConfig`]; `None` when no quorum is configured (single node).
     pub fn resolve(&self, node_id: i32) -> Result<Option<ClusterConfig>, ConfigError> {
-        let Some(voters_text) = &self.voters else {
+        let standalone = match (&self.voters, &self.bootstrap_servers) {
+            (None, Some(servers)) => Some(self.standalone_voter(node_id, servers)?),
+            _ => None,
+        };
+        let Some(voters_text) = self.voters.as_ref().or(standalone.as_ref()) else {
             if let Some(roles) = &self.process_roles {
                 return Err(bad(
                     "process.roles",
@@ -370,6 +377,35 @@ impl ClusterSettings {
         Ok(Some(config))
     }
 
+    /// `controller.quorum.bootstrap.servers` without `controller.quorum.voters`: Kafka 4's own
+    /// `server.properties`, a combined node formatted `--standalone` (KIP-853), whose quorum is
+    /// that one controller. Rill formats on its first start, so the same file gives the same
+    /// quorum: this node, at the one bootstrap server (`id@host:port`). A dynamic quorum of
+    /// several controllers, or a broker that must learn its controllers' ids, is refused with
+    /// the property named.
+    fn standalone_voter(&self, node_id: i32, servers: &str) -> Result<String, ConfigError> {
+        const KEY: &str = "controller.quorum.bootstrap.servers";
+        let entries: Vec<&str> = servers
+            .split(',')
+            .map(str::trim)
+            .filter(|e| !e.is_empty())
+            .collect();
+        let is_controller = self
+            .process_roles
+            .as_deref()
+            .is_some_and(|r| r.split(',').any(|role| role.trim() == "controller"));
+        match entries.as_slice() {
+            [one] if is_controller => Ok(format!("{node_id}@{one}")),
+            _ => Err(bad(
+                KEY,
+                servers,
+                "a dynamic quorum (KIP-853) is served only as one standalone combined node \
+                 (one bootstrap server, process.roles with controller); for more controllers, \
+                 or a broker-only node, give controller.quorum.voters",
+            )),
+        }
+    }
+
     fn leadership(&self) -> Leadership {
         let default = Leadership::default();
         Leadership {
@@ -415,11 +451,8 @@ impl ClusterSettings {
                 self.named_controller_listener()?,
             ),
         };
-        let listen = address
-            .to_socket_addrs()
-            .ok()
-            .and_then(|mut a| a.next())
-            .ok_or_else(|| bad(key, &address, "not a HOST:PORT this machine can bind"))?;
+        let listen = crate::security::listeners::bind_address(key, &address)
+            .map_err(|_| bad(key, &address, "not a HOST:PORT this machine can bind"))?;
         let voter_port = me.address.rsplit_once(':').map(|(_, p)| p);
         if voter_port != Some(&listen.port().to_string()) {
             return Err(bad(
@@ -626,6 +659,32 @@ mod tests {
 
     fn error_of(pairs: &[(&str, &str)], node: i32) -> String {
         settings(pairs).resolve(node).unwrap_err().to_string()
+    }
+
+    /// Kafka 4's own config/server.properties (KRaft, combined, formatted `--standalone`).
+    #[test]
+    fn kafkas_standalone_server_properties_is_a_quorum_of_this_node() {
+        let kafka = [
+            ("process.roles", "broker,controller"),
+            ("node.id", "1"),
+            ("controller.quorum.bootstrap.servers", "localhost:9093"),
+            ("listeners", "PLAINTEXT://:9092,CONTROLLER://:9093"),
+            ("controller.listener.names", "CONTROLLER"),
+        ];
+        let pairs: Vec<_> = kafka.into_iter().filter(|(k, _)| *k != "node.id").collect();
+        let c = settings(&pairs).resolve(1).unwrap().unwrap();
+        assert_eq!(c.voters.len(), 1);
+        assert_eq!(
+            (c.voters[0].id, c.voters[0].address.as_str()),
+            (NodeId(1), "localhost:9093")
+        );
+        assert_eq!(c.controller_listen.unwrap().port(), 9093);
+        let mut two = pairs.clone();
+        two[1] = ("controller.quorum.bootstrap.servers", "a:9093,b:9093");
+        assert!(error_of(&two, 1).contains("controller.quorum.bootstrap.servers"));
+        let mut broker = pairs.clone();
+        broker[0] = ("process.roles", "broker");
+        assert!(error_of(&broker, 1).contains("controller.quorum.bootstrap.servers"));
     }
 
     #[test]

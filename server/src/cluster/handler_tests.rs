@@ -153,7 +153,12 @@ fn cluster_fake() -> ClusterFake {
         hw_checkpoint_interval_ms: 5_000,
     };
     let fake = FakeBroker::new();
-    let view = ClusterView::new(config, Default::default());
+    let view = ClusterView::new(
+        config,
+        Default::default(),
+        std::sync::Arc::new(crate::security::peer_client::PeerClient::plaintext()),
+        None,
+    );
     mirror(fake.topics(), &image).unwrap();
     view.publish(Arc::new(image));
     view.set_controller(Some(NodeId(2)));

@@ -21,9 +21,11 @@
 pub mod admin;
 pub mod agent;
 pub mod config;
+pub mod controller_stream;
 pub mod deletions;
 pub mod mirror;
 pub mod peer;
+pub mod peer_connect;
 pub mod quorum_loop;
 pub mod single_node_data;
 pub mod transport;
@@ -66,7 +68,12 @@ pub fn start(
         return Ok(None);
     };
     single_node_data::refuse_single_node_data(&config.data_dir, registry)?;
-    let view = ClusterView::new(cluster.clone(), registry.list().into_iter().collect());
+    let view = ClusterView::new(
+        cluster.clone(),
+        registry.list().into_iter().collect(),
+        config.listeners.peer_client.clone(),
+        config.listeners.controller_tls.clone(),
+    );
     registry.use_producer_id_blocks();
     let mut voter_threads = Vec::new();
     // The cluster threads stop after the shards: the agent first (its controlled shutdown may

@@ -219,11 +219,18 @@ pub fn spawn(
         .iter()
         .map(|v| (v.id, v.address.clone()))
         .collect();
-    let peers = Peers::start(config.node_id, &voters, &tx);
+    let tls = view.controller_tls().cloned();
+    let peers = Peers::start(
+        config.node_id,
+        &voters,
+        tls.as_ref().map(|t| &t.client),
+        &tx,
+    );
     let listener_stop = stop.clone();
+    let server_tls = tls.map(|t| t.server.clone());
     let serve = std::thread::Builder::new()
         .name("rill-ctl-listen".into())
-        .spawn(move || super::transport::serve(listener, tx, listener_stop))?;
+        .spawn(move || super::transport::serve(listener, server_tls, tx, listener_stop))?;
     let quorum = std::thread::Builder::new()
         .name("rill-quorum".into())
         .spawn(move || voter.run(&rx, &peers, &registry, &view, &stop))?;

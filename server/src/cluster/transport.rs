@@ -11,11 +11,10 @@
 //! `std::net::TcpListener` does not set SO_REUSEPORT (glommio's does), so a second process on
 //! the same controller port fails at start instead of sharing it.
 
-use std::io::Write;
 use std::net::{SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::mpsc::{self, Receiver, Sender, SyncSender, TrySendError};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use rill_metadata::request::ControllerResponse;
@@ -23,6 +22,9 @@ use rill_metadata::types::NodeId;
 use rill_metadata::wire::{WireError, WireMessage};
 use rill_metadata::RaftMessage;
 
+use rustls::{ClientConfig, ServerConfig};
+
+use super::controller_stream::{ControllerStream, SharedReader};
 use super::quorum_loop::QuorumEvent;
 
 /// Connections the controller listener serves at once (voters, brokers); more are closed.
@@ -41,7 +43,7 @@ const STOP_POLL: Duration = Duration::from_millis(20);
 /// Answers one request on the connection it came from.
 #[derive(Clone)]
 pub struct Replier {
-    stream: Arc<Mutex<TcpStream>>,
+    stream: Arc<ControllerStream>,
     id: u64,
 }
 
@@ -53,8 +55,7 @@ impl Replier {
             response,
         }
         .encode();
-        let mut stream = self.stream.lock().unwrap_or_else(|e| e.into_inner());
-        if let Err(e) = stream.write_all(&frame) {
+        if let Err(e) = self.stream.write_frame(&frame) {
             tracing::debug!(error = %e, "controller answer not delivered");
         }
     }
@@ -70,8 +71,13 @@ pub fn bind(address: SocketAddr, node: NodeId) -> anyhow::Result<TcpListener> {
     })
 }
 
-/// Accept until `stop`, one reader thread per connection.
-pub fn serve(listener: TcpListener, quorum: Sender<QuorumEvent>, stop: Arc<AtomicBool>) {
+/// Accept until `stop`, one reader thread per connection (each a TLS one with `tls`).
+pub fn serve(
+    listener: TcpListener,
+    tls: Option<Arc<ServerConfig>>,
+    quorum: Sender<QuorumEvent>,
+    stop: Arc<AtomicBool>,
+) {
     if let Err(e) = listener.set_nonblocking(true) {
         tracing::error!(error = %e, "controller listener cannot poll; not serving");
         return;
@@ -85,11 +91,11 @@ pub fn serve(listener: TcpListener, quorum: Sender<QuorumEvent>, stop: Arc<Atomi
                     tracing::warn!(%peer, "controller listener full: closing a connection");
                     continue;
                 }
-                let (quorum, open) = (quorum.clone(), open.clone());
+                let (quorum, open, tls) = (quorum.clone(), open.clone(), tls.clone());
                 let spawned = std::thread::Builder::new()
                     .name("rill-ctl-conn".into())
                     .spawn(move || {
-                        read_connection(stream, peer, &quorum);
+                        read_connection(stream, peer, tls.as_ref(), &quorum);
                         open.fetch_sub(1, Ordering::SeqCst);
                     });
                 if let Err(e) = spawned {
@@ -105,21 +111,30 @@ pub fn serve(listener: TcpListener, quorum: Sender<QuorumEvent>, stop: Arc<Atomi
     }
 }
 
-fn read_connection(stream: TcpStream, peer: SocketAddr, quorum: &Sender<QuorumEvent>) {
+fn read_connection(
+    stream: TcpStream,
+    peer: SocketAddr,
+    tls: Option<&Arc<ServerConfig>>,
+    quorum: &Sender<QuorumEvent>,
+) {
     let setup = stream
         .set_nonblocking(false)
         .and_then(|()| stream.set_read_timeout(Some(IDLE_MAX)))
         .and_then(|()| stream.set_write_timeout(Some(WRITE_TIMEOUT)))
-        .and_then(|()| stream.set_nodelay(true))
-        .and_then(|()| stream.try_clone());
-    let writer = match setup {
-        Ok(writer) => Arc::new(Mutex::new(writer)),
+        .and_then(|()| stream.set_nodelay(true));
+    if let Err(e) = setup {
+        tracing::debug!(%peer, error = %e, "controller connection setup failed");
+        return;
+    }
+    let writer = match ControllerStream::accept(stream, tls) {
+        Ok(stream) => Arc::new(stream),
         Err(e) => {
-            tracing::debug!(%peer, error = %e, "controller connection setup failed");
+            // A plaintext or unauthenticated peer on a TLS controller listener lands here.
+            tracing::warn!(%peer, error = %e, "controller connection refused: TLS handshake failed");
             return;
         }
     };
-    let mut reader = std::io::BufReader::new(stream);
+    let mut reader = std::io::BufReader::new(SharedReader(writer.clone()));
     loop {
         let event = match WireMessage::read_from(&mut reader) {
             Ok(WireMessage::Raft(message)) => QuorumEvent::Raft(message),
@@ -154,8 +169,11 @@ fn read_connection(stream: TcpStream, peer: SocketAddr, quorum: &Sender<QuorumEv
     }
 }
 
-/// Connect to a controller at `address` (`host:port`), bounded.
-pub fn connect(address: &str) -> std::io::Result<TcpStream> {
+/// Connect to a controller at `address` (`host:port`), bounded; over TLS with `tls`.
+pub fn connect(
+    address: &str,
+    tls: Option<&Arc<ClientConfig>>,
+) -> std::io::Result<ControllerStream> {
     let target = address
         .to_socket_addrs()?
         .next()
@@ -163,7 +181,9 @@ pub fn connect(address: &str) -> std::io::Result<TcpStream> {
     let stream = TcpStream::connect_timeout(&target, CONNECT_TIMEOUT)?;
     stream.set_nodelay(true)?;
     stream.set_write_timeout(Some(WRITE_TIMEOUT))?;
-    Ok(stream)
+    let host = address.rsplit_once(':').map_or(address, |(host, _)| host);
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    ControllerStream::connect(stream, tls, host)
 }
 
 /// Outbound raft links to the other voters.
@@ -174,16 +194,22 @@ pub struct Peers {
 impl Peers {
     /// One sender thread per voter in `voters` other than `me`; failures are reported to the
     /// quorum loop as [`QuorumEvent::Unreachable`].
-    pub fn start(me: NodeId, voters: &[(NodeId, String)], quorum: &Sender<QuorumEvent>) -> Self {
+    pub fn start(
+        me: NodeId,
+        voters: &[(NodeId, String)],
+        tls: Option<&Arc<ClientConfig>>,
+        quorum: &Sender<QuorumEvent>,
+    ) -> Self {
         let links = voters
             .iter()
             .filter(|(id, _)| *id != me)
             .map(|(id, address)| {
                 let (tx, rx) = mpsc::sync_channel(PEER_QUEUE_MAX);
                 let (id, address, quorum) = (*id, address.clone(), quorum.clone());
+                let tls = tls.cloned();
                 std::thread::Builder::new()
                     .name(format!("rill-raft-to-{id}"))
-                    .spawn(move || send_loop(id, &address, &rx, &quorum))
+                    .spawn(move || send_loop(id, &address, tls.as_ref(), &rx, &quorum))
                     .expect("spawning a raft sender thread");
                 (id, tx)
             })
@@ -210,13 +236,14 @@ impl Peers {
 fn send_loop(
     to: NodeId,
     address: &str,
+    tls: Option<&Arc<ClientConfig>>,
     queue: &Receiver<RaftMessage>,
     quorum: &Sender<QuorumEvent>,
 ) {
-    let mut stream: Option<TcpStream> = None;
+    let mut stream: Option<ControllerStream> = None;
     while let Ok(message) = queue.recv() {
         if stream.is_none() {
-            match connect(address) {
+            match connect(address, tls) {
                 Ok(s) => stream = Some(s),
                 Err(e) => {
                     tracing::debug!(to = to.0, address, error = %e, "voter unreachable");
@@ -229,7 +256,7 @@ fn send_loop(
             }
         }
         let frame = WireMessage::Raft(message).encode();
-        let written = stream.as_mut().map(|s| s.write_all(&frame));
+        let written = stream.as_ref().map(|s| s.write_frame(&frame));
         if let Some(Err(e)) = written {
             tracing::debug!(to = to.0, error = %e, "raft link broken");
             stream = None;

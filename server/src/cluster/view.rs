@@ -48,13 +48,21 @@ pub struct ClusterView {
     /// What this broker's follower fetches present to leaders (random per process start; its
     /// registration carries only its digest: `BrokerIdentity::replica_secret_sha256`).
     replica_secret: uuid::Uuid,
+    /// How this broker reaches the other brokers' inter-broker listener.
+    peer_client: Arc<crate::security::peer_client::PeerClient>,
+    /// The controller listener's TLS, when it is mapped to SSL.
+    controller_tls: Option<Arc<crate::security::controller_tls::ControllerTls>>,
 }
 
 impl ClusterView {
-    /// A view with an empty image; `topics_at_start` is the registry before the first mirror.
+    /// A view with an empty image; `topics_at_start` is the registry before the first mirror;
+    /// `peer_client` is how this broker connects to the others, `controller_tls` how every node
+    /// reaches the quorum.
     pub fn new(
         config: ClusterConfig,
         topics_at_start: BTreeMap<String, Arc<TopicMeta>>,
+        peer_client: Arc<crate::security::peer_client::PeerClient>,
+        controller_tls: Option<Arc<crate::security::controller_tls::ControllerTls>>,
     ) -> Arc<Self> {
         Arc::new(Self {
             config,
@@ -66,7 +74,19 @@ impl ClusterView {
             fatal: Mutex::new(None),
             registered: AtomicI64::new(-1),
             replica_secret: uuid::Uuid::new_v4(),
+            peer_client,
+            controller_tls,
         })
+    }
+
+    /// The controller listener's TLS (`None`: plaintext).
+    pub fn controller_tls(&self) -> Option<&Arc<crate::security::controller_tls::ControllerTls>> {
+        self.controller_tls.as_ref()
+    }
+
+    /// How this broker connects to the other brokers (the inter-broker listener's protocol).
+    pub fn peer_client(&self) -> &crate::security::peer_client::PeerClient {
+        &self.peer_client
     }
 
     /// What this broker's follower fetches present (see [`Self::is_replica`]).

@@ -28,6 +28,31 @@ const TOPIC_OPERATIONS: [Operation; 8] = [
     Operation::AlterConfigs,
 ];
 
+/// The operations a group has (`AclEntry.supportedOperations(GROUP)`; Kafka 4 adds the
+/// group configs': 3400 with no authorizer, as the differential suite sees Kafka answer).
+const GROUP_OPERATIONS: [Operation; 5] = [
+    Operation::Read,
+    Operation::Describe,
+    Operation::Delete,
+    Operation::DescribeConfigs,
+    Operation::AlterConfigs,
+];
+
+/// The operations the cluster has (`AclEntry.supportedOperations(CLUSTER)`).
+const CLUSTER_OPERATIONS: [Operation; 7] = [
+    Operation::Create,
+    Operation::ClusterAction,
+    Operation::DescribeConfigs,
+    Operation::AlterConfigs,
+    Operation::IdempotentWrite,
+    Operation::Alter,
+    Operation::Describe,
+];
+
+/// KIP-430's value of an authorized-operations field the client did not ask for (Kafka's
+/// `Integer.MIN_VALUE`).
+pub const OPERATIONS_NOT_ASKED: i32 = i32::MIN;
+
 /// The empty set of bindings, shared: no allocation per request.
 fn no_acls() -> Arc<Acls> {
     static NONE: std::sync::OnceLock<Arc<Acls>> = std::sync::OnceLock::new();
@@ -125,9 +150,22 @@ impl Access<'_> {
     /// for each allowed one), over Kafka's topic operations
     /// (`AclEntry.supportedOperations(TOPIC)`); with no authorizer all of them, as Kafka answers.
     pub fn topic_operations(&self, name: &str) -> i32 {
-        TOPIC_OPERATIONS
-            .iter()
-            .filter(|&&op| self.allows(op, ResourceType::Topic, name))
+        self.operations(&TOPIC_OPERATIONS, ResourceType::Topic, name)
+    }
+
+    /// [`Self::topic_operations`] for the group `name`.
+    pub fn group_operations(&self, name: &str) -> i32 {
+        self.operations(&GROUP_OPERATIONS, ResourceType::Group, name)
+    }
+
+    /// [`Self::topic_operations`] for the cluster.
+    pub fn cluster_operations(&self) -> i32 {
+        self.operations(&CLUSTER_OPERATIONS, ResourceType::Cluster, CLUSTER_NAME)
+    }
+
+    fn operations(&self, ops: &[Operation], resource_type: ResourceType, name: &str) -> i32 {
+        ops.iter()
+            .filter(|&&op| self.allows(op, resource_type, name))
             .fold(0, |bits, op| bits | 1 << op.code())
     }
 

@@ -113,6 +113,19 @@ pub fn cluster_denied(api: ApiKey, version: i16, body: &RequestKind) -> Answer {
         RequestKind::DescribeUserScramCredentials(_) => Answer::body(
             DescribeUserScramCredentialsResponse::default().with_error_code(CLUSTER.code()),
         ),
+        // Kafka's getErrorResponse of each: Describe without a message or entries, Alter each
+        // entity with the code's message.
+        RequestKind::DescribeClientQuotas(_) => Answer::body(
+            DescribeClientQuotasResponse::default()
+                .with_error_code(CLUSTER.code())
+                .with_error_message(None)
+                .with_entries(None),
+        ),
+        RequestKind::AlterClientQuotas(r) => Answer::body(super::alter_client_quotas::refuse_all(
+            r,
+            CLUSTER,
+            "Cluster authorization failed.",
+        )),
         _ => refuse_whole(api, version, CLUSTER),
     }
 }

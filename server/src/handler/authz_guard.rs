@@ -41,6 +41,7 @@
 //! | CreateAcls, DeleteAcls / DescribeAcls | ALTER / DESCRIBE on the cluster (in their handlers) | CLUSTER_AUTHORIZATION_FAILED |
 //! | ElectLeaders, AlterPartitionReassignments, AlterReplicaLogDirs, AlterUserScramCredentials | ALTER on the cluster | CLUSTER_AUTHORIZATION_FAILED |
 //! | ListPartitionReassignments, DescribeLogDirs, DescribeUserScramCredentials | DESCRIBE on the cluster | CLUSTER_AUTHORIZATION_FAILED |
+//! | DescribeClientQuotas / AlterClientQuotas | DESCRIBE_CONFIGS / ALTER_CONFIGS on the cluster | CLUSTER_AUTHORIZATION_FAILED |
 //!
 //! [`Rule::Interim`] (an API Kafka checks per resource, allowed here only with an operation on
 //! the cluster until that is written) is used by none now.
@@ -74,7 +75,7 @@ pub enum Rule {
 /// The rule of `api` (the table in the module doc).
 pub fn rule(api: ApiKey) -> Rule {
     use ApiKey::*;
-    use Operation::{Alter, ClusterAction, Describe};
+    use Operation::{Alter, AlterConfigs, ClusterAction, Describe, DescribeConfigs};
     match api {
         ApiVersions | SaslHandshake | SaslAuthenticate | DescribeCluster => Rule::Open,
         ElectLeaders
@@ -85,6 +86,8 @@ pub fn rule(api: ApiKey) -> Rule {
             Rule::Cluster(Describe)
         }
         WriteTxnMarkers => Rule::Cluster(ClusterAction),
+        DescribeClientQuotas => Rule::Cluster(DescribeConfigs),
+        AlterClientQuotas => Rule::Cluster(AlterConfigs),
         _ => Rule::PerResource,
     }
 }

@@ -13,8 +13,6 @@ use super::{message_bytes, str_bytes, topic_name, Broker};
 use crate::group::ops::{ConsumerGroupView, TopicIdPartitions};
 use crate::group::{GroupOp, GroupReply};
 
-/// Kafka's "authorized operations not requested" marker.
-const OPERATIONS_UNKNOWN: i32 = i32::MIN;
 /// ConsumerGroupDescribe v1's member type of a member on the consumer protocol (KIP-1099).
 const MEMBER_TYPE_CONSUMER: i8 = 1;
 
@@ -24,7 +22,15 @@ pub async fn serve<B: Broker>(
     cx: super::RequestContext<'_>,
     request: ConsumerGroupDescribeRequest,
 ) -> super::Answer {
-    super::Answer::body(handle(broker, cx.version, &request).await)
+    let mut response = handle(broker, cx.version, &request).await;
+    if request.include_authorized_operations {
+        let access = super::authz::access(broker, cx.session);
+        // As Kafka: only groups described without an error get them.
+        for group in response.groups.iter_mut().filter(|g| g.error_code == 0) {
+            group.authorized_operations = access.group_operations(group.group_id.as_str());
+        }
+    }
+    super::Answer::body(response)
 }
 
 /// Answer ConsumerGroupDescribe.
@@ -83,7 +89,7 @@ pub async fn handle<B: Broker>(
                 .with_assignment_epoch(view.assignment_epoch)
                 .with_assignor_name(str_bytes(&view.assignor_name))
                 .with_members(members)
-                .with_authorized_operations(OPERATIONS_UNKNOWN),
+                .with_authorized_operations(super::authz::OPERATIONS_NOT_ASKED),
         );
     }
     ConsumerGroupDescribeResponse::default().with_groups(groups)

@@ -14,7 +14,12 @@ pub async fn serve<B: Broker>(
     cx: super::RequestContext<'_>,
     request: rill_protocol::kafka_protocol::messages::DescribeClusterRequest,
 ) -> super::Answer {
-    super::Answer::body(handle_on(broker, &request, &cx.session.listener))
+    let mut response = handle_on(broker, &request, &cx.session.listener);
+    if request.include_cluster_authorized_operations {
+        response.cluster_authorized_operations =
+            super::authz::access(broker, cx.session).cluster_operations();
+    }
+    super::Answer::body(response)
 }
 
 /// Answer DescribeCluster as asked on the first listener.

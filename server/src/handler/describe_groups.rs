@@ -13,9 +13,6 @@ use super::{message_bytes, str_bytes, Broker};
 use crate::group::ops::GroupDescription;
 use crate::group::{GroupOp, GroupReply};
 
-/// Kafka's "authorized operations not requested" marker (also the codec's default, so it is
-/// accepted at versions that lack the field).
-const OPERATIONS_UNKNOWN: i32 = i32::MIN;
 /// The state of a group the coordinator does not have.
 const DEAD: &str = "Dead";
 
@@ -25,7 +22,15 @@ pub async fn serve<B: Broker>(
     cx: super::RequestContext<'_>,
     request: rill_protocol::kafka_protocol::messages::DescribeGroupsRequest,
 ) -> super::Answer {
-    super::Answer::body(handle(broker, cx.version, &request).await)
+    let mut response = handle(broker, cx.version, &request).await;
+    if cx.version >= 3 && request.include_authorized_operations {
+        let access = super::authz::access(broker, cx.session);
+        // As Kafka: only groups described without an error (v6's GROUP_ID_NOT_FOUND) get them.
+        for group in response.groups.iter_mut().filter(|g| g.error_code == 0) {
+            group.authorized_operations = access.group_operations(group.group_id.0.as_str());
+        }
+    }
+    super::Answer::body(response)
 }
 
 /// Answer DescribeGroups.
@@ -86,7 +91,7 @@ fn described(
         .with_protocol_type(str_bytes(&d.protocol_type))
         .with_protocol_data(str_bytes(&d.protocol_data))
         .with_members(members)
-        .with_authorized_operations(OPERATIONS_UNKNOWN)
+        .with_authorized_operations(super::authz::OPERATIONS_NOT_ASKED)
 }
 
 #[cfg(test)]

@@ -127,7 +127,23 @@ pub async fn serve<B: Broker>(
     cx: super::RequestContext<'_>,
     request: rill_protocol::kafka_protocol::messages::MetadataRequest,
 ) -> super::Answer {
-    super::Answer::body(handle_on(broker, cx.version, &request, &cx.session.listener).await)
+    let mut response = handle_on(broker, cx.version, &request, &cx.session.listener).await;
+    // KIP-430, asked for from v8 (the cluster's only up to v10, as Kafka).
+    let topics = cx.version >= 8 && request.include_topic_authorized_operations;
+    let cluster = (8..=10).contains(&cx.version) && request.include_cluster_authorized_operations;
+    if topics || cluster {
+        let access = super::authz::access(broker, cx.session);
+        if topics {
+            for topic in &mut response.topics {
+                let name = topic.name.as_ref().map_or("", |n| n.0.as_str());
+                topic.topic_authorized_operations = access.topic_operations(name);
+            }
+        }
+        if cluster {
+            response.cluster_authorized_operations = access.cluster_operations();
+        }
+    }
+    super::Answer::body(response)
 }
 
 /// Answer Metadata as asked on the first listener.

@@ -7,9 +7,11 @@
 //! is closed: PLAIN's own messages ("Authentication failed: Invalid username or password"), and
 //! for SCRAM the one that says nothing of whether the user exists ("Authentication failed
 //! during authentication due to invalid credentials with SASL mechanism SCRAM-SHA-256"). On
-//! success the connection's principal is the user. `session_lifetime_ms` is 0: no
-//! re-authentication is asked for (KIP-368 is not served). After authentication, or on a
-//! listener without SASL, the answer is ILLEGAL_SASL_STATE, as Kafka's.
+//! success the connection's principal is the user. `session_lifetime_ms` is
+//! `connections.max.reauth.ms` (0 by default: no re-authentication asked for); the client then
+//! re-authenticates on its connection before that (KIP-368), as the same principal, or is
+//! closed on its next request. After authentication, or on a listener without SASL, the answer
+//! is ILLEGAL_SASL_STATE, as Kafka's.
 
 use bytes::Bytes;
 use rill_metadata::scram::{ScramCredential, ScramMechanism};
@@ -17,8 +19,9 @@ use rill_protocol::kafka_protocol::messages::{SaslAuthenticateRequest, SaslAuthe
 use rill_protocol::ErrorCode;
 
 use super::{message_bytes, Answer, Broker};
-use crate::security::sasl::{Mechanism, PlainUsers, SaslState};
+use crate::security::sasl::{Mechanism, PlainUsers, SaslListener, SaslState};
 use crate::security::scram::{self, Failure};
+use crate::security::session::Session;
 
 /// This API's entry in the registry (`rill_protocol::for_each_api!`).
 pub async fn serve<B: Broker>(
@@ -33,6 +36,11 @@ pub async fn serve<B: Broker>(
     // Taken out for the exchange (no await below), so a concurrent request sees `Failed`.
     let state = session.with_sasl(|s| std::mem::replace(s, SaslState::Failed));
     let token = &request.auth_bytes;
+    let used = match &state {
+        SaslState::Authenticate(m) => Some(*m),
+        SaslState::ScramFinal(awaiting) => Some(Mechanism::Scram(awaiting.mechanism())),
+        _ => None,
+    };
     let outcome: Result<Step, (Mechanism, Failure)> = match state {
         SaslState::Complete => {
             session.with_sasl(|s| *s = SaslState::Complete);
@@ -55,17 +63,18 @@ pub async fn serve<B: Broker>(
         // The dispatcher admits SaslAuthenticate only in the states above.
         SaslState::Handshake | SaslState::Failed => return Answer::Close,
     };
+    let outcome = outcome.and_then(|step| same_principal_again(session, used, step));
     match outcome {
         Ok((user, reply, next)) => {
-            if let Some(user) = user {
-                tracing::debug!(peer = ?session.peer, %user, "SASL authentication succeeded");
-                session.set_principal(user);
-            }
+            let lifetime_ms = match user {
+                Some(user) => authenticated(session, &sasl, used, user),
+                None => 0,
+            };
             session.with_sasl(|s| *s = next);
             Answer::body(
                 SaslAuthenticateResponse::default()
                     .with_auth_bytes(Bytes::from(reply))
-                    .with_session_lifetime_ms(0),
+                    .with_session_lifetime_ms(lifetime_ms),
             )
         }
         Err((m, failure)) => {
@@ -91,6 +100,50 @@ pub async fn serve<B: Broker>(
 /// One exchange step's outcome: the user once authenticated, the server's token, the next
 /// state.
 type Step = (Option<String>, Vec<u8>, SaslState);
+
+/// `user` proved its password with `used`: the connection's principal from now on, and when
+/// that expires (`connections.max.reauth.ms`); the session lifetime to answer, in ms.
+fn authenticated(
+    session: &Session,
+    sasl: &SaslListener,
+    used: Option<Mechanism>,
+    user: String,
+) -> i64 {
+    match session.with_reauth(|r| r.from.take()).is_some() {
+        true => tracing::info!(peer = ?session.peer, %user, "SASL re-authentication succeeded"),
+        false => tracing::debug!(peer = ?session.peer, %user, "SASL authentication succeeded"),
+    }
+    session.set_principal(user);
+    let expires = sasl.reauth_max.map(|d| std::time::Instant::now() + d);
+    session.with_reauth(|r| {
+        r.mechanism = used;
+        r.expires = expires;
+    });
+    // v0 has no field for it: such a client is closed at expiry (as Kafka's).
+    sasl.reauth_max
+        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+}
+
+/// A re-authentication must prove the principal the connection had (Kafka's
+/// `SaslServerAuthenticator` refuses a change of principal).
+fn same_principal_again(
+    session: &Session,
+    used: Option<Mechanism>,
+    step: Step,
+) -> Result<Step, (Mechanism, Failure)> {
+    let (Some(user), Some(before)) = (&step.0, session.with_reauth(|r| r.from.clone())) else {
+        return Ok(step);
+    };
+    if *user == before {
+        return Ok(step);
+    }
+    Err((
+        used.unwrap_or(Mechanism::Plain),
+        Failure::Told(format!(
+            "Cannot change principals during re-authentication from User:{before}: User:{user}"
+        )),
+    ))
+}
 
 fn illegal() -> Answer {
     Answer::body(

@@ -7,7 +7,9 @@
 //!
 //! As Kafka: an unknown mechanism is answered UNSUPPORTED_SASL_MECHANISM with the list, then the
 //! connection is closed; a SaslHandshake on a listener without SASL, or after authentication,
-//! is answered ILLEGAL_SASL_STATE (`KafkaApis.handleSaslHandshakeRequest`).
+//! is answered ILLEGAL_SASL_STATE (`KafkaApis.handleSaslHandshakeRequest`), unless
+//! `connections.max.reauth.ms` is set: then it begins a re-authentication (KIP-368) with the
+//! connection's mechanism (another one is refused and the connection closed).
 
 use rill_protocol::kafka_protocol::messages::{SaslHandshakeRequest, SaslHandshakeResponse};
 use rill_protocol::ErrorCode;
@@ -32,6 +34,33 @@ pub async fn serve<B: Broker>(
     let mechanisms = sasl.names().into_iter().map(str_bytes).collect();
     let response = SaslHandshakeResponse::default().with_mechanisms(mechanisms);
     cx.session.with_sasl(|state| match state {
+        // KIP-368: with connections.max.reauth.ms, an authenticated client authenticates
+        // again on its connection, with the same mechanism (and, SaslAuthenticate checks, as
+        // the same principal).
+        SaslState::Complete if sasl.reauth_max.is_some() && cx.version >= 1 => {
+            let before = cx.session.with_reauth(|r| r.mechanism);
+            match sasl.enabled(&request.mechanism) {
+                Some(m) if Some(m) == before => {
+                    let principal = cx.session.principal();
+                    cx.session.with_reauth(|r| r.from = Some(principal));
+                    *state = SaslState::Authenticate(m);
+                    Answer::body(response)
+                }
+                _ => {
+                    tracing::info!(
+                        peer = ?cx.session.peer,
+                        mechanism = &*request.mechanism,
+                        "closing connection: re-authentication with another mechanism"
+                    );
+                    *state = SaslState::Failed;
+                    Answer::Final(
+                        response
+                            .with_error_code(ErrorCode::IllegalSaslState.code())
+                            .into(),
+                    )
+                }
+            }
+        }
         SaslState::Complete => illegal(),
         SaslState::Handshake if cx.version == 0 => {
             *state = SaslState::Failed;

@@ -13,16 +13,21 @@ use crate::group::ops::share::ShareGroupView;
 use crate::group::ops::TopicIdPartitions;
 use crate::group::{GroupOp, GroupReply};
 
-/// Kafka's "authorized operations not requested" marker.
-const OPERATIONS_UNKNOWN: i32 = i32::MIN;
-
 /// This API's entry in the registry (`rill_protocol::for_each_api!`).
 pub async fn serve<B: Broker>(
     broker: &B,
-    _cx: super::RequestContext<'_>,
+    cx: super::RequestContext<'_>,
     request: ShareGroupDescribeRequest,
 ) -> super::Answer {
-    super::Answer::body(handle(broker, &request).await)
+    let mut response = handle(broker, &request).await;
+    if request.include_authorized_operations {
+        let access = super::authz::access(broker, cx.session);
+        // As Kafka: only groups described without an error get them.
+        for group in response.groups.iter_mut().filter(|g| g.error_code == 0) {
+            group.authorized_operations = access.group_operations(group.group_id.as_str());
+        }
+    }
+    super::Answer::body(response)
 }
 
 /// Answer ShareGroupDescribe.
@@ -69,7 +74,7 @@ pub async fn handle<B: Broker>(
                 .with_assignment_epoch(view.assignment_epoch)
                 .with_assignor_name(str_bytes(&view.assignor_name))
                 .with_members(members)
-                .with_authorized_operations(OPERATIONS_UNKNOWN),
+                .with_authorized_operations(super::authz::OPERATIONS_NOT_ASKED),
         );
     }
     ShareGroupDescribeResponse::default().with_groups(groups)

@@ -184,6 +184,9 @@ async fn read_requests<S: Storage + 'static>(
                 let mut frame = std::mem::take(&mut buf);
                 frame.advance(SIZE_PREFIX_BYTES);
                 let hold = reserved.take().expect("reserved when its prefix arrived");
+                if !wait_unmuted(&session, &frame, &activity, &mut stop).await {
+                    return;
+                }
                 let task = spawn_request(&shard, &session, frame.freeze(), hold, &activity);
                 if queue.send(task).await.is_err() {
                     return;
@@ -221,6 +224,38 @@ async fn read_requests<S: Storage + 'static>(
         }
     }
 }
+
+/// Before serving `frame` (its body, size prefix skipped): while the connection is throttled
+/// (a client quota: Kafka mutes the channel until the throttle time is over), waits; and on a
+/// connection a quota applies to, a Produce or Fetch first waits for the one before it to be
+/// answered, so that its throttle holds this one back. `false` if `stop` came first.
+pub(super) async fn wait_unmuted(
+    session: &Session,
+    frame: &[u8],
+    activity: &Activity,
+    stop: &mut (impl std::future::Future<Output = ()> + Unpin),
+) -> bool {
+    let counted = matches!(frame.get(..2), Some([0, 0] | [0, 1]));
+    let serialize = counted && session.quota_limited();
+    activity.busy(1);
+    let mut woke = true;
+    while woke && serialize && session.quota_pending() > 0 {
+        let poll = glommio::timer::sleep(QUOTA_POLL);
+        woke = matches!(select(Box::pin(poll), &mut *stop).await, Either::Left(_));
+    }
+    if let Some(until) = session.muted_at(Instant::now()).filter(|_| woke) {
+        let sleep = glommio::timer::sleep(until.saturating_duration_since(Instant::now()));
+        woke = matches!(select(Box::pin(sleep), stop).await, Either::Left(_));
+    }
+    activity.busy(-1);
+    if woke && counted {
+        session.quota_request(true);
+    }
+    woke
+}
+
+/// How often a quota-limited connection looks whether its previous Produce or Fetch is answered.
+const QUOTA_POLL: Duration = Duration::from_millis(1);
 
 /// `bytes` of `budget`, waiting (and counting the wait) if they do not fit now.
 pub(super) async fn reserve(budget: &ByteBudget, bytes: u64, activity: &Activity) -> Hold {

@@ -22,7 +22,7 @@ use glommio::net::TcpStream;
 use rill_engine::io::Storage;
 use rill_protocol::frame::SIZE_PREFIX_BYTES;
 
-use super::connection::{close_when_idle, reserve, spawn_request, Activity, Pending};
+use super::connection::{close_when_idle, reserve, spawn_request, wait_unmuted, Activity, Pending};
 use crate::dispatch::Outcome;
 use crate::security::listeners::Listener;
 use crate::security::principal::subject_dn;
@@ -138,6 +138,8 @@ async fn read_frames<S: Storage + 'static>(
             return;
         }
         activity.touch();
+        // (This loop is raced against shutdown by its caller: nothing else to stop on here.)
+        wait_unmuted(session, &body, activity, &mut futures::future::pending()).await;
         let task = spawn_request(shard, session, body.freeze(), hold, activity);
         if queue.send(task).await.is_err() {
             return;

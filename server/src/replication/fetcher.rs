@@ -133,6 +133,9 @@ type Asked = (Rc<Followed>, Offset, Option<LeaderEpoch>);
 async fn run(leader: NodeId, view: Arc<ClusterView>, fetcher: Rc<Fetcher>) {
     let me = view.node_id();
     let mut link: Option<LeaderLink> = None;
+    // Whether the leader's unreachability was told at warn level since the last connection:
+    // once per outage, so a wrong inter-broker login or certificate is seen, not repeated.
+    let mut told = false;
     let mut round = 0usize;
     loop {
         let Some(due) = due_partitions(leader, &fetcher) else {
@@ -151,11 +154,16 @@ async fn run(leader: NodeId, view: Arc<ClusterView>, fetcher: Rc<Fetcher>) {
                 glommio::timer::sleep(BACKOFF).await;
                 continue;
             };
-            let addr = format!("{}:{}", endpoint.host, endpoint.port);
-            match LeaderLink::connect(&addr, me.0).await {
-                Ok(connected) => link = Some(connected),
+            match LeaderLink::connect(view.peer_client(), &endpoint, me.0).await {
+                Ok(connected) => {
+                    link = Some(connected);
+                    told = false;
+                }
                 Err(e) => {
-                    tracing::debug!(leader = leader.0, %addr, error = %e, "cannot reach the leader");
+                    if !told {
+                        tracing::warn!(leader = leader.0, error = %e, "cannot reach the leader");
+                        told = true;
+                    }
                     glommio::timer::sleep(BACKOFF).await;
                     continue;
                 }

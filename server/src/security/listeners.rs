@@ -50,6 +50,10 @@ pub struct Listener {
 pub struct Listeners {
     /// In `listeners` order, controller listeners left out.
     pub all: Vec<Arc<Listener>>,
+    /// How this broker reaches the other brokers' inter-broker listener.
+    pub peer_client: Arc<super::peer_client::PeerClient>,
+    /// The controller listener's TLS (the first of `controller.listener.names`, mapped to SSL).
+    pub controller_tls: Option<Arc<super::controller_tls::ControllerTls>>,
 }
 
 impl Listeners {
@@ -67,6 +71,8 @@ impl Listeners {
                 tls: None,
                 sasl: None,
             })],
+            peer_client: Arc::new(super::peer_client::PeerClient::plaintext()),
+            controller_tls: None,
         }
     }
 
@@ -108,7 +114,9 @@ const PER_LISTENER: &[&str] = &[
     "ssl.client.auth",
     "ssl.principal.mapping.rules",
     "ssl.enabled.protocols",
+    super::peer_client::ENDPOINT_IDENTIFICATION,
     "sasl.enabled.mechanisms",
+    super::sasl::REAUTH_MAX_MS,
     "plain.sasl.jaas.config",
     "scram-sha-256.sasl.jaas.config",
     "scram-sha-512.sasl.jaas.config",
@@ -119,6 +127,7 @@ const BROKER_WIDE: &[&str] = &[
     "listener.security.protocol.map",
     "inter.broker.listener.name",
     "security.inter.broker.protocol",
+    super::peer_client::INTER_BROKER_MECHANISM,
 ];
 
 impl SecuritySettings {
@@ -224,7 +233,12 @@ impl SecuritySettings {
                 sasl,
             }));
         }
-        let mut listeners = Listeners { all };
+        let controller_tls = self.controller_tls(controller_names, &map)?;
+        let mut listeners = Listeners {
+            all,
+            peer_client: Arc::new(super::peer_client::PeerClient::plaintext()),
+            controller_tls,
+        };
         let inter_broker = self.inter_broker_name()?;
         self.mark_inter_broker(&mut listeners, &inter_broker)?;
         Ok(listeners)
@@ -253,6 +267,23 @@ impl SecuritySettings {
             false => None,
         };
         Ok((tls, sasl))
+    }
+
+    /// The TLS of the first controller listener (the one brokers reach the quorum on).
+    fn controller_tls(
+        &self,
+        controller_names: &[String],
+        map: &BTreeMap<String, SecurityProtocol>,
+    ) -> Result<Option<Arc<super::controller_tls::ControllerTls>>, BadSetting> {
+        let Some(name) = controller_names.first() else {
+            return Ok(None);
+        };
+        let protocol = map
+            .get(name)
+            .copied()
+            .unwrap_or(SecurityProtocol::Plaintext);
+        let get = |p: &str| self.get(name, p).map(str::to_string);
+        Ok(super::controller_tls::resolve(name, protocol, &get)?.map(Arc::new))
     }
 
     /// `listener.security.protocol.map`, or Kafka's default (each protocol's own name), with
@@ -331,17 +362,17 @@ impl SecuritySettings {
             ));
         };
         let mut listener = (**found).clone();
-        if listener.protocol != SecurityProtocol::Plaintext {
-            return Err(bad(
-                "inter.broker.listener.name",
-                name,
-                format!(
-                    "an inter-broker listener over {} is not supported yet (brokers reach \
-                     each other over PLAINTEXT only)",
-                    listener.protocol.name()
-                ),
-            ));
-        }
+        let enabled = listener
+            .sasl
+            .as_ref()
+            .map_or(&[][..], |s| s.mechanisms.as_slice());
+        let get = |p: &str| self.get(name, p).map(str::to_string);
+        listeners.peer_client = Arc::new(super::peer_client::resolve(
+            name,
+            listener.protocol,
+            enabled,
+            &get,
+        )?);
         listener.inter_broker = true;
         *found = Arc::new(listener);
         Ok(())
@@ -381,8 +412,8 @@ fn split_host_port<'a>(key: &str, address: &'a str) -> Result<(&'a str, u16), Ba
     Ok((host.trim_matches(|c| c == '[' || c == ']'), port))
 }
 
-/// `host:port` as a bind address (an empty host: every interface).
-fn bind_address(key: &str, address: &str) -> Result<SocketAddr, BadSetting> {
+/// `host:port` as a bind address (an empty host: every interface, as Kafka binds it).
+pub fn bind_address(key: &str, address: &str) -> Result<SocketAddr, BadSetting> {
     let (host, port) = split_host_port(key, address)?;
     let host = if host.is_empty() { "0.0.0.0" } else { host };
     (host, port)

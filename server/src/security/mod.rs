@@ -2,13 +2,17 @@
 //! ([`listeners`]) and the per-connection [`session::Session`] the handlers are handed. What is
 //! protected and what is not: `SECURITY.md`.
 
+pub mod controller_tls;
 pub mod jaas;
 pub mod listeners;
+pub mod peer_client;
 pub mod principal;
 pub mod sasl;
 pub mod scram;
+pub mod scram_client;
 pub mod session;
 pub mod tls;
+pub mod tls_reload;
 
 /// A listener's security protocol (`listener.security.protocol.map`), by Kafka's names.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -84,6 +84,24 @@ pub struct SaslListener {
     pub mechanisms: Vec<Mechanism>,
     /// PLAIN's users (empty unless PLAIN is enabled).
     pub plain_users: PlainUsers,
+    /// `connections.max.reauth.ms` (KIP-368): how long an authentication lasts before the
+    /// client must authenticate again on its connection; `None` (0, Kafka's default): for ever.
+    pub reauth_max: Option<std::time::Duration>,
+}
+
+/// The property that bounds an authentication's life (KIP-368).
+pub const REAUTH_MAX_MS: &str = "connections.max.reauth.ms";
+
+/// A connection's authentication over time (KIP-368): what it authenticated with, until when,
+/// and, during a re-authentication, who it was.
+#[derive(Debug, Default, Clone)]
+pub struct Reauth {
+    /// The mechanism of its last authentication (a re-authentication must use it again).
+    pub mechanism: Option<Mechanism>,
+    /// When its authentication expires: after that only a re-authentication is served.
+    pub expires: Option<std::time::Instant>,
+    /// During a re-authentication, the principal it must prove again.
+    pub from: Option<String>,
 }
 
 impl SaslListener {
@@ -167,10 +185,26 @@ pub fn resolve(
             );
         }
     }
+    let reauth_max = reauth_max(get)?;
     Ok(SaslListener {
         mechanisms,
         plain_users,
+        reauth_max,
     })
+}
+
+/// `connections.max.reauth.ms`: `None` when unset or 0 (Kafka's default: never expires).
+fn reauth_max(
+    get: &dyn Fn(&str) -> Option<String>,
+) -> Result<Option<std::time::Duration>, BadSetting> {
+    let Some(text) = get(REAUTH_MAX_MS) else {
+        return Ok(None);
+    };
+    match text.trim().parse::<u64>() {
+        Ok(0) => Ok(None),
+        Ok(ms) => Ok(Some(std::time::Duration::from_millis(ms))),
+        Err(e) => Err(bad(REAUTH_MAX_MS, &text, e.to_string())),
+    }
 }
 
 /// Where a connection of a SASL listener is in its exchange (Kafka's `SaslServerAuthenticator`

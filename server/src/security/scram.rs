@@ -59,7 +59,8 @@ impl std::fmt::Debug for AwaitingFinal {
     }
 }
 
-fn hmac(m: ScramMechanism, key: &[u8], data: &[u8]) -> Vec<u8> {
+/// HMAC of `data` under `key` with the mechanism's hash.
+pub(super) fn hmac(m: ScramMechanism, key: &[u8], data: &[u8]) -> Vec<u8> {
     // HMAC takes a key of any length (RFC 2104), so new_from_slice cannot fail.
     match m {
         ScramMechanism::Sha256 => {
@@ -75,7 +76,8 @@ fn hmac(m: ScramMechanism, key: &[u8], data: &[u8]) -> Vec<u8> {
     }
 }
 
-fn hash(m: ScramMechanism, data: &[u8]) -> Vec<u8> {
+/// The mechanism's hash of `data`.
+pub(super) fn hash(m: ScramMechanism, data: &[u8]) -> Vec<u8> {
     match m {
         ScramMechanism::Sha256 => Sha256::digest(data).to_vec(),
         ScramMechanism::Sha512 => Sha512::digest(data).to_vec(),
@@ -259,19 +261,7 @@ pub fn client_final(state: AwaitingFinal, message: &[u8]) -> Result<(String, Vec
 mod tests {
     use super::*;
 
-    /// What a client derives (RFC 5802 Hi() is PBKDF2-HMAC).
-    fn salted(m: ScramMechanism, password: &str, salt: &[u8], iterations: u32) -> Vec<u8> {
-        match m {
-            ScramMechanism::Sha256 => {
-                pbkdf2::pbkdf2_hmac_array::<Sha256, 32>(password.as_bytes(), salt, iterations)
-                    .to_vec()
-            }
-            ScramMechanism::Sha512 => {
-                pbkdf2::pbkdf2_hmac_array::<Sha512, 64>(password.as_bytes(), salt, iterations)
-                    .to_vec()
-            }
-        }
-    }
+    use super::super::scram_client::salted_password as salted;
 
     /// A client's whole exchange with `password` against a credential made from `stored`.
     fn exchange(m: ScramMechanism, stored: &str, password: &str) -> Result<String, Failure> {

@@ -5,14 +5,15 @@
 //! The connection's requests run as tasks of one shard thread, so the mutable parts are
 //! `RefCell`s, each borrowed for one statement and never across an `.await`.
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::time::Instant;
 
 use rill_protocol::kafka_protocol::messages::ApiKey;
 
 use super::listeners::Listener;
-use super::sasl::SaslState;
+use super::sasl::{Reauth, SaslState};
 use super::SecurityProtocol;
 use crate::request_order::RequestOrder;
 
@@ -29,9 +30,19 @@ pub struct Session {
     principal: RefCell<String>,
     /// Its SASL exchange (SASL listeners only).
     sasl: RefCell<SaslState>,
+    /// Its authentication's mechanism, expiry and re-authentication (KIP-368).
+    reauth: RefCell<Reauth>,
     /// The order of its transactional Produce requests, which their verified appends keep
     /// (`handler/produce_txn.rs`).
     pub produce_order: RequestOrder,
+    /// Until when it is throttled (a client quota exceeded): its connection reads and serves
+    /// nothing more before then (Kafka mutes the channel, KIP-219).
+    muted_until: Cell<Option<Instant>>,
+    /// A client quota applies to its Produce or Fetch requests: those are then served one at a
+    /// time, as Kafka serves every channel, so that a throttle stops the next one.
+    quota_limited: Cell<bool>,
+    /// Its Produce and Fetch requests received and not yet answered.
+    quota_pending: Cell<u32>,
 }
 
 impl Session {
@@ -42,7 +53,11 @@ impl Session {
             peer,
             principal: RefCell::new(super::principal::ANONYMOUS.to_string()),
             sasl: RefCell::new(SaslState::default()),
+            reauth: RefCell::new(Reauth::default()),
             produce_order: RequestOrder::default(),
+            muted_until: Cell::new(None),
+            quota_limited: Cell::new(false),
+            quota_pending: Cell::new(0),
         }
     }
 
@@ -100,6 +115,51 @@ impl Session {
     /// Runs `f` on its SASL state (one borrow, nothing awaited inside).
     pub fn with_sasl<T>(&self, f: impl FnOnce(&mut SaslState) -> T) -> T {
         f(&mut self.sasl.borrow_mut())
+    }
+
+    /// Throttles it until `until` (or later, if it already is).
+    pub fn mute_until(&self, until: Instant) {
+        let later = self.muted_until.get().map_or(until, |at| at.max(until));
+        self.muted_until.set(Some(later));
+    }
+
+    /// Until when it is throttled, if it is at `now`.
+    pub fn muted_at(&self, now: Instant) -> Option<Instant> {
+        self.muted_until.get().filter(|until| *until > now)
+    }
+
+    /// Marks it as one a client quota applies to.
+    pub fn set_quota_limited(&self) {
+        self.quota_limited.set(true);
+    }
+
+    /// Whether a client quota applies to it.
+    pub fn quota_limited(&self) -> bool {
+        self.quota_limited.get()
+    }
+
+    /// A Produce or Fetch of it was received (`true`) or answered (`false`).
+    pub fn quota_request(&self, received: bool) {
+        let n = self.quota_pending.get();
+        self.quota_pending
+            .set(if received { n + 1 } else { n.saturating_sub(1) });
+    }
+
+    /// Its Produce and Fetch requests not yet answered.
+    pub fn quota_pending(&self) -> u32 {
+        self.quota_pending.get()
+    }
+
+    /// Runs `f` on its re-authentication state (borrowed for that call only).
+    pub fn with_reauth<T>(&self, f: impl FnOnce(&mut Reauth) -> T) -> T {
+        f(&mut self.reauth.borrow_mut())
+    }
+
+    /// Whether its authentication expired by `now` (`connections.max.reauth.ms`) and it has
+    /// not authenticated again: then only a re-authentication is served, as Kafka's broker
+    /// closes such a connection on any other request.
+    pub fn authentication_expired(&self, now: Instant) -> bool {
+        self.reauth.borrow().expires.is_some_and(|at| now >= at)
     }
 
     /// Whether it must still authenticate: a SASL listener's connection whose exchange is not

@@ -13,7 +13,8 @@
 //! | `ssl.principal.mapping.rules`              | Kafka's rules ([`super::principal`])          |
 //! | `ssl.enabled.protocols`                    | `TLSv1.2`, `TLSv1.3` (default both)           |
 //!
-//! Certificates are read at start; a change to the files takes a restart.
+//! The key store is read at start and again when its file changes (the next handshake after
+//! it, at most once a second: [`super::tls_reload`]); a trust store change takes a restart.
 
 use std::sync::Arc;
 
@@ -53,7 +54,7 @@ pub fn resolve(
             "encrypted private keys are not read; give an unencrypted PEM key",
         ));
     }
-    let (chain, key) = keystore(listener, get)?;
+    let certificate = Arc::new(reloading_keystore(listener, get)?);
     let roots = truststore(get)?;
     let auth = get("ssl.client.auth").unwrap_or_else(|| "none".to_string());
     let versions = versions(get)?;
@@ -93,9 +94,7 @@ pub fn resolve(
             ))
         }
     };
-    let config = builder
-        .with_single_cert(chain, key)
-        .map_err(|e| bad("ssl.keystore.location", "", e.to_string()))?;
+    let config = builder.with_cert_resolver(certificate);
     let rules = match get("ssl.principal.mapping.rules") {
         Some(text) => PrincipalRules::parse("ssl.principal.mapping.rules", &text)?,
         None => PrincipalRules::default(),
@@ -106,9 +105,46 @@ pub fn resolve(
     })
 }
 
-type Keystore = (Vec<CertificateDer<'static>>, PrivateKeyDer<'static>);
+/// The properties a key store is read from.
+const KEYSTORE_PROPERTIES: [&str; 3] = [
+    "ssl.keystore.location",
+    "ssl.keystore.key",
+    "ssl.keystore.certificate.chain",
+];
 
-fn keystore(listener: &str, get: &dyn Fn(&str) -> Option<String>) -> Result<Keystore, BadSetting> {
+/// The listener's key store as a certificate served and read again when its file changes
+/// ([`super::tls_reload`]).
+fn reloading_keystore(
+    listener: &str,
+    get: &dyn Fn(&str) -> Option<String>,
+) -> Result<super::tls_reload::ReloadingKeyStore, BadSetting> {
+    let given: Vec<(&str, Option<String>)> =
+        KEYSTORE_PROPERTIES.iter().map(|k| (*k, get(k))).collect();
+    let file = get("ssl.keystore.location").map(std::path::PathBuf::from);
+    let name = listener.to_string();
+    let provider = rustls::crypto::ring::default_provider();
+    let load = move || {
+        let get = |k: &str| {
+            given
+                .iter()
+                .find(|(p, _)| *p == k)
+                .and_then(|(_, v)| v.clone())
+        };
+        let (chain, key) = keystore(&name, &get)?;
+        rustls::sign::CertifiedKey::from_der(chain, key, &provider)
+            .map_err(|e| bad("ssl.keystore.location", "", e.to_string()))
+    };
+    super::tls_reload::ReloadingKeyStore::new(file, Box::new(load))
+}
+
+/// A key store: the certificate chain and its private key.
+pub(super) type Keystore = (Vec<CertificateDer<'static>>, PrivateKeyDer<'static>);
+
+/// The listener's key store (`ssl.keystore.*`).
+pub(super) fn keystore(
+    listener: &str,
+    get: &dyn Fn(&str) -> Option<String>,
+) -> Result<Keystore, BadSetting> {
     let (text, key) = match (
         get("ssl.keystore.location"),
         get("ssl.keystore.key"),
@@ -161,7 +197,10 @@ fn keystore(listener: &str, get: &dyn Fn(&str) -> Option<String>) -> Result<Keys
     Ok((chain, key))
 }
 
-fn truststore(get: &dyn Fn(&str) -> Option<String>) -> Result<Option<RootCertStore>, BadSetting> {
+/// The listener's trust store (`ssl.truststore.*`), if it names one.
+pub(super) fn truststore(
+    get: &dyn Fn(&str) -> Option<String>,
+) -> Result<Option<RootCertStore>, BadSetting> {
     let (text, key) = match (
         get("ssl.truststore.location"),
         get("ssl.truststore.certificates"),
@@ -192,7 +231,8 @@ fn truststore(get: &dyn Fn(&str) -> Option<String>) -> Result<Option<RootCertSto
     Ok(Some(roots))
 }
 
-fn versions(
+/// `ssl.enabled.protocols`.
+pub(super) fn versions(
     get: &dyn Fn(&str) -> Option<String>,
 ) -> Result<Vec<&'static rustls::SupportedProtocolVersion>, BadSetting> {
     let Some(text) = get("ssl.enabled.protocols") else {

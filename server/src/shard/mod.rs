@@ -20,6 +20,7 @@ use rill_engine::io::Storage;
 use rill_protocol::ErrorCode;
 
 use crate::broker::Broker;
+use crate::client_quotas::ClientRates;
 use crate::cluster::ClusterView;
 use crate::config::BrokerConfig;
 use crate::group::ops::GroupListing;
@@ -77,6 +78,8 @@ pub struct Shard<S: Storage + 'static> {
     pub txns: Rc<ShardTxnCoordinator<S>>,
     /// Takes transaction operations to the coordinating shard.
     pub txn_router: Router<TxnCall, TxnReply>,
+    /// Every client's byte rates (process-wide: client quotas).
+    pub client_rates: Arc<ClientRates>,
 }
 
 impl<S: Storage + 'static> Broker for Shard<S> {
@@ -98,6 +101,10 @@ impl<S: Storage + 'static> Broker for Shard<S> {
 
     fn fetch_budget(&self) -> Option<&ByteBudget> {
         Some(&self.fetch_bytes)
+    }
+
+    fn client_rates(&self) -> Option<&ClientRates> {
+        Some(&self.client_rates)
     }
 
     // A single node serves its coordinators' logs as the internal topics (`runtime`).

@@ -28,6 +28,7 @@ use super::router::{self, Router, RouterEnds, RouterLinks, RouterMesh, REMOTE_RE
 use super::Shard;
 use crate::admin::shard::ShardLocal;
 use crate::admin::state::AdminState;
+use crate::client_quotas::ClientRates;
 use crate::cluster::{deletions, ClusterView};
 use crate::config::{available_cores, BrokerConfig};
 use crate::group::{GroupCall, GroupReply};
@@ -211,12 +212,14 @@ pub fn run(mut config: BrokerConfig, stop: Arc<AtomicBool>) -> anyhow::Result<()
     let (running, finished) = mpsc::channel::<()>();
     let ends = ShardEnds::all(&config);
     let connections = ConnectionQuotas::new(config.connection_quota_limits());
+    let client_rates = Arc::new(ClientRates::new(config.quota_window));
     let shared = Shared {
         config: &config,
         registry: &registry,
         admin: &admin,
         cluster: &view,
         connections: &connections,
+        client_rates: &client_rates,
     };
     let executors = spawn_shards(shared, &stop, &startup, &running, ends);
     drop(running);
@@ -289,6 +292,8 @@ struct Shared<'a> {
     cluster: &'a Option<Arc<ClusterView>>,
     /// `max.connections` and `max.connections.per.ip`, counted over every shard.
     connections: &'a Arc<ConnectionQuotas>,
+    /// Every client's byte rates (client quotas), measured over every shard.
+    client_rates: &'a Arc<ClientRates>,
 }
 
 fn spawn_shards(
@@ -311,6 +316,7 @@ fn spawn_shards(
         let admin = shared.admin.clone();
         let cluster = shared.cluster.clone();
         let connections = shared.connections.clone();
+        let client_rates = shared.client_rates.clone();
         let (shard_startup, running) = (startup.clone(), running.clone());
         let shard_stop = stop.clone();
         let executor = LocalExecutorBuilder::new(placement)
@@ -324,7 +330,7 @@ fn spawn_shards(
                 let observer = crate::admin::shard::install(index, admin);
                 let result = shard_main(
                     config,
-                    (registry, cluster, connections),
+                    (registry, cluster, connections, client_rates),
                     ends,
                     shard_stop.clone(),
                     startup,
@@ -481,10 +487,11 @@ fn shard_tier(config: &BrokerConfig) -> anyhow::Result<Option<Rc<crate::tiered::
 
 async fn shard_main(
     config: Arc<BrokerConfig>,
-    (registry, cluster, connections): (
+    (registry, cluster, connections, client_rates): (
         Arc<TopicRegistry>,
         Option<Arc<ClusterView>>,
         Arc<ConnectionQuotas>,
+        Arc<ClientRates>,
     ),
     ends: ShardEnds,
     stop: Arc<AtomicBool>,
@@ -498,7 +505,11 @@ async fn shard_main(
         tracing::info!("start-up abandoned before the meshes connected: shard not started");
         return Ok(());
     };
-    let prepare = Box::pin(prepare_shard(config.clone(), (registry, cluster), links));
+    let prepare = Box::pin(prepare_shard(
+        config.clone(),
+        (registry, cluster, client_rates),
+        links,
+    ));
     let (shard, txn_inbox, mut serving) = match select(prepare, Box::pin(shutdown.wait())).await {
         Either::Left((prepared, _)) => prepared?,
         Either::Right(_) => {
@@ -604,7 +615,11 @@ type TxnInbox = router::Inbox<TxnCall, TxnReply>;
 /// The storage and the clock are chosen here, at the glommio edge, and handed in below.
 async fn prepare_shard(
     config: Arc<BrokerConfig>,
-    (registry, cluster): (Arc<TopicRegistry>, Option<Arc<ClusterView>>),
+    (registry, cluster, client_rates): (
+        Arc<TopicRegistry>,
+        Option<Arc<ClusterView>>,
+        Arc<ClientRates>,
+    ),
     links: ShardLinks,
 ) -> anyhow::Result<(Rc<Shard<GlommioStorage>>, TxnInbox, Vec<router::Serving>)> {
     let id = links.partitions.as_ref().map_or(0, RouterLinks::shard);
@@ -670,6 +685,7 @@ async fn prepare_shard(
         cluster,
         txns,
         txn_router,
+        client_rates,
     };
     let serving = vec![serving_groups, serving_partitions];
     Ok((Rc::new(shard), txn_inbox, serving))

@@ -56,7 +56,13 @@ pub async fn write_marker(
             .with_topics(vec![WritableTxnMarkerTopic::default()
                 .with_name(topic_name(topic))
                 .with_partition_indexes(vec![partition])])]);
-    let response = peer::call(&endpoint, WRITE_TXN_MARKERS_VERSION, &request).await?;
+    let response = peer::call(
+        cluster.peer_client(),
+        &endpoint,
+        WRITE_TXN_MARKERS_VERSION,
+        &request,
+    )
+    .await?;
     let code = response
         .markers
         .iter()
@@ -113,10 +119,11 @@ pub async fn verify(
         .with_verify_only(true)
         .with_topics(topics);
     let request = AddPartitionsToTxnRequest::default().with_transactions(vec![transaction]);
-    let response = match peer::call(&endpoint, VERIFY_VERSION, &request).await {
-        Ok(response) => response,
-        Err(code) => return vec![code; n],
-    };
+    let response =
+        match peer::call(cluster.peer_client(), &endpoint, VERIFY_VERSION, &request).await {
+            Ok(response) => response,
+            Err(code) => return vec![code; n],
+        };
     if response.error_code != 0 {
         return vec![wire_code(response.error_code); n];
     }

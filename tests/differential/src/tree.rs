@@ -56,6 +56,7 @@ const ELEMENT_KEYS: &[&str] = &[
     "key",
     "user",
     "mechanism",
+    "entity_type",
 ];
 
 /// The leaves of `value`, paths rooted at `prefix`.
@@ -104,8 +105,33 @@ fn flatten_list(items: &[Value], prefix: &str, into: &mut Vec<Leaf>) {
     }
 }
 
+/// A client quota entity (`[EntityData { entity_type, entity_name }, ..]`) as a key: its
+/// components sorted, so that Kafka's hash-map order of entities and components compares.
+fn entity_key(fields: &[(String, Value)]) -> Option<String> {
+    let (_, Value::List(parts)) = fields.iter().find(|(name, _)| name == "entity")? else {
+        return None;
+    };
+    let mut texts: Vec<String> = parts
+        .iter()
+        .map(|part| match part {
+            Value::Struct(f) => {
+                let get = |k: &str| f.iter().find(|(n, _)| n == k).map(|(_, v)| scalar_text(v));
+                Some(format!("{}:{}", get("entity_type")?, get("entity_name")?))
+            }
+            other => Some(scalar_text(other)),
+        })
+        .collect::<Option<Vec<String>>>()?;
+    texts.sort();
+    Some(format!("entity={}", texts.join(",")))
+}
+
 /// `name=value` of the element's naming field, else its index.
 fn element_key(value: &Value, index: usize) -> String {
+    if let Value::Struct(fields) = value {
+        if let Some(key) = entity_key(fields) {
+            return key;
+        }
+    }
     match value {
         Value::Struct(fields) => ELEMENT_KEYS
             .iter()

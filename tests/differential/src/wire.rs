@@ -157,6 +157,7 @@ pub fn api_key_of(request: &RequestKind) -> ApiKey {
         DeleteAcls,
         DescribeClientQuotas,
         DescribeTopicPartitions,
+        AlterClientQuotas,
         DescribeUserScramCredentials,
         ConsumerGroupHeartbeat,
         ConsumerGroupDescribe,

@@ -231,6 +231,11 @@ impl<E: Entropy> Generator<'_, E> {
     fn scalar(&mut self, f: &Field, bytes: usize) {
         let hostile = self.mode == Mode::Hostile;
         match f.type_name.as_str() {
+            // A live fuzz never sets client quotas: a default entity's tiny producer_byte_rate
+            // would throttle the friendly clients for a reason that is not a bug.
+            "bool" if f.name == "ValidateOnly" && self.api == ApiKey::AlterClientQuotas => {
+                self.out.int(1, 1);
+            }
             "bool" => {
                 let v = if hostile && self.e.chance(10) {
                     self.e.pick(&[2, 0x80, 0xff])

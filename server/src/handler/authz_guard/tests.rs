@@ -358,3 +358,25 @@ fn topic_operations_report_what_the_principal_may_do() {
     assert_eq!(read.topic_operations("t"), 1 << 3 | 1 << 8);
     assert_eq!(read.topic_operations("u"), 0);
 }
+
+#[test]
+fn group_and_cluster_operations_report_what_the_principal_may_do() {
+    // Without an authorizer, Kafka 4's answers (seen by the differential suite).
+    assert_eq!(Access::open().group_operations("g"), 3400);
+    assert_eq!(Access::open().cluster_operations(), 8096);
+    let config = AuthorizerConfig::default();
+    let read = alice(&config, &[allow(ResourceType::Group, "g", Operation::Read)]);
+    assert_eq!(read.group_operations("g"), 1 << 3 | 1 << 8);
+    assert_eq!(read.group_operations("h"), 0);
+    assert_eq!(read.cluster_operations(), 0);
+    let alter = alice(
+        &config,
+        &[allow(
+            ResourceType::Cluster,
+            "kafka-cluster",
+            Operation::Alter,
+        )],
+    );
+    // ALTER implies DESCRIBE (bits 7 and 8).
+    assert_eq!(alter.cluster_operations(), 1 << 7 | 1 << 8);
+}

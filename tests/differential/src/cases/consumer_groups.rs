@@ -91,7 +91,9 @@ fn save(pair: &mut Pair, answers: &[Answer; 2]) {
 
 fn describe(group: &str) -> RequestKind {
     RequestKind::ConsumerGroupDescribe(
-        ConsumerGroupDescribeRequest::default().with_group_ids(vec![gid(group)]),
+        ConsumerGroupDescribeRequest::default()
+            .with_group_ids(vec![gid(group)])
+            .with_include_authorized_operations(true),
     )
 }
 

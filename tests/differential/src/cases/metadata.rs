@@ -30,8 +30,12 @@ fn request(names: &[&str], auto_create: bool, version: i16) -> MetadataRequest {
     if version >= 4 {
         r = r.with_allow_auto_topic_creation(auto_create);
     }
+    // KIP-430: both authorized-operations fields asked for, where the version has them.
     if (8..=10).contains(&version) {
-        r = r.with_include_cluster_authorized_operations(false);
+        r = r.with_include_cluster_authorized_operations(true);
+    }
+    if version >= 8 {
+        r = r.with_include_topic_authorized_operations(true);
     }
     r
 }

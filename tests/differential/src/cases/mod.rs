@@ -33,6 +33,7 @@ mod metadata;
 mod offsets;
 mod produce_fetch;
 mod producers;
+mod quotas;
 mod scram;
 mod share_groups;
 mod transactions;
@@ -57,6 +58,7 @@ pub fn all() -> Vec<Case> {
         configs::CASES,
         scram::CASES,
         acls::CASES,
+        quotas::CASES,
     ]
     .concat()
 }

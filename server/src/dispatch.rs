@@ -104,30 +104,42 @@ fn answer_panic(head: Option<RequestHead>, panic: &(dyn std::any::Any + Send)) -
     answer.unwrap_or(Outcome::Close)
 }
 
+/// A connection whose authentication expired (KIP-368) or that has not authenticated yet may
+/// send only the SASL requests it needs (and, before authenticating, ApiVersions): anything
+/// else closes it, before its bytes reach a decoder.
+fn refuse_before_decoding(frame_body: &Bytes, session: &Session) -> Option<Outcome> {
+    if session.authentication_expired(std::time::Instant::now()) {
+        // KIP-368: past connections.max.reauth.ms only a re-authentication is served; Kafka's
+        // broker closes the connection on anything else.
+        let api = RequestHead::peek(frame_body).and_then(|h| ApiKey::try_from(h.api_key).ok());
+        if !matches!(api, Some(ApiKey::SaslHandshake | ApiKey::SaslAuthenticate)) {
+            tracing::info!(?api, peer = ?session.peer, "closing connection: its SASL authentication expired (connections.max.reauth.ms) and it did not re-authenticate");
+            session.with_sasl(|s| *s = crate::security::sasl::SaslState::Failed);
+            return Some(Outcome::Close);
+        }
+    }
+    if session.unauthenticated() {
+        // As Kafka, before parsing: an unauthenticated client reaches no other decoder.
+        let api = RequestHead::peek(frame_body).and_then(|h| ApiKey::try_from(h.api_key).ok());
+        if !session.admits(api) {
+            tracing::debug!(?api, peer = ?session.peer, "closing connection: request before SASL authentication");
+            session.with_sasl(|s| *s = crate::security::sasl::SaslState::Failed);
+            return Some(Outcome::Close);
+        }
+    }
+    None
+}
+
 async fn dispatch_unguarded<B: Broker>(
     broker: &B,
     frame_body: Bytes,
     session: &Session,
 ) -> Outcome {
-    if session.authentication_expired(std::time::Instant::now()) {
-        // KIP-368: past connections.max.reauth.ms only a re-authentication is served; Kafka's
-        // broker closes the connection on anything else.
-        let api = RequestHead::peek(&frame_body).and_then(|h| ApiKey::try_from(h.api_key).ok());
-        if !matches!(api, Some(ApiKey::SaslHandshake | ApiKey::SaslAuthenticate)) {
-            tracing::info!(?api, peer = ?session.peer, "closing connection: its SASL authentication expired (connections.max.reauth.ms) and it did not re-authenticate");
-            session.with_sasl(|s| *s = crate::security::sasl::SaslState::Failed);
-            return Outcome::Close;
-        }
+    if let Some(refused) = refuse_before_decoding(&frame_body, session) {
+        return refused;
     }
-    if session.unauthenticated() {
-        // As Kafka, before parsing: an unauthenticated client reaches no other decoder.
-        let api = RequestHead::peek(&frame_body).and_then(|h| ApiKey::try_from(h.api_key).ok());
-        if !session.admits(api) {
-            tracing::debug!(?api, peer = ?session.peer, "closing connection: request before SASL authentication");
-            session.with_sasl(|s| *s = crate::security::sasl::SaslState::Failed);
-            return Outcome::Close;
-        }
-    }
+    // A request quota counts the request's decoding too, as Kafka counts network thread time.
+    let decode_started = std::time::Instant::now();
     let frame = frame_body.clone(); // Produce takes its records back out of it, uncopied
     let request_bytes = frame_body.len();
     let request = match decode_request(frame_body) {
@@ -165,12 +177,61 @@ async fn dispatch_unguarded<B: Broker>(
     if quota == Some(crate::client_quotas::QuotaKind::Fetch) {
         handler::client_throttle::cap_fetch(broker, session, &client_id, version, &mut body);
     }
-    let answer = handle(broker, version, &client_id, body, frame, session).await;
+    let cx = Served {
+        version,
+        client_id: &client_id,
+        frame,
+        session,
+        decode_started,
+    };
+    let (answer, thread_time) = serve_measured(broker, api_key, body, cx).await;
     let answer = patch.apply(version, answer);
     // Client quotas: what the request counts, and the throttle if it is over.
-    let answer =
-        handler::client_throttle::apply(broker, session, &client_id, quota, request_bytes, answer);
+    let answer = handler::client_throttle::apply(
+        broker,
+        session,
+        &client_id,
+        quota,
+        request_bytes,
+        thread_time,
+        answer,
+    );
     finish(correlation_id, api_key, version, answer)
+}
+
+/// What [`serve_measured`] needs beside the request's body.
+struct Served<'a> {
+    version: i16,
+    client_id: &'a str,
+    frame: Bytes,
+    session: &'a Session,
+    /// When the request's decoding started: a request quota counts it too.
+    decode_started: std::time::Instant,
+}
+
+/// [`handle`], and the request's thread time when a `request_percentage` quota applies to it
+/// (`client_quotas::thread_time`; nothing is timed otherwise).
+async fn serve_measured<B: Broker>(
+    broker: &B,
+    api_key: ApiKey,
+    body: RequestKind,
+    cx: Served<'_>,
+) -> (Answer, Option<std::time::Duration>) {
+    let Served {
+        version,
+        client_id,
+        frame,
+        session,
+        decode_started,
+    } = cx;
+    if !handler::client_throttle::request_quota_applies(broker, api_key, &body) {
+        let answer = handle(broker, version, client_id, body, frame, session).await;
+        return (answer, None);
+    }
+    let before = decode_started.elapsed();
+    let serve = handle(broker, version, client_id, body, frame, session);
+    let (answer, polled) = crate::client_quotas::thread_time::polled(serve).await;
+    (answer, Some(before + polled))
 }
 
 /// The outcome of a handler's answer.

@@ -7,14 +7,20 @@ real rill, real clients.
 - Produce: a client id with `producer_byte_rate` producing as fast as it can is held to within
   10% of its quota over Kafka's quota window of 11 s from its first byte (Kafka lets a new
   client's first ten windows of quota through at once, then throttles it until the window is
-  over), while a client without a quota, producing at the same time, goes far faster.
+  over), while a client without a quota, producing at the same time, goes far faster;
+- Fetch: the same for `consumer_byte_rate`;
+- Requests (KIP-124): a client id over its `request_percentage` gets `throttle_time_ms` in its
+  Metadata responses and its connection is muted for that long; another client id is not.
 """
 
 from __future__ import annotations
 
+import struct
 import threading
 import time
 import uuid
+
+import kafka_wire as kw
 
 from confluent_kafka import Consumer, Producer, TopicPartition
 from kafka.admin import KafkaAdminClient
@@ -201,3 +207,40 @@ def test_a_consumer_over_its_quota_is_held_to_it(broker_factory):
           f"free reader {sum(n for _, n in free)} of {count * len(value)} bytes")
     assert abs(rate - quota) / quota < 0.10, (rate, quota)
     assert sum(n for _, n in free) == count * len(value)
+
+
+def metadata_throttle_ms(conn: kw.Conn, client_id: str, correlation_id: int) -> int:
+    """Metadata v3 of no topic on `conn` as `client_id`: its response's throttle_time_ms."""
+    conn.send(kw.request(3, 3, correlation_id, struct.pack(">i", 0), client_id=client_id))
+    got = conn.recv_response()
+    assert got is not None and got[0] == correlation_id, got
+    (throttle_ms,) = struct.unpack_from(">i", got[1])
+    return throttle_ms
+
+
+def test_a_client_over_its_request_percentage_is_throttled(broker_factory):
+    broker = broker_factory()
+    client = admin(broker)
+    try:
+        # 0.1% of one thread: ~10 ms of the broker's time over the 11 s window.
+        assert alter(client, {"client-id": "busy"}, {"request_percentage": 0.1}) == (0, None)
+        assert describe(client, [("client-id", 0, "busy")]) == {
+            frozenset({("client-id", "busy")}): {"request_percentage": 0.1}}
+    finally:
+        client.close()
+    busy = kw.Conn("127.0.0.1", broker.port)
+    calm = kw.Conn("127.0.0.1", broker.port)
+    throttle_ms, sent = 0, 0
+    while throttle_ms == 0:
+        sent += 1
+        assert sent <= 100_000, "never throttled"
+        throttle_ms = metadata_throttle_ms(busy, "busy", sent)
+    print(f"throttled after {sent} Metadata requests: throttle_time_ms {throttle_ms}")
+    assert throttle_ms > 0
+    # Muted: the next request on that connection is read only once the throttle is over.
+    started = time.monotonic()
+    metadata_throttle_ms(busy, "busy", sent + 1)
+    waited_ms = (time.monotonic() - started) * 1000
+    assert waited_ms >= throttle_ms * 0.9, (waited_ms, throttle_ms)
+    # Another client id, at the same time, is not throttled.
+    assert [metadata_throttle_ms(calm, "calm", i) for i in range(1, 201)] == [0] * 200

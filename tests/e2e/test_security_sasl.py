@@ -190,6 +190,30 @@ def test_sasl_ssl_with_real_certificates(sasl):
     assert kafka_python_round_trip(config, topic) == [b"m0"]
 
 
+def test_kafkajs_and_kafka_python_over_sasl_ssl_with_scram_sha_512(sasl):
+    from clients import kafkajs
+    create_scram_users(sasl, {"js512": ("SCRAM-SHA-512", "pw-js")})
+    topic = unique("js-sasl-ssl")
+    config = sasl.kafka_python("SCRAM-SHA-512", "js512", "pw-js", tls=True)
+    assert kafka_python_round_trip(config, topic) == [b"from-kafka-python"]
+    bootstrap = f"127.0.0.1:{sasl.ssl_port}"
+
+    def security(password: str) -> dict:
+        return {"ssl": {"ca": str(sasl.ca_pem)},
+                "sasl": {"mechanism": "scram-sha-512", "username": "js512", "password": password}}
+
+    kafkajs(bootstrap, "produce", {"topic": topic, "partition": 0, "acks": -1,
+                                   "messages": [{"value": "js0"}, {"value": "js1"}],
+                                   "security": security("pw-js")})
+    got = kafkajs(bootstrap, "fetch", {"topic": topic, "partition": 0, "offset": 0, "count": 3,
+                                       "security": security("pw-js")})
+    assert [m["value"] for m in got] == ["from-kafka-python", "js0", "js1"], got
+    with pytest.raises(AssertionError) as refused:
+        kafkajs(bootstrap, "list-topics", {"security": security("wrong")})
+    assert "SASL SCRAM SHA512 authentication failed" in str(refused.value) \
+        or "SASL_AUTHENTICATION_FAILED" in str(refused.value), str(refused.value)[-1500:]
+
+
 def handshake(conn: kw.Conn, mechanism: str, correlation_id: int = 1) -> tuple[int, list[str]]:
     conn.send(kw.request(API_SASL_HANDSHAKE, 1, correlation_id, kw.kstring(mechanism)))
     got = conn.recv_response()

@@ -5,8 +5,8 @@ One broker, three listeners, configured with Kafka's own properties:
   PLAINTEXT (the first), SSL (server-authenticated TLS), MTLS (an SSL listener with
   `listener.name.mtls.ssl.client.auth=required`, a PEM trust store, and
   `ssl.principal.mapping.rules` that admit CN=bob only).
-- confluent-kafka and kafka-python produce and consume over SSL; kcat and confluent-kafka over
-  mTLS with bob's certificate;
+- confluent-kafka and kafka-python produce and consume over SSL; kcat, confluent-kafka,
+  kafka-python, aiokafka and kafkajs over mTLS with bob's certificate;
 - on MTLS a client without a certificate, or with alice's (no mapping rule applies to her DN),
   is refused;
 - a plaintext client on the SSL port gets nothing: no Kafka response, and the connection closes.
@@ -137,6 +137,70 @@ def test_kcat_and_confluent_kafka_over_mtls_with_a_mapped_certificate(tls):
     assert out.stdout.split() == [b"one", b"two"]
     got = round_trip(tls.ssl_config(tls.mtls_port, "bob"), unique("mtls-ck"))
     assert len(got) == 5
+
+
+def test_kafka_python_aiokafka_and_kafkajs_over_mtls(tls):
+    import asyncio
+
+    from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+    from aiokafka.helpers import create_ssl_context
+    from kafka import KafkaConsumer, KafkaProducer
+
+    from clients import kafkajs
+    topic = unique("mtls-py")
+    cert, key = tls.files["bob"]
+    bootstrap = f"127.0.0.1:{tls.mtls_port}"
+    common = {"bootstrap_servers": bootstrap, "security_protocol": "SSL",
+              "ssl_cafile": tls.files["ca.pem"], "ssl_certfile": cert, "ssl_keyfile": key}
+    producer = KafkaProducer(**common, acks="all")
+    producer.send(topic, b"kafka-python").get(timeout=30)
+    producer.close()
+
+    async def aiokafka_round_trip() -> list[bytes]:
+        context = create_ssl_context(cafile=tls.files["ca.pem"], certfile=cert, keyfile=key)
+        secured = {"bootstrap_servers": bootstrap, "security_protocol": "SSL",
+                   "ssl_context": context}
+        p = AIOKafkaProducer(**secured, acks="all")
+        await p.start()
+        try:
+            await p.send_and_wait(topic, b"aiokafka", partition=0)
+        finally:
+            await p.stop()
+        c = AIOKafkaConsumer(topic, **secured, auto_offset_reset="earliest",
+                             enable_auto_commit=False)
+        await c.start()
+        try:
+            got = []
+            async for m in c:
+                got.append(m.value)
+                if len(got) == 2:
+                    return got
+        finally:
+            await c.stop()
+
+    assert asyncio.run(asyncio.wait_for(aiokafka_round_trip(), 60)) == [b"kafka-python",
+                                                                       b"aiokafka"]
+    security = {"ssl": {"ca": tls.files["ca.pem"], "cert": cert, "key": key}}
+    kafkajs(bootstrap, "produce", {"topic": topic, "partition": 0, "acks": -1,
+                                   "messages": [{"value": "kafkajs"}], "security": security})
+    got = kafkajs(bootstrap, "fetch", {"topic": topic, "partition": 0, "offset": 0, "count": 3,
+                                       "security": security})
+    assert [m["value"] for m in got] == ["kafka-python", "aiokafka", "kafkajs"], got
+    consumer = KafkaConsumer(topic, **common, auto_offset_reset="earliest",
+                             consumer_timeout_ms=10000)
+    values = []
+    for m in consumer:
+        values.append(m.value)
+        if len(values) == 3:
+            break
+    consumer.close()
+    assert values == [b"kafka-python", b"aiokafka", b"kafkajs"], values
+    # Alice's certificate maps to no principal: kafkajs is refused too.
+    alice_cert, alice_key = tls.files["alice"]
+    with pytest.raises(AssertionError):
+        kafkajs(bootstrap, "list-topics",
+                {"security": {"ssl": {"ca": tls.files["ca.pem"], "cert": alice_cert,
+                                      "key": alice_key}}}, timeout_s=120)
 
 
 def tls_handshake(port: int, ca: str, cert: tuple[str, str] | None) -> bytes | None:

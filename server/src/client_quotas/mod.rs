@@ -8,16 +8,21 @@
 //!   share a rate: `rill_metadata::client_quota::ClientQuotas::resolve`).
 //!
 //! What is measured, as Kafka's `KafkaApis` records it: a Produce's request size (its frame,
-//! acks=0 included); a Fetch's response size. A throttled client gets `throttle_time_ms` in
-//! the response and its connection reads nothing more until the time is over (KIP-219).
+//! acks=0 included); a Fetch's response size; and for `request_percentage` (KIP-124) the
+//! time each request spends on a shard's thread, as a percentage of one thread
+//! ([`thread_time`]). A throttled client gets `throttle_time_ms` in the response and its
+//! connection reads nothing more until the time is over (KIP-219).
 
 pub mod rate;
+pub mod thread_time;
 
 use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use rill_metadata::client_quota::{ClientQuotas, CONSUMER_BYTE_RATE, PRODUCER_BYTE_RATE};
+use rill_metadata::client_quota::{
+    ClientQuotas, CONSUMER_BYTE_RATE, PRODUCER_BYTE_RATE, REQUEST_PERCENTAGE,
+};
 
 use rate::{MonotonicMs, SampledRate, Window};
 
@@ -32,6 +37,9 @@ pub enum QuotaKind {
     Produce,
     /// `consumer_byte_rate`: Fetch response bytes.
     Fetch,
+    /// `request_percentage`: a request's thread time, in percent of one thread-second
+    /// ([`thread_time::percent`]).
+    Request,
 }
 
 impl QuotaKind {
@@ -40,6 +48,7 @@ impl QuotaKind {
         match self {
             QuotaKind::Produce => PRODUCER_BYTE_RATE,
             QuotaKind::Fetch => CONSUMER_BYTE_RATE,
+            QuotaKind::Request => REQUEST_PERCENTAGE,
         }
     }
 }
@@ -100,6 +109,22 @@ impl ClientRates {
         bytes: u64,
         now: Instant,
     ) -> Duration {
+        self.record_value(quotas, kind, client, bytes as f64, now)
+    }
+
+    /// [`Self::record`] of a value that is not a byte count (a request quota's percent).
+    pub fn record_value(
+        &self,
+        quotas: &ClientQuotas,
+        kind: QuotaKind,
+        client: Client<'_>,
+        value: f64,
+        now: Instant,
+    ) -> Duration {
+        debug_assert!(
+            value.is_finite() && value >= 0.0,
+            "a recorded value: {value}"
+        );
         if !quotas.sets(kind.key()) {
             return Duration::ZERO;
         }
@@ -113,9 +138,9 @@ impl ClientRates {
         let mut sensors = self.sensors.lock().unwrap_or_else(|e| e.into_inner());
         let sensor = sensors.get(key, self.window, now);
         let throttle_ms = match resolved.bound {
-            Some(bound) => sensor.record_and_throttle_ms(self.window, bytes as f64, bound, now),
+            Some(bound) => sensor.record_and_throttle_ms(self.window, value, bound, now),
             None => {
-                sensor.record(self.window, bytes as f64, now);
+                sensor.record(self.window, value, now);
                 0
             }
         };
@@ -243,6 +268,25 @@ mod tests {
         // A Fetch quota is another sensor, and none is set.
         let fetch = rates.record(&quotas, QuotaKind::Fetch, client("slow"), 1 << 30, t0);
         assert_eq!(fetch, Duration::ZERO);
+    }
+
+    #[test]
+    fn thread_time_over_a_request_percentage_is_throttled() {
+        let rates = ClientRates::new(Window::default());
+        // 10% of one thread: 1.1 thread-seconds over the 11 s window's 10 s padding is 110 ms.
+        let quotas = quota("busy", REQUEST_PERCENTAGE, 10.0);
+        let t0 = Instant::now();
+        let spend = |id, ms| {
+            let percent = thread_time::percent(Duration::from_millis(ms));
+            rates.record_value(&quotas, QuotaKind::Request, client(id), percent, t0)
+        };
+        assert_eq!(spend("busy", 1000), Duration::ZERO);
+        // 1.1 s of thread time over a 10 s span is 11%: back at 10% after 1 s more.
+        assert_eq!(spend("busy", 100), Duration::from_millis(1000));
+        assert_eq!(spend("idle", 5000), Duration::ZERO);
+        // The byte quotas are other sensors, and none is set.
+        let bytes = rates.record(&quotas, QuotaKind::Produce, client("busy"), 1 << 30, t0);
+        assert_eq!(bytes, Duration::ZERO);
     }
 
     #[test]

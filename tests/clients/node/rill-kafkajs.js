@@ -3,6 +3,7 @@
 //
 //   node rill-kafkajs.js BOOTSTRAP COMMAND 'JSON-ARGS'
 //
+// JSON-ARGS may carry `security` (TLS files, SASL login) for a secured listener.
 // Prints one line `RESULT <json>` on success and exits 0; any error exits 1 with the stack.
 // Consumers in kafkajs always join a group, and groups are a later issue, so reading here goes through
 // kafkajs's own cluster/broker objects (a real kafkajs Fetch, decoded and decompressed by kafkajs)
@@ -11,6 +12,7 @@
 
 const { Kafka, CompressionTypes, CompressionCodecs, logLevel } = require('kafkajs')
 const SnappyCodec = require('kafkajs-snappy')
+const fs = require('fs')
 
 CompressionCodecs[CompressionTypes.Snappy] = SnappyCodec
 
@@ -20,8 +22,23 @@ const COMPRESSION = {
   snappy: CompressionTypes.Snappy,
 }
 
-function client(bootstrap) {
+// `security` (optional, from the JSON args): `ssl: {ca, cert, key}` (PEM file paths; cert and
+// key for mTLS) and `sasl: {mechanism, username, password}` (kafkajs's mechanism names, e.g.
+// 'scram-sha-512'), as a kafkajs user configures a secured cluster.
+function connectionSecurity(security) {
+  const out = {}
+  if (!security) return out
+  if (security.ssl) {
+    const read = path => (path ? fs.readFileSync(path, 'utf-8') : undefined)
+    out.ssl = { ca: [read(security.ssl.ca)], cert: read(security.ssl.cert), key: read(security.ssl.key) }
+  }
+  if (security.sasl) out.sasl = security.sasl
+  return out
+}
+
+function client(bootstrap, security) {
   return new Kafka({
+    ...connectionSecurity(security),
     clientId: 'rill-e2e-kafkajs',
     brokers: [bootstrap],
     logLevel: logLevel.WARN,
@@ -201,7 +218,8 @@ async function main() {
   const [bootstrap, command, json] = process.argv.slice(2)
   const fn = COMMANDS[command]
   if (!fn) throw new Error(`unknown command ${command}; known: ${Object.keys(COMMANDS).join(', ')}`)
-  const result = await fn(client(bootstrap), JSON.parse(json || '{}'))
+  const args = JSON.parse(json || '{}')
+  const result = await fn(client(bootstrap, args.security), args)
   process.stdout.write(`RESULT ${JSON.stringify(result)}\n`)
 }
 

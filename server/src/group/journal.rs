@@ -5,6 +5,10 @@
 //! `<data-dir>/__rill_groups/__consumer_offsets-<p>/`. An OffsetCommit is answered only after
 //! its records are appended and fdatasync'ed (acks=all semantics). Commits that arrive while a
 //! flush is in progress are appended together and share the next fdatasync (group commit).
+//! Group membership is written there too, as Kafka writes it to `__consumer_offsets` on a
+//! single broker as in a cluster: each classic group's completed rebalance
+//! (`super::metadata_record`) and each KIP-848 group change (`super::consumer::records`), so
+//! a restarted node keeps its groups' members and assignments.
 //!
 //! Startup replays each log from its log start. The logs are compacted like Kafka's
 //! `__consumer_offsets` (`cleanup.policy=compact`, the engine's cleaner keyed by group, topic
@@ -25,10 +29,14 @@ use rill_engine::io::{Clock, Storage};
 use rill_engine::{FlushPolicy, LogConfig, LogManager, PartitionLog};
 
 use super::metadata_record::GroupMetadata;
-use super::offsets::{decode_chunk, encode_batch, CommittedOffset, OffsetKey, OffsetRecord};
+use super::offsets::{
+    decode_chunk, decode_log_chunk, encode_batch, CommittedOffset, LogRecord, OffsetKey,
+    OffsetRecord,
+};
 use super::{offsets_partition, OFFSETS_TOPIC};
 use crate::compaction::KafkaRecords;
 use rill_protocol::ErrorCode;
+use rill_types::batch::ValidatedBatch;
 
 /// Records appended between two looks at whether a clean is due.
 pub const CLEAN_CHECK_AFTER_RECORDS: u64 = 10_000;
@@ -158,7 +166,33 @@ pub fn offsets_compaction() -> CompactionConfig {
     }
 }
 
-type Waiter = (Vec<OffsetRecord>, oneshot::Sender<Result<(), ErrorCode>>);
+/// What one append writes: offset records (encoded at write time), or a batch of membership
+/// records encoded by its writer (`super::metadata_record`, `super::consumer::records`).
+enum Pending {
+    Offsets(Vec<OffsetRecord>),
+    Membership(ValidatedBatch),
+}
+
+impl Pending {
+    fn records(&self) -> u64 {
+        match self {
+            Pending::Offsets(records) => records.len() as u64,
+            Pending::Membership(_) => 1,
+        }
+    }
+}
+
+type Waiter = (Pending, oneshot::Sender<Result<(), ErrorCode>>);
+
+/// The latest membership records of a replayed log (`None`: deleted): classic groups by id,
+/// KIP-848 groups' records by key bytes.
+#[derive(Debug, Default)]
+pub struct Memberships {
+    /// Each classic group's latest membership record.
+    pub groups: HashMap<String, Option<GroupMetadata>>,
+    /// Each KIP-848 record key's latest value.
+    pub consumer: HashMap<bytes::Bytes, Option<bytes::Bytes>>,
+}
 
 /// One offsets partition's log with its group-commit queue and the live entries (for snapshots).
 pub struct OffsetsLog<S: Storage> {
@@ -166,6 +200,8 @@ pub struct OffsetsLog<S: Storage> {
     log: Mutex<Option<PartitionLog<S>>>,
     queue: RefCell<Vec<Waiter>>,
     live: RefCell<HashMap<OffsetKey, CommittedOffset>>,
+    /// The memberships replayed at open, until the coordinator takes them.
+    replayed: RefCell<Option<Memberships>>,
     /// Records appended since the journal last looked for a due clean.
     since_clean_check: Cell<u64>,
     /// Whether a clean is running (one at a time).
@@ -188,7 +224,7 @@ impl<S: Storage> OffsetsLog<S> {
                 clock.clone(),
             )
             .await?;
-        let (live, records) = replay(&mut log, partition).await?;
+        let (live, memberships, records) = replay(&mut log, partition).await?;
         tracing::info!(
             partition,
             records,
@@ -200,6 +236,7 @@ impl<S: Storage> OffsetsLog<S> {
             log: Mutex::new(Some(log)),
             queue: RefCell::new(Vec::new()),
             live: RefCell::new(live),
+            replayed: RefCell::new(Some(memberships)),
             since_clean_check: Cell::new(records),
             cleaning: Cell::new(false),
             clock,
@@ -220,13 +257,27 @@ impl<S: Storage> OffsetsLog<S> {
             .collect()
     }
 
+    /// The memberships replayed at open (once; later calls get none).
+    pub fn take_memberships(&self) -> Memberships {
+        self.replayed.borrow_mut().take().unwrap_or_default()
+    }
+
     /// Append `records` durably; concurrent callers share one fdatasync.
     pub async fn append(&self, records: Vec<OffsetRecord>) -> Result<(), ErrorCode> {
         if records.is_empty() {
             return Ok(());
         }
+        self.append_pending(Pending::Offsets(records)).await
+    }
+
+    /// Append a batch of membership records durably (with the offsets' group commit).
+    pub async fn append_membership(&self, batch: ValidatedBatch) -> Result<(), ErrorCode> {
+        self.append_pending(Pending::Membership(batch)).await
+    }
+
+    async fn append_pending(&self, pending: Pending) -> Result<(), ErrorCode> {
         let (tx, rx) = oneshot::channel();
-        self.queue.borrow_mut().push((records, tx));
+        self.queue.borrow_mut().push((pending, tx));
         {
             let mut guard = self.log.lock().await;
             let waiters = std::mem::take(&mut *self.queue.borrow_mut());
@@ -247,10 +298,14 @@ impl<S: Storage> OffsetsLog<S> {
     async fn write(&self, log: &mut PartitionLog<S>, waiters: Vec<Waiter>) {
         let now = self.clock.now();
         let mut appended = Vec::with_capacity(waiters.len());
-        for (records, tx) in waiters {
-            let batch = encode_batch(&records, now.0);
+        for (pending, tx) in waiters {
+            let count = pending.records();
+            let (batch, offsets) = match pending {
+                Pending::Offsets(records) => (encode_batch(&records, now.0), records),
+                Pending::Membership(batch) => (batch, Vec::new()),
+            };
             match log.append(batch, now).await {
-                Ok(_) => appended.push((records, tx)),
+                Ok(_) => appended.push(((offsets, count), tx)),
                 Err(e) => {
                     tracing::error!(partition = self.partition, error = %e, "offsets append failed");
                     let _ = tx.send(Err(e.kafka_error_code()));
@@ -265,11 +320,11 @@ impl<S: Storage> OffsetsLog<S> {
             fail(appended);
             return;
         }
-        for (records, tx) in appended {
+        for ((offsets, count), tx) in appended {
             self.since_clean_check
-                .set(self.since_clean_check.get() + records.len() as u64);
+                .set(self.since_clean_check.get() + count);
             let mut live = self.live.borrow_mut();
-            for record in records {
+            for record in offsets {
                 apply(&mut live, record);
             }
             drop(live);
@@ -341,12 +396,16 @@ impl<S: Storage> OffsetsLog<S> {
     }
 }
 
-/// Reads the log from its start: the live entries and the number of records read.
+/// What a replay found: the live offsets, the latest memberships, and how many records it read.
+type Replayed = (HashMap<OffsetKey, CommittedOffset>, Memberships, u64);
+
+/// Reads the log from its start: the live entries, the memberships and the records read.
 async fn replay<S: Storage>(
     log: &mut PartitionLog<S>,
     partition: i32,
-) -> Result<(HashMap<OffsetKey, CommittedOffset>, u64), rill_engine::EngineError> {
+) -> Result<Replayed, rill_engine::EngineError> {
     let mut live = HashMap::new();
+    let mut memberships = Memberships::default();
     let mut records = 0u64;
     let mut from = log.log_start_offset();
     while from < log.high_watermark() {
@@ -357,7 +416,7 @@ async fn replay<S: Storage>(
             for batch in rill_protocol::record::batches(chunk.clone()).map_while(Result::ok) {
                 next = next.max(batch.last_offset().plus(1));
             }
-            let decoded = decode_chunk(chunk).map_err(|e| {
+            let decoded = decode_log_chunk(chunk).map_err(|e| {
                 tracing::error!(partition, error = %e, "offsets log record unreadable");
                 rill_engine::EngineError::CorruptBatch(e.to_string())
             })?;
@@ -366,7 +425,15 @@ async fn replay<S: Storage>(
                     continue; // before the log start (inside the first batch read)
                 }
                 records += 1;
-                apply(&mut live, record);
+                match record {
+                    LogRecord::Offset(record) => apply(&mut live, record),
+                    LogRecord::Group(group, value) => {
+                        memberships.groups.insert(group, value);
+                    }
+                    LogRecord::Consumer(key, value) => {
+                        memberships.consumer.insert(key, value);
+                    }
+                }
             }
         }
         if next == from {
@@ -374,7 +441,7 @@ async fn replay<S: Storage>(
         }
         from = next;
     }
-    Ok((live, records))
+    Ok((live, memberships, records))
 }
 
 /// Applies one record to the live entries (a null value deletes).
@@ -389,7 +456,7 @@ pub(super) fn apply(live: &mut HashMap<OffsetKey, CommittedOffset>, record: Offs
     }
 }
 
-fn fail(waiters: Vec<Waiter>) {
+fn fail<T>(waiters: Vec<(T, oneshot::Sender<Result<(), ErrorCode>>)>) {
     for (_, tx) in waiters {
         let _ = tx.send(Err(ErrorCode::KafkaStorageError));
     }
@@ -433,17 +500,54 @@ impl<S: Storage> LogJournal<S> {
     }
 }
 
+impl<S: Storage> LogJournal<S> {
+    /// `group_id`'s offsets partition's log, if this shard owns it.
+    fn log_of(&self, group_id: &str) -> Result<Rc<OffsetsLog<S>>, ErrorCode> {
+        self.logs
+            .get(&offsets_partition(group_id))
+            .cloned()
+            .ok_or_else(|| {
+                // Routing sent a group here whose partition this shard does not own: a bug.
+                tracing::error!(
+                    group = group_id,
+                    "offsets partition not owned by this shard"
+                );
+                ErrorCode::CoordinatorNotAvailable
+            })
+    }
+}
+
 impl<S: Storage> Journal for LogJournal<S> {
     async fn append(&self, group_id: &str, records: Vec<OffsetRecord>) -> Result<(), ErrorCode> {
-        let Some(log) = self.logs.get(&offsets_partition(group_id)).cloned() else {
-            // Routing sent a group here whose partition this shard does not own: a bug.
-            tracing::error!(
-                group = group_id,
-                "offsets partition not owned by this shard"
-            );
-            return Err(ErrorCode::CoordinatorNotAvailable);
-        };
-        log.append(records).await
+        self.log_of(group_id)?.append(records).await
+    }
+
+    fn writes_membership(&self) -> bool {
+        true
+    }
+
+    async fn append_group(
+        &self,
+        group_id: &str,
+        value: Option<GroupMetadata>,
+    ) -> Result<(), ErrorCode> {
+        let log = self.log_of(group_id)?;
+        let now = log.clock.now().0;
+        let batch = super::metadata_record::encode_group_batch(group_id, value.as_ref(), now);
+        log.append_membership(batch).await
+    }
+
+    async fn append_consumer(
+        &self,
+        group_id: &str,
+        records: Vec<super::consumer::records::RawRecord>,
+    ) -> Result<(), ErrorCode> {
+        let log = self.log_of(group_id)?;
+        let now = log.clock.now().0;
+        match super::consumer::records::encode_batch(records, now) {
+            Some(batch) => log.append_membership(batch).await,
+            None => Ok(()),
+        }
     }
 }
 

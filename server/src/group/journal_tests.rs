@@ -111,3 +111,51 @@ fn the_journal_routes_a_group_to_its_partition() {
         );
     });
 }
+
+#[test]
+fn memberships_survive_a_crash_beside_the_offsets() {
+    use super::super::metadata_record::{encode_group_batch, GroupMetadata};
+    let (storage, manager, clock) = setup();
+    let group = |generation| GroupMetadata {
+        protocol_type: "consumer".to_string(),
+        generation,
+        protocol_name: Some("range".to_string()),
+        leader: None,
+        current_state_timestamp_ms: 5,
+        members: vec![],
+    };
+    let consumer_key = bytes::Bytes::from_static(b"\x00\x03\x00\x01g");
+    block_on(async {
+        let log = OffsetsLog::open(&manager, 2, clock.clone()).await.unwrap();
+        log.append(vec![record("g", 0, Some(4))]).await.unwrap();
+        for generation in [1, 2] {
+            let batch = encode_group_batch("g", Some(&group(generation)), 5);
+            log.append_membership(batch).await.unwrap();
+        }
+        log.append_membership(encode_group_batch("gone", Some(&group(1)), 5))
+            .await
+            .unwrap();
+        log.append_membership(encode_group_batch("gone", None, 6))
+            .await
+            .unwrap();
+        let consumer = vec![(
+            consumer_key.clone(),
+            Some(bytes::Bytes::from_static(b"\x00\x00v")),
+        )];
+        let batch = super::super::consumer::records::encode_batch(consumer, 7).unwrap();
+        log.append_membership(batch).await.unwrap();
+        assert!(super::super::consumer::records::encode_batch(vec![], 7).is_none());
+        storage.crash(); // no close: only what was fdatasync'ed counts
+        let reopened = OffsetsLog::open(&manager, 2, clock.clone()).await.unwrap();
+        assert_eq!(reopened.live().len(), 1);
+        let memberships = reopened.take_memberships();
+        assert_eq!(memberships.groups.get("g"), Some(&Some(group(2))));
+        assert_eq!(memberships.groups.get("gone"), Some(&None));
+        assert_eq!(
+            memberships.consumer.get(&consumer_key),
+            Some(&Some(bytes::Bytes::from_static(b"\x00\x00v")))
+        );
+        // Taken once: the coordinator owns them from then on.
+        assert!(reopened.take_memberships().groups.is_empty());
+    });
+}

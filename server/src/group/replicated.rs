@@ -111,20 +111,10 @@ impl<S: Storage + 'static> Journal for ReplicatedJournal<S> {
         group_id: &str,
         records: Vec<super::consumer::records::RawRecord>,
     ) -> Result<(), ErrorCode> {
-        if records.is_empty() {
-            return Ok(());
+        match super::consumer::records::encode_batch(records, self.clock.now().0) {
+            Some(batch) => self.log.append(offsets_partition(group_id), batch).await,
+            None => Ok(()),
         }
-        let now = self.clock.now().0;
-        let bytes = rill_protocol::record::encode_plain_batch(records.into_iter().map(|(k, v)| {
-            rill_protocol::record::PlainRecord {
-                key: Some(k),
-                value: v,
-                timestamp_ms: now,
-            }
-        }));
-        let batch = rill_types::batch::ValidatedBatch::new(bytes, usize::MAX)
-            .expect("an encoded consumer group batch is valid");
-        self.log.append(offsets_partition(group_id), batch).await
     }
 }
 

@@ -114,9 +114,24 @@ pub async fn start<S: Storage + 'static>(
             let journal = LogJournal::open(&manager, &owned, clock.clone())
                 .await
                 .map_err(|e| anyhow::anyhow!("opening the offsets log: {e}"))?;
-            let live = journal.live();
-            tracing::info!(shard, partitions = ?owned, offsets = live.len(), "group coordinator ready");
-            GroupCoordinator::new(ShardJournal::Private(journal), clock, config.group, live)
+            // Each partition loads as a cluster's coordinator loads one it now leads: its
+            // offsets, then its groups' written memberships (sessions starting now).
+            let replayed: Vec<_> = journal
+                .logs()
+                .map(|(p, log)| (p, log.live(), log.take_memberships()))
+                .collect();
+            let offsets: usize = replayed.iter().map(|(_, live, _)| live.len()).sum();
+            let journal = ShardJournal::Private(journal);
+            let coordinator = GroupCoordinator::new(journal, clock, config.group, Vec::new());
+            for (partition, live, memberships) in replayed {
+                let groups = memberships.groups.into_iter();
+                let groups = groups.filter_map(|(g, v)| Some((g, v?))).collect();
+                coordinator.load_partition(partition, live, groups);
+                let consumer = memberships.consumer.into_iter().collect();
+                coordinator.load_consumer_groups(partition, consumer);
+            }
+            tracing::info!(shard, partitions = ?owned, offsets, "group coordinator ready");
+            coordinator
         }
     };
     let coordinator = Rc::new(coordinator);

@@ -201,8 +201,9 @@ pub struct ConsumerMember {
     pub pending_revocation: Assignment,
     /// The epoch at which it was given each partition it owns or has yet to revoke (Kafka's
     /// assignment epochs): a commit at an older member epoch is accepted for a partition it
-    /// has held since then. Kept in memory only: a partition missing here (a member restored
-    /// from the journal) counts as given at the member's current epoch, the strict rule.
+    /// has held since then. Not written: a member restored from the journal counts as given
+    /// what it holds at the epoch it was restored with; a partition missing here counts as
+    /// given at the member's current epoch, the strict rule.
     assigned_at: BTreeMap<(Uuid, i32), i32>,
     /// Fenced after this (ms) without a heartbeat.
     session_deadline_ms: i64,

@@ -29,6 +29,26 @@ const VALUE_VERSION: i16 = 0;
 /// One record: key bytes and value bytes (`None`: a tombstone).
 pub type RawRecord = (Bytes, Option<Bytes>);
 
+/// `records` as one batch for the offsets log, stamped `timestamp_ms` (`None`: no record).
+pub fn encode_batch(
+    records: Vec<RawRecord>,
+    timestamp_ms: i64,
+) -> Option<rill_types::batch::ValidatedBatch> {
+    if records.is_empty() {
+        return None;
+    }
+    let bytes = rill_protocol::record::encode_plain_batch(records.into_iter().map(|(k, v)| {
+        rill_protocol::record::PlainRecord {
+            key: Some(k),
+            value: v,
+            timestamp_ms,
+        }
+    }));
+    let batch = rill_types::batch::ValidatedBatch::new(bytes, usize::MAX)
+        .expect("an encoded consumer group batch is valid");
+    Some(batch)
+}
+
 /// Whether a key of the offsets log is one of these records (its first byte is 0x00).
 pub fn is_consumer_group_key(key: &[u8]) -> bool {
     key.first() == Some(&0)
@@ -335,6 +355,13 @@ fn apply_current(m: &mut super::ConsumerMember, body: &mut Bytes) -> Result<(), 
     m.epoch = epoch;
     m.previous_epoch = previous;
     m.state = state;
+    // Held since this epoch at the latest (the records keep no assignment epochs): a commit
+    // at it still lands after the first heartbeat of a restored group bumps the epoch.
+    m.assigned_at = assigned
+        .iter()
+        .chain(pending.iter())
+        .flat_map(|(topic, parts)| parts.iter().map(move |p| ((*topic, *p), epoch)))
+        .collect();
     m.assigned = assigned;
     m.pending_revocation = pending;
     Ok(())
@@ -372,6 +399,7 @@ mod tests {
     use super::*;
     use crate::group::consumer::Assignor;
     use crate::group::ops::{ConsumerHeartbeatArgs, TopicInfo};
+    use rill_protocol::ErrorCode;
 
     fn latest(records: Vec<RawRecord>) -> Vec<RawRecord> {
         let mut map: BTreeMap<Bytes, Option<Bytes>> = BTreeMap::new();
@@ -379,6 +407,42 @@ mod tests {
             map.insert(k, v);
         }
         map.into_iter().collect()
+    }
+
+    #[test]
+    fn a_restored_member_commits_at_its_epoch_after_the_first_heartbeat_bumps_it() {
+        let config = ConsumerConfig::default();
+        let mut g = ConsumerGroup::new("g", config);
+        let topics = vec![TopicInfo {
+            name: "t".into(),
+            id: Uuid::from_bytes([7; 16]),
+            partitions: 2,
+        }];
+        let args = |epoch, owned: Option<Vec<_>>| ConsumerHeartbeatArgs {
+            version: 1,
+            member_id: "a".into(),
+            member_epoch: epoch,
+            rebalance_timeout_ms: if epoch == 0 { 9_000 } else { -1 },
+            subscribed_topic_names: (epoch == 0).then(|| vec!["t".into()]),
+            owned,
+            topics: topics.clone(),
+            ..Default::default()
+        };
+        let joined = g.heartbeat(args(0, Some(Vec::new())), 0);
+        let epoch = joined.member_epoch;
+        let owned = joined.assignment.expect("assigned");
+        let commit = |g: &ConsumerGroup, epoch| g.validate_commit("a", epoch, [("t", 0), ("t", 1)]);
+        assert_eq!(commit(&g, epoch), ErrorCode::None);
+        // Restored, the group resolves its subscriptions anew: the first heartbeat bumps the
+        // epoch, while a commit the client sent before its answer still carries the old one.
+        let mut restored = restore(latest(encode(&g, &[])), config).remove(0);
+        restored.restart_sessions(10);
+        let answer = restored.heartbeat(args(epoch, Some(owned)), 10);
+        assert!(answer.error_code.is_ok(), "{answer:?}");
+        assert!(answer.member_epoch > epoch, "the epoch moved: {answer:?}");
+        assert_eq!(commit(&restored, epoch), ErrorCode::None);
+        assert_eq!(commit(&restored, answer.member_epoch), ErrorCode::None);
+        assert_eq!(commit(&restored, epoch - 1), ErrorCode::StaleMemberEpoch);
     }
 
     #[test]

@@ -50,11 +50,14 @@ var upstreamKgo = []string{
 	"TestGroupSimple",
 	"TestIssue1034",
 	"TestPing",
+	// Transactions consuming through a group (read-process-write), classic and KIP-848.
+	"TestTxnEtl",
 	"TestUnknownGroupOffsetFetchPinned",
 }
 
-// upstreamRecords is KGO_TEST_RECORDS for TestGroupETL (its default, 500,000, takes ~18 min
-// here; 20,000 still moves every record through three chained groups per balancer).
+// upstreamRecords is KGO_TEST_RECORDS for TestGroupETL and TestTxnEtl (TestGroupETL's default,
+// 500,000, takes ~18 min here; 20,000 still moves every record through three chained groups per
+// balancer, and TestTxnEtl's six variants through transactions in 33 s).
 const upstreamRecords = "20000"
 
 // upstreamResult is one top-level upstream test's outcome, from `go test -json`.
@@ -71,11 +74,11 @@ type upstreamResult struct {
 // run fails too: a renamed upstream test must not drop out of the selection unseen).
 func TestFranzGoUpstreamKgo(t *testing.T) {
 	r := startRill(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 280*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 450*time.Second)
 	defer cancel()
 	pattern := "^(" + strings.Join(upstreamKgo, "|") + ")$"
 	cmd := exec.CommandContext(ctx, "go", "test", "github.com/twmb/franz-go/pkg/kgo",
-		"-count=1", "-json", "-timeout", "240s", "-run", pattern)
+		"-count=1", "-json", "-timeout", "420s", "-run", pattern)
 	cmd.Env = append(os.Environ(), "KGO_TEST_RF=1", "KGO_SEEDS="+r.bootstrap,
 		"KGO_TEST_RECORDS="+upstreamRecords)
 	var stderr bytes.Buffer

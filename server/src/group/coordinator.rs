@@ -463,6 +463,20 @@ impl<J: Journal> GroupCoordinator<J> {
         false
     }
 
+    /// How a KIP-848 group takes a commit of `offsets` by `who` (`ConsumerGroup::validate_commit`);
+    /// `None` if `group_id` is not a KIP-848 group.
+    pub(super) fn validate_consumer_commit(
+        &self,
+        group_id: &str,
+        who: &MemberRef,
+        offsets: &[(String, i32, CommittedOffset)],
+    ) -> Option<ErrorCode> {
+        self.consumer_groups.borrow().get(group_id).map(|g| {
+            let partitions = offsets.iter().map(|(t, p, _)| (t.as_str(), *p));
+            g.validate_commit(&who.member_id, who.generation_id, partitions)
+        })
+    }
+
     async fn commit(
         &self,
         group_id: &str,
@@ -471,11 +485,7 @@ impl<J: Journal> GroupCoordinator<J> {
         now: i64,
     ) -> GroupReply {
         // A commit outside any generation (manual assignment) may create the group.
-        let consumer = self.consumer_groups.borrow().get(group_id).map(|g| {
-            let partitions = offsets.iter().map(|(t, p, _)| (t.as_str(), *p));
-            g.validate_commit(&who.member_id, who.generation_id, partitions)
-        });
-        if let Some(code) = consumer {
+        if let Some(code) = self.validate_consumer_commit(group_id, &who, &offsets) {
             if !code.is_ok() {
                 return GroupReply::Commit(vec![code; offsets.len()]);
             }

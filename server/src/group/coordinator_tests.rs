@@ -747,3 +747,34 @@ fn a_group_changes_protocol_only_while_empty_and_keeps_its_offsets() {
     };
     assert_eq!(r.error_code, ErrorCode::GroupIdNotFound);
 }
+
+#[test]
+fn a_txn_offset_commit_in_a_consumer_group_checks_the_member_and_its_epoch() {
+    let c = coordinator();
+    let GroupReply::ConsumerHeartbeat(r) = block_on(c.handle("g", consumer_join("m"))) else {
+        panic!()
+    };
+    assert_eq!((r.error_code, r.member_epoch), (ErrorCode::None, 1));
+    let at = |member: &str, epoch| MemberRef {
+        member_id: member.into(),
+        generation_id: epoch,
+        ..Default::default()
+    };
+    // The member at its epoch: pending in the transaction, visible once it commits.
+    assert_eq!(txn_commit(&c, at("m", 1), 7, 5), vec![ErrorCode::None]);
+    assert_eq!(pending(&c), vec![("t".to_string(), 0)]);
+    txn_end(&c, 7, true);
+    assert!(pending(&c).is_empty());
+    // A newer epoch: TxnOffsetCommit has no STALE_MEMBER_EPOCH, Kafka answers ILLEGAL_GENERATION.
+    assert_eq!(
+        txn_commit(&c, at("m", 2), 7, 6),
+        vec![ErrorCode::IllegalGeneration]
+    );
+    assert_eq!(
+        txn_commit(&c, at("x", 1), 7, 6),
+        vec![ErrorCode::UnknownMemberId]
+    );
+    // Without a member or generation (a client before KIP-447) nothing is checked.
+    assert_eq!(txn_commit(&c, at("", -1), 8, 6), vec![ErrorCode::None]);
+    assert!(c.list().iter().all(|g| g.group_id == "g"));
+}

@@ -32,6 +32,24 @@ impl<J: Journal> GroupCoordinator<J> {
         // Without a generation or member id Kafka does not check the member (clients before
         // KIP-447 send neither); otherwise as for OffsetCommit.
         let unchecked = who.generation_id < 0 && who.member_id.is_empty();
+        // A KIP-848 group checks the member and its epoch as OffsetCommit does (Kafka's
+        // `ConsumerGroup.validateOffsetCommit`, transactional); TxnOffsetCommit has no
+        // STALE_MEMBER_EPOCH, so Kafka answers ILLEGAL_GENERATION for it.
+        if let Some(code) = self.validate_consumer_commit(group_id, &who, &offsets) {
+            let code = match code {
+                _ if unchecked => ErrorCode::None,
+                ErrorCode::StaleMemberEpoch => ErrorCode::IllegalGeneration,
+                code => code,
+            };
+            if !code.is_ok() {
+                return GroupReply::Commit(vec![code; offsets.len()]);
+            }
+            return self
+                .write_offsets(group_id, offsets, now, |topic, partition| {
+                    OffsetKey::pending(group_id, topic, partition, producer)
+                })
+                .await;
+        }
         if !self.may_create(group_id) {
             return GroupReply::Commit(vec![ErrorCode::GroupMaxSizeReached; offsets.len()]);
         }

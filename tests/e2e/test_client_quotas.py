@@ -10,7 +10,9 @@ real rill, real clients.
   over), while a client without a quota, producing at the same time, goes far faster;
 - Fetch: the same for `consumer_byte_rate`;
 - Requests (KIP-124): a client id over its `request_percentage` gets `throttle_time_ms` in its
-  Metadata responses and its connection is muted for that long; another client id is not.
+  Metadata responses and its connection is muted for that long; another client id is not;
+- a 3-node cluster: quotas set through one node are described and enforced by every node, and
+  kept by a restarted one.
 """
 
 from __future__ import annotations
@@ -244,3 +246,54 @@ def test_a_client_over_its_request_percentage_is_throttled(broker_factory):
     assert waited_ms >= throttle_ms * 0.9, (waited_ms, throttle_ms)
     # Another client id, at the same time, is not throttled.
     assert [metadata_throttle_ms(calm, "calm", i) for i in range(1, 201)] == [0] * 200
+
+
+def until(check, timeout_s: float = 15.0) -> bool:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if check():
+            return True
+        time.sleep(0.2)
+    return check()
+
+
+def described_on(node, components: list[tuple]) -> dict:
+    client = admin(node)
+    try:
+        return describe(client, components)
+    finally:
+        client.close()
+
+
+def throttled_after(node, client_id: str) -> int:
+    """Metadata requests `client_id` sends `node` back to back before one is throttled."""
+    conn = kw.Conn("127.0.0.1", node.port)
+    for sent in range(1, 100_001):
+        if metadata_throttle_ms(conn, client_id, sent) > 0:
+            return sent
+    raise AssertionError(f"node {node.node_id} never throttled {client_id}")
+
+
+def test_quotas_in_a_cluster_hold_on_every_node_and_after_a_restart(tmp_path):
+    """A quota set through one node is in the metadata log: every node describes and enforces
+    it, a restarted node too."""
+    from cluster import Cluster, running
+    from conftest import _BROKERS
+    cluster = Cluster(tmp_path)
+    with running(cluster, _BROKERS):
+        client = admin(cluster.node(1))
+        try:
+            assert alter(client, {"client-id": "busy"}, {"request_percentage": 0.1}) == (0, None)
+            assert alter(client, {"user": None}, {"producer_byte_rate": 2048.0}) == (0, None)
+        finally:
+            client.close()
+        want = {frozenset({("client-id", "busy")}): {"request_percentage": 0.1},
+                frozenset({("user", None)}): {"producer_byte_rate": 2048.0}}
+        for node in cluster.nodes:
+            assert until(lambda: described_on(node, []) == want), \
+                (node.node_id, described_on(node, []))
+        cluster.node(2).restart()
+        cluster.wait_brokers(3)
+        assert described_on(cluster.node(2), []) == want
+        counts = {node.node_id: throttled_after(node, "busy") for node in cluster.nodes}
+        print(f"Metadata requests before the first throttle, per node: {counts}")

@@ -319,3 +319,63 @@ def test_a_renewed_key_store_is_served_without_a_restart(tmp_path):
     finally:
         assert broker.stop() == 0
     assert "panicked" not in broker.log_text()
+
+
+def test_a_changed_trust_store_is_used_without_a_restart(tmp_path):
+    """The mTLS listener's trust store file replaced by another CA's certificate: within a few
+    seconds client certificates of the new CA are accepted and those of the old one refused,
+    without a restart; a trust store replaced by garbage keeps the current one in service."""
+    import time
+    old_ca, new_ca = trustme.CA(), trustme.CA()
+    server = old_ca.issue_cert("127.0.0.1", "localhost")
+    files = {"server": tmp_path / "server.pem", "trust": tmp_path / "trust.pem",
+             "server-ca": tmp_path / "server-ca.pem"}
+    files["server"].write_bytes(server.private_key_pem.bytes() + b"".join(
+        p.bytes() for p in server.cert_chain_pems))
+    files["server-ca"].write_bytes(old_ca.cert_pem.bytes())
+    files["trust"].write_bytes(old_ca.cert_pem.bytes())
+    clients = {}
+    for name, ca in (("old", old_ca), ("new", new_ca)):
+        cert = ca.issue_cert(f"{name}.example", common_name=name)
+        (tmp_path / f"{name}.key").write_bytes(cert.private_key_pem.bytes())
+        (tmp_path / f"{name}.crt").write_bytes(cert.cert_chain_pems[0].bytes())
+        clients[name] = (str(tmp_path / f"{name}.crt"), str(tmp_path / f"{name}.key"))
+    mtls_port = free_port()
+    config = tmp_path / "trust.properties"
+    broker = Broker(tmp_path / "data", tmp_path / "rill.log", config_path=config)
+    config.write_text("\n".join([
+        f"listeners=PLAINTEXT://127.0.0.1:{broker.port},MTLS://127.0.0.1:{mtls_port}",
+        "listener.security.protocol.map=PLAINTEXT:PLAINTEXT,MTLS:SSL",
+        "ssl.keystore.type=PEM",
+        f"ssl.keystore.location={files['server']}",
+        "listener.name.mtls.ssl.client.auth=required",
+        "listener.name.mtls.ssl.truststore.type=PEM",
+        f"listener.name.mtls.ssl.truststore.location={files['trust']}",
+    ]) + "\n")
+    _BROKERS.append(broker)
+    broker.start()
+    ca = str(files["server-ca"])
+    try:
+        assert tls_handshake(mtls_port, ca, clients["old"]) is not None
+        assert tls_handshake(mtls_port, ca, clients["new"]) is None
+        starts = broker.starts
+        changed = tmp_path / "trust.pem.new"
+        changed.write_bytes(new_ca.cert_pem.bytes())
+        changed.replace(files["trust"])
+        deadline = time.monotonic() + 10
+        while tls_handshake(mtls_port, ca, clients["new"]) is None:
+            assert time.monotonic() < deadline, "the new trust store is never used"
+            time.sleep(0.2)
+        assert tls_handshake(mtls_port, ca, clients["old"]) is None
+        assert broker.starts == starts and broker.alive()
+        new_client = {"bootstrap.servers": f"127.0.0.1:{mtls_port}", "security.protocol": "SSL",
+                      "ssl.ca.location": ca, "ssl.certificate.location": clients["new"][0],
+                      "ssl.key.location": clients["new"][1]}
+        assert len(round_trip(new_client, unique("trusted"))) == 5
+        files["trust"].write_bytes(b"not a trust store")
+        time.sleep(2.5)
+        assert tls_handshake(mtls_port, ca, clients["new"]) is not None
+        assert broker.logged_since(0, "trust store changed but cannot be used")
+    finally:
+        assert broker.stop() == 0
+    assert "panicked" not in broker.log_text()

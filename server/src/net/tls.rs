@@ -46,7 +46,7 @@ pub async fn serve_tls<S: Storage + 'static>(
     let _ = stream.set_nodelay(true);
     // The socket's descriptor, for the idle close (the TLS stream owns the socket from here).
     let fd = std::os::fd::AsRawFd::as_raw_fd(&stream);
-    let acceptor = TlsAcceptor::from(tls.config.clone());
+    let acceptor = TlsAcceptor::from(tls.config.current());
     let handshake = Box::pin(acceptor.accept(stream));
     let timeout = Box::pin(glommio::timer::sleep(HANDSHAKE_TIMEOUT));
     let stream = match select(handshake, timeout).await {

@@ -36,7 +36,7 @@ pub fn resolve(
             let client = super::peer_client::tls_client(name, get)?;
             let auth = get("ssl.client.auth").unwrap_or_default();
             Ok(Some(ControllerTls {
-                server: server.config,
+                server: server.config.current(),
                 client: Arc::new(client),
                 clients_authenticated: auth.trim().eq_ignore_ascii_case("required"),
             }))

@@ -13,8 +13,8 @@
 //! | `ssl.principal.mapping.rules`              | Kafka's rules ([`super::principal`])          |
 //! | `ssl.enabled.protocols`                    | `TLSv1.2`, `TLSv1.3` (default both)           |
 //!
-//! The key store is read at start and again when its file changes (the next handshake after
-//! it, at most once a second: [`super::tls_reload`]); a trust store change takes a restart.
+//! The key store and the trust store are read at start and again when their files change (the
+//! next handshake after it, at most once a second: [`super::tls_reload`]).
 
 use std::sync::Arc;
 
@@ -29,8 +29,9 @@ use super::{bad, BadSetting};
 /// What a TLS listener serves with.
 #[derive(Debug)]
 pub struct TlsListener {
-    /// The rustls configuration (key, chain, client verifier, versions).
-    pub config: Arc<ServerConfig>,
+    /// The rustls configuration (key, chain, client verifier, versions), built again when the
+    /// trust store file changes.
+    pub config: super::tls_reload::ReloadingServerConfig,
     /// `ssl.principal.mapping.rules`.
     pub rules: PrincipalRules,
 }
@@ -55,6 +56,41 @@ pub fn resolve(
         ));
     }
     let certificate = Arc::new(reloading_keystore(listener, get)?);
+    // What building the configuration reads, kept to build it again (the same reads).
+    let read = std::sync::Mutex::new(Vec::new());
+    let recording = |k: &str| {
+        let v = get(k);
+        read.lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push((k.to_string(), v.clone()));
+        v
+    };
+    // Built once to learn its reads (and refuse bad settings with their own messages).
+    server_config(certificate.clone(), &recording)?;
+    let read = read.into_inner().unwrap_or_else(|e| e.into_inner());
+    let file = get("ssl.truststore.location").map(std::path::PathBuf::from);
+    let build = move || {
+        let get = |k: &str| {
+            read.iter()
+                .find(|(p, _)| p == k)
+                .and_then(|(_, v)| v.clone())
+        };
+        server_config(certificate.clone(), &get)
+    };
+    let config = super::tls_reload::Reloading::new("trust store", file, Box::new(build))?;
+    let rules = match get("ssl.principal.mapping.rules") {
+        Some(text) => PrincipalRules::parse("ssl.principal.mapping.rules", &text)?,
+        None => PrincipalRules::default(),
+    };
+    Ok(TlsListener { config, rules })
+}
+
+/// The rustls configuration of a listener serving `certificate`, with its trust store, client
+/// authentication and protocol versions.
+fn server_config(
+    certificate: Arc<super::tls_reload::ReloadingKeyStore>,
+    get: &dyn Fn(&str) -> Option<String>,
+) -> Result<ServerConfig, BadSetting> {
     let roots = truststore(get)?;
     let auth = get("ssl.client.auth").unwrap_or_else(|| "none".to_string());
     let versions = versions(get)?;
@@ -94,15 +130,7 @@ pub fn resolve(
             ))
         }
     };
-    let config = builder.with_cert_resolver(certificate);
-    let rules = match get("ssl.principal.mapping.rules") {
-        Some(text) => PrincipalRules::parse("ssl.principal.mapping.rules", &text)?,
-        None => PrincipalRules::default(),
-    };
-    Ok(TlsListener {
-        config: Arc::new(config),
-        rules,
-    })
+    Ok(builder.with_cert_resolver(certificate))
 }
 
 /// The properties a key store is read from.
@@ -134,7 +162,7 @@ fn reloading_keystore(
         rustls::sign::CertifiedKey::from_der(chain, key, &provider)
             .map_err(|e| bad("ssl.keystore.location", "", e.to_string()))
     };
-    super::tls_reload::ReloadingKeyStore::new(file, Box::new(load))
+    super::tls_reload::Reloading::new("key store", file, Box::new(load))
 }
 
 /// A key store: the certificate chain and its private key.

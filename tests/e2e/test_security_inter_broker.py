@@ -136,6 +136,13 @@ def isr_sizes(admin: AdminClient, topic: str) -> list[int]:
     return [len(p.isr) for p in described.partitions]
 
 
+def sasl_logins(cluster) -> float:
+    """SaslAuthenticate requests every node has answered (its /metrics)."""
+    from test_admin_listener import metrics
+    key = 'rill_requests_total{api="SaslAuthenticate"}'
+    return sum(metrics(f"127.0.0.1:{n.admin_port}").get(key, 0.0) for n in cluster.nodes)
+
+
 def deliver_all(producer: Producer, values: list[bytes], topic: str) -> list[str]:
     """Produce every value and flush; the errors reported (none expected)."""
     errors = []
@@ -192,6 +199,18 @@ def test_brokers_replicate_and_commit_transactions_over_sasl_ssl(tmp_path, mecha
         txn.begin_transaction()
         assert deliver_all(txn, [f"aborted-{i}".encode() for i in range(9)], topic) == []
         txn.abort_transaction(30)
+        # Brokers keep their connections to each other (cluster/peer.rs): ten more
+        # transactions over three partitions (KIP-890 verifications, markers to each leader)
+        # log in to no broker again, where a connection per request logged in each time.
+        logins_before = sasl_logins(cluster)
+        for round_ in range(10):
+            txn.begin_transaction()
+            more = [f"committed-more-{round_}-{i}".encode() for i in range(3)]
+            assert deliver_all(txn, more, topic) == []
+            committed += more
+            txn.commit_transaction(30)
+        new_logins = sasl_logins(cluster) - logins_before
+        assert new_logins <= 4, f"{new_logins} SaslAuthenticate requests for ten transactions"
 
         consumer = Consumer({**alice, "group.id": f"alice-{uuid.uuid4().hex[:6]}",
                              "isolation.level": "read_committed",

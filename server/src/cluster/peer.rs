@@ -3,19 +3,24 @@
 //! group coordinators, the verify-only AddPartitionsToTxn from a partition leader back to the
 //! coordinator (KIP-890).
 //!
-//! One request per connection, bounded by [`PEER_REQUEST_TIMEOUT`]: these are per-transaction
-//! control messages, not the data path, and a fresh loopback connection costs far less than
-//! the `fdatasync` each marker waits for. Any failure is a retriable error code for the caller
-//! (the coordinator retries markers every tick; a producer retries its append).
+//! Each request is bounded by [`PEER_REQUEST_TIMEOUT`], connection included. Connections are
+//! kept for the next request ([`IDLE_PER_PEER`] idle ones per peer and shard, each for at most
+//! [`IDLE_FOR`]), as a Kafka broker keeps its connections to the others: over SASL_SSL a new
+//! one costs a TLS handshake and a login (SCRAM: thousands of PBKDF2 rounds). A connection is
+//! kept only after a whole exchange succeeded; any failure drops it and is a retriable error
+//! code for the caller (the coordinator retries markers every tick; a producer retries its
+//! append).
 
-use std::time::Duration;
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
 
 use rill_metadata::types::Endpoint;
 use rill_protocol::frame::REQUEST_BYTES_MAX_DEFAULT;
 use rill_protocol::kafka_protocol::protocol::Request;
 use rill_protocol::ErrorCode;
 
-use super::peer_connect::{connect, PeerError};
+use super::peer_connect::{connect, PeerConnection, PeerError};
 use crate::security::peer_client::PeerClient;
 
 /// How long one request to a peer may take, connection included.
@@ -51,10 +56,107 @@ async fn exchange<R: Request>(
     version: i16,
     request: &R,
 ) -> Result<R::Response, PeerError> {
+    let key = (endpoint.host.clone(), endpoint.port);
+    if let Some(mut kept) = take_idle(&key) {
+        match kept.call(version, request, REQUEST_BYTES_MAX_DEFAULT).await {
+            Ok(response) => {
+                give_back(key, kept);
+                return Ok(response);
+            }
+            // The peer restarted or closed it meanwhile: once more on a new connection, as
+            // the caller would retry (markers and verifications may be sent again).
+            Err(e) => {
+                tracing::debug!(error = %e, "a kept connection to a peer failed; reconnecting")
+            }
+        }
+    }
     let mut connection = connect(client, endpoint, CLIENT_ID, PEER_REQUEST_TIMEOUT).await?;
     let response = connection
         .call(version, request, REQUEST_BYTES_MAX_DEFAULT)
-        .await;
-    connection.close().await;
-    response
+        .await?;
+    // Dropped instead when the exchange failed or timed out (the future, and it, dropped):
+    // what is left on such a connection is unknown.
+    give_back(key, connection);
+    Ok(response)
+}
+
+/// Idle connections kept per peer broker (by this shard).
+pub const IDLE_PER_PEER: usize = 4;
+
+/// How long a connection may wait idle for its next request: well under a peer's
+/// `connections.max.idle.ms` (Kafka's default 10 minutes), so a kept one is rarely closed by
+/// the peer first.
+pub const IDLE_FOR: Duration = Duration::from_secs(30);
+
+/// A peer broker's address, as the pool keys it.
+type PeerKey = (String, u16);
+
+/// This shard's idle connections (a glommio thread is one shard, and its sockets belong to it).
+#[derive(Default)]
+struct Idle {
+    by_peer: HashMap<PeerKey, Vec<(PeerConnection, Instant)>>,
+}
+
+impl Drop for Idle {
+    fn drop(&mut self) {
+        // Run when the shard's thread exits, after its executor: a socket dropped then would
+        // reach for a reactor that is gone. The process is ending; the kernel closes them.
+        for (_, connections) in self.by_peer.drain() {
+            for connection in connections {
+                std::mem::forget(connection);
+            }
+        }
+    }
+}
+
+thread_local! {
+    static IDLE: RefCell<Idle> = RefCell::new(Idle::default());
+}
+
+/// The most recently used idle connection to `key` still young enough, if any (older ones are
+/// dropped on the way).
+fn take_idle(key: &PeerKey) -> Option<PeerConnection> {
+    let stale = IDLE.with(|idle| {
+        let mut idle = idle.borrow_mut();
+        let kept = idle.by_peer.get_mut(key)?;
+        // Kept in the order they were given back: those before the first young one are stale.
+        let fresh =
+            |(c, since): &(PeerConnection, Instant)| since.elapsed() < IDLE_FOR && c.reusable();
+        let first_young = kept.iter().position(fresh).unwrap_or(kept.len());
+        let mut stale: Vec<_> = kept.drain(..first_young).collect();
+        let connection = loop {
+            match kept.pop() {
+                Some(entry) if fresh(&entry) => break Some(entry.0),
+                Some(entry) => stale.push(entry),
+                None => break None,
+            }
+        };
+        Some((connection, stale))
+    });
+    let (connection, stale) = stale?;
+    drop(stale); // outside the borrow: dropping a socket runs no code of ours, but be plain
+    connection
+}
+
+/// Keeps `connection` for the next request to `key`, unless as many are kept already.
+fn give_back(key: PeerKey, connection: PeerConnection) {
+    if !connection.reusable() {
+        return; // retired: dropped (closed) here
+    }
+    let surplus = IDLE.with(|idle| {
+        let mut idle = idle.borrow_mut();
+        let kept = idle.by_peer.entry(key).or_default();
+        if kept.len() >= IDLE_PER_PEER {
+            return Some(connection);
+        }
+        kept.push((connection, Instant::now()));
+        debug_assert!(kept.len() <= IDLE_PER_PEER);
+        None
+    });
+    drop(surplus);
+}
+
+/// Idle connections this shard keeps now, to all peers (for tests and the bound).
+pub fn idle_count() -> usize {
+    IDLE.with(|idle| idle.borrow().by_peer.values().map(Vec::len).sum())
 }

@@ -74,7 +74,14 @@ pub struct PeerConnection {
     stream: PeerStream,
     correlation_id: i32,
     client_id: StrBytes,
+    /// When it was opened, and the SASL session lifetime the peer answered (KIP-368; `None`:
+    /// none), for [`PeerConnection::reusable`].
+    opened: std::time::Instant,
+    session_lifetime: Option<Duration>,
 }
+
+/// How long a connection is used at most, whatever its SASL session lifetime.
+pub const CONNECTION_AGE_MAX: Duration = Duration::from_secs(300);
 
 /// Connects to `endpoint` as `client` says, bounded by `timeout` (TCP, TLS and SASL together);
 /// `client_id` is what the peer's logs show.
@@ -113,6 +120,8 @@ async fn open(
         stream,
         correlation_id: 0,
         client_id: StrBytes::from_string(client_id.to_string()),
+        opened: std::time::Instant::now(),
+        session_lifetime: None,
     };
     if let Some(login) = &client.login {
         connection.authenticate(login).await?;
@@ -187,6 +196,14 @@ impl PeerConnection {
         Ok(response)
     }
 
+    /// Whether it may take another request: younger than [`CONNECTION_AGE_MAX`] and than half
+    /// its SASL session lifetime (a peer closes a connection past it; this one does not
+    /// re-authenticate, so it is retired well before).
+    pub fn reusable(&self) -> bool {
+        let age = self.opened.elapsed();
+        age < CONNECTION_AGE_MAX && self.session_lifetime.is_none_or(|l| age < l / 2)
+    }
+
     /// Closes the connection (its TLS session too).
     pub async fn close(mut self) {
         let _ = self.stream.close().await;
@@ -248,6 +265,9 @@ impl PeerConnection {
                 answer.error_code,
                 answer.error_message.as_deref().unwrap_or("")
             )));
+        }
+        if let Ok(ms @ 1..) = u64::try_from(answer.session_lifetime_ms) {
+            self.session_lifetime = Some(Duration::from_millis(ms));
         }
         Ok(answer.auth_bytes)
     }

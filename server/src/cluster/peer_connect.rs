@@ -229,6 +229,12 @@ impl PeerConnection {
             )));
         }
         match login.mechanism {
+            // `security::peer_client::login` refuses it at the start.
+            Mechanism::OAuthBearer => {
+                return Err(PeerError::Authentication(
+                    "OAUTHBEARER is not a mechanism this broker logs in with".to_string(),
+                ))
+            }
             Mechanism::Plain => {
                 let token = format!("\0{}\0{}", login.username, login.password);
                 self.sasl_token(token.into_bytes()).await?;

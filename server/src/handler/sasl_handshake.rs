@@ -7,9 +7,10 @@
 //!
 //! As Kafka: an unknown mechanism is answered UNSUPPORTED_SASL_MECHANISM with the list, then the
 //! connection is closed; a SaslHandshake on a listener without SASL, or after authentication,
-//! is answered ILLEGAL_SASL_STATE (`KafkaApis.handleSaslHandshakeRequest`), unless
-//! `connections.max.reauth.ms` is set: then it begins a re-authentication (KIP-368) with the
-//! connection's mechanism (another one is refused and the connection closed).
+//! is answered ILLEGAL_SASL_STATE (`KafkaApis.handleSaslHandshakeRequest`), unless the
+//! authentication expires (`connections.max.reauth.ms` is set, or an OAUTHBEARER token's `exp`
+//! bounds it): then it begins a re-authentication (KIP-368) with the connection's mechanism
+//! (another one is refused and the connection closed).
 
 use rill_protocol::kafka_protocol::messages::{SaslHandshakeRequest, SaslHandshakeResponse};
 use rill_protocol::ErrorCode;
@@ -33,11 +34,11 @@ pub async fn serve<B: Broker>(
     };
     let mechanisms = sasl.names().into_iter().map(str_bytes).collect();
     let response = SaslHandshakeResponse::default().with_mechanisms(mechanisms);
+    // KIP-368: a client whose authentication expires authenticates again on its connection,
+    // with the same mechanism (and, SaslAuthenticate checks, as the same principal).
+    let reauthable = cx.version >= 1 && cx.session.with_reauth(|r| r.expires.is_some());
     cx.session.with_sasl(|state| match state {
-        // KIP-368: with connections.max.reauth.ms, an authenticated client authenticates
-        // again on its connection, with the same mechanism (and, SaslAuthenticate checks, as
-        // the same principal).
-        SaslState::Complete if sasl.reauth_max.is_some() && cx.version >= 1 => {
+        SaslState::Complete if reauthable => {
             let before = cx.session.with_reauth(|r| r.mechanism);
             match sasl.enabled(&request.mechanism) {
                 Some(m) if Some(m) == before => {

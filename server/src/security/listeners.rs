@@ -120,6 +120,10 @@ const PER_LISTENER: &[&str] = &[
     "plain.sasl.jaas.config",
     "scram-sha-256.sasl.jaas.config",
     "scram-sha-512.sasl.jaas.config",
+    "oauthbearer.sasl.jaas.config",
+    // Read to refuse a validator Rill does not run (`super::sasl`).
+    "oauthbearer.sasl.server.callback.handler.class",
+    "sasl.server.callback.handler.class",
 ];
 
 /// Broker-wide properties this module reads.

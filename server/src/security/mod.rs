@@ -5,6 +5,7 @@
 pub mod controller_tls;
 pub mod jaas;
 pub mod listeners;
+pub mod oauthbearer;
 pub mod peer_client;
 pub mod principal;
 pub mod sasl;

@@ -17,7 +17,7 @@ use rustls::client::WebPkiServerVerifier;
 use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
 use rustls::{CertificateError, ClientConfig, DigitallySignedStruct, SignatureScheme};
 
-use super::sasl::{Mechanism, PLAIN_LOGIN_MODULE, SCRAM_LOGIN_MODULE};
+use super::sasl::Mechanism;
 use super::{bad, BadSetting, SecurityProtocol};
 
 /// The property naming the inter-broker SASL mechanism.
@@ -160,6 +160,14 @@ fn login(
             "not served (PLAIN, SCRAM-SHA-256 and SCRAM-SHA-512 are; Kafka's default is GSSAPI)",
         ));
     };
+    if mechanism == Mechanism::OAuthBearer {
+        return Err(bad(
+            INTER_BROKER_MECHANISM,
+            &name,
+            "OAUTHBEARER is served to clients, but this broker does not log in to others with it \
+             (PLAIN, SCRAM-SHA-256 and SCRAM-SHA-512 it does)",
+        ));
+    }
     if !enabled.contains(&mechanism) {
         return Err(bad(
             INTER_BROKER_MECHANISM,
@@ -169,10 +177,7 @@ fn login(
     }
     let property = format!("{}.sasl.jaas.config", mechanism.name().to_ascii_lowercase());
     let full = format!("listener.name.{}.{property}", listener.to_ascii_lowercase());
-    let class = match mechanism {
-        Mechanism::Plain => PLAIN_LOGIN_MODULE,
-        Mechanism::Scram(_) => SCRAM_LOGIN_MODULE,
-    };
+    let class = mechanism.login_module();
     let missing = || {
         bad(
             &full,

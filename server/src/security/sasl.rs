@@ -3,9 +3,11 @@
 //!
 //! | property | what it says | default |
 //! |---|---|---|
-//! | `sasl.enabled.mechanisms` (or `listener.name.<l>.sasl.enabled.mechanisms`) | `PLAIN`, `SCRAM-SHA-256`, `SCRAM-SHA-512`, comma-separated | Kafka's `GSSAPI`, which Rill does not serve: the start stops |
+//! | `sasl.enabled.mechanisms` (or `listener.name.<l>.sasl.enabled.mechanisms`) | `PLAIN`, `SCRAM-SHA-256`, `SCRAM-SHA-512`, `OAUTHBEARER`, comma-separated | Kafka's `GSSAPI`, which Rill does not serve: the start stops |
 //! | `listener.name.<l>.plain.sasl.jaas.config` | `org.apache.kafka.common.security.plain.PlainLoginModule required user_<name>="<password>" ...;` | none: a listener with PLAIN enabled and no JAAS line stops the start |
 //! | `listener.name.<l>.scram-sha-256.sasl.jaas.config` (and `-512`) | `org.apache.kafka.common.security.scram.ScramLoginModule required;` (optional here) | |
+//! | `listener.name.<l>.oauthbearer.sasl.jaas.config` | `org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required [unsecuredValidator...=...];` (optional here): the unsecured validator's options ([`super::oauthbearer::ValidatorOptions`]) | |
+//! | `listener.name.<l>.oauthbearer.sasl.server.callback.handler.class` | only Kafka's unsecured validator is served: another class (a JWKS validator) stops the start | the unsecured validator |
 //!
 //! SCRAM users are not in the JAAS line: their credentials are made with
 //! AlterUserScramCredentials and kept in the metadata (`rill_metadata::scram`).
@@ -18,6 +20,7 @@ use std::collections::BTreeMap;
 use rill_metadata::scram::ScramMechanism;
 use subtle::ConstantTimeEq;
 
+use super::oauthbearer::{ValidatorOptions, UNSECURED_VALIDATOR};
 use super::{bad, BadSetting};
 
 /// Kafka's class of the PLAIN login module.
@@ -34,6 +37,8 @@ pub enum Mechanism {
     Plain,
     /// SCRAM-SHA-256 or SCRAM-SHA-512, users from AlterUserScramCredentials.
     Scram(ScramMechanism),
+    /// OAUTHBEARER (RFC 7628) with unsecured JWTs (`super::oauthbearer`).
+    OAuthBearer,
 }
 
 impl Mechanism {
@@ -43,6 +48,7 @@ impl Mechanism {
             "PLAIN" => Some(Mechanism::Plain),
             "SCRAM-SHA-256" => Some(Mechanism::Scram(ScramMechanism::Sha256)),
             "SCRAM-SHA-512" => Some(Mechanism::Scram(ScramMechanism::Sha512)),
+            "OAUTHBEARER" => Some(Mechanism::OAuthBearer),
             _ => None,
         }
     }
@@ -52,6 +58,16 @@ impl Mechanism {
         match self {
             Mechanism::Plain => "PLAIN",
             Mechanism::Scram(m) => m.name(),
+            Mechanism::OAuthBearer => "OAUTHBEARER",
+        }
+    }
+
+    /// Kafka's class of its login module (the JAAS line's entry).
+    pub fn login_module(self) -> &'static str {
+        match self {
+            Mechanism::Plain => PLAIN_LOGIN_MODULE,
+            Mechanism::Scram(_) => SCRAM_LOGIN_MODULE,
+            Mechanism::OAuthBearer => super::oauthbearer::LOGIN_MODULE,
         }
     }
 }
@@ -84,6 +100,8 @@ pub struct SaslListener {
     pub mechanisms: Vec<Mechanism>,
     /// PLAIN's users (empty unless PLAIN is enabled).
     pub plain_users: PlainUsers,
+    /// OAUTHBEARER's validator options (Kafka's defaults unless its JAAS line sets them).
+    pub oauthbearer: ValidatorOptions,
     /// `connections.max.reauth.ms` (KIP-368): how long an authentication lasts before the
     /// client must authenticate again on its connection; `None` (0, Kafka's default): for ever.
     pub reauth_max: Option<std::time::Duration>,
@@ -122,39 +140,16 @@ pub fn resolve(
     listener: &str,
     get: &dyn Fn(&str) -> Option<String>,
 ) -> Result<SaslListener, BadSetting> {
-    let key = "sasl.enabled.mechanisms";
-    let text = get(key).unwrap_or_else(|| "GSSAPI".to_string());
-    let mut mechanisms = Vec::new();
-    for name in text.split(',').map(str::trim).filter(|n| !n.is_empty()) {
-        let Some(m) = Mechanism::parse(name) else {
-            return Err(bad(
-                key,
-                &text,
-                format!(
-                    "listener {listener}: mechanism {name} is not served (PLAIN, SCRAM-SHA-256 \
-                     and SCRAM-SHA-512 are; Kafka's default is GSSAPI)"
-                ),
-            ));
-        };
-        if !mechanisms.contains(&m) {
-            mechanisms.push(m);
-        }
-    }
-    if mechanisms.is_empty() {
-        return Err(bad(
-            key,
-            &text,
-            format!("listener {listener}: no mechanism"),
-        ));
-    }
+    let mechanisms = enabled_mechanisms(listener, get)?;
     let mut plain_users = PlainUsers::default();
+    let mut oauthbearer = ValidatorOptions::default();
     for m in &mechanisms {
         let property = format!("{}.sasl.jaas.config", m.name().to_ascii_lowercase());
         let full = format!("listener.name.{}.{property}", listener.to_ascii_lowercase());
-        let class = match m {
-            Mechanism::Plain => PLAIN_LOGIN_MODULE,
-            Mechanism::Scram(_) => SCRAM_LOGIN_MODULE,
-        };
+        let class = m.login_module();
+        if *m == Mechanism::OAuthBearer {
+            unsecured_validator_only(listener, get)?;
+        }
         let Some(jaas) = get(&property) else {
             if *m == Mechanism::Plain {
                 return Err(bad(
@@ -184,13 +179,75 @@ pub fn resolve(
                     .collect(),
             );
         }
+        if *m == Mechanism::OAuthBearer {
+            oauthbearer = ValidatorOptions::from_jaas(&module.options)
+                .map_err(|e| bad(&full, "(hidden)", e.to_string()))?;
+        }
     }
     let reauth_max = reauth_max(get)?;
     Ok(SaslListener {
         mechanisms,
         plain_users,
+        oauthbearer,
         reauth_max,
     })
+}
+
+/// `sasl.enabled.mechanisms`: each once, in order; one Rill does not serve stops the start.
+fn enabled_mechanisms(
+    listener: &str,
+    get: &dyn Fn(&str) -> Option<String>,
+) -> Result<Vec<Mechanism>, BadSetting> {
+    let key = "sasl.enabled.mechanisms";
+    let text = get(key).unwrap_or_else(|| "GSSAPI".to_string());
+    let mut mechanisms = Vec::new();
+    for name in text.split(',').map(str::trim).filter(|n| !n.is_empty()) {
+        let Some(m) = Mechanism::parse(name) else {
+            return Err(bad(
+                key,
+                &text,
+                format!(
+                    "listener {listener}: mechanism {name} is not served (PLAIN, SCRAM-SHA-256, \
+                     SCRAM-SHA-512 and OAUTHBEARER are; Kafka's default is GSSAPI)"
+                ),
+            ));
+        };
+        if !mechanisms.contains(&m) {
+            mechanisms.push(m);
+        }
+    }
+    if mechanisms.is_empty() {
+        return Err(bad(
+            key,
+            &text,
+            format!("listener {listener}: no mechanism"),
+        ));
+    }
+    Ok(mechanisms)
+}
+
+/// OAUTHBEARER tokens are validated only as Kafka's default does (unsecured JWTs): a listener
+/// configured with another validator (a JWKS one) must not start, lest unsigned tokens pass.
+fn unsecured_validator_only(
+    listener: &str,
+    get: &dyn Fn(&str) -> Option<String>,
+) -> Result<(), BadSetting> {
+    for property in [
+        "oauthbearer.sasl.server.callback.handler.class",
+        "sasl.server.callback.handler.class",
+    ] {
+        if let Some(class) = get(property).filter(|c| {
+            let c = c.trim();
+            !c.is_empty() && c != UNSECURED_VALIDATOR
+        }) {
+            return Err(bad(
+                &format!("listener.name.{}.{property}", listener.to_ascii_lowercase()),
+                &class,
+                "only Kafka's unsecured validator (the default) is served for OAUTHBEARER",
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// `connections.max.reauth.ms`: `None` when unset or 0 (Kafka's default: never expires).
@@ -218,6 +275,9 @@ pub enum SaslState {
     Authenticate(Mechanism),
     /// SCRAM sent its server-first message: the client-final one comes.
     ScramFinal(Box<super::scram::AwaitingFinal>),
+    /// OAUTHBEARER answered this error challenge: the client's `\x01` comes (then the
+    /// authentication fails with it), or another client-first message.
+    OAuthChallenged(String),
     /// Done: the principal is the user's, every API may come.
     Complete,
     /// Failed: the connection is being closed.

@@ -77,14 +77,14 @@ impl Session {
         Session::new(Arc::new(listener), None)
     }
 
-    /// A connection on a SASL_PLAINTEXT listener offering PLAIN (user `alice`, password `pw`)
-    /// and SCRAM-SHA-256: what unit tests authenticate on.
+    /// A connection on a SASL_PLAINTEXT listener offering PLAIN (user `alice`, password `pw`),
+    /// SCRAM-SHA-256 and OAUTHBEARER: what unit tests authenticate on.
     #[cfg(test)]
     pub fn sasl_for_tests() -> Self {
         let jaas = "org.apache.kafka.common.security.plain.PlainLoginModule required \
                     user_alice=\"pw\";";
         let get = |p: &str| match p {
-            "sasl.enabled.mechanisms" => Some("PLAIN,SCRAM-SHA-256".to_string()),
+            "sasl.enabled.mechanisms" => Some("PLAIN,SCRAM-SHA-256,OAUTHBEARER".to_string()),
             "plain.sasl.jaas.config" => Some(jaas.to_string()),
             _ => None,
         };
@@ -193,7 +193,9 @@ impl Session {
                     Some(ApiKey::ApiVersions | ApiKey::SaslHandshake)
                 )
                 | (
-                    SaslState::Authenticate(_) | SaslState::ScramFinal(_),
+                    SaslState::Authenticate(_)
+                        | SaslState::ScramFinal(_)
+                        | SaslState::OAuthChallenged(_),
                     Some(ApiKey::SaslAuthenticate)
                 )
         )

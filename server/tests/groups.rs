@@ -113,11 +113,13 @@ fn groups_on_both_shards_commit_and_survive_kill9() {
     let mut c = broker.connect();
     create_topic(&mut c);
     let groups: Vec<String> = (0..6).map(|i| format!("it-group-{i}")).collect();
+    let mut first_member = None;
     for (i, group) in groups.iter().enumerate() {
         let req = FindCoordinatorRequest::default().with_key(s(group));
         let fc: FindCoordinatorResponse = c.call(ApiKey::FindCoordinator, 2, &req);
         assert_eq!((fc.error_code, fc.port), (0, i32::from(port)));
         let (member, generation) = join_alone(&mut c, group);
+        first_member.get_or_insert((member.clone(), generation));
         commit(&mut c, group, member, generation, 100 * i as i64);
         assert_eq!(
             fetch(&mut c, group),
@@ -142,14 +144,27 @@ fn groups_on_both_shards_commit_and_survive_kill9() {
             vec![(0, 100 * i as i64), (1, 100 * i as i64 + 1)]
         );
     }
-    // After the restart the members are gone: the old generation is refused, a simple
-    // (generation -1) commit to the now-empty group is accepted.
-    let hb = HeartbeatRequest::default()
-        .with_group_id(GroupId(s(&groups[0])))
-        .with_generation_id(1)
-        .with_member_id(s("gone"));
-    let h: HeartbeatResponse = c.call(ApiKey::Heartbeat, 3, &hb);
-    assert_eq!(h.error_code, 25, "UNKNOWN_MEMBER_ID");
-    commit(&mut c, &groups[0], StrBytes::default(), -1, 7);
+    // The membership was written with the rebalance, as Kafka writes it: after the restart the
+    // member goes on at its generation, a stranger is refused.
+    let (member, generation) = first_member.expect("a group joined");
+    let heartbeat = |c: &mut Client, member: StrBytes, generation| {
+        let hb = HeartbeatRequest::default()
+            .with_group_id(GroupId(s(&groups[0])))
+            .with_generation_id(generation)
+            .with_member_id(member);
+        let h: HeartbeatResponse = c.call(ApiKey::Heartbeat, 3, &hb);
+        h.error_code
+    };
+    assert_eq!(
+        heartbeat(&mut c, member.clone(), generation),
+        0,
+        "the member goes on"
+    );
+    assert_eq!(
+        heartbeat(&mut c, s("gone"), generation),
+        25,
+        "UNKNOWN_MEMBER_ID"
+    );
+    commit(&mut c, &groups[0], member, generation, 7);
     assert_eq!(fetch(&mut c, &groups[0]), vec![(0, 7), (1, 8)]);
 }

@@ -62,8 +62,8 @@ pub trait Journal {
         Ok(())
     }
 
-    /// Whether group membership is written ([`Journal::append_group`]): a cluster's
-    /// replicated journal writes it; a single node's keeps offsets only.
+    /// Whether group membership is written ([`Journal::append_group`]): both Rill's journals
+    /// write it (a single node's and a cluster's); a test's may not.
     fn writes_membership(&self) -> bool {
         false
     }

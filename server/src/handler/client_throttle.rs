@@ -94,7 +94,11 @@ pub fn apply<B: Broker>(
     thread_time: Option<Duration>,
     answer: Answer,
 ) -> Answer {
-    let Some(rates) = broker.client_rates() else {
+    // Most requests count against no quota: nothing to look up for them.
+    let (true, Some(rates)) = (
+        kind.is_some() || thread_time.is_some(),
+        broker.client_rates(),
+    ) else {
         return answer;
     };
     let quotas = super::quota_store::current(broker);

@@ -79,24 +79,9 @@ async fn through_controller<B: Broker>(
     broker: &B,
     request: ControllerRequest,
 ) -> Result<Vec<Vec<AclBinding>>, Failure> {
-    let cluster = broker.cluster().expect("a cluster");
-    match cluster.request(request, |d| broker.sleep(d)).await {
-        ControllerResponse::Acls { matched, index } => {
-            if index.0 > 0 && !cluster.wait_applied(index, |d| broker.sleep(d)).await {
-                return Err((
-                    ErrorCode::RequestTimedOut,
-                    "The ACL change is not applied on this broker yet".to_string(),
-                ));
-            }
-            Ok(matched)
-        }
-        ControllerResponse::Error {
-            error_code,
-            message,
-        } => Err((error_code, message)),
-        other => Err((
-            ErrorCode::UnknownServerError,
-            format!("unexpected controller answer {other:?}"),
-        )),
-    }
+    super::controller_change::through_controller(broker, request, "ACL", |answer| match answer {
+        ControllerResponse::Acls { matched, index } => Ok((matched, index)),
+        other => Err(other),
+    })
+    .await
 }

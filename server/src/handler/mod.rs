@@ -74,6 +74,7 @@ pub mod authz_share;
 pub mod client_throttle;
 pub mod consumer_group_describe;
 pub mod consumer_group_heartbeat;
+pub mod controller_change;
 pub mod create_acls;
 pub mod create_partitions;
 pub mod create_topics;

@@ -7,12 +7,11 @@ use std::sync::Arc;
 
 use rill_metadata::client_quota::{AlterResults, Alteration, ClientQuotas};
 use rill_metadata::request::{ControllerRequest, ControllerResponse};
-use rill_protocol::ErrorCode;
 
 use super::Broker;
 
 /// Why the request as a whole was not served: Kafka's error code and message.
-pub type Failure = (ErrorCode, String);
+pub use super::controller_change::Failure;
 
 /// The quotas in force now: the applied metadata image's in a cluster, the registry's on a
 /// single node.
@@ -61,24 +60,9 @@ async fn through_controller<B: Broker>(
     broker: &B,
     request: ControllerRequest,
 ) -> Result<AlterResults, Failure> {
-    let cluster = broker.cluster().expect("a cluster");
-    match cluster.request(request, |d| broker.sleep(d)).await {
-        ControllerResponse::ClientQuotas { results, index } => {
-            if index.0 > 0 && !cluster.wait_applied(index, |d| broker.sleep(d)).await {
-                return Err((
-                    ErrorCode::RequestTimedOut,
-                    "The quota change is not applied on this broker yet".to_string(),
-                ));
-            }
-            Ok(results)
-        }
-        ControllerResponse::Error {
-            error_code,
-            message,
-        } => Err((error_code, message)),
-        other => Err((
-            ErrorCode::UnknownServerError,
-            format!("unexpected controller answer {other:?}"),
-        )),
-    }
+    super::controller_change::through_controller(broker, request, "quota", |answer| match answer {
+        ControllerResponse::ClientQuotas { results, index } => Ok((results, index)),
+        other => Err(other),
+    })
+    .await
 }

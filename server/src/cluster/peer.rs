@@ -113,50 +113,29 @@ thread_local! {
     static IDLE: RefCell<Idle> = RefCell::new(Idle::default());
 }
 
-/// The most recently used idle connection to `key` still young enough, if any (older ones are
-/// dropped on the way).
+/// The most recently used idle connection to `key` still young enough, if any (stale ones are
+/// dropped, which closes them).
 fn take_idle(key: &PeerKey) -> Option<PeerConnection> {
-    let stale = IDLE.with(|idle| {
+    IDLE.with(|idle| {
         let mut idle = idle.borrow_mut();
         let kept = idle.by_peer.get_mut(key)?;
-        // Kept in the order they were given back: those before the first young one are stale.
-        let fresh =
-            |(c, since): &(PeerConnection, Instant)| since.elapsed() < IDLE_FOR && c.reusable();
-        let first_young = kept.iter().position(fresh).unwrap_or(kept.len());
-        let mut stale: Vec<_> = kept.drain(..first_young).collect();
-        let connection = loop {
-            match kept.pop() {
-                Some(entry) if fresh(&entry) => break Some(entry.0),
-                Some(entry) => stale.push(entry),
-                None => break None,
-            }
-        };
-        Some((connection, stale))
-    });
-    let (connection, stale) = stale?;
-    drop(stale); // outside the borrow: dropping a socket runs no code of ours, but be plain
-    connection
+        kept.retain(|(c, since)| since.elapsed() < IDLE_FOR && c.reusable());
+        kept.pop().map(|(connection, _)| connection)
+    })
 }
 
-/// Keeps `connection` for the next request to `key`, unless as many are kept already.
+/// Keeps `connection` for the next request to `key`, unless it is retired or as many are kept
+/// already (then it is dropped, which closes it).
 fn give_back(key: PeerKey, connection: PeerConnection) {
     if !connection.reusable() {
-        return; // retired: dropped (closed) here
+        return;
     }
-    let surplus = IDLE.with(|idle| {
+    IDLE.with(|idle| {
         let mut idle = idle.borrow_mut();
         let kept = idle.by_peer.entry(key).or_default();
-        if kept.len() >= IDLE_PER_PEER {
-            return Some(connection);
+        if kept.len() < IDLE_PER_PEER {
+            kept.push((connection, Instant::now()));
         }
-        kept.push((connection, Instant::now()));
         debug_assert!(kept.len() <= IDLE_PER_PEER);
-        None
     });
-    drop(surplus);
-}
-
-/// Idle connections this shard keeps now, to all peers (for tests and the bound).
-pub fn idle_count() -> usize {
-    IDLE.with(|idle| idle.borrow().by_peer.values().map(Vec::len).sum())
 }

@@ -128,16 +128,11 @@ impl ClientRates {
         if !quotas.sets(kind.key()) {
             return Duration::ZERO;
         }
-        let resolved = quotas.resolve(kind.key(), client.user, client.client_id);
-        let key = SensorKey {
-            kind,
-            user_tag: resolved.user_tag,
-            client_id_tag: resolved.client_id_tag,
-        };
+        let (key, bound) = sensor_key(quotas, kind, client);
         let now = self.millis(now);
         let mut sensors = self.sensors.lock().unwrap_or_else(|e| e.into_inner());
         let sensor = sensors.get(key, self.window, now);
-        let throttle_ms = match resolved.bound {
+        let throttle_ms = match bound {
             Some(bound) => sensor.record_and_throttle_ms(self.window, value, bound, now),
             None => {
                 sensor.record(self.window, value, now);
@@ -181,12 +176,7 @@ impl ClientRates {
         if !quotas.sets(kind.key()) {
             return;
         }
-        let resolved = quotas.resolve(kind.key(), client.user, client.client_id);
-        let key = SensorKey {
-            kind,
-            user_tag: resolved.user_tag,
-            client_id_tag: resolved.client_id_tag,
-        };
+        let (key, _) = sensor_key(quotas, kind, client);
         let now = self.millis(now);
         let mut sensors = self.sensors.lock().unwrap_or_else(|e| e.into_inner());
         sensors
@@ -202,6 +192,21 @@ impl ClientRates {
             .by_key
             .len()
     }
+}
+
+/// The sensor `client`'s `kind` is measured in (Kafka's metric tags) and its bound, if any.
+fn sensor_key(
+    quotas: &ClientQuotas,
+    kind: QuotaKind,
+    client: Client<'_>,
+) -> (SensorKey, Option<f64>) {
+    let resolved = quotas.resolve(kind.key(), client.user, client.client_id);
+    let key = SensorKey {
+        kind,
+        user_tag: resolved.user_tag,
+        client_id_tag: resolved.client_id_tag,
+    };
+    (key, resolved.bound)
 }
 
 impl Sensors {
@@ -273,7 +278,8 @@ mod tests {
     #[test]
     fn thread_time_over_a_request_percentage_is_throttled() {
         let rates = ClientRates::new(Window::default());
-        // 10% of one thread: 1.1 thread-seconds over the 11 s window's 10 s padding is 110 ms.
+        // 10% of one thread: a new client's span is the window's 10 s padding, so 1 thread-second
+        // is at the bound.
         let quotas = quota("busy", REQUEST_PERCENTAGE, 10.0);
         let t0 = Instant::now();
         let spend = |id, ms| {

@@ -674,6 +674,15 @@ fn consumer_join(member: &str) -> GroupOp {
     }))
 }
 
+/// A KIP-848 member at an epoch, as a commit names it.
+fn at(member: &str, epoch: i32) -> MemberRef {
+    MemberRef {
+        member_id: member.into(),
+        generation_id: epoch,
+        ..Default::default()
+    }
+}
+
 fn classic_join() -> GroupOp {
     GroupOp::Join(JoinArgs {
         session_timeout_ms: 10_000,
@@ -693,11 +702,6 @@ fn a_group_changes_protocol_only_while_empty_and_keeps_its_offsets() {
     assert_eq!((r.error_code, r.member_epoch), (ErrorCode::None, 1));
     // A commit at the member's epoch is taken, one at another epoch is STALE_MEMBER_EPOCH, one
     // from a stranger UNKNOWN_MEMBER_ID.
-    let at = |member: &str, epoch| MemberRef {
-        member_id: member.into(),
-        generation_id: epoch,
-        ..Default::default()
-    };
     let offsets = || vec![("t".to_string(), 0, offset(4, None))];
     let commit = |who| block_on(c.handle("g", GroupOp::Commit(who, offsets())));
     assert_eq!(
@@ -755,11 +759,6 @@ fn a_txn_offset_commit_in_a_consumer_group_checks_the_member_and_its_epoch() {
         panic!()
     };
     assert_eq!((r.error_code, r.member_epoch), (ErrorCode::None, 1));
-    let at = |member: &str, epoch| MemberRef {
-        member_id: member.into(),
-        generation_id: epoch,
-        ..Default::default()
-    };
     // The member at its epoch: pending in the transaction, visible once it commits.
     assert_eq!(txn_commit(&c, at("m", 1), 7, 5), vec![ErrorCode::None]);
     assert_eq!(pending(&c), vec![("t".to_string(), 0)]);

@@ -57,17 +57,15 @@ pub fn resolve(
     }
     let certificate = Arc::new(reloading_keystore(listener, get)?);
     // What building the configuration reads, kept to build it again (the same reads).
-    let read = std::sync::Mutex::new(Vec::new());
+    let read = std::cell::RefCell::new(Vec::new());
     let recording = |k: &str| {
         let v = get(k);
-        read.lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .push((k.to_string(), v.clone()));
+        read.borrow_mut().push((k.to_string(), v.clone()));
         v
     };
     // Built once to learn its reads (and refuse bad settings with their own messages).
     server_config(certificate.clone(), &recording)?;
-    let read = read.into_inner().unwrap_or_else(|e| e.into_inner());
+    let read = read.into_inner();
     let file = get("ssl.truststore.location").map(std::path::PathBuf::from);
     let build = move || {
         let get = |k: &str| {

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import base64
 import json
+import math
 import time
 import uuid
 
@@ -101,7 +102,10 @@ def jwt(claims: dict, header: dict | None = None, signature: str = "") -> str:
 
 def claims(sub="alice", lifetime_s: float = 3600, **more) -> dict:
     now = time.time()
-    return {"sub": sub, "iat": int(now), "exp": now + lifetime_s, **more}
+    # exp to the whole millisecond below: the broker rounds exp to milliseconds and reads its
+    # clock in whole ones, so a remaining lifetime is then never a rounding over lifetime_s.
+    exp = math.floor((now + lifetime_s) * 1000) / 1000
+    return {"sub": sub, "iat": int(now), "exp": exp, **more}
 
 
 def first_message(token: str) -> bytes:

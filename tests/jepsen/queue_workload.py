@@ -140,10 +140,11 @@ class ProducerWorker(threading.Thread):
 
 
 class ConsumerWorker(threading.Thread):
-    """One consumer: `assign` mode (every partition from the start) or `subscribe` mode (group)."""
+    """One consumer: `assign` mode (every partition from the start) or `subscribe` mode (group).
+    The queue workload reads uncommitted; the transactional one (txn_workload.py) read_committed."""
 
     def __init__(self, name: str, mode: str, bootstrap: str, topic: str, partitions: int,
-                 group: str, history: History):
+                 group: str, history: History, isolation: str = "read_uncommitted"):
         super().__init__(name=name, daemon=True)
         self.cname, self.mode, self.topic, self.partitions = name, mode, topic, partitions
         self.history = history
@@ -152,7 +153,7 @@ class ConsumerWorker(threading.Thread):
         self.positions: dict[int, int] = {}
         conf = {"bootstrap.servers": bootstrap, "group.id": group,
                 "enable.auto.commit": False, "auto.offset.reset": "earliest",
-                "isolation.level": "read_uncommitted", "error_cb": self._on_error,
+                "isolation.level": isolation, "error_cb": self._on_error,
                 "session.timeout.ms": 10_000, "heartbeat.interval.ms": 1_000,
                 "logger": CLIENT_LOG}
         if mode == "subscribe":
@@ -218,18 +219,26 @@ class ConsumerWorker(threading.Thread):
         self.consumer.close()
 
 
-def final_read(bootstrap: str, topic: str, partitions: int, timeout_s: float
+def final_read(bootstrap: str, topic: str, partitions: int, timeout_s: float,
+               isolation: str = "read_uncommitted",
+               marks: dict[int, tuple[int, int]] | None = None
                ) -> tuple[dict[int, list[tuple[int, str]]], dict[int, tuple[int, int]], str | None]:
     """Every record of every partition from its log start to its high watermark, in offset
-    order: ({partition: [(offset, value)]}, {partition: (low, high)}, error or None)."""
+    order: ({partition: [(offset, value)]}, {partition: (low, high)}, error or None).
+
+    A read_committed read must be given `marks` from a read_uncommitted one: asked itself, the
+    broker answers the last stable offset, and a read that stopped there while a transaction
+    was still open would miss every committed record after it. Given the high watermarks, it
+    ends only once the position passes them (no transaction left open), else times out."""
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "jepsen-final-read",
                          "enable.auto.commit": False, "enable.partition.eof": True,
-                         "isolation.level": "read_uncommitted", "logger": CLIENT_LOG})
+                         "isolation.level": isolation, "logger": CLIENT_LOG})
     out: dict[int, list[tuple[int, str]]] = {p: [] for p in range(partitions)}
-    marks: dict[int, tuple[int, int]] = {}
+    marks = dict(marks) if marks is not None else {}
     try:
         for p in range(partitions):
-            marks[p] = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=15)
+            if p not in marks:
+                marks[p] = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=15)
         consumer.assign([TopicPartition(topic, p, marks[p][0]) for p in range(partitions)])
         done = {p for p in range(partitions) if marks[p][0] >= marks[p][1]}
         deadline = time.monotonic() + timeout_s

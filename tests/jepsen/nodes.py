@@ -65,6 +65,10 @@ class Node:
             "rill.shard.io.memory.bytes": 1 << 20,
             "rill.admin.listen": f"{self.host}:{ADMIN_PORT}",
             "group.initial.rebalance.delay.ms": 100,
+            # A dead transactional producer's open transaction is aborted within a second of
+            # its timeout (txn_workload.TXN_TIMEOUT_MS), not Kafka's 10 s check interval later:
+            # until then it holds every read_committed reader of its partitions back.
+            "transaction.abort.timed.out.transaction.cleanup.interval.ms": 1000,
             **FAST,
         }
         self.config_path.write_text("".join(f"{k}={v}\n" for k, v in props.items()))

@@ -51,6 +51,13 @@ class Report:
     def ok(self) -> bool:
         return not self.counts
 
+    def merge(self, other: "Report", prefix: str) -> None:
+        """Another workload's report into this one, its classes named `prefix` + class."""
+        for kind, n in other.counts.items():
+            self.counts[prefix + kind] += n
+            room = EXAMPLES_MAX - len(self.examples[prefix + kind])
+            self.examples[prefix + kind].extend(other.examples[kind][:max(room, 0)])
+
     def as_dict(self) -> dict:
         return {k: {"count": self.counts[k], "examples": self.examples[k]} for k in self.counts}
 

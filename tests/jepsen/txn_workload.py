@@ -43,10 +43,18 @@ from queue_workload import CLIENT_LOG, History, final_read
 TXN_TIMEOUT_MS = 20_000
 #: librdkafka fails a message after this; must not exceed the transaction timeout.
 MESSAGE_TIMEOUT_MS = 15_000
-#: Bound of one init_transactions, flush, commit_transaction or abort_transaction call.
-CALL_TIMEOUT_S = 20.0
-#: How often a retriable commit or abort is retried before the producer gives up on it.
-END_RETRIES = 3
+#: Bound of one init_transactions call (retried while retriable).
+INIT_TIMEOUT_S = 20.0
+#: Bound of one flush, commit_transaction or abort_transaction call: shorter than the longest
+#: fault (--hold), so that some commits end without an answer (unknown) and some producers are
+#: replaced, and the broker's resolution of what they left (the next incarnation's fencing, the
+#: transaction timeout) is exercised too, not only the happy path.
+CALL_TIMEOUT_S = 6.0
+#: How often a retriable commit is retried before the producer gives up on it (unknown).
+END_RETRIES = 2
+#: A retriable abort is retried until this much time has passed: by then every message of the
+#: transaction is acknowledged or failed (librdkafka cannot abort before that).
+ABORT_DEADLINE_S = MESSAGE_TIMEOUT_MS / 1000 + CALL_TIMEOUT_S
 #: Pause between transactions (debug brokers on 2 shared cores).
 TXN_PAUSE_S = 0.05
 #: Chance that a transaction is meant to commit (else it is aborted on purpose).
@@ -77,6 +85,18 @@ class TxnHistory(History):
         for t in self.txns:
             out[str(t["outcome"])] = out.get(str(t["outcome"]), 0) + 1
         return out
+
+
+def kafka_error(e: BaseException):
+    """The KafkaError behind an exception, or None. confluent-kafka sometimes raises a
+    SystemError whose cause is the KafkaException (a fatal error met inside flush while a
+    callback ran), so the chain is searched."""
+    seen = 0
+    while e is not None and seen < 5:
+        if isinstance(e, KafkaException) and e.args:
+            return e.args[0]
+        e, seen = e.__cause__ or e.__context__, seen + 1
+    return None
 
 
 class Replace(Exception):
@@ -118,12 +138,12 @@ class TxnProducerWorker(threading.Thread):
                           "error_cb": self._on_error, "logger": CLIENT_LOG})
             while not self.stop.is_set():
                 try:
-                    p.init_transactions(CALL_TIMEOUT_S)
+                    p.init_transactions(INIT_TIMEOUT_S)
                     return p
-                except KafkaException as e:
-                    err = e.args[0]
-                    self.history.error(self.name_now, err)
-                    if not err.retriable():
+                except Exception as e:  # noqa: BLE001 (see kafka_error)
+                    err = kafka_error(e)
+                    self.history.error(self.name_now, err or e)
+                    if err is None or not err.retriable():
                         break           # fatal or not retriable: the next incarnation
                     time.sleep(0.5)
         return None
@@ -140,6 +160,16 @@ class TxnProducerWorker(threading.Thread):
             except Replace as e:
                 self.history.replaced.append({"who": self.name_now, "t": self.history.now(),
                                               "why": str(e)})
+                producer = None
+            except Exception as e:  # noqa: BLE001: a harness bug must not end the role
+                # Never expected (every client call is guarded); the last transaction's outcome
+                # is then the weakest claim its progress allows.
+                last = self.history.txns[-1]
+                if last["outcome"] is None:
+                    last["outcome"] = "never-committed" if last["t_commit"] is None else "unknown"
+                    last["t_end"] = self.history.now()
+                self.history.replaced.append({"who": self.name_now, "t": self.history.now(),
+                                              "why": f"harness: {type(e).__name__}: {e}"})
                 producer = None
             time.sleep(TXN_PAUSE_S)
 
@@ -170,9 +200,14 @@ class TxnProducerWorker(threading.Thread):
             # Flushed before an abort too: an abort of records still in the client's queue
             # would only purge them, and test nothing of the broker.
             left = producer.flush(CALL_TIMEOUT_S)
-        except (KafkaException, BufferError) as e:
-            txn["error"] = f"before the end: {e}"
-            self._abort(producer, txn, e)
+        except Exception as e:  # noqa: BLE001 (see kafka_error)
+            txn["error"] = f"before the end: {type(e).__name__}: {e}"
+            err = kafka_error(e)
+            if err is None and not isinstance(e, BufferError):
+                # Not the client's error: its state is unknown, so a new incarnation.
+                txn["outcome"], txn["t_end"] = "never-committed", self.history.now()
+                raise Replace(txn["error"]) from e
+            self._abort(producer, txn, err)
             return
         failed = [r for r in values if r["error"] is not None]
         if left or failed:
@@ -202,42 +237,44 @@ class TxnProducerWorker(threading.Thread):
                 txn["outcome"], txn["t_end"] = "committed", self.history.now()
                 self.last_commit_t = txn["t_end"]
                 return
-            except KafkaException as e:
-                err = e.args[0]
-                self.history.error(self.name_now, err)
-                txn["error"] = f"commit: {err}"
-                if not err.retriable():
+            except Exception as e:  # noqa: BLE001 (see kafka_error)
+                err = kafka_error(e)
+                self.history.error(self.name_now, err or e)
+                txn["error"] = f"commit: {err or repr(e)}"
+                if err is None or not err.retriable():
                     break
         txn["outcome"], txn["t_end"] = "unknown", self.history.now()
-        if err.fatal():
-            raise Replace(str(err))
+        if err is None or err.fatal():
+            raise Replace(txn["error"])
         # An abortable error (or retries spent): abort to go on. Its result is recorded but does
         # not change the outcome: the commit was requested, so "unknown" stays the safe claim.
         try:
             producer.abort_transaction(CALL_TIMEOUT_S)
             txn["abort_after_error"] = "ok"
-        except KafkaException as e:
-            txn["abort_after_error"] = str(e.args[0])
-            self.history.error(self.name_now, e.args[0])
-            raise Replace(f"abort after a failed commit: {e.args[0]}") from e
+        except Exception as e:  # noqa: BLE001 (see kafka_error)
+            txn["abort_after_error"] = str(kafka_error(e) or repr(e))
+            self.history.error(self.name_now, kafka_error(e) or e)
+            raise Replace(f"abort after a failed commit: {txn['abort_after_error']}") from e
 
     def _abort(self, producer: Producer, txn: dict, cause) -> None:
-        """abort_transaction, retried while retriable: aborted, or never-committed."""
-        cause_err = cause.args[0] if isinstance(cause, KafkaException) else None
-        if cause_err is not None and cause_err.fatal():
+        """abort_transaction, retried while retriable (until ABORT_DEADLINE_S): aborted, or
+        never-committed. `cause`: the KafkaError that forced the abort, or None."""
+        if cause is not None and cause.fatal():
             txn["outcome"], txn["t_end"] = "never-committed", self.history.now()
-            raise Replace(str(cause_err))
-        for _ in range(END_RETRIES):
+            raise Replace(str(cause))
+        deadline = time.monotonic() + ABORT_DEADLINE_S
+        while True:
             try:
                 producer.abort_transaction(CALL_TIMEOUT_S)
                 txn["outcome"], txn["t_end"] = "aborted", self.history.now()
                 return
-            except KafkaException as e:
-                err = e.args[0]
-                self.history.error(self.name_now, err)
-                txn["error"] = f"{txn['error'] or ''}; abort: {err}".lstrip("; ")
-                if not err.retriable():
+            except Exception as e:  # noqa: BLE001 (see kafka_error)
+                err = kafka_error(e)
+                self.history.error(self.name_now, err or e)
+                txn["error"] = f"{txn['error'] or ''}; abort: {err or repr(e)}".lstrip("; ")
+                if err is None or not err.retriable() or time.monotonic() > deadline:
                     break
+                producer.poll(0.2)      # serve the delivery reports the abort waits for
         txn["outcome"], txn["t_end"] = "never-committed", self.history.now()
         raise Replace(txn["error"])
 

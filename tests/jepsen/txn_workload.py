@@ -29,6 +29,7 @@ The checker (txn_checker.py) judges the TxnHistory; nothing here decides what is
 
 from __future__ import annotations
 
+import os
 import random
 import threading
 import time
@@ -135,7 +136,11 @@ class TxnProducerWorker(threading.Thread):
                           "transactional.id": f"jepsen-txn-{self.index}", "linger.ms": 5,
                           "transaction.timeout.ms": TXN_TIMEOUT_MS,
                           "message.timeout.ms": MESSAGE_TIMEOUT_MS,
-                          "error_cb": self._on_error, "logger": CLIENT_LOG})
+                          "error_cb": self._on_error, "logger": CLIENT_LOG,
+                          # librdkafka debug contexts into clients.log (e.g. "eos,msg"), to read
+                          # the sequence numbers and coordinator answers after an anomaly.
+                          **({"debug": os.environ["JEPSEN_TXN_DEBUG"]}
+                             if os.environ.get("JEPSEN_TXN_DEBUG") else {})})
             while not self.stop.is_set():
                 try:
                     p.init_transactions(INIT_TIMEOUT_S)

@@ -140,7 +140,8 @@ class Run:
         handler = logging.FileHandler(self.work / "clients.log")
         handler.setFormatter(logging.Formatter("%(asctime)s %(message)s"))
         CLIENT_LOG.addHandler(handler)
-        CLIENT_LOG.setLevel(logging.INFO)
+        # librdkafka's debug lines (JEPSEN_TXN_DEBUG, txn_workload.py) are at level 7.
+        CLIENT_LOG.setLevel(logging.DEBUG if os.environ.get("JEPSEN_TXN_DEBUG") else logging.INFO)
         swept = sweep_stale()
         if swept:
             log(f"removed leftovers of earlier runs: {swept}")

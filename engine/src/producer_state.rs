@@ -6,7 +6,8 @@
 //! from producer `pid` with epoch `e` and sequences `[first, last]` is:
 //! - fenced (`InvalidProducerEpoch`) if `e` is older than the current epoch;
 //! - refused (`InvalidTxnState`) if it is not transactional while `pid` has an open transaction;
-//! - a duplicate (`DuplicateSequence` with the original offsets) if it matches a kept batch;
+//! - a duplicate (`DuplicateSequence` with the original offsets) if it matches a kept batch
+//!   (for a transactional batch: one of the transaction open here, never of an ended one);
 //! - accepted if `pid` is unknown (any sequence: its history may have been deleted), if `e` is
 //!   newer and `first == 0`, or if `first` follows the last sequence (wrapping at `i32::MAX`);
 //! - otherwise `OutOfOrderSequence`.
@@ -171,10 +172,19 @@ impl ProducerState {
             };
         }
         let last = last_seq(first, meta.last_offset.0 - meta.base_offset.0);
+        // A transactional batch can only be a retry of a batch of the transaction still open
+        // here: one that ended (its marker written) had every batch answered first. A match
+        // from an ended transaction is a client reusing the sequence of a batch it took for
+        // unwritten (NOT_LEADER on a leader change, then an abort): acknowledging it as a
+        // duplicate would drop the new records from a transaction that then commits
+        // (tests/jepsen seed 303). It falls to the ordering check instead.
+        let retry_of = |b: &BatchSeq| {
+            !meta.transactional || entry.txn_first_offset.is_some_and(|open| b.base >= open)
+        };
         if let Some(dup) = entry
             .batches
             .iter()
-            .find(|b| b.first_seq == first && b.last_seq == last)
+            .find(|b| b.first_seq == first && b.last_seq == last && retry_of(b))
         {
             return Err(EngineError::DuplicateSequence {
                 base_offset: dup.base,

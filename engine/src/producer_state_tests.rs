@@ -335,3 +335,47 @@ fn past_its_bound_the_least_recently_written_producers_are_evicted_in_batches() 
     }
     assert_eq!(t.evict_over(1), 0);
 }
+
+/// A transactional batch matching a batch of a transaction that has ended is no retry (every
+/// batch of a transaction is answered before its end): it is out of order, never a duplicate
+/// whose records would silently be dropped from the next transaction (tests/jepsen seed 303:
+/// librdkafka reused a sequence after NOT_LEADER and an abort).
+#[test]
+fn a_batch_matching_one_of_an_ended_transaction_is_out_of_order_not_a_duplicate() {
+    let mut s = ProducerState::default();
+    s.record(&txn(1, 0, 57, 219, 1));
+    // A retry while the transaction is open is a duplicate, answered with the first offsets.
+    assert!(matches!(
+        s.check(&txn(1, 0, 57, 220, 1)),
+        Err(EngineError::DuplicateSequence {
+            base_offset: Offset(219),
+            last_offset: Offset(219)
+        })
+    ));
+    s.record(&marker(1, 0, 220, ControlType::Abort, 0));
+    assert!(matches!(
+        s.check(&txn(1, 0, 57, 221, 1)),
+        Err(EngineError::OutOfOrderSequence {
+            expected: Sequence(58),
+            received: Sequence(57)
+        })
+    ));
+    // The next transaction's first batch opens it; a retry of it is a duplicate again, and one
+    // matching the ended transaction's batch still is not.
+    s.check(&txn(1, 0, 58, 221, 1)).unwrap();
+    s.record(&txn(1, 0, 58, 221, 1));
+    assert!(matches!(
+        s.check(&txn(1, 0, 58, 222, 1)),
+        Err(EngineError::DuplicateSequence { .. })
+    ));
+    assert!(matches!(
+        s.check(&txn(1, 0, 57, 222, 1)),
+        Err(EngineError::OutOfOrderSequence { .. })
+    ));
+    // An idempotent (non-transactional) producer's duplicates are unchanged.
+    s.record(&meta(2, 0, 0, 223, 1));
+    assert!(matches!(
+        s.check(&meta(2, 0, 0, 224, 1)),
+        Err(EngineError::DuplicateSequence { .. })
+    ));
+}

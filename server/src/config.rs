@@ -545,6 +545,13 @@ impl BrokerConfig {
             .consumer
             .check()
             .map_err(|(key, why)| bad(key, &self.group.consumer.value_of(key), why))?;
+        if self.group.session_timeout_ms_max < self.group.session_timeout_ms_min {
+            return Err(bad(
+                "group.max.session.timeout.ms",
+                &self.group.session_timeout_ms_max.to_string(),
+                "must be at least group.min.session.timeout.ms",
+            ));
+        }
         self.group
             .share
             .check()
@@ -615,7 +622,10 @@ impl BrokerConfig {
                 self.broker_partitions_max = Some(parse_at_least_one(key, v)?)
             }
             "rill.partition.idle.ms" => self.partition_idle_ms = parse_at_least_one(key, v)?,
-            _ if key.starts_with("group.") || key == "rill.shard.groups.max" => {
+            _ if key.starts_with("group.")
+                || key == "rill.shard.groups.max"
+                || key == "offsets.retention.check.interval.ms" =>
+            {
                 return apply_group_property(&mut self.group, key, v)
             }
             _ if key.starts_with("rill.test.") => self
@@ -830,6 +840,11 @@ fn apply_group_property(
         }
         "group.max.size" => group.max_size = parse_at_most_i32(key, v)?,
         "rill.shard.groups.max" => group.shard_groups_max = parse_at_least_one(key, v)?,
+        "group.min.session.timeout.ms" => group.session_timeout_ms_min = parse_delay_ms(key, v)?,
+        "group.max.session.timeout.ms" => group.session_timeout_ms_max = parse_delay_ms(key, v)?,
+        "offsets.retention.check.interval.ms" => {
+            group.cleanup_interval_ms = parse_at_least_one(key, v)?
+        }
         _ if key.starts_with("group.consumer.") => {
             return apply_consumer_group_property(&mut group.consumer, key, v)
         }

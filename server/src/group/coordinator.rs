@@ -5,7 +5,7 @@
 //! which are awaited after the borrow ends; a commit is validated, written to the journal, then
 //! applied to the map (so OffsetFetch never returns what a crash could lose).
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
 use std::rc::Rc;
 
@@ -42,6 +42,8 @@ pub struct GroupCoordinator<J: Journal> {
     journal: J,
     clock: Rc<dyn Clock>,
     config: GroupConfig,
+    /// When [`Self::tick`] last forgot the groups left with nothing.
+    last_cleanup_ms: Cell<i64>,
 }
 
 impl<J: Journal> GroupCoordinator<J> {
@@ -63,6 +65,7 @@ impl<J: Journal> GroupCoordinator<J> {
             share_groups: RefCell::new(HashMap::new()),
             share_resets: RefCell::new(HashMap::new()),
             journal,
+            last_cleanup_ms: Cell::new(clock.now().0),
             clock,
             config,
         };
@@ -164,23 +167,7 @@ impl<J: Journal> GroupCoordinator<J> {
         }
         let now = self.now();
         match op {
-            GroupOp::Join(args) => {
-                if let Some(refused) = self.classic_join_refused(group_id, &args.member_id).await {
-                    return GroupReply::Join(refused);
-                }
-                if !self.may_create(group_id) {
-                    let refused = ErrorCode::GroupMaxSizeReached;
-                    return GroupReply::Join(super::ops::JoinResult::error(refused, ""));
-                }
-                let rx = self.with_group(group_id, true, |g| g.join(args, now));
-                let result = rx.expect("created").await.unwrap_or_else(|_| {
-                    super::ops::JoinResult::error(ErrorCode::UnknownMemberId, "")
-                });
-                if result.error_code == ErrorCode::GroupMaxSizeReached {
-                    hooks::bound_hit(Bound::GroupMaxSize);
-                }
-                GroupReply::Join(result)
-            }
+            GroupOp::Join(args) => self.join(group_id, args, now).await,
             GroupOp::Sync(args) => self.sync(group_id, args, now).await,
             GroupOp::Heartbeat(who) => GroupReply::Heartbeat(
                 self.with_group(group_id, false, |g| g.heartbeat(&who, now))
@@ -215,6 +202,32 @@ impl<J: Journal> GroupCoordinator<J> {
             }
             op => self.other_op(group_id, op, now).await,
         }
+    }
+
+    /// JoinGroup: the session timeout's bounds first, then the group (created if new).
+    async fn join(&self, group_id: &str, args: super::ops::JoinArgs, now: i64) -> GroupReply {
+        let bounds = self.config.session_timeout_ms_min..=self.config.session_timeout_ms_max;
+        if !bounds.contains(&args.session_timeout_ms) {
+            // Checked before the group is looked at, as Kafka's coordinator does.
+            let code = ErrorCode::InvalidSessionTimeout;
+            return GroupReply::Join(super::ops::JoinResult::error(code, &args.member_id));
+        }
+        if let Some(refused) = self.classic_join_refused(group_id, &args.member_id).await {
+            return GroupReply::Join(refused);
+        }
+        if !self.may_create(group_id) {
+            let refused = ErrorCode::GroupMaxSizeReached;
+            return GroupReply::Join(super::ops::JoinResult::error(refused, ""));
+        }
+        let rx = self.with_group(group_id, true, |g| g.join(args, now));
+        let result = rx
+            .expect("created")
+            .await
+            .unwrap_or_else(|_| super::ops::JoinResult::error(ErrorCode::UnknownMemberId, ""));
+        if result.error_code == ErrorCode::GroupMaxSizeReached {
+            hooks::bound_hit(Bound::GroupMaxSize);
+        }
+        GroupReply::Join(result)
     }
 
     /// The KIP-848 consumer groups' and the share groups' operations.
@@ -449,9 +462,17 @@ impl<J: Journal> GroupCoordinator<J> {
 
     /// [`Self::may_create`] with the consumer groups' count given (their map may be borrowed).
     fn may_create_with(&self, consumer_groups: usize, group_id: &str) -> bool {
+        let full = |groups: &HashMap<String, Group>| {
+            !groups.contains_key(group_id)
+                && groups.len() + consumer_groups >= self.config.shard_groups_max
+        };
+        if full(&self.groups.borrow()) {
+            // Groups left with nothing wait for the cleanup; at the bound they make room now,
+            // so that ids invented by a client never crowd out a real group.
+            self.forget_disposable();
+        }
         let groups = self.groups.borrow();
-        let count = groups.len() + consumer_groups;
-        if groups.contains_key(group_id) || count < self.config.shard_groups_max {
+        if !full(&groups) {
             return true;
         }
         tracing::debug!(
@@ -602,20 +623,21 @@ impl<J: Journal> GroupCoordinator<J> {
                     )
                 }
                 Some(g) if !g.has_members() => Some(Vec::new()),
+                Some(g) if g.protocol_type() != "consumer" => {
+                    // Members of another protocol: Kafka refuses while the group is in use.
+                    return GroupReply::DeleteOffsets(
+                        ErrorCode::NonEmptyGroup,
+                        vec![ErrorCode::None; count],
+                    );
+                }
+                // `None`: subscriptions that cannot be read, which Kafka takes as every topic.
                 Some(g) => g.subscribed_topics(),
             }
-        };
-        let Some(subscribed) = subscribed else {
-            // Members of an unknown protocol: Kafka refuses while the group is in use.
-            return GroupReply::DeleteOffsets(
-                ErrorCode::NonEmptyGroup,
-                vec![ErrorCode::None; count],
-            );
         };
         let mut errors = Vec::with_capacity(count);
         let mut records = Vec::new();
         for (topic, partitions) in topics {
-            let in_use = subscribed.contains(&topic);
+            let in_use = subscribed.as_ref().is_none_or(|s| s.contains(&topic));
             for partition in partitions {
                 if in_use {
                     errors.push(ErrorCode::GroupSubscribedToTopic);
@@ -787,13 +809,23 @@ impl<J: Journal> GroupCoordinator<J> {
                 emptied.push((id.clone(), record));
             }
         }
-        // Groups whose members all left and that never committed are forgotten (as Kafka
-        // does); their Empty record is written all the same.
+        drop(groups);
+        if now - self.last_cleanup_ms.get() >= self.config.cleanup_interval_ms {
+            self.last_cleanup_ms.set(now);
+            self.forget_disposable();
+        }
+        emptied
+    }
+
+    /// Kafka's group cleanup (every `offsets.retention.check.interval.ms`): groups whose
+    /// members all left and that hold no offsets are forgotten (their Empty record was written
+    /// when they emptied); until then they stay, Empty and listed, as in Kafka.
+    fn forget_disposable(&self) {
+        let mut groups = self.groups.borrow_mut();
         groups.retain(|_, g| !g.is_disposable());
         let mut consumer = self.consumer_groups.borrow_mut();
         // An empty consumer group is kept while it has committed offsets (Kafka lists it Empty).
         consumer.retain(|id, g| g.has_members() || groups.contains_key(id));
-        emptied
     }
 
     /// Writes a group [`Self::tick`] emptied. Best effort, as LeaveGroup's: if lost, a new

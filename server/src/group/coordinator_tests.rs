@@ -271,8 +271,42 @@ fn offsets_of_a_subscribed_topic_cannot_be_deleted() {
 }
 
 #[test]
-fn groups_left_with_nothing_are_forgotten_on_tick() {
+fn offset_delete_of_an_unreadable_subscription_or_another_protocol_is_refused_as_kafka() {
     let c = coordinator();
+    for (group, protocol_type) in [("unreadable", "consumer"), ("connect", "connect")] {
+        commit(&c, group, simple(), 0, 5);
+        let join = JoinArgs {
+            session_timeout_ms: 6_000,
+            rebalance_timeout_ms: 6_000,
+            protocol_type: protocol_type.into(),
+            protocols: vec![("range".into(), bytes::Bytes::from_static(b"\0\x01meta"))],
+            ..Default::default()
+        };
+        let GroupReply::Join(r) = block_on(c.handle(group, GroupOp::Join(join))) else {
+            panic!()
+        };
+        assert_eq!(r.error_code, ErrorCode::None);
+    }
+    let op = || GroupOp::DeleteOffsets(vec![("t".into(), vec![0])]);
+    // A consumer-protocol group whose subscription cannot be read is taken as subscribed to
+    // every topic (Kafka's isSubscribedToTopic); another protocol's group refuses whole.
+    assert_eq!(
+        block_on(c.handle("unreadable", op())),
+        GroupReply::DeleteOffsets(ErrorCode::None, vec![ErrorCode::GroupSubscribedToTopic])
+    );
+    assert_eq!(
+        block_on(c.handle("connect", op())),
+        GroupReply::DeleteOffsets(ErrorCode::NonEmptyGroup, vec![ErrorCode::None])
+    );
+    for group in ["unreadable", "connect"] {
+        assert_eq!(fetch(&c, group, None).len(), 1, "{group}: the offset stays");
+    }
+}
+
+#[test]
+fn groups_left_with_nothing_are_forgotten_at_the_cleanup_interval() {
+    let clock = Rc::new(ManualClock::new(0));
+    let c = GroupCoordinator::new(MemJournal::default(), clock.clone(), no_delay(), Vec::new());
     let join = JoinArgs {
         session_timeout_ms: 6_000,
         rebalance_timeout_ms: 6_000,
@@ -294,8 +328,86 @@ fn groups_left_with_nothing_are_forgotten_on_tick() {
         c.tick().is_empty(),
         "LeaveGroup wrote the Empty group itself"
     );
+    // Until the cleanup, the emptied group is Empty and keeps its protocol type (Kafka's
+    // DescribeGroups and ListGroups show it so).
+    clock.advance(GroupConfig::default().cleanup_interval_ms - 1);
+    assert!(c.tick().is_empty());
+    assert_eq!(
+        c.list().len(),
+        2,
+        "kept until offsets.retention.check.interval.ms"
+    );
+    let d = c.describe("g");
+    assert_eq!(
+        (d.state.as_str(), d.protocol_type.as_str()),
+        ("Empty", "consumer")
+    );
+    clock.advance(1);
+    assert!(c.tick().is_empty());
     let left: Vec<String> = c.list().into_iter().map(|g| g.group_id).collect();
     assert_eq!(left, vec!["kept".to_string()], "offsets keep a group");
+}
+
+#[test]
+fn an_empty_group_is_deleted_by_delete_groups_until_the_cleanup() {
+    let c = coordinator();
+    let GroupReply::Join(r) = block_on(c.handle("g", classic_join())) else {
+        panic!()
+    };
+    let leave = GroupOp::Leave(vec![(r.member_id, None)]);
+    block_on(c.handle("g", leave));
+    assert_eq!(
+        block_on(c.handle("g", GroupOp::Delete)),
+        GroupReply::Delete(ErrorCode::None)
+    );
+    assert_eq!(
+        block_on(c.handle("g", GroupOp::Delete)),
+        GroupReply::Delete(ErrorCode::GroupIdNotFound)
+    );
+}
+
+#[test]
+fn join_group_session_timeouts_are_bounded_as_kafka_bounds_them() {
+    let c = coordinator();
+    let config = GroupConfig::default();
+    for (session_ms, expected) in [
+        (
+            config.session_timeout_ms_min - 1,
+            ErrorCode::InvalidSessionTimeout,
+        ),
+        (1, ErrorCode::InvalidSessionTimeout),
+        (-1, ErrorCode::InvalidSessionTimeout),
+        (
+            config.session_timeout_ms_max + 1,
+            ErrorCode::InvalidSessionTimeout,
+        ),
+        (config.session_timeout_ms_min, ErrorCode::None),
+        (config.session_timeout_ms_max, ErrorCode::None),
+    ] {
+        let join = GroupOp::Join(JoinArgs {
+            member_id: "m".into(),
+            session_timeout_ms: session_ms,
+            rebalance_timeout_ms: 10_000,
+            protocol_type: "consumer".into(),
+            protocols: vec![("range".into(), bytes::Bytes::new())],
+            ..Default::default()
+        });
+        let GroupReply::Join(r) = block_on(c.handle(&format!("g{session_ms}"), join)) else {
+            panic!()
+        };
+        if expected == ErrorCode::None {
+            // Past the bound check: a member id the group does not know.
+            assert_ne!(
+                r.error_code,
+                ErrorCode::InvalidSessionTimeout,
+                "{session_ms}"
+            );
+        } else {
+            assert_eq!(r.error_code, expected, "{session_ms}");
+            assert_eq!((r.member_id.as_str(), r.generation_id), ("m", -1), "echoed");
+        }
+    }
+    assert_eq!(c.list().len(), 2, "a refused join creates no group");
 }
 
 fn txn_commit(
@@ -611,7 +723,10 @@ fn a_group_emptied_by_session_expiry_is_written_empty() {
     assert_eq!(id, "g");
     assert!(last.members.is_empty());
     assert_eq!(last.generation, generation + 1);
-    // The group had no offsets: forgotten here, and a new coordinator restores it Empty.
+    // The group had no offsets: forgotten at the cleanup, and a new coordinator restores it
+    // Empty.
+    clock.advance(GroupConfig::default().cleanup_interval_ms);
+    assert!(c.tick().is_empty());
     assert!(c.list().is_empty());
     let (next, d) = restored(last);
     assert_eq!((d.state.as_str(), d.members.len()), ("Empty", 0));
@@ -637,11 +752,13 @@ fn a_shard_holds_at_most_its_groups_max() {
         protocols: vec![("range".into(), bytes::Bytes::new())],
         ..Default::default()
     };
+    let mut members = Vec::new();
     for g in ["a", "b"] {
         let GroupReply::Join(r) = block_on(c.handle(g, GroupOp::Join(join()))) else {
             panic!()
         };
         assert_eq!(r.error_code, ErrorCode::None);
+        members.push(r.member_id);
     }
     let GroupReply::Join(r) = block_on(c.handle("c", GroupOp::Join(join()))) else {
         panic!()
@@ -655,6 +772,18 @@ fn a_shard_holds_at_most_its_groups_max() {
     let served = commit(&c, "a", simple(), 0, 5);
     assert_ne!(served, vec![ErrorCode::GroupMaxSizeReached]);
     assert_eq!(c.list().len(), 2);
+    // A group left with nothing makes room at once, before its cleanup is due.
+    let leave = GroupOp::Leave(vec![(members.pop().expect("b's member"), None)]);
+    assert_eq!(
+        block_on(c.handle("b", leave)),
+        GroupReply::Leave(ErrorCode::None, vec![ErrorCode::None])
+    );
+    let GroupReply::Join(r) = block_on(c.handle("c", GroupOp::Join(join()))) else {
+        panic!()
+    };
+    assert_eq!(r.error_code, ErrorCode::None);
+    let listed: Vec<String> = c.list().into_iter().map(|g| g.group_id).collect();
+    assert_eq!(listed, vec!["a".to_string(), "c".to_string()]);
 }
 
 fn consumer_join(member: &str) -> GroupOp {

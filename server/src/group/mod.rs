@@ -55,6 +55,14 @@ pub struct GroupConfig {
     /// `rill.shard.groups.max`: groups one shard coordinates; a request that would create one
     /// more gets GROUP_MAX_SIZE_REACHED (groups loaded from the log always load).
     pub shard_groups_max: usize,
+    /// `group.min.session.timeout.ms` / `group.max.session.timeout.ms`: a classic JoinGroup's
+    /// session timeout outside them gets INVALID_SESSION_TIMEOUT, as Kafka answers.
+    pub session_timeout_ms_min: i32,
+    /// See `session_timeout_ms_min`.
+    pub session_timeout_ms_max: i32,
+    /// `offsets.retention.check.interval.ms`: how often groups left with nothing (no members,
+    /// no offsets) are forgotten; until then they stay Empty and listed, as in Kafka.
+    pub cleanup_interval_ms: i64,
     /// `group.consumer.*`: KIP-848 consumer groups.
     pub consumer: consumer::ConsumerConfig,
     /// `group.share.*`: KIP-932 share groups.
@@ -77,6 +85,9 @@ impl Default for GroupConfig {
             initial_rebalance_delay_ms: 3_000,
             max_size: GROUP_MAX_SIZE_DEFAULT,
             shard_groups_max: SHARD_GROUPS_MAX_DEFAULT,
+            session_timeout_ms_min: 6_000,
+            session_timeout_ms_max: 1_800_000,
+            cleanup_interval_ms: 600_000,
             consumer: consumer::ConsumerConfig::default(),
             share: share::ShareConfig::default(),
         }

@@ -26,12 +26,6 @@ use super::ops::{
 use rill_protocol::ErrorCode;
 use rill_types::ProducerId;
 
-/// Kafka's `group.min.session.timeout.ms` is 6000; Rill accepts shorter sessions (tests, fast
-/// failure detection on one node) down to this.
-pub const SESSION_TIMEOUT_MS_MIN: i32 = 1_000;
-/// Kafka's `group.max.session.timeout.ms` default.
-pub const SESSION_TIMEOUT_MS_MAX: i32 = 1_800_000;
-
 /// Where a group is in its lifecycle.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum GroupState {
@@ -288,26 +282,25 @@ impl Group {
         if self.state == GroupState::Dead {
             return Err(ErrorCode::CoordinatorNotAvailable);
         }
-        if !(SESSION_TIMEOUT_MS_MIN..=SESSION_TIMEOUT_MS_MAX).contains(&args.session_timeout_ms) {
-            return Err(ErrorCode::InvalidSessionTimeout);
-        }
+        // The session timeout's bounds are the coordinator's (`GroupConfig`), checked first.
+        debug_assert!(
+            args.session_timeout_ms >= 0,
+            "the coordinator bounds sessions"
+        );
         if args.protocol_type.is_empty() || args.protocols.is_empty() {
             return Err(ErrorCode::InconsistentGroupProtocol);
         }
-        let others: Vec<&Member> = self
-            .members
-            .values()
-            .filter(|m| m.id != args.member_id)
-            .collect();
-        if others.is_empty() {
+        if self.members.is_empty() {
             return Ok(());
         }
+        // Kafka's supportsProtocols: against every current member, the joiner's own current
+        // protocols included (a sole member cannot switch type or protocol by rejoining).
         if self.protocol_type.as_deref() != Some(args.protocol_type.as_str()) {
             return Err(ErrorCode::InconsistentGroupProtocol);
         }
         let common = args.protocols.iter().any(|(name, _)| {
-            others
-                .iter()
+            self.members
+                .values()
                 .all(|m| m.protocols.iter().any(|(n, _)| n == name))
         });
         if common {

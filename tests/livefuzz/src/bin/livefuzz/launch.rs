@@ -162,6 +162,8 @@ pub fn single(spec: &LaunchSpec) -> Result<Vec<Node>, String> {
     let port = free_port().map_err(|e| e.to_string())?;
     let mut props = vec![
         "group.initial.rebalance.delay.ms=100".to_owned(),
+        // The valid cases' sessions (1-6 s, `values.rs`) expire within a run; Kafka's floor is 6 s.
+        "group.min.session.timeout.ms=1000".to_owned(),
         format!("rill.shards={}", spec.shards),
         "rill.admin.listen=off".to_owned(),
         "num.partitions=1".to_owned(),
@@ -217,6 +219,7 @@ pub fn cluster(spec: &LaunchSpec, size: usize) -> Result<Vec<Node>, String> {
             "rill.shard.io.memory.bytes=1048576".to_owned(),
             "rill.admin.listen=off".to_owned(),
             "group.initial.rebalance.delay.ms=100".to_owned(),
+            "group.min.session.timeout.ms=1000".to_owned(),
         ];
         props.extend(spec.properties.iter().cloned());
         let config = dir.join(format!("node{id}.properties"));

@@ -18,7 +18,8 @@
 # 6. The live fuzzer against a real broker and a 3-node cluster, bounded (tests/livefuzz;
 #    RILL_LIVEFUZZ_SECONDS, RILL_LIVEFUZZ_CLUSTER_SECONDS, 0 skips).
 # 7. The Jepsen-style test, bounded: three nodes in network namespaces under partitions and process
-#    faults, the queue workload and its anomaly checker (tests/jepsen; RILL_JEPSEN_SECONDS, 0 skips).
+#    faults, the queue and transactional workloads and their anomaly checkers (tests/jepsen;
+#    RILL_JEPSEN_SECONDS, 0 skips).
 #
 # Exits non-zero if anything failed. Extra arguments go to pytest (e.g. `./test.sh -k kcat -x`).
 # Environment: SKIP_CARGO_TEST=1 skips step 2's tests (build still runs); RILL_E2E_SHARDS=N;
@@ -217,16 +218,18 @@ fi
 # --- 7. Jepsen-style network partitions, bounded (issue 32 item 4: tests/jepsen) -------------------
 # Three target/debug/rill nodes, each in its own network namespace, behind a bridge; a seeded
 # schedule isolates leaders, the controller and followers (iptables DROP), kill -9s and SIGSTOPs
-# nodes while idempotent acks=all producers and assign/subscribe consumers run; the checker looks
-# for Jepsen's anomaly classes. A fresh seed each run, printed; `tests/jepsen/run.sh --seed S`
-# replays its schedule. RILL_JEPSEN_SECONDS of faults (0 skips); needs root (or sudo).
+# nodes while both workloads run: idempotent acks=all producers with assign/subscribe consumers
+# (queue), and transactional producers committing and aborting at random with read_committed
+# consumers (txn); the checkers look for Jepsen's anomaly classes. A fresh seed each run,
+# printed; `tests/jepsen/run.sh --workload both --seed S` replays its schedule.
+# RILL_JEPSEN_SECONDS of faults (0 skips); needs root (or sudo).
 jepsen_seconds=${RILL_JEPSEN_SECONDS:-60}
 if [ $# = 0 ] && [ "$jepsen_seconds" != 0 ]; then
     step "Jepsen-style partitions, ${jepsen_seconds}s of faults (tests/jepsen)"
     (cd tests/jepsen && "$ROOT/.venv/bin/python" -m pytest -q -p no:cacheprovider test_checker.py) \
         || failed+=("jepsen checker tests")
     $SUDO env RILL_BIN="$RILL_BIN" CARGO_TARGET_DIR="$target_dir" tests/jepsen/run.sh \
-        --duration "$jepsen_seconds" || failed+=("jepsen")
+        --workload both --duration "$jepsen_seconds" || failed+=("jepsen")
 fi
 # --- end of step 7 ---------------------------------------------------------------------------------
 

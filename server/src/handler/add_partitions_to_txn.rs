@@ -3,8 +3,9 @@
 //! - v0-3 (clients): one transaction; every partition gets the same answer, except that
 //!   unknown partitions fail the request and the others are OPERATION_NOT_ATTEMPTED.
 //! - v4-5 (brokers, KIP-890): a batch of transactions, each either added to or, with
-//!   `verify_only`, only checked (per partition: NONE or TRANSACTION_ABORTABLE, which v4
-//!   reports as INVALID_TXN_STATE). A cluster's partition leaders send these.
+//!   `verify_only`, only checked (per partition: NONE or TRANSACTION_ABORTABLE, at v4 too,
+//!   as Kafka 4 answers; the clients' v0-3 get INVALID_TXN_STATE instead). A cluster's
+//!   partition leaders send these (v5).
 //!
 //! PRODUCER_FENCED is answered from v2 on (INVALID_PRODUCER_EPOCH before).
 
@@ -98,7 +99,7 @@ async fn add<B: Broker>(
     };
     let mut out: Vec<AddPartitionsToTxnTopicResult> = Vec::new();
     for ((topic, partition), code) in partitions.into_iter().zip(codes) {
-        let code = for_client(code, version, 2, 5);
+        let code = for_client(code, version, 2, 4);
         let result = AddPartitionsToTxnPartitionResult::default()
             .with_partition_index(partition)
             .with_partition_error_code(code.code());

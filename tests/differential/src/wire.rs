@@ -165,6 +165,9 @@ pub fn api_key_of(request: &RequestKind) -> ApiKey {
         ShareGroupDescribe,
         ShareFetch,
         ShareAcknowledge,
+        DescribeShareGroupOffsets,
+        AlterShareGroupOffsets,
+        DeleteShareGroupOffsets,
         SaslHandshake,
     )
 }

@@ -3,12 +3,21 @@
 //! ShareAcknowledge (no session, a wrong epoch, acknowledgements on an opening fetch, a
 //! ShareAcknowledge that would open a session), on an empty topic (no record timing involved).
 
+use rill_protocol::kafka_protocol::messages::alter_share_group_offsets_request::{
+    AlterShareGroupOffsetsRequestPartition, AlterShareGroupOffsetsRequestTopic,
+};
+use rill_protocol::kafka_protocol::messages::delete_share_group_offsets_request::DeleteShareGroupOffsetsRequestTopic;
+use rill_protocol::kafka_protocol::messages::describe_share_group_offsets_request::{
+    DescribeShareGroupOffsetsRequestGroup, DescribeShareGroupOffsetsRequestTopic,
+};
 use rill_protocol::kafka_protocol::messages::share_fetch_request::{
     AcknowledgementBatch, FetchPartition, FetchTopic,
 };
 use rill_protocol::kafka_protocol::messages::{
-    ApiKey, GroupId, ListGroupsRequest, RequestKind, ResponseKind, ShareAcknowledgeRequest,
-    ShareFetchRequest, ShareGroupDescribeRequest, ShareGroupHeartbeatRequest,
+    AlterShareGroupOffsetsRequest, ApiKey, DeleteShareGroupOffsetsRequest,
+    DescribeShareGroupOffsetsRequest, GroupId, ListGroupsRequest, RequestKind, ResponseKind,
+    ShareAcknowledgeRequest, ShareFetchRequest, ShareGroupDescribeRequest,
+    ShareGroupHeartbeatRequest,
 };
 
 use super::{create_topic, response, sb, tn, Case};
@@ -18,6 +27,7 @@ use crate::wire::Answer;
 pub const CASES: &[Case] = &[
     ("share_group_lifecycle", lifecycle),
     ("share_group_errors", errors),
+    ("share_group_offsets", offsets),
 ];
 
 const TOPIC: &str = "kd-sg";
@@ -199,6 +209,62 @@ fn errors(pair: &mut Pair) -> anyhow::Result<()> {
     for v in pair.versions(ApiKey::ShareGroupDescribe) {
         pair.both(v, |_| describe("kd-sg-none"))?;
         pair.both(v, |_| describe("kd-group-errors"))?;
+    }
+    Ok(())
+}
+
+/// The share-group offsets admin APIs (KIP-932) on a group that was never joined, at every
+/// version both serve: describe (a named partition and all), alter a start offset, delete,
+/// describe again.
+fn offsets(pair: &mut Pair) -> anyhow::Result<()> {
+    let topic = "kd-sgo";
+    create_topic(pair, topic, 1, &[])?;
+    let group = "kd-sgo-never";
+    let describe = |topics: Option<Vec<i32>>| {
+        RequestKind::DescribeShareGroupOffsets(
+            DescribeShareGroupOffsetsRequest::default().with_groups(vec![
+                DescribeShareGroupOffsetsRequestGroup::default()
+                    .with_group_id(gid(group))
+                    .with_topics(topics.map(|partitions| {
+                        vec![DescribeShareGroupOffsetsRequestTopic::default()
+                            .with_topic_name(tn(topic))
+                            .with_partitions(partitions)]
+                    })),
+            ]),
+        )
+    };
+    for version in pair.versions(ApiKey::DescribeShareGroupOffsets) {
+        pair.both(version, |_| describe(Some(vec![0])))?;
+        pair.both(version, |_| describe(None))?;
+    }
+    for version in pair.versions(ApiKey::AlterShareGroupOffsets) {
+        pair.both(version, |_| {
+            RequestKind::AlterShareGroupOffsets(
+                AlterShareGroupOffsetsRequest::default()
+                    .with_group_id(gid(group))
+                    .with_topics(vec![AlterShareGroupOffsetsRequestTopic::default()
+                        .with_topic_name(tn(topic))
+                        .with_partitions(vec![
+                            AlterShareGroupOffsetsRequestPartition::default()
+                                .with_partition_index(0)
+                                .with_start_offset(0),
+                        ])]),
+            )
+        })?;
+    }
+    for version in pair.versions(ApiKey::DeleteShareGroupOffsets) {
+        pair.both(version, |_| {
+            RequestKind::DeleteShareGroupOffsets(
+                DeleteShareGroupOffsetsRequest::default()
+                    .with_group_id(gid(group))
+                    .with_topics(vec![
+                        DeleteShareGroupOffsetsRequestTopic::default().with_topic_name(tn(topic))
+                    ]),
+            )
+        })?;
+    }
+    for version in pair.versions(ApiKey::DescribeShareGroupOffsets) {
+        pair.both(version, |_| describe(Some(vec![0])))?;
     }
     Ok(())
 }

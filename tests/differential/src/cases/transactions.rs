@@ -4,15 +4,21 @@
 
 use std::time::Duration;
 
-use rill_protocol::kafka_protocol::messages::add_partitions_to_txn_request::AddPartitionsToTxnTopic;
+use rill_protocol::kafka_protocol::messages::add_partitions_to_txn_request::{
+    AddPartitionsToTxnTopic, AddPartitionsToTxnTransaction,
+};
 use rill_protocol::kafka_protocol::messages::describe_producers_request::TopicRequest;
 use rill_protocol::kafka_protocol::messages::txn_offset_commit_request::{
     TxnOffsetCommitRequestPartition, TxnOffsetCommitRequestTopic,
+};
+use rill_protocol::kafka_protocol::messages::write_txn_markers_request::{
+    WritableTxnMarker, WritableTxnMarkerTopic,
 };
 use rill_protocol::kafka_protocol::messages::{
     AddOffsetsToTxnRequest, AddPartitionsToTxnRequest, ApiKey, DescribeProducersRequest,
     DescribeTransactionsRequest, EndTxnRequest, FindCoordinatorRequest, GroupId,
     InitProducerIdRequest, ListTransactionsRequest, RequestKind, TransactionalId,
+    WriteTxnMarkersRequest,
 };
 
 use super::producers::save_producer;
@@ -26,6 +32,7 @@ pub const CASES: &[Case] = &[
     ("transaction_invalid_transitions", invalid_transitions),
     ("transaction_fenced", fenced),
     ("transaction_describe", describe),
+    ("transaction_broker_apis", broker_apis),
 ];
 
 /// How long a coordinator may take to write its markers after EndTxn.
@@ -264,5 +271,64 @@ fn describe(pair: &mut Pair) -> anyhow::Result<()> {
     }
     pair.both(3, |s| end_txn(s, id, false))?;
     std::thread::sleep(MARKERS_SETTLE);
+    Ok(())
+}
+
+/// The brokers' own transactional APIs, as a partition leader sends them (no authorizer: any
+/// client may): AddPartitionsToTxn v4+ batched verification (KIP-890), a partition in the
+/// transaction, one not, an unknown transactional id; then WriteTxnMarkers, an abort marker
+/// for the open transaction's partition and one of an unknown topic.
+fn broker_apis(pair: &mut Pair) -> anyhow::Result<()> {
+    let topic = "kd-txn-broker";
+    let id = "kd-txn-broker";
+    create_topic(pair, topic, 2, &[])?;
+    for side in [&mut pair.kafka, &mut pair.rill] {
+        side.state.insert("txn".into(), id.into());
+    }
+    find_and_init(pair, id, 3)?;
+    pair.both(3, |s| add_partitions(s, id, topic, 0))?;
+    pair.both(9, |s| txn_produce(s, topic, 0))?;
+    let verify = |side: &Side, txn: &str| {
+        AddPartitionsToTxnTransaction::default()
+            .with_transactional_id(txn_id(txn))
+            .with_producer_id(side.int("pid", -1).into())
+            .with_producer_epoch(side.int("epoch", -1) as i16)
+            .with_verify_only(true)
+            .with_topics(vec![AddPartitionsToTxnTopic::default()
+                .with_name(tn(topic))
+                .with_partitions(vec![0, 1])])
+    };
+    let batched: Vec<i16> = pair
+        .versions(ApiKey::AddPartitionsToTxn)
+        .filter(|v| *v >= 4)
+        .collect();
+    for version in batched {
+        pair.both(version, |s| {
+            RequestKind::AddPartitionsToTxn(
+                AddPartitionsToTxnRequest::default()
+                    .with_transactions(vec![verify(s, id), verify(s, "kd-txn-broker-missing")]),
+            )
+        })?;
+    }
+    for version in pair.versions(ApiKey::WriteTxnMarkers) {
+        pair.both(version, |s| {
+            let marker = WritableTxnMarker::default()
+                .with_producer_id(s.int("pid", -1).into())
+                .with_producer_epoch(s.int("epoch", -1) as i16)
+                .with_transaction_result(false)
+                .with_coordinator_epoch(0)
+                .with_topics(vec![
+                    WritableTxnMarkerTopic::default()
+                        .with_name(tn(topic))
+                        .with_partition_indexes(vec![0]),
+                    WritableTxnMarkerTopic::default()
+                        .with_name(tn("kd-txn-broker-missing"))
+                        .with_partition_indexes(vec![0]),
+                ]);
+            RequestKind::WriteTxnMarkers(
+                WriteTxnMarkersRequest::default().with_markers(vec![marker]),
+            )
+        })?;
+    }
     Ok(())
 }

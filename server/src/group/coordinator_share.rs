@@ -51,15 +51,11 @@ impl<J: Journal> GroupCoordinator<J> {
             GroupOp::ShareSetReset(reset) => {
                 GroupReply::ShareSetReset(self.set_reset(group_id, reset))
             }
-            GroupOp::ShareOffsets(keys) => match self.share_groups.borrow().get(group_id) {
-                None => GroupReply::ShareOffsets(ErrorCode::GroupIdNotFound, Vec::new()),
-                Some(g) => {
-                    let keys = keys.unwrap_or_else(|| g.partition_keys());
-                    let starts = keys.into_iter().map(|k| (k, g.start_offset(&k))).collect();
-                    GroupReply::ShareOffsets(ErrorCode::None, starts)
-                }
-            },
+            GroupOp::ShareOffsets(keys) => self.share_offsets(group_id, keys),
             GroupOp::ShareAlterOffsets(starts) => {
+                if let Err(code) = self.alter_creates(group_id) {
+                    return GroupReply::ShareOffsetsChanged(code);
+                }
                 GroupReply::ShareOffsetsChanged(self.change_offsets(group_id, |g| {
                     for (key, offset) in starts {
                         g.set_start_offset(key, offset);
@@ -103,19 +99,9 @@ impl<J: Journal> GroupCoordinator<J> {
                     format!("Group {group_id} has no member {}.", args.member_id),
                 );
             }
-            let others = self.groups.borrow().len() + self.consumer_groups.borrow().len();
-            if others + shares.len() >= self.config.shard_groups_max {
-                crate::admin::shard::hooks::bound_hit(crate::admin::bound_hits::Bound::ShardGroups);
-                return ShareHeartbeatResult::error(
-                    ErrorCode::GroupMaxSizeReached,
-                    "rill.shard.groups.max reached",
-                );
+            if let Err(code) = self.create_share_group(&mut shares, group_id) {
+                return ShareHeartbeatResult::error(code, "rill.shard.groups.max reached");
             }
-            let mut group = ShareGroup::new(group_id, self.config.share);
-            if let Some(reset) = self.share_resets.borrow().get(group_id) {
-                group.auto_offset_reset = *reset;
-            }
-            shares.insert(group_id.to_string(), group);
         }
         let result = shares
             .get_mut(group_id)
@@ -125,6 +111,62 @@ impl<J: Journal> GroupCoordinator<J> {
             crate::admin::shard::hooks::bound_hit(crate::admin::bound_hits::Bound::GroupMaxSize);
         }
         result
+    }
+
+    /// DescribeShareGroupOffsets of one group: each share-partition's start (`None`: no state).
+    fn share_offsets(&self, group_id: &str, keys: Option<Vec<ShareKey>>) -> GroupReply {
+        match self.share_groups.borrow().get(group_id) {
+            None if self.groups.borrow().contains_key(group_id)
+                || self.consumer_groups.borrow().contains_key(group_id) =>
+            {
+                GroupReply::ShareOffsets(ErrorCode::GroupIdNotFound, Vec::new())
+            }
+            // No group of that id yet: Kafka describes the partitions asked, without starts.
+            None => GroupReply::ShareOffsets(
+                ErrorCode::None,
+                keys.unwrap_or_default()
+                    .into_iter()
+                    .map(|k| (k, None))
+                    .collect(),
+            ),
+            Some(g) => {
+                let keys = keys.unwrap_or_else(|| g.partition_keys());
+                let starts = keys.into_iter().map(|k| (k, g.start_offset(&k))).collect();
+                GroupReply::ShareOffsets(ErrorCode::None, starts)
+            }
+        }
+    }
+
+    /// A new, empty share group `group_id` in `shares` (with its `share.auto.offset.reset`, if
+    /// set before); GROUP_MAX_SIZE_REACHED past `rill.shard.groups.max`.
+    fn create_share_group(
+        &self,
+        shares: &mut std::collections::HashMap<String, ShareGroup>,
+        group_id: &str,
+    ) -> Result<(), ErrorCode> {
+        let others = self.groups.borrow().len() + self.consumer_groups.borrow().len();
+        if others + shares.len() >= self.config.shard_groups_max {
+            crate::admin::shard::hooks::bound_hit(crate::admin::bound_hits::Bound::ShardGroups);
+            return Err(ErrorCode::GroupMaxSizeReached);
+        }
+        let mut group = ShareGroup::new(group_id, self.config.share);
+        if let Some(reset) = self.share_resets.borrow().get(group_id) {
+            group.auto_offset_reset = *reset;
+        }
+        shares.insert(group_id.to_string(), group);
+        Ok(())
+    }
+
+    /// AlterShareGroupOffsets of an id no group has yet creates the (empty) share group, as
+    /// Kafka does, so that an admin can seed its start offsets before its first consumer.
+    fn alter_creates(&self, group_id: &str) -> Result<(), ErrorCode> {
+        let other_kind = self.consumer_groups.borrow().contains_key(group_id)
+            || self.groups.borrow().contains_key(group_id);
+        let mut shares = self.share_groups.borrow_mut();
+        if other_kind || shares.contains_key(group_id) {
+            return Ok(());
+        }
+        self.create_share_group(&mut shares, group_id)
     }
 
     /// Sets a group's `share.auto.offset.reset` (`latest` is the default and is not kept).

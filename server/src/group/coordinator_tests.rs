@@ -906,3 +906,42 @@ fn a_txn_offset_commit_in_a_consumer_group_checks_the_member_and_its_epoch() {
     assert_eq!(txn_commit(&c, at("", -1), 8, 6), vec![ErrorCode::None]);
     assert!(c.list().iter().all(|g| g.group_id == "g"));
 }
+
+/// Kafka's share-offsets admin on a group nobody joined: describe answers the partitions
+/// without starts, AlterShareGroupOffsets creates the (empty) share group with its starts,
+/// and an id a classic group holds is still not a share group.
+#[test]
+fn share_offsets_of_a_group_nobody_joined_are_described_and_set_as_kafka() {
+    let c = coordinator();
+    let key = (uuid::Uuid::from_bytes([7; 16]), 0);
+    assert_eq!(
+        block_on(c.handle("s", GroupOp::ShareOffsets(Some(vec![key])))),
+        GroupReply::ShareOffsets(ErrorCode::None, vec![(key, None)])
+    );
+    assert_eq!(
+        block_on(c.handle("s", GroupOp::ShareOffsets(None))),
+        GroupReply::ShareOffsets(ErrorCode::None, Vec::new())
+    );
+    assert!(!c.is_share_group("s"), "describing creates nothing");
+    assert_eq!(
+        block_on(c.handle("s", GroupOp::ShareAlterOffsets(vec![(key, Offset(5))]))),
+        GroupReply::ShareOffsetsChanged(ErrorCode::None)
+    );
+    assert!(c.is_share_group("s"));
+    assert_eq!(
+        block_on(c.handle("s", GroupOp::ShareOffsets(Some(vec![key])))),
+        GroupReply::ShareOffsets(ErrorCode::None, vec![(key, Some(Offset(5)))])
+    );
+    commit(&c, "classic", simple(), 0, 1);
+    assert_eq!(
+        block_on(c.handle(
+            "classic",
+            GroupOp::ShareAlterOffsets(vec![(key, Offset(5))])
+        )),
+        GroupReply::ShareOffsetsChanged(ErrorCode::GroupIdNotFound)
+    );
+    assert_eq!(
+        block_on(c.handle("classic", GroupOp::ShareOffsets(Some(vec![key])))),
+        GroupReply::ShareOffsets(ErrorCode::GroupIdNotFound, Vec::new())
+    );
+}

@@ -91,7 +91,8 @@ pub async fn handle<B: Broker>(
                 DescribeShareGroupOffsetsResponsePartition::default()
                     .with_partition_index(p)
                     .with_start_offset(start.map_or(-1, |o| o.0))
-                    .with_leader_epoch(if start.is_some() { epoch } else { -1 }),
+                    // A partition without a start has state epoch 0, as Kafka 4.4 answers.
+                    .with_leader_epoch(if start.is_some() { epoch } else { 0 }),
             );
         }
         for (name, p) in unknown {

@@ -9,7 +9,9 @@ burst of 4 (quota x window num x window size); one partition created or deleted 
   answered THROTTLING_QUOTA_EXCEEDED (89) and the response's throttle_time_ms says how long
   until the bucket is back at 0;
 - permissive (CreateTopics v5): every topic is created and only throttle_time_ms is set;
-- validate_only takes nothing; another client id has no quota.
+- validate_only takes nothing; another client id has no quota;
+- a 3-node cluster: the node that takes the requests measures them (topics counted from the
+  metadata image), a second connection of the same client id sharing the bucket.
 """
 
 from __future__ import annotations
@@ -34,6 +36,11 @@ def admin(broker, client_id: str) -> KafkaAdminClient:
 
 def send(client: KafkaAdminClient, request):
     return client._manager.run(client._manager.send, request)
+
+
+def send_to(client: KafkaAdminClient, node_id: int, request):
+    """`request` to node `node_id` (each broker measures what it takes)."""
+    return client._manager.run(client._manager.send, request, node_id)
 
 
 def set_quota(client, client_id: str, rate: float) -> None:
@@ -125,3 +132,41 @@ def test_older_versions_create_everything_and_are_throttled(broker_factory, tmp_
     finally:
         client.close()
         setup.close()
+
+
+def test_a_cluster_node_enforces_the_quota(tmp_path):
+    """In a cluster the broker that takes the request measures it, topics counted from the
+    metadata image (the default window, 11 x 1 s: a quota of 0.5/s is a burst of 5.5)."""
+    from cluster import Cluster, running
+    from conftest import _BROKERS
+    cluster = Cluster(tmp_path)
+    with running(cluster, _BROKERS):
+        node = cluster.node(1)
+        setup = admin(node, "setup")
+        client = admin(node, "mutator")
+        # The same client id on another connection: the first one is muted for the throttle.
+        again = admin(node, "mutator")
+        try:
+            set_quota(setup, "mutator", 0.5)
+            names = [f"mq-c-{uuid.uuid4().hex[:8]}-{i}" for i in range(3)]
+            # A topic of 12 partitions is taken whole (5.5 - 12 = -6.5, 13 s from 0 at 0.5/s);
+            # the next two are refused.
+            cls = CreateTopicsRequest[6]
+            topics = [cls.CreatableTopic(name=n, num_partitions=12 if i == 0 else 1,
+                                         replication_factor=1, assignments=[], configs=[])
+                      for i, n in enumerate(names)]
+            response = send_to(client, node.node_id,
+                               cls(topics=topics, timeout_ms=10000, validate_only=False))
+            codes = {t.name: t.error_code for t in response.topics}
+            assert codes == {names[0]: 0, names[1]: THROTTLED, names[2]: THROTTLED}, response
+            assert 12000 < response.throttle_time_ms <= 13000, response
+            # Still below 0: deleting the topic (its 12 partitions, from the image) is refused.
+            cls = DeleteTopicsRequest[5]
+            deleted = send_to(again, node.node_id, cls(topic_names=[names[0]], timeout_ms=10000))
+            assert [(r.name, r.error_code) for r in deleted.responses] == \
+                [(names[0], THROTTLED)], deleted
+            assert deleted.throttle_time_ms > 10000, deleted
+        finally:
+            again.close()
+            client.close()
+            setup.close()

@@ -120,6 +120,9 @@ pub struct BrokerConfig {
     /// `quota.window.num` samples of `quota.window.size.seconds` each: the window client
     /// quotas measure byte rates over (Kafka's defaults, 11 of 1 s).
     pub quota_window: crate::client_quotas::rate::Window,
+    /// `controller.quota.window.num` × `controller.quota.window.size.seconds`: the window of
+    /// controller mutation quotas, whose burst is the quota over it (Kafka's defaults, 11 of 1 s).
+    pub controller_quota_window: crate::client_quotas::rate::Window,
     /// `rill.shard.fetch.bytes.max`: record bytes a shard's Fetch requests may hold at once,
     /// from their read until their response is written.
     pub shard_fetch_bytes_max: usize,
@@ -389,6 +392,7 @@ impl BrokerConfig {
             queued_max_request_bytes: None,
             fetch_max_bytes: FETCH_MAX_BYTES_DEFAULT,
             quota_window: Default::default(),
+            controller_quota_window: Default::default(),
             shard_fetch_bytes_max: SHARD_FETCH_BYTES_DEFAULT,
             connections: ConnectionSettings::default(),
             producers: ProducerSettings::default(),
@@ -562,13 +566,19 @@ impl BrokerConfig {
         Ok(advertise)
     }
 
-    /// The client quotas' window (`quota.window.num`, `quota.window.size.seconds`); `false`
-    /// for another key.
+    /// The client quotas' windows (`quota.window.num`, `quota.window.size.seconds`, and the
+    /// `controller.` ones of mutation quotas); `false` for another key.
     fn apply_quota_property(&mut self, key: &str, v: &str) -> Result<bool, ConfigError> {
         match key {
             "quota.window.num" => self.quota_window.samples = parse_positive_i32(key, v)? as u32,
             "quota.window.size.seconds" => {
                 self.quota_window.window_ms = parse_positive_i32(key, v)? as u64 * 1000
+            }
+            "controller.quota.window.num" => {
+                self.controller_quota_window.samples = parse_positive_i32(key, v)? as u32
+            }
+            "controller.quota.window.size.seconds" => {
+                self.controller_quota_window.window_ms = parse_positive_i32(key, v)? as u64 * 1000
             }
             _ => return Ok(false),
         }

@@ -4,6 +4,8 @@
 //! some entity sets that kind of quota.
 //!
 //! - [`rate`]: one sensor's windows and Kafka's throttle time (runtime-free, handed the time).
+//! - [`token_bucket`], [`mutation`]: controller mutation quotas (KIP-599), a token bucket per
+//!   entity, kept beside the rates ([`ClientRates::mutations`]).
 //! - [`ClientRates`]: the sensors by quota kind and Kafka's metric tags (which connections
 //!   share a rate: `rill_metadata::client_quota::ClientQuotas::resolve`).
 //!
@@ -13,8 +15,10 @@
 //! ([`thread_time`]). A throttled client gets `throttle_time_ms` in the response and its
 //! connection reads nothing more until the time is over (KIP-219).
 
+pub mod mutation;
 pub mod rate;
 pub mod thread_time;
+pub mod token_bucket;
 
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -82,6 +86,7 @@ pub struct ClientRates {
     window: Window,
     epoch: Instant,
     sensors: Mutex<Sensors>,
+    mutations: mutation::MutationBuckets,
 }
 
 impl ClientRates {
@@ -91,7 +96,20 @@ impl ClientRates {
             window,
             epoch: Instant::now(),
             sensors: Mutex::new(Sensors::default()),
+            mutations: mutation::MutationBuckets::new(Window::default()),
         }
+    }
+
+    /// The same, its controller mutation buckets over `window` (Kafka's own settings for them,
+    /// `controller.quota.window.num` and `controller.quota.window.size.seconds`).
+    pub fn with_controller_window(mut self, window: Window) -> Self {
+        self.mutations = mutation::MutationBuckets::new(window);
+        self
+    }
+
+    /// The controller mutation buckets (KIP-599).
+    pub fn mutations(&self) -> &mutation::MutationBuckets {
+        &self.mutations
     }
 
     fn millis(&self, now: Instant) -> MonotonicMs {

@@ -6,6 +6,7 @@ use rill_protocol::kafka_protocol::messages::create_partitions_response::CreateP
 use rill_protocol::kafka_protocol::messages::{CreatePartitionsRequest, CreatePartitionsResponse};
 use rill_protocol::ErrorCode;
 
+use super::mutation_quota::{self, Gate};
 use super::{message_bytes, Broker};
 use crate::capacity::Capacity;
 use crate::topics::Growth;
@@ -13,10 +14,38 @@ use crate::topics::Growth;
 /// This API's entry in the registry (`rill_protocol::for_each_api!`).
 pub async fn serve<B: Broker>(
     broker: &B,
-    _cx: super::RequestContext<'_>,
-    request: rill_protocol::kafka_protocol::messages::CreatePartitionsRequest,
+    cx: super::RequestContext<'_>,
+    mut request: rill_protocol::kafka_protocol::messages::CreatePartitionsRequest,
 ) -> super::Answer {
-    super::Answer::body(handle(broker, &request).await)
+    // KIP-599: strict from v3, whose clients know THROTTLING_QUOTA_EXCEEDED.
+    let Some(mut gate) = Gate::open(broker, &cx, cx.version >= 3, request.validate_only) else {
+        return super::Answer::body(handle(broker, &request).await);
+    };
+    let mut refused = Vec::new();
+    request.topics.retain(|topic| {
+        let name = topic.name.0.as_str();
+        // The partitions added; none for an unknown topic or no growth (which fail on their own).
+        let current = mutation_quota::partitions_of(broker, name).unwrap_or(topic.count);
+        let adding = u32::try_from(topic.count.saturating_sub(current)).unwrap_or(0);
+        if gate.admit(name, adding) {
+            return true;
+        }
+        let (code, message) = mutation_quota::throttled();
+        refused.push(
+            CreatePartitionsTopicResult::default()
+                .with_name(topic.name.clone())
+                .with_error_code(code)
+                .with_error_message(Some(message_bytes(message))),
+        );
+        false
+    });
+    let mut response = handle(broker, &request).await;
+    for result in response.results.iter().filter(|r| r.error_code != 0) {
+        gate.failed(result.name.0.as_str());
+    }
+    response.results.extend(refused);
+    response.throttle_time_ms = response.throttle_time_ms.max(gate.finish());
+    super::Answer::body(response)
 }
 
 /// Answer CreatePartitions (in a cluster: decided by the controller, [`crate::cluster::admin`]).

@@ -13,6 +13,7 @@ use rill_protocol::kafka_protocol::messages::create_topics_response::{
 use rill_protocol::kafka_protocol::messages::{CreateTopicsRequest, CreateTopicsResponse};
 use rill_protocol::ErrorCode;
 
+use super::mutation_quota::{self, Gate};
 use super::{message_bytes, str_bytes, Broker};
 use crate::capacity::Capacity;
 use crate::topic_config::{describe, BrokerLayers, TopicSettings};
@@ -22,9 +23,47 @@ use crate::topics::{validate_topic_name, Growth, TopicError, TopicMeta};
 pub async fn serve<B: Broker>(
     broker: &B,
     cx: super::RequestContext<'_>,
-    request: rill_protocol::kafka_protocol::messages::CreateTopicsRequest,
+    mut request: rill_protocol::kafka_protocol::messages::CreateTopicsRequest,
 ) -> super::Answer {
-    super::Answer::body(handle(broker, cx.version, &request).await)
+    // KIP-599: strict from v6, whose clients know THROTTLING_QUOTA_EXCEEDED.
+    let Some(mut gate) = Gate::open(broker, &cx, cx.version >= 6, request.validate_only) else {
+        return super::Answer::body(handle(broker, cx.version, &request).await);
+    };
+    let mut refused = Vec::new();
+    request.topics.retain(|topic| {
+        let name = topic.name.0.as_str();
+        if gate.admit(name, mutations(broker, topic)) {
+            return true;
+        }
+        let (code, message) = mutation_quota::throttled();
+        refused.push(
+            CreatableTopicResult::default()
+                .with_name(topic.name.clone())
+                .with_error_code(code)
+                .with_error_message(Some(message_bytes(message))),
+        );
+        false
+    });
+    let mut response = handle(broker, cx.version, &request).await;
+    for result in response.topics.iter().filter(|r| r.error_code != 0) {
+        gate.failed(result.name.0.as_str());
+    }
+    response.topics.extend(refused);
+    response.throttle_time_ms = response.throttle_time_ms.max(gate.finish());
+    super::Answer::body(response)
+}
+
+/// The partitions `topic` would create (its mutations); none for one that exists already.
+fn mutations<B: Broker>(broker: &B, topic: &CreatableTopic) -> u32 {
+    if mutation_quota::partitions_of(broker, topic.name.0.as_str()).is_some() {
+        return 0;
+    }
+    let partitions = match (topic.num_partitions, topic.assignments.len()) {
+        (-1, 0) => broker.config().default_partitions,
+        (-1, n) => i32::try_from(n).unwrap_or(i32::MAX),
+        (n, _) => n,
+    };
+    u32::try_from(partitions).unwrap_or(0)
 }
 
 /// Answer CreateTopics (in a cluster: decided by the controller, [`crate::cluster::admin`]).

@@ -7,6 +7,7 @@ use rill_protocol::kafka_protocol::messages::{DeleteTopicsRequest, DeleteTopicsR
 use rill_protocol::ErrorCode;
 use uuid::Uuid;
 
+use super::mutation_quota::{self, Gate};
 use super::{message_bytes, topic_name, Broker};
 use crate::partition::ops::PartitionOp;
 
@@ -14,9 +15,48 @@ use crate::partition::ops::PartitionOp;
 pub async fn serve<B: Broker>(
     broker: &B,
     cx: super::RequestContext<'_>,
-    request: rill_protocol::kafka_protocol::messages::DeleteTopicsRequest,
+    mut request: rill_protocol::kafka_protocol::messages::DeleteTopicsRequest,
 ) -> super::Answer {
-    super::Answer::body(handle(broker, cx.version, &request).await)
+    // KIP-599: strict from v5, whose clients know THROTTLING_QUOTA_EXCEEDED.
+    let Some(mut gate) = Gate::open(broker, &cx, cx.version >= 5, false) else {
+        return super::Answer::body(handle(broker, cx.version, &request).await);
+    };
+    let mut refused = Vec::new();
+    let mut ask = |name: Option<String>, id: Uuid| {
+        // The partitions deleted; none for an unknown topic (which fails on its own).
+        let name = name.or_else(|| mutation_quota::name_of(broker, id));
+        let Some(name) = name else { return true };
+        let partitions = mutation_quota::partitions_of(broker, &name).unwrap_or(0);
+        if gate.admit(&name, u32::try_from(partitions).unwrap_or(0)) {
+            return true;
+        }
+        let (code, message) = mutation_quota::throttled();
+        let id = if cx.version >= 6 { id } else { Uuid::nil() };
+        refused.push(
+            DeletableTopicResult::default()
+                .with_name(Some(topic_name(&name)))
+                .with_topic_id(id)
+                .with_error_code(code)
+                .with_error_message((cx.version >= 5).then(|| message_bytes(message))),
+        );
+        false
+    };
+    request
+        .topic_names
+        .retain(|n| ask(Some(n.0.as_str().to_string()), Uuid::nil()));
+    request.topics.retain(|t| {
+        let name = t.name.as_ref().map(|n| n.0.as_str().to_string());
+        ask(name, t.topic_id)
+    });
+    let mut response = handle(broker, cx.version, &request).await;
+    for result in response.responses.iter().filter(|r| r.error_code != 0) {
+        if let Some(name) = &result.name {
+            gate.failed(name.0.as_str());
+        }
+    }
+    response.responses.extend(refused);
+    response.throttle_time_ms = response.throttle_time_ms.max(gate.finish());
+    super::Answer::body(response)
 }
 
 /// Answer DeleteTopics (names in v0-5, names or ids in v6+).

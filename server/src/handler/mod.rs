@@ -108,6 +108,7 @@ pub mod list_offsets;
 pub mod list_partition_reassignments;
 pub mod list_transactions;
 pub mod metadata;
+pub mod mutation_quota;
 pub mod offset_commit;
 pub mod offset_delete;
 pub mod offset_fetch;

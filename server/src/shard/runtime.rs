@@ -212,7 +212,10 @@ pub fn run(mut config: BrokerConfig, stop: Arc<AtomicBool>) -> anyhow::Result<()
     let (running, finished) = mpsc::channel::<()>();
     let ends = ShardEnds::all(&config);
     let connections = ConnectionQuotas::new(config.connection_quota_limits());
-    let client_rates = Arc::new(ClientRates::new(config.quota_window));
+    let client_rates = Arc::new(
+        ClientRates::new(config.quota_window)
+            .with_controller_window(config.controller_quota_window),
+    );
     let shared = Shared {
         config: &config,
         registry: &registry,

@@ -56,7 +56,7 @@ PROPS
 "$RILL_BIN" --admin-listen "127.0.0.1:$(free_port)" --shards 1 --config "$dir/rill.properties" \
     > "$dir/rill.log" 2>&1 &
 rill_pid=$!
-until grep -q "all shards listening" "$dir/rill.log"; do
+until grep -qs "all shards listening" "$dir/rill.log"; do
     kill -0 "$rill_pid" 2>/dev/null || { tail -20 "$dir/rill.log"; echo "rill exited at start" >&2; exit 1; }
     sleep 0.1
 done

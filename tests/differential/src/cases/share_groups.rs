@@ -3,6 +3,9 @@
 //! ShareAcknowledge (no session, a wrong epoch, acknowledgements on an opening fetch, a
 //! ShareAcknowledge that would open a session), on an empty topic (no record timing involved).
 
+use std::time::{Duration, Instant};
+
+use anyhow::bail;
 use rill_protocol::kafka_protocol::messages::alter_share_group_offsets_request::{
     AlterShareGroupOffsetsRequestPartition, AlterShareGroupOffsetsRequestTopic,
 };
@@ -233,7 +236,9 @@ fn offsets(pair: &mut Pair) -> anyhow::Result<()> {
             ]),
         )
     };
-    for version in pair.versions(ApiKey::DescribeShareGroupOffsets) {
+    let versions = pair.versions(ApiKey::DescribeShareGroupOffsets);
+    wait_group_coordinator_knows(pair, *versions.end(), &|_| describe(Some(vec![0])))?;
+    for version in versions {
         pair.both(version, |_| describe(Some(vec![0])))?;
         pair.both(version, |_| describe(None))?;
     }
@@ -267,4 +272,38 @@ fn offsets(pair: &mut Pair) -> anyhow::Result<()> {
         pair.both(version, |_| describe(Some(vec![0])))?;
     }
     Ok(())
+}
+
+/// How long Kafka's group coordinator may take to see a topic its broker already serves.
+const COORDINATOR_IMAGE_TIMEOUT: Duration = Duration::from_secs(20);
+
+/// Waits (not compared) until Kafka's answer to `describe` names the topic by its id. Kafka's
+/// group coordinator reads topics from its own copy of the metadata image, published a moment
+/// after the broker's Metadata shows the topic; in that window it answers the zero id.
+fn wait_group_coordinator_knows(
+    pair: &mut Pair,
+    version: i16,
+    describe: &impl Fn(&Side) -> RequestKind,
+) -> anyhow::Result<()> {
+    let deadline = Instant::now() + COORDINATOR_IMAGE_TIMEOUT;
+    loop {
+        let [kafka, _] = pair.send(version, describe)?;
+        let known = match response(&kafka) {
+            Some(ResponseKind::DescribeShareGroupOffsets(r)) => r
+                .groups
+                .iter()
+                .flat_map(|g| &g.topics)
+                .all(|t| !t.topic_id.is_nil()),
+            _ => false,
+        };
+        if known {
+            return Ok(());
+        }
+        if Instant::now() > deadline {
+            bail!(
+                "Kafka's group coordinator did not see the topic in {COORDINATOR_IMAGE_TIMEOUT:?}"
+            );
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
 }

@@ -29,6 +29,9 @@ use uuid::Uuid;
 pub const PARTITIONS_PER_TOPIC_MAX: i32 = 10_000;
 /// Producer ids are reserved on disk this many at a time, so InitProducerId rarely writes.
 pub const PRODUCER_ID_BLOCK: i64 = 1000;
+/// A single node reserves the next block once no more than this many reserved ids are left, so
+/// the write lands before the ids run out and InitProducerId never waits for a disk.
+const PRODUCER_ID_REFILL_MARK: i64 = PRODUCER_ID_BLOCK / 2;
 
 const META_DIR: &str = ".rill-meta";
 const META_FILE: &str = "topics.json";
@@ -72,9 +75,10 @@ pub enum TopicError {
     /// KAFKA_STORAGE_ERROR (56): the metadata file could not be written.
     #[error("metadata write failed: {0}")]
     Io(#[from] std::io::Error),
-    /// COORDINATOR_NOT_AVAILABLE (15, retriable): in a cluster, no producer-id block has come
-    /// from the controller yet.
-    #[error("waiting for a block of producer ids from the controller")]
+    /// COORDINATOR_NOT_AVAILABLE (15, retriable): no producer id is reserved right now (in a
+    /// cluster, no block has come from the controller yet; on a single node, the next block's
+    /// write to `topics.json` has not finished).
+    #[error("waiting for the next block of producer ids")]
     ProducerIdsPending,
 }
 
@@ -172,7 +176,10 @@ impl BrokerConfigs {
 #[derive(Debug)]
 struct ProducerIds {
     next: i64,
+    /// Ids below this are reserved durably in `topics.json` (a single node's counter).
     reserved_until: i64,
+    /// A thread is writing the next reservation (at most one at a time).
+    refilling: bool,
     /// In a cluster: blocks the controller handed this broker, oldest first (ids are unique
     /// across brokers only if they come from the metadata log). `None` on a single node.
     blocks: Option<std::collections::VecDeque<std::ops::Range<i64>>>,
@@ -233,11 +240,17 @@ impl TopicRegistry {
                 format!("unsupported metadata format {}", document.format_version),
             ));
         }
+        // The first block is reserved by the write every open makes anyway, so the first
+        // InitProducerId after a start does not write (a cluster's brokers use blocks instead).
+        let mut document = document;
+        let next_producer_id = document.producer_id_reserved_until;
+        document.producer_id_reserved_until = next_producer_id + PRODUCER_ID_BLOCK;
         let registry = Self {
             dir,
             producer_ids: Mutex::new(ProducerIds {
-                next: document.producer_id_reserved_until,
+                next: next_producer_id,
                 reserved_until: document.producer_id_reserved_until,
+                refilling: false,
                 blocks: None,
             }),
             document: RwLock::new(document),
@@ -511,8 +524,11 @@ impl TopicRegistry {
     }
 
     /// A producer id never handed out before, even across restarts (in a cluster: by any
-    /// broker, see [`Self::add_producer_id_block`]).
-    pub fn allocate_producer_id(&self) -> Result<ProducerId, TopicError> {
+    /// broker, see [`Self::add_producer_id_block`]). Never blocks: shard threads call it, and
+    /// a single node's next reservation is written by a thread of its own (see
+    /// [`PRODUCER_ID_REFILL_MARK`]); if the ids run out before it lands, the answer is
+    /// [`TopicError::ProducerIdsPending`] (retriable) rather than a stalled shard.
+    pub fn allocate_producer_id(self: &Arc<Self>) -> Result<ProducerId, TopicError> {
         let mut ids = self.producer_ids.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(blocks) = &mut ids.blocks {
             while let Some(block) = blocks.front_mut() {
@@ -523,18 +539,59 @@ impl TopicRegistry {
             }
             return Err(TopicError::ProducerIdsPending);
         }
-        if ids.next >= ids.reserved_until {
+        let id = (ids.next < ids.reserved_until).then_some(ids.next);
+        if id.is_some() {
+            ids.next += 1;
+        }
+        assert!(
+            ids.next <= ids.reserved_until,
+            "ids handed out are reserved"
+        );
+        let refill = !ids.refilling && ids.reserved_until - ids.next <= PRODUCER_ID_REFILL_MARK;
+        ids.refilling |= refill;
+        drop(ids);
+        if refill {
+            self.spawn_producer_id_refill();
+        }
+        id.map(ProducerId).ok_or(TopicError::ProducerIdsPending)
+    }
+
+    /// Starts the thread that reserves the next block (the caller set `refilling`).
+    fn spawn_producer_id_refill(self: &Arc<Self>) {
+        let registry = Arc::clone(self);
+        let spawned = std::thread::Builder::new()
+            .name("rill-producer-ids".into())
+            .spawn(move || registry.refill_producer_ids());
+        if let Err(e) = spawned {
+            tracing::error!(error = %e, "cannot start the producer-id reservation thread");
+            self.producer_ids
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .refilling = false;
+        }
+    }
+
+    /// Reserves the next [`PRODUCER_ID_BLOCK`] ids durably, then lets them be handed out.
+    fn refill_producer_ids(&self) {
+        let written = {
             let _guard = self.write_lock.lock().unwrap_or_else(|e| e.into_inner());
             let mut next = self.read().clone();
-            next.producer_id_reserved_until = ids.reserved_until + PRODUCER_ID_BLOCK;
+            next.producer_id_reserved_until += PRODUCER_ID_BLOCK;
             let reserved_until = next.producer_id_reserved_until;
-            self.commit(next)?;
-            ids.reserved_until = reserved_until;
+            self.commit(next).map(|()| reserved_until)
+        };
+        let mut ids = self.producer_ids.lock().unwrap_or_else(|e| e.into_inner());
+        ids.refilling = false;
+        match written {
+            Ok(reserved_until) => {
+                assert!(
+                    reserved_until > ids.reserved_until,
+                    "reservations only grow"
+                );
+                ids.reserved_until = reserved_until;
+            }
+            Err(e) => tracing::error!(error = %e, "cannot reserve producer ids"),
         }
-        let id = ids.next;
-        ids.next += 1;
-        assert!(ids.next <= ids.reserved_until);
-        Ok(ProducerId(id))
     }
 
     /// Cluster mode: from now on producer ids come only from blocks the controller allocated.
@@ -738,21 +795,75 @@ mod tests {
     #[test]
     fn producer_ids_are_never_reused_across_restart() {
         let dir = tempfile::tempdir().unwrap();
-        let reg = TopicRegistry::open(dir.path()).unwrap();
+        let reg = Arc::new(TopicRegistry::open(dir.path()).unwrap());
         let first: Vec<i64> = (0..3)
             .map(|_| reg.allocate_producer_id().unwrap().0)
             .collect();
         assert_eq!(first, vec![0, 1, 2]);
         drop(reg);
-        let reg = TopicRegistry::open(dir.path()).unwrap();
+        let reg = Arc::new(TopicRegistry::open(dir.path()).unwrap());
         let next = reg.allocate_producer_id().unwrap().0;
         assert!(next > 2, "reused producer id {next}");
+    }
+
+    /// Waits (bounded) until `reg` hands out an id again after running out.
+    fn next_id_once_refilled(reg: &Arc<TopicRegistry>) -> i64 {
+        for _ in 0..1000 {
+            match reg.allocate_producer_id() {
+                Ok(id) => return id.0,
+                Err(TopicError::ProducerIdsPending) => {
+                    std::thread::sleep(std::time::Duration::from_millis(5))
+                }
+                Err(e) => panic!("{e}"),
+            }
+        }
+        panic!("the producer-id refill never landed");
+    }
+
+    #[test]
+    fn allocating_producer_ids_never_waits_for_the_metadata_write() {
+        let dir = tempfile::tempdir().unwrap();
+        let reg = Arc::new(TopicRegistry::open(dir.path()).unwrap());
+        // A slow topics.json commit in progress (as a CreateTopics on a blocking thread holds
+        // it): the block reserved at open is handed out regardless, then the answer is a
+        // retriable refusal, not a wait.
+        let commit_in_progress = reg.write_lock.lock().unwrap();
+        let block: Vec<i64> = (0..PRODUCER_ID_BLOCK)
+            .map(|_| reg.allocate_producer_id().unwrap().0)
+            .collect();
+        assert_eq!(block, (0..PRODUCER_ID_BLOCK).collect::<Vec<_>>());
+        assert!(matches!(
+            reg.allocate_producer_id(),
+            Err(TopicError::ProducerIdsPending)
+        ));
+        drop(commit_in_progress);
+        assert_eq!(next_id_once_refilled(&reg), PRODUCER_ID_BLOCK);
+        // Each refill is durable before its ids go out: none comes back after a restart.
+        let mut last = 0;
+        for _ in 0..3 * PRODUCER_ID_BLOCK {
+            last = next_id_once_refilled(&reg);
+        }
+        assert_eq!(last, 4 * PRODUCER_ID_BLOCK);
+        drop(reg);
+        let reg = Arc::new(TopicRegistry::open(dir.path()).unwrap());
+        assert!(reg.allocate_producer_id().unwrap().0 > last);
+    }
+
+    #[test]
+    fn a_start_reserves_the_first_block_in_its_own_write() {
+        let dir = tempfile::tempdir().unwrap();
+        let reg = Arc::new(TopicRegistry::open(dir.path()).unwrap());
+        assert_eq!(reg.read().producer_id_reserved_until, PRODUCER_ID_BLOCK);
+        assert_eq!(reg.allocate_producer_id().unwrap().0, 0);
+        drop(reg);
+        let reg = TopicRegistry::open(dir.path()).unwrap();
+        assert_eq!(reg.read().producer_id_reserved_until, 2 * PRODUCER_ID_BLOCK);
     }
 
     #[test]
     fn cluster_mode_takes_topics_and_producer_ids_from_the_controller() {
         let dir = tempfile::tempdir().unwrap();
-        let reg = TopicRegistry::open(dir.path()).unwrap();
+        let reg = Arc::new(TopicRegistry::open(dir.path()).unwrap());
         reg.use_producer_id_blocks();
         assert!(matches!(
             reg.allocate_producer_id(),

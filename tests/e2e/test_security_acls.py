@@ -340,3 +340,49 @@ def until_gone(acl: AclBroker, topic: str) -> bool:
             return True
         time.sleep(0.2)
     return False
+
+
+def kip848_run(config: dict, group: str, subscription: list[str], seconds: float):
+    """A KIP-848 member (`group.protocol=consumer`) of `group` for `seconds`: the topics it was
+    ever assigned, the values it read and the first error it was given."""
+    import time
+    c = Consumer({**config, "group.id": group, "group.protocol": "consumer",
+                  "auto.offset.reset": "earliest", "enable.auto.commit": False})
+    c.subscribe(subscription)
+    assigned, got, error = set(), [], None
+    deadline = time.monotonic() + seconds
+    try:
+        while time.monotonic() < deadline and error is None:
+            m = c.poll(0.2)
+            assigned |= {tp.topic for tp in c.assignment()}
+            if m is None:
+                continue
+            if m.error() is None:
+                got.append((m.topic(), m.value()))
+            elif m.error().code() != KafkaError._PARTITION_EOF:
+                error = m.error().code()
+    finally:
+        c.close()
+    return assigned, got, error
+
+
+def test_a_regex_subscription_is_assigned_only_the_topics_its_member_may_describe(acl):
+    """KIP-848 regex subscriptions are resolved by the group coordinator, which keeps only the
+    matches the member's principal may DESCRIBE (Kafka's GroupMetadataManager
+    `filterTopicDescribeAuthorizedTopics`). Rill resolved a regex against every topic, so a user
+    with READ on one topic was assigned and read another it has no ACL on. A name subscription
+    to such a topic is refused whole, TOPIC_AUTHORIZATION_FAILED, as Kafka's KafkaApis does."""
+    prefix = unique("rx")
+    mine, hidden, g = f"{prefix}-mine", f"{prefix}-hidden", unique("g")
+    make_topics(acl, mine, hidden)
+    for topic in (mine, hidden):
+        assert produce(acl.config("admin"), topic, 2) == [None, None]
+    create(acl.admin(), [binding(ResourceType.TOPIC, mine, "User:alice", AclOperation.READ),
+                         binding(ResourceType.GROUP, g, "User:alice", AclOperation.READ)])
+    alice = acl.config("alice")
+    assigned, got, error = kip848_run(alice, g, [f"^{prefix}-.*"], seconds=8)
+    assert error is None
+    assert assigned == {mine}, assigned
+    assert sorted(got) == [(mine, b"m0"), (mine, b"m1")], got
+    _, got, error = kip848_run(alice, g, [mine, hidden], seconds=8)
+    assert (got, error) == ([], KafkaError.TOPIC_AUTHORIZATION_FAILED)

@@ -130,6 +130,19 @@ pub fn cluster_denied(api: ApiKey, version: i16, body: &RequestKind) -> Answer {
     }
 }
 
+/// ConsumerGroupHeartbeat past its group's READ: as Kafka's KafkaApis, every subscribed name
+/// must be DESCRIBE-able or the whole heartbeat is refused (a regex's matches are filtered by
+/// the handler instead).
+fn consumer_group_heartbeat(access: &Access<'_>, r: ConsumerGroupHeartbeatRequest) -> Checked {
+    let mut names = r.subscribed_topic_names.iter().flatten();
+    if names.any(|t| !access.topic(Operation::Describe, t)) {
+        return Err(Box::new(Answer::body(
+            ConsumerGroupHeartbeatResponse::default().with_error_code(TOPIC.code()),
+        )));
+    }
+    Ok((RequestKind::ConsumerGroupHeartbeat(r), Refused::Nothing))
+}
+
 /// The request with what `access` may not touch taken out, or the whole request's answer.
 pub fn check(access: &Access<'_>, version: i16, body: RequestKind) -> Checked {
     use Operation::*;
@@ -163,8 +176,8 @@ pub fn check(access: &Access<'_>, version: i16, body: RequestKind) -> Checked {
         RequestKind::LeaveGroup(r) => group(ApiKey::LeaveGroup, &r.group_id, Read)
             .and_then(|()| kind(RequestKind::LeaveGroup(r))),
         RequestKind::ConsumerGroupHeartbeat(r) => {
-            group(ApiKey::ConsumerGroupHeartbeat, &r.group_id, Read)
-                .and_then(|()| kind(RequestKind::ConsumerGroupHeartbeat(r)))
+            group(ApiKey::ConsumerGroupHeartbeat, &r.group_id, Read)?;
+            consumer_group_heartbeat(access, r)
         }
         RequestKind::DeleteGroups(mut r) => {
             let (kept, refused) = split(std::mem::take(&mut r.groups_names), |g| {

@@ -8,6 +8,7 @@
 //! (`__consumer_offsets`, `__transaction_state`), as Kafka's `refreshRegularExpressions` matches a
 //! regex against every topic of its metadata image and a name subscription resolves there too.
 
+use rill_metadata::acl::Operation;
 use rill_protocol::kafka_protocol::messages::consumer_group_heartbeat_response::{
     Assignment, TopicPartitions,
 };
@@ -16,6 +17,7 @@ use rill_protocol::kafka_protocol::messages::{
 };
 use rill_protocol::ErrorCode;
 
+use super::authz::Access;
 use super::{message_bytes, str_bytes, Broker};
 use crate::group::consumer::{compile_regex, Assignor, STATIC_LEAVE_EPOCH};
 use crate::group::ops::{ConsumerHeartbeatArgs, ConsumerHeartbeatResult, TopicInfo};
@@ -28,13 +30,16 @@ pub async fn serve<B: Broker>(
     request: ConsumerGroupHeartbeatRequest,
 ) -> super::Answer {
     let host = super::client_host(cx.session);
-    super::Answer::body(handle(broker, cx.version, cx.client_id, &host, request).await)
+    let access = super::authz::access(broker, cx.session);
+    super::Answer::body(handle(broker, &access, cx.version, cx.client_id, &host, request).await)
 }
 
 /// Answer ConsumerGroupHeartbeat. `client_host` is the connection's peer as Kafka writes it
-/// ("/127.0.0.1"; ConsumerGroupDescribe shows it).
+/// ("/127.0.0.1"; ConsumerGroupDescribe shows it); `access` decides which topics a regex may
+/// match.
 pub async fn handle<B: Broker>(
     broker: &B,
+    access: &Access<'_>,
     version: i16,
     client_id: &str,
     client_host: &str,
@@ -44,7 +49,7 @@ pub async fn handle<B: Broker>(
         Err(refused) => refused,
         Ok(()) => {
             let group_id = req.group_id.0.to_string();
-            let args = args(broker, version, client_id, client_host, req);
+            let args = args(broker, access, version, client_id, client_host, req);
             match broker
                 .group(&group_id, GroupOp::ConsumerHeartbeat(Box::new(args)))
                 .await
@@ -145,9 +150,12 @@ fn check<B: Broker>(
 }
 
 /// The request as the group's state machine takes it, with every topic to resolve against
-/// (registered and internal: a regex naming `__consumer_offsets` is assigned it, as in Kafka).
+/// (registered and internal: a regex naming `__consumer_offsets` is assigned it, as in Kafka)
+/// that the member's principal may DESCRIBE: Kafka's `filterTopicDescribeAuthorizedTopics`,
+/// applied with the context of the heartbeat that resolves the group's subscriptions.
 fn args<B: Broker>(
     broker: &B,
+    access: &Access<'_>,
     version: i16,
     client_id: &str,
     client_host: &str,
@@ -158,6 +166,7 @@ fn args<B: Broker>(
         .list()
         .into_iter()
         .chain(broker.internal_topics())
+        .filter(|(name, _)| access.topic(Operation::Describe, name))
         .map(|(name, meta)| TopicInfo {
             name,
             id: meta.id,

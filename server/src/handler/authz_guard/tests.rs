@@ -380,3 +380,38 @@ fn group_and_cluster_operations_report_what_the_principal_may_do() {
     // ALTER implies DESCRIBE (bits 7 and 8).
     assert_eq!(alter.cluster_operations(), 1 << 7 | 1 << 8);
 }
+
+#[test]
+fn a_consumer_group_heartbeat_naming_a_topic_it_may_not_describe_is_refused_whole() {
+    let config = AuthorizerConfig::default();
+    let access = alice(
+        &config,
+        &[
+            allow(ResourceType::Group, "g", Operation::Read),
+            allow(ResourceType::Topic, "seen", Operation::Read),
+        ],
+    );
+    let heartbeat = |names: Option<Vec<&str>>, regex: Option<&str>| {
+        RequestKind::ConsumerGroupHeartbeat(
+            ConsumerGroupHeartbeatRequest::default()
+                .with_group_id(GroupId(crate::handler::str_bytes("g")))
+                .with_subscribed_topic_names(
+                    names.map(|n| n.into_iter().map(crate::handler::topic_name).collect()),
+                )
+                .with_subscribed_topic_regex(regex.map(crate::handler::str_bytes)),
+        )
+    };
+    let served = |body| authz_filter::check(&access, 1, body).is_ok();
+    assert!(served(heartbeat(Some(vec!["seen"]), None)));
+    // A regex is let through: its matches are filtered when the handler resolves it.
+    assert!(served(heartbeat(None, Some("s.*"))));
+    let Err(answer) =
+        authz_filter::check(&access, 1, heartbeat(Some(vec!["seen", "hidden"]), None))
+    else {
+        panic!("a subscription to a hidden topic was served")
+    };
+    let Answer::Body(ResponseKind::ConsumerGroupHeartbeat(r)) = *answer else {
+        panic!()
+    };
+    assert_eq!(r.error_code, ErrorCode::TopicAuthorizationFailed.code());
+}

@@ -57,6 +57,10 @@ pub enum Refused {
 /// answer is large).
 pub type Checked = Result<(RequestKind, Refused), Box<Answer>>;
 
+/// Kafka's message for a described group whose members hold a topic the caller may not
+/// DESCRIBE (KafkaApis' ConsumerGroupDescribe and ShareGroupDescribe): the group is not shown.
+pub const HIDDEN_TOPICS: &str =
+    "The group has described topic(s) that the client is not authorized to describe.";
 const TOPIC: ErrorCode = ErrorCode::TopicAuthorizationFailed;
 const GROUP: ErrorCode = ErrorCode::GroupAuthorizationFailed;
 const TXN: ErrorCode = ErrorCode::TransactionalIdAuthorizationFailed;
@@ -666,10 +670,27 @@ fn filter_answer(access: &Access<'_>, body: ResponseKind) -> ResponseKind {
             ResponseKind::DescribeGroups(r)
         }
         ResponseKind::ConsumerGroupDescribe(mut r) => {
-            for g in r.groups.iter_mut().filter(|g| !describe_group(&g.group_id)) {
-                *g = consumer_group_describe_response::DescribedGroup::default()
-                    .with_group_id(g.group_id.clone())
-                    .with_error_code(GROUP.code());
+            use consumer_group_describe_response::DescribedGroup;
+            for g in r.groups.iter_mut() {
+                if !describe_group(&g.group_id) {
+                    *g = DescribedGroup::default()
+                        .with_group_id(g.group_id.clone())
+                        .with_error_code(GROUP.code());
+                    continue;
+                }
+                let mut topics = g.members.iter().flat_map(|m| {
+                    m.assignment
+                        .topic_partitions
+                        .iter()
+                        .chain(&m.target_assignment.topic_partitions)
+                        .map(|t| &t.topic_name)
+                });
+                if topics.any(|t| !describe_topic(t)) {
+                    *g = DescribedGroup::default()
+                        .with_group_id(g.group_id.clone())
+                        .with_error_code(TOPIC.code())
+                        .with_error_message(Some(StrBytes::from_static_str(HIDDEN_TOPICS)));
+                }
             }
             ResponseKind::ConsumerGroupDescribe(r)
         }

@@ -213,14 +213,28 @@ fn patch_described(access: &Access<'_>, refused: Refused, body: ResponseKind) ->
     use Operation::*;
     match (refused, body) {
         (Refused::FilterAnswer, ResponseKind::ShareGroupDescribe(mut r)) => {
-            for g in r
-                .groups
-                .iter_mut()
-                .filter(|g| !access.group(Describe, &g.group_id))
-            {
-                *g = share_group_describe_response::DescribedGroup::default()
-                    .with_group_id(g.group_id.clone())
-                    .with_error_code(GROUP.code());
+            use share_group_describe_response::DescribedGroup;
+            for g in r.groups.iter_mut() {
+                if !access.group(Describe, &g.group_id) {
+                    *g = DescribedGroup::default()
+                        .with_group_id(g.group_id.clone())
+                        .with_error_code(GROUP.code());
+                    continue;
+                }
+                let mut topics = g
+                    .members
+                    .iter()
+                    .flat_map(|m| m.assignment.topic_partitions.iter().map(|t| &t.topic_name));
+                if topics.any(|t| !access.topic(Describe, t)) {
+                    *g = DescribedGroup::default()
+                        .with_group_id(g.group_id.clone())
+                        .with_error_code(TOPIC.code())
+                        .with_error_message(Some(
+                            rill_protocol::kafka_protocol::protocol::StrBytes::from_static_str(
+                                super::authz_filter::HIDDEN_TOPICS,
+                            ),
+                        ));
+                }
             }
             ResponseKind::ShareGroupDescribe(r)
         }

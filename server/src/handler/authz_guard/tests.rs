@@ -415,3 +415,53 @@ fn a_consumer_group_heartbeat_naming_a_topic_it_may_not_describe_is_refused_whol
     };
     assert_eq!(r.error_code, ErrorCode::TopicAuthorizationFailed.code());
 }
+
+#[test]
+fn a_described_group_holding_a_topic_the_caller_may_not_describe_is_not_shown() {
+    use consumer_group_describe_response::{Assignment, DescribedGroup, Member, TopicPartitions};
+    let config = AuthorizerConfig::default();
+    let access = alice(
+        &config,
+        &[
+            allow(ResourceType::Group, "g", Operation::Describe),
+            allow(ResourceType::Group, "h", Operation::Describe),
+            allow(ResourceType::Topic, "seen", Operation::Describe),
+        ],
+    );
+    let holding = |topic: &str| {
+        Assignment::default().with_topic_partitions(vec![TopicPartitions::default()
+            .with_topic_name(crate::handler::topic_name(topic))
+            .with_partitions(vec![0])])
+    };
+    let group = |id: &str, assigned: &str, target: &str| {
+        DescribedGroup::default()
+            .with_group_id(GroupId(crate::handler::str_bytes(id)))
+            .with_members(vec![Member::default()
+                .with_assignment(holding(assigned))
+                .with_target_assignment(holding(target))])
+    };
+    let answer = ConsumerGroupDescribeResponse::default().with_groups(vec![
+        group("g", "seen", "seen"),
+        // Only the target assignment names the hidden topic: hidden all the same.
+        group("h", "seen", "hidden"),
+    ]);
+    let Answer::Body(ResponseKind::ConsumerGroupDescribe(r)) = patch(
+        &access,
+        authz_filter::Refused::FilterAnswer,
+        0,
+        Answer::body(answer),
+    ) else {
+        panic!()
+    };
+    assert_eq!(r.groups[0].error_code, 0);
+    assert_eq!(r.groups[0].members.len(), 1);
+    assert_eq!(
+        r.groups[1].error_code,
+        ErrorCode::TopicAuthorizationFailed.code()
+    );
+    assert!(r.groups[1].members.is_empty());
+    assert_eq!(
+        r.groups[1].error_message.as_deref(),
+        Some(authz_filter::HIDDEN_TOPICS)
+    );
+}

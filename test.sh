@@ -228,6 +228,9 @@ if [ $# = 0 ] && [ "$jepsen_seconds" != 0 ]; then
     step "Jepsen-style partitions, ${jepsen_seconds}s of faults (tests/jepsen)"
     (cd tests/jepsen && "$ROOT/.venv/bin/python" -m pytest -q -p no:cacheprovider test_checker.py) \
         || failed+=("jepsen checker tests")
+    # Scripted partitions with exact expectations (issue 32 item 5), one cluster, ~30 s.
+    (cd tests/jepsen && $SUDO env RILL_BIN="$RILL_BIN" "$ROOT/.venv/bin/python" -m pytest -q \
+        -p no:cacheprovider test_partition_scenarios.py) || failed+=("jepsen partition scenarios")
     $SUDO env RILL_BIN="$RILL_BIN" CARGO_TARGET_DIR="$target_dir" tests/jepsen/run.sh \
         --workload both --duration "$jepsen_seconds" || failed+=("jepsen")
 fi

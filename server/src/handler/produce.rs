@@ -287,8 +287,9 @@ async fn plan_request<B: Broker>(
     for topic in topics {
         let name = topic.name;
         let meta = topic_or_auto_create(broker, &name, true).await;
+        // Parsed once per config change on this shard, not per request.
         let settings = meta.as_ref().ok().map(|m| {
-            TopicSettings::of_topic(broker.config(), broker.topics(), &m.configs).map_err(|e| {
+            broker.topic_settings(&name, m).map_err(|e| {
                 tracing::error!(topic = name, error = %e, "stored topic config is invalid");
                 Refusal::from(ErrorCode::InvalidConfig)
             })
@@ -566,6 +567,63 @@ mod tests {
         });
         let r = answer(&broker, 9, request("t", 0, Some(batch(20)), 1));
         assert_eq!(error_of(&r), 10);
+    }
+
+    fn configs(pairs: &[(&str, &str)]) -> std::collections::BTreeMap<String, String> {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    #[test]
+    fn a_changed_topic_config_is_seen_by_the_very_next_produce() {
+        let broker = FakeBroker::new();
+        let big = || request("t", 0, Some(batch(20)), 1);
+        assert_eq!(error_of(&answer(&broker, 9, big())), 0, "auto-created");
+        assert_eq!(error_of(&answer(&broker, 9, big())), 0, "cached");
+        let small = configs(&[("max.message.bytes", "100")]);
+        broker
+            .topics()
+            .set_topic_configs("t", |_| Ok(small))
+            .unwrap();
+        assert_eq!(error_of(&answer(&broker, 9, big())), 10);
+        broker
+            .topics()
+            .set_topic_configs("t", |_| Ok(configs(&[])))
+            .unwrap();
+        assert_eq!(error_of(&answer(&broker, 9, big())), 0);
+    }
+
+    #[test]
+    fn a_changed_broker_default_the_topic_inherits_is_seen_by_the_very_next_produce() {
+        let broker = FakeBroker::new();
+        let big = || request("t", 0, Some(batch(20)), 1);
+        assert_eq!(error_of(&answer(&broker, 9, big())), 0);
+        let default = crate::topics::CLUSTER_DEFAULT_RESOURCE;
+        let small = configs(&[("message.max.bytes", "100")]);
+        broker
+            .topics()
+            .set_broker_configs(default, |_| Ok(small))
+            .unwrap();
+        assert_eq!(error_of(&answer(&broker, 9, big())), 10);
+        // A topic's own config overrides the broker's default.
+        let own = configs(&[("max.message.bytes", "100000")]);
+        broker.topics().set_topic_configs("t", |_| Ok(own)).unwrap();
+        assert_eq!(error_of(&answer(&broker, 9, big())), 0);
+    }
+
+    #[test]
+    fn a_deleted_and_recreated_topic_is_not_served_stale_settings() {
+        let broker = FakeBroker::new();
+        let big = || request("t", 0, Some(batch(20)), 1);
+        let small = configs(&[("max.message.bytes", "100")]);
+        broker.topics().create("t", 1, small).unwrap();
+        assert_eq!(error_of(&answer(&broker, 9, big())), 10);
+        broker.topics().delete("t").unwrap();
+        broker.topics().create("t", 1, configs(&[])).unwrap();
+        assert_eq!(error_of(&answer(&broker, 9, big())), 0);
+        assert_eq!(broker.settings.len(), 1, "one entry per topic name");
     }
 
     /// A request frame as the connection hands it over (an allocation of its own), and the

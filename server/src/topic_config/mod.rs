@@ -17,6 +17,7 @@
 //! produce-time rules. Dynamic layers live in the topic registry and every change bumps its
 //! config generation, which open partitions watch to apply changes live.
 
+pub mod cache;
 pub mod defs;
 
 use std::collections::BTreeMap;

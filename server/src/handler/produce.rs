@@ -30,6 +30,7 @@
 //! its coordinator first (`produce_txn.rs`); control batches from clients are refused by the
 //! log (INVALID_RECORD).
 
+use std::rc::Rc;
 use std::time::{Duration, Instant};
 
 use bytes::{Buf, Bytes, BytesMut};
@@ -166,7 +167,8 @@ pub async fn handle<B: Broker>(
 
 /// One topic of a Produce request, its partitions' record bytes owned ([`owned_records`]).
 struct TopicRecords {
-    name: String,
+    /// Shared by its partitions' plans and answers (one copy of the name per topic).
+    name: Rc<str>,
     /// Partition index and records (`None` when absent or empty).
     partitions: Vec<(i32, Option<Received>)>,
 }
@@ -206,6 +208,8 @@ fn owned_records(topic_data: Vec<TopicProduceData>, frame: Bytes) -> Vec<TopicRe
         Elsewhere(Bytes),
         Nothing,
     }
+    /// A topic's name and where each of its partitions' records are.
+    type Located = (Rc<str>, Vec<(i32, At)>);
     let start = frame.as_ptr() as usize;
     let at = |records: Option<Bytes>| match records {
         Some(r) if r.is_empty() => At::Nothing,
@@ -219,10 +223,10 @@ fn owned_records(topic_data: Vec<TopicProduceData>, frame: Bytes) -> Vec<TopicRe
         }
         None => At::Nothing,
     };
-    let topics: Vec<(String, Vec<(i32, At)>)> = topic_data
+    let topics: Vec<Located> = topic_data
         .into_iter()
         .map(|topic| {
-            let name = topic.name.0.as_str().to_string();
+            let name = Rc::from(topic.name.0.as_str());
             let partitions = topic
                 .partition_data
                 .into_iter()
@@ -281,7 +285,7 @@ async fn plan_request<B: Broker>(
     version: i16,
     topics: Vec<TopicRecords>,
     acks: Option<Acks>,
-) -> Vec<(String, i32, Planned, bool)> {
+) -> Vec<(Rc<str>, i32, Planned, bool)> {
     let now = broker.wall_clock();
     let mut plans = Vec::new();
     for topic in topics {
@@ -290,7 +294,7 @@ async fn plan_request<B: Broker>(
         // Parsed once per config change on this shard, not per request.
         let settings = meta.as_ref().ok().map(|m| {
             broker.topic_settings(&name, m).map_err(|e| {
-                tracing::error!(topic = name, error = %e, "stored topic config is invalid");
+                tracing::error!(topic = &*name, error = %e, "stored topic config is invalid");
                 Refusal::from(ErrorCode::InvalidConfig)
             })
         });
@@ -349,7 +353,7 @@ type Outcome = Result<PartitionReply, Refusal>;
 /// The partition answers the transactional verification works on, with each refusal (its
 /// message and record errors) set aside by position to be put back into the response.
 fn set_refusals_aside(
-    outcomes: Vec<(String, i32, Outcome)>,
+    outcomes: Vec<(Rc<str>, i32, Outcome)>,
 ) -> (super::produce_txn::Results, Vec<Option<Refusal>>) {
     outcomes
         .into_iter()
@@ -363,7 +367,7 @@ fn set_refusals_aside(
         .unzip()
 }
 
-fn response(version: i16, results: Vec<(String, i32, Outcome)>) -> ProduceResponse {
+fn response(version: i16, results: Vec<(Rc<str>, i32, Outcome)>) -> ProduceResponse {
     let mut topics: Vec<TopicProduceResponse> = Vec::new();
     for (topic, index, outcome) in results {
         let mut partition = match outcome {
@@ -374,7 +378,9 @@ fn response(version: i16, results: Vec<(String, i32, Outcome)>) -> ProduceRespon
             partition.log_start_offset = -1; // not in the schema before v5
         }
         match topics.last_mut() {
-            Some(last) if last.name.0.as_str() == topic => last.partition_responses.push(partition),
+            Some(last) if last.name.0.as_str() == &*topic => {
+                last.partition_responses.push(partition)
+            }
             _ => topics.push(
                 TopicProduceResponse::default()
                     .with_name(super::topic_name(&topic))

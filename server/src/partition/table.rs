@@ -95,8 +95,9 @@ pub struct PartitionTable<S: Storage> {
     /// The shard's share of tiered storage, when the broker enables it.
     tier: Option<Rc<crate::tiered::tier::ShardTier>>,
     /// Topic settings parsed on this shard, per config change (Produce checks every batch
-    /// against them; opening a partition starts from them).
-    settings: SettingsCache,
+    /// against them; opening a partition starts from them, and its actor re-reads them on a
+    /// change: one parse per topic, not per partition).
+    settings: Rc<SettingsCache>,
 }
 
 impl<S: Storage + 'static> PartitionTable<S> {
@@ -129,7 +130,7 @@ impl<S: Storage + 'static> PartitionTable<S> {
             cluster: None,
             internal: RefCell::new(Vec::new()),
             tier: None,
-            settings: SettingsCache::default(),
+            settings: Rc::default(),
         }
     }
 
@@ -316,6 +317,7 @@ impl<S: Storage + 'static> PartitionTable<S> {
                 registry: self.registry.clone(),
                 broker: self.config.clone(),
                 generation,
+                settings: self.settings.clone(),
             },
             open_permits: self.open_permits.clone(),
             cluster: self.cluster.clone(),

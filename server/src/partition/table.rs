@@ -276,6 +276,8 @@ impl<S: Storage + 'static> PartitionTable<S> {
         deleting.then_some(Err(ErrorCode::UnknownTopicOrPartition))
     }
 
+    /// The running actor of a partition, starting it if the partition exists but is not open.
+    /// Existence is checked here only when it opens: an open actor's lookup is the map's.
     fn handle(&self, topic: &str, partition: i32) -> Result<Slot, ErrorCode> {
         if self.closed.get() {
             return Err(ErrorCode::KafkaStorageError);

@@ -19,6 +19,8 @@ use crate::cluster::view::ClusterView;
 use crate::config::BrokerConfig;
 use crate::group::ops::{GroupListing, GroupOp, GroupReply};
 use crate::partition::ops::{PartitionOp, PartitionReply};
+use crate::topic_config::cache::Settled;
+use crate::topic_config::TopicSettings;
 use crate::topics::{TopicError, TopicMeta, TopicRegistry};
 use crate::txn::ops::{TxnListFilter, TxnListing, TxnOp, TxnReply};
 
@@ -29,6 +31,12 @@ pub trait Broker {
     fn config(&self) -> &BrokerConfig;
     /// Durable topic metadata.
     fn topics(&self) -> &Arc<TopicRegistry>;
+    /// `name`'s settings on this broker ([`TopicSettings::of_topic`] of its current `meta`).
+    /// A shard parses them once per config change (`crate::topic_config::cache`).
+    fn topic_settings(&self, name: &str, meta: &Arc<TopicMeta>) -> Settled {
+        let _ = name; // only a cache needs it
+        TopicSettings::of_topic(self.config(), self.topics(), &meta.configs).map(Arc::new)
+    }
     /// Run `op` on the shard that owns the partition and return its answer.
     async fn partition(&self, topic: &str, partition: i32, op: PartitionOp) -> PartitionReply;
     /// The runtime's monotonic clock (long-poll deadlines); the same clock [`Broker::sleep`]

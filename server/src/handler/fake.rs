@@ -58,6 +58,8 @@ pub struct FakeBroker {
     pub appended_at: RefCell<Vec<usize>>,
     /// The Fetch budget (`rill.shard.fetch.bytes.max`), if a test sets one.
     pub fetch_budget: Option<crate::memory_budget::ByteBudget>,
+    /// Topic settings parsed per config change, as a shard's partition table caches them.
+    pub settings: crate::topic_config::cache::SettingsCache,
 }
 
 impl Default for FakeBroker {
@@ -118,6 +120,7 @@ impl FakeBroker {
             slept: Cell::new(Duration::ZERO),
             appended_at: RefCell::default(),
             fetch_budget: None,
+            settings: Default::default(),
             txns: TxnCoordinator::new(
                 txn_journal,
                 std::rc::Rc::new(rill_engine::io::SystemClock),
@@ -266,6 +269,17 @@ impl Broker for FakeBroker {
 
     fn fetch_budget(&self) -> Option<&crate::memory_budget::ByteBudget> {
         self.fetch_budget.as_ref()
+    }
+
+    fn topic_settings(
+        &self,
+        name: &str,
+        meta: &Arc<crate::topics::TopicMeta>,
+    ) -> crate::topic_config::cache::Settled {
+        let parse = || {
+            crate::topic_config::TopicSettings::of_topic(&self.config, &self.topics, &meta.configs)
+        };
+        self.settings.settings(&self.topics, name, meta, parse)
     }
 
     async fn partition(&self, topic: &str, partition: i32, op: PartitionOp) -> PartitionReply {

@@ -30,6 +30,7 @@
 //! its coordinator first (`produce_txn.rs`); control batches from clients are refused by the
 //! log (INVALID_RECORD).
 
+use std::rc::Rc;
 use std::time::{Duration, Instant};
 
 use bytes::{Buf, Bytes, BytesMut};
@@ -166,7 +167,8 @@ pub async fn handle<B: Broker>(
 
 /// One topic of a Produce request, its partitions' record bytes owned ([`owned_records`]).
 struct TopicRecords {
-    name: String,
+    /// Shared by its partitions' plans and answers (one copy of the name per topic).
+    name: Rc<str>,
     /// Partition index and records (`None` when absent or empty).
     partitions: Vec<(i32, Option<Received>)>,
 }
@@ -206,6 +208,8 @@ fn owned_records(topic_data: Vec<TopicProduceData>, frame: Bytes) -> Vec<TopicRe
         Elsewhere(Bytes),
         Nothing,
     }
+    /// A topic's name and where each of its partitions' records are.
+    type Located = (Rc<str>, Vec<(i32, At)>);
     let start = frame.as_ptr() as usize;
     let at = |records: Option<Bytes>| match records {
         Some(r) if r.is_empty() => At::Nothing,
@@ -219,10 +223,10 @@ fn owned_records(topic_data: Vec<TopicProduceData>, frame: Bytes) -> Vec<TopicRe
         }
         None => At::Nothing,
     };
-    let topics: Vec<(String, Vec<(i32, At)>)> = topic_data
+    let topics: Vec<Located> = topic_data
         .into_iter()
         .map(|topic| {
-            let name = topic.name.0.as_str().to_string();
+            let name = Rc::from(topic.name.0.as_str());
             let partitions = topic
                 .partition_data
                 .into_iter()
@@ -281,15 +285,16 @@ async fn plan_request<B: Broker>(
     version: i16,
     topics: Vec<TopicRecords>,
     acks: Option<Acks>,
-) -> Vec<(String, i32, Planned, bool)> {
+) -> Vec<(Rc<str>, i32, Planned, bool)> {
     let now = broker.wall_clock();
     let mut plans = Vec::new();
     for topic in topics {
         let name = topic.name;
         let meta = topic_or_auto_create(broker, &name, true).await;
+        // Parsed once per config change on this shard, not per request.
         let settings = meta.as_ref().ok().map(|m| {
-            TopicSettings::of_topic(broker.config(), broker.topics(), &m.configs).map_err(|e| {
-                tracing::error!(topic = name, error = %e, "stored topic config is invalid");
+            broker.topic_settings(&name, m).map_err(|e| {
+                tracing::error!(topic = &*name, error = %e, "stored topic config is invalid");
                 Refusal::from(ErrorCode::InvalidConfig)
             })
         });
@@ -348,7 +353,7 @@ type Outcome = Result<PartitionReply, Refusal>;
 /// The partition answers the transactional verification works on, with each refusal (its
 /// message and record errors) set aside by position to be put back into the response.
 fn set_refusals_aside(
-    outcomes: Vec<(String, i32, Outcome)>,
+    outcomes: Vec<(Rc<str>, i32, Outcome)>,
 ) -> (super::produce_txn::Results, Vec<Option<Refusal>>) {
     outcomes
         .into_iter()
@@ -362,7 +367,7 @@ fn set_refusals_aside(
         .unzip()
 }
 
-fn response(version: i16, results: Vec<(String, i32, Outcome)>) -> ProduceResponse {
+fn response(version: i16, results: Vec<(Rc<str>, i32, Outcome)>) -> ProduceResponse {
     let mut topics: Vec<TopicProduceResponse> = Vec::new();
     for (topic, index, outcome) in results {
         let mut partition = match outcome {
@@ -373,7 +378,9 @@ fn response(version: i16, results: Vec<(String, i32, Outcome)>) -> ProduceRespon
             partition.log_start_offset = -1; // not in the schema before v5
         }
         match topics.last_mut() {
-            Some(last) if last.name.0.as_str() == topic => last.partition_responses.push(partition),
+            Some(last) if last.name.0.as_str() == &*topic => {
+                last.partition_responses.push(partition)
+            }
             _ => topics.push(
                 TopicProduceResponse::default()
                     .with_name(super::topic_name(&topic))
@@ -566,6 +573,63 @@ mod tests {
         });
         let r = answer(&broker, 9, request("t", 0, Some(batch(20)), 1));
         assert_eq!(error_of(&r), 10);
+    }
+
+    fn configs(pairs: &[(&str, &str)]) -> std::collections::BTreeMap<String, String> {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    #[test]
+    fn a_changed_topic_config_is_seen_by_the_very_next_produce() {
+        let broker = FakeBroker::new();
+        let big = || request("t", 0, Some(batch(20)), 1);
+        assert_eq!(error_of(&answer(&broker, 9, big())), 0, "auto-created");
+        assert_eq!(error_of(&answer(&broker, 9, big())), 0, "cached");
+        let small = configs(&[("max.message.bytes", "100")]);
+        broker
+            .topics()
+            .set_topic_configs("t", |_| Ok(small))
+            .unwrap();
+        assert_eq!(error_of(&answer(&broker, 9, big())), 10);
+        broker
+            .topics()
+            .set_topic_configs("t", |_| Ok(configs(&[])))
+            .unwrap();
+        assert_eq!(error_of(&answer(&broker, 9, big())), 0);
+    }
+
+    #[test]
+    fn a_changed_broker_default_the_topic_inherits_is_seen_by_the_very_next_produce() {
+        let broker = FakeBroker::new();
+        let big = || request("t", 0, Some(batch(20)), 1);
+        assert_eq!(error_of(&answer(&broker, 9, big())), 0);
+        let default = crate::topics::CLUSTER_DEFAULT_RESOURCE;
+        let small = configs(&[("message.max.bytes", "100")]);
+        broker
+            .topics()
+            .set_broker_configs(default, |_| Ok(small))
+            .unwrap();
+        assert_eq!(error_of(&answer(&broker, 9, big())), 10);
+        // A topic's own config overrides the broker's default.
+        let own = configs(&[("max.message.bytes", "100000")]);
+        broker.topics().set_topic_configs("t", |_| Ok(own)).unwrap();
+        assert_eq!(error_of(&answer(&broker, 9, big())), 0);
+    }
+
+    #[test]
+    fn a_deleted_and_recreated_topic_is_not_served_stale_settings() {
+        let broker = FakeBroker::new();
+        let big = || request("t", 0, Some(batch(20)), 1);
+        let small = configs(&[("max.message.bytes", "100")]);
+        broker.topics().create("t", 1, small).unwrap();
+        assert_eq!(error_of(&answer(&broker, 9, big())), 10);
+        broker.topics().delete("t").unwrap();
+        broker.topics().create("t", 1, configs(&[])).unwrap();
+        assert_eq!(error_of(&answer(&broker, 9, big())), 0);
+        assert_eq!(broker.settings.len(), 1, "one entry per topic name");
     }
 
     /// A request frame as the connection hands it over (an allocation of its own), and the

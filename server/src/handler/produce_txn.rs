@@ -21,6 +21,7 @@
 //! order, then the earlier one's as INVALID_TXN_STATE (franz-go's TestTxnEtl). An append not
 //! sent again gives its guard back.
 
+use std::rc::Rc;
 use std::time::Duration;
 
 use futures::future::join_all;
@@ -31,8 +32,8 @@ use crate::partition::ops::{Acks, PartitionOp, PartitionReply};
 use crate::request_order::Turn;
 use crate::txn::ops::{TxnOp, TxnProducer, TxnReply};
 
-/// Per partition of a Produce request: topic, index, answer.
-pub type Results = Vec<(String, i32, PartitionReply)>;
+/// Per partition of a Produce request: topic (shared by the topic's partitions), index, answer.
+pub type Results = Vec<(Rc<str>, i32, PartitionReply)>;
 
 /// Verifies the partitions that asked for it, appends again those in the transaction (once
 /// `turn`'s earlier requests are answered), and turns the others into Kafka's errors.
@@ -57,7 +58,7 @@ pub async fn verify_first_appends<B: Broker>(
         Some(id) if !id.is_empty() => {
             let partitions = asking
                 .iter()
-                .map(|&i| (results[i].0.clone(), results[i].1))
+                .map(|&i| (results[i].0.to_string(), results[i].1))
                 .collect::<Vec<_>>();
             let producer = TxnProducer {
                 id: producer.0,

@@ -144,6 +144,8 @@ pub struct ConfigWatch {
     pub broker: Arc<BrokerConfig>,
     /// `registry.config_generation()` when the settings were computed.
     pub generation: u64,
+    /// The shard's parsed topic settings (the partition table's), shared by its partitions.
+    pub settings: Rc<crate::topic_config::cache::SettingsCache>,
 }
 
 /// Spawnable body of the actor: open the log, serve the mailbox until it closes, close the log.
@@ -688,7 +690,11 @@ impl<S: Storage + 'static> Actor<S> {
             return; // being deleted
         };
         let watch = &self.setup.configs;
-        let settings = TopicSettings::of_topic(&watch.broker, &watch.registry, &meta.configs);
+        let parse = || TopicSettings::of_topic(&watch.broker, &watch.registry, &meta.configs);
+        let parsed = watch
+            .settings
+            .settings(&watch.registry, &topic, &meta, parse);
+        let settings = parsed.map(|s| TopicSettings::clone(&s));
         self.setup.configs.generation = generation;
         let settings = match settings {
             Ok(settings) => settings,

@@ -13,14 +13,16 @@ use rill_engine::LogManager;
 
 use super::actor::{run_actor, ActorMsg, ActorSetup, ConfigWatch, PartitionHandle};
 use super::file_budget::{releases_needed, FileBudget, FileShare};
+use super::key::{self, PartitionKey};
 use super::ops::{PartitionOp, PartitionReply};
 use super::watch::PartitionWatch;
 use crate::compaction::ShardCleaner;
 use crate::config::BrokerConfig;
 use crate::internal_log::InternalLog;
 use crate::shutdown::ShutdownSignal;
+use crate::topic_config::cache::{SettingsCache, Settled};
 use crate::topic_config::TopicSettings;
-use crate::topics::TopicRegistry;
+use crate::topics::{TopicMeta, TopicRegistry};
 use rill_protocol::ErrorCode;
 
 /// Pause of the file keeper between release rounds (releases flush and close, they take a moment).
@@ -31,7 +33,7 @@ const KEEPER_PAUSE: Duration = Duration::from_millis(20);
 /// (the peak stays in the allocator's heap, i.e. in every idle partition's share of RSS).
 pub const OPENING_MAX: u64 = 64;
 
-type PartitionMap = HashMap<(String, i32), Rc<PartitionHandle>>;
+type PartitionMap = HashMap<PartitionKey, Rc<PartitionHandle>>;
 
 /// What the table has for a partition right now.
 enum Slot {
@@ -74,7 +76,7 @@ pub struct PartitionTable<S: Storage> {
     /// Partitions whose directory is being deleted (with how many deletes are running): no
     /// actor may open one until its delete is done (issue 26: a second actor opened a directory
     /// while the first removed it, and glommio's open panicked on the vanished path).
-    deleting: RefCell<HashMap<(String, i32), Deleting>>,
+    deleting: RefCell<HashMap<PartitionKey, Deleting>>,
     /// The shard's open partition files and their bound.
     files: Rc<FileBudget>,
     /// Wakes the file keeper; taken when the keeper task starts (with the first actor).
@@ -92,6 +94,10 @@ pub struct PartitionTable<S: Storage> {
     internal: RefCell<Vec<InternalPartition<S>>>,
     /// The shard's share of tiered storage, when the broker enables it.
     tier: Option<Rc<crate::tiered::tier::ShardTier>>,
+    /// Topic settings parsed on this shard, per config change (Produce checks every batch
+    /// against them; opening a partition starts from them, and its actor re-reads them on a
+    /// change: one parse per topic, not per partition).
+    settings: Rc<SettingsCache>,
 }
 
 impl<S: Storage + 'static> PartitionTable<S> {
@@ -124,6 +130,7 @@ impl<S: Storage + 'static> PartitionTable<S> {
             cluster: None,
             internal: RefCell::new(Vec::new()),
             tier: None,
+            settings: Rc::default(),
         }
     }
 
@@ -176,17 +183,24 @@ impl<S: Storage + 'static> PartitionTable<S> {
             .or_else(|| self.cluster.as_ref()?.internal_topic(topic))
     }
 
-    /// The running actor of a partition, starting it if the partition exists but is not open.
+    /// `topic`'s settings on this broker ([`TopicSettings::of_topic`] of its current `meta`),
+    /// parsed once per config change on this shard ([`SettingsCache`]).
+    pub fn cached_settings(&self, topic: &str, meta: &Arc<TopicMeta>) -> Settled {
+        let parse = || TopicSettings::of_topic(&self.config, &self.registry, &meta.configs);
+        self.settings.settings(&self.registry, topic, meta, parse)
+    }
+
     /// A topic's settings, `min.insync.replicas` from the cluster's default unless the topic
     /// sets it.
     fn topic_settings(
         &self,
-        configs: &std::collections::BTreeMap<String, String>,
+        topic: &str,
+        meta: &Arc<TopicMeta>,
     ) -> Result<TopicSettings, crate::topic_config::RefusedConfig> {
-        let mut settings = TopicSettings::of_topic(&self.config, &self.registry, configs)?;
+        let mut settings = TopicSettings::clone(&*self.cached_settings(topic, meta)?);
         let cluster = self.cluster.as_deref();
         settings.min_insync_replicas =
-            min_insync_replicas_of(cluster, configs, settings.min_insync_replicas);
+            min_insync_replicas_of(cluster, &meta.configs, settings.min_insync_replicas);
         Ok(settings)
     }
 
@@ -195,10 +209,10 @@ impl<S: Storage + 'static> PartitionTable<S> {
     fn partition_settings(
         &self,
         topic: &str,
-        meta: &crate::topics::TopicMeta,
+        meta: &Arc<TopicMeta>,
         partition: i32,
     ) -> Result<PartitionSettings, ErrorCode> {
-        let settings = self.topic_settings(&meta.configs).map_err(|e| {
+        let settings = self.topic_settings(topic, meta).map_err(|e| {
             tracing::error!(topic, error = %e, "stored topic config is invalid");
             ErrorCode::InvalidConfig
         })?;
@@ -246,7 +260,9 @@ impl<S: Storage + 'static> PartitionTable<S> {
 
     /// The slot of a partition that has an actor (running or closing) or is being deleted;
     /// `None` when a new actor may open it.
-    fn existing(&self, key: &(String, i32)) -> Option<Result<Slot, ErrorCode>> {
+    fn existing(&self, topic: &str, partition: i32) -> Option<Result<Slot, ErrorCode>> {
+        let at = (topic, partition);
+        let key = key::lookup(&at);
         if let Some(handle) = self.partitions.borrow().get(key) {
             if !handle.stopped.get() {
                 return Some(Ok(Slot::Open(handle.clone())));
@@ -260,12 +276,13 @@ impl<S: Storage + 'static> PartitionTable<S> {
         deleting.then_some(Err(ErrorCode::UnknownTopicOrPartition))
     }
 
+    /// The running actor of a partition, starting it if the partition exists but is not open.
+    /// Existence is checked here only when it opens: an open actor's lookup is the map's.
     fn handle(&self, topic: &str, partition: i32) -> Result<Slot, ErrorCode> {
         if self.closed.get() {
             return Err(ErrorCode::KafkaStorageError);
         }
-        let key = (topic.to_string(), partition);
-        if let Some(slot) = self.existing(&key) {
+        if let Some(slot) = self.existing(topic, partition) {
             return slot;
         }
         let meta = self
@@ -302,6 +319,7 @@ impl<S: Storage + 'static> PartitionTable<S> {
                 registry: self.registry.clone(),
                 broker: self.config.clone(),
                 generation,
+                settings: self.settings.clone(),
             },
             open_permits: self.open_permits.clone(),
             cluster: self.cluster.clone(),
@@ -326,6 +344,7 @@ impl<S: Storage + 'static> PartitionTable<S> {
         crate::admin::shard::hooks::log_opening();
         let join = glommio::spawn_local(task).detach();
         self.actors.borrow_mut().push(join);
+        let key = (topic.to_string(), partition); // the one copy of the name, as it opens
         self.partitions.borrow_mut().insert(key, handle.clone());
         Ok(Slot::Open(handle))
     }

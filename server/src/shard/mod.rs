@@ -95,6 +95,14 @@ impl<S: Storage + 'static> Broker for Shard<S> {
         glommio::executor().spawn_blocking(call).await
     }
 
+    fn topic_settings(
+        &self,
+        name: &str,
+        meta: &Arc<crate::topics::TopicMeta>,
+    ) -> crate::topic_config::cache::Settled {
+        self.table.cached_settings(name, meta)
+    }
+
     fn cluster(&self) -> Option<&ClusterView> {
         self.cluster.as_deref()
     }

@@ -15,8 +15,10 @@
 //! `log.retention.ms`, then `log.retention.minutes`, then `log.retention.hours`, converted).
 //! [`TopicSettings`] is what the values mean: the engine's `LogConfig`, compaction, the
 //! produce-time rules. Dynamic layers live in the topic registry and every change bumps its
-//! config generation, which open partitions watch to apply changes live.
+//! config generation, which open partitions watch to apply changes live; each shard parses a
+//! topic's settings once per change ([`cache`]).
 
+pub mod cache;
 pub mod defs;
 
 use std::collections::BTreeMap;

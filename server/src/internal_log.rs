@@ -39,12 +39,12 @@ pub fn topic(name: &str) -> Option<Arc<TopicMeta>> {
         crate::group::OFFSETS_TOPIC => (
             OFFSETS_TOPIC_ID,
             crate::group::OFFSETS_PARTITIONS,
-            crate::coordinator_log::offsets_topic_configs(),
+            crate::internal_topics::offsets_topic_configs(),
         ),
         crate::txn::TXN_TOPIC => (
             TXN_TOPIC_ID,
             crate::txn::TXN_PARTITIONS,
-            crate::coordinator_log::txn_topic_configs(1),
+            crate::internal_topics::txn_topic_configs(1),
         ),
         _ => return None,
     };

@@ -493,7 +493,7 @@ impl AdminState {
             .count();
         if listening == 0 {
             if let Some(cluster) = self.cluster().filter(|c| !c.caught_up()) {
-                let progress = crate::cluster::catch_up_progress(cluster);
+                let progress = crate::cluster::view::catch_up_progress(cluster);
                 return Err(format!("catching up with the metadata quorum: {progress}"));
             }
         }

@@ -38,7 +38,8 @@
 //! - [`shutdown`]: SIGTERM/SIGINT → every shard stops accepting, drains, closes its logs.
 //! - [`admin`]: the admin HTTP listener: Prometheus metrics, health checks, status JSON and page.
 //! - [`tools`]: `rill dump-log`, `rill check`: offline inspection and repair of a data directory.
-//! - [`test_hooks`]: faults the end-to-end tests inject (debug builds only).
+//! - [`test_hooks`]: faults the end-to-end tests inject (debug builds only); `test_batches`:
+//!   the record batches unit tests write.
 //! - [`tiered`]: tiered storage (KIP-405): sealed segments copied to an S3 object store, read back.
 pub mod admin;
 pub mod broker;
@@ -71,6 +72,9 @@ pub mod routing;
 pub mod security;
 pub mod shard;
 pub mod shutdown;
+/// Record batches for unit tests (and the fuzz targets' fake broker).
+#[cfg(any(test, feature = "fuzzing"))]
+pub mod test_batches;
 pub mod test_hooks;
 pub mod tiered;
 pub mod tools;

@@ -108,9 +108,6 @@ pub fn owned_offsets_partitions(shard: usize, shards: usize) -> Vec<i32> {
 }
 
 #[cfg(test)]
-mod wire_tests;
-
-#[cfg(test)]
 mod tests {
     use super::*;
 

@@ -7,13 +7,7 @@ use std::path::PathBuf;
 
 use clap::Parser;
 
-/// `rill --version`: the crate version and the git commit it was built from (see build.rs).
-pub const VERSION: &str = concat!(
-    env!("CARGO_PKG_VERSION"),
-    " (git ",
-    env!("RILL_GIT_COMMIT"),
-    ")"
-);
+pub use crate::build_info::VERSION;
 
 /// `rill [--listen HOST:PORT] [--advertise HOST:PORT] [--data-dir DIR] [--shards N]
 /// [--default-partitions N] [--auto-create-topics true|false] [--admin-listen HOST:PORT|off]

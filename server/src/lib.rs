@@ -5,7 +5,8 @@
 //! in `server/LAYERS.md` (`ops/layering.py`, run by `./test.sh`).
 //!
 //! Map (a request's path, top to bottom):
-//! - [`cli`], [`config`]: flags and Kafka-style properties, resolved into [`config::BrokerConfig`].
+//! - [`cli`], [`config`]: flags and Kafka-style properties, resolved into [`config::BrokerConfig`];
+//!   [`build_info`]: the version `--version` and the status page show.
 //! - [`cluster`]: the metadata quorum's edge (KRaft properties, controller, broker registration)
 //!   and the cluster view handlers answer from; absent on a single node.
 //! - [`shard`]: executors per core, the channel mesh between them, startup and shutdown.
@@ -44,6 +45,7 @@
 pub mod admin;
 pub mod broker;
 pub mod broker_configs;
+pub mod build_info;
 pub mod capacity;
 pub mod channel;
 pub mod cli;

@@ -339,7 +339,7 @@ impl AdminState {
     ) -> Arc<Self> {
         let info = BrokerInfo {
             node_id: config.node_id,
-            version: crate::cli::VERSION.to_string(),
+            version: crate::build_info::VERSION.to_string(),
             listen: config.listen.to_string(),
             advertise: format!("{}:{}", config.advertise_host, config.advertise_port),
             admin_listen: "off".to_string(),

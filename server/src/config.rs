@@ -11,7 +11,7 @@ use std::collections::BTreeMap;
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::path::{Path, PathBuf};
 
-use crate::admin::state::SeriesLimits;
+pub use crate::admin::settings::AdminSettings;
 use crate::cli::Cli;
 use crate::cluster::config::{client_listener, ClusterConfig, ClusterSettings};
 
@@ -180,30 +180,6 @@ pub struct BrokerConfig {
     pub remote: crate::tiered::settings::RemoteStorageSettings,
     /// `rill.test.*`: faults injected on purpose, debug builds only ([`crate::test_hooks`]).
     pub test_hooks: crate::test_hooks::TestHooks,
-}
-
-/// The admin HTTP listener (metrics, health, status) and its label cardinality bounds.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct AdminSettings {
-    /// `rill.admin.listen` / `--admin-listen`: where it binds; `None` when `off`.
-    pub listen: Option<SocketAddr>,
-    /// `rill.metrics.partition.series.enable`, `.partition.series.max`, `rill.metrics.topics.max`,
-    /// `rill.metrics.groups.max`.
-    pub limits: SeriesLimits,
-}
-
-impl Default for AdminSettings {
-    fn default() -> Self {
-        AdminSettings {
-            listen: Some(SocketAddr::from(([127, 0, 0, 1], 9644))),
-            limits: SeriesLimits {
-                partition_series: true,
-                partition_series_max: 10_000,
-                topics_max: 1_000,
-                groups_max: 1_000,
-            },
-        }
-    }
 }
 
 impl AdminSettings {

@@ -17,6 +17,7 @@ use std::time::{Duration, Instant, SystemTime};
 use rill_types::Offset;
 
 use super::metrics::Metrics;
+pub use super::settings::SeriesLimits;
 use crate::cluster::view::ClusterView;
 use crate::config::BrokerConfig;
 use crate::topics::TopicRegistry;
@@ -276,19 +277,6 @@ pub struct BrokerInfo {
     pub data_dir: String,
     /// Shards (executors).
     pub shards: usize,
-}
-
-/// Bounds on metric label cardinality (`rill.metrics.*`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct SeriesLimits {
-    /// Whether per-partition series are exported at all.
-    pub partition_series: bool,
-    /// Per-partition series (of each family) exported at most; the rest are dropped and counted.
-    pub partition_series_max: usize,
-    /// Topics with their own series; the others are summed under `topic="_other"`.
-    pub topics_max: usize,
-    /// Groups with their own series; the others are summed under `group="_other"`.
-    pub groups_max: usize,
 }
 
 /// Everything the admin listener reads, shared by the shards (writers) and the admin thread.

@@ -5,7 +5,8 @@
 //! in `server/LAYERS.md` (`ops/layering.py`, run by `./test.sh`).
 //!
 //! Map (a request's path, top to bottom):
-//! - [`cli`], [`config`]: flags and Kafka-style properties, resolved into [`config::BrokerConfig`];
+//! - [`cli`], [`config`]: flags and Kafka-style properties, resolved into
+//!   [`settings::BrokerConfig`], the settings every module reads;
 //!   [`build_info`]: the version `--version` and the status page show.
 //! - [`cluster`]: the metadata quorum's edge (KRaft properties, controller, broker registration)
 //!   and the cluster view handlers answer from; absent on a single node.
@@ -72,6 +73,7 @@ pub mod replication;
 pub mod request_order;
 pub mod routing;
 pub mod security;
+pub mod settings;
 pub mod shard;
 pub mod shutdown;
 /// Record batches for unit tests (and the fuzz targets' fake broker).

@@ -19,7 +19,7 @@ use rill_types::Offset;
 use super::metrics::Metrics;
 pub use super::settings::SeriesLimits;
 use crate::cluster::view::ClusterView;
-use crate::config::BrokerConfig;
+use crate::settings::BrokerConfig;
 use crate::topics::TopicRegistry;
 
 /// Longest the admin thread waits for the shards' snapshots before answering without them.

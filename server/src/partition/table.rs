@@ -16,7 +16,7 @@ use super::file_budget::{releases_needed, FileBudget, FileShare};
 use super::ops::{PartitionOp, PartitionReply};
 use super::watch::PartitionWatch;
 use crate::compaction::ShardCleaner;
-use crate::internal_log::InternalLog;
+use crate::partition::internal::InternalLog;
 use crate::settings::BrokerConfig;
 use crate::shutdown::ShutdownSignal;
 use crate::topic_config::TopicSettings;

@@ -14,11 +14,12 @@ use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, AtomicUsize, Ordering}
 use std::sync::{Arc, Mutex, OnceLock, RwLock};
 use std::time::{Duration, Instant, SystemTime};
 
+use rill_metadata::image::MetadataImage;
+use rill_metadata::types::NodeId;
 use rill_types::Offset;
 
 use super::metrics::Metrics;
 pub use super::settings::SeriesLimits;
-use crate::cluster::view::ClusterView;
 use crate::settings::BrokerConfig;
 use crate::topics::TopicRegistry;
 
@@ -279,6 +280,24 @@ pub struct BrokerInfo {
     pub shards: usize,
 }
 
+/// The cluster as the admin listener reads it (readiness, the status page, the metrics): what
+/// this node's cluster view answers (`crate::cluster::view::ClusterView` implements it, from the
+/// floor above).
+pub trait ClusterStatus: Send + Sync {
+    /// This node.
+    fn node_id(&self) -> NodeId;
+    /// The applied metadata image.
+    fn image(&self) -> Arc<MetadataImage>;
+    /// The active controller, if known.
+    fn controller(&self) -> Option<NodeId>;
+    /// The fatal condition, if one was recorded.
+    fn fatal(&self) -> Option<String>;
+    /// Whether this broker applied the metadata log up to its registration.
+    fn caught_up(&self) -> bool;
+    /// Where this broker's catch-up stands, for its readiness probe.
+    fn catch_up_progress(&self) -> String;
+}
+
 /// Everything the admin listener reads, shared by the shards (writers) and the admin thread.
 pub struct AdminState {
     /// Static facts.
@@ -298,7 +317,7 @@ pub struct AdminState {
     /// Where each shard takes snapshot requests (set when the shard starts).
     snapshot_requests: Mutex<Vec<Option<std::sync::mpsc::Sender<SnapshotRequest>>>>,
     /// The cluster this broker belongs to, once it started (`None` on a single node).
-    cluster: OnceLock<Arc<ClusterView>>,
+    cluster: OnceLock<Arc<dyn ClusterStatus>>,
     /// A controller-only node: no shards, no registration as a broker.
     controller_only: bool,
     /// When the state was created (the heartbeat clock).
@@ -352,12 +371,12 @@ impl AdminState {
 
     /// Joins the broker to `cluster`: readiness then also needs the controller's registration,
     /// and the status lists every broker.
-    pub fn set_cluster(&self, cluster: Arc<ClusterView>) {
+    pub fn set_cluster(&self, cluster: Arc<dyn ClusterStatus>) {
         let _ = self.cluster.set(cluster);
     }
 
     /// The cluster, if this broker is part of one.
-    pub fn cluster(&self) -> Option<&Arc<ClusterView>> {
+    pub fn cluster(&self) -> Option<&Arc<dyn ClusterStatus>> {
         self.cluster.get()
     }
 
@@ -481,7 +500,7 @@ impl AdminState {
             .count();
         if listening == 0 {
             if let Some(cluster) = self.cluster().filter(|c| !c.caught_up()) {
-                let progress = crate::cluster::view::catch_up_progress(cluster);
+                let progress = cluster.catch_up_progress();
                 return Err(format!("catching up with the metadata quorum: {progress}"));
             }
         }

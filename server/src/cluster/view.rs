@@ -467,6 +467,33 @@ fn sha256_hex(bytes: &[u8]) -> String {
         .collect()
 }
 
+/// What the admin listener reads of the cluster (`crate::admin::state`): the view's own answers.
+impl crate::admin::state::ClusterStatus for ClusterView {
+    fn node_id(&self) -> NodeId {
+        ClusterView::node_id(self)
+    }
+
+    fn image(&self) -> Arc<MetadataImage> {
+        ClusterView::image(self)
+    }
+
+    fn controller(&self) -> Option<NodeId> {
+        ClusterView::controller(self)
+    }
+
+    fn fatal(&self) -> Option<String> {
+        ClusterView::fatal(self)
+    }
+
+    fn caught_up(&self) -> bool {
+        ClusterView::caught_up(self)
+    }
+
+    fn catch_up_progress(&self) -> String {
+        catch_up_progress(self)
+    }
+}
+
 /// Where a broker's catch-up stands, for its log and its readiness probe.
 pub fn catch_up_progress(view: &ClusterView) -> String {
     let applied = view.applied_index();

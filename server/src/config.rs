@@ -1,5 +1,7 @@
 //! Broker configuration: built-in defaults, then a Kafka-style `.properties` file, then the command
-//! line — each layer overrides the one before it.
+//! line — each layer overrides the one before it. This module reads the file and checks the
+//! values; the flags are applied in `crate::cli` ([`BrokerConfig::resolve`]), and the settings
+//! themselves are plain values in [`crate::settings`].
 //!
 //! The file uses Kafka's own property names where one exists (`num.partitions`,
 //! `log.segment.bytes`, `log.retention.ms`, ...), so an operator's existing `server.properties`
@@ -11,7 +13,6 @@ use std::collections::BTreeMap;
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::path::{Path, PathBuf};
 
-use crate::cli::Cli;
 use crate::cluster::config::client_listener;
 
 pub use crate::admin::settings::AdminSettings;
@@ -41,7 +42,7 @@ impl AdminSettings {
 }
 
 /// `HOST:PORT`, or `off` for no admin listener.
-fn parse_admin_listen(key: &str, v: &str) -> Result<Option<SocketAddr>, ConfigError> {
+pub(crate) fn parse_admin_listen(key: &str, v: &str) -> Result<Option<SocketAddr>, ConfigError> {
     if v.eq_ignore_ascii_case("off") {
         return Ok(None);
     }
@@ -107,7 +108,7 @@ fn parse_ip_overrides(
 
 impl BrokerConfig {
     /// Kafka's cross-checks of the bounds.
-    fn check_bounds(&self) -> Result<(), ConfigError> {
+    pub(crate) fn check_bounds(&self) -> Result<(), ConfigError> {
         if let Some(q) = self.queued_max_request_bytes {
             if q < self.request_bytes_max as u64 {
                 return Err(bad(
@@ -125,18 +126,6 @@ impl BrokerConfig {
             ));
         }
         Ok(())
-    }
-
-    /// Resolve defaults, then `cli.config` (if given), then the flags.
-    pub fn resolve(cli: &Cli) -> Result<Self, ConfigError> {
-        let mut config = Self::defaults();
-        let mut advertise_from_file = None;
-        if let Some(path) = &cli.config {
-            let properties = read_properties_file(path)?;
-            advertise_from_file = config.apply_properties(&properties)?;
-        }
-        config.apply_cli(cli, advertise_from_file)?;
-        Ok(config)
     }
 
     /// `authorizer.class.name`, `super.users`, `allow.everyone.if.no.acl.found`; false for
@@ -325,7 +314,7 @@ impl BrokerConfig {
     }
 
     /// Every listener, the first as `listen` and `advertise_*` say (flags over the file).
-    fn resolve_listeners(&mut self) -> Result<(), ConfigError> {
+    pub(crate) fn resolve_listeners(&mut self) -> Result<(), ConfigError> {
         let first = (
             self.listen,
             self.advertise_host.as_str(),
@@ -341,74 +330,6 @@ impl BrokerConfig {
                     reason: e.reason,
                 })?;
         Ok(())
-    }
-
-    fn apply_cli(&mut self, cli: &Cli, advertise_file: Option<String>) -> Result<(), ConfigError> {
-        if let Some(listen) = &cli.listen {
-            self.listen = parse_listen("--listen", listen)?;
-        }
-        if let Some(dir) = &cli.data_dir {
-            self.data_dir = dir.clone();
-        }
-        if let Some(shards) = cli.shards {
-            self.shards = parse_shards("--shards", &shards.to_string())?;
-        }
-        if let Some(partitions) = cli.default_partitions {
-            self.default_partitions =
-                parse_positive_i32("--default-partitions", &partitions.to_string())?;
-        }
-        if let Some(auto) = cli.auto_create_topics {
-            self.auto_create_topics = auto;
-        }
-        if let Some(bytes) = cli.io_memory_bytes {
-            self.io_memory_bytes = bytes;
-        }
-        if let Some(admin) = &cli.admin_listen {
-            self.admin.listen = parse_admin_listen("--admin-listen", admin)?;
-        }
-        if let Some(node_id) = cli.node_id {
-            self.node_id = node_id;
-        }
-        if let Some(ms) = cli.group_initial_rebalance_delay_ms {
-            self.group.initial_rebalance_delay_ms =
-                parse_delay_ms("--group-initial-rebalance-delay-ms", &ms.to_string())?;
-        }
-        self.cluster_settings.apply_flags(&cli.cluster_flags());
-        self.cluster = self.cluster_settings.resolve(self.node_id)?;
-        // A topic config's broker default, so it stays with the log defaults (DescribeConfigs).
-        let unclean = self.log.static_props.get("unclean.leader.election.enable");
-        if let (Some(cluster), Some(v)) = (&mut self.cluster, unclean) {
-            cluster.leadership.unclean_election = v.trim().eq_ignore_ascii_case("true");
-        }
-        let flags = [
-            (cli.listen.is_some(), "listeners"),
-            (cli.data_dir.is_some(), "log.dirs"),
-            (cli.shards.is_some(), "rill.shards"),
-            (cli.default_partitions.is_some(), "num.partitions"),
-            (
-                cli.auto_create_topics.is_some(),
-                "auto.create.topics.enable",
-            ),
-            (cli.advertise.is_some(), "advertised.listeners"),
-            (cli.node_id.is_some(), "node.id"),
-            (
-                cli.group_initial_rebalance_delay_ms.is_some(),
-                "group.initial.rebalance.delay.ms",
-            ),
-        ];
-        for (_, property) in flags.into_iter().filter(|(given, _)| *given) {
-            self.explicit.insert(property.to_string());
-        }
-        self.check_bounds()?;
-        // advertise defaults to listen, so it is resolved after the listen address is final.
-        self.advertise_host = self.listen.ip().to_string();
-        self.advertise_port = self.listen.port();
-        if let Some(address) = cli.advertise.clone().or(advertise_file) {
-            let (host, port) = split_host_port("--advertise", &address)?;
-            self.advertise_host = host;
-            self.advertise_port = port;
-        }
-        self.resolve_listeners()
     }
 }
 
@@ -657,7 +578,7 @@ fn parse_queued_bytes(key: &str, v: &str) -> Result<Option<u64>, ConfigError> {
     Ok(Some(n as u64))
 }
 
-fn parse_positive_i32(key: &str, v: &str) -> Result<i32, ConfigError> {
+pub(crate) fn parse_positive_i32(key: &str, v: &str) -> Result<i32, ConfigError> {
     let n: i32 = parse_num(key, v)?;
     if n < 1 {
         return Err(bad(key, v, "must be at least 1"));
@@ -666,7 +587,7 @@ fn parse_positive_i32(key: &str, v: &str) -> Result<i32, ConfigError> {
 }
 
 /// A delay in milliseconds: 0 or more.
-fn parse_delay_ms(key: &str, v: &str) -> Result<i32, ConfigError> {
+pub(crate) fn parse_delay_ms(key: &str, v: &str) -> Result<i32, ConfigError> {
     match v.parse::<i32>() {
         Ok(n) if n >= 0 => Ok(n),
         _ => Err(bad(
@@ -677,7 +598,7 @@ fn parse_delay_ms(key: &str, v: &str) -> Result<i32, ConfigError> {
     }
 }
 
-fn parse_shards(key: &str, v: &str) -> Result<usize, ConfigError> {
+pub(crate) fn parse_shards(key: &str, v: &str) -> Result<usize, ConfigError> {
     let n: usize = parse_at_least_one(key, v)?;
     if n > SHARDS_MAX {
         return Err(bad(key, v, format!("at most {SHARDS_MAX} shards")));
@@ -731,7 +652,7 @@ fn parse_rate(key: &str, v: &str) -> Result<Option<u64>, ConfigError> {
     Ok((n < u64::MAX as f64).then_some(n as u64))
 }
 
-fn parse_listen(key: &str, v: &str) -> Result<SocketAddr, ConfigError> {
+pub(crate) fn parse_listen(key: &str, v: &str) -> Result<SocketAddr, ConfigError> {
     // Kafka's `PLAINTEXT://:9092`: an empty host binds every interface.
     let every = format!("0.0.0.0{v}");
     let v = if v.starts_with(':') {
@@ -747,7 +668,7 @@ fn parse_listen(key: &str, v: &str) -> Result<SocketAddr, ConfigError> {
         .ok_or_else(|| bad(key, v, "resolves to no address"))
 }
 
-fn split_host_port(key: &str, v: &str) -> Result<(String, u16), ConfigError> {
+pub(crate) fn split_host_port(key: &str, v: &str) -> Result<(String, u16), ConfigError> {
     let (host, port) = v
         .rsplit_once(':')
         .ok_or_else(|| bad(key, v, "expected HOST:PORT"))?;
@@ -766,117 +687,7 @@ fn split_host_port(key: &str, v: &str) -> Result<(String, u16), ConfigError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use clap::Parser;
 
-    fn cli(args: &[&str]) -> Cli {
-        Cli::try_parse_from(std::iter::once("rill").chain(args.iter().copied())).unwrap()
-    }
-
-    #[test]
-    fn defaults_match_issue_4() {
-        let c = BrokerConfig::resolve(&cli(&[])).unwrap();
-        assert_eq!(c.listen, "127.0.0.1:9092".parse().unwrap());
-        assert_eq!(
-            (c.advertise_host.as_str(), c.advertise_port),
-            ("127.0.0.1", 9092)
-        );
-        assert_eq!(c.data_dir, PathBuf::from("./rill-data"));
-        assert_eq!(c.shards, available_cores());
-        assert_eq!(c.default_partitions, 1);
-        assert!(c.auto_create_topics);
-        assert_eq!(c.group.initial_rebalance_delay_ms, 3_000, "Kafka's default");
-        assert!(c.log.static_props.is_empty());
-        assert!(c.explicit.is_empty());
-    }
-
-    #[test]
-    fn advertise_follows_listen_unless_given() {
-        let c = BrokerConfig::resolve(&cli(&["--listen", "127.0.0.1:19092"])).unwrap();
-        assert_eq!(c.advertise_port, 19092);
-        let c = BrokerConfig::resolve(&cli(&[
-            "--listen",
-            "127.0.0.1:19092",
-            "--advertise",
-            "localhost:29092",
-        ]))
-        .unwrap();
-        assert_eq!(
-            (c.advertise_host.as_str(), c.advertise_port),
-            ("localhost", 29092)
-        );
-    }
-
-    #[test]
-    fn unclean_election_is_a_log_default_the_controller_reads_too() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("server.properties");
-        std::fs::write(
-            &path,
-            "node.id=1\nprocess.roles=broker,controller\n\
-             listeners=PLAINTEXT://127.0.0.1:9092,CONTROLLER://127.0.0.1:9093\n\
-             controller.listener.names=CONTROLLER\ncontroller.quorum.voters=1@127.0.0.1:9093\n\
-             unclean.leader.election.enable=true\nauto.leader.rebalance.enable=false\n",
-        )
-        .unwrap();
-        let c = BrokerConfig::resolve(&cli(&["--config", path.to_str().unwrap()])).unwrap();
-        assert_eq!(
-            c.log.topic_default("unclean.leader.election.enable"),
-            "true"
-        );
-        let leadership = &c.cluster.as_ref().unwrap().leadership;
-        assert!(leadership.unclean_election && !leadership.auto_rebalance);
-    }
-
-    #[test]
-    fn file_then_flags_override() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("server.properties");
-        std::fs::write(
-            &path,
-            "# kafka style\nnum.partitions=3\nlog.segment.bytes = 1048576\n\
-             log.retention.ms=-1\nlog.flush.interval.messages=100\n\
-             auto.create.topics.enable=false\nsome.unknown.key=1\n\
-             listeners=PLAINTEXT://127.0.0.1:9999\nrill.read.cache.bytes=1000\n\
-             rill.read.ahead.hold.ms=0\nrill.read.cache.write.through=false\n\
-             rill.read.ahead.hold.piece.bytes=131072\n\
-             transaction.max.timeout.ms=60000\n\
-             transaction.abort.timed.out.transaction.cleanup.interval.ms=200\n\
-             group.initial.rebalance.delay.ms=250\n",
-        )
-        .unwrap();
-        let p = path.to_str().unwrap();
-        let c = BrokerConfig::resolve(&cli(&["--config", p])).unwrap();
-        assert_eq!(c.default_partitions, 3);
-        assert_eq!(c.txn.max_timeout_ms, 60_000);
-        assert_eq!(c.txn.abort_check_interval_ms, 200);
-        assert_eq!(c.group.initial_rebalance_delay_ms, 250);
-        assert_eq!(c.read_cache_bytes_per_shard(), 1000);
-        assert!(!c.read_cache_write_through);
-        assert_eq!(c.read_ahead_hold_ms, 0);
-        assert_eq!(c.read_ahead_hold_piece_bytes, 128 << 10);
-        assert_eq!(c.log.topic_default("segment.bytes"), "1048576");
-        assert_eq!(c.log.topic_default("retention.ms"), "-1");
-        assert_eq!(c.log.topic_default("flush.messages"), "100");
-        assert!(c.explicit.contains("num.partitions") && c.explicit.contains("listeners"));
-        assert!(!c.auto_create_topics);
-        assert_eq!(c.listen.port(), 9999);
-        let c = BrokerConfig::resolve(&cli(&[
-            "--config",
-            p,
-            "--default-partitions",
-            "5",
-            "--auto-create-topics",
-            "true",
-            "--group-initial-rebalance-delay-ms",
-            "0",
-        ]))
-        .unwrap();
-        assert_eq!(c.default_partitions, 5);
-        assert_eq!(c.group.initial_rebalance_delay_ms, 0);
-        assert!(c.auto_create_topics);
-    }
-
-    /// Kafka's property names turn the authorizer on; another authorizer class stops the start.
     #[test]
     fn the_standard_authorizer_is_turned_on_by_its_class_name() {
         let mut c = BrokerConfig::defaults();
@@ -905,40 +716,6 @@ mod tests {
     }
 
     #[test]
-    fn bad_values_are_errors_not_ignored() {
-        let mut c = BrokerConfig::defaults();
-        for (k, v) in [
-            ("num.partitions", "0"),
-            ("num.partitions", "x"),
-            ("auto.create.topics.enable", "yes"),
-            ("log.retention.ms", "-5"),
-            ("log.flush.interval.ms", "-2"),
-            ("log.cleanup.policy", "shred"),
-            ("log.retention.hours", "x"),
-            ("log.segment.bytes", "0"),
-            ("rill.broker.partitions.max", "0"),
-            ("rill.shard.open.files.max", "-3"),
-            ("rill.partition.idle.ms", "0"),
-            ("group.initial.rebalance.delay.ms", "-1"),
-            ("group.initial.rebalance.delay.ms", "3s"),
-            ("group.max.size", "0"),
-            ("rill.shard.groups.max", "0"),
-            ("producer.id.expiration.ms", "0"),
-            ("rill.partition.producers.max", "0"),
-            ("rill.shard.transactional.ids.max", "0"),
-            ("transactional.id.expiration.ms", "0"),
-        ] {
-            let map = BTreeMap::from([(k.to_string(), v.to_string())]);
-            assert!(c.apply_properties(&map).is_err(), "{k}={v} accepted");
-        }
-        assert!(Cli::try_parse_from(["rill", "--auto-create-topics", "maybe"]).is_err());
-        assert!(BrokerConfig::resolve(&cli(&["--shards", "100000"])).is_err());
-        assert!(BrokerConfig::resolve(&cli(&["--listen", "nonsense"])).is_err());
-        let negative = Cli::try_parse_from(["rill", "--group-initial-rebalance-delay-ms=-5"]);
-        assert!(negative.is_ok_and(|c| BrokerConfig::resolve(&c).is_err()));
-    }
-
-    #[test]
     fn partition_scale_settings() {
         let mut c = BrokerConfig::defaults();
         c.shards = 2;
@@ -958,123 +735,5 @@ mod tests {
         assert_eq!(c.shard_open_files_max, Some(64));
         assert_eq!(c.shard_prealloc_bytes_max, 0);
         assert_eq!(c.partition_idle_ms, 2000);
-    }
-
-    #[test]
-    fn admin_listener_defaults_to_9644_and_can_be_moved_or_switched_off() {
-        let c = BrokerConfig::resolve(&cli(&[])).unwrap();
-        assert_eq!(c.admin.listen, Some("127.0.0.1:9644".parse().unwrap()));
-        assert!(c.admin.limits.partition_series);
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("server.properties");
-        std::fs::write(
-            &path,
-            "rill.admin.listen=127.0.0.1:19644\nrill.metrics.topics.max=7\n\
-             rill.metrics.partition.series.enable=false\n",
-        )
-        .unwrap();
-        let p = path.to_str().unwrap();
-        let c = BrokerConfig::resolve(&cli(&["--config", p])).unwrap();
-        assert_eq!(c.admin.listen, Some("127.0.0.1:19644".parse().unwrap()));
-        assert_eq!(c.admin.limits.topics_max, 7);
-        assert!(!c.admin.limits.partition_series);
-        let c = BrokerConfig::resolve(&cli(&["--config", p, "--admin-listen", "OFF"])).unwrap();
-        assert_eq!(c.admin.listen, None);
-        assert!(BrokerConfig::resolve(&cli(&["--admin-listen", "nowhere"])).is_err());
-        let mut c = BrokerConfig::defaults();
-        for (k, v) in [
-            ("rill.metrics.topics.max", "0"),
-            ("rill.metrics.partition.series.enable", "sometimes"),
-        ] {
-            let map = BTreeMap::from([(k.to_string(), v.to_string())]);
-            assert!(c.apply_properties(&map).is_err(), "{k}={v} accepted");
-        }
-    }
-
-    #[test]
-    fn connection_and_memory_bounds_take_kafkas_names_and_defaults() {
-        let c = BrokerConfig::resolve(&cli(&["--shards", "2"])).unwrap();
-        assert_eq!(
-            c.connections.idle_ms, 600_000,
-            "Kafka's connections.max.idle.ms"
-        );
-        assert_eq!(c.connections.per_ip, i32::MAX as usize);
-        assert_eq!(c.fetch_max_bytes, 57_671_680, "Kafka's fetch.max.bytes");
-        assert_eq!(c.queued_max_request_bytes(), 512 << 20, "256 MiB per shard");
-        assert_eq!(c.shard_request_bytes_max(), 256 << 20);
-        assert!(c.max_connections() >= 1);
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("server.properties");
-        std::fs::write(
-            &path,
-            "max.connections=4000\nmax.connections.per.ip=10\n\
-             max.connections.per.ip.overrides=127.0.0.1:200,[::1]:5\n\
-             connections.max.idle.ms=-1\nqueued.max.request.bytes=200000000\n\
-             fetch.max.bytes=1048576\nrill.shard.fetch.bytes.max=8388608\n\
-             socket.request.max.bytes=1000000\n",
-        )
-        .unwrap();
-        let p = path.to_str().unwrap();
-        let c = BrokerConfig::resolve(&cli(&["--config", p, "--shards", "4"])).unwrap();
-        assert_eq!(c.max_connections(), 4000);
-        let limits = c.connection_quota_limits();
-        assert_eq!(limits.per_ip, 10);
-        assert_eq!(limits.per_ip_overrides[&"127.0.0.1".parse().unwrap()], 200);
-        assert_eq!(limits.per_ip_overrides[&"::1".parse().unwrap()], 5);
-        assert_eq!(c.connections.idle(), None, "negative: never idle out");
-        assert_eq!(c.queued_max_request_bytes(), 200_000_000);
-        assert_eq!(
-            c.shard_request_bytes_max(),
-            50_000_000,
-            "split among 4 shards"
-        );
-        assert_eq!(
-            (c.fetch_max_bytes, c.shard_fetch_bytes_max),
-            (1 << 20, 8 << 20)
-        );
-        // A share never below one largest request (and its size prefix).
-        let mut small = c.clone();
-        small.shards = 1000;
-        assert_eq!(small.shard_request_bytes_max(), 1_000_004);
-        // Kafka's -1 keeps Rill's bound.
-        let mut c = BrokerConfig::defaults();
-        let map = BTreeMap::from([("queued.max.request.bytes".into(), "-1".into())]);
-        c.apply_properties(&map).unwrap();
-        assert_eq!(c.queued_max_request_bytes, None);
-    }
-
-    #[test]
-    fn bad_bounds_are_refused_as_kafka_refuses_them() {
-        let mut c = BrokerConfig::defaults();
-        for (k, v) in [
-            ("max.connections", "0"),
-            ("max.connections", "3000000000"),
-            ("max.connections.per.ip", "-1"),
-            ("max.connections.per.ip.overrides", "nocount"),
-            ("max.connections.per.ip.overrides", "127.0.0.1:x"),
-            ("fetch.max.bytes", "0"),
-            ("socket.request.max.bytes", "0"),
-            ("connections.max.idle.ms", "soon"),
-        ] {
-            let map = BTreeMap::from([(k.to_string(), v.to_string())]);
-            assert!(c.apply_properties(&map).is_err(), "{k}={v} accepted");
-        }
-        let dir = tempfile::tempdir().unwrap();
-        for text in [
-            "queued.max.request.bytes=1000\n",
-            "max.connections.per.ip=0\n",
-        ] {
-            let path = dir.path().join("bad.properties");
-            std::fs::write(&path, text).unwrap();
-            let resolved = BrokerConfig::resolve(&cli(&["--config", path.to_str().unwrap()]));
-            assert!(resolved.is_err(), "{text} accepted");
-        }
-    }
-
-    #[test]
-    fn missing_config_file_is_an_error() {
-        assert!(
-            BrokerConfig::resolve(&cli(&["--config", "/nonexistent/rill.properties"])).is_err()
-        );
     }
 }

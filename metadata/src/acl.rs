@@ -201,9 +201,6 @@ pub struct WireAcl {
     pub permission: i8,
 }
 
-/// A refusal: Kafka's error code and message.
-pub type Refusal = (ErrorCode, String);
-
 /// Why a binding or filter off the wire is not taken, as Kafka 4.4 answers it (compared with
 /// it by the differential suite's `acls` case).
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -341,7 +341,7 @@ pub struct Alteration {
 pub const CHANGES_PER_REQUEST_MAX: usize = 10_000;
 
 /// Why an entity's alteration was refused: Kafka's error code and message.
-pub type Refusal = (ErrorCode, String);
+pub type AlterationRefusal = (ErrorCode, String);
 
 /// One entity's outcome in AlterClientQuotas' answer.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -356,7 +356,7 @@ pub struct EntityResult {
 }
 
 impl EntityResult {
-    fn new(entity: &RawEntity, outcome: Result<(), Refusal>) -> Self {
+    fn new(entity: &RawEntity, outcome: Result<(), AlterationRefusal>) -> Self {
         let (error_code, message) = match outcome {
             Ok(()) => (ErrorCode::None, None),
             Err((code, message)) => (code, Some(message)),
@@ -431,7 +431,7 @@ fn alter_entity(
     raw: &RawEntity,
     ops: &[(&str, Option<QuotaValue>)],
     changes: &mut Vec<QuotaChange>,
-) -> Result<(), Refusal> {
+) -> Result<(), AlterationRefusal> {
     let entity = validate_entity(raw)?;
     let keys = keys_for(&entity)?;
     let stored = current.entities.get(&entity);
@@ -461,12 +461,12 @@ fn alter_entity(
     Ok(())
 }
 
-fn invalid(message: String) -> Refusal {
+fn invalid(message: String) -> AlterationRefusal {
     (ErrorCode::InvalidRequest, message)
 }
 
 /// Kafka's `validateEntity`: known types, no empty name.
-fn validate_entity(raw: &RawEntity) -> Result<QuotaEntity, Refusal> {
+fn validate_entity(raw: &RawEntity) -> Result<QuotaEntity, AlterationRefusal> {
     if raw.is_empty() {
         return Err(invalid("Invalid empty client quota entity".to_string()));
     }
@@ -486,7 +486,7 @@ fn validate_entity(raw: &RawEntity) -> Result<QuotaEntity, Refusal> {
 }
 
 /// Kafka's `configKeysForEntityType`: an IP stands alone, and its name must be an address.
-fn keys_for(entity: &QuotaEntity) -> Result<&'static [(&'static str, KeyType)], Refusal> {
+fn keys_for(entity: &QuotaEntity) -> Result<&'static [(&'static str, KeyType)], AlterationRefusal> {
     let has = |kind| entity.component(kind).is_some();
     if has(EntityType::Ip) {
         if has(EntityType::User) || has(EntityType::ClientId) {
@@ -507,7 +507,11 @@ fn keys_for(entity: &QuotaEntity) -> Result<&'static [(&'static str, KeyType)], 
 }
 
 /// Kafka's `validateQuotaKeyValue`.
-fn validate_value(keys: &[(&str, KeyType)], key: &str, value: f64) -> Result<(), Refusal> {
+fn validate_value(
+    keys: &[(&str, KeyType)],
+    key: &str,
+    value: f64,
+) -> Result<(), AlterationRefusal> {
     let Some(&(_, kind)) = keys.iter().find(|(k, _)| *k == key) else {
         return Err(invalid(format!("Invalid configuration key {key}")));
     };
@@ -574,7 +578,7 @@ pub fn describe<'a>(
     quotas: &'a ClientQuotas,
     components: &[FilterComponent],
     strict: bool,
-) -> Result<Vec<(&'a QuotaEntity, &'a EntityQuotas)>, Refusal> {
+) -> Result<Vec<(&'a QuotaEntity, &'a EntityQuotas)>, AlterationRefusal> {
     let mut exact: BTreeMap<EntityType, Option<&str>> = BTreeMap::new();
     let mut any: Vec<EntityType> = Vec::new();
     for component in components {

@@ -16,9 +16,9 @@ use rill_types::LeaderEpoch;
 
 use crate::capacity::Capacity;
 use crate::cluster::view::ClusterView;
-use crate::config::BrokerConfig;
 use crate::group::ops::{GroupListing, GroupOp, GroupReply};
 use crate::partition::ops::{PartitionOp, PartitionReply};
+use crate::settings::BrokerConfig;
 use crate::topic_config::cache::Settled;
 use crate::topic_config::TopicSettings;
 use crate::topics::{TopicError, TopicMeta, TopicRegistry};

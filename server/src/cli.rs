@@ -1,19 +1,20 @@
 //! Command-line flags of the `rill` binary (issue 4 fixes their names; tests and benches use them).
 //!
-//! Every flag is optional so that [`crate::config::BrokerConfig::resolve`] can tell "not given"
-//! (the config file or the default applies) from "given" (the flag wins).
+//! Every flag is optional so that [`BrokerConfig::resolve`] (here: the flags are applied over the
+//! file's settings) can tell "not given" (the config file or the default applies) from "given"
+//! (the flag wins).
 
 use std::path::PathBuf;
 
 use clap::Parser;
 
-/// `rill --version`: the crate version and the git commit it was built from (see build.rs).
-pub const VERSION: &str = concat!(
-    env!("CARGO_PKG_VERSION"),
-    " (git ",
-    env!("RILL_GIT_COMMIT"),
-    ")"
-);
+use crate::config::{
+    parse_admin_listen, parse_delay_ms, parse_listen, parse_positive_i32, parse_shards,
+    read_properties_file, split_host_port,
+};
+use crate::settings::{BrokerConfig, ConfigError};
+
+pub use crate::build_info::VERSION;
 
 /// `rill [--listen HOST:PORT] [--advertise HOST:PORT] [--data-dir DIR] [--shards N]
 /// [--default-partitions N] [--auto-create-topics true|false] [--admin-listen HOST:PORT|off]
@@ -114,3 +115,90 @@ impl Cli {
         }
     }
 }
+
+/// Flags over the file: what `rill` runs with ([`crate::config`] parses the file and checks the
+/// values; the flags are this module's).
+impl BrokerConfig {
+    /// Resolve defaults, then `cli.config` (if given), then the flags.
+    pub fn resolve(cli: &Cli) -> Result<Self, ConfigError> {
+        let mut config = Self::defaults();
+        let mut advertise_from_file = None;
+        if let Some(path) = &cli.config {
+            let properties = read_properties_file(path)?;
+            advertise_from_file = config.apply_properties(&properties)?;
+        }
+        config.apply_cli(cli, advertise_from_file)?;
+        Ok(config)
+    }
+
+    fn apply_cli(&mut self, cli: &Cli, advertise_file: Option<String>) -> Result<(), ConfigError> {
+        if let Some(listen) = &cli.listen {
+            self.listen = parse_listen("--listen", listen)?;
+        }
+        if let Some(dir) = &cli.data_dir {
+            self.data_dir = dir.clone();
+        }
+        if let Some(shards) = cli.shards {
+            self.shards = parse_shards("--shards", &shards.to_string())?;
+        }
+        if let Some(partitions) = cli.default_partitions {
+            self.default_partitions =
+                parse_positive_i32("--default-partitions", &partitions.to_string())?;
+        }
+        if let Some(auto) = cli.auto_create_topics {
+            self.auto_create_topics = auto;
+        }
+        if let Some(bytes) = cli.io_memory_bytes {
+            self.io_memory_bytes = bytes;
+        }
+        if let Some(admin) = &cli.admin_listen {
+            self.admin.listen = parse_admin_listen("--admin-listen", admin)?;
+        }
+        if let Some(node_id) = cli.node_id {
+            self.node_id = node_id;
+        }
+        if let Some(ms) = cli.group_initial_rebalance_delay_ms {
+            self.group.initial_rebalance_delay_ms =
+                parse_delay_ms("--group-initial-rebalance-delay-ms", &ms.to_string())?;
+        }
+        self.cluster_settings.apply_flags(&cli.cluster_flags());
+        self.cluster = self.cluster_settings.resolve(self.node_id)?;
+        // A topic config's broker default, so it stays with the log defaults (DescribeConfigs).
+        let unclean = self.log.static_props.get("unclean.leader.election.enable");
+        if let (Some(cluster), Some(v)) = (&mut self.cluster, unclean) {
+            cluster.leadership.unclean_election = v.trim().eq_ignore_ascii_case("true");
+        }
+        let flags = [
+            (cli.listen.is_some(), "listeners"),
+            (cli.data_dir.is_some(), "log.dirs"),
+            (cli.shards.is_some(), "rill.shards"),
+            (cli.default_partitions.is_some(), "num.partitions"),
+            (
+                cli.auto_create_topics.is_some(),
+                "auto.create.topics.enable",
+            ),
+            (cli.advertise.is_some(), "advertised.listeners"),
+            (cli.node_id.is_some(), "node.id"),
+            (
+                cli.group_initial_rebalance_delay_ms.is_some(),
+                "group.initial.rebalance.delay.ms",
+            ),
+        ];
+        for (_, property) in flags.into_iter().filter(|(given, _)| *given) {
+            self.explicit.insert(property.to_string());
+        }
+        self.check_bounds()?;
+        // advertise defaults to listen, so it is resolved after the listen address is final.
+        self.advertise_host = self.listen.ip().to_string();
+        self.advertise_port = self.listen.port();
+        if let Some(address) = cli.advertise.clone().or(advertise_file) {
+            let (host, port) = split_host_port("--advertise", &address)?;
+            self.advertise_host = host;
+            self.advertise_port = port;
+        }
+        self.resolve_listeners()
+    }
+}
+
+#[cfg(test)]
+mod resolve_tests;

@@ -32,7 +32,7 @@
 //! internal topics (`crate::internal_log`).
 
 use std::cell::RefCell;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::rc::Rc;
 use std::sync::Arc;
 
@@ -49,7 +49,7 @@ use crate::partition::table::PartitionTable;
 /// Bytes read per step while loading.
 const LOAD_READ_BYTES: usize = 1 << 20;
 
-pub use crate::internal_topics::is_internal;
+pub use crate::internal_topics::{is_internal, offsets_topic_configs, txn_topic_configs};
 
 /// A topic clients may read (Fetch, ListOffsets, OffsetForLeaderEpoch) by name: a registered
 /// one, or an internal one ([`crate::broker::Broker::internal_topic`]), which Kafka lets any
@@ -72,32 +72,6 @@ pub fn readable_topic_by_id<B: crate::broker::Broker>(
         let mut internal = broker.internal_topics().into_iter();
         internal.find(|(_, meta)| meta.id == id)
     })
-}
-
-/// Topic configs of `__consumer_offsets` (Kafka creates it compacted, too).
-pub fn offsets_topic_configs() -> BTreeMap<String, String> {
-    let segment = crate::group::journal::OFFSETS_SEGMENT_BYTES;
-    compacted(segment, crate::group::journal::TOMBSTONE_RETENTION_MS)
-}
-
-/// Topic configs of `__transaction_state`: compacted, and `min_isr`
-/// (`transaction.state.log.min.isr`) as its `min.insync.replicas`.
-pub fn txn_topic_configs(min_isr: u16) -> BTreeMap<String, String> {
-    let segment = crate::txn::log::txn_log_config().segment_bytes_max;
-    let mut configs = compacted(segment, crate::group::journal::TOMBSTONE_RETENTION_MS);
-    configs.insert("min.insync.replicas".to_string(), min_isr.to_string());
-    configs
-}
-
-fn compacted(segment_bytes: u64, delete_retention_ms: u64) -> BTreeMap<String, String> {
-    [
-        ("cleanup.policy", "compact".to_string()),
-        ("segment.bytes", segment_bytes.to_string()),
-        ("delete.retention.ms", delete_retention_ms.to_string()),
-    ]
-    .into_iter()
-    .map(|(k, v)| (k.to_string(), v))
-    .collect()
 }
 
 /// Where one partition's coordinator state stands on this broker.
@@ -348,6 +322,7 @@ impl<S: Storage + 'static> CoordinatorLog<S> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::collections::BTreeMap;
 
     const E1: LeaderEpoch = LeaderEpoch(1);
     const E2: LeaderEpoch = LeaderEpoch(2);

@@ -5,7 +5,9 @@
 //! in `server/LAYERS.md` (`ops/layering.py`, run by `./test.sh`).
 //!
 //! Map (a request's path, top to bottom):
-//! - [`cli`], [`config`]: flags and Kafka-style properties, resolved into [`config::BrokerConfig`].
+//! - [`cli`], [`config`]: flags and Kafka-style properties, resolved into
+//!   [`settings::BrokerConfig`], the settings every module reads;
+//!   [`build_info`]: the version `--version` and the status page show.
 //! - [`cluster`]: the metadata quorum's edge (KRaft properties, controller, broker registration)
 //!   and the cluster view handlers answer from; absent on a single node.
 //! - [`shard`]: executors per core, the channel mesh between them, startup and shutdown.
@@ -38,11 +40,13 @@
 //! - [`shutdown`]: SIGTERM/SIGINT → every shard stops accepting, drains, closes its logs.
 //! - [`admin`]: the admin HTTP listener: Prometheus metrics, health checks, status JSON and page.
 //! - [`tools`]: `rill dump-log`, `rill check`: offline inspection and repair of a data directory.
-//! - [`test_hooks`]: faults the end-to-end tests inject (debug builds only).
+//! - [`test_hooks`]: faults the end-to-end tests inject (debug builds only); `test_batches`:
+//!   the record batches unit tests write.
 //! - [`tiered`]: tiered storage (KIP-405): sealed segments copied to an S3 object store, read back.
 pub mod admin;
 pub mod broker;
 pub mod broker_configs;
+pub mod build_info;
 pub mod capacity;
 pub mod channel;
 pub mod cli;
@@ -69,8 +73,12 @@ pub mod replication;
 pub mod request_order;
 pub mod routing;
 pub mod security;
+pub mod settings;
 pub mod shard;
 pub mod shutdown;
+/// Record batches for unit tests (and the fuzz targets' fake broker).
+#[cfg(any(test, feature = "fuzzing"))]
+pub mod test_batches;
 pub mod test_hooks;
 pub mod tiered;
 pub mod tools;

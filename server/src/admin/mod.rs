@@ -26,6 +26,7 @@ pub mod exposition;
 pub mod http;
 pub mod metrics;
 pub mod page;
+pub mod settings;
 pub mod shard;
 pub mod state;
 pub mod status;

@@ -493,7 +493,7 @@ pub mod hooks {
 #[cfg(test)]
 mod tests {
     use super::hooks::records_in;
-    use crate::handler::fake::batch;
+    use crate::test_batches::batch;
     use rill_types::batch::attributes::CONTROL_BIT;
     use rill_types::batch::{write_crc, RecordBatchHeader};
 

@@ -14,11 +14,13 @@ use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, AtomicUsize, Ordering}
 use std::sync::{Arc, Mutex, OnceLock, RwLock};
 use std::time::{Duration, Instant, SystemTime};
 
+use rill_metadata::image::MetadataImage;
+use rill_metadata::types::NodeId;
 use rill_types::Offset;
 
 use super::metrics::Metrics;
-use crate::cluster::view::ClusterView;
-use crate::config::BrokerConfig;
+pub use super::settings::SeriesLimits;
+use crate::settings::BrokerConfig;
 use crate::topics::TopicRegistry;
 
 /// Longest the admin thread waits for the shards' snapshots before answering without them.
@@ -278,17 +280,22 @@ pub struct BrokerInfo {
     pub shards: usize,
 }
 
-/// Bounds on metric label cardinality (`rill.metrics.*`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct SeriesLimits {
-    /// Whether per-partition series are exported at all.
-    pub partition_series: bool,
-    /// Per-partition series (of each family) exported at most; the rest are dropped and counted.
-    pub partition_series_max: usize,
-    /// Topics with their own series; the others are summed under `topic="_other"`.
-    pub topics_max: usize,
-    /// Groups with their own series; the others are summed under `group="_other"`.
-    pub groups_max: usize,
+/// The cluster as the admin listener reads it (readiness, the status page, the metrics): what
+/// this node's cluster view answers (`crate::cluster::view::ClusterView` implements it, from the
+/// floor above).
+pub trait ClusterStatus: Send + Sync {
+    /// This node.
+    fn node_id(&self) -> NodeId;
+    /// The applied metadata image.
+    fn image(&self) -> Arc<MetadataImage>;
+    /// The active controller, if known.
+    fn controller(&self) -> Option<NodeId>;
+    /// The fatal condition, if one was recorded.
+    fn fatal(&self) -> Option<String>;
+    /// Whether this broker applied the metadata log up to its registration.
+    fn caught_up(&self) -> bool;
+    /// Where this broker's catch-up stands, for its readiness probe.
+    fn catch_up_progress(&self) -> String;
 }
 
 /// Everything the admin listener reads, shared by the shards (writers) and the admin thread.
@@ -310,7 +317,7 @@ pub struct AdminState {
     /// Where each shard takes snapshot requests (set when the shard starts).
     snapshot_requests: Mutex<Vec<Option<std::sync::mpsc::Sender<SnapshotRequest>>>>,
     /// The cluster this broker belongs to, once it started (`None` on a single node).
-    cluster: OnceLock<Arc<ClusterView>>,
+    cluster: OnceLock<Arc<dyn ClusterStatus>>,
     /// A controller-only node: no shards, no registration as a broker.
     controller_only: bool,
     /// When the state was created (the heartbeat clock).
@@ -339,7 +346,7 @@ impl AdminState {
     ) -> Arc<Self> {
         let info = BrokerInfo {
             node_id: config.node_id,
-            version: crate::cli::VERSION.to_string(),
+            version: crate::build_info::VERSION.to_string(),
             listen: config.listen.to_string(),
             advertise: format!("{}:{}", config.advertise_host, config.advertise_port),
             admin_listen: "off".to_string(),
@@ -364,12 +371,12 @@ impl AdminState {
 
     /// Joins the broker to `cluster`: readiness then also needs the controller's registration,
     /// and the status lists every broker.
-    pub fn set_cluster(&self, cluster: Arc<ClusterView>) {
+    pub fn set_cluster(&self, cluster: Arc<dyn ClusterStatus>) {
         let _ = self.cluster.set(cluster);
     }
 
     /// The cluster, if this broker is part of one.
-    pub fn cluster(&self) -> Option<&Arc<ClusterView>> {
+    pub fn cluster(&self) -> Option<&Arc<dyn ClusterStatus>> {
         self.cluster.get()
     }
 
@@ -493,7 +500,7 @@ impl AdminState {
             .count();
         if listening == 0 {
             if let Some(cluster) = self.cluster().filter(|c| !c.caught_up()) {
-                let progress = crate::cluster::catch_up_progress(cluster);
+                let progress = cluster.catch_up_progress();
                 return Err(format!("catching up with the metadata quorum: {progress}"));
             }
         }

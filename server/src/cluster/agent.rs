@@ -22,7 +22,6 @@ use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::channel::polled::oneshot;
 use rill_metadata::controller::PRODUCER_ID_BLOCK;
 use rill_metadata::record::BrokerIdentity;
 use rill_metadata::request::{ControllerRequest, ControllerResponse};
@@ -30,6 +29,8 @@ use rill_metadata::types::{BrokerEpoch, Endpoint, NodeId};
 use rill_metadata::wire::WireMessage;
 use rill_types::ErrorCode;
 use uuid::Uuid;
+
+use super::events::{AgentEvent, Reply};
 
 use super::controller_stream::{ControllerStream, SharedReader};
 use super::mirror::mirror;
@@ -47,39 +48,6 @@ const IMAGE_FETCH_EVERY: Duration = Duration::from_millis(200);
 const SHUTDOWN_WAIT_MAX: Duration = Duration::from_secs(3);
 /// Longest sleep of the loop (it also looks at the stop flag).
 const LOOP_WAIT_MAX: Duration = Duration::from_millis(50);
-
-/// Where an answer goes.
-pub enum Reply {
-    /// To a handler, which polls for it (its task's waker never reaches the agent's thread).
-    Future(oneshot::Sender<ControllerResponse>),
-    /// To a function, run on the agent's thread (must not block).
-    Callback(Box<dyn FnOnce(ControllerResponse) + Send>),
-}
-
-/// What reaches the agent.
-pub enum AgentEvent {
-    /// A handler's request.
-    Submit {
-        /// The request.
-        request: ControllerRequest,
-        /// Where the answer goes.
-        reply: Reply,
-    },
-    /// An answer read from connection `conn`.
-    Response {
-        /// Which connection.
-        conn: u64,
-        /// The request's id.
-        id: u64,
-        /// The answer.
-        response: ControllerResponse,
-    },
-    /// Connection `conn` broke.
-    Closed {
-        /// Which connection.
-        conn: u64,
-    },
-}
 
 enum Purpose {
     Handler(Reply),

@@ -23,6 +23,7 @@ pub mod agent;
 pub mod config;
 pub mod controller_stream;
 pub mod deletions;
+pub mod events;
 pub mod mirror;
 pub mod peer;
 pub mod peer_connect;
@@ -41,7 +42,7 @@ use std::time::{Duration, Instant};
 
 use rill_metadata::types::Endpoint;
 
-pub use view::ClusterView;
+pub use view::{catch_up_progress, ClusterView};
 
 use crate::config::BrokerConfig;
 use crate::topics::TopicRegistry;
@@ -220,22 +221,6 @@ fn wait_caught_up(
         "caught up with the metadata quorum"
     );
     CatchUp::Serve
-}
-
-/// Where a broker's catch-up stands, for its log and its readiness probe.
-pub fn catch_up_progress(view: &ClusterView) -> String {
-    let applied = view.applied_index();
-    match view.registered() {
-        None => format!(
-            "not registered yet (active controller: {}), metadata applied up to {applied}",
-            view.controller()
-                .map_or("none known".to_string(), |c| c.0.to_string())
-        ),
-        Some(epoch) => format!(
-            "metadata applied up to {applied} of this start's registration at {}",
-            epoch.0
-        ),
-    }
 }
 
 /// How often [`wait_caught_up`] looks.

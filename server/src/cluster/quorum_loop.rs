@@ -22,9 +22,10 @@ use std::time::{Duration, Instant};
 use rill_metadata::controller::ControllerConfig;
 use rill_metadata::files::FsFiles;
 use rill_metadata::quorum::{Output, QuorumConfig, QuorumNode};
-use rill_metadata::request::ControllerRequest;
 use rill_metadata::types::NodeId;
-use rill_metadata::RaftMessage;
+
+use super::events::QuorumEvent;
+use crate::internal_topics::METADATA_DIR;
 
 use super::config::ClusterConfig;
 use super::mirror::mirror;
@@ -32,9 +33,6 @@ use super::transport::{Peers, Replier};
 use super::view::ClusterView;
 use crate::topics::TopicRegistry;
 
-/// The metadata log's directory under the data dir: partition 0 of Kafka's metadata topic
-/// (`crate::internal_topics::METADATA_TOPIC`, which no client may create for that reason).
-pub const METADATA_DIR: &str = "__cluster_metadata-0";
 /// Ticks per election timeout (raft-rs randomizes between one and two timeouts).
 const ELECTION_TICKS: usize = 10;
 /// Ticks between a leader's heartbeats.
@@ -46,21 +44,6 @@ const EVENTS_PER_POLL: usize = 256;
 /// A loop step slower than this is logged (a stalled fsync, a blocked peer): at two election
 /// timeouts the other voters elect someone else, and the log should say why.
 const SLOW_STEP: Duration = Duration::from_millis(500);
-
-/// What reaches the quorum loop.
-pub enum QuorumEvent {
-    /// A raft message from another voter.
-    Raft(RaftMessage),
-    /// A broker's request.
-    Request {
-        /// The request.
-        request: ControllerRequest,
-        /// Where to answer.
-        reply: Replier,
-    },
-    /// A voter could not be reached.
-    Unreachable(NodeId),
-}
 
 /// An opened voter, ready to run.
 pub struct QuorumVoter {

@@ -23,7 +23,7 @@ const CLUSTER_MARK: &str = "meta.properties";
 /// or transaction state and has never run as a cluster node.
 pub fn refuse_single_node_data(data_dir: &Path, registry: &TopicRegistry) -> anyhow::Result<()> {
     let clustered = data_dir.join(CLUSTER_MARK).exists()
-        || data_dir.join(super::quorum_loop::METADATA_DIR).exists();
+        || data_dir.join(crate::internal_topics::METADATA_DIR).exists();
     if clustered {
         return Ok(());
     }

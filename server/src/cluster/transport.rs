@@ -25,7 +25,7 @@ use rill_metadata::RaftMessage;
 use rustls::{ClientConfig, ServerConfig};
 
 use super::controller_stream::{ControllerStream, SharedReader};
-use super::quorum_loop::QuorumEvent;
+use super::events::QuorumEvent;
 
 /// Connections the controller listener serves at once (voters, brokers); more are closed.
 pub const CONNECTIONS_MAX: usize = 256;

@@ -16,8 +16,8 @@ use rill_metadata::request::{ControllerRequest, ControllerResponse, NewTopic};
 use rill_metadata::types::{BrokerEpoch, LogIndex, NodeId};
 use rill_types::{ErrorCode, LeaderEpoch};
 
-use super::agent::{AgentEvent, Reply};
 use super::config::ClusterConfig;
+use super::events::{AgentEvent, Reply};
 use crate::topics::TopicMeta;
 
 /// How long a handler waits for its own change to reach this node's image (read-your-writes
@@ -254,7 +254,7 @@ impl ClusterView {
             crate::internal_topics::OFFSETS_PARTITIONS as u32,
             self.config.offsets_replication_factor,
         );
-        let configs = crate::coordinator_log::offsets_topic_configs();
+        let configs = crate::internal_topics::offsets_topic_configs();
         self.ensure_internal_topic(
             crate::internal_topics::OFFSETS_TOPIC,
             partitions,
@@ -275,7 +275,7 @@ impl ClusterView {
         );
         // transaction.state.log.min.isr, at most the factor (or no write could succeed).
         let min_isr = self.config.txn_min_isr.min(factor);
-        let configs = crate::coordinator_log::txn_topic_configs(min_isr);
+        let configs = crate::internal_topics::txn_topic_configs(min_isr);
         self.ensure_internal_topic(
             crate::internal_topics::TXN_TOPIC,
             partitions,
@@ -465,4 +465,47 @@ fn sha256_hex(bytes: &[u8]) -> String {
         .iter()
         .map(|b| format!("{b:02x}"))
         .collect()
+}
+
+/// What the admin listener reads of the cluster (`crate::admin::state`): the view's own answers.
+impl crate::admin::state::ClusterStatus for ClusterView {
+    fn node_id(&self) -> NodeId {
+        ClusterView::node_id(self)
+    }
+
+    fn image(&self) -> Arc<MetadataImage> {
+        ClusterView::image(self)
+    }
+
+    fn controller(&self) -> Option<NodeId> {
+        ClusterView::controller(self)
+    }
+
+    fn fatal(&self) -> Option<String> {
+        ClusterView::fatal(self)
+    }
+
+    fn caught_up(&self) -> bool {
+        ClusterView::caught_up(self)
+    }
+
+    fn catch_up_progress(&self) -> String {
+        catch_up_progress(self)
+    }
+}
+
+/// Where a broker's catch-up stands, for its log and its readiness probe.
+pub fn catch_up_progress(view: &ClusterView) -> String {
+    let applied = view.applied_index();
+    match view.registered() {
+        None => format!(
+            "not registered yet (active controller: {}), metadata applied up to {applied}",
+            view.controller()
+                .map_or("none known".to_string(), |c| c.0.to_string())
+        ),
+        Some(epoch) => format!(
+            "metadata applied up to {applied} of this start's registration at {}",
+            epoch.0
+        ),
+    }
 }

@@ -6,7 +6,9 @@
 //! - [`shard_cleaner`]: [`ShardCleaner`], at most one clean at a time per shard, in a task
 //!   queue of its own, its I/O paced; the partition actor plans cleans and swaps the results in.
 pub mod record_codec;
+pub mod settings;
 pub mod shard_cleaner;
 
 pub use record_codec::KafkaRecords;
-pub use shard_cleaner::{CleanEvent, CleanerSettings, ShardCleaner};
+pub use settings::CleanerSettings;
+pub use shard_cleaner::{CleanEvent, ShardCleaner};

@@ -35,16 +35,12 @@ use super::offsets::{
 };
 use super::{offsets_partition, OFFSETS_TOPIC};
 use crate::compaction::KafkaRecords;
+pub use crate::internal_topics::{OFFSETS_SEGMENT_BYTES, TOMBSTONE_RETENTION_MS};
 use rill_protocol::ErrorCode;
 use rill_types::batch::ValidatedBatch;
 
 /// Records appended between two looks at whether a clean is due.
 pub const CLEAN_CHECK_AFTER_RECORDS: u64 = 10_000;
-/// Segment size of an offsets log: what stays uncompacted at most (Kafka's
-/// `offsets.topic.segment.bytes` is 100 MiB; these logs hold one shard's share of small records).
-pub const OFFSETS_SEGMENT_BYTES: u64 = 1 << 20;
-/// How long an OffsetDelete/DeleteGroups tombstone stays (Kafka's `delete.retention.ms`).
-pub const TOMBSTONE_RETENTION_MS: u64 = 24 * 60 * 60 * 1000;
 /// Offset-map memory of a clean of an offsets log.
 const CLEAN_MAP_BYTES: usize = 8 << 20;
 /// Bytes read per step during replay.

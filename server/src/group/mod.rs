@@ -33,6 +33,7 @@ pub mod offsets;
 pub mod ops;
 pub mod replicated;
 pub mod runtime;
+pub mod settings;
 pub mod share;
 pub mod state;
 mod txn_offsets;
@@ -41,58 +42,7 @@ pub use crate::internal_topics::{
     offsets_partition, OFFSETS_DIR, OFFSETS_PARTITIONS, OFFSETS_TOPIC,
 };
 pub use ops::{GroupCall, GroupOp, GroupReply};
-
-/// Kafka's `group.*` broker settings.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct GroupConfig {
-    /// `group.initial.rebalance.delay.ms`: the first rebalance of an Empty group waits this long
-    /// for more members (and again while members keep arriving, within the rebalance timeout),
-    /// so that consumers started together land in one generation instead of two.
-    pub initial_rebalance_delay_ms: i32,
-    /// `group.max.size`: members of one group, and member ids one group hands out pending
-    /// their rejoin; a JoinGroup past it gets GROUP_MAX_SIZE_REACHED.
-    pub max_size: usize,
-    /// `rill.shard.groups.max`: groups one shard coordinates; a request that would create one
-    /// more gets GROUP_MAX_SIZE_REACHED (groups loaded from the log always load).
-    pub shard_groups_max: usize,
-    /// `group.min.session.timeout.ms` / `group.max.session.timeout.ms`: a classic JoinGroup's
-    /// session timeout outside them gets INVALID_SESSION_TIMEOUT, as Kafka answers.
-    pub session_timeout_ms_min: i32,
-    /// See `session_timeout_ms_min`.
-    pub session_timeout_ms_max: i32,
-    /// `offsets.retention.check.interval.ms`: how often groups left with nothing (no members,
-    /// no offsets) are forgotten; until then they stay Empty and listed, as in Kafka.
-    pub cleanup_interval_ms: i64,
-    /// `group.consumer.*`: KIP-848 consumer groups.
-    pub consumer: consumer::ConsumerConfig,
-    /// `group.share.*`: KIP-932 share groups.
-    pub share: share::ShareConfig,
-}
-
-/// The default `group.max.size`. Kafka's is unbounded for classic groups; each member holds its
-/// JoinGroup metadata (up to a whole request), the leader's JoinGroup answer carries every
-/// member's, and every rebalance of the classic protocol stops the whole group: a thousand
-/// members is past what a classic group rebalances well, and keeps one group's memory bounded.
-pub const GROUP_MAX_SIZE_DEFAULT: usize = 1_000;
-
-/// The default `rill.shard.groups.max`: far more groups than a broker's consumers form, a
-/// bounded map for clients that invent group ids (Kafka bounds neither).
-pub const SHARD_GROUPS_MAX_DEFAULT: usize = 50_000;
-
-impl Default for GroupConfig {
-    fn default() -> Self {
-        GroupConfig {
-            initial_rebalance_delay_ms: 3_000,
-            max_size: GROUP_MAX_SIZE_DEFAULT,
-            shard_groups_max: SHARD_GROUPS_MAX_DEFAULT,
-            session_timeout_ms_min: 6_000,
-            session_timeout_ms_max: 1_800_000,
-            cleanup_interval_ms: 600_000,
-            consumer: consumer::ConsumerConfig::default(),
-            share: share::ShareConfig::default(),
-        }
-    }
-}
+pub use settings::{GroupConfig, GROUP_MAX_SIZE_DEFAULT, SHARD_GROUPS_MAX_DEFAULT};
 
 /// The shard that coordinates `group_id`: the one owning its offsets partition in the
 /// partition table (in a cluster the coordinator writes through it, `crate::coordinator_log`).
@@ -106,9 +56,6 @@ pub fn owned_offsets_partitions(shard: usize, shards: usize) -> Vec<i32> {
         .filter(|p| crate::routing::owner_shard(OFFSETS_TOPIC, *p, shards) == shard)
         .collect()
 }
-
-#[cfg(test)]
-mod wire_tests;
 
 #[cfg(test)]
 mod tests {

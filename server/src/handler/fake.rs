@@ -8,7 +8,6 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::{Bytes, BytesMut};
-use rill_protocol::record::{encode_plain_batch, PlainRecord};
 use rill_protocol::ErrorCode;
 
 use super::Broker;
@@ -26,15 +25,7 @@ use rill_engine::Positions;
 use rill_types::batch::RecordBatchHeader;
 use rill_types::{Offset, TimestampMs};
 
-/// A valid v2 record batch of `records` records (timestamps 1000, 1001, ...).
-pub fn batch(records: usize) -> Bytes {
-    encode_plain_batch((0..records).map(|i| PlainRecord {
-        key: None,
-        value: Some(Bytes::from(format!("value-{i}"))),
-        timestamp_ms: 1000 + i as i64,
-    }))
-    .freeze()
-}
+pub use crate::test_batches::batch;
 
 /// Each partition's batches with their base offsets.
 type Logs = HashMap<(String, i32), Vec<(i64, Bytes)>>;

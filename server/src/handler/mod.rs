@@ -128,6 +128,8 @@ pub mod txn_offset_commit;
 pub mod write_txn_markers;
 
 #[cfg(test)]
+mod group_wire_tests;
+#[cfg(test)]
 mod share_tests;
 
 /// The in-memory broker: handler unit tests, and the request-path fuzz targets (server/fuzz).

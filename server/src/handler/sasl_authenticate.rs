@@ -22,7 +22,7 @@ use rill_protocol::kafka_protocol::messages::{SaslAuthenticateRequest, SaslAuthe
 use rill_protocol::ErrorCode;
 
 use super::{message_bytes, Answer, Broker};
-use crate::security::oauthbearer::{self, Refusal};
+use crate::security::oauthbearer::{self, ClientFirstRefusal};
 use crate::security::sasl::{Mechanism, PlainUsers, SaslListener, SaslState};
 use crate::security::scram::{self, Failure};
 use crate::security::session::Session;
@@ -176,7 +176,7 @@ fn oauthbearer(
     }
     match oauthbearer::evaluate(token, &sasl.oauthbearer, wall_clock_ms()) {
         Ok(valid) => Ok(Step::complete(valid.principal, Some(valid.expires_ms))),
-        Err(Refusal::Invalid(invalid)) => {
+        Err(ClientFirstRefusal::Invalid(invalid)) => {
             tracing::info!(peer = ?session.peer, reason = %invalid.reason, "OAUTHBEARER token refused");
             let challenge = invalid.challenge();
             Ok(Step::reply(
@@ -184,11 +184,11 @@ fn oauthbearer(
                 SaslState::OAuthChallenged(challenge),
             ))
         }
-        Err(Refusal::Malformed(why)) => {
+        Err(ClientFirstRefusal::Malformed(why)) => {
             tracing::debug!(peer = ?session.peer, why, "OAUTHBEARER message refused");
             Err((m, Failure::Generic))
         }
-        Err(Refusal::Authzid(message)) => Err((m, Failure::Told(message))),
+        Err(ClientFirstRefusal::Authzid(message)) => Err((m, Failure::Told(message))),
     }
 }
 

@@ -42,7 +42,7 @@ use super::ops::{Acks, Isolation, PartitionOp, PartitionReply, INTERNAL_ACK_TIME
 use super::txn_guard::{Admit, TxnGuards};
 use super::watch::PartitionWatch;
 use crate::compaction::{CleanEvent, ShardCleaner};
-use crate::config::BrokerConfig;
+use crate::settings::BrokerConfig;
 use crate::shutdown::ShutdownSignal;
 use crate::topic_config::TopicSettings;
 use crate::topics::TopicRegistry;

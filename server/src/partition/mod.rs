@@ -4,6 +4,7 @@
 //! producer's first append (KIP-890).
 pub mod actor;
 pub mod file_budget;
+pub mod internal;
 pub mod key;
 pub mod ops;
 pub mod table;

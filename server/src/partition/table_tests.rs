@@ -17,8 +17,8 @@ use rill_types::Offset;
 
 use super::ops::{Acks, Isolation, PartitionOp, PartitionReply};
 use super::table::PartitionTable;
-use crate::config::BrokerConfig;
-use crate::handler::fake::batch;
+use crate::settings::BrokerConfig;
+use crate::test_batches::batch;
 use crate::topics::TopicRegistry;
 
 struct Fixture {

@@ -49,7 +49,7 @@ pub fn first_record_at_or_after(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::handler::fake::batch;
+    use crate::test_batches::batch;
 
     #[test]
     fn finds_the_record_inside_the_batch() {

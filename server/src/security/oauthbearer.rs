@@ -150,7 +150,7 @@ impl Invalid {
 
 /// Why a client-first message was refused.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Refusal {
+pub enum ClientFirstRefusal {
     /// Not RFC 7628's syntax (Kafka's `SaslException`): the client is told only that its
     /// credentials were invalid, and the connection closed.
     Malformed(&'static str),
@@ -257,11 +257,11 @@ pub fn evaluate(
     message: &[u8],
     options: &ValidatorOptions,
     now_ms: i64,
-) -> Result<Validated, Refusal> {
-    let first = initial_response(message).map_err(Refusal::Malformed)?;
-    let token = validate(first.token, options, now_ms).map_err(Refusal::Invalid)?;
+) -> Result<Validated, ClientFirstRefusal> {
+    let first = initial_response(message).map_err(ClientFirstRefusal::Malformed)?;
+    let token = validate(first.token, options, now_ms).map_err(ClientFirstRefusal::Invalid)?;
     if !first.authzid.is_empty() && first.authzid != token.principal {
-        return Err(Refusal::Authzid(format!(
+        return Err(ClientFirstRefusal::Authzid(format!(
             "Authentication failed: Client requested an authorization id ({}) that is different \
              from the token's principal name ({})",
             first.authzid, token.principal

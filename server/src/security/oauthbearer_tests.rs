@@ -31,13 +31,13 @@ fn opts() -> ValidatorOptions {
     ValidatorOptions::default()
 }
 
-fn refused(msg: &[u8], options: &ValidatorOptions) -> Refusal {
+fn refused(msg: &[u8], options: &ValidatorOptions) -> ClientFirstRefusal {
     evaluate(msg, options, NOW_MS).expect_err("refused")
 }
 
 fn invalid(t: &str, options: &ValidatorOptions) -> Invalid {
     match refused(&message(t), options) {
-        Refusal::Invalid(i) => i,
+        ClientFirstRefusal::Invalid(i) => i,
         other => panic!("not an invalid token: {other:?}"),
     }
 }
@@ -79,21 +79,23 @@ fn malformed_messages_are_refused_without_a_challenge() {
     ];
     for msg in cases {
         assert!(
-            matches!(refused(&msg, &opts()), Refusal::Malformed(_)),
+            matches!(refused(&msg, &opts()), ClientFirstRefusal::Malformed(_)),
             "{:?}",
             String::from_utf8_lossy(&msg)
         );
     }
     assert_eq!(
         refused(b"n,,\x01user=alice\x01\x01", &opts()),
-        Refusal::Malformed("Invalid OAUTHBEARER client first message: 'auth' not specified")
+        ClientFirstRefusal::Malformed(
+            "Invalid OAUTHBEARER client first message: 'auth' not specified"
+        )
     );
     assert_eq!(
         refused(
             format!("n,,\u{1}auth=Basic {t}\u{1}\u{1}").as_bytes(),
             &opts()
         ),
-        Refusal::Malformed("Invalid scheme in OAUTHBEARER client first message")
+        ClientFirstRefusal::Malformed("Invalid scheme in OAUTHBEARER client first message")
     );
 }
 
@@ -101,7 +103,7 @@ fn malformed_messages_are_refused_without_a_challenge() {
 fn an_authzid_other_than_the_principal_is_told() {
     let t = token(&valid_claims());
     let msg = format!("n,a=bob,\u{1}auth=Bearer {t}\u{1}\u{1}");
-    let Refusal::Authzid(m) = refused(msg.as_bytes(), &opts()) else {
+    let ClientFirstRefusal::Authzid(m) = refused(msg.as_bytes(), &opts()) else {
         panic!("not an authzid refusal");
     };
     assert!(m.contains("(bob)") && m.contains("(alice)"), "{m}");
@@ -149,7 +151,7 @@ fn the_standard_alphabet_is_read_as_kafka_reads_it() {
     let padded = format!("{}.{}=.", part(r#"{"alg":"none"}"#), part(&valid_claims()));
     assert!(matches!(
         refused(&message(&padded), &opts()),
-        Refusal::Malformed(_)
+        ClientFirstRefusal::Malformed(_)
     ));
 }
 

@@ -701,16 +701,16 @@ fn serve_internal_logs<S: rill_engine::io::Storage + 'static>(
     groups: &crate::group::runtime::ShardCoordinator<S>,
     txns: &crate::txn::runtime::ShardTxnCoordinator<S>,
 ) {
-    use crate::internal_log::InternalLog;
+    use crate::partition::internal::InternalLog;
     if let crate::group::runtime::ShardJournal::Private(journal) = groups.journal() {
         for (partition, log) in journal.logs() {
-            let log = InternalLog::Offsets(log.clone());
+            let log = InternalLog::new(log.clone());
             table.serve_internal(crate::group::OFFSETS_TOPIC, partition, log);
         }
     }
     if let crate::txn::runtime::ShardTxnJournal::Private(journal) = txns.journal() {
         for (partition, log) in journal.logs() {
-            let log = InternalLog::Txn(log.clone());
+            let log = InternalLog::new(log.clone());
             table.serve_internal(crate::txn::TXN_TOPIC, partition, log);
         }
     }

@@ -10,13 +10,11 @@ use rill_protocol::ErrorCode;
 
 use super::ProducerId;
 use crate::broker::Broker;
-use crate::group::offsets::CommittedOffset;
 use crate::group::ops::MemberRef;
 use crate::group::{GroupOp, GroupReply};
 use crate::partition::ops::{PartitionOp, PartitionReply};
 
-/// A transaction's offsets for one group: (topic, partition, offset).
-pub type TxnOffsets = Vec<(String, i32, CommittedOffset)>;
+pub use super::ops::TxnOffsets;
 
 /// The broker as the transaction coordinator sees it.
 #[allow(async_fn_in_trait)] // !Send futures are intended: thread-per-core.

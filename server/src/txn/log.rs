@@ -95,7 +95,7 @@ impl TxnJournal for MemTxnJournal {
 /// retention, small segments so compaction frees space.
 pub fn txn_log_config() -> LogConfig {
     LogConfig {
-        segment_bytes_max: 8 << 20,
+        segment_bytes_max: crate::internal_topics::TXN_SEGMENT_BYTES,
         segment_ms_max: None,
         flush: FlushPolicy::EveryAppend,
         retention_ms: None,

@@ -3,10 +3,16 @@
 
 use rill_protocol::ErrorCode;
 
-use super::env::TxnOffsets;
-use super::state::TopicPartition;
-use super::{ProducerEpoch, ProducerId};
+use rill_types::{ProducerEpoch, ProducerId};
+
+use crate::group::offsets::CommittedOffset;
 use crate::group::ops::MemberRef;
+
+/// A topic partition in a transaction.
+pub type TopicPartition = (String, i32);
+
+/// A transaction's offsets for one group: (topic, partition, offset).
+pub type TxnOffsets = Vec<(String, i32, CommittedOffset)>;
 
 /// The transaction a request speaks for: the producer id and epoch InitProducerId handed out.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

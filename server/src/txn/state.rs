@@ -26,8 +26,7 @@ use super::{ProducerEpoch, ProducerId};
 /// still take it to Short.MaxValue).
 pub const EPOCH_EXHAUSTED: ProducerEpoch = ProducerEpoch(i16::MAX - 1);
 
-/// A topic partition in a transaction.
-pub type TopicPartition = (String, i32);
+pub use super::ops::TopicPartition;
 
 /// Where a transactional id is in its lifecycle (Kafka's names; Dead is a deleted entry).
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]

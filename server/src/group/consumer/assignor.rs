@@ -6,40 +6,12 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use uuid::Uuid;
 
+pub use crate::group::settings::Assignor;
+
 /// Partitions by topic id: what one member owns or is to own.
 pub type Assignment = BTreeMap<Uuid, BTreeSet<i32>>;
 
-/// A server-side assignor, as the client names it in `group.remote.assignor`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Assignor {
-    /// Kafka's UniformAssignor: partitions spread evenly over the members, sticky.
-    Uniform,
-    /// Kafka's RangeAssignor: per topic, contiguous ranges in member order.
-    Range,
-}
-
 impl Assignor {
-    /// The name clients send (`uniform`, `range`).
-    pub fn name(self) -> &'static str {
-        match self {
-            Assignor::Uniform => "uniform",
-            Assignor::Range => "range",
-        }
-    }
-
-    /// The assignor named `name` (Kafka also takes the class names in `group.consumer.assignors`).
-    pub fn from_name(name: &str) -> Option<Assignor> {
-        match name {
-            "uniform" | "org.apache.kafka.coordinator.group.assignor.UniformAssignor" => {
-                Some(Assignor::Uniform)
-            }
-            "range" | "org.apache.kafka.coordinator.group.assignor.RangeAssignor" => {
-                Some(Assignor::Range)
-            }
-            _ => None,
-        }
-    }
-
     /// The next target assignment. `members` maps each member to the topic ids it subscribes
     /// to; `topics` holds the subscribed topics' partition counts (a subscribed topic missing
     /// from it does not exist and gets nothing); `current` is the present target, kept where

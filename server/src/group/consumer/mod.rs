@@ -24,6 +24,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use rill_protocol::ErrorCode;
 use uuid::Uuid;
 
+pub use super::settings::ConsumerConfig;
 pub use assignor::{Assignment, Assignor};
 
 use super::ops::{
@@ -38,88 +39,7 @@ pub const STATIC_LEAVE_EPOCH: i32 = -2;
 /// Longest subscribed regex accepted (a bound on the compiled program, see [`compile_regex`]).
 pub const REGEX_BYTES_MAX: usize = 1024;
 
-/// Kafka's `group.consumer.*` settings.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct ConsumerConfig {
-    /// `group.consumer.session.timeout.ms`: a member with no heartbeat for this long is fenced.
-    pub session_timeout_ms: i32,
-    /// `group.consumer.heartbeat.interval.ms`: how often members are told to heartbeat.
-    pub heartbeat_interval_ms: i32,
-    /// `group.consumer.assignors`: the first is the default (`uniform` unless configured).
-    pub assignors: [Option<Assignor>; 2],
-    /// `group.consumer.max.size`: members of one consumer group.
-    pub max_size: usize,
-    /// `group.consumer.min.session.timeout.ms`.
-    pub session_timeout_min_ms: i32,
-    /// `group.consumer.max.session.timeout.ms`.
-    pub session_timeout_max_ms: i32,
-    /// `group.consumer.min.heartbeat.interval.ms`.
-    pub heartbeat_interval_min_ms: i32,
-    /// `group.consumer.max.heartbeat.interval.ms`.
-    pub heartbeat_interval_max_ms: i32,
-}
-
-impl Default for ConsumerConfig {
-    fn default() -> Self {
-        ConsumerConfig {
-            session_timeout_ms: 45_000,
-            heartbeat_interval_ms: 5_000,
-            assignors: [Some(Assignor::Uniform), Some(Assignor::Range)],
-            max_size: super::GROUP_MAX_SIZE_DEFAULT,
-            session_timeout_min_ms: 45_000,
-            session_timeout_max_ms: 60_000,
-            heartbeat_interval_min_ms: 5_000,
-            heartbeat_interval_max_ms: 15_000,
-        }
-    }
-}
-
 impl ConsumerConfig {
-    /// Kafka's startup checks of these settings: each value within its min and max, and the
-    /// heartbeat interval below the session timeout. Err: (the property at fault, why).
-    pub fn check(&self) -> Result<(), (&'static str, String)> {
-        let within = |key, v: i32, min: i32, max: i32, min_key: &str, max_key: &str| {
-            if v < min {
-                return Err((key, format!("must be at least {min_key} ({min})")));
-            }
-            if v > max {
-                return Err((key, format!("must be at most {max_key} ({max})")));
-            }
-            Ok(())
-        };
-        within(
-            "group.consumer.session.timeout.ms",
-            self.session_timeout_ms,
-            self.session_timeout_min_ms,
-            self.session_timeout_max_ms,
-            "group.consumer.min.session.timeout.ms",
-            "group.consumer.max.session.timeout.ms",
-        )?;
-        within(
-            "group.consumer.heartbeat.interval.ms",
-            self.heartbeat_interval_ms,
-            self.heartbeat_interval_min_ms,
-            self.heartbeat_interval_max_ms,
-            "group.consumer.min.heartbeat.interval.ms",
-            "group.consumer.max.heartbeat.interval.ms",
-        )?;
-        if self.heartbeat_interval_ms >= self.session_timeout_ms {
-            return Err((
-                "group.consumer.heartbeat.interval.ms",
-                "must be less than group.consumer.session.timeout.ms".to_string(),
-            ));
-        }
-        Ok(())
-    }
-
-    /// The value of a property [`Self::check`] names (for its error).
-    pub fn value_of(&self, key: &str) -> String {
-        match key {
-            "group.consumer.session.timeout.ms" => self.session_timeout_ms.to_string(),
-            _ => self.heartbeat_interval_ms.to_string(),
-        }
-    }
-
     /// The configured assignor called `name`.
     fn assignor(&self, name: &str) -> Option<Assignor> {
         let wanted = Assignor::from_name(name)?;

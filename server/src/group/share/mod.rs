@@ -34,119 +34,16 @@ use super::ops::share::{
     ShareHeartbeatResult, ShareKey, ShareMemberView, ShareSessionArgs, ShareSessionResult,
 };
 use super::ops::TopicIdPartitions;
-use partition::{PartitionSettings, SharePartition};
+pub use super::settings::{
+    ShareConfig, DELIVERY_COUNT_LIMIT_RANGE, MAX_RECORD_LOCKS_RANGE, MAX_SIZE_MAX,
+};
+use partition::SharePartition;
 use waiters::Waiters;
 
 /// Epoch a member sends to leave.
 pub const LEAVE_EPOCH: i32 = -1;
 /// The only assignor share groups have.
 pub const ASSIGNOR: &str = "simple";
-
-/// Kafka's `group.share.*` settings.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct ShareConfig {
-    /// `group.share.session.timeout.ms`.
-    pub session_timeout_ms: i32,
-    /// `group.share.heartbeat.interval.ms`.
-    pub heartbeat_interval_ms: i32,
-    /// `group.share.max.size`: members of one share group.
-    pub max_size: usize,
-    /// `group.share.record.lock.duration.ms`, `group.share.delivery.count.limit`,
-    /// `group.share.partition.max.record.locks`.
-    pub partition: PartitionSettings,
-    /// `group.share.{min,max}.session.timeout.ms`.
-    pub session_timeout_bounds: (i32, i32),
-    /// `group.share.{min,max}.heartbeat.interval.ms`.
-    pub heartbeat_interval_bounds: (i32, i32),
-    /// `group.share.{min,max}.record.lock.duration.ms`.
-    pub lock_duration_bounds: (i32, i32),
-}
-
-impl Default for ShareConfig {
-    fn default() -> Self {
-        ShareConfig {
-            session_timeout_ms: 45_000,
-            heartbeat_interval_ms: 5_000,
-            max_size: 200,
-            partition: PartitionSettings::default(),
-            session_timeout_bounds: (45_000, 60_000),
-            heartbeat_interval_bounds: (5_000, 15_000),
-            lock_duration_bounds: (15_000, 60_000),
-        }
-    }
-}
-
-/// `group.share.delivery.count.limit`'s range in Kafka.
-pub const DELIVERY_COUNT_LIMIT_RANGE: (i16, i16) = (2, 10);
-/// `group.share.partition.max.record.locks`'s range in Kafka.
-pub const MAX_RECORD_LOCKS_RANGE: (usize, usize) = (100, 10_000);
-/// `group.share.max.size`'s upper bound in Kafka.
-pub const MAX_SIZE_MAX: usize = 1_000;
-
-impl ShareConfig {
-    /// Kafka's startup checks of these settings: each within its min and max, the heartbeat
-    /// interval below the session timeout. Err: (the property at fault, why).
-    pub fn check(&self) -> Result<(), (&'static str, String)> {
-        let within = |key: &'static str, v: i64, (min, max): (i64, i64)| {
-            if v < min || v > max {
-                return Err((key, format!("must be between {min} and {max}")));
-            }
-            Ok(())
-        };
-        let wide = |(a, b): (i32, i32)| (i64::from(a), i64::from(b));
-        within(
-            "group.share.session.timeout.ms",
-            self.session_timeout_ms.into(),
-            wide(self.session_timeout_bounds),
-        )?;
-        within(
-            "group.share.heartbeat.interval.ms",
-            self.heartbeat_interval_ms.into(),
-            wide(self.heartbeat_interval_bounds),
-        )?;
-        within(
-            "group.share.record.lock.duration.ms",
-            self.partition.lock_duration_ms,
-            wide(self.lock_duration_bounds),
-        )?;
-        let (lo, hi) = DELIVERY_COUNT_LIMIT_RANGE;
-        within(
-            "group.share.delivery.count.limit",
-            self.partition.delivery_count_limit.into(),
-            (lo.into(), hi.into()),
-        )?;
-        let (lo, hi) = MAX_RECORD_LOCKS_RANGE;
-        within(
-            "group.share.partition.max.record.locks",
-            self.partition.max_record_locks as i64,
-            (lo as i64, hi as i64),
-        )?;
-        within(
-            "group.share.max.size",
-            self.max_size as i64,
-            (1, MAX_SIZE_MAX as i64),
-        )?;
-        if self.heartbeat_interval_ms >= self.session_timeout_ms {
-            return Err((
-                "group.share.heartbeat.interval.ms",
-                "must be less than group.share.session.timeout.ms".to_string(),
-            ));
-        }
-        Ok(())
-    }
-
-    /// The value of a property [`Self::check`] names (for its error).
-    pub fn value_of(&self, key: &str) -> String {
-        match key {
-            "group.share.session.timeout.ms" => self.session_timeout_ms.to_string(),
-            "group.share.heartbeat.interval.ms" => self.heartbeat_interval_ms.to_string(),
-            "group.share.record.lock.duration.ms" => self.partition.lock_duration_ms.to_string(),
-            "group.share.delivery.count.limit" => self.partition.delivery_count_limit.to_string(),
-            "group.share.partition.max.record.locks" => self.partition.max_record_locks.to_string(),
-            _ => self.max_size.to_string(),
-        }
-    }
-}
 
 /// One member of a share group.
 #[derive(Debug, Clone)]

@@ -24,27 +24,7 @@ use rill_protocol::ErrorCode;
 use rill_types::Offset;
 
 pub use crate::group::ops::share::{AckBatch, AckType, Acquired, FetchedBatch};
-
-/// The share-group settings one share-partition obeys (Kafka's `group.share.*`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct PartitionSettings {
-    /// `group.share.record.lock.duration.ms`: how long an acquired record stays locked.
-    pub lock_duration_ms: i64,
-    /// `group.share.delivery.count.limit`: deliveries before a record is archived.
-    pub delivery_count_limit: i16,
-    /// `group.share.partition.max.record.locks`: the in-flight window's length bound.
-    pub max_record_locks: usize,
-}
-
-impl Default for PartitionSettings {
-    fn default() -> Self {
-        PartitionSettings {
-            lock_duration_ms: 30_000,
-            delivery_count_limit: 5,
-            max_record_locks: 2_000,
-        }
-    }
-}
+pub use crate::group::settings::PartitionSettings;
 
 /// Where a record of the window is in its delivery.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -824,7 +824,7 @@ fn apply_txn_property(
     match key {
         "transaction.max.timeout.ms" => txn.max_timeout_ms = parse_positive_i32(key, v)?,
         "transactional.id.expiration.ms" => {
-            txn.id_expiration_ms = i64::from(parse_positive_i32(key, v)?)
+            txn.id_expiration_ms = rill_types::DurationMs::from(parse_positive_i32(key, v)?)
         }
         "transaction.abort.timed.out.transaction.cleanup.interval.ms" => {
             txn.abort_check_interval_ms = parse_at_least_one(key, v)?

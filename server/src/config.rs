@@ -853,7 +853,7 @@ fn apply_group_property(
         "group.min.session.timeout.ms" => group.session_timeout_ms_min = parse_delay_ms(key, v)?,
         "group.max.session.timeout.ms" => group.session_timeout_ms_max = parse_delay_ms(key, v)?,
         "offsets.retention.check.interval.ms" => {
-            group.cleanup_interval_ms = parse_at_least_one(key, v)?
+            group.cleanup_interval_ms = rill_types::DurationMs(parse_at_least_one(key, v)?)
         }
         _ if key.starts_with("group.consumer.") => {
             return apply_consumer_group_property(&mut group.consumer, key, v)

@@ -114,7 +114,7 @@ impl<J: Journal> GroupCoordinator<J> {
             if super::offsets_partition(&group.id) != partition {
                 continue;
             }
-            group.restart_sessions(now.0);
+            group.restart_sessions(now);
             consumer.insert(group.id.clone(), group);
         }
     }
@@ -345,7 +345,7 @@ impl<J: Journal> GroupCoordinator<J> {
             );
         }
         let group = consumer.get_mut(group_id).expect("inserted");
-        let result = group.heartbeat(args, now.0);
+        let result = group.heartbeat(args, now);
         if result.error_code == ErrorCode::GroupMaxSizeReached {
             hooks::bound_hit(Bound::GroupMaxSize);
         }
@@ -376,7 +376,7 @@ impl<J: Journal> GroupCoordinator<J> {
         let mut consumer = self.consumer_groups.borrow_mut();
         consumer
             .iter_mut()
-            .filter_map(|(id, g)| g.tick(now.0).then(|| id.clone()))
+            .filter_map(|(id, g)| g.tick(now).then(|| id.clone()))
             .collect()
     }
 

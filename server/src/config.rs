@@ -380,7 +380,7 @@ fn apply_txn_property(
     match key {
         "transaction.max.timeout.ms" => txn.max_timeout_ms = parse_positive_i32(key, v)?,
         "transactional.id.expiration.ms" => {
-            txn.id_expiration_ms = i64::from(parse_positive_i32(key, v)?)
+            txn.id_expiration_ms = rill_types::DurationMs::from(parse_positive_i32(key, v)?)
         }
         "transaction.abort.timed.out.transaction.cleanup.interval.ms" => {
             txn.abort_check_interval_ms = parse_at_least_one(key, v)?
@@ -409,7 +409,7 @@ fn apply_group_property(
         "group.min.session.timeout.ms" => group.session_timeout_ms_min = parse_delay_ms(key, v)?,
         "group.max.session.timeout.ms" => group.session_timeout_ms_max = parse_delay_ms(key, v)?,
         "offsets.retention.check.interval.ms" => {
-            group.cleanup_interval_ms = parse_at_least_one(key, v)?
+            group.cleanup_interval_ms = rill_types::DurationMs(parse_at_least_one(key, v)?)
         }
         _ if key.starts_with("group.consumer.") => {
             return apply_consumer_group_property(&mut group.consumer, key, v)

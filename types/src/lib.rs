@@ -6,7 +6,8 @@
 //! # Map
 //! - [`error_code`]: [`ErrorCode`], Kafka's error codes as a typed enum; an `i16` only at the wire.
 //! - [`offset`]: [`Offset`], a record's position in a partition's log; [`RelativeOffset`].
-//! - [`timestamp`]: [`TimestampMs`], record and batch timestamps.
+//! - [`timestamp`]: [`TimestampMs`], record and batch timestamps, and the wall-clock instants
+//!   the coordinators keep; [`duration`]: [`DurationMs`], spans between them.
 //! - [`leader_epoch`]: [`LeaderEpoch`], which leadership wrote a batch.
 //! - [`producer`]: [`ProducerId`], [`ProducerEpoch`], [`Sequence`] of idempotent producers.
 //! - [`batch`]: the v2 record batch header, its checks, and [`batch::ValidatedBatch`], the one
@@ -25,6 +26,7 @@
 #![forbid(unsafe_code)]
 
 pub mod batch;
+pub mod duration;
 pub mod error_code;
 pub mod leader_epoch;
 pub mod limits;
@@ -32,6 +34,7 @@ pub mod offset;
 pub mod producer;
 pub mod timestamp;
 
+pub use duration::DurationMs;
 pub use error_code::{ErrorCode, UnknownErrorCode};
 pub use leader_epoch::LeaderEpoch;
 pub use offset::{Offset, RelativeOffset};

@@ -1,4 +1,5 @@
-//! [`TimestampMs`]: Kafka's record and batch timestamps.
+//! [`TimestampMs`]: Kafka's record and batch timestamps, and the wall-clock instants the
+//! coordinators keep (the same clock, the same epoch; arithmetic in [`crate::duration`]).
 
 /// Milliseconds since the Unix epoch, as Kafka timestamps are. -1 means "none".
 #[derive(Copy, Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]

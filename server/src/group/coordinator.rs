@@ -12,6 +12,7 @@ use std::rc::Rc;
 use rill_engine::io::Clock;
 use rill_protocol::ErrorCode;
 use rill_types::limits::Field;
+use rill_types::TimestampMs;
 
 use super::consumer::ConsumerGroup;
 use super::journal::Journal;
@@ -43,7 +44,7 @@ pub struct GroupCoordinator<J: Journal> {
     clock: Rc<dyn Clock>,
     config: GroupConfig,
     /// When [`Self::tick`] last forgot the groups left with nothing.
-    last_cleanup_ms: Cell<i64>,
+    last_cleanup_ms: Cell<TimestampMs>,
 }
 
 impl<J: Journal> GroupCoordinator<J> {
@@ -65,7 +66,7 @@ impl<J: Journal> GroupCoordinator<J> {
             share_groups: RefCell::new(HashMap::new()),
             share_resets: RefCell::new(HashMap::new()),
             journal,
-            last_cleanup_ms: Cell::new(clock.now().0),
+            last_cleanup_ms: Cell::new(clock.now()),
             clock,
             config,
         };
@@ -143,8 +144,8 @@ impl<J: Journal> GroupCoordinator<J> {
         &self.journal
     }
 
-    fn now(&self) -> i64 {
-        self.clock.now().0
+    fn now(&self) -> TimestampMs {
+        self.clock.now()
     }
 
     /// Run `op` on `group_id` (which this shard coordinates).
@@ -205,7 +206,12 @@ impl<J: Journal> GroupCoordinator<J> {
     }
 
     /// JoinGroup: the session timeout's bounds first, then the group (created if new).
-    async fn join(&self, group_id: &str, args: super::ops::JoinArgs, now: i64) -> GroupReply {
+    async fn join(
+        &self,
+        group_id: &str,
+        args: super::ops::JoinArgs,
+        now: TimestampMs,
+    ) -> GroupReply {
         let bounds = self.config.session_timeout_ms_min..=self.config.session_timeout_ms_max;
         if !bounds.contains(&args.session_timeout_ms) {
             // Checked before the group is looked at, as Kafka's coordinator does.
@@ -231,12 +237,12 @@ impl<J: Journal> GroupCoordinator<J> {
     }
 
     /// The KIP-848 consumer groups' and the share groups' operations.
-    async fn other_op(&self, group_id: &str, op: GroupOp, now: i64) -> GroupReply {
+    async fn other_op(&self, group_id: &str, op: GroupOp, now: TimestampMs) -> GroupReply {
         match op {
             GroupOp::ShareSession(_)
             | GroupOp::ShareAcquire(..)
             | GroupOp::ShareAlterOffsets(_)
-            | GroupOp::ShareDeleteOffsets(_) => self.share_written(group_id, op, now).await,
+            | GroupOp::ShareDeleteOffsets(_) => self.share_written(group_id, op, now.0).await,
             op => self.consumer_op(group_id, op),
         }
     }
@@ -254,7 +260,7 @@ impl<J: Journal> GroupCoordinator<J> {
                     None => ErrorCode::None,
                 })
             }
-            other => self.share_op(group_id, other, self.now()),
+            other => self.share_op(group_id, other, self.now().0),
         }
     }
 
@@ -296,7 +302,7 @@ impl<J: Journal> GroupCoordinator<J> {
         &self,
         group_id: &str,
         args: ConsumerHeartbeatArgs,
-        now: i64,
+        now: TimestampMs,
     ) -> ConsumerHeartbeatResult {
         if self.is_share_group(group_id) {
             return ConsumerHeartbeatResult::error(
@@ -393,7 +399,12 @@ impl<J: Journal> GroupCoordinator<J> {
 
     /// SyncGroup: the leader's sync that completes a rebalance is written (a cluster's
     /// coordinator) before any member gets its assignment.
-    async fn sync(&self, group_id: &str, args: super::ops::SyncArgs, now: i64) -> GroupReply {
+    async fn sync(
+        &self,
+        group_id: &str,
+        args: super::ops::SyncArgs,
+        now: TimestampMs,
+    ) -> GroupReply {
         let rx = self.with_group(group_id, false, |g| (g.sync(args, now), g.take_write()));
         let rx = match rx {
             Some((rx, Some(record))) => {
@@ -419,7 +430,7 @@ impl<J: Journal> GroupCoordinator<J> {
         &self,
         group_id: &str,
         members: Vec<(String, Option<String>)>,
-        now: i64,
+        now: TimestampMs,
     ) -> GroupReply {
         let left = self.with_group(group_id, false, |g| {
             (g.leave(&members, now), g.take_write())
@@ -503,7 +514,7 @@ impl<J: Journal> GroupCoordinator<J> {
         group_id: &str,
         who: MemberRef,
         offsets: Vec<(String, i32, CommittedOffset)>,
-        now: i64,
+        now: TimestampMs,
     ) -> GroupReply {
         // A commit outside any generation (manual assignment) may create the group.
         if let Some(code) = self.validate_consumer_commit(group_id, &who, &offsets) {
@@ -538,7 +549,7 @@ impl<J: Journal> GroupCoordinator<J> {
         &self,
         group_id: &str,
         offsets: Vec<(String, i32, CommittedOffset)>,
-        now: i64,
+        now: TimestampMs,
         key: impl Fn(&str, i32) -> OffsetKey,
     ) -> GroupReply {
         let mut errors = Vec::with_capacity(offsets.len());
@@ -550,7 +561,7 @@ impl<J: Journal> GroupCoordinator<J> {
                 continue;
             }
             errors.push(ErrorCode::None);
-            value.commit_time_ms = now;
+            value.commit_time_ms = now.0;
             records.push(OffsetRecord {
                 key: key(&topic, partition),
                 value: Some(value),

@@ -226,7 +226,7 @@ impl<J: Journal> GroupCoordinator<J> {
 
     /// Fences share group members past their session and expires record locks.
     pub fn tick_share(&self) {
-        let now = self.now();
+        let now = self.now().0;
         for g in self.share_groups.borrow_mut().values_mut() {
             g.tick(now);
         }
@@ -257,7 +257,7 @@ impl<J: Journal> GroupCoordinator<J> {
             }
             g.persisted_keys()
         };
-        let now = self.now();
+        let now = self.now().0;
         let tombstones: Vec<_> = keys
             .into_iter()
             .filter_map(|k| durable::record(group_id, k, None, now))
@@ -292,7 +292,7 @@ impl<J: Journal> GroupCoordinator<J> {
             Some(g) => g.take_moved(),
             None => return reply,
         };
-        let wall = self.now();
+        let wall = self.now().0;
         let records: Vec<_> = moved
             .iter()
             .filter_map(|(k, state)| durable::record(group_id, *k, state.as_ref(), wall))

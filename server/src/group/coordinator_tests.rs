@@ -330,7 +330,7 @@ fn groups_left_with_nothing_are_forgotten_at_the_cleanup_interval() {
     );
     // Until the cleanup, the emptied group is Empty and keeps its protocol type (Kafka's
     // DescribeGroups and ListGroups show it so).
-    clock.advance(GroupConfig::default().cleanup_interval_ms - 1);
+    clock.advance(GroupConfig::default().cleanup_interval_ms.0 - 1);
     assert!(c.tick().is_empty());
     assert_eq!(
         c.list().len(),
@@ -725,7 +725,7 @@ fn a_group_emptied_by_session_expiry_is_written_empty() {
     assert_eq!(last.generation, generation + 1);
     // The group had no offsets: forgotten at the cleanup, and a new coordinator restores it
     // Empty.
-    clock.advance(GroupConfig::default().cleanup_interval_ms);
+    clock.advance(GroupConfig::default().cleanup_interval_ms.0);
     assert!(c.tick().is_empty());
     assert!(c.list().is_empty());
     let (next, d) = restored(last);

@@ -121,7 +121,7 @@ fn memberships_survive_a_crash_beside_the_offsets() {
         generation,
         protocol_name: Some("range".to_string()),
         leader: None,
-        current_state_timestamp_ms: 5,
+        current_state_timestamp_ms: rill_types::TimestampMs(5),
         members: vec![],
     };
     let consumer_key = bytes::Bytes::from_static(b"\x00\x03\x00\x01g");

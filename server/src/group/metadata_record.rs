@@ -11,6 +11,7 @@
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 use rill_protocol::record::{encode_plain_batch, PlainRecord};
 use rill_types::batch::ValidatedBatch;
+use rill_types::TimestampMs;
 
 use super::offsets::OffsetRecordError;
 use crate::record_fields::{
@@ -56,7 +57,7 @@ pub struct GroupMetadata {
     /// Leader's member id.
     pub leader: Option<String>,
     /// When the group entered this state (ms since the epoch).
-    pub current_state_timestamp_ms: i64,
+    pub current_state_timestamp_ms: TimestampMs,
     /// Members.
     pub members: Vec<MemberMetadata>,
 }
@@ -89,7 +90,7 @@ pub fn encode_group_value(group: &GroupMetadata) -> Bytes {
     out.put_i32(group.generation);
     put_nullable_str(&mut out, group.protocol_name.as_deref());
     put_nullable_str(&mut out, group.leader.as_deref());
-    out.put_i64(group.current_state_timestamp_ms);
+    out.put_i64(group.current_state_timestamp_ms.0);
     out.put_i32(i32::try_from(group.members.len()).expect("member count fits"));
     for m in &group.members {
         put_nullable_str(&mut out, Some(&m.member_id));
@@ -114,7 +115,7 @@ pub fn decode_group_value(mut buf: Bytes) -> Result<GroupMetadata, OffsetRecordE
     let generation = get_i32(&mut buf)?;
     let protocol_name = get_nullable_str(&mut buf)?;
     let leader = get_nullable_str(&mut buf)?;
-    let current_state_timestamp_ms = get_i64(&mut buf)?;
+    let current_state_timestamp_ms = TimestampMs(get_i64(&mut buf)?);
     let count = usize::try_from(get_i32(&mut buf)?).map_err(|_| OffsetRecordError::Record)?;
     // Every member takes at least 24 bytes: a count beyond that is corrupt, not a huge alloc.
     if count > buf.remaining() / 24 {
@@ -184,7 +185,7 @@ mod tests {
             generation: 7,
             protocol_name: Some("range".to_string()),
             leader: Some("a-1".to_string()),
-            current_state_timestamp_ms: 1_700_000_000_000,
+            current_state_timestamp_ms: TimestampMs(1_700_000_000_000),
             members: vec![member("a-1", None), member("b-2", Some("static-b"))],
         }
     }
@@ -204,6 +205,16 @@ mod tests {
             empty
         );
         assert_eq!(decode_group_key(encode_group_key("grp")).unwrap(), "grp");
+    }
+
+    #[test]
+    fn the_state_timestamp_is_stored_as_big_endian_epoch_millis() {
+        // The bytes the untyped `i64` wrote: typing it changed no byte on disk. It follows the
+        // version, the protocol type, the generation, the protocol name and the leader.
+        let g = group();
+        let at = 2 + (2 + 8) + 4 + (2 + 5) + (2 + 3);
+        let value = encode_group_value(&g);
+        assert_eq!(value[at..at + 8], 1_700_000_000_000i64.to_be_bytes());
     }
 
     #[test]

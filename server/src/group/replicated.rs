@@ -162,7 +162,7 @@ mod tests {
             generation,
             protocol_name: Some("range".into()),
             leader: None,
-            current_state_timestamp_ms: 1,
+            current_state_timestamp_ms: rill_types::TimestampMs(1),
             members: vec![],
         };
         let at = |base: i64, batch: rill_types::batch::ValidatedBatch| {

@@ -23,7 +23,7 @@ pub struct GroupConfig {
     pub session_timeout_ms_max: i32,
     /// `offsets.retention.check.interval.ms`: how often groups left with nothing (no members,
     /// no offsets) are forgotten; until then they stay Empty and listed, as in Kafka.
-    pub cleanup_interval_ms: i64,
+    pub cleanup_interval_ms: rill_types::DurationMs,
     /// `group.consumer.*`: KIP-848 consumer groups.
     pub consumer: ConsumerConfig,
     /// `group.share.*`: KIP-932 share groups.
@@ -48,7 +48,7 @@ impl Default for GroupConfig {
             shard_groups_max: SHARD_GROUPS_MAX_DEFAULT,
             session_timeout_ms_min: 6_000,
             session_timeout_ms_max: 1_800_000,
-            cleanup_interval_ms: 600_000,
+            cleanup_interval_ms: rill_types::DurationMs(600_000),
             consumer: ConsumerConfig::default(),
             share: ShareConfig::default(),
         }

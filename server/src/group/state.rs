@@ -24,7 +24,7 @@ use super::ops::{
     SyncResult,
 };
 use rill_protocol::ErrorCode;
-use rill_types::ProducerId;
+use rill_types::{DurationMs, ProducerId, TimestampMs};
 
 /// Where a group is in its lifecycle.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -68,7 +68,7 @@ pub struct Member {
     /// (assignor, metadata) in preference order.
     protocols: Vec<(String, Bytes)>,
     assignment: Bytes,
-    last_heartbeat_ms: i64,
+    last_heartbeat_ms: TimestampMs,
     /// Order of first join: the earliest remaining member becomes leader.
     join_seq: u64,
     awaiting_join: Option<oneshot::Sender<JoinResult>>,
@@ -84,10 +84,10 @@ impl Member {
             .unwrap_or_default()
     }
 
-    fn session_expired(&self, now_ms: i64) -> bool {
+    fn session_expired(&self, now_ms: TimestampMs) -> bool {
         self.awaiting_join.is_none()
             && self.awaiting_sync.is_none()
-            && now_ms > self.last_heartbeat_ms + i64::from(self.session_timeout_ms)
+            && now_ms > self.last_heartbeat_ms + DurationMs::from(self.session_timeout_ms)
     }
 }
 
@@ -96,9 +96,9 @@ impl Member {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct InitialDelay {
     /// The current wait ends then.
-    until_ms: i64,
+    until_ms: TimestampMs,
     /// What the rebalance timeout leaves for waits after the current one.
-    remaining_ms: i64,
+    remaining_ms: DurationMs,
     /// A member joined during the current wait: wait once more.
     member_added: bool,
 }
@@ -115,13 +115,13 @@ pub struct Group {
     leader: Option<String>,
     members: BTreeMap<String, Member>,
     /// Member ids handed out with MEMBER_ID_REQUIRED, with the time they expire.
-    pending: HashMap<String, i64>,
+    pending: HashMap<String, TimestampMs>,
     /// instance id → member id.
     static_members: HashMap<String, String>,
     /// PreparingRebalance: join completes by then; CompletingRebalance: the leader must sync.
-    deadline_ms: Option<i64>,
+    deadline_ms: Option<TimestampMs>,
     /// `group.initial.rebalance.delay.ms` (0: no delay).
-    initial_rebalance_delay_ms: i64,
+    initial_rebalance_delay_ms: DurationMs,
     /// Set while a rebalance that left Empty is held for more members.
     initial_delay: Option<InitialDelay>,
     next_join_seq: u64,
@@ -162,7 +162,7 @@ impl Group {
             pending: HashMap::new(),
             static_members: HashMap::new(),
             deadline_ms: None,
-            initial_rebalance_delay_ms: i64::from(initial_rebalance_delay_ms),
+            initial_rebalance_delay_ms: DurationMs::from(initial_rebalance_delay_ms),
             initial_delay: None,
             next_join_seq: 0,
             offsets: BTreeMap::new(),
@@ -223,7 +223,7 @@ impl Group {
     // ---------------------------------------------------------------- JoinGroup
 
     /// Handle JoinGroup. The answer arrives when the rebalance completes (or at once).
-    pub fn join(&mut self, args: JoinArgs, now_ms: i64) -> oneshot::Receiver<JoinResult> {
+    pub fn join(&mut self, args: JoinArgs, now_ms: TimestampMs) -> oneshot::Receiver<JoinResult> {
         let (tx, rx) = oneshot::channel();
         if let Err(code) = self.validate_join(&args) {
             answer(tx, JoinResult::error(code, &args.member_id));
@@ -319,7 +319,7 @@ impl Group {
         rill_types::limits::member_id(prefix, &uuid::Uuid::new_v4().to_string())
     }
 
-    fn join_new(&mut self, args: JoinArgs, tx: oneshot::Sender<JoinResult>, now_ms: i64) {
+    fn join_new(&mut self, args: JoinArgs, tx: oneshot::Sender<JoinResult>, now_ms: TimestampMs) {
         if let Some(instance) = &args.group_instance_id {
             if let Some(old_id) = self.static_members.get(instance).cloned() {
                 self.replace_static_member(&old_id, args, tx, now_ms);
@@ -328,7 +328,7 @@ impl Group {
         }
         let member_id = self.new_member_id(&args);
         if args.require_known_member_id && args.group_instance_id.is_none() {
-            let expires = now_ms + i64::from(args.session_timeout_ms);
+            let expires = now_ms + DurationMs::from(args.session_timeout_ms);
             self.pending.insert(member_id.clone(), expires);
             answer(
                 tx,
@@ -344,7 +344,7 @@ impl Group {
         member_id: String,
         args: JoinArgs,
         tx: oneshot::Sender<JoinResult>,
-        now_ms: i64,
+        now_ms: TimestampMs,
     ) {
         self.pending.remove(&member_id);
         if let Some(instance) = &args.group_instance_id {
@@ -378,7 +378,7 @@ impl Group {
         }
     }
 
-    fn join_known(&mut self, args: JoinArgs, tx: oneshot::Sender<JoinResult>, now_ms: i64) {
+    fn join_known(&mut self, args: JoinArgs, tx: oneshot::Sender<JoinResult>, now_ms: TimestampMs) {
         if self.pending.contains_key(&args.member_id) {
             let id = args.member_id.clone();
             self.add_member(id, args, tx, now_ms);
@@ -422,7 +422,7 @@ impl Group {
         old_id: &str,
         args: JoinArgs,
         tx: oneshot::Sender<JoinResult>,
-        now_ms: i64,
+        now_ms: TimestampMs,
     ) {
         let new_id = self.new_member_id(&args);
         let mut member = self
@@ -509,7 +509,7 @@ impl Group {
         }
     }
 
-    fn prepare_rebalance(&mut self, now_ms: i64) {
+    fn prepare_rebalance(&mut self, now_ms: TimestampMs) {
         if self.state == GroupState::CompletingRebalance {
             for member in self.members.values_mut() {
                 if let Some(tx) = member.awaiting_sync.take() {
@@ -517,7 +517,7 @@ impl Group {
                 }
             }
         }
-        let timeout = i64::from(
+        let timeout = DurationMs::from(
             self.members
                 .values()
                 .map(|m| m.rebalance_timeout_ms)
@@ -525,7 +525,7 @@ impl Group {
                 .unwrap_or(0),
         );
         self.initial_delay = None;
-        if self.state == GroupState::Empty && self.initial_rebalance_delay_ms > 0 {
+        if self.state == GroupState::Empty && self.initial_rebalance_delay_ms > DurationMs::ZERO {
             // Never longer than the rebalance timeout, in all.
             let wait = self.initial_rebalance_delay_ms.min(timeout);
             self.initial_delay = Some(InitialDelay {
@@ -540,7 +540,7 @@ impl Group {
 
     /// While a rebalance that left Empty is held: whether it still waits at `now_ms` (a wait
     /// that saw a new member is followed by another, within what the timeout leaves).
-    fn initial_delay_holds(&mut self, now_ms: i64) -> bool {
+    fn initial_delay_holds(&mut self, now_ms: TimestampMs) -> bool {
         let Some(delay) = self.initial_delay else {
             return false;
         };
@@ -552,7 +552,7 @@ impl Group {
         if now_ms < delay.until_ms {
             return true;
         }
-        if delay.member_added && delay.remaining_ms > 0 {
+        if delay.member_added && delay.remaining_ms > DurationMs::ZERO {
             let wait = self.initial_rebalance_delay_ms.min(delay.remaining_ms);
             self.initial_delay = Some(InitialDelay {
                 until_ms: now_ms + wait,
@@ -568,7 +568,7 @@ impl Group {
         false
     }
 
-    fn maybe_complete_join(&mut self, now_ms: i64) {
+    fn maybe_complete_join(&mut self, now_ms: TimestampMs) {
         if self.state != GroupState::PreparingRebalance {
             return;
         }
@@ -583,7 +583,7 @@ impl Group {
         }
     }
 
-    fn complete_join(&mut self, now_ms: i64) {
+    fn complete_join(&mut self, now_ms: TimestampMs) {
         let missing: Vec<String> = self
             .members
             .values()
@@ -621,7 +621,7 @@ impl Group {
         }
         self.state = GroupState::CompletingRebalance;
         let timeout = self.members.values().map(|m| m.rebalance_timeout_ms).max();
-        self.deadline_ms = Some(now_ms + i64::from(timeout.unwrap_or(0)));
+        self.deadline_ms = Some(now_ms + DurationMs::from(timeout.unwrap_or(0)));
         let ids: Vec<String> = self.members.keys().cloned().collect();
         for id in ids {
             let result = self.join_result(&id, true);
@@ -688,7 +688,7 @@ impl Group {
     }
 
     /// Remove a member and rebalance the rest (LeaveGroup, session expiry).
-    fn remove_member(&mut self, member_id: &str, now_ms: i64) {
+    fn remove_member(&mut self, member_id: &str, now_ms: TimestampMs) {
         if self.drop_member(member_id).is_none() {
             return;
         }
@@ -706,7 +706,7 @@ impl Group {
     // ---------------------------------------------------------------- SyncGroup
 
     /// Handle SyncGroup. A follower's answer waits for the leader's assignment.
-    pub fn sync(&mut self, args: SyncArgs, now_ms: i64) -> oneshot::Receiver<SyncResult> {
+    pub fn sync(&mut self, args: SyncArgs, now_ms: TimestampMs) -> oneshot::Receiver<SyncResult> {
         let (tx, rx) = oneshot::channel();
         match self.validate_sync(&args) {
             Err(code) => answer(tx, SyncResult::error(code)),
@@ -738,7 +738,7 @@ impl Group {
         }
     }
 
-    fn sync_valid(&mut self, args: SyncArgs, tx: oneshot::Sender<SyncResult>, now_ms: i64) {
+    fn sync_valid(&mut self, args: SyncArgs, tx: oneshot::Sender<SyncResult>, now_ms: TimestampMs) {
         let member = self.members.get_mut(&args.member_id).expect("validated");
         member.last_heartbeat_ms = now_ms;
         if self.state == GroupState::Stable {
@@ -791,7 +791,7 @@ impl Group {
     // ---------------------------------------------------------------- Heartbeat, LeaveGroup
 
     /// Handle Heartbeat: keeps the session alive; REBALANCE_IN_PROGRESS asks the member to rejoin.
-    pub fn heartbeat(&mut self, args: &MemberRef, now_ms: i64) -> ErrorCode {
+    pub fn heartbeat(&mut self, args: &MemberRef, now_ms: TimestampMs) -> ErrorCode {
         match self.state {
             GroupState::Dead => return ErrorCode::CoordinatorNotAvailable,
             GroupState::Empty => return ErrorCode::UnknownMemberId,
@@ -812,14 +812,23 @@ impl Group {
     }
 
     /// Handle LeaveGroup for each (member id, instance id); one error per member.
-    pub fn leave(&mut self, members: &[(String, Option<String>)], now_ms: i64) -> Vec<ErrorCode> {
+    pub fn leave(
+        &mut self,
+        members: &[(String, Option<String>)],
+        now_ms: TimestampMs,
+    ) -> Vec<ErrorCode> {
         members
             .iter()
             .map(|(member_id, instance)| self.leave_one(member_id, instance.as_deref(), now_ms))
             .collect()
     }
 
-    fn leave_one(&mut self, member_id: &str, instance: Option<&str>, now_ms: i64) -> ErrorCode {
+    fn leave_one(
+        &mut self,
+        member_id: &str,
+        instance: Option<&str>,
+        now_ms: TimestampMs,
+    ) -> ErrorCode {
         if self.state == GroupState::Dead {
             return ErrorCode::CoordinatorNotAvailable;
         }
@@ -861,7 +870,7 @@ impl Group {
 
     /// Expire sessions, pending member ids and rebalance deadlines. Returns whether anything
     /// changed (tests).
-    pub fn tick(&mut self, now_ms: i64) -> bool {
+    pub fn tick(&mut self, now_ms: TimestampMs) -> bool {
         let before = (
             self.state,
             self.generation,
@@ -915,7 +924,11 @@ impl Group {
 
     /// May this (generation, member) commit offsets now? Simple commits (generation < 0, no
     /// member id) are allowed only while the group has no members.
-    pub fn validate_commit(&mut self, who: &MemberRef, now_ms: i64) -> Result<(), ErrorCode> {
+    pub fn validate_commit(
+        &mut self,
+        who: &MemberRef,
+        now_ms: TimestampMs,
+    ) -> Result<(), ErrorCode> {
         if self.state == GroupState::Dead {
             return Err(ErrorCode::CoordinatorNotAvailable);
         }

@@ -5,6 +5,7 @@
 
 use bytes::Bytes;
 use rill_protocol::ErrorCode;
+use rill_types::TimestampMs;
 
 use super::{answer, Group, GroupMetadata, GroupState, Member, SyncResult};
 use crate::group::metadata_record::MemberMetadata;
@@ -23,7 +24,7 @@ impl Group {
 
     /// `generation`'s record was written (Ok: the group is Stable and its members get their
     /// assignments) or not (Err: they get the error and the group rebalances, as Kafka does).
-    pub fn written(&mut self, generation: i32, result: Result<(), ErrorCode>, now_ms: i64) {
+    pub fn written(&mut self, generation: i32, result: Result<(), ErrorCode>, now_ms: TimestampMs) {
         if self.writing != Some(generation) || self.state != GroupState::CompletingRebalance {
             return; // A newer rebalance or a deletion took over.
         }
@@ -43,7 +44,7 @@ impl Group {
     }
 
     /// The record of the current generation, stamped `now_ms`.
-    pub fn metadata(&self, now_ms: i64) -> GroupMetadata {
+    pub fn metadata(&self, now_ms: TimestampMs) -> GroupMetadata {
         let protocol = self.protocol_name.clone();
         let members = self.members.values().map(|m| MemberMetadata {
             member_id: m.id.clone(),
@@ -67,7 +68,7 @@ impl Group {
 
     /// Installs a written record (a new coordinator loading): Stable with its generation and
     /// members (sessions start at `now_ms`), or Empty at its generation when it has none.
-    pub fn restore(&mut self, record: GroupMetadata, now_ms: i64) {
+    pub fn restore(&mut self, record: GroupMetadata, now_ms: TimestampMs) {
         debug_assert!(self.members.is_empty(), "restored into a fresh group");
         self.generation = record.generation;
         self.protocol_type = (!record.protocol_type.is_empty()).then_some(record.protocol_type);

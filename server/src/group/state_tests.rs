@@ -1,8 +1,14 @@
-//! The state machine driven by hand: time is a number, answers are polled from oneshots.
+//! The state machine driven by hand: time is a number of milliseconds (`at`), answers are polled
+//! from oneshots.
 
 use super::*;
 use crate::channel::local::oneshot::Receiver;
 use rill_protocol::ErrorCode;
+
+/// The instant `ms` milliseconds after the epoch.
+fn at(ms: i64) -> TimestampMs {
+    TimestampMs(ms)
+}
 
 fn args(member_id: &str, protocols: &[&str]) -> JoinArgs {
     JoinArgs {
@@ -47,7 +53,7 @@ fn sync_args(member_id: &str, generation_id: i32, assignments: &[(&str, &str)]) 
 
 /// A first member through MEMBER_ID_REQUIRED, join and sync: returns its id (generation 1).
 fn first_member(g: &mut Group, now: i64) -> String {
-    let r = ready(&mut g.join(args("", &["range"]), now)).unwrap();
+    let r = ready(&mut g.join(args("", &["range"]), at(now))).unwrap();
     assert_eq!(r.error_code, ErrorCode::MemberIdRequired);
     assert!(r.member_id.starts_with("c-"));
     assert_eq!(
@@ -56,7 +62,8 @@ fn first_member(g: &mut Group, now: i64) -> String {
         "a pending id is not a member yet"
     );
     let id = r.member_id;
-    let r = ready(&mut g.join(args(&id, &["range"]), now)).expect("sole member completes at once");
+    let r =
+        ready(&mut g.join(args(&id, &["range"]), at(now))).expect("sole member completes at once");
     assert_eq!(
         (r.error_code, r.generation_id, r.leader.as_str()),
         (ErrorCode::None, 1, id.as_str())
@@ -64,7 +71,7 @@ fn first_member(g: &mut Group, now: i64) -> String {
     assert_eq!(r.members.len(), 1, "the leader sees every member");
     assert_eq!(r.protocol_name.as_deref(), Some("range"));
     assert_eq!(g.state(), GroupState::CompletingRebalance);
-    let s = ready(&mut g.sync(sync_args(&id, 1, &[(&id, "A")]), now)).unwrap();
+    let s = ready(&mut g.sync(sync_args(&id, 1, &[(&id, "A")]), at(now))).unwrap();
     assert_eq!(
         (s.error_code, &s.assignment[..]),
         (ErrorCode::None, &b"A"[..])
@@ -83,52 +90,58 @@ fn join_requires_member_id_then_completes_and_syncs() {
 fn second_member_rebalances_the_first_through_heartbeat() {
     let mut g = Group::new("g", 0);
     let a = first_member(&mut g, 0);
-    let b = ready(&mut g.join(args("", &["range"]), 10))
+    let b = ready(&mut g.join(args("", &["range"]), at(10)))
         .unwrap()
         .member_id;
-    let mut b_join = g.join(args(&b, &["range"]), 10);
+    let mut b_join = g.join(args(&b, &["range"]), at(10));
     assert_eq!(g.state(), GroupState::PreparingRebalance);
     assert!(
         ready(&mut b_join).is_none(),
         "waits for the first member to rejoin"
     );
-    assert_eq!(g.heartbeat(&who(&a, 1), 20), ErrorCode::RebalanceInProgress);
-    let mut a_join = g.join(args(&a, &["range"]), 30);
+    assert_eq!(
+        g.heartbeat(&who(&a, 1), at(20)),
+        ErrorCode::RebalanceInProgress
+    );
+    let mut a_join = g.join(args(&a, &["range"]), at(30));
     let ra = ready(&mut a_join).unwrap();
     let rb = ready(&mut b_join).unwrap();
     assert_eq!((ra.generation_id, rb.generation_id), (2, 2));
     assert_eq!(ra.leader, a, "the old leader stays leader");
     assert_eq!((ra.members.len(), rb.members.len()), (2, 0));
     // The follower's sync waits for the leader's.
-    let mut b_sync = g.sync(sync_args(&b, 2, &[]), 40);
+    let mut b_sync = g.sync(sync_args(&b, 2, &[]), at(40));
     assert!(ready(&mut b_sync).is_none());
-    let ra = ready(&mut g.sync(sync_args(&a, 2, &[(&a, "p0"), (&b, "p1")]), 50)).unwrap();
+    let ra = ready(&mut g.sync(sync_args(&a, 2, &[(&a, "p0"), (&b, "p1")]), at(50))).unwrap();
     assert_eq!(&ra.assignment[..], b"p0");
     assert_eq!(&ready(&mut b_sync).unwrap().assignment[..], b"p1");
     assert_eq!(g.state(), GroupState::Stable);
-    assert_eq!(g.heartbeat(&who(&b, 2), 60), ErrorCode::None);
+    assert_eq!(g.heartbeat(&who(&b, 2), at(60)), ErrorCode::None);
 }
 
 #[test]
 fn generation_and_membership_are_fenced() {
     let mut g = Group::new("g", 0);
     let a = first_member(&mut g, 0);
-    assert_eq!(g.heartbeat(&who(&a, 0), 1), ErrorCode::IllegalGeneration);
     assert_eq!(
-        g.heartbeat(&who("nobody", 1), 1),
+        g.heartbeat(&who(&a, 0), at(1)),
+        ErrorCode::IllegalGeneration
+    );
+    assert_eq!(
+        g.heartbeat(&who("nobody", 1), at(1)),
         ErrorCode::UnknownMemberId
     );
-    let s = ready(&mut g.sync(sync_args(&a, 7, &[]), 1)).unwrap();
+    let s = ready(&mut g.sync(sync_args(&a, 7, &[]), at(1))).unwrap();
     assert_eq!(s.error_code, ErrorCode::IllegalGeneration);
-    let r = ready(&mut g.join(args("ghost", &["range"]), 1)).unwrap();
+    let r = ready(&mut g.join(args("ghost", &["range"]), at(1))).unwrap();
     assert_eq!(r.error_code, ErrorCode::UnknownMemberId);
     assert_eq!(
-        g.validate_commit(&who(&a, 0), 1),
+        g.validate_commit(&who(&a, 0), at(1)),
         Err(ErrorCode::IllegalGeneration)
     );
-    assert_eq!(g.validate_commit(&who(&a, 1), 1), Ok(()));
+    assert_eq!(g.validate_commit(&who(&a, 1), at(1)), Ok(()));
     assert_eq!(
-        g.validate_commit(&who("", -1), 1),
+        g.validate_commit(&who("", -1), at(1)),
         Err(ErrorCode::UnknownMemberId),
         "group has members"
     );
@@ -137,39 +150,39 @@ fn generation_and_membership_are_fenced() {
 #[test]
 fn simple_commits_need_an_empty_group() {
     let mut g = Group::new("g", 0);
-    assert_eq!(g.validate_commit(&who("", -1), 0), Ok(()));
+    assert_eq!(g.validate_commit(&who("", -1), at(0)), Ok(()));
 }
 
 #[test]
 fn a_silent_member_expires_after_its_session_timeout() {
     let mut g = Group::new("g", 0);
     let a = first_member(&mut g, 0);
-    let b = ready(&mut g.join(args("", &["range"]), 0))
+    let b = ready(&mut g.join(args("", &["range"]), at(0)))
         .unwrap()
         .member_id;
-    let mut b_join = g.join(args(&b, &["range"]), 0);
-    drop(g.join(args(&a, &["range"]), 0));
+    let mut b_join = g.join(args(&b, &["range"]), at(0));
+    drop(g.join(args(&a, &["range"]), at(0)));
     ready(&mut b_join).unwrap();
-    drop(g.sync(sync_args(&b, 2, &[]), 0));
-    drop(g.sync(sync_args(&a, 2, &[(&a, "x"), (&b, "y")]), 0));
+    drop(g.sync(sync_args(&b, 2, &[]), at(0)));
+    drop(g.sync(sync_args(&a, 2, &[(&a, "x"), (&b, "y")]), at(0)));
     assert_eq!(g.state(), GroupState::Stable);
     // a keeps heartbeating; b goes silent (killed: no LeaveGroup).
     for t in (1_000..=6_000).step_by(1_000) {
-        assert_eq!(g.heartbeat(&who(&a, 2), t), ErrorCode::None);
-        g.tick(t);
+        assert_eq!(g.heartbeat(&who(&a, 2), at(t)), ErrorCode::None);
+        g.tick(at(t));
     }
     assert_eq!(
         g.state(),
         GroupState::Stable,
         "not before the session timeout"
     );
-    assert!(g.tick(6_001));
+    assert!(g.tick(at(6_001)));
     assert_eq!(g.member_ids(), vec![a.clone()]);
     assert_eq!(
-        g.heartbeat(&who(&a, 2), 6_100),
+        g.heartbeat(&who(&a, 2), at(6_100)),
         ErrorCode::RebalanceInProgress
     );
-    let r = ready(&mut g.join(args(&a, &["range"]), 6_200)).unwrap();
+    let r = ready(&mut g.join(args(&a, &["range"]), at(6_200))).unwrap();
     assert_eq!((r.generation_id, r.members.len()), (3, 1));
 }
 
@@ -177,24 +190,27 @@ fn a_silent_member_expires_after_its_session_timeout() {
 fn a_member_that_does_not_rejoin_is_dropped_at_the_rebalance_timeout() {
     let mut g = Group::new("g", 0);
     let a = first_member(&mut g, 0);
-    let b = ready(&mut g.join(args("", &["range"]), 0))
+    let b = ready(&mut g.join(args("", &["range"]), at(0)))
         .unwrap()
         .member_id;
-    let mut b_join = g.join(args(&b, &["range"]), 0);
+    let mut b_join = g.join(args(&b, &["range"]), at(0));
     // a never rejoins but keeps heartbeating (a stuck poll loop).
     for t in (1_000..10_000).step_by(1_000) {
-        g.heartbeat(&who(&a, 1), t);
-        g.tick(t);
+        g.heartbeat(&who(&a, 1), at(t));
+        g.tick(at(t));
         assert!(ready(&mut b_join).is_none());
     }
-    g.tick(10_000);
+    g.tick(at(10_000));
     let r = ready(&mut b_join).unwrap();
     assert_eq!(
         (r.error_code, r.generation_id, r.leader.as_str()),
         (ErrorCode::None, 2, b.as_str())
     );
     assert_eq!(g.member_ids(), vec![b]);
-    assert_eq!(g.heartbeat(&who(&a, 1), 10_001), ErrorCode::UnknownMemberId);
+    assert_eq!(
+        g.heartbeat(&who(&a, 1), at(10_001)),
+        ErrorCode::UnknownMemberId
+    );
 }
 
 #[test]
@@ -202,7 +218,7 @@ fn leave_rebalances_and_the_last_leave_empties_the_group() {
     let mut g = Group::new("g", 0);
     let a = first_member(&mut g, 0);
     assert_eq!(
-        g.leave(&[(a.clone(), None), ("ghost".into(), None)], 1),
+        g.leave(&[(a.clone(), None), ("ghost".into(), None)], at(1)),
         vec![ErrorCode::None, ErrorCode::UnknownMemberId]
     );
     assert_eq!(g.state(), GroupState::Empty);
@@ -214,11 +230,11 @@ fn leave_rebalances_and_the_last_leave_empties_the_group() {
 fn leaving_while_others_wait_completes_their_join() {
     let mut g = Group::new("g", 0);
     let a = first_member(&mut g, 0);
-    let b = ready(&mut g.join(args("", &["range"]), 0))
+    let b = ready(&mut g.join(args("", &["range"]), at(0)))
         .unwrap()
         .member_id;
-    let mut b_join = g.join(args(&b, &["range"]), 0);
-    assert_eq!(g.leave(&[(a, None)], 1), vec![ErrorCode::None]);
+    let mut b_join = g.join(args(&b, &["range"]), at(0));
+    assert_eq!(g.leave(&[(a, None)], at(1)), vec![ErrorCode::None]);
     let r = ready(&mut b_join).unwrap();
     assert_eq!(
         (r.error_code, r.leader.as_str(), r.generation_id),
@@ -233,8 +249,8 @@ fn protocol_is_one_every_member_supports() {
     x.require_known_member_id = false;
     let mut y = args("", &["range", "roundrobin"]);
     y.require_known_member_id = false;
-    let mut rx = g.join(x, 0);
-    let mut ry = g.join(y, 0);
+    let mut rx = g.join(x, at(0));
+    let mut ry = g.join(y, at(0));
     // x completed alone first (generation 1); y's join started a new rebalance.
     let first = ready(&mut rx).unwrap();
     assert_eq!(first.protocol_name.as_deref(), Some("cooperative-sticky"));
@@ -243,13 +259,13 @@ fn protocol_is_one_every_member_supports() {
             member_id: first.member_id.clone(),
             ..args("", &["cooperative-sticky", "range"])
         },
-        1,
+        at(1),
     ));
     let r = ready(&mut ry).unwrap();
     assert_eq!(r.protocol_name.as_deref(), Some("range"));
     let mut z = args("", &["sticky"]);
     z.require_known_member_id = false;
-    let rz = ready(&mut g.join(z, 2)).unwrap();
+    let rz = ready(&mut g.join(z, at(2))).unwrap();
     assert_eq!(rz.error_code, ErrorCode::InconsistentGroupProtocol);
 }
 
@@ -258,7 +274,7 @@ fn static_member_rejoining_keeps_its_place_and_fences_the_old_id() {
     let mut g = Group::new("g", 0);
     let mut s = args("", &["range"]);
     s.group_instance_id = Some("inst-1".into());
-    let r = ready(&mut g.join(s.clone(), 0)).unwrap();
+    let r = ready(&mut g.join(s.clone(), at(0))).unwrap();
     assert_eq!(
         r.error_code,
         ErrorCode::None,
@@ -266,10 +282,10 @@ fn static_member_rejoining_keeps_its_place_and_fences_the_old_id() {
     );
     let old = r.member_id;
     assert!(old.starts_with("inst-1-"));
-    drop(g.sync(sync_args(&old, 1, &[(&old, "mine")]), 0));
+    drop(g.sync(sync_args(&old, 1, &[(&old, "mine")]), at(0)));
     assert_eq!(g.state(), GroupState::Stable);
     // Restarted: same instance id, no member id.
-    let r = ready(&mut g.join(s.clone(), 100)).unwrap();
+    let r = ready(&mut g.join(s.clone(), at(100))).unwrap();
     assert_eq!(
         (r.error_code, r.generation_id),
         (ErrorCode::None, 1),
@@ -282,16 +298,16 @@ fn static_member_rejoining_keeps_its_place_and_fences_the_old_id() {
         group_instance_id: Some("inst-1".into()),
         ..who(&old, 1)
     };
-    assert_eq!(g.heartbeat(&fenced, 101), ErrorCode::FencedInstanceId);
+    assert_eq!(g.heartbeat(&fenced, at(101)), ErrorCode::FencedInstanceId);
     let mut sync = sync_args(&new, 1, &[]);
     sync.group_instance_id = Some("inst-1".into());
     assert_eq!(
-        &ready(&mut g.sync(sync, 102)).unwrap().assignment[..],
+        &ready(&mut g.sync(sync, at(102))).unwrap().assignment[..],
         b"mine"
     );
     // Static leave by instance id (member id unknown to the caller).
     assert_eq!(
-        g.leave(&[(String::new(), Some("inst-1".into()))], 103),
+        g.leave(&[(String::new(), Some("inst-1".into()))], at(103)),
         vec![ErrorCode::None]
     );
     assert!(!g.has_members());
@@ -301,16 +317,16 @@ fn static_member_rejoining_keeps_its_place_and_fences_the_old_id() {
 fn pending_member_ids_expire() {
     let mut g = Group::new("g", 0);
     let a = first_member(&mut g, 0);
-    let _pending = ready(&mut g.join(args("", &["range"]), 0))
+    let _pending = ready(&mut g.join(args("", &["range"]), at(0)))
         .unwrap()
         .member_id;
     assert_eq!(
-        g.heartbeat(&who(&a, 1), 1),
+        g.heartbeat(&who(&a, 1), at(1)),
         ErrorCode::None,
         "a pending id does not disturb the group"
     );
-    g.tick(7_000);
-    let r = ready(&mut g.join(args(&_pending, &["range"]), 7_001)).unwrap();
+    g.tick(at(7_000));
+    let r = ready(&mut g.join(args(&_pending, &["range"]), at(7_001))).unwrap();
     assert_eq!(r.error_code, ErrorCode::UnknownMemberId);
 }
 
@@ -332,10 +348,10 @@ fn describe_shows_assignment_only_when_stable() {
 fn shutdown_releases_parked_joins() {
     let mut g = Group::new("g", 0);
     let _a = first_member(&mut g, 0);
-    let b = ready(&mut g.join(args("", &["range"]), 0))
+    let b = ready(&mut g.join(args("", &["range"]), at(0)))
         .unwrap()
         .member_id;
-    let mut b_join = g.join(args(&b, &["range"]), 0);
+    let mut b_join = g.join(args(&b, &["range"]), at(0));
     assert!(ready(&mut b_join).is_none());
     g.fail_waiters(ErrorCode::CoordinatorNotAvailable);
     assert_eq!(
@@ -348,27 +364,27 @@ fn shutdown_releases_parked_joins() {
 fn a_leader_that_never_syncs_is_dropped_at_the_rebalance_timeout() {
     let mut g = Group::new("g", 0);
     let a = first_member(&mut g, 0);
-    let b = ready(&mut g.join(args("", &["range"]), 0))
+    let b = ready(&mut g.join(args("", &["range"]), at(0)))
         .unwrap()
         .member_id;
-    let mut b_join = g.join(args(&b, &["range"]), 0);
-    drop(g.join(args(&a, &["range"]), 0));
+    let mut b_join = g.join(args(&b, &["range"]), at(0));
+    drop(g.join(args(&a, &["range"]), at(0)));
     assert_eq!(ready(&mut b_join).unwrap().generation_id, 2);
     // b (follower) waits for the assignment; a (leader) heartbeats but never sends it.
-    let mut b_sync = g.sync(sync_args(&b, 2, &[]), 1);
+    let mut b_sync = g.sync(sync_args(&b, 2, &[]), at(1));
     for t in [3_000, 6_000, 9_000] {
-        assert_eq!(g.heartbeat(&who(&a, 2), t), ErrorCode::None);
-        assert!(!g.tick(t));
+        assert_eq!(g.heartbeat(&who(&a, 2), at(t)), ErrorCode::None);
+        assert!(!g.tick(at(t)));
     }
-    assert!(!g.tick(9_999));
+    assert!(!g.tick(at(9_999)));
     assert!(ready(&mut b_sync).is_none());
-    assert!(g.tick(10_001));
+    assert!(g.tick(at(10_001)));
     assert_eq!(
         ready(&mut b_sync).unwrap().error_code,
         ErrorCode::RebalanceInProgress
     );
     assert_eq!(g.member_ids(), vec![b.clone()]);
-    let r = ready(&mut g.join(args(&b, &["range"]), 10_002)).unwrap();
+    let r = ready(&mut g.join(args(&b, &["range"]), at(10_002))).unwrap();
     assert_eq!((r.generation_id, r.leader.as_str()), (3, b.as_str()));
 }
 
@@ -376,10 +392,10 @@ fn a_leader_that_never_syncs_is_dropped_at_the_rebalance_timeout() {
 
 /// A new member through MEMBER_ID_REQUIRED: its id and its parked JoinGroup.
 fn join_new_member(g: &mut Group, now: i64) -> (String, Receiver<JoinResult>) {
-    let id = ready(&mut g.join(args("", &["range"]), now))
+    let id = ready(&mut g.join(args("", &["range"]), at(now)))
         .unwrap()
         .member_id;
-    let rx = g.join(args(&id, &["range"]), now);
+    let rx = g.join(args(&id, &["range"]), at(now));
     (id, rx)
 }
 
@@ -390,16 +406,16 @@ fn the_first_rebalance_waits_the_delay_and_each_new_member_extends_it() {
     assert_eq!(g.state(), GroupState::PreparingRebalance);
     assert!(ready(&mut a_join).is_none(), "held although a has joined");
     let (b, mut b_join) = join_new_member(&mut g, 1_000);
-    g.tick(2_999);
+    g.tick(at(2_999));
     assert!(ready(&mut a_join).is_none());
-    g.tick(3_000);
+    g.tick(at(3_000));
     assert!(
         ready(&mut a_join).is_none() && ready(&mut b_join).is_none(),
         "b arrived during the wait: one more wait"
     );
-    g.tick(5_999);
+    g.tick(at(5_999));
     assert!(ready(&mut a_join).is_none());
-    g.tick(6_000);
+    g.tick(at(6_000));
     let (ra, rb) = (ready(&mut a_join).unwrap(), ready(&mut b_join).unwrap());
     assert_eq!(
         (ra.generation_id, rb.generation_id),
@@ -424,10 +440,10 @@ fn the_delay_never_outlasts_the_rebalance_timeout() {
         (9_500, 9_999),
     ] {
         joins.push(join_new_member(&mut g, t).1);
-        g.tick(tick);
+        g.tick(at(tick));
         assert!(ready(&mut first).is_none(), "still held at {tick}");
     }
-    g.tick(10_000);
+    g.tick(at(10_000));
     let r = ready(&mut first).unwrap();
     assert_eq!((r.generation_id, r.members.len()), (1, 5));
     for mut rx in joins {
@@ -436,9 +452,9 @@ fn the_delay_never_outlasts_the_rebalance_timeout() {
     // A delay longer than the rebalance timeout is cut to it.
     let mut g = Group::new("g", 60_000);
     let (_, mut only) = join_new_member(&mut g, 0);
-    g.tick(9_999);
+    g.tick(at(9_999));
     assert!(ready(&mut only).is_none());
-    g.tick(10_000);
+    g.tick(at(10_000));
     assert_eq!(ready(&mut only).unwrap().generation_id, 1);
 }
 
@@ -447,18 +463,21 @@ fn a_member_leaving_during_the_delay() {
     let mut g = Group::new("g", 3_000);
     let (a, mut a_join) = join_new_member(&mut g, 0);
     let (b, mut b_join) = join_new_member(&mut g, 500);
-    assert_eq!(g.leave(&[(b.clone(), None)], 1_000), vec![ErrorCode::None]);
+    assert_eq!(
+        g.leave(&[(b.clone(), None)], at(1_000)),
+        vec![ErrorCode::None]
+    );
     assert_eq!(
         ready(&mut b_join).unwrap().error_code,
         ErrorCode::UnknownMemberId,
         "the leaver's parked join is answered"
     );
-    g.tick(3_000);
+    g.tick(at(3_000));
     assert!(
         ready(&mut a_join).is_none(),
         "b's arrival still extends once"
     );
-    g.tick(6_000);
+    g.tick(at(6_000));
     let r = ready(&mut a_join).unwrap();
     assert_eq!((r.generation_id, r.leader.as_str()), (1, a.as_str()));
     assert_eq!(g.member_ids(), vec![a.clone()]);
@@ -466,7 +485,7 @@ fn a_member_leaving_during_the_delay() {
     // When the last member leaves, nothing is left to wait for: Empty at once.
     let mut g = Group::new("g", 3_000);
     let (a, mut a_join) = join_new_member(&mut g, 0);
-    assert_eq!(g.leave(&[(a, None)], 100), vec![ErrorCode::None]);
+    assert_eq!(g.leave(&[(a, None)], at(100)), vec![ErrorCode::None]);
     assert_eq!(
         ready(&mut a_join).unwrap().error_code,
         ErrorCode::UnknownMemberId
@@ -478,14 +497,14 @@ fn a_member_leaving_during_the_delay() {
 fn a_group_with_members_rebalances_without_the_delay() {
     let mut g = Group::new("g", 3_000);
     let (a, mut a_join) = join_new_member(&mut g, 0);
-    g.tick(3_000);
+    g.tick(at(3_000));
     assert_eq!(ready(&mut a_join).unwrap().generation_id, 1);
-    let s = ready(&mut g.sync(sync_args(&a, 1, &[(&a, "all")]), 3_001)).unwrap();
+    let s = ready(&mut g.sync(sync_args(&a, 1, &[(&a, "all")]), at(3_001))).unwrap();
     assert_eq!(s.error_code, ErrorCode::None);
     assert_eq!(g.state(), GroupState::Stable);
     // A second member joins a Stable group: the rebalance completes once a rejoins, no delay.
     let (_, mut b_join) = join_new_member(&mut g, 4_000);
-    let mut a_join = g.join(args(&a, &["range"]), 4_010);
+    let mut a_join = g.join(args(&a, &["range"]), at(4_010));
     assert_eq!(ready(&mut a_join).unwrap().generation_id, 2);
     assert_eq!(ready(&mut b_join).unwrap().generation_id, 2);
 }
@@ -509,9 +528,9 @@ fn subscribed_topics_reads_a_real_subscription() {
     let mut meta = vec![0, 0, 0, 0, 0, 2, 0, 1, b'a', 0, 1, b'b'];
     meta.extend_from_slice(&(-1i32).to_be_bytes());
     join.protocols = vec![("range".into(), Bytes::from(meta))];
-    let r = ready(&mut g.join(join.clone(), 0)).unwrap();
+    let r = ready(&mut g.join(join.clone(), at(0))).unwrap();
     join.member_id = r.member_id;
-    ready(&mut g.join(join, 0)).expect("sole member completes at once");
+    ready(&mut g.join(join, at(0))).expect("sole member completes at once");
     assert_eq!(
         g.subscribed_topics(),
         Some(vec!["a".to_string(), "b".to_string()])
@@ -524,10 +543,10 @@ fn group_max_size_refuses_members_past_it_as_kafka_does() {
     g.set_max_size(2);
     let first = first_member(&mut g, 0); // Stable with 1 member
                                          // A second member joins: room for it; the group rebalances.
-    let second = ready(&mut g.join(args("", &["range"]), 0))
+    let second = ready(&mut g.join(args("", &["range"]), at(0)))
         .unwrap()
         .member_id;
-    let mut second_join = g.join(args(&second, &["range"]), 0);
+    let mut second_join = g.join(args(&second, &["range"]), at(0));
     assert!(
         ready(&mut second_join).is_none(),
         "waits for the first to rejoin"
@@ -535,14 +554,14 @@ fn group_max_size_refuses_members_past_it_as_kafka_does() {
     assert_eq!(g.state(), GroupState::PreparingRebalance);
     // While rebalancing, the members waiting count: the first has not rejoined yet, so a
     // third new member still fits beside the one waiting...
-    let third = ready(&mut g.join(args("", &["range"]), 0))
+    let third = ready(&mut g.join(args("", &["range"]), at(0)))
         .unwrap()
         .member_id;
-    let mut third_join = g.join(args(&third, &["range"]), 0);
+    let mut third_join = g.join(args(&third, &["range"]), at(0));
     assert!(ready(&mut third_join).is_none());
     // ...but the first, rejoining last, finds two waiting: it is left out (Kafka kicks the
     // last to rejoin out of a group past its maximum).
-    let refused = ready(&mut g.join(args(&first, &["range"]), 0)).unwrap();
+    let refused = ready(&mut g.join(args(&first, &["range"]), at(0))).unwrap();
     assert_eq!(
         (refused.error_code, refused.member_id.as_str()),
         (ErrorCode::GroupMaxSizeReached, "")
@@ -556,9 +575,9 @@ fn group_max_size_refuses_members_past_it_as_kafka_does() {
     let _ = ready(&mut third_join).unwrap();
     // Full and not rebalancing: a new member is refused, the members are not.
     assert_eq!(g.state(), GroupState::CompletingRebalance);
-    let r = ready(&mut g.join(args("", &["range"]), 0)).unwrap();
+    let r = ready(&mut g.join(args("", &["range"]), at(0))).unwrap();
     assert_eq!(r.error_code, ErrorCode::GroupMaxSizeReached);
-    let r = ready(&mut g.join(args(&second, &["range"]), 0)).unwrap();
+    let r = ready(&mut g.join(args(&second, &["range"]), at(0))).unwrap();
     assert_eq!(
         r.error_code,
         ErrorCode::None,
@@ -571,21 +590,21 @@ fn member_ids_pending_their_rejoin_are_bounded_too() {
     let mut g = Group::new("g", 0);
     g.set_max_size(3);
     let pending: Vec<String> = (0..3)
-        .map(|_| ready(&mut g.join(args("", &["range"]), 0)).unwrap())
+        .map(|_| ready(&mut g.join(args("", &["range"]), at(0))).unwrap())
         .map(|r| {
             assert_eq!(r.error_code, ErrorCode::MemberIdRequired);
             r.member_id
         })
         .collect();
     assert_eq!(g.state(), GroupState::Empty);
-    let r = ready(&mut g.join(args("", &["range"]), 0)).unwrap();
+    let r = ready(&mut g.join(args("", &["range"]), at(0))).unwrap();
     assert_eq!(
         r.error_code,
         ErrorCode::GroupMaxSizeReached,
         "a fourth pending id"
     );
     // The pending ones may still come back with their ids (the join then waits for the rest).
-    let mut joined = g.join(args(&pending[0], &["range"]), 0);
+    let mut joined = g.join(args(&pending[0], &["range"]), at(0));
     assert!(ready(&mut joined).is_none());
     assert_eq!(g.member_ids(), vec![pending[0].clone()]);
 }
@@ -598,13 +617,13 @@ fn a_sole_member_rejoining_keeps_the_groups_protocol_type_and_protocols() {
     let id = first_member(&mut g, 0);
     let mut connect = args(&id, &["range"]);
     connect.protocol_type = "connect".into();
-    let other_type = ready(&mut g.join(connect, 1)).unwrap();
+    let other_type = ready(&mut g.join(connect, at(1))).unwrap();
     assert_eq!(other_type.error_code, ErrorCode::InconsistentGroupProtocol);
-    let other_protocol = ready(&mut g.join(args(&id, &["sticky"]), 1)).unwrap();
+    let other_protocol = ready(&mut g.join(args(&id, &["sticky"]), at(1))).unwrap();
     assert_eq!(
         other_protocol.error_code,
         ErrorCode::InconsistentGroupProtocol
     );
-    let same = ready(&mut g.join(args(&id, &["sticky", "range"]), 1)).unwrap();
+    let same = ready(&mut g.join(args(&id, &["sticky", "range"]), at(1))).unwrap();
     assert_eq!(same.error_code, ErrorCode::None);
 }

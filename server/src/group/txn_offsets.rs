@@ -27,7 +27,7 @@ impl<J: Journal> GroupCoordinator<J> {
         producer: ProducerId,
         who: MemberRef,
         offsets: Vec<(String, i32, CommittedOffset)>,
-        now: i64,
+        now: rill_types::TimestampMs,
     ) -> GroupReply {
         // Without a generation or member id Kafka does not check the member (clients before
         // KIP-447 send neither); otherwise as for OffsetCommit.

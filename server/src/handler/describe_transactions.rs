@@ -58,7 +58,7 @@ fn described(state: TransactionState, d: TxnDescription) -> TransactionState {
     state
         .with_transaction_state(str_bytes(&d.state))
         .with_transaction_timeout_ms(d.timeout_ms)
-        .with_transaction_start_time_ms(d.start_ms)
+        .with_transaction_start_time_ms(d.start_ms.0)
         .with_producer_id(ProducerId(d.producer_id.0))
         .with_producer_epoch(d.producer_epoch.0)
         .with_topics(topics)

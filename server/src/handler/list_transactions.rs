@@ -41,9 +41,9 @@ pub async fn handle<B: Broker>(
             .map(|p| crate::txn::ProducerId(p.0))
             .collect(),
         min_duration_ms: if version >= 1 {
-            req.duration_filter
+            rill_types::DurationMs(req.duration_filter)
         } else {
-            -1
+            rill_types::DurationMs(-1)
         },
     };
     let states = broker

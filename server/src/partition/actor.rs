@@ -31,7 +31,7 @@ use rill_engine::{
     EngineError, FlushPolicy, LogConfig, LogManager, PartitionLog, Positions, TxnMarker,
 };
 use rill_types::batch::ValidatedBatch;
-use rill_types::{Offset, TimestampMs};
+use rill_types::{DurationMs, Offset, TimestampMs};
 
 use crate::admin::bound_hits::Bound;
 use crate::admin::shard::hooks;
@@ -57,13 +57,23 @@ use crate::tiered::tier::{PartitionTier, TierEvent};
 pub const GROUP_OPS_MAX: usize = 256;
 
 /// Least time between attempts to reopen a failed log (a full disk fails each write again).
-const REOPEN_INTERVAL_MS: i64 = 500;
+const REOPEN_INTERVAL_MS: DurationMs = DurationMs(500);
 
 /// Whether an idle partition should release its memory now: idle for `idle_ms`
 /// (`rill.partition.idle.ms`) and not released since its last message. A released partition
 /// (`PartitionLog::release_idle_memory`) costs a few KiB, no open file and no preallocation.
-fn idle_release_due(last_activity_ms: i64, now_ms: i64, released: bool, idle_ms: u64) -> bool {
-    !released && now_ms.saturating_sub(last_activity_ms) >= idle_ms as i64
+fn idle_release_due(
+    last_activity_ms: TimestampMs,
+    now_ms: TimestampMs,
+    released: bool,
+    idle_ms: u64,
+) -> bool {
+    !released && now_ms.saturating_since(last_activity_ms) >= span(idle_ms)
+}
+
+/// A configured `u64` interval as a span, cast as the `i64` arithmetic it replaced cast it.
+fn span(ms: u64) -> DurationMs {
+    DurationMs(ms as i64)
 }
 
 /// One mailbox message.
@@ -226,18 +236,18 @@ async fn open_actor<S: Storage + 'static>(
         stats.failed.store(false, Ordering::Relaxed);
         stats.online.store(true, Ordering::Relaxed);
     }
-    let last_activity_ms = setup.clock.now().0;
+    let last_activity_ms = setup.clock.now();
     Ok(Actor {
         log: Some(log),
         tier: None, // opened by `open_tier`, boxed: see `serve_and_close`
-        last_tier_ms: 0,
-        last_retention_ms: 0,
-        last_reopen_ms: 0,
+        last_tier_ms: TimestampMs(0),
+        last_retention_ms: TimestampMs(0),
+        last_reopen_ms: TimestampMs(0),
         last_activity_ms,
         idle_released: false,
         stats,
         clean: None,
-        last_clean_check_ms: 0,
+        last_clean_check_ms: TimestampMs(0),
         last_maintenance_ms: last_activity_ms,
         txn_guards: TxnGuards::default(),
         jitter: jitter(topic, partition),
@@ -276,14 +286,14 @@ struct Actor<S: Storage> {
     /// The partition's part in the remote tier (a tiered topic's).
     tier: Option<Box<PartitionTier>>,
     /// When the tier last looked for work (`rill.remote.task.interval.ms`).
-    last_tier_ms: i64,
+    last_tier_ms: TimestampMs,
     setup: ActorSetup<S>,
     watch: Rc<PartitionWatch>,
-    last_retention_ms: i64,
+    last_retention_ms: TimestampMs,
     /// When a failed log was last reopened (see [`Actor::reopen_if_failed`]).
-    last_reopen_ms: i64,
+    last_reopen_ms: TimestampMs,
     /// When the last mailbox message arrived (drives [`IDLE_RELEASE_MS`]).
-    last_activity_ms: i64,
+    last_activity_ms: TimestampMs,
     /// Whether the log's memory was released since the last message.
     idle_released: bool,
     /// Where the admin listener reads this partition's positions and traffic.
@@ -291,10 +301,10 @@ struct Actor<S: Storage> {
     /// The clean of this log in flight (dropping it cancels the clean).
     clean: Option<CleanInFlight>,
     /// When the actor last asked the log whether a clean is due.
-    last_clean_check_ms: i64,
+    last_clean_check_ms: TimestampMs,
     /// When time-driven work last ran: it also runs between messages once a tick is overdue,
     /// so a partition that never goes quiet still gets its retention, flushes and cleans.
-    last_maintenance_ms: i64,
+    last_maintenance_ms: TimestampMs,
     /// Transactional producers' first appends awaiting their coordinator (KIP-890).
     txn_guards: TxnGuards,
     /// This partition's stretch of its tick, in thousandths of a quarter (from its name).
@@ -445,7 +455,7 @@ impl<S: Storage + 'static> Actor<S> {
                 }
                 Next::Closed => return None,
             };
-            self.last_activity_ms = self.setup.clock.now().0;
+            self.last_activity_ms = self.setup.clock.now();
             self.idle_released = false;
             if self.setup.configs.registry.config_generation() != self.setup.configs.generation {
                 Box::pin(self.refresh_config()).await; // boxed: rare, and kept out of the idle future
@@ -465,8 +475,8 @@ impl<S: Storage + 'static> Actor<S> {
             if let Some(delete_reply) = delete_reply {
                 return Some(delete_reply);
             }
-            let now = self.setup.clock.now().0;
-            if now - self.last_maintenance_ms >= self.tick_ms() as i64 {
+            let now = self.setup.clock.now();
+            if now - self.last_maintenance_ms >= span(self.tick_ms()) {
                 Box::pin(self.maintenance()).await;
             }
         }
@@ -498,7 +508,7 @@ impl<S: Storage + 'static> Actor<S> {
     /// without a broker restart. The failed instance is inert; it is dropped once the new one
     /// is open (and kept, still failed, if reopening fails: the next attempt comes later).
     async fn reopen_if_failed(&mut self) {
-        let now = self.setup.clock.now().0;
+        let now = self.setup.clock.now();
         if !self.log().is_failed() || now - self.last_reopen_ms < REOPEN_INTERVAL_MS {
             return;
         }
@@ -636,16 +646,16 @@ impl<S: Storage + 'static> Actor<S> {
     async fn maintenance(&mut self) {
         self.refresh_config().await;
         let now = self.setup.clock.now();
-        self.last_maintenance_ms = now.0;
+        self.last_maintenance_ms = now;
         if self.log().flush_due(now) {
             if let Err(e) = self.timed_flush().await {
                 tracing::error!(topic = self.setup.topic, error = %e, "periodic flush failed");
             }
             self.publish();
         }
-        let interval_ms = self.setup.retention_check_interval_ms as i64;
-        if now.0 - self.last_retention_ms >= interval_ms {
-            self.last_retention_ms = now.0;
+        let interval_ms = span(self.setup.retention_check_interval_ms);
+        if now - self.last_retention_ms >= interval_ms {
+            self.last_retention_ms = now;
             if let Err(e) = self.log().apply_retention(now).await {
                 tracing::error!(topic = self.setup.topic, error = %e, "retention failed");
             }
@@ -655,14 +665,14 @@ impl<S: Storage + 'static> Actor<S> {
             hooks::bound_hits(Bound::ProducerIdExpiration, expired as u64);
         }
         self.maybe_start_clean(now).await;
-        let tier_interval_ms = self.setup.configs.broker.remote.task_interval_ms as i64;
-        if self.tier.is_some() && now.0 - self.last_tier_ms >= tier_interval_ms {
-            self.last_tier_ms = now.0;
+        let tier_interval_ms = span(self.setup.configs.broker.remote.task_interval_ms);
+        if self.tier.is_some() && now - self.last_tier_ms >= tier_interval_ms {
+            self.last_tier_ms = now;
             self.start_tier_job(now).await;
         }
         self.checkpoint_high_watermark(false).await;
         let idle_ms = self.setup.idle_release_ms;
-        if idle_release_due(self.last_activity_ms, now.0, self.idle_released, idle_ms) {
+        if idle_release_due(self.last_activity_ms, now, self.idle_released, idle_ms) {
             self.release().await;
         }
     }
@@ -751,11 +761,11 @@ impl<S: Storage + 'static> Actor<S> {
         let Some(config) = self.setup.compaction.clone() else {
             return;
         };
-        let backoff_ms = self.setup.cleaner.backoff_ms() as i64;
-        if self.clean.is_some() || now.0 - self.last_clean_check_ms < backoff_ms {
+        let backoff_ms = span(self.setup.cleaner.backoff_ms());
+        if self.clean.is_some() || now - self.last_clean_check_ms < backoff_ms {
             return;
         }
-        self.last_clean_check_ms = now.0;
+        self.last_clean_check_ms = now;
         match self.log().plan_clean(&config, now).await {
             Ok(Some(job)) => {
                 let name = format!("{}-{}", self.setup.topic, self.setup.partition);
@@ -1300,16 +1310,17 @@ mod tests {
 
     #[test]
     fn idle_release_once_per_idle_period() {
-        let (t0, idle) = (1_000_000, 30_000);
+        let (t0, idle) = (TimestampMs(1_000_000), 30_000);
+        let after = |ms: i64| t0 + DurationMs(ms);
         assert!(!idle_release_due(t0, t0, false, idle));
-        assert!(!idle_release_due(t0, t0 + idle as i64 - 1, false, idle));
-        assert!(idle_release_due(t0, t0 + idle as i64, false, idle));
+        assert!(!idle_release_due(t0, after(idle as i64 - 1), false, idle));
+        assert!(idle_release_due(t0, after(idle as i64), false, idle));
         assert!(
-            !idle_release_due(t0, t0 + 10 * idle as i64, true, idle),
+            !idle_release_due(t0, after(10 * idle as i64), true, idle),
             "released already"
         );
         assert!(
-            !idle_release_due(t0, t0 - 5, false, idle),
+            !idle_release_due(t0, after(-5), false, idle),
             "clock stepped back"
         );
     }

@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 
 use rill_metadata::types::NodeId;
-use rill_types::Offset;
+use rill_types::{DurationMs, Offset, TimestampMs};
 
 use super::role::LeaderRole;
 
@@ -15,9 +15,9 @@ pub struct FollowerProgress {
     /// Its log end: the offset of its last fetch.
     pub log_end: Offset,
     /// When it last held everything the leader had (Kafka's lastCaughtUpTimeMs).
-    pub caught_up_ms: i64,
+    pub caught_up_ms: TimestampMs,
     /// The leader's log end at its previous fetch, and when that fetch came.
-    last_fetch: (Offset, i64),
+    last_fetch: (Offset, TimestampMs),
 }
 
 /// The leader's view of its followers (reset on every new leader epoch).
@@ -28,14 +28,14 @@ pub struct LeaderState {
     /// Followers by node, once they fetched.
     pub followers: BTreeMap<NodeId, FollowerProgress>,
     /// When this leadership began: followers that never fetched count as caught up then.
-    pub since_ms: i64,
+    pub since_ms: TimestampMs,
     /// An ISR change sent to the controller and not answered yet (no second one meanwhile).
     pub alter_in_flight: bool,
 }
 
 impl LeaderState {
     /// A leader that has heard from no follower yet.
-    pub fn new(role: LeaderRole, now_ms: i64) -> Self {
+    pub fn new(role: LeaderRole, now_ms: TimestampMs) -> Self {
         LeaderState {
             role,
             followers: BTreeMap::new(),
@@ -52,7 +52,7 @@ impl LeaderState {
         node: NodeId,
         fetch_offset: Offset,
         leader_end: Offset,
-        now_ms: i64,
+        now_ms: TimestampMs,
     ) {
         // The actor answers a fetch past its log end OFFSET_OUT_OF_RANGE before it gets here.
         assert!(
@@ -102,8 +102,8 @@ impl LeaderState {
     pub fn wanted_isr(
         &self,
         me: NodeId,
-        now_ms: i64,
-        lag_max_ms: i64,
+        now_ms: TimestampMs,
+        lag_max_ms: DurationMs,
         high_watermark: Offset,
         live: impl Fn(NodeId) -> bool,
     ) -> Option<Vec<NodeId>> {
@@ -139,6 +139,11 @@ mod tests {
     use rill_metadata::types::PartitionEpoch;
     use rill_types::LeaderEpoch;
 
+    /// The instant `ms` milliseconds after the epoch.
+    fn at(ms: i64) -> TimestampMs {
+        TimestampMs(ms)
+    }
+
     fn leader(isr: &[i32]) -> LeaderState {
         let role = LeaderRole {
             epoch: LeaderEpoch(1),
@@ -147,7 +152,7 @@ mod tests {
             replicas: vec![NodeId(1), NodeId(2), NodeId(3)],
             topic_id: uuid::Uuid::nil(),
         };
-        LeaderState::new(role, 1_000)
+        LeaderState::new(role, at(1_000))
     }
 
     #[test]
@@ -159,8 +164,8 @@ mod tests {
             Offset(0),
             "nobody fetched"
         );
-        l.on_fetch(NodeId(2), Offset(7), Offset(10), 1_100);
-        l.on_fetch(NodeId(3), Offset(10), Offset(10), 1_100);
+        l.on_fetch(NodeId(2), Offset(7), Offset(10), at(1_100));
+        l.on_fetch(NodeId(3), Offset(10), Offset(10), at(1_100));
         assert_eq!(l.high_watermark(me, Offset(10), Offset(0)), Offset(7));
         assert_eq!(
             l.high_watermark(me, Offset(5), Offset(0)),
@@ -179,23 +184,27 @@ mod tests {
     fn a_lagging_follower_leaves_and_a_caught_up_one_joins() {
         let mut l = leader(&[1, 2, 3]);
         let me = NodeId(1);
-        l.on_fetch(NodeId(2), Offset(10), Offset(10), 2_000);
-        l.on_fetch(NodeId(3), Offset(4), Offset(10), 2_000);
-        assert_eq!(l.wanted_isr(me, 2_500, 30_000, Offset(4), |_| true), None);
+        l.on_fetch(NodeId(2), Offset(10), Offset(10), at(2_000));
+        l.on_fetch(NodeId(3), Offset(4), Offset(10), at(2_000));
+        assert_eq!(
+            l.wanted_isr(me, at(2_500), DurationMs(30_000), Offset(4), |_| true),
+            None
+        );
         // 3 last caught up when the leadership began (1 000): 31 s later it is out.
         assert_eq!(
-            l.wanted_isr(me, 31_001, 30_000, Offset(4), |_| true),
+            l.wanted_isr(me, at(31_001), DurationMs(30_000), Offset(4), |_| true),
             Some(vec![NodeId(1), NodeId(2)])
         );
         l.role.isr = vec![NodeId(1), NodeId(2)];
-        l.on_fetch(NodeId(3), Offset(10), Offset(10), 31_500);
+        l.on_fetch(NodeId(3), Offset(10), Offset(10), at(31_500));
         assert_eq!(
-            l.wanted_isr(me, 31_600, 30_000, Offset(10), |n| n != NodeId(3)),
+            l.wanted_isr(me, at(31_600), DurationMs(30_000), Offset(10), |n| n
+                != NodeId(3)),
             None,
             "a fenced broker does not join"
         );
         assert_eq!(
-            l.wanted_isr(me, 31_600, 30_000, Offset(10), |_| true),
+            l.wanted_isr(me, at(31_600), DurationMs(30_000), Offset(10), |_| true),
             Some(vec![NodeId(1), NodeId(2), NodeId(3)])
         );
     }
@@ -203,8 +212,8 @@ mod tests {
     #[test]
     fn fetching_what_the_leader_had_at_the_previous_fetch_counts_as_caught_up_then() {
         let mut l = leader(&[1, 2]);
-        l.on_fetch(NodeId(2), Offset(5), Offset(8), 2_000);
-        l.on_fetch(NodeId(2), Offset(8), Offset(12), 3_000);
-        assert_eq!(l.followers[&NodeId(2)].caught_up_ms, 2_000);
+        l.on_fetch(NodeId(2), Offset(5), Offset(8), at(2_000));
+        l.on_fetch(NodeId(2), Offset(8), Offset(12), at(3_000));
+        assert_eq!(l.followers[&NodeId(2)].caught_up_ms, at(2_000));
     }
 }

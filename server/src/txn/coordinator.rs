@@ -27,6 +27,7 @@ use rill_engine::io::Clock;
 use rill_engine::TxnMarker;
 use rill_protocol::ErrorCode;
 use rill_types::limits::Field;
+use rill_types::{DurationMs, TimestampMs};
 
 use super::env::{TxnEnv, TxnOffsets};
 use super::log::TxnJournal;
@@ -99,8 +100,8 @@ impl<J: TxnJournal> TxnCoordinator<J> {
         &self.journal
     }
 
-    fn now(&self) -> i64 {
-        self.clock.now().0
+    fn now(&self) -> TimestampMs {
+        self.clock.now()
     }
 
     fn get(&self, id: &str) -> Option<TxnMetadata> {
@@ -465,8 +466,8 @@ impl<J: TxnJournal> TxnCoordinator<J> {
                 filter.producer_ids.is_empty() || filter.producer_ids.contains(&m.producer_id)
             })
             .filter(|(_, m)| {
-                filter.min_duration_ms < 0
-                    || (m.start_ms >= 0 && now - m.start_ms >= filter.min_duration_ms)
+                filter.min_duration_ms < DurationMs::ZERO
+                    || (m.start_ms >= TimestampMs(0) && now - m.start_ms >= filter.min_duration_ms)
             })
             .map(|(id, m)| TxnListing {
                 transactional_id: id.clone(),

@@ -364,7 +364,7 @@ fn idle_ids_expire_and_timeouts_are_bounded() {
     h.add("tx", p, &[("t", 0)]);
     h.end("tx", p, true);
     h.init("idle", 60_000);
-    h.clock.advance(TxnConfig::default().id_expiration_ms);
+    h.clock.advance(TxnConfig::default().id_expiration_ms.0);
     block_on(h.c.expire());
     assert!(h.c.get("tx").is_none() && h.c.get("idle").is_none());
     assert_eq!(
@@ -464,20 +464,20 @@ fn describe_and_list() {
     h.init("other", 60_000);
     let ongoing = TxnListFilter {
         states: vec!["Ongoing".into()],
-        min_duration_ms: -1,
+        min_duration_ms: rill_types::DurationMs(-1),
         ..Default::default()
     };
     let listed = h.c.list(&ongoing);
     assert_eq!(listed.len(), 1);
     assert_eq!(listed[0].transactional_id, "tx");
     let all = TxnListFilter {
-        min_duration_ms: -1,
+        min_duration_ms: rill_types::DurationMs(-1),
         ..Default::default()
     };
     assert_eq!(h.c.list(&all).len(), 2);
     h.clock.advance(100);
     let long = TxnListFilter {
-        min_duration_ms: 100,
+        min_duration_ms: rill_types::DurationMs(100),
         ..Default::default()
     };
     assert_eq!(h.c.list(&long).len(), 1, "only the open one has a start");

@@ -19,6 +19,7 @@ use futures::lock::Mutex;
 use rill_engine::io::{Clock, Storage};
 use rill_engine::{EngineError, FlushPolicy, LogConfig, LogManager, Offset, PartitionLog};
 use rill_protocol::ErrorCode;
+use rill_types::TimestampMs;
 
 use super::record::{decode_chunk, encode_batch, TxnRecord};
 use super::state::TxnMetadata;
@@ -73,7 +74,7 @@ impl TxnJournal for MemTxnJournal {
             return Err(code);
         }
         if self.encodes.get() {
-            let batch = encode_batch(std::slice::from_ref(&record), 0).freeze();
+            let batch = encode_batch(std::slice::from_ref(&record), TimestampMs(0)).freeze();
             let decoded = decode_chunk(batch).expect("an encoded txn batch decodes");
             assert_eq!(decoded.len(), 1, "one record in, one out");
             assert_eq!(decoded[0].1, record, "transaction records round-trip");
@@ -177,7 +178,7 @@ impl<S: Storage> TxnPartitionLog<S> {
     async fn write(&self, log: &mut PartitionLog<S>, waiters: Vec<Waiter>) {
         let now = self.clock.now();
         let records: Vec<TxnRecord> = waiters.iter().map(|(r, _)| r.clone()).collect();
-        let appended = log.append(encode_batch(&records, now.0), now).await;
+        let appended = log.append(encode_batch(&records, now), now).await;
         let flushed = match appended {
             Ok(_) => log.flush().await.map(|_| ()),
             Err(e) => Err(e),
@@ -217,7 +218,7 @@ impl<S: Storage> TxnPartitionLog<S> {
             })
             .collect();
         for chunk in entries.chunks(SNAPSHOT_BATCH_RECORDS) {
-            log.append(encode_batch(chunk, now.0), now).await?;
+            log.append(encode_batch(chunk, now), now).await?;
         }
         log.flush().await?;
         let start = log.delete_records_before(snapshot_start).await?;
@@ -363,8 +364,8 @@ mod tests {
             state: TxnState::Ongoing,
             partitions: [("t".to_string(), 1)].into(),
             groups: Default::default(),
-            start_ms: 5,
-            last_update_ms: 6,
+            start_ms: TimestampMs(5),
+            last_update_ms: TimestampMs(6),
         }
     }
 

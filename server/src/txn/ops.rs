@@ -2,6 +2,7 @@
 //! that arrives on one shard for an id coordinated by another crosses cores.
 
 use rill_protocol::ErrorCode;
+use rill_types::{DurationMs, TimestampMs};
 
 use rill_types::{ProducerEpoch, ProducerId};
 
@@ -80,8 +81,8 @@ pub struct TxnListFilter {
     pub states: Vec<String>,
     /// Producer ids.
     pub producer_ids: Vec<ProducerId>,
-    /// v1: only transactions running at least this long (-1: no filter).
-    pub min_duration_ms: i64,
+    /// v1: only transactions running at least this long (negative: no filter).
+    pub min_duration_ms: DurationMs,
 }
 
 /// One transactional id as DescribeTransactions shows it.
@@ -91,8 +92,8 @@ pub struct TxnDescription {
     pub state: String,
     /// `transaction.timeout.ms`.
     pub timeout_ms: i32,
-    /// When the current transaction began (-1: none).
-    pub start_ms: i64,
+    /// When the current transaction began ([`TimestampMs::NONE`]: none).
+    pub start_ms: TimestampMs,
     /// Producer id.
     pub producer_id: ProducerId,
     /// Producer epoch.

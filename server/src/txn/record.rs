@@ -20,6 +20,7 @@ use super::state::{TxnMetadata, TxnState};
 use super::{ProducerEpoch, ProducerId};
 use crate::record_fields::{get_str, need, put_str, Malformed};
 use rill_types::batch::ValidatedBatch;
+use rill_types::TimestampMs;
 
 const KEY_VERSION: u8 = 1;
 const VALUE_VERSION: u8 = 1;
@@ -85,8 +86,8 @@ pub fn encode_value(m: &TxnMetadata) -> Bytes {
         .position(|s| *s == m.state)
         .expect("listed");
     out.put_u8(state as u8);
-    out.put_i64(m.start_ms);
-    out.put_i64(m.last_update_ms);
+    out.put_i64(m.start_ms.0);
+    out.put_i64(m.last_update_ms.0);
     out.put_u32(m.partitions.len() as u32);
     for (topic, partition) in &m.partitions {
         put_str(&mut out, topic);
@@ -113,8 +114,8 @@ pub fn decode_value(mut buf: Bytes) -> Result<TxnMetadata, TxnRecordError> {
     let state = *TxnState::ALL
         .get(buf.get_u8() as usize)
         .ok_or(TxnRecordError::Record)?;
-    let start_ms = buf.get_i64();
-    let last_update_ms = buf.get_i64();
+    let start_ms = TimestampMs(buf.get_i64());
+    let last_update_ms = TimestampMs(buf.get_i64());
     let mut partitions = BTreeSet::new();
     for _ in 0..buf.get_u32() {
         let topic = get_str(&mut buf)?;
@@ -144,12 +145,12 @@ pub fn decode_value(mut buf: Bytes) -> Result<TxnMetadata, TxnRecordError> {
 }
 
 /// One v2 record batch holding `records`.
-pub fn encode_batch(records: &[TxnRecord], timestamp_ms: i64) -> ValidatedBatch {
+pub fn encode_batch(records: &[TxnRecord], timestamp_ms: TimestampMs) -> ValidatedBatch {
     assert!(!records.is_empty());
     let bytes = encode_plain_batch(records.iter().map(|r| PlainRecord {
         key: Some(encode_key(&r.transactional_id)),
         value: r.metadata.as_ref().map(encode_value),
-        timestamp_ms,
+        timestamp_ms: timestamp_ms.0,
     }));
     // The log is its own producer: its batch is checked as any other before the engine takes it.
     ValidatedBatch::new(bytes, usize::MAX).expect("an encoded transaction-log batch is valid")
@@ -191,8 +192,8 @@ mod tests {
             state: TxnState::PrepareCommit,
             partitions: [("t".to_string(), 0), ("u".to_string(), 7)].into(),
             groups: ["g".to_string()].into(),
-            start_ms: 100,
-            last_update_ms: 200,
+            start_ms: TimestampMs(100),
+            last_update_ms: TimestampMs(200),
         }
     }
 
@@ -208,12 +209,28 @@ mod tests {
                 metadata: None,
             },
         ];
-        let back = decode_chunk(encode_batch(&records, 5).freeze()).unwrap();
+        let back = decode_chunk(encode_batch(&records, TimestampMs(5)).freeze()).unwrap();
         assert_eq!(back.iter().map(|(o, _)| *o).collect::<Vec<_>>(), vec![0, 1]);
         assert_eq!(
             back.into_iter().map(|(_, r)| r).collect::<Vec<_>>(),
             records
         );
+    }
+
+    #[test]
+    fn the_instants_are_stored_as_big_endian_epoch_millis() {
+        // The bytes the untyped `i64` fields wrote: typing them changed no byte on disk.
+        let at = 1 + 8 + 8 + 2 + 2 + 4 + 1;
+        let value = encode_value(&metadata());
+        assert_eq!(value[at..at + 8], 100i64.to_be_bytes());
+        assert_eq!(value[at + 8..at + 16], 200i64.to_be_bytes());
+        let none = TxnMetadata {
+            start_ms: TimestampMs::NONE,
+            ..metadata()
+        };
+        let value = encode_value(&none);
+        assert_eq!(value[at..at + 8], (-1i64).to_be_bytes());
+        assert_eq!(decode_value(value).unwrap(), none);
     }
 
     #[test]

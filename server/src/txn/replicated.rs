@@ -63,7 +63,7 @@ pub fn live_of(chunks: Vec<LoadedChunk>) -> Result<(HashMap<String, TxnMetadata>
 impl<S: Storage + 'static> TxnJournal for ReplicatedTxnLog<S> {
     async fn append(&self, record: TxnRecord) -> Result<(), ErrorCode> {
         let partition = txn_partition(&record.transactional_id);
-        let batch = encode_batch(std::slice::from_ref(&record), self.clock.now().0);
+        let batch = encode_batch(std::slice::from_ref(&record), self.clock.now());
         self.log.append(partition, batch).await
     }
 
@@ -82,7 +82,7 @@ mod tests {
     use super::*;
     use crate::txn::state::TxnState;
     use crate::txn::{ProducerEpoch, ProducerId};
-    use rill_types::Offset;
+    use rill_types::{Offset, TimestampMs};
 
     fn record(id: &str, epoch: Option<i16>) -> TxnRecord {
         TxnRecord {
@@ -96,8 +96,8 @@ mod tests {
                 state: TxnState::Ongoing,
                 partitions: Default::default(),
                 groups: Default::default(),
-                start_ms: 5,
-                last_update_ms: 6,
+                start_ms: TimestampMs(5),
+                last_update_ms: TimestampMs(6),
             }),
         }
     }
@@ -110,9 +110,10 @@ mod tests {
                 record("b", Some(0)),
                 record("a", Some(1)),
             ],
-            1,
+            TimestampMs(1),
         );
-        let mut later = bytes::BytesMut::from(encode_batch(&[record("b", None)], 2).as_bytes());
+        let mut later =
+            bytes::BytesMut::from(encode_batch(&[record("b", None)], TimestampMs(2)).as_bytes());
         later[..8].copy_from_slice(&3i64.to_be_bytes()); // base offset 3
         let first = bytes::Bytes::copy_from_slice(batch.as_bytes());
         let chunks = vec![

@@ -8,7 +8,7 @@ pub struct TxnConfig {
     /// `transaction.max.timeout.ms`: longer producer timeouts get INVALID_TRANSACTION_TIMEOUT.
     pub max_timeout_ms: i32,
     /// `transactional.id.expiration.ms`: an id idle this long (no transaction) is forgotten.
-    pub id_expiration_ms: i64,
+    pub id_expiration_ms: rill_types::DurationMs,
     /// `transaction.abort.timed.out.transaction.cleanup.interval.ms`: how often timed-out
     /// transactions are looked for (and unfinished markers retried).
     pub abort_check_interval_ms: u64,
@@ -28,7 +28,7 @@ impl Default for TxnConfig {
     fn default() -> Self {
         TxnConfig {
             max_timeout_ms: 900_000,
-            id_expiration_ms: 7 * 24 * 60 * 60 * 1000,
+            id_expiration_ms: rill_types::DurationMs(7 * 24 * 60 * 60 * 1000),
             abort_check_interval_ms: 10_000,
             expiration_check_interval_ms: 60 * 60 * 1000,
             shard_ids_max: SHARD_IDS_MAX_DEFAULT,

@@ -18,6 +18,7 @@
 use std::collections::BTreeSet;
 
 use rill_protocol::ErrorCode;
+use rill_types::{DurationMs, TimestampMs};
 
 use super::{ProducerEpoch, ProducerId};
 
@@ -101,14 +102,14 @@ pub struct TxnMetadata {
     pub partitions: BTreeSet<TopicPartition>,
     /// Consumer groups whose offsets are in the current transaction (AddOffsetsToTxn).
     pub groups: BTreeSet<String>,
-    /// When the current transaction began (-1: none).
-    pub start_ms: i64,
+    /// When the current transaction began ([`TimestampMs::NONE`]: none).
+    pub start_ms: TimestampMs,
     /// When the metadata last changed (expiration counts from here).
-    pub last_update_ms: i64,
+    pub last_update_ms: TimestampMs,
 }
 
 impl TxnMetadata {
-    fn transit(&self, state: TxnState, now_ms: i64) -> TxnMetadata {
+    fn transit(&self, state: TxnState, now_ms: TimestampMs) -> TxnMetadata {
         TxnMetadata {
             state,
             last_update_ms: now_ms,
@@ -151,7 +152,7 @@ pub fn init(
     current: Option<&TxnMetadata>,
     timeout_ms: i32,
     expected: Expected,
-    now_ms: i64,
+    now_ms: TimestampMs,
     new_id: &mut dyn FnMut() -> Result<ProducerId, ErrorCode>,
 ) -> Result<InitPlan, ErrorCode> {
     let fresh;
@@ -167,7 +168,7 @@ pub fn init(
                 state: TxnState::Empty,
                 partitions: BTreeSet::new(),
                 groups: BTreeSet::new(),
-                start_ms: -1,
+                start_ms: TimestampMs::NONE,
                 last_update_ms: now_ms,
             };
             &fresh
@@ -211,12 +212,12 @@ pub fn init(
 }
 
 /// `m` with no transaction: Empty, no partitions, the new timeout.
-fn reset(m: &TxnMetadata, timeout_ms: i32, now_ms: i64) -> TxnMetadata {
+fn reset(m: &TxnMetadata, timeout_ms: i32, now_ms: TimestampMs) -> TxnMetadata {
     TxnMetadata {
         timeout_ms,
         partitions: BTreeSet::new(),
         groups: BTreeSet::new(),
-        start_ms: -1,
+        start_ms: TimestampMs::NONE,
         ..m.transit(TxnState::Empty, now_ms)
     }
 }
@@ -240,7 +241,7 @@ fn bumped_epochs(
 
 /// The open transaction of `m` aborted with its epoch bumped, so that the producer that opened
 /// it is fenced (InitProducerId by a new instance, a timeout).
-pub fn fence(m: &TxnMetadata, now_ms: i64) -> TxnMetadata {
+pub fn fence(m: &TxnMetadata, now_ms: TimestampMs) -> TxnMetadata {
     assert_eq!(m.state, TxnState::Ongoing);
     assert!(
         m.producer_epoch.0 < i16::MAX,
@@ -275,7 +276,7 @@ pub fn add(
     epoch: ProducerEpoch,
     partitions: &[TopicPartition],
     groups: &[String],
-    now_ms: i64,
+    now_ms: TimestampMs,
 ) -> Result<Option<TxnMetadata>, ErrorCode> {
     check_producer(m, pid, epoch)?;
     let known = partitions.iter().all(|p| m.partitions.contains(p))
@@ -333,7 +334,7 @@ pub fn end(
     pid: ProducerId,
     epoch: ProducerEpoch,
     commit: bool,
-    now_ms: i64,
+    now_ms: TimestampMs,
 ) -> Result<EndPlan, ErrorCode> {
     if m.producer_id != pid {
         return Err(ErrorCode::InvalidProducerIdMapping);
@@ -360,7 +361,7 @@ pub fn end(
 
 /// The markers of a Prepare are all written: CompleteCommit or CompleteAbort, nothing left in
 /// the transaction.
-pub fn complete(m: &TxnMetadata, now_ms: i64) -> TxnMetadata {
+pub fn complete(m: &TxnMetadata, now_ms: TimestampMs) -> TxnMetadata {
     let state = if m.commits() {
         TxnState::CompleteCommit
     } else {
@@ -374,14 +375,15 @@ pub fn complete(m: &TxnMetadata, now_ms: i64) -> TxnMetadata {
 }
 
 /// Whether `m`'s open transaction has outlived its timeout at `now_ms`.
-pub fn timed_out(m: &TxnMetadata, now_ms: i64) -> bool {
-    m.state == TxnState::Ongoing && now_ms.saturating_sub(m.start_ms) > i64::from(m.timeout_ms)
+pub fn timed_out(m: &TxnMetadata, now_ms: TimestampMs) -> bool {
+    m.state == TxnState::Ongoing
+        && now_ms.saturating_since(m.start_ms) > DurationMs::from(m.timeout_ms)
 }
 
 /// Whether `m` may be forgotten (`transactional.id.expiration.ms` without a change, and no
 /// transaction in progress).
-pub fn expired(m: &TxnMetadata, now_ms: i64, expiration_ms: i64) -> bool {
-    m.state.is_idle() && now_ms.saturating_sub(m.last_update_ms) >= expiration_ms
+pub fn expired(m: &TxnMetadata, now_ms: TimestampMs, expiration_ms: DurationMs) -> bool {
+    m.state.is_idle() && now_ms.saturating_since(m.last_update_ms) >= expiration_ms
 }
 
 #[cfg(test)]

@@ -22,6 +22,7 @@ pub mod records;
 use std::collections::{BTreeMap, BTreeSet};
 
 use rill_protocol::ErrorCode;
+use rill_types::{DurationMs, TimestampMs};
 use uuid::Uuid;
 
 pub use super::settings::ConsumerConfig;
@@ -126,9 +127,9 @@ pub struct ConsumerMember {
     /// given at the member's current epoch, the strict rule.
     assigned_at: BTreeMap<(Uuid, i32), i32>,
     /// Fenced after this (ms) without a heartbeat.
-    session_deadline_ms: i64,
+    session_deadline_ms: TimestampMs,
     /// Fenced after this (ms) if still UNREVOKED.
-    revocation_deadline_ms: Option<i64>,
+    revocation_deadline_ms: Option<TimestampMs>,
 }
 
 impl ConsumerMember {
@@ -150,7 +151,7 @@ impl ConsumerMember {
             assigned: Assignment::new(),
             pending_revocation: Assignment::new(),
             assigned_at: BTreeMap::new(),
-            session_deadline_ms: 0,
+            session_deadline_ms: TimestampMs(0),
             revocation_deadline_ms: None,
         }
     }
@@ -270,7 +271,7 @@ impl ConsumerGroup {
     pub fn heartbeat(
         &mut self,
         args: ConsumerHeartbeatArgs,
-        now_ms: i64,
+        now_ms: TimestampMs,
     ) -> ConsumerHeartbeatResult {
         if args.member_epoch == LEAVE_EPOCH || args.member_epoch == STATIC_LEAVE_EPOCH {
             return self.leave(&args, now_ms);
@@ -323,11 +324,11 @@ impl ConsumerGroup {
         &mut self,
         member_id: &str,
         args: &ConsumerHeartbeatArgs,
-        now_ms: i64,
+        now_ms: TimestampMs,
     ) -> Result<bool, ConsumerHeartbeatResult> {
         let mut changed = false;
         let member = self.members.get_mut(member_id).expect("admitted");
-        member.session_deadline_ms = now_ms + i64::from(self.config.session_timeout_ms);
+        member.session_deadline_ms = now_ms + DurationMs::from(self.config.session_timeout_ms);
         if let Some(names) = &args.subscribed_topic_names {
             let mut names = names.clone();
             names.sort();
@@ -370,7 +371,7 @@ impl ConsumerGroup {
     fn admit(
         &mut self,
         args: &ConsumerHeartbeatArgs,
-        now_ms: i64,
+        now_ms: TimestampMs,
     ) -> Result<(String, bool), ConsumerHeartbeatResult> {
         if args.member_epoch != 0 {
             let Some(member) = self.members.get(&args.member_id) else {
@@ -435,12 +436,16 @@ impl ConsumerGroup {
             ));
         }
         let mut member = ConsumerMember::new(&member_id, args);
-        member.session_deadline_ms = now_ms + i64::from(self.config.session_timeout_ms);
+        member.session_deadline_ms = now_ms + DurationMs::from(self.config.session_timeout_ms);
         self.members.insert(member_id.clone(), member);
         Ok((member_id, true))
     }
 
-    fn leave(&mut self, args: &ConsumerHeartbeatArgs, now_ms: i64) -> ConsumerHeartbeatResult {
+    fn leave(
+        &mut self,
+        args: &ConsumerHeartbeatArgs,
+        now_ms: TimestampMs,
+    ) -> ConsumerHeartbeatResult {
         let found = self.members.contains_key(&args.member_id)
             || (args.member_epoch == STATIC_LEAVE_EPOCH
                 && args.instance_id.as_ref().is_some_and(|i| {
@@ -459,7 +464,7 @@ impl ConsumerGroup {
             .get(&args.member_id)
             .is_some_and(|m| m.instance_id.is_some());
         if args.member_epoch == STATIC_LEAVE_EPOCH && static_member {
-            let timeout = i64::from(self.config.session_timeout_ms);
+            let timeout = DurationMs::from(self.config.session_timeout_ms);
             let member = self.members.get_mut(&args.member_id).expect("found");
             if member.epoch != STATIC_LEAVE_EPOCH {
                 member.previous_epoch = member.epoch;
@@ -556,7 +561,12 @@ impl ConsumerGroup {
     }
 
     /// One step of the member toward its target (Kafka's `CurrentAssignmentBuilder`).
-    fn reconcile(&mut self, member_id: &str, owned: Option<&TopicIdPartitions>, now_ms: i64) {
+    fn reconcile(
+        &mut self,
+        member_id: &str,
+        owned: Option<&TopicIdPartitions>,
+        now_ms: TimestampMs,
+    ) {
         let target_epoch = self.assignment_epoch;
         let target = self.target.get(member_id).cloned().unwrap_or_default();
         let member = &self.members[member_id];
@@ -573,7 +583,7 @@ impl ConsumerGroup {
         let keep = intersection(&member.assigned, &target);
         let revoke = difference(&member.assigned, &target);
         if !revoke.is_empty() {
-            let deadline = now_ms + i64::from(member.rebalance_timeout_ms);
+            let deadline = now_ms + DurationMs::from(member.rebalance_timeout_ms);
             let member = self.members.get_mut(member_id).expect("a member");
             member.assigned = keep;
             member.pending_revocation = revoke;
@@ -622,7 +632,7 @@ impl ConsumerGroup {
 
     /// Fences members whose session ended or who did not revoke in time. Returns whether any
     /// was (the group changed).
-    pub fn tick(&mut self, now_ms: i64) -> bool {
+    pub fn tick(&mut self, now_ms: TimestampMs) -> bool {
         let expired: Vec<String> = self
             .members
             .values()
@@ -640,12 +650,12 @@ impl ConsumerGroup {
     }
 
     /// Restarts every session from `now_ms` (a new coordinator loaded the group).
-    pub fn restart_sessions(&mut self, now_ms: i64) {
-        let timeout = i64::from(self.config.session_timeout_ms);
+    pub fn restart_sessions(&mut self, now_ms: TimestampMs) {
+        let timeout = DurationMs::from(self.config.session_timeout_ms);
         for m in self.members.values_mut() {
             m.session_deadline_ms = now_ms + timeout;
             if m.state == MemberState::UnrevokedPartitions {
-                m.revocation_deadline_ms = Some(now_ms + i64::from(m.rebalance_timeout_ms));
+                m.revocation_deadline_ms = Some(now_ms + DurationMs::from(m.rebalance_timeout_ms));
             }
         }
     }

@@ -400,6 +400,7 @@ mod tests {
     use crate::group::consumer::Assignor;
     use crate::group::ops::{ConsumerHeartbeatArgs, TopicInfo};
     use rill_protocol::ErrorCode;
+    use rill_types::TimestampMs;
 
     fn latest(records: Vec<RawRecord>) -> Vec<RawRecord> {
         let mut map: BTreeMap<Bytes, Option<Bytes>> = BTreeMap::new();
@@ -428,7 +429,7 @@ mod tests {
             topics: topics.clone(),
             ..Default::default()
         };
-        let joined = g.heartbeat(args(0, Some(Vec::new())), 0);
+        let joined = g.heartbeat(args(0, Some(Vec::new())), TimestampMs(0));
         let epoch = joined.member_epoch;
         let owned = joined.assignment.expect("assigned");
         let commit = |g: &ConsumerGroup, epoch| g.validate_commit("a", epoch, [("t", 0), ("t", 1)]);
@@ -436,8 +437,8 @@ mod tests {
         // Restored, the group resolves its subscriptions anew: the first heartbeat bumps the
         // epoch, while a commit the client sent before its answer still carries the old one.
         let mut restored = restore(latest(encode(&g, &[])), config).remove(0);
-        restored.restart_sessions(10);
-        let answer = restored.heartbeat(args(epoch, Some(owned)), 10);
+        restored.restart_sessions(TimestampMs(10));
+        let answer = restored.heartbeat(args(epoch, Some(owned)), TimestampMs(10));
         assert!(answer.error_code.is_ok(), "{answer:?}");
         assert!(answer.member_epoch > epoch, "the epoch moved: {answer:?}");
         assert_eq!(commit(&restored, epoch), ErrorCode::None);
@@ -470,7 +471,7 @@ mod tests {
                     topics: topics.clone(),
                     ..Default::default()
                 },
-                0,
+                TimestampMs(0),
             );
             assert!(r.error_code.is_ok());
         }

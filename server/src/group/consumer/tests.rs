@@ -1,5 +1,10 @@
 use super::*;
 
+/// The instant `ms` milliseconds after the epoch.
+fn at(ms: i64) -> TimestampMs {
+    TimestampMs(ms)
+}
+
 const T1: Uuid = Uuid::from_bytes([1; 16]);
 const T2: Uuid = Uuid::from_bytes([2; 16]);
 
@@ -53,7 +58,7 @@ struct Client {
 
 impl Client {
     fn join(g: &mut ConsumerGroup, id: &str, now: i64) -> Client {
-        let r = g.heartbeat(join(id, &["orders"]), now);
+        let r = g.heartbeat(join(id, &["orders"]), at(now));
         assert_eq!(r.error_code, ErrorCode::None, "{r:?}");
         Client {
             id: id.into(),
@@ -63,7 +68,7 @@ impl Client {
     }
 
     fn beat(&mut self, g: &mut ConsumerGroup, now: i64) -> ConsumerHeartbeatResult {
-        let r = g.heartbeat(beat(&self.id, self.epoch, &self.owned), now);
+        let r = g.heartbeat(beat(&self.id, self.epoch, &self.owned), at(now));
         if r.error_code.is_ok() {
             self.epoch = r.member_epoch;
             if let Some(a) = &r.assignment {
@@ -124,7 +129,7 @@ fn six_to_three_three_and_back_revokes_before_assigning() {
     assert_eq!(g.state_name(), "Stable");
     disjoint(&g);
     // a leaves; b takes all six.
-    let r = g.heartbeat(beat("a", LEAVE_EPOCH, &a.owned), 50);
+    let r = g.heartbeat(beat("a", LEAVE_EPOCH, &a.owned), at(50));
     assert_eq!(r.member_epoch, LEAVE_EPOCH);
     b.beat(&mut g, 60);
     assert_eq!(b.count(), 6);
@@ -139,12 +144,12 @@ fn a_lost_answer_is_accepted_at_the_previous_epoch() {
     a.beat(&mut g, 2); // revoke
     let old = a.epoch;
     a.beat(&mut g, 3); // to epoch 2, but suppose the answer was lost
-    let r = g.heartbeat(beat("a", old, &a.owned), 4);
+    let r = g.heartbeat(beat("a", old, &a.owned), at(4));
     assert_eq!(r.error_code, ErrorCode::None);
     // An epoch never given is fenced.
-    let r = g.heartbeat(beat("a", 99, &a.owned), 5);
+    let r = g.heartbeat(beat("a", 99, &a.owned), at(5));
     assert_eq!(r.error_code, ErrorCode::FencedMemberEpoch);
-    let r = g.heartbeat(beat("nobody", 3, &Assignment::new()), 5);
+    let r = g.heartbeat(beat("nobody", 3, &Assignment::new()), at(5));
     assert_eq!(r.error_code, ErrorCode::UnknownMemberId);
 }
 
@@ -154,10 +159,10 @@ fn sessions_expire_and_revocations_time_out() {
     let mut a = Client::join(&mut g, "a", 0);
     let b = Client::join(&mut g, "b", 0);
     a.beat(&mut g, 10);
-    assert!(!g.tick(900));
+    assert!(!g.tick(at(900)));
     // b never heartbeats again: fenced after its 1 s session; a keeps heartbeating.
     a.beat(&mut g, 950);
-    assert!(g.tick(1_001));
+    assert!(g.tick(at(1_001)));
     assert!(!g.members.contains_key(&b.id));
     a.beat(&mut g, 1_010);
     a.beat(&mut g, 1_020);
@@ -173,13 +178,13 @@ fn sessions_expire_and_revocations_time_out() {
     let a = Client::join(&mut g, "a", 0);
     Client::join(&mut g, "b", 0);
     // Told to revoke (its rebalance timeout is 5 s); it keeps saying it owns all six.
-    let r = g.heartbeat(beat("a", a.epoch, &a.owned), 10);
+    let r = g.heartbeat(beat("a", a.epoch, &a.owned), at(10));
     assert_eq!(g.members["a"].state, MemberState::UnrevokedPartitions);
     assert!(r.assignment.is_some());
-    g.heartbeat(beat("a", a.epoch, &a.owned), 4_000);
+    g.heartbeat(beat("a", a.epoch, &a.owned), at(4_000));
     assert_eq!(g.members["a"].state, MemberState::UnrevokedPartitions);
-    assert!(!g.tick(5_000));
-    assert!(g.tick(5_011));
+    assert!(!g.tick(at(5_000)));
+    assert!(g.tick(at(5_011)));
     assert!(!g.members.contains_key("a"));
 }
 
@@ -188,7 +193,7 @@ fn static_member_comes_back_to_its_partitions() {
     let mut g = ConsumerGroup::new("g", config());
     let mut args = join("a1", &["orders"]);
     args.instance_id = Some("inst".into());
-    let r = g.heartbeat(args.clone(), 0);
+    let r = g.heartbeat(args.clone(), at(0));
     let owned = from_wire(&r.assignment.unwrap());
     let mut b = Client::join(&mut g, "b", 0);
     let mut a = Client {
@@ -206,14 +211,14 @@ fn static_member_comes_back_to_its_partitions() {
     // Leaves as a static member: keeps its partitions for its session.
     let mut leave = beat("a1", STATIC_LEAVE_EPOCH, &a.owned);
     leave.instance_id = Some("inst".into());
-    assert_eq!(g.heartbeat(leave, 10).member_epoch, STATIC_LEAVE_EPOCH);
+    assert_eq!(g.heartbeat(leave, at(10)).member_epoch, STATIC_LEAVE_EPOCH);
     // Another process with the instance id, while the first is still in: refused.
     let mut other = join("a-other", &["orders"]);
     other.instance_id = Some("inst".into());
     b.beat(&mut g, 20);
     assert_eq!(b.count(), 3, "nobody takes the away member's partitions");
     // The restarted process (a new member id) takes them over, with no new group epoch.
-    let r = g.heartbeat(other, 30);
+    let r = g.heartbeat(other, at(30));
     assert_eq!(r.error_code, ErrorCode::None, "{r:?}");
     assert_eq!(from_wire(&r.assignment.unwrap()), mine);
     assert_eq!(g.epoch, epoch);
@@ -222,7 +227,7 @@ fn static_member_comes_back_to_its_partitions() {
     let mut third = join("a-third", &["orders"]);
     third.instance_id = Some("inst".into());
     assert_eq!(
-        g.heartbeat(third, 40).error_code,
+        g.heartbeat(third, at(40)).error_code,
         ErrorCode::UnreleasedInstanceId
     );
 }
@@ -232,12 +237,12 @@ fn static_member_away_past_its_session_is_removed() {
     let mut g = ConsumerGroup::new("g", config());
     let mut args = join("a1", &["orders"]);
     args.instance_id = Some("inst".into());
-    g.heartbeat(args, 0);
+    g.heartbeat(args, at(0));
     let mut leave = beat("a1", STATIC_LEAVE_EPOCH, &Assignment::new());
     leave.instance_id = Some("inst".into());
-    g.heartbeat(leave, 10);
-    assert!(!g.tick(1_000));
-    assert!(g.tick(1_011));
+    g.heartbeat(leave, at(10));
+    assert!(!g.tick(at(1_000)));
+    assert!(g.tick(at(1_011)));
     assert!(!g.has_members());
     assert_eq!(g.state_name(), "Empty");
 }
@@ -248,7 +253,7 @@ fn regex_subscription_follows_new_topics() {
     let mut args = join("a", &[]);
     args.subscribed_topic_names = None;
     args.subscribed_topic_regex = Some("ord.*".into());
-    let r = g.heartbeat(args, 0);
+    let r = g.heartbeat(args, at(0));
     assert_eq!(from_wire(&r.assignment.unwrap())[&T1].len(), 6);
     let epoch = g.epoch;
     let mut a = Client {
@@ -268,7 +273,7 @@ fn regex_subscription_follows_new_topics() {
         id: Uuid::from_bytes([3; 16]),
         partitions: 2,
     });
-    let r = g.heartbeat(later, 10);
+    let r = g.heartbeat(later, at(10));
     assert!(g.epoch > epoch);
     a.owned = from_wire(&r.assignment.unwrap());
     assert_eq!(a.owned[&T2].len(), 2);
@@ -281,12 +286,12 @@ fn bad_regex_and_oversized_regex_are_refused() {
     let mut args = join("a", &[]);
     args.subscribed_topic_regex = Some("(".into());
     assert_eq!(
-        g.heartbeat(args.clone(), 0).error_code,
+        g.heartbeat(args.clone(), at(0)).error_code,
         ErrorCode::InvalidRegularExpression
     );
     args.subscribed_topic_regex = Some("a".repeat(REGEX_BYTES_MAX + 1));
     assert_eq!(
-        g.heartbeat(args, 0).error_code,
+        g.heartbeat(args, at(0)).error_code,
         ErrorCode::InvalidRegularExpression
     );
     // A program past the size limit (a counted repetition that blows up) is refused too.
@@ -299,7 +304,7 @@ fn partition_growth_bumps_the_epoch_and_assigns_the_new_partitions() {
     let a = Client::join(&mut g, "a", 0);
     let mut grown = beat("a", a.epoch, &a.owned);
     grown.topics[0].partitions = 8;
-    let r = g.heartbeat(grown, 5);
+    let r = g.heartbeat(grown, at(5));
     assert_eq!(r.member_epoch, 2);
     assert_eq!(from_wire(&r.assignment.unwrap())[&T1].len(), 8);
 }
@@ -309,7 +314,7 @@ fn range_assignor_is_chosen_by_the_members() {
     let mut g = ConsumerGroup::new("g", config());
     let mut args = join("a", &["orders"]);
     args.server_assignor = Some("range".into());
-    g.heartbeat(args, 0);
+    g.heartbeat(args, at(0));
     assert_eq!(g.assignor, Assignor::Range);
     assert_eq!(g.describe().assignor_name, "range");
 }
@@ -406,7 +411,7 @@ fn max_size_refuses_one_more_member() {
         },
     );
     Client::join(&mut g, "a", 0);
-    let r = g.heartbeat(join("b", &["orders"]), 0);
+    let r = g.heartbeat(join("b", &["orders"]), at(0));
     assert_eq!(r.error_code, ErrorCode::GroupMaxSizeReached);
 }
 
@@ -424,7 +429,7 @@ fn many_members_churning_never_share_a_partition() {
             0 if clients.len() < 8 => clients.push(Client::join(&mut g, &format!("m{step}"), step)),
             1 if !clients.is_empty() => {
                 let c = clients.remove(pick % clients.len());
-                g.heartbeat(beat(&c.id, LEAVE_EPOCH, &c.owned), step);
+                g.heartbeat(beat(&c.id, LEAVE_EPOCH, &c.owned), at(step));
             }
             _ => {
                 for c in clients.iter_mut() {

@@ -12,7 +12,7 @@ use rill_metadata::request::{AlterPartition, ControllerRequest};
 use rill_metadata::types::NodeId;
 use rill_protocol::ErrorCode;
 use rill_types::batch::ValidatedBatch;
-use rill_types::{LeaderEpoch, Offset};
+use rill_types::{DurationMs, LeaderEpoch, Offset, TimestampMs};
 
 use super::{Actor, ActorMsg};
 use crate::partition::ops::{PartitionOp, PartitionReply};
@@ -57,14 +57,14 @@ pub(super) enum Replication {
 #[derive(Default)]
 pub(super) struct HwCheckpoint {
     written: Option<Offset>,
-    at_ms: i64,
+    at_ms: TimestampMs,
 }
 
 /// An acks=all produce (or marker) appended and durable here, waiting for the high watermark.
 pub(super) struct PendingAck {
     /// The high watermark that answers it (the log end after its group).
     end: Offset,
-    deadline_ms: i64,
+    deadline_ms: TimestampMs,
     reply: oneshot::Sender<PartitionReply>,
     answer: PartitionReply,
 }
@@ -165,7 +165,7 @@ impl<S: Storage + 'static> Actor<S> {
         } else {
             self.checkpointed_high_watermark().await
         };
-        let now = self.setup.clock.now().0;
+        let now = self.setup.clock.now();
         self.replication = match role {
             Role::Unreplicated => {
                 self.replication = Replication::Off;
@@ -228,9 +228,10 @@ impl<S: Storage + 'static> Actor<S> {
         let Some(view) = self.setup.cluster.clone() else {
             return;
         };
-        let at_ms = self.setup.clock.now().0;
+        let at_ms = self.setup.clock.now();
         let due = now
-            || at_ms - self.hw_checkpoint.at_ms >= view.config().hw_checkpoint_interval_ms as i64;
+            || at_ms - self.hw_checkpoint.at_ms
+                >= DurationMs(view.config().hw_checkpoint_interval_ms as i64);
         let (hw, replicated) = (self.log().high_watermark(), self.log().is_replicated());
         if !due || !replicated || self.hw_checkpoint.written == Some(hw) {
             return;
@@ -307,7 +308,7 @@ impl<S: Storage + 'static> Actor<S> {
         let me = self.node_id();
         let every_append = self.setup.config.flush == FlushPolicy::EveryAppend;
         let min_isr = self.setup.min_insync_replicas.max(1) as usize;
-        let now = self.setup.clock.now().0;
+        let now = self.setup.clock.now();
         let Replication::Leader { state, pending, .. } = &mut self.replication else {
             return;
         };
@@ -357,14 +358,14 @@ impl<S: Storage + 'static> Actor<S> {
             return;
         };
         let end = self.log.as_ref().map_or(Offset(0), |l| l.log_end_offset());
-        let now_ms = self.setup.clock.now().0;
+        let now_ms = self.setup.clock.now();
         for (reply, answer, timeout) in waiters {
             if matches!(answer, PartitionReply::Error(_)) {
                 let _ = reply.send(answer);
                 continue;
             }
-            let deadline_ms =
-                now_ms.saturating_add(timeout.as_millis().try_into().unwrap_or(i64::MAX));
+            let timeout = DurationMs(timeout.as_millis().try_into().unwrap_or(i64::MAX));
+            let deadline_ms = now_ms.saturating_add(timeout);
             pending.push(PendingAck {
                 end,
                 deadline_ms,
@@ -381,8 +382,8 @@ impl<S: Storage + 'static> Actor<S> {
         let Some(view) = self.setup.cluster.clone() else {
             return;
         };
-        let now = self.setup.clock.now().0;
-        let lag_ms = self.setup.replica_lag_time_max_ms as i64;
+        let now = self.setup.clock.now();
+        let lag_ms = DurationMs(self.setup.replica_lag_time_max_ms as i64);
         let hw = self.log.as_ref().map_or(Offset(0), |l| l.high_watermark());
         let Replication::Leader {
             state, altering, ..
@@ -437,7 +438,7 @@ impl<S: Storage + 'static> Actor<S> {
         current_leader_epoch: LeaderEpoch,
         last_fetched_epoch: Option<LeaderEpoch>,
     ) -> PartitionReply {
-        let now = self.setup.clock.now().0;
+        let now = self.setup.clock.now();
         let Replication::Leader { state, .. } = &mut self.replication else {
             return PartitionReply::Error(ErrorCode::NotLeaderOrFollower);
         };

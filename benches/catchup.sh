@@ -116,7 +116,7 @@ phase() { # pid args...
 
 declare -A results
 pid=
-trap '[[ -n $pid ]] && kill "$pid" 2>/dev/null' EXIT
+trap '[[ -n $pid ]] && kill "$pid" 2>/dev/null || true' EXIT
 for round in $(seq 1 "$rounds"); do
     order=("${brokers[@]}")
     if (( round % 2 == 0 )); then

@@ -47,7 +47,7 @@ if (( kafka )); then
     trap '"$bin" stop --dir "$out/kafka" >/dev/null 2>&1 || true' EXIT
     data=$out/kafka/node1/data
 else
-    trap '[[ -n $pid ]] && kill "$pid" 2>/dev/null' EXIT
+    trap '[[ -n $pid ]] && kill "$pid" 2>/dev/null || true' EXIT
 fi
 start() {
     if (( kafka )); then

@@ -29,18 +29,28 @@ pub async fn serve<B: Broker>(
     _cx: super::RequestContext<'_>,
     request: AlterReplicaLogDirsRequest,
 ) -> super::Answer {
-    super::Answer::body(handle(broker, &request))
+    super::Answer::body(handle(broker, &request).await)
 }
 
 /// Answer AlterReplicaLogDirs.
-pub fn handle<B: Broker>(
+pub async fn handle<B: Broker>(
     broker: &B,
     req: &AlterReplicaLogDirsRequest,
 ) -> AlterReplicaLogDirsResponse {
-    let data_dir = absolute(&broker.config().data_dir);
+    // Resolving paths asks the filesystem (symlinks): off the shard's thread, all at once.
+    let data_dir = broker.config().data_dir.clone();
+    let asked: Vec<String> = req.dirs.iter().map(|d| d.path.to_string()).collect();
+    let here: Vec<bool> = broker
+        .blocking(move || {
+            let data_dir = absolute(&data_dir);
+            asked
+                .iter()
+                .map(|p| absolute(Path::new(p)) == data_dir)
+                .collect()
+        })
+        .await;
     let mut results = Vec::new();
-    for dir in &req.dirs {
-        let here = absolute(Path::new(dir.path.as_str())) == data_dir;
+    for (dir, &here) in req.dirs.iter().zip(&here) {
         for topic in &dir.topics {
             let partitions = topic
                 .partitions

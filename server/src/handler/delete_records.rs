@@ -20,7 +20,6 @@ use rill_types::Offset;
 
 use super::Broker;
 use crate::partition::ops::{PartitionOp, PartitionReply};
-use crate::topic_config::TopicSettings;
 
 /// This API's entry in the registry (`rill_protocol::for_each_api!`).
 pub async fn serve<B: Broker>(
@@ -40,13 +39,13 @@ pub async fn handle<B: Broker>(
         let name = topic.name.0.as_str();
         let meta = broker.topics().get(name);
         // Only a topic whose cleanup.policy includes delete may lose records on request.
-        let refusal = meta.as_ref().and_then(|m| {
-            match TopicSettings::of_topic(broker.config(), broker.topics(), &m.configs) {
+        let refusal = meta
+            .as_ref()
+            .and_then(|m| match broker.topic_settings(name, m) {
                 Ok(s) if s.policy.delete => None,
                 Ok(_) => Some(ErrorCode::PolicyViolation),
                 Err(_) => Some(ErrorCode::InvalidConfig),
-            }
-        });
+            });
         let partitions = topic.partitions.iter().map(|p| {
             let meta = meta.clone();
             async move {

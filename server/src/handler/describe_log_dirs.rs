@@ -71,8 +71,15 @@ pub async fn handle<B: Broker>(
             }
         }
     }
-    let data_dir = &broker.config().data_dir;
-    let path = std::fs::canonicalize(data_dir).unwrap_or_else(|_| data_dir.clone());
+    // The path's resolution and the disk's statvfs ask the filesystem: off the shard's thread.
+    let data_dir = broker.config().data_dir.clone();
+    let (path, space) = broker
+        .blocking(move || {
+            let path = std::fs::canonicalize(&data_dir).unwrap_or_else(|_| data_dir.clone());
+            let space = crate::capacity::disk_space(&data_dir);
+            (path, space)
+        })
+        .await;
     let mut result = DescribeLogDirsResult::default()
         .with_log_dir(str_bytes(&path.display().to_string()))
         .with_topics(
@@ -87,13 +94,13 @@ pub async fn handle<B: Broker>(
         )
         .with_total_bytes(-1)
         .with_usable_bytes(-1);
-    match crate::capacity::disk_space(data_dir) {
+    match space {
         Ok(space) => {
             result.total_bytes = i64::try_from(space.total_bytes).unwrap_or(i64::MAX);
             result.usable_bytes = i64::try_from(space.free_bytes).unwrap_or(i64::MAX);
         }
         Err(e) => {
-            tracing::warn!(dir = %data_dir.display(), error = %e, "log directory unreadable");
+            tracing::warn!(dir = %path.display(), error = %e, "log directory unreadable");
             storage_error = true;
         }
     }

@@ -15,12 +15,14 @@ import urllib.request
 import uuid
 
 import pytest
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
 from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer
+from kafka.admin import NewTopic as KafkaNewTopic
+from kafka.errors import InvalidReplicationFactorError
 
 import kafka_wire as kw
-from broker import Broker, free_port, rill_binary
+from broker import Broker, free_port, port_accepts, rill_binary
 from cluster import (Cluster, active_controller, node_metadata, wait_isr_full,
                      wait_topic_everywhere)
 from clients import kcat, watermarks
@@ -543,3 +545,93 @@ def test_bad_cluster_settings_stop_the_start_with_an_error_naming_the_property(
     code, output = start_one_node(tmp_path, tmp_path / "data", change)
     assert code != 0
     assert property_named in output, output
+
+
+def kafka_python_create(admin: KafkaAdminClient, name: str) -> None:
+    """CreateTopics through kafka-python's admin client; raises on a topic-level error."""
+    response = admin.create_topics([KafkaNewTopic(name, 1, 2)], timeout_ms=10_000)
+    errors = [t for t in getattr(response, "topic_errors", []) if t[1] != 0]
+    assert not errors, errors
+
+
+def created_within(what: str, create_once, budget_s: float, since: float) -> float:
+    """Seconds from `since` until `create_once` (one request through a long-lived client)
+    succeeds, asking again on each error; fails past `budget_s`."""
+    last = None
+    while time.monotonic() - since < budget_s:
+        try:
+            create_once()
+            return time.monotonic() - since
+        except Exception as e:  # noqa: BLE001 - any refusal or timeout is asked again
+            last = e
+            time.sleep(0.2)
+    pytest.fail(f"{what}: no topic within {budget_s} s of the kill (last error: {last!r})")
+
+
+def test_admin_clients_are_answered_at_cluster_start_and_outlive_the_controller(tmp_path):
+    """Issue 32's two AdminClient scenarios, with librdkafka's AdminClient and kafka-python's:
+    a CreateTopics sent as soon as the first node listens is answered (it used to be created
+    but never answered), and a topic is created within 10 s of a kill -9 of the active
+    controller: through librdkafka's client made before the kill (it kept failing 'waiting for
+    controller' for more than 30 s when Metadata named the dead controller), and through a
+    kafka-python client made after it. kafka-python 3.0.12 keeps the controller id of its first
+    Metadata answer and never asks again after a connection error, so a client of it made
+    before the kill fails for good whenever that id was the dead node's, against Kafka too
+    (whose Metadata names a random live broker)."""
+    c = Cluster(tmp_path, **{"broker.session.timeout.ms": 4000,
+                             "broker.heartbeat.interval.ms": 1000})
+    _BROKERS.extend(c.nodes)
+    starts = [n.spawn() for n in c.nodes]
+    try:
+        bootstrap = ",".join(n.bootstrap for n in c.nodes)
+        deadline = time.monotonic() + 30
+        while not port_accepts(c.node(1).host, c.node(1).port):
+            assert time.monotonic() < deadline, c.node(1).log_tail()
+            time.sleep(0.02)
+        # Answered, either way: created, or refused as Kafka refuses it while fewer than three
+        # brokers are registered (INVALID_REPLICATION_FACTOR); never left to time out.
+        at_start, kp_at_start = unique("at-start"), unique("kp-at-start")
+        librdkafka = AdminClient({"bootstrap.servers": bootstrap})
+        future = librdkafka.create_topics([NewTopic(at_start, 1, 3)],
+                                          request_timeout=30)[at_start]
+        kafka_python = KafkaAdminClient(bootstrap_servers=c.node(1).bootstrap,
+                                        request_timeout_ms=30_000)
+        try:
+            kafka_python.create_topics([KafkaNewTopic(kp_at_start, 1, 3)], timeout_ms=30_000)
+            kp_codes = [0]
+        except InvalidReplicationFactorError:
+            kp_codes = [KafkaError.INVALID_REPLICATION_FACTOR]
+        kafka_python.close()
+        try:
+            future.result(40)
+            refused = None
+        except KafkaException as e:
+            refused = e.args[0]
+        assert refused is None or refused.code() == KafkaError.INVALID_REPLICATION_FACTOR, refused
+        for node, start in zip(c.nodes, starts):
+            node.wait_ready(start)
+        c.wait_brokers(3)
+        listed = node_metadata(c.node(1))["topics"]
+        assert (at_start in listed) == (refused is None), (refused, sorted(listed))
+        assert (kp_at_start in listed) == (kp_codes == [0]), (kp_codes, sorted(listed))
+        victim = c.controller()
+        c.node(victim).kill9()
+        killed = time.monotonic()
+        took = created_within("librdkafka", lambda: librdkafka.create_topics(
+            [NewTopic(name := unique("rd-after"), 1, 2)], request_timeout=5)[name].result(6),
+            10, killed)
+        kafka_python = KafkaAdminClient(
+            bootstrap_servers=",".join(n.bootstrap for n in c.nodes if n.node_id != victim),
+            request_timeout_ms=5_000)
+        took_kp = created_within("kafka-python", lambda: kafka_python_create(
+            kafka_python, unique("kp-after")), 10, killed)
+        print(f"after kill -9 of controller {victim}: librdkafka {took:.1f} s, "
+              f"kafka-python {took_kp:.1f} s")
+        kafka_python.close()
+        assert c.stop() == [0, 0], "the survivors' exit codes on SIGTERM"
+    finally:
+        for node in c.nodes:
+            if node.alive():
+                node.kill9()
+    for node in c.nodes:
+        assert "panicked" not in node.log_text(), f"node {node.node_id} panicked"

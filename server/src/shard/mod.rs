@@ -34,6 +34,7 @@ use crate::topics::TopicRegistry;
 use crate::txn::ops::{TxnCall, TxnListFilter, TxnListing, TxnOp, TxnReply};
 use crate::txn::runtime::{Coordinating, ShardTxnCoordinator};
 
+pub mod blocking;
 pub mod mesh;
 pub mod rendezvous;
 pub mod router;
@@ -80,6 +81,8 @@ pub struct Shard<S: Storage + 'static> {
     pub txn_router: Router<TxnCall, TxnReply>,
     /// Every client's byte rates (process-wide: client quotas).
     pub client_rates: Arc<ClientRates>,
+    /// Calls on the executor's blocking thread, which the shard outlives.
+    pub blocking_jobs: Rc<blocking::BlockingJobs>,
 }
 
 impl<S: Storage + 'static> Broker for Shard<S> {
@@ -92,7 +95,7 @@ impl<S: Storage + 'static> Broker for Shard<S> {
     }
 
     async fn blocking<T: Send + 'static>(&self, call: impl FnOnce() -> T + Send + 'static) -> T {
-        glommio::executor().spawn_blocking(call).await
+        self.blocking_jobs.run(call).await
     }
 
     fn topic_settings(

@@ -46,6 +46,9 @@ use crate::txn::runtime::RemoteTxns;
 /// How often a shard looks at the process-wide stop flag (set by the signal handler thread):
 /// how soon SIGTERM starts a shard's drain. Start-up does not depend on it.
 const STOP_POLL: Duration = Duration::from_millis(50);
+/// How long a stopping shard waits for its blocking jobs (a topics.json fsync under heavy
+/// writeback can take seconds) before its executor goes anyway.
+const BLOCKING_DRAIN_MAX: Duration = Duration::from_secs(30);
 
 /// Longest a start-up may take until every shard listens; past it `rill` exits with an error
 /// instead of hanging (a supervisor can restart it).
@@ -569,8 +572,22 @@ async fn shard_main(
     for serving in &serving {
         serving.stop().await;
     }
+    drain_blocking_jobs(&shard).await;
     tracing::info!(shard = shard.id, "shard stopped; partition logs closed");
     Ok(())
+}
+
+/// A blocking job left by a request that stopped waiting must answer before the shard's
+/// executor goes (see `shard::blocking`); waits for them, bounded.
+async fn drain_blocking_jobs<S: rill_engine::io::Storage + 'static>(shard: &Shard<S>) {
+    if !shard.blocking_jobs.drained(BLOCKING_DRAIN_MAX).await {
+        let running = shard.blocking_jobs.running();
+        tracing::warn!(
+            shard = shard.id,
+            running,
+            "blocking jobs still running at stop"
+        );
+    }
 }
 
 /// Binds every listener on this shard and accepts on all of them until shutdown.
@@ -689,6 +706,7 @@ async fn prepare_shard(
         txns,
         txn_router,
         client_rates,
+        blocking_jobs: Rc::default(),
     };
     let serving = vec![serving_groups, serving_partitions];
     Ok((Rc::new(shard), txn_inbox, serving))

@@ -8,11 +8,11 @@ use std::path::PathBuf;
 
 use clap::Parser;
 
+use crate::config::settings::{BrokerConfig, ConfigError};
 use crate::config::{
     parse_admin_listen, parse_delay_ms, parse_listen, parse_positive_i32, parse_shards,
     read_properties_file, split_host_port,
 };
-use crate::settings::{BrokerConfig, ConfigError};
 
 pub use crate::build_info::VERSION;
 

@@ -356,7 +356,7 @@ mod tests {
 
     #[test]
     fn the_internal_topics_are_compacted_with_small_segments() {
-        use crate::topic_config::{ConfigLayers, TopicSettings};
+        use crate::config::topic::{ConfigLayers, TopicSettings};
         let empty = BTreeMap::new();
         for (configs, segment) in [
             (

@@ -36,7 +36,7 @@ use std::time::Duration;
 
 use rill_metadata::types::NodeId;
 
-use crate::settings::ConfigError;
+use crate::config::settings::ConfigError;
 
 /// Kafka's `broker.session.timeout.ms` default.
 pub const SESSION_TIMEOUT_MS_DEFAULT: u64 = 9000;

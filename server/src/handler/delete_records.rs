@@ -19,8 +19,8 @@ use rill_protocol::ErrorCode;
 use rill_types::Offset;
 
 use super::Broker;
+use crate::config::topic::TopicSettings;
 use crate::partition::ops::{PartitionOp, PartitionReply};
-use crate::topic_config::TopicSettings;
 
 /// This API's entry in the registry (`rill_protocol::for_each_api!`).
 pub async fn serve<B: Broker>(

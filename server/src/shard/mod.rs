@@ -99,7 +99,7 @@ impl<S: Storage + 'static> Broker for Shard<S> {
         &self,
         name: &str,
         meta: &Arc<crate::topics::TopicMeta>,
-    ) -> crate::topic_config::cache::Settled {
+    ) -> crate::config::topic::cache::Settled {
         self.table.cached_settings(name, meta)
     }
 

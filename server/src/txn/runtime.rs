@@ -24,9 +24,9 @@ use super::record::TxnRecord;
 use super::replicated::ReplicatedTxnLog;
 use super::{owned_txn_partitions, TXN_DIR, TXN_TOPIC};
 use crate::cluster::view::ClusterView;
+use crate::config::settings::BrokerConfig;
 use crate::coordinator_log::CoordinatorLog;
 use crate::partition::table::PartitionTable;
-use crate::settings::BrokerConfig;
 use crate::shard::service::Service;
 
 /// How often a cluster's coordinator looks at the leadership of its state-log partitions.

@@ -22,6 +22,10 @@
 //! - [`group`]: consumer-group coordinators (one per shard) and durable committed offsets.
 //! - [`internal_topics`]: the names, partition counts and placement of `__consumer_offsets`
 //!   and `__transaction_state`.
+//! - [`coordinator_log`]: in a cluster, the coordinators' state on a replicated internal
+//!   partition (loading on leadership, acks=all writes), shared by `group::replicated` and
+//!   `txn::replicated`; single-node coordinators write their own journals
+//!   (`group::journal`, `txn::journal`).
 //! - [`internal_log`]: a single node's `__consumer_offsets` and `__transaction_state`, served
 //!   read-only from the coordinators' private logs.
 //! - [`partition`]: the per-partition actor that alone touches a log (group commit, long poll),

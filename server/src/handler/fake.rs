@@ -19,7 +19,7 @@ use crate::group::{GroupOp, GroupReply};
 use crate::partition::ops::{PartitionOp, PartitionReply};
 use crate::topics::TopicRegistry;
 use crate::txn::coordinator::TxnCoordinator;
-use crate::txn::log::MemTxnJournal;
+use crate::txn::journal::MemTxnJournal;
 use crate::txn::ops::{TxnListFilter, TxnListing, TxnOp, TxnReply};
 use rill_engine::Positions;
 use rill_types::batch::RecordBatchHeader;

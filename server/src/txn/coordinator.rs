@@ -29,7 +29,7 @@ use rill_protocol::ErrorCode;
 use rill_types::limits::Field;
 
 use super::env::{TxnEnv, TxnOffsets};
-use super::log::TxnJournal;
+use super::journal::TxnJournal;
 use super::ops::{TxnDescription, TxnListFilter, TxnListing, TxnOp, TxnProducer, TxnReply};
 use super::record::TxnRecord;
 use super::state::{self, EndPlan, InitPlan, TopicPartition, TxnMetadata};

@@ -18,7 +18,7 @@ use rill_protocol::ErrorCode;
 
 use super::coordinator::TxnCoordinator;
 use super::env::TxnEnv;
-use super::log::{TxnJournal, TxnStateLog};
+use super::journal::{TxnJournal, TxnStateLog};
 use super::ops::{TxnCall, TxnReply};
 use super::record::TxnRecord;
 use super::replicated::ReplicatedTxnLog;

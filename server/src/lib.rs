@@ -18,7 +18,7 @@
 //!   [`client_quotas`]: clients' byte rates against their quotas, shared by every shard.
 //! - [`broker`]: the [`broker::Broker`] facade handlers and coordinators call, and wire helpers.
 //! - [`handler`]: one Kafka API per file, written against that facade.
-//! - [`routing`]: which shard owns a partition.
+//! - [`shard::owner`]: which shard owns a partition ([`shard::router`] takes a request there).
 //! - [`group`]: consumer-group coordinators (one per shard) and durable committed offsets.
 //! - [`internal_topics`]: the names, partition counts and placement of `__consumer_offsets`
 //!   and `__transaction_state`.
@@ -74,7 +74,6 @@ pub mod produce_rules;
 pub mod record_fields;
 pub mod replication;
 pub mod request_order;
-pub mod routing;
 pub mod security;
 pub mod shard;
 pub mod shutdown;

@@ -55,13 +55,13 @@ pub use settings::{TxnConfig, SHARD_IDS_MAX_DEFAULT};
 /// the partition table (in a cluster the coordinator writes through it,
 /// `crate::coordinator_log`).
 pub fn coordinator_shard(transactional_id: &str, shards: usize) -> usize {
-    crate::routing::owner_shard(TXN_TOPIC, txn_partition(transactional_id), shards)
+    crate::shard::owner::owner_shard(TXN_TOPIC, txn_partition(transactional_id), shards)
 }
 
 /// The state-log partitions shard `shard` of `shards` owns.
 pub fn owned_txn_partitions(shard: usize, shards: usize) -> Vec<i32> {
     (0..TXN_PARTITIONS)
-        .filter(|p| crate::routing::owner_shard(TXN_TOPIC, *p, shards) == shard)
+        .filter(|p| crate::shard::owner::owner_shard(TXN_TOPIC, *p, shards) == shard)
         .collect()
 }
 

@@ -99,9 +99,9 @@ pub struct Cli {
 }
 
 impl Cli {
-    /// The cluster flags, for [`crate::cluster::config::ClusterSettings::apply_flags`].
-    pub fn cluster_flags(&self) -> crate::cluster::config::ClusterFlags {
-        crate::cluster::config::ClusterFlags {
+    /// The cluster flags, for [`crate::config::cluster::ClusterSettings::apply_flags`].
+    pub fn cluster_flags(&self) -> crate::config::cluster::ClusterFlags {
+        crate::config::cluster::ClusterFlags {
             process_roles: self.process_roles.clone(),
             voters: self.controller_quorum.clone(),
             controller_listen: self.controller_listen.clone(),

@@ -16,8 +16,8 @@ use rill_metadata::request::{ControllerRequest, ControllerResponse, NewTopic};
 use rill_metadata::types::{BrokerEpoch, LogIndex, NodeId};
 use rill_types::{ErrorCode, LeaderEpoch};
 
-use super::config::ClusterConfig;
 use super::events::{AgentEvent, Reply};
+use crate::config::cluster::ClusterConfig;
 use crate::topics::TopicMeta;
 
 /// How long a handler waits for its own change to reach this node's image (read-your-writes

@@ -18,13 +18,13 @@
 //! - [`broker`]: the broker's configs as the DescribeConfigs/AlterConfigs broker resource sees
 //!   them, static and dynamic (the handlers floor);
 //! - [`changes`]: (Incremental)AlterConfigs of topics and brokers, persisted and applied live
-//!   (the handlers floor).
-//!
-//! The cluster's own settings (KRaft roles, quorum, listeners) stay in `crate::cluster::config`,
-//! beside the quorum code that alone reads most of them.
+//!   (the handlers floor);
+//! - [`cluster`]: the cluster's own settings (KRaft roles, quorum voters, controller
+//!   listener), read from the same file and flags (the settings floor).
 
 pub mod broker;
 pub mod changes;
+pub mod cluster;
 pub mod settings;
 pub mod topic;
 
@@ -32,7 +32,7 @@ use std::collections::BTreeMap;
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::path::{Path, PathBuf};
 
-use crate::cluster::config::client_listener;
+use crate::config::cluster::client_listener;
 
 pub use crate::admin::settings::AdminSettings;
 /// The settings this file fills, named here too so the parser's callers and tests need one

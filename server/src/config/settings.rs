@@ -9,7 +9,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 
 use crate::admin::settings::AdminSettings;
-use crate::cluster::config::{ClusterConfig, ClusterSettings};
+use crate::config::cluster::{ClusterConfig, ClusterSettings};
 
 /// Something wrong with a setting: which key, which value, and why.
 #[derive(Debug, thiserror::Error)]

@@ -16,11 +16,11 @@ use rill_types::LeaderEpoch;
 
 use crate::capacity::Capacity;
 use crate::cluster::view::ClusterView;
+use crate::config::settings::BrokerConfig;
+use crate::config::topic::cache::Settled;
+use crate::config::topic::TopicSettings;
 use crate::group::ops::{GroupListing, GroupOp, GroupReply};
 use crate::partition::ops::{PartitionOp, PartitionReply};
-use crate::settings::BrokerConfig;
-use crate::topic_config::cache::Settled;
-use crate::topic_config::TopicSettings;
 use crate::topics::{TopicError, TopicMeta, TopicRegistry};
 use crate::txn::ops::{TxnListFilter, TxnListing, TxnOp, TxnReply};
 
@@ -32,7 +32,7 @@ pub trait Broker {
     /// Durable topic metadata.
     fn topics(&self) -> &Arc<TopicRegistry>;
     /// `name`'s settings on this broker ([`TopicSettings::of_topic`] of its current `meta`).
-    /// A shard parses them once per config change (`crate::topic_config::cache`).
+    /// A shard parses them once per config change (`crate::config::topic::cache`).
     fn topic_settings(&self, name: &str, meta: &Arc<TopicMeta>) -> Settled {
         let _ = name; // only a cache needs it
         TopicSettings::of_topic(self.config(), self.topics(), &meta.configs).map(Arc::new)

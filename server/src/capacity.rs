@@ -14,7 +14,7 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::settings::BrokerConfig;
+use crate::config::settings::BrokerConfig;
 use crate::topics::{Growth, TopicError};
 
 /// Disk a new partition needs: its directory, producer snapshot and index files (a block

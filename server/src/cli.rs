@@ -8,11 +8,11 @@ use std::path::PathBuf;
 
 use clap::Parser;
 
+use crate::config::settings::{BrokerConfig, ConfigError};
 use crate::config::{
     parse_admin_listen, parse_delay_ms, parse_listen, parse_positive_i32, parse_shards,
     read_properties_file, split_host_port,
 };
-use crate::settings::{BrokerConfig, ConfigError};
 
 pub use crate::build_info::VERSION;
 
@@ -99,9 +99,9 @@ pub struct Cli {
 }
 
 impl Cli {
-    /// The cluster flags, for [`crate::cluster::config::ClusterSettings::apply_flags`].
-    pub fn cluster_flags(&self) -> crate::cluster::config::ClusterFlags {
-        crate::cluster::config::ClusterFlags {
+    /// The cluster flags, for [`crate::config::cluster::ClusterSettings::apply_flags`].
+    pub fn cluster_flags(&self) -> crate::config::cluster::ClusterFlags {
+        crate::config::cluster::ClusterFlags {
             process_roles: self.process_roles.clone(),
             voters: self.controller_quorum.clone(),
             controller_listen: self.controller_listen.clone(),

@@ -28,7 +28,7 @@
 //!   transactional id, and delete with a null value).
 //!
 //! A single node keeps its private, unreplicated logs (`crate::group::journal`,
-//! `crate::txn::log`): there is no leadership to follow there. Clients read them as the same
+//! `crate::txn::journal`): there is no leadership to follow there. Clients read them as the same
 //! internal topics (`crate::internal_log`).
 
 use std::cell::RefCell;
@@ -356,7 +356,7 @@ mod tests {
 
     #[test]
     fn the_internal_topics_are_compacted_with_small_segments() {
-        use crate::topic_config::{ConfigLayers, TopicSettings};
+        use crate::config::topic::{ConfigLayers, TopicSettings};
         let empty = BTreeMap::new();
         for (configs, segment) in [
             (

@@ -1,5 +1,5 @@
 //! A single node's internal topics, read-only: `__consumer_offsets` and `__transaction_state`
-//! as the coordinators' private logs (`crate::group::journal`, `crate::txn::log`) hold them.
+//! as the coordinators' private logs (`crate::group::journal`, `crate::txn::journal`) hold them.
 //!
 //! Kafka lets any consumer read its internal topics (`kcat -C -t __consumer_offsets`): Metadata
 //! lists them with `is_internal`, ListOffsets and Fetch serve them, and only the coordinators
@@ -20,7 +20,7 @@ use uuid::Uuid;
 use crate::group::journal::OffsetsLog;
 use crate::partition::internal::CoordinatorLog;
 use crate::topics::TopicMeta;
-use crate::txn::log::TxnPartitionLog;
+use crate::txn::journal::TxnPartitionLog;
 
 /// Topic ids of a single node's internal topics: fixed, as the logs behind them are (Kafka
 /// draws one when it creates the topic; here the topics exist from the first start).

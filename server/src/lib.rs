@@ -6,7 +6,8 @@
 //!
 //! Map (a request's path, top to bottom):
 //! - [`cli`], [`config`]: flags and Kafka-style properties, resolved into
-//!   [`settings::BrokerConfig`], the settings every module reads;
+//!   [`config::settings::BrokerConfig`], the settings every module reads; every other kind of
+//!   configuration (per-topic, the broker's dynamic configs, AlterConfigs) is under [`config`] too;
 //!   [`build_info`]: the version `--version` and the status page show.
 //! - [`cluster`]: the metadata quorum's edge (KRaft properties, controller, broker registration)
 //!   and the cluster view handlers answer from; absent on a single node.
@@ -17,18 +18,22 @@
 //!   [`client_quotas`]: clients' byte rates against their quotas, shared by every shard.
 //! - [`broker`]: the [`broker::Broker`] facade handlers and coordinators call, and wire helpers.
 //! - [`handler`]: one Kafka API per file, written against that facade.
-//! - [`routing`]: which shard owns a partition.
+//! - [`shard::owner`]: which shard owns a partition ([`shard::router`] takes a request there).
 //! - [`group`]: consumer-group coordinators (one per shard) and durable committed offsets.
 //! - [`internal_topics`]: the names, partition counts and placement of `__consumer_offsets`
 //!   and `__transaction_state`.
+//! - [`coordinator_log`]: in a cluster, the coordinators' state on a replicated internal
+//!   partition (loading on leadership, acks=all writes), shared by `group::replicated` and
+//!   `txn::replicated`; single-node coordinators write their own journals
+//!   (`group::journal`, `txn::journal`).
 //! - [`internal_log`]: a single node's `__consumer_offsets` and `__transaction_state`, served
 //!   read-only from the coordinators' private logs.
 //! - [`partition`]: the per-partition actor that alone touches a log (group commit, long poll),
 //!   and the shard's open-file budget; [`open_files`]: RLIMIT_NOFILE and each shard's share.
-//! - [`topics`], [`topic_config`]: durable topic metadata and per-topic log configs;
+//! - [`topics`], [`config::topic`]: durable topic metadata and per-topic log configs;
 //!   [`capacity`]: whether new partitions fit (partition limit, disk) before they are created.
 //! - [`compaction`]: the Kafka record codec for the engine's cleaner, and each shard's cleaner.
-//! - [`broker_configs`], [`config_changes`]: the broker's configs as DescribeConfigs shows them,
+//! - [`config::broker`], [`config::changes`]: the broker's configs as DescribeConfigs shows them,
 //!   and (Incremental)AlterConfigs of topics and brokers, persisted and applied live;
 //!   [`produce_rules`]: what a topic's configs require of produced batches (keys, timestamps,
 //!   codec, min.insync.replicas).
@@ -45,7 +50,6 @@
 //! - [`tiered`]: tiered storage (KIP-405): sealed segments copied to an S3 object store, read back.
 pub mod admin;
 pub mod broker;
-pub mod broker_configs;
 pub mod build_info;
 pub mod capacity;
 pub mod channel;
@@ -54,7 +58,6 @@ pub mod client_quotas;
 pub mod cluster;
 pub mod compaction;
 pub mod config;
-pub mod config_changes;
 pub mod coordinator_log;
 pub mod data_dir_lock;
 pub mod dispatch;
@@ -71,9 +74,7 @@ pub mod produce_rules;
 pub mod record_fields;
 pub mod replication;
 pub mod request_order;
-pub mod routing;
 pub mod security;
-pub mod settings;
 pub mod shard;
 pub mod shutdown;
 /// Record batches for unit tests (and the fuzz targets' fake broker).
@@ -82,6 +83,5 @@ pub mod test_batches;
 pub mod test_hooks;
 pub mod tiered;
 pub mod tools;
-pub mod topic_config;
 pub mod topics;
 pub mod txn;

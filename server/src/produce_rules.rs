@@ -27,8 +27,8 @@ use rill_protocol::ErrorCode;
 use rill_types::batch::ValidatedBatch;
 use rill_types::TimestampMs;
 
+use crate::config::topic::{TargetCompression, TopicSettings};
 use crate::partition::ops::Acks;
-use crate::topic_config::{TargetCompression, TopicSettings};
 
 /// Largest decompressed batch the rules look into.
 pub const DECOMPRESSED_BYTES_MAX: usize = 64 << 20;
@@ -272,7 +272,7 @@ fn timestamp_out_of_range(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::topic_config::{ConfigLayers, TopicSettings};
+    use crate::config::topic::{ConfigLayers, TopicSettings};
     use bytes::Bytes;
     use rill_protocol::record::{encode_plain_batch, Compression, PlainRecord};
     use std::collections::BTreeMap;

@@ -20,7 +20,7 @@ use rill_types::Offset;
 
 use super::metrics::Metrics;
 pub use super::settings::SeriesLimits;
-use crate::settings::BrokerConfig;
+use crate::config::settings::BrokerConfig;
 use crate::topics::TopicRegistry;
 
 /// Longest the admin thread waits for the shards' snapshots before answering without them.

@@ -22,7 +22,7 @@ use uuid::Uuid;
 use super::ClusterView;
 use crate::partition::ops::PartitionOp;
 use crate::partition::table::PartitionTable;
-use crate::routing::owner_shard;
+use crate::shard::owner::owner_shard;
 use crate::shutdown::ShutdownSignal;
 use crate::topics::{TopicMeta, TopicRegistry};
 

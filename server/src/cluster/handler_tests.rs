@@ -18,10 +18,10 @@ use rill_protocol::response::encode_response;
 use rill_types::ErrorCode;
 use uuid::Uuid;
 
-use super::config::{ClusterConfig, Roles, Voter};
 use super::mirror::mirror;
 use super::ClusterView;
 use crate::broker::{topic_name, Broker};
+use crate::config::cluster::{ClusterConfig, Roles, Voter};
 use crate::config::BrokerConfig;
 use crate::group::ops::GroupListing;
 use crate::group::{GroupOp, GroupReply};

@@ -3,7 +3,8 @@
 //! is the runtime-free `rill-metadata` crate; this module is its edge: configuration, threads,
 //! sockets, and the glue to the broker's shards.
 //!
-//! - [`config`]: KRaft properties and flags, validated at start.
+//! - KRaft properties and flags, validated at start, are with the broker's other settings in
+//!   [`crate::config::cluster`].
 //! - [`view`]: [`ClusterView`], the image and controller every shard reads; routing decisions.
 //! - [`quorum_loop`]: a voter's metadata thread (raft-rs through `rill-metadata`).
 //! - [`transport`]: the controller listener and raft links (std threads, blocking sockets).
@@ -20,7 +21,6 @@
 
 pub mod admin;
 pub mod agent;
-pub mod config;
 pub mod controller_stream;
 pub mod deletions;
 pub mod events;

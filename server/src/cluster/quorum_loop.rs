@@ -27,10 +27,10 @@ use rill_metadata::types::NodeId;
 use super::events::QuorumEvent;
 use crate::internal_topics::METADATA_DIR;
 
-use super::config::ClusterConfig;
 use super::mirror::mirror;
 use super::transport::{Peers, Replier};
 use super::view::ClusterView;
+use crate::config::cluster::ClusterConfig;
 use crate::topics::TopicRegistry;
 
 /// Ticks per election timeout (raft-rs randomizes between one and two timeouts).

@@ -16,8 +16,8 @@ use rill_metadata::request::{ControllerRequest, ControllerResponse, NewTopic};
 use rill_metadata::types::{BrokerEpoch, LogIndex, NodeId};
 use rill_types::{ErrorCode, LeaderEpoch};
 
-use super::config::ClusterConfig;
 use super::events::{AgentEvent, Reply};
+use crate::config::cluster::ClusterConfig;
 use crate::topics::TopicMeta;
 
 /// How long a handler waits for its own change to reach this node's image (read-your-writes
@@ -197,7 +197,8 @@ impl ClusterView {
 
     /// Whether this broker may serve `topic`/`partition`: `Ok` if it is the live leader;
     /// NOT_LEADER_OR_FOLLOWER if another broker leads it, LEADER_NOT_AVAILABLE if none does.
-    pub fn route(&self, topic: &str, partition: i32) -> Result<(), ErrorCode> {
+    /// (Which shard of this broker serves it is `crate::shard::owner`.)
+    pub fn check_leader(&self, topic: &str, partition: i32) -> Result<(), ErrorCode> {
         match self.leader(topic, partition)? {
             leader if leader == self.node_id() => Ok(()),
             _ => Err(ErrorCode::NotLeaderOrFollower),
@@ -359,7 +360,7 @@ impl ClusterView {
 
     /// Whether this broker leads `topic`/`partition` now.
     pub fn leads(&self, topic: &str, partition: i32) -> bool {
-        self.route(topic, partition).is_ok()
+        self.check_leader(topic, partition).is_ok()
     }
 
     /// The partition's leader epoch, if the partition exists.

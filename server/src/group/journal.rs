@@ -17,6 +17,14 @@
 //! active segment ([`OFFSETS_SEGMENT_BYTES`]), and replay reads that much. Deleted offsets
 //! (tombstones) go after [`TOMBSTONE_RETENTION_MS`]. Commits wait only while a cleaned segment
 //! is swapped in, not while it is written.
+//!
+//! # The coordinators' logs
+//! Four modules, one word each: `crate::group::journal` and `crate::txn::journal` are where
+//! each coordinator's records go (the trait it writes through, a single node's private engine
+//! log, an in-memory one for tests); each coordinator's `replicated` is that trait over a
+//! cluster's replicated internal partition, whose loading and acks=all writes both share in
+//! `crate::coordinator_log`; `crate::internal_log` lets clients read a single node's private
+//! logs as the internal topics `__consumer_offsets` and `__transaction_state`.
 
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;

@@ -22,7 +22,7 @@
 //!
 //! Placement: a group lives in offsets partition `crc32c(group) % OFFSETS_PARTITIONS`, and that
 //! partition (its log and all of its groups) lives on the shard that owns it as a partition
-//! ([`crate::routing::owner_shard`]). The partition
+//! ([`crate::shard::owner::owner_shard`]). The partition
 //! count is fixed so that a restart with another shard count still finds every group's offsets.
 
 pub mod consumer;
@@ -47,13 +47,13 @@ pub use settings::{GroupConfig, GROUP_MAX_SIZE_DEFAULT, SHARD_GROUPS_MAX_DEFAULT
 /// The shard that coordinates `group_id`: the one owning its offsets partition in the
 /// partition table (in a cluster the coordinator writes through it, `crate::coordinator_log`).
 pub fn coordinator_shard(group_id: &str, shards: usize) -> usize {
-    crate::routing::owner_shard(OFFSETS_TOPIC, offsets_partition(group_id), shards)
+    crate::shard::owner::owner_shard(OFFSETS_TOPIC, offsets_partition(group_id), shards)
 }
 
 /// The offsets partitions shard `shard` of `shards` owns.
 pub fn owned_offsets_partitions(shard: usize, shards: usize) -> Vec<i32> {
     (0..OFFSETS_PARTITIONS)
-        .filter(|p| crate::routing::owner_shard(OFFSETS_TOPIC, *p, shards) == shard)
+        .filter(|p| crate::shard::owner::owner_shard(OFFSETS_TOPIC, *p, shards) == shard)
         .collect()
 }
 

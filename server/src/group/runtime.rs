@@ -23,9 +23,9 @@ use super::offsets::OffsetRecord;
 use super::replicated::ReplicatedJournal;
 use super::{owned_offsets_partitions, GroupCall, GroupReply, OFFSETS_DIR, OFFSETS_TOPIC};
 use crate::cluster::view::ClusterView;
+use crate::config::settings::BrokerConfig;
 use crate::coordinator_log::CoordinatorLog;
 use crate::partition::table::PartitionTable;
-use crate::settings::BrokerConfig;
 use crate::shard::service::Service;
 
 /// Where a shard's committed offsets become durable.

@@ -1,5 +1,5 @@
 //! AlterConfigs (33): replaces all of a topic's configs, or a broker resource's dynamic
-//! configs (configs not given are reset), persisted and applied live (`config_changes`).
+//! configs (configs not given are reset), persisted and applied live (`config::changes`).
 
 use std::collections::BTreeMap;
 
@@ -7,7 +7,7 @@ use rill_protocol::kafka_protocol::messages::alter_configs_response::AlterConfig
 use rill_protocol::kafka_protocol::messages::{AlterConfigsRequest, AlterConfigsResponse};
 
 use super::{message_bytes, Broker};
-use crate::config_changes::{alter, Change};
+use crate::config::changes::{alter, Change};
 
 /// This API's entry in the registry (`rill_protocol::for_each_api!`).
 pub async fn serve<B: Broker>(

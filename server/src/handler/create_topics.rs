@@ -16,7 +16,7 @@ use rill_protocol::ErrorCode;
 use super::mutation_quota::{self, Gate};
 use super::{message_bytes, str_bytes, Broker};
 use crate::capacity::Capacity;
-use crate::topic_config::{describe, BrokerLayers, TopicSettings};
+use crate::config::topic::{describe, BrokerLayers, TopicSettings};
 use crate::topics::{validate_topic_name, Growth, TopicError, TopicMeta};
 
 /// This API's entry in the registry (`rill_protocol::for_each_api!`).

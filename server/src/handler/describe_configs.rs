@@ -3,7 +3,7 @@
 //!
 //! | resource                 | configs                                                     |
 //! |--------------------------|-------------------------------------------------------------|
-//! | topic (2)                | every topic config, resolved through the layers (`topic_config`) |
+//! | topic (2)                | every topic config, resolved through the layers (`config::topic`) |
 //! | broker (4) `"0"`         | the static configs (read-only) and every dynamic one         |
 //! | broker (4) `""`          | the cluster-wide dynamic defaults that are set               |
 //! | anything else            | INVALID_REQUEST                                              |
@@ -18,8 +18,8 @@ use rill_protocol::kafka_protocol::messages::{DescribeConfigsRequest, DescribeCo
 use rill_protocol::ErrorCode;
 
 use super::{message_bytes, str_bytes, Broker};
-use crate::broker_configs::{self, BrokerRow};
-use crate::topic_config::{describe, BrokerLayers, ConfigType, SynonymValue};
+use crate::config::broker::{self, BrokerRow};
+use crate::config::topic::{describe, BrokerLayers, ConfigType, SynonymValue};
 
 /// Kafka's resource types.
 pub const RESOURCE_TOPIC: i8 = 2;
@@ -96,9 +96,9 @@ fn describe_resource<B: Broker>(
                 return fail(ErrorCode::UnknownTopicOrPartition, message);
             }
         },
-        RESOURCE_BROKER if broker_configs::is_broker_resource(broker.config(), name) => {
+        RESOURCE_BROKER if broker::is_broker_resource(broker.config(), name) => {
             let dynamic = broker.topics().broker_configs();
-            broker_configs::describe(broker.config(), &dynamic, name)
+            broker::describe(broker.config(), &dynamic, name)
         }
         RESOURCE_BROKER => {
             let message = format!(
@@ -205,5 +205,5 @@ mod tests {
         );
     }
 
-    use crate::topic_config::ConfigType;
+    use crate::config::topic::ConfigType;
 }

@@ -19,7 +19,7 @@ use crate::group::{GroupOp, GroupReply};
 use crate::partition::ops::{PartitionOp, PartitionReply};
 use crate::topics::TopicRegistry;
 use crate::txn::coordinator::TxnCoordinator;
-use crate::txn::log::MemTxnJournal;
+use crate::txn::journal::MemTxnJournal;
 use crate::txn::ops::{TxnListFilter, TxnListing, TxnOp, TxnReply};
 use rill_engine::Positions;
 use rill_types::batch::RecordBatchHeader;
@@ -50,7 +50,7 @@ pub struct FakeBroker {
     /// The Fetch budget (`rill.shard.fetch.bytes.max`), if a test sets one.
     pub fetch_budget: Option<crate::memory_budget::ByteBudget>,
     /// Topic settings parsed per config change, as a shard's partition table caches them.
-    pub settings: crate::topic_config::cache::SettingsCache,
+    pub settings: crate::config::topic::cache::SettingsCache,
 }
 
 impl Default for FakeBroker {
@@ -266,9 +266,9 @@ impl Broker for FakeBroker {
         &self,
         name: &str,
         meta: &Arc<crate::topics::TopicMeta>,
-    ) -> crate::topic_config::cache::Settled {
+    ) -> crate::config::topic::cache::Settled {
         let parse = || {
-            crate::topic_config::TopicSettings::of_topic(&self.config, &self.topics, &meta.configs)
+            crate::config::topic::TopicSettings::of_topic(&self.config, &self.topics, &meta.configs)
         };
         self.settings.settings(&self.topics, name, meta, parse)
     }

@@ -1,5 +1,5 @@
 //! IncrementalAlterConfigs (44): SET, DELETE, APPEND, SUBTRACT on single configs of a topic or a
-//! broker resource, persisted and applied live (`config_changes`).
+//! broker resource, persisted and applied live (`config::changes`).
 
 use rill_protocol::kafka_protocol::messages::incremental_alter_configs_response::AlterConfigsResourceResponse;
 use rill_protocol::kafka_protocol::messages::{
@@ -8,7 +8,7 @@ use rill_protocol::kafka_protocol::messages::{
 use rill_protocol::ErrorCode;
 
 use super::{message_bytes, Broker};
-use crate::config_changes::{alter, Change, Op};
+use crate::config::changes::{alter, Change, Op};
 
 /// This API's entry in the registry (`rill_protocol::for_each_api!`).
 pub async fn serve<B: Broker>(

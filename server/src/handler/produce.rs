@@ -47,10 +47,10 @@ use rill_types::batch::ValidatedBatch;
 
 use super::{topic_or_auto_create, Broker};
 use crate::admin::shard::hooks;
+use crate::config::topic::TopicSettings;
 use crate::partition::ops::{Acks, PartitionOp, PartitionReply};
 use crate::produce_rules::{self, Refusal};
 use crate::request_order::Turn;
-use crate::topic_config::TopicSettings;
 
 /// One partition's plan: its one batch to append, or the refusal to answer.
 type Planned = Result<ValidatedBatch, Refusal>;

@@ -95,7 +95,7 @@ async fn end_groups<B: Broker>(broker: &B, partition: i32, marker: TxnMarker) ->
         return ErrorCode::UnknownTopicOrPartition;
     }
     if let Some(cluster) = broker.cluster() {
-        if let Err(code) = cluster.route(OFFSETS_TOPIC, partition) {
+        if let Err(code) = cluster.check_leader(OFFSETS_TOPIC, partition) {
             return code;
         }
     }

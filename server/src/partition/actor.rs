@@ -42,9 +42,9 @@ use super::ops::{Acks, Isolation, PartitionOp, PartitionReply, INTERNAL_ACK_TIME
 use super::txn_guard::{Admit, TxnGuards};
 use super::watch::PartitionWatch;
 use crate::compaction::{CleanEvent, ShardCleaner};
-use crate::settings::BrokerConfig;
+use crate::config::settings::BrokerConfig;
+use crate::config::topic::TopicSettings;
 use crate::shutdown::ShutdownSignal;
-use crate::topic_config::TopicSettings;
 use crate::topics::TopicRegistry;
 use rill_protocol::ErrorCode;
 
@@ -155,7 +155,7 @@ pub struct ConfigWatch {
     /// `registry.config_generation()` when the settings were computed.
     pub generation: u64,
     /// The shard's parsed topic settings (the partition table's), shared by its partitions.
-    pub settings: Rc<crate::topic_config::cache::SettingsCache>,
+    pub settings: Rc<crate::config::topic::cache::SettingsCache>,
 }
 
 /// Spawnable body of the actor: open the log, serve the mailbox until it closes, close the log.

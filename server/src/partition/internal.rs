@@ -1,6 +1,6 @@
 //! How a shard's partition table serves reads of a single node's internal partitions: the
 //! coordinators' private logs (`crate::internal_log` has them, `crate::group::journal` and
-//! `crate::txn::log` write them) behind [`CoordinatorLog`], read-only, with the same routing
+//! `crate::txn::journal` write them) behind [`CoordinatorLog`], read-only, with the same routing
 //! as any partition but no partition actor. Long polls look at the high watermark every
 //! [`WAIT_POLL`] (the coordinators' appends wake nothing here).
 

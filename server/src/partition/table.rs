@@ -17,11 +17,11 @@ use super::key::{self, PartitionKey};
 use super::ops::{PartitionOp, PartitionReply};
 use super::watch::PartitionWatch;
 use crate::compaction::ShardCleaner;
+use crate::config::settings::BrokerConfig;
+use crate::config::topic::cache::{SettingsCache, Settled};
+use crate::config::topic::TopicSettings;
 use crate::partition::internal::InternalLog;
-use crate::settings::BrokerConfig;
 use crate::shutdown::ShutdownSignal;
-use crate::topic_config::cache::{SettingsCache, Settled};
-use crate::topic_config::TopicSettings;
 use crate::topics::{TopicMeta, TopicRegistry};
 use rill_protocol::ErrorCode;
 
@@ -196,7 +196,7 @@ impl<S: Storage + 'static> PartitionTable<S> {
         &self,
         topic: &str,
         meta: &Arc<TopicMeta>,
-    ) -> Result<TopicSettings, crate::topic_config::RefusedConfig> {
+    ) -> Result<TopicSettings, crate::config::topic::RefusedConfig> {
         let mut settings = TopicSettings::clone(&*self.cached_settings(topic, meta)?);
         let cluster = self.cluster.as_deref();
         settings.min_insync_replicas =
@@ -231,7 +231,7 @@ impl<S: Storage + 'static> PartitionTable<S> {
         topic: &str,
         topic_id: uuid::Uuid,
         partition: i32,
-        remote: Option<crate::topic_config::RemoteRetention>,
+        remote: Option<crate::config::topic::RemoteRetention>,
         config: &mut rill_engine::LogConfig,
     ) -> Option<crate::tiered::tier::TierSetup> {
         let remote = remote?;

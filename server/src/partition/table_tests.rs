@@ -17,7 +17,7 @@ use rill_types::Offset;
 
 use super::ops::{Acks, Isolation, PartitionOp, PartitionReply};
 use super::table::PartitionTable;
-use crate::settings::BrokerConfig;
+use crate::config::settings::BrokerConfig;
 use crate::test_batches::batch;
 use crate::topics::TopicRegistry;
 

@@ -13,7 +13,7 @@ use rill_engine::io::Storage;
 use crate::cluster::view::ClusterView;
 use crate::partition::ops::PartitionOp;
 use crate::partition::table::PartitionTable;
-use crate::routing::owner_shard;
+use crate::shard::owner::owner_shard;
 use crate::shutdown::ShutdownSignal;
 
 /// How often a shard looks for replicas to open.

@@ -13,7 +13,7 @@
 //! protocol, two listeners with one name or one port, both inter-broker properties set, an
 //! inter-broker listener that is not among `listeners`, an unknown protocol name.
 //! Controller listeners (`controller.listener.names`) belong to the quorum
-//! (`crate::cluster::config`) and are not served here.
+//! (`crate::config::cluster`) and are not served here.
 
 use std::collections::BTreeMap;
 use std::net::{SocketAddr, ToSocketAddrs};

@@ -1,7 +1,9 @@
 //! A shard: one glommio executor pinned to one core, owning the partitions that
-//! [`crate::routing::owner_shard`] assigns it and the groups [`crate::group::coordinator_shard`]
+//! [`owner::owner_shard`] assigns it and the groups [`crate::group::coordinator_shard`]
 //! assigns it, accepting its own connections on the shared port.
 //!
+//! - [`owner`]: which shard owns a partition (a pure function, on the base floor); which
+//!   *broker* leads it is the cluster's question ([`ClusterView::check_leader`]).
 //! - [`router`]: one generic [`router::Router`] per kind of request (partitions, groups,
 //!   transactions) takes
 //!   it to the owning shard over that kind's channel mesh, and serves other shards' requests
@@ -29,13 +31,14 @@ use crate::group::{coordinator_shard, GroupCall, GroupOp, GroupReply};
 use crate::memory_budget::ByteBudget;
 use crate::partition::ops::{PartitionCall, PartitionOp, PartitionReply};
 use crate::partition::table::PartitionTable;
-use crate::routing::owner_shard;
+use crate::shard::owner::owner_shard;
 use crate::topics::TopicRegistry;
 use crate::txn::ops::{TxnCall, TxnListFilter, TxnListing, TxnOp, TxnReply};
 use crate::txn::runtime::{Coordinating, ShardTxnCoordinator};
 
 pub mod blocking;
 pub mod mesh;
+pub mod owner;
 pub mod rendezvous;
 pub mod router;
 pub mod runtime;
@@ -102,7 +105,7 @@ impl<S: Storage + 'static> Broker for Shard<S> {
         &self,
         name: &str,
         meta: &Arc<crate::topics::TopicMeta>,
-    ) -> crate::topic_config::cache::Settled {
+    ) -> crate::config::topic::cache::Settled {
         self.table.cached_settings(name, meta)
     }
 
@@ -144,7 +147,7 @@ impl<S: Storage + 'static> Broker for Shard<S> {
             .as_deref()
             .filter(|_| !matches!(op, PartitionOp::Delete | PartitionOp::LogSize))
         {
-            if let Err(code) = cluster.route(topic, partition) {
+            if let Err(code) = cluster.check_leader(topic, partition) {
                 return PartitionReply::Error(code);
             }
         }

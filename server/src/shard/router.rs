@@ -1,6 +1,7 @@
 //! [`Router`]: one way for every kind of cross-shard request (partitions, consumer groups, and
 //! whatever else is owned by one shard) to reach the shard that owns it, and [`serve`] for the
-//! owner's side.
+//! owner's side. Which shard owns what is decided elsewhere ([`super::owner`] for partitions);
+//! the router only carries the request there.
 //!
 //! ```text
 //! asking shard                                      owning shard

@@ -37,7 +37,7 @@ use crate::net::listener::accept_loop;
 use crate::net::quotas::ConnectionQuotas;
 use crate::partition::ops::{PartitionCall, PartitionReply};
 use crate::partition::table::PartitionTable;
-use crate::routing::owner_shard;
+use crate::shard::owner::owner_shard;
 use crate::shutdown::ShutdownSignal;
 use crate::topics::TopicRegistry;
 use crate::txn::ops::{TxnCall, TxnReply};

@@ -30,7 +30,7 @@ use rill_types::limits::Field;
 use rill_types::{DurationMs, TimestampMs};
 
 use super::env::{TxnEnv, TxnOffsets};
-use super::log::TxnJournal;
+use super::journal::TxnJournal;
 use super::ops::{TxnDescription, TxnListFilter, TxnListing, TxnOp, TxnProducer, TxnReply};
 use super::record::TxnRecord;
 use super::state::{self, EndPlan, InitPlan, TopicPartition, TxnMetadata};

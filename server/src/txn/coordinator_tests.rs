@@ -3,7 +3,7 @@
 use std::cell::Cell;
 
 use super::*;
-use crate::txn::log::MemTxnJournal;
+use crate::txn::journal::MemTxnJournal;
 use crate::txn::state::TxnState;
 use futures::executor::block_on;
 use rill_engine::io::sim::ManualClock;

@@ -3,9 +3,10 @@
 //! - [`state`]: one transactional id's metadata and transitions (Kafka's TransactionMetadata),
 //!   pure: handed the time, no I/O.
 //! - [`record`]: the state log's records (transactional id → metadata) and their encoding.
-//! - [`log`]: where the metadata becomes durable on a single node: an engine log per state-log
-//!   partition with group commit, replay on start and snapshot compaction; an in-memory journal
-//!   for tests.
+//! - [`journal`]: what the coordinator writes through ([`journal::TxnJournal`], the word
+//!   `crate::group::journal` uses too) and where the metadata becomes durable on a single node:
+//!   an engine log per state-log partition with group commit, replay on start and snapshot
+//!   compaction; an in-memory journal for tests.
 //! - [`replicated`]: in a cluster, the replicated `__transaction_state` topic, loaded by the
 //!   broker leading each partition (`crate::coordinator_log`).
 //! - [`coordinator`]: one shard's transactional ids: InitProducerId, AddPartitionsToTxn (and
@@ -37,7 +38,7 @@
 
 pub mod coordinator;
 pub mod env;
-pub mod log;
+pub mod journal;
 pub mod ops;
 pub mod record;
 pub mod remote;
@@ -54,13 +55,13 @@ pub use settings::{TxnConfig, SHARD_IDS_MAX_DEFAULT};
 /// the partition table (in a cluster the coordinator writes through it,
 /// `crate::coordinator_log`).
 pub fn coordinator_shard(transactional_id: &str, shards: usize) -> usize {
-    crate::routing::owner_shard(TXN_TOPIC, txn_partition(transactional_id), shards)
+    crate::shard::owner::owner_shard(TXN_TOPIC, txn_partition(transactional_id), shards)
 }
 
 /// The state-log partitions shard `shard` of `shards` owns.
 pub fn owned_txn_partitions(shard: usize, shards: usize) -> Vec<i32> {
     (0..TXN_PARTITIONS)
-        .filter(|p| crate::routing::owner_shard(TXN_TOPIC, *p, shards) == shard)
+        .filter(|p| crate::shard::owner::owner_shard(TXN_TOPIC, *p, shards) == shard)
         .collect()
 }
 

@@ -11,7 +11,7 @@ use rill_engine::io::{Clock, Storage};
 use rill_protocol::ErrorCode;
 
 use super::coordinator::TxnCoordinator;
-use super::log::{apply, TxnJournal};
+use super::journal::{apply, TxnJournal};
 use super::record::{decode_chunk, encode_batch, TxnRecord};
 use super::state::TxnMetadata;
 use super::txn_partition;

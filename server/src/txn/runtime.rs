@@ -18,15 +18,15 @@ use rill_protocol::ErrorCode;
 
 use super::coordinator::TxnCoordinator;
 use super::env::TxnEnv;
-use super::log::{TxnJournal, TxnStateLog};
+use super::journal::{TxnJournal, TxnStateLog};
 use super::ops::{TxnCall, TxnReply};
 use super::record::TxnRecord;
 use super::replicated::ReplicatedTxnLog;
 use super::{owned_txn_partitions, TXN_DIR, TXN_TOPIC};
 use crate::cluster::view::ClusterView;
+use crate::config::settings::BrokerConfig;
 use crate::coordinator_log::CoordinatorLog;
 use crate::partition::table::PartitionTable;
-use crate::settings::BrokerConfig;
 use crate::shard::service::Service;
 
 /// How often a cluster's coordinator looks at the leadership of its state-log partitions.

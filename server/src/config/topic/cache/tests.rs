@@ -4,7 +4,7 @@ use std::cell::Cell;
 use std::collections::BTreeMap;
 
 use super::*;
-use crate::topic_config::ConfigLayers;
+use crate::config::topic::ConfigLayers;
 use crate::topics::CLUSTER_DEFAULT_RESOURCE;
 
 /// A registry in a temp dir (kept alive with it).

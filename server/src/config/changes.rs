@@ -21,10 +21,10 @@ use std::collections::BTreeMap;
 use rill_protocol::ErrorCode;
 
 use crate::broker::Broker;
-use crate::broker_configs::{self, AlterRefusal};
 use crate::cluster::view::ClusterView;
+use crate::config::broker::{self, AlterRefusal};
+use crate::config::topic::{def, BrokerLayers, ConfigType, RefusedConfig, TopicSettings};
 use crate::config::BrokerConfig;
-use crate::topic_config::{def, BrokerLayers, ConfigType, RefusedConfig, TopicSettings};
 use crate::topics::{TopicError, TopicRegistry};
 
 /// Kafka's resource types.
@@ -237,7 +237,7 @@ pub fn alter_broker(
     change: &Change,
     validate_only: bool,
 ) -> Result<(), Refused> {
-    if !broker_configs::is_broker_resource(config, resource) {
+    if !broker::is_broker_resource(config, resource) {
         let message = format!(
             "Unexpected broker id, expected {} or empty string, but received {resource}",
             config.node_id
@@ -258,7 +258,7 @@ pub fn alter_broker(
                 }
                 Change::Incremental(ops) => broker_ops(ops)?,
             };
-            broker_configs::apply(current, &changes).map_err(refusal)
+            broker::apply(current, &changes).map_err(refusal)
         };
     if validate_only {
         let dynamic = registry.broker_configs();

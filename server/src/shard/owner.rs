@@ -1,4 +1,6 @@
-//! Which shard owns a partition.
+//! Which shard owns a partition (on this broker; which broker leads it is
+//! `crate::cluster::view::ClusterView::check_leader`, and `crate::shard::router` carries a
+//! request to the owning shard).
 //!
 //! Ownership is a pure function of (topic, partition, shard count), so every shard computes the
 //! same answer without asking anyone: `crc32c(topic) ^ mix(partition) mod shards`. CRC-32C is

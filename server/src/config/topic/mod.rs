@@ -29,7 +29,7 @@ use rill_protocol::record::Compression;
 
 use std::sync::Arc;
 
-use crate::settings::BrokerConfig;
+use crate::config::settings::BrokerConfig;
 use crate::topics::{BrokerConfigs, TopicRegistry};
 pub use defs::{def, TopicConfigDef, TOPIC_CONFIGS};
 

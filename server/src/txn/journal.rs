@@ -9,6 +9,14 @@
 //! Start-up replays each log from its log start. To keep that short the log compacts: after
 //! [`COMPACT_AFTER_RECORDS`] records it writes every live entry again as a snapshot, then moves
 //! the log start to the snapshot (deleting the sealed segments below it).
+//!
+//! # The coordinators' logs
+//! Four modules, one word each: `crate::group::journal` and `crate::txn::journal` are where
+//! each coordinator's records go (the trait it writes through, a single node's private engine
+//! log, an in-memory one for tests); each coordinator's `replicated` is that trait over a
+//! cluster's replicated internal partition, whose loading and acks=all writes both share in
+//! `crate::coordinator_log`; `crate::internal_log` lets clients read a single node's private
+//! logs as the internal topics `__consumer_offsets` and `__transaction_state`.
 
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;

@@ -9,7 +9,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 
 use crate::admin::settings::AdminSettings;
-use crate::cluster::config::{ClusterConfig, ClusterSettings};
+use crate::config::cluster::{ClusterConfig, ClusterSettings};
 
 /// Something wrong with a setting: which key, which value, and why.
 #[derive(Debug, thiserror::Error)]
@@ -29,7 +29,7 @@ pub enum ConfigError {
 /// Log settings that every topic inherits unless its own config overrides them (Kafka's `log.*`
 /// broker properties) and the broker's own log machinery. The topic-config defaults are kept
 /// as the file gave them (`static_props`, by broker property name, each checked by the topic
-/// config's rule); [`crate::topic_config`] resolves them under a topic's own configs.
+/// config's rule); [`crate::config::topic`] resolves them under a topic's own configs.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct LogDefaults {
     /// Broker properties that set topic-config defaults (`log.retention.hours=168`,
@@ -55,7 +55,7 @@ impl LogDefaults {
     /// dynamic config): what DescribeConfigs shows and what a topic inherits.
     pub fn topic_default(&self, name: &str) -> String {
         let empty = BTreeMap::new();
-        crate::topic_config::ConfigLayers {
+        crate::config::topic::ConfigLayers {
             topic: &empty,
             dynamic_broker: &empty,
             dynamic_default: &empty,

@@ -9,9 +9,9 @@
 
 use std::collections::BTreeMap;
 
+use crate::config::topic::defs::{by_synonym, TOPIC_CONFIGS};
+use crate::config::topic::{ConfigSource, ConfigType, RefusedConfig, SynonymValue};
 use crate::config::BrokerConfig;
-use crate::topic_config::defs::{by_synonym, TOPIC_CONFIGS};
-use crate::topic_config::{ConfigSource, ConfigType, RefusedConfig, SynonymValue};
 use crate::topics::{BrokerConfigs, CLUSTER_DEFAULT_RESOURCE};
 
 /// One static broker config.

@@ -1,22 +1,43 @@
 //! Broker configuration: built-in defaults, then a Kafka-style `.properties` file, then the command
 //! line — each layer overrides the one before it. This module reads the file and checks the
 //! values; the flags are applied in `crate::cli` ([`BrokerConfig::resolve`]), and the settings
-//! themselves are plain values in [`crate::settings`].
+//! themselves are plain values in [`crate::config::settings`].
 //!
 //! The file uses Kafka's own property names where one exists (`num.partitions`,
 //! `log.segment.bytes`, `log.retention.ms`, ...), so an operator's existing `server.properties`
 //! mostly just works; Rill-only knobs are prefixed `rill.`. Unknown keys are logged and ignored, as
 //! Kafka does; a known key with a bad value is an error, because silently ignoring it would run the
 //! broker with a setting the operator did not ask for.
+//!
+//! Every kind of configuration lives under this module, each part on its own floor
+//! (`server/LAYERS.md`):
+//! - this file: the properties file, read and checked into the settings;
+//! - [`settings`]: the resolved [`BrokerConfig`] every module reads (the settings floor);
+//! - [`topic`]: per-topic configs, their Kafka names and layers, and what they become (the
+//!   settings floor);
+//! - [`broker`]: the broker's configs as the DescribeConfigs/AlterConfigs broker resource sees
+//!   them, static and dynamic (the handlers floor);
+//! - [`changes`]: (Incremental)AlterConfigs of topics and brokers, persisted and applied live
+//!   (the handlers floor);
+//! - [`cluster`]: the cluster's own settings (KRaft roles, quorum voters, controller
+//!   listener), read from the same file and flags (the settings floor).
+
+pub mod broker;
+pub mod changes;
+pub mod cluster;
+pub mod settings;
+pub mod topic;
 
 use std::collections::BTreeMap;
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::path::{Path, PathBuf};
 
-use crate::cluster::config::client_listener;
+use crate::config::cluster::client_listener;
 
 pub use crate::admin::settings::AdminSettings;
-pub use crate::settings::{
+/// The settings this file fills, named here too so the parser's callers and tests need one
+/// path (`crate::config::BrokerConfig`); they are defined in [`settings`].
+pub use crate::config::settings::{
     available_cores, memory_bytes, BrokerConfig, ConfigError, ConnectionSettings, LogDefaults,
     ProducerSettings, CONNECTIONS_MAX_IDLE_MS_DEFAULT, FETCH_MAX_BYTES_DEFAULT,
     PARTITIONS_PER_SHARD_DEFAULT, QUEUED_REQUEST_BYTES_PER_SHARD_DEFAULT, READ_CACHE_BYTES_MIN,
@@ -291,8 +312,8 @@ impl BrokerConfig {
         {
             return Ok(false);
         }
-        if key == crate::topic_config::REMOTE_STORAGE_SYSTEM_ENABLE {
-            // Topic configs are checked against it (`topic_config::remote_retention`).
+        if key == crate::config::topic::REMOTE_STORAGE_SYSTEM_ENABLE {
+            // Topic configs are checked against it (`config::topic::remote_retention`).
             self.log.static_props.insert(key.to_string(), v.to_string());
         }
         Ok(true)
@@ -341,7 +362,7 @@ enum Applied {
 
 impl LogDefaults {
     fn apply_property(&mut self, key: &str, v: &str) -> Result<Applied, ConfigError> {
-        if let Some((def, synonym)) = crate::topic_config::defs::by_synonym(key) {
+        if let Some((def, synonym)) = crate::config::topic::defs::by_synonym(key) {
             // Checked in the topic config's unit, as it will be used.
             let value = match v.parse::<i64>() {
                 Ok(n) if synonym.factor != 1 && n >= 0 => {

@@ -23,7 +23,7 @@
 //! | `transaction.state.log.min.isr` (at most the factor) | (property only)      | 2       |
 //! | `replica.lag.time.max.ms`                 | (property only)                     | 30000   |
 //! | `replica.high.watermark.checkpoint.interval.ms` | (property only)               | 5000    |
-//! | `rill.metadata.catch.up.max.ms` (Rill's own: see [`super::catch_up_before_serving`]) | (property only) | no bound |
+//! | `rill.metadata.catch.up.max.ms` (Rill's own: see [`crate::cluster::catch_up_before_serving`]) | (property only) | no bound |
 //!
 //! Without `controller.quorum.voters` (and `process.roles`) Rill is the single node it always
 //! was and none of this applies. With them, every mistake below stops the start with an error
@@ -36,7 +36,7 @@ use std::time::Duration;
 
 use rill_metadata::types::NodeId;
 
-use crate::settings::ConfigError;
+use crate::config::settings::ConfigError;
 
 /// Kafka's `broker.session.timeout.ms` default.
 pub const SESSION_TIMEOUT_MS_DEFAULT: u64 = 9000;

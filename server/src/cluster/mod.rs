@@ -189,7 +189,7 @@ fn wait_caught_up(
         applied = view.applied_index().0,
         "catching up with the metadata quorum before serving"
     );
-    while !view.caught_up() {
+    while !ready_to_serve(view) {
         if stop.load(Ordering::Relaxed) || view.fatal().is_some() {
             tracing::info!(
                 applied = view.applied_index().0,
@@ -225,6 +225,15 @@ fn wait_caught_up(
 
 /// How often [`wait_caught_up`] looks.
 const CATCH_UP_POLL: Duration = Duration::from_millis(10);
+
+/// Caught up, and unfenced in the image it serves from: Kafka's broker enables its client
+/// listeners only after its first unfencing (BrokerLifecycleManager's initialUnfenceFuture).
+/// Serving in between, its Metadata listed no broker (or not itself) while naming itself as
+/// the controller, and librdkafka's AdminClient, asked then, waited 'for controller' until
+/// its request timed out (once in 11 runs of test_cluster.py's AdminClient scenarios).
+fn ready_to_serve(view: &ClusterView) -> bool {
+    view.caught_up() && view.image().live_broker(view.node_id()).is_some()
+}
 
 impl ClusterRuntime {
     /// Stop the cluster threads (the agent fences this broker first, bounded) and report a

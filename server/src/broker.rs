@@ -75,7 +75,7 @@ pub trait Broker {
     }
     /// The internal topic `name` (`__consumer_offsets`, `__transaction_state`) if it exists
     /// here: a cluster's from its image; a single node's where its runtime serves the
-    /// coordinators' logs (`crate::internal_log`). Clients read them, never write them.
+    /// coordinators' logs (`crate::internal_topics::single_node`). Clients read them, never write them.
     fn internal_topic(&self, name: &str) -> Option<Arc<TopicMeta>> {
         self.cluster()?.internal_topic(name)
     }
@@ -105,6 +105,26 @@ pub type Refused = (ErrorCode, String);
 /// (non-negative) epoch makes clients validate positions with OffsetForLeaderEpoch, which
 /// `crate::handler::offset_for_leader_epoch` answers.
 pub const LEADER_EPOCH: LeaderEpoch = LeaderEpoch(0);
+
+/// A topic clients may read (Fetch, ListOffsets, OffsetForLeaderEpoch) by name: a registered
+/// one, or an internal one ([`Broker::internal_topic`]), which Kafka lets any consumer fetch
+/// (writes stay the coordinators').
+pub fn readable_topic<B: Broker>(broker: &B, name: &str) -> Option<Arc<TopicMeta>> {
+    let registered = broker.topics().get(name);
+    registered.or_else(|| broker.internal_topic(name))
+}
+
+/// [`readable_topic`] by topic id (Fetch v13+): its name and metadata.
+pub fn readable_topic_by_id<B: Broker>(
+    broker: &B,
+    id: uuid::Uuid,
+) -> Option<(String, Arc<TopicMeta>)> {
+    let registered = broker.topics().by_id(id);
+    registered.or_else(|| {
+        let mut internal = broker.internal_topics().into_iter();
+        internal.find(|(_, meta)| meta.id == id)
+    })
+}
 
 /// A topic, creating it first when auto-creation is on (Metadata, Produce); never one of a
 /// cluster's internal topics.

@@ -21,13 +21,12 @@
 //! - [`shard::owner`]: which shard owns a partition ([`shard::router`] takes a request there).
 //! - [`group`]: consumer-group coordinators (one per shard) and durable committed offsets.
 //! - [`internal_topics`]: the names, partition counts and placement of `__consumer_offsets`
-//!   and `__transaction_state`.
-//! - [`coordinator_log`]: in a cluster, the coordinators' state on a replicated internal
-//!   partition (loading on leadership, acks=all writes), shared by `group::replicated` and
-//!   `txn::replicated`; single-node coordinators write their own journals
-//!   (`group::journal`, `txn::journal`).
-//! - [`internal_log`]: a single node's `__consumer_offsets` and `__transaction_state`, served
-//!   read-only from the coordinators' private logs.
+//!   and `__transaction_state`, and the two ways they are kept:
+//!   [`internal_topics::replicated`], in a cluster, the coordinators' state on a replicated
+//!   internal partition (loading on leadership, acks=all writes), shared by
+//!   `group::replicated` and `txn::replicated`; [`internal_topics::single_node`], a single
+//!   node's, served read-only from the coordinators' private journals (`group::journal`,
+//!   `txn::journal`).
 //! - [`partition`]: the per-partition actor that alone touches a log (group commit, long poll),
 //!   and the shard's open-file budget; [`open_files`]: RLIMIT_NOFILE and each shard's share.
 //! - [`topics`], [`config::topic`]: durable topic metadata and per-topic log configs;
@@ -58,12 +57,10 @@ pub mod client_quotas;
 pub mod cluster;
 pub mod compaction;
 pub mod config;
-pub mod coordinator_log;
 pub mod data_dir_lock;
 pub mod dispatch;
 pub mod group;
 pub mod handler;
-pub mod internal_log;
 pub mod internal_topics;
 pub mod memory_budget;
 pub mod net;

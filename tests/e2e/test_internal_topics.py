@@ -8,7 +8,7 @@
   In a cluster, CreateTopics of one that exists gets TOPIC_ALREADY_EXISTS; of one that does not,
   INVALID_REQUEST ("Creation of internal topic ... is prohibited").
 - A single node keeps the coordinators' state in private logs and serves them as the same
-  internal topics, read-only (`server/src/internal_log.rs`): they exist from its start.
+  internal topics, read-only (`server/src/internal_topics/single_node.rs`): they exist from its start.
 """
 
 from __future__ import annotations

@@ -83,7 +83,7 @@ pub async fn follow_replicas<S: Storage + 'static>(
         }
         seen = image.applied_index;
         let mut now = HashMap::with_capacity(replica.len());
-        // Internal topics too: their partitions are replicated like any (`crate::coordinator_log`).
+        // Internal topics too: their partitions are replicated like any (`crate::internal_topics::replicated`).
         for topic in image.topics.values() {
             for (index, state) in topic.partitions.iter().enumerate() {
                 let partition = index as i32;

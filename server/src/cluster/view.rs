@@ -268,7 +268,7 @@ impl ClusterView {
     /// FindCoordinator for a transactional id): [`crate::internal_topics::TXN_PARTITIONS`] partitions,
     /// `transaction.state.log.replication.factor` replicas (refused until that many brokers
     /// are live). The coordinators' state is written to it and replicated like any partition
-    /// (`crate::coordinator_log`).
+    /// (`crate::internal_topics::replicated`).
     pub fn ensure_txn_topic(&self) {
         let (partitions, factor) = (
             crate::internal_topics::TXN_PARTITIONS as u32,

@@ -75,7 +75,7 @@ impl<J: Journal> GroupCoordinator<J> {
     }
 
     /// Replaces offsets partition `partition`'s groups with those rebuilt from `live` (this
-    /// broker just became its coordinator, `crate::coordinator_log`).
+    /// broker just became its coordinator, `crate::internal_topics::replicated`).
     /// `groups` are their written memberships, restored with sessions starting now.
     pub fn load_partition(
         &self,

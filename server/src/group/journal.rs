@@ -23,7 +23,7 @@
 //! each coordinator's records go (the trait it writes through, a single node's private engine
 //! log, an in-memory one for tests); each coordinator's `replicated` is that trait over a
 //! cluster's replicated internal partition, whose loading and acks=all writes both share in
-//! `crate::coordinator_log`; `crate::internal_log` lets clients read a single node's private
+//! `crate::internal_topics::replicated`; `crate::internal_topics::single_node` lets clients read a single node's private
 //! logs as the internal topics `__consumer_offsets` and `__transaction_state`.
 
 use std::cell::{Cell, RefCell};
@@ -61,7 +61,7 @@ pub trait Journal {
     async fn append(&self, group_id: &str, records: Vec<OffsetRecord>) -> Result<(), ErrorCode>;
 
     /// Whether `group_id`'s requests may be served here now: a replicated journal answers
-    /// NOT_COORDINATOR or COORDINATOR_LOAD_IN_PROGRESS (`crate::coordinator_log`).
+    /// NOT_COORDINATOR or COORDINATOR_LOAD_IN_PROGRESS (`crate::internal_topics::replicated`).
     fn ready(&self, _group_id: &str) -> Result<(), ErrorCode> {
         Ok(())
     }
@@ -247,7 +247,7 @@ impl<S: Storage> OffsetsLog<S> {
         })
     }
 
-    /// The engine log, for a single node's read-only view of it (`crate::internal_log`).
+    /// The engine log, for a single node's read-only view of it (`crate::internal_topics::single_node`).
     pub fn engine_log(&self) -> &Mutex<Option<PartitionLog<S>>> {
         &self.log
     }

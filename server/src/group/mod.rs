@@ -8,7 +8,7 @@
 //! - [`journal`]: where commits become durable — an engine log per offsets partition with group
 //!   commit, replay on start and snapshot compaction; an in-memory journal for unit tests.
 //! - [`replicated`]: in a cluster, the journal is the replicated `__consumer_offsets` topic,
-//!   loaded by the broker leading each partition (`crate::coordinator_log`).
+//!   loaded by the broker leading each partition (`crate::internal_topics::replicated`).
 //! - [`consumer`]: one KIP-848 consumer group's state machine (member and group epochs,
 //!   server-side assignors, incremental reconciliation), pure and runtime-free like [`state`];
 //!   its records in Kafka's coordinator record types (`consumer::records`), written by a
@@ -45,7 +45,7 @@ pub use ops::{GroupCall, GroupOp, GroupReply};
 pub use settings::{GroupConfig, GROUP_MAX_SIZE_DEFAULT, SHARD_GROUPS_MAX_DEFAULT};
 
 /// The shard that coordinates `group_id`: the one owning its offsets partition in the
-/// partition table (in a cluster the coordinator writes through it, `crate::coordinator_log`).
+/// partition table (in a cluster the coordinator writes through it, `crate::internal_topics::replicated`).
 pub fn coordinator_shard(group_id: &str, shards: usize) -> usize {
     crate::shard::owner::owner_shard(OFFSETS_TOPIC, offsets_partition(group_id), shards)
 }

@@ -1,5 +1,5 @@
 //! Committed offsets in a cluster: written to the replicated `__consumer_offsets` partitions
-//! and loaded by the broker that leads each one (the design: `crate::coordinator_log`).
+//! and loaded by the broker that leads each one (the design: `crate::internal_topics::replicated`).
 //! Each completed rebalance and each group deletion is written too (`super::metadata_record`):
 //! the new coordinator restores Stable groups with their generation and members, so members
 //! keep their assignment across a move.
@@ -17,17 +17,17 @@ use super::offsets::{
     decode_log_chunk, encode_batch, CommittedOffset, LogRecord, OffsetKey, OffsetRecord,
 };
 use super::offsets_partition;
-use crate::coordinator_log::{CoordinatorLog, LoadedChunk};
+use crate::internal_topics::replicated::{LoadedChunk, ReplicatedLog};
 
 /// The offsets partitions of one shard, on the replicated internal topic.
 pub struct ReplicatedJournal<S: Storage> {
-    log: CoordinatorLog<S>,
+    log: ReplicatedLog<S>,
     clock: Rc<dyn Clock>,
 }
 
 impl<S: Storage + 'static> ReplicatedJournal<S> {
     /// The journal over `log` (the shard's offsets partitions).
-    pub fn new(log: CoordinatorLog<S>, clock: Rc<dyn Clock>) -> Self {
+    pub fn new(log: ReplicatedLog<S>, clock: Rc<dyn Clock>) -> Self {
         ReplicatedJournal { log, clock }
     }
 

@@ -24,7 +24,7 @@ use super::replicated::ReplicatedJournal;
 use super::{owned_offsets_partitions, GroupCall, GroupReply, OFFSETS_DIR, OFFSETS_TOPIC};
 use crate::cluster::view::ClusterView;
 use crate::config::settings::BrokerConfig;
-use crate::coordinator_log::CoordinatorLog;
+use crate::internal_topics::replicated::ReplicatedLog;
 use crate::partition::table::PartitionTable;
 use crate::shard::service::Service;
 
@@ -104,7 +104,7 @@ pub async fn start<S: Storage + 'static>(
     let owned = owned_offsets_partitions(shard, config.shards);
     let coordinator = match cluster {
         Some((table, view)) => {
-            let log = CoordinatorLog::new(OFFSETS_TOPIC, owned.clone(), table, view);
+            let log = ReplicatedLog::new(OFFSETS_TOPIC, owned.clone(), table, view);
             let journal = ShardJournal::Replicated(ReplicatedJournal::new(log, clock.clone()));
             tracing::info!(shard, partitions = ?owned, "group coordinator follows __consumer_offsets");
             GroupCoordinator::new(journal, clock, config.group, Vec::new())

@@ -101,7 +101,7 @@ fn assignment<B: Broker>(broker: &B, parts: &TopicIdPartitions) -> Assignment {
     let topics = parts
         .iter()
         .filter_map(|(id, partitions)| {
-            let (name, _) = crate::coordinator_log::readable_topic_by_id(broker, *id)?;
+            let (name, _) = crate::broker::readable_topic_by_id(broker, *id)?;
             Some(
                 TopicPartitions::default()
                     .with_topic_id(*id)

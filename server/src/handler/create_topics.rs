@@ -170,7 +170,7 @@ fn refuse_internal<B: Broker>(broker: &B, name: &str) -> Result<(), (ErrorCode, 
         let message = format!("Creation of internal topic {name} is prohibited.");
         return Err((ErrorCode::InvalidRequest, message));
     }
-    if !crate::coordinator_log::is_internal(name) {
+    if !crate::internal_topics::is_internal(name) {
         return Ok(());
     }
     let internal = broker.internal_topic(name);

@@ -119,7 +119,7 @@ fn held_partitions<B: Broker>(broker: &B, req: &DescribeLogDirsRequest) -> Vec<(
             .partition(topic, partition)
             .is_some_and(|p| p.replicas.contains(node)),
     };
-    // The internal topics hold data here too (`crate::coordinator_log`), as in Kafka's answer.
+    // The internal topics hold data here too (`crate::internal_topics::replicated`), as in Kafka's answer.
     let internal = |name: &str| broker.internal_topic(name);
     let counts: Vec<(String, i32)> = match &req.topics {
         None => {

@@ -274,12 +274,12 @@ fn resolve<B: Broker>(
     }
     for topic in &request.topics {
         let by_id = version >= 13;
-        // Followers copy the internal topics and consumers read them (`crate::coordinator_log`).
+        // Followers copy the internal topics and consumers read them (`crate::internal_topics::replicated`).
         let found = if by_id {
-            crate::coordinator_log::readable_topic_by_id(broker, topic.topic_id)
+            crate::broker::readable_topic_by_id(broker, topic.topic_id)
         } else {
             let name = topic.topic.0.as_str();
-            crate::coordinator_log::readable_topic(broker, name).map(|m| (name.to_string(), m))
+            crate::broker::readable_topic(broker, name).map(|m| (name.to_string(), m))
         };
         let (name, error) = match &found {
             Some((name, _)) => (name.clone(), None),

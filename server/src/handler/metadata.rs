@@ -7,8 +7,8 @@
 //! replicas. Topic ids are the registry's stable UUIDs (Fetch v13+ names topics by id).
 //!
 //! The internal topics (`__consumer_offsets`, `__transaction_state`: a cluster's replicated
-//! coordinator logs, `crate::coordinator_log`; a single node's private ones,
-//! `crate::internal_log`) are listed and found by name or id as in Kafka, with `is_internal`
+//! coordinator logs, `crate::internal_topics::replicated`; a single node's private ones,
+//! `crate::internal_topics::single_node`) are listed and found by name or id as in Kafka, with `is_internal`
 //! (clients leave them out of their topic lists); in a cluster, a request naming one that does
 //! not exist yet creates it with its own settings when auto-creation is allowed. An ordinary
 //! topic is never auto-created by one of their names.
@@ -234,7 +234,7 @@ fn topic_entry(
 ) -> MetadataResponseTopic {
     let entry = MetadataResponseTopic::default().with_name(Some(topic_name(name)));
     // As Kafka's `Topic.isInternal`: by name, whatever the answer (the flag is v1+).
-    let entry = entry.with_is_internal(version >= 1 && crate::coordinator_log::is_internal(name));
+    let entry = entry.with_is_internal(version >= 1 && crate::internal_topics::is_internal(name));
     let meta = match meta {
         Ok(meta) => meta,
         Err(code) => return entry.with_error_code(code.code()),

@@ -32,7 +32,7 @@ pub async fn handle<B: Broker>(
     let mut verdicts = PartitionVerdicts::default();
     for topic in &req.topics {
         // Kafka takes any topic its metadata holds, the internal ones included.
-        let meta = crate::coordinator_log::readable_topic(broker, &topic.name.0);
+        let meta = crate::broker::readable_topic(broker, &topic.name.0);
         for p in &topic.partitions {
             verdicts.judge(meta.as_deref(), p.partition_index, || {
                 (

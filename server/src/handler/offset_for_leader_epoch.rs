@@ -37,7 +37,7 @@ pub async fn handle<B: Broker>(
 ) -> OffsetForLeaderEpochResponse {
     let topics = request.topics.iter().map(|topic| async move {
         let name = topic.topic.0.as_str();
-        let meta = crate::coordinator_log::readable_topic(broker, name);
+        let meta = crate::broker::readable_topic(broker, name);
         let partitions = topic.partitions.iter().map(|p| {
             let meta = meta.clone();
             async move {

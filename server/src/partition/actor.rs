@@ -1155,7 +1155,7 @@ impl<S: Storage + 'static> Actor<S> {
                 .read(from, max_bytes)
                 .await
                 .map(|read| (read, Vec::new())),
-            // Up to the log end: a coordinator loading its state (`crate::coordinator_log`).
+            // Up to the log end: a coordinator loading its state (`crate::internal_topics::replicated`).
             Isolation::Replica => self
                 .log()
                 .read_for_replica(from, max_bytes)

@@ -1,6 +1,6 @@
 //! How a shard's partition table serves reads of a single node's internal partitions: the
-//! coordinators' private logs (`crate::internal_log` has them, `crate::group::journal` and
-//! `crate::txn::journal` write them) behind [`CoordinatorLog`], read-only, with the same routing
+//! coordinators' private logs (`crate::internal_topics::single_node` has them, `crate::group::journal` and
+//! `crate::txn::journal` write them) behind [`PrivateLog`], read-only, with the same routing
 //! as any partition but no partition actor. Long polls look at the high watermark every
 //! [`WAIT_POLL`] (the coordinators' appends wake nothing here).
 
@@ -18,18 +18,18 @@ use crate::partition::ops::{PartitionOp, PartitionReply};
 pub const WAIT_POLL: Duration = Duration::from_millis(50);
 
 /// A coordinator's private log whose engine log a shard serves reads of.
-pub trait CoordinatorLog<S: Storage> {
+pub trait PrivateLog<S: Storage> {
     /// The engine log the coordinator appends to.
     fn engine_log(&self) -> &Mutex<Option<PartitionLog<S>>>;
 }
 
 /// One private coordinator log a shard serves reads of (a `__consumer_offsets` or a
 /// `__transaction_state` partition).
-pub struct InternalLog<S: Storage>(Rc<dyn CoordinatorLog<S>>);
+pub struct InternalLog<S: Storage>(Rc<dyn PrivateLog<S>>);
 
 impl<S: Storage> InternalLog<S> {
     /// The read-only view of `log`'s engine log.
-    pub fn new(log: Rc<dyn CoordinatorLog<S>>) -> Self {
+    pub fn new(log: Rc<dyn PrivateLog<S>>) -> Self {
         InternalLog(log)
     }
 

@@ -90,7 +90,7 @@ pub struct PartitionTable<S: Storage> {
     /// The cluster, if any: replicated partitions follow their role there.
     cluster: Option<Arc<crate::cluster::view::ClusterView>>,
     /// A single node's internal partitions this shard owns, served read-only from the
-    /// coordinators' logs (`crate::internal_log`).
+    /// coordinators' logs (`crate::internal_topics::single_node`).
     internal: RefCell<Vec<InternalPartition<S>>>,
     /// The shard's share of tiered storage, when the broker enables it.
     tier: Option<Rc<crate::tiered::tier::ShardTier>>,
@@ -176,7 +176,7 @@ impl<S: Storage + 'static> PartitionTable<S> {
     }
 
     /// A topic's metadata. Internal topics are not in the registry (hidden from clients) but
-    /// open here too (`crate::coordinator_log`).
+    /// open here too (`crate::internal_topics::replicated`).
     fn topic(&self, topic: &str) -> Option<Arc<crate::topics::TopicMeta>> {
         self.registry
             .get(topic)

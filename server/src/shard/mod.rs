@@ -125,14 +125,14 @@ impl<S: Storage + 'static> Broker for Shard<S> {
     fn internal_topic(&self, name: &str) -> Option<Arc<crate::topics::TopicMeta>> {
         match self.cluster.as_deref() {
             Some(cluster) => cluster.internal_topic(name),
-            None => crate::internal_log::topic(name),
+            None => crate::internal_topics::single_node::topic(name),
         }
     }
 
     fn internal_topics(&self) -> Vec<(String, Arc<crate::topics::TopicMeta>)> {
         match self.cluster.as_deref() {
             Some(cluster) => cluster.internal_topics(),
-            None => crate::internal_log::topics(),
+            None => crate::internal_topics::single_node::topics(),
         }
     }
 

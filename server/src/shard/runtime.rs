@@ -669,7 +669,7 @@ async fn prepare_shard(
             .with_cluster(cluster.clone())
             .with_tier(tier),
     );
-    // In a cluster the coordinators write through the table (`crate::coordinator_log`).
+    // In a cluster the coordinators write through the table (`crate::internal_topics::replicated`).
     let internal = || cluster.clone().map(|c| (table.clone(), c));
     let storage = (id, GlommioStorage::new());
     let groups = crate::group::runtime::start(&config, storage, clock.clone(), internal()).await?;
@@ -713,7 +713,7 @@ async fn prepare_shard(
 }
 
 /// On a single node: the internal topics' partitions this shard owns are its coordinators'
-/// private logs, which its table serves read-only (`crate::internal_log`).
+/// private logs, which its table serves read-only (`crate::internal_topics::single_node`).
 fn serve_internal_logs<S: rill_engine::io::Storage + 'static>(
     table: &PartitionTable<S>,
     groups: &crate::group::runtime::ShardCoordinator<S>,

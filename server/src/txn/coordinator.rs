@@ -79,7 +79,7 @@ impl<J: TxnJournal> TxnCoordinator<J> {
     }
 
     /// Replaces state-log partition `partition`'s ids with `live` (this broker just became its
-    /// coordinator, `crate::coordinator_log`).
+    /// coordinator, `crate::internal_topics::replicated`).
     pub fn load_partition(&self, partition: i32, live: Vec<(String, TxnMetadata)>) {
         self.unload_partition(partition);
         debug_assert!(live

@@ -15,7 +15,7 @@
 //! each coordinator's records go (the trait it writes through, a single node's private engine
 //! log, an in-memory one for tests); each coordinator's `replicated` is that trait over a
 //! cluster's replicated internal partition, whose loading and acks=all writes both share in
-//! `crate::coordinator_log`; `crate::internal_log` lets clients read a single node's private
+//! `crate::internal_topics::replicated`; `crate::internal_topics::single_node` lets clients read a single node's private
 //! logs as the internal topics `__consumer_offsets` and `__transaction_state`.
 
 use std::cell::{Cell, RefCell};
@@ -47,7 +47,7 @@ pub trait TxnJournal {
     async fn append(&self, record: TxnRecord) -> Result<(), ErrorCode>;
 
     /// Whether `transactional_id`'s requests may be served here now: a replicated journal
-    /// answers NOT_COORDINATOR or COORDINATOR_LOAD_IN_PROGRESS (`crate::coordinator_log`).
+    /// answers NOT_COORDINATOR or COORDINATOR_LOAD_IN_PROGRESS (`crate::internal_topics::replicated`).
     fn ready(&self, _transactional_id: &str) -> Result<(), ErrorCode> {
         Ok(())
     }
@@ -155,7 +155,7 @@ impl<S: Storage> TxnPartitionLog<S> {
         })
     }
 
-    /// The engine log, for a single node's read-only view of it (`crate::internal_log`).
+    /// The engine log, for a single node's read-only view of it (`crate::internal_topics::single_node`).
     pub fn engine_log(&self) -> &Mutex<Option<PartitionLog<S>>> {
         &self.log
     }

@@ -8,7 +8,7 @@
 //!   an engine log per state-log partition with group commit, replay on start and snapshot
 //!   compaction; an in-memory journal for tests.
 //! - [`replicated`]: in a cluster, the replicated `__transaction_state` topic, loaded by the
-//!   broker leading each partition (`crate::coordinator_log`).
+//!   broker leading each partition (`crate::internal_topics::replicated`).
 //! - [`coordinator`]: one shard's transactional ids: InitProducerId, AddPartitionsToTxn (and
 //!   its verify-only form), AddOffsetsToTxn, TxnOffsetCommit, EndTxn, timeouts, expiration;
 //!   markers through [`env::TxnEnv`].
@@ -53,7 +53,7 @@ pub use settings::{TxnConfig, SHARD_IDS_MAX_DEFAULT};
 
 /// The shard that coordinates `transactional_id`: the one owning its state-log partition in
 /// the partition table (in a cluster the coordinator writes through it,
-/// `crate::coordinator_log`).
+/// `crate::internal_topics::replicated`).
 pub fn coordinator_shard(transactional_id: &str, shards: usize) -> usize {
     crate::shard::owner::owner_shard(TXN_TOPIC, txn_partition(transactional_id), shards)
 }

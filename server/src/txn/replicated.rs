@@ -1,5 +1,5 @@
 //! Transaction state in a cluster: written to the replicated `__transaction_state` partitions
-//! and loaded by the broker that leads each one (the design: `crate::coordinator_log`). The
+//! and loaded by the broker that leads each one (the design: `crate::internal_topics::replicated`). The
 //! leader epoch a partition was loaded at is the coordinator epoch its markers carry, so a
 //! partition refuses the markers of a deposed coordinator once it saw the new one's.
 
@@ -15,17 +15,17 @@ use super::journal::{apply, TxnJournal};
 use super::record::{decode_chunk, encode_batch, TxnRecord};
 use super::state::TxnMetadata;
 use super::txn_partition;
-use crate::coordinator_log::{CoordinatorLog, LoadedChunk};
+use crate::internal_topics::replicated::{LoadedChunk, ReplicatedLog};
 
 /// The state-log partitions of one shard, on the replicated internal topic.
 pub struct ReplicatedTxnLog<S: Storage> {
-    log: CoordinatorLog<S>,
+    log: ReplicatedLog<S>,
     clock: Rc<dyn Clock>,
 }
 
 impl<S: Storage + 'static> ReplicatedTxnLog<S> {
     /// The journal over `log` (the shard's state-log partitions).
-    pub fn new(log: CoordinatorLog<S>, clock: Rc<dyn Clock>) -> Self {
+    pub fn new(log: ReplicatedLog<S>, clock: Rc<dyn Clock>) -> Self {
         ReplicatedTxnLog { log, clock }
     }
 

@@ -1,6 +1,6 @@
 //! Runtime edge of the transaction coordinator: start it on a shard (open and replay the
 //! state-log partitions it owns on a single node; follow their leadership in a cluster,
-//! `crate::coordinator_log`) with the storage and the clock handed in, and run its timers.
+//! `crate::internal_topics::replicated`) with the storage and the clock handed in, and run its timers.
 //! Operations reach it through the shard's generic [`crate::shard::router::Router`]: on its own
 //! shard through [`Coordinating`], from other shards through [`RemoteTxns`].
 //!
@@ -25,7 +25,7 @@ use super::replicated::ReplicatedTxnLog;
 use super::{owned_txn_partitions, TXN_DIR, TXN_TOPIC};
 use crate::cluster::view::ClusterView;
 use crate::config::settings::BrokerConfig;
-use crate::coordinator_log::CoordinatorLog;
+use crate::internal_topics::replicated::ReplicatedLog;
 use crate::partition::table::PartitionTable;
 use crate::shard::service::Service;
 
@@ -87,7 +87,7 @@ pub async fn start<S: Storage + 'static>(
     let owned = owned_txn_partitions(shard, config.shards);
     let (journal, live) = match cluster {
         Some((table, view)) => {
-            let log = CoordinatorLog::new(TXN_TOPIC, owned.clone(), table, view);
+            let log = ReplicatedLog::new(TXN_TOPIC, owned.clone(), table, view);
             let journal = ReplicatedTxnLog::new(log, clock.clone());
             tracing::info!(shard, partitions = ?owned, "transaction coordinator follows __transaction_state");
             (ShardTxnJournal::Replicated(journal), Vec::new())

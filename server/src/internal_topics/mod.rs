@@ -4,15 +4,21 @@
 //! (and where a cluster node keeps its metadata log).
 //! Plain values below everything that names them (the cluster view, the broker facade, the
 //! coordinators, which re-export them).
+//!
+//! How the coordinators keep them stands on the coordinators' floor (`server/LAYERS.md`):
+//! [`replicated`] in a cluster, [`single_node`] on a single node.
 
 use std::collections::BTreeMap;
+
+pub mod replicated;
+pub mod single_node;
 
 /// Partitions of the internal offsets log (fixed forever: group → partition must not change).
 pub const OFFSETS_PARTITIONS: i32 = 8;
 
 /// Name of the internal offsets log. On a single node its directory lives under
 /// [`OFFSETS_DIR`], outside the topic registry; in a cluster it is a replicated internal topic
-/// (`crate::coordinator_log`) that Metadata lists with `is_internal` and clients cannot write.
+/// (`crate::internal_topics::replicated`) that Metadata lists with `is_internal` and clients cannot write.
 pub const OFFSETS_TOPIC: &str = "__consumer_offsets";
 
 /// Subdirectory of the data dir that holds the offsets log partitions.

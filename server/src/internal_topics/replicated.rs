@@ -29,7 +29,7 @@
 //!
 //! A single node keeps its private, unreplicated logs (`crate::group::journal`,
 //! `crate::txn::journal`): there is no leadership to follow there. Clients read them as the same
-//! internal topics (`crate::internal_log`).
+//! internal topics (`crate::internal_topics::single_node`).
 
 use std::cell::RefCell;
 use std::collections::HashMap;
@@ -48,31 +48,6 @@ use crate::partition::table::PartitionTable;
 
 /// Bytes read per step while loading.
 const LOAD_READ_BYTES: usize = 1 << 20;
-
-pub use crate::internal_topics::{is_internal, offsets_topic_configs, txn_topic_configs};
-
-/// A topic clients may read (Fetch, ListOffsets, OffsetForLeaderEpoch) by name: a registered
-/// one, or an internal one ([`crate::broker::Broker::internal_topic`]), which Kafka lets any
-/// consumer fetch (writes stay the coordinators').
-pub fn readable_topic<B: crate::broker::Broker>(
-    broker: &B,
-    name: &str,
-) -> Option<Arc<crate::topics::TopicMeta>> {
-    let registered = broker.topics().get(name);
-    registered.or_else(|| broker.internal_topic(name))
-}
-
-/// [`readable_topic`] by topic id (Fetch v13+): its name and metadata.
-pub fn readable_topic_by_id<B: crate::broker::Broker>(
-    broker: &B,
-    id: uuid::Uuid,
-) -> Option<(String, Arc<crate::topics::TopicMeta>)> {
-    let registered = broker.topics().by_id(id);
-    registered.or_else(|| {
-        let mut internal = broker.internal_topics().into_iter();
-        internal.find(|(_, meta)| meta.id == id)
-    })
-}
 
 /// Where one partition's coordinator state stands on this broker.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -135,7 +110,7 @@ pub fn coordinator_error(code: ErrorCode) -> ErrorCode {
 
 /// The partitions of one internal topic that this shard's coordinator owns, written and read
 /// through the shard's partition table (see the module doc).
-pub struct CoordinatorLog<S: Storage> {
+pub struct ReplicatedLog<S: Storage> {
     topic: &'static str,
     partitions: Vec<i32>,
     table: Rc<PartitionTable<S>>,
@@ -147,7 +122,7 @@ pub struct CoordinatorLog<S: Storage> {
 /// before that).
 pub type LoadedChunk = (Offset, Bytes);
 
-impl<S: Storage + 'static> CoordinatorLog<S> {
+impl<S: Storage + 'static> ReplicatedLog<S> {
     /// `topic`'s `partitions` (those whose coordinator runs on this shard, which also owns them
     /// in the partition table).
     pub fn new(
@@ -156,7 +131,7 @@ impl<S: Storage + 'static> CoordinatorLog<S> {
         table: Rc<PartitionTable<S>>,
         view: Arc<ClusterView>,
     ) -> Self {
-        CoordinatorLog {
+        ReplicatedLog {
             topic,
             partitions,
             table,
@@ -323,6 +298,8 @@ impl<S: Storage + 'static> CoordinatorLog<S> {
 mod tests {
     use super::*;
     use std::collections::BTreeMap;
+
+    use crate::internal_topics::{offsets_topic_configs, txn_topic_configs};
 
     const E1: LeaderEpoch = LeaderEpoch(1);
     const E2: LeaderEpoch = LeaderEpoch(2);

@@ -4,10 +4,10 @@
 //! Kafka lets any consumer read its internal topics (`kcat -C -t __consumer_offsets`): Metadata
 //! lists them with `is_internal`, ListOffsets and Fetch serve them, and only the coordinators
 //! write them (a client's Produce gets INVALID_TOPIC_EXCEPTION, "Cannot append to internal
-//! topic"). A cluster keeps them as replicated partitions (`crate::coordinator_log`); a single
+//! topic"). A cluster keeps them as replicated partitions (`crate::internal_topics::replicated`); a single
 //! node keeps each partition's log inside its coordinator on the shard that owns the partition,
 //! and the shard's partition table serves reads of it (`crate::partition::internal`, which
-//! reads the engine log each coordinator's log gives as a [`CoordinatorLog`]): the same routing
+//! reads the engine log each coordinator's log gives as a [`PrivateLog`]): the same routing
 //! as any partition, without a partition actor.
 
 use std::sync::Arc;
@@ -18,7 +18,7 @@ use rill_engine::PartitionLog;
 use uuid::Uuid;
 
 use crate::group::journal::OffsetsLog;
-use crate::partition::internal::CoordinatorLog;
+use crate::partition::internal::PrivateLog;
 use crate::topics::TopicMeta;
 use crate::txn::journal::TxnPartitionLog;
 
@@ -57,13 +57,13 @@ pub fn topics() -> Vec<(String, Arc<TopicMeta>)> {
         .collect()
 }
 
-impl<S: Storage> CoordinatorLog<S> for OffsetsLog<S> {
+impl<S: Storage> PrivateLog<S> for OffsetsLog<S> {
     fn engine_log(&self) -> &Mutex<Option<PartitionLog<S>>> {
         OffsetsLog::engine_log(self)
     }
 }
 
-impl<S: Storage> CoordinatorLog<S> for TxnPartitionLog<S> {
+impl<S: Storage> PrivateLog<S> for TxnPartitionLog<S> {
     fn engine_log(&self) -> &Mutex<Option<PartitionLog<S>>> {
         TxnPartitionLog::engine_log(self)
     }
@@ -79,7 +79,7 @@ mod tests {
         let names: Vec<&str> = listed.iter().map(|(n, _)| n.as_str()).collect();
         assert_eq!(names, ["__consumer_offsets", "__transaction_state"]);
         for (name, meta) in &listed {
-            assert!(crate::coordinator_log::is_internal(name));
+            assert!(crate::internal_topics::is_internal(name));
             assert_eq!(meta.partitions, 8);
             assert!(!meta.id.is_nil());
             assert_eq!(topic(name).unwrap().id, meta.id, "stable across calls");

@@ -25,6 +25,7 @@
 //! partitions open on first use) so their actors start fetching.
 
 pub mod fetcher;
+pub mod follower;
 pub mod leader;
 pub mod manager;
 pub mod role;

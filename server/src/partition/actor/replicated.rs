@@ -16,6 +16,7 @@ use rill_types::{DurationMs, LeaderEpoch, Offset, TimestampMs};
 
 use super::{Actor, ActorMsg};
 use crate::partition::ops::{PartitionOp, PartitionReply};
+use crate::replication::follower::{fetch_position, LogPosition};
 use crate::replication::leader::LeaderState;
 use crate::replication::role::{role_of, Role};
 use rill_engine::io::Storage;
@@ -655,12 +656,27 @@ impl<S: Storage + 'static> Actor<S> {
         }
     }
 
-    /// On a follower: this log's end and the epoch of its last batch.
+    /// On a follower: the offset its next Fetch asks from, which the leader counts as held
+    /// here ([`fetch_position`]: durable, under the default flush policy), and the epoch of
+    /// its last batch. A failed log answers KAFKA_STORAGE_ERROR and fetches no more.
     pub(super) fn follower_position(&mut self) -> PartitionReply {
+        let every_append = self.setup.config.flush == FlushPolicy::EveryAppend;
         let log = self.log();
-        PartitionReply::FollowerPosition {
+        let position = LogPosition {
             log_end: log.log_end_offset(),
-            last_epoch: log.latest_epoch(),
+            durable: log.durable_offset(),
+            failed: log.is_failed(),
+        };
+        debug_assert!(
+            !every_append || position.failed || position.durable == position.log_end,
+            "a follower flushes its replica appends before it fetches again"
+        );
+        match fetch_position(position, every_append) {
+            Ok(log_end) => PartitionReply::FollowerPosition {
+                log_end,
+                last_epoch: log.latest_epoch(),
+            },
+            Err(code) => PartitionReply::Error(code),
         }
     }
 

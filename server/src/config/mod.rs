@@ -93,7 +93,7 @@ impl ProducerSettings {
     fn apply_property(&mut self, key: &str, v: &str) -> Result<bool, ConfigError> {
         match key {
             "producer.id.expiration.ms" => {
-                self.expiration_ms = i64::from(parse_positive_i32(key, v)?)
+                self.expiration_ms = rill_types::DurationMs::from(parse_positive_i32(key, v)?)
             }
             "rill.partition.producers.max" => self.partition_max = parse_at_least_one(key, v)?,
             _ => return Ok(false),

@@ -8,6 +8,8 @@ use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
+use rill_types::DurationMs;
+
 use crate::admin::settings::AdminSettings;
 use crate::config::cluster::{ClusterConfig, ClusterSettings};
 
@@ -236,7 +238,7 @@ pub struct ProducerSettings {
     /// `producer.id.expiration.ms` (Kafka: 1 day): a producer idle this long with no open
     /// transaction is forgotten by each partition, at its retention checks
     /// (`log.retention.check.interval.ms`).
-    pub expiration_ms: i64,
+    pub expiration_ms: DurationMs,
     /// `rill.partition.producers.max`: producers one partition keeps at most (the least
     /// recently written without an open transaction are forgotten past it).
     pub partition_max: usize,
@@ -245,7 +247,7 @@ pub struct ProducerSettings {
 impl Default for ProducerSettings {
     fn default() -> Self {
         ProducerSettings {
-            expiration_ms: 86_400_000,
+            expiration_ms: DurationMs(86_400_000),
             partition_max: rill_engine::config::PRODUCERS_MAX_DEFAULT,
         }
     }

@@ -3,7 +3,7 @@
 use super::*;
 use rill_engine::io::sim::{block_on, FaultConfig, ManualClock, SimStorage};
 use rill_protocol::ErrorCode;
-use rill_types::{LeaderEpoch, Offset};
+use rill_types::{LeaderEpoch, Offset, TimestampMs};
 use std::path::PathBuf;
 
 fn record(group: &str, partition: i32, offset: Option<i64>) -> OffsetRecord {
@@ -26,7 +26,11 @@ fn sorted(mut live: Vec<(OffsetKey, CommittedOffset)>) -> Vec<(OffsetKey, Commit
 fn setup() -> (SimStorage, LogManager<SimStorage>, Rc<dyn Clock>) {
     let storage = SimStorage::new(7, FaultConfig::default());
     let manager = LogManager::new(storage.clone(), PathBuf::from("/data/__rill_groups"));
-    (storage, manager, Rc::new(ManualClock::new(1_000)))
+    (
+        storage,
+        manager,
+        Rc::new(ManualClock::new(TimestampMs(1_000))),
+    )
 }
 
 #[test]

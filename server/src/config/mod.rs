@@ -82,7 +82,7 @@ impl ConnectionSettings {
                 self.per_ip_overrides = parse_ip_overrides(key, v)?;
                 self.per_ip_overrides_text = v.to_string();
             }
-            "connections.max.idle.ms" => self.idle_ms = parse_num(key, v)?,
+            "connections.max.idle.ms" => self.idle_ms = rill_types::DurationMs(parse_num(key, v)?),
             _ => return Ok(false),
         }
         Ok(true)

@@ -192,7 +192,7 @@ pub const SHARD_FETCH_BYTES_DEFAULT: usize = 256 << 20;
 pub const QUEUED_REQUEST_BYTES_PER_SHARD_DEFAULT: u64 = 256 << 20;
 
 /// Kafka's `connections.max.idle.ms` (10 minutes).
-pub const CONNECTIONS_MAX_IDLE_MS_DEFAULT: i64 = 600_000;
+pub const CONNECTIONS_MAX_IDLE_MS_DEFAULT: DurationMs = DurationMs(600_000);
 
 /// The connection limits, as Kafka names them (see `crate::net::quotas`).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -208,7 +208,7 @@ pub struct ConnectionSettings {
     pub per_ip_overrides: std::collections::HashMap<std::net::IpAddr, usize>,
     /// `connections.max.idle.ms`: a connection with nothing received or sent for this long,
     /// and no request being served, is closed; negative: never.
-    pub idle_ms: i64,
+    pub idle_ms: DurationMs,
 }
 
 impl Default for ConnectionSettings {
@@ -226,7 +226,7 @@ impl Default for ConnectionSettings {
 impl ConnectionSettings {
     /// `connections.max.idle.ms` as a duration; `None` when connections never idle out.
     pub fn idle(&self) -> Option<std::time::Duration> {
-        u64::try_from(self.idle_ms)
+        u64::try_from(self.idle_ms.0)
             .ok()
             .map(std::time::Duration::from_millis)
     }

@@ -30,7 +30,7 @@ fn offset(offset: i64, metadata: Option<&str>) -> CommittedOffset {
         offset: Offset(offset),
         leader_epoch: LeaderEpoch(2),
         metadata: metadata.map(str::to_string),
-        commit_time_ms: 0,
+        commit_time_ms: TimestampMs(0),
     }
 }
 

@@ -169,7 +169,7 @@ fn commit_writes_markers_to_every_partition_and_ends_group_offsets() {
                 offset: rill_engine::Offset(5),
                 leader_epoch: rill_types::LeaderEpoch(-1),
                 metadata: None,
-                commit_time_ms: 0,
+                commit_time_ms: rill_types::TimestampMs(0),
             },
         )],
     };

@@ -60,8 +60,13 @@ fn log_of(batches: usize) -> PartitionLog<SimStorage> {
         SimStorage::new(1, FaultConfig::default()),
         PathBuf::from("/data"),
     );
-    let mut log =
-        block_on(manager.open_partition("idx", 0, config, Rc::new(ManualClock::new(0)))).unwrap();
+    let mut log = block_on(manager.open_partition(
+        "idx",
+        0,
+        config,
+        Rc::new(ManualClock::new(TimestampMs(0))),
+    ))
+    .unwrap();
     let batch = build_test_batch(4, 200, TimestampMs(1), None);
     for _ in 0..batches {
         block_on(log.append(validated(&batch), TimestampMs(1))).unwrap();

@@ -428,7 +428,7 @@ fn preallocation_follows_the_data_and_idle_release_gives_it_back() {
     };
     let manager =
         crate::LogManager::new(s.clone(), PathBuf::from("/data")).with_prealloc_budget(8 << 20);
-    let clock = std::rc::Rc::new(crate::io::sim::ManualClock::new(1_000));
+    let clock = std::rc::Rc::new(crate::io::sim::ManualClock::new(TimestampMs(1_000)));
     let open = |topic: &str| {
         let clock: std::rc::Rc<dyn crate::io::Clock> = clock.clone();
         block_on(manager.open_partition(topic, 0, config.clone(), clock)).unwrap()
@@ -516,7 +516,7 @@ fn a_released_or_cleanly_reopened_log_closes_without_writing() {
     assert_eq!(append(&mut log, 1, 10, 2_000), Offset(60));
     block_on(log.close()).unwrap();
     let empty = crate::LogManager::new(s.clone(), PathBuf::from("/data"));
-    let clock = std::rc::Rc::new(crate::io::sim::ManualClock::new(1_000));
+    let clock = std::rc::Rc::new(crate::io::sim::ManualClock::new(TimestampMs(1_000)));
     let fresh = block_on(empty.open_partition("fresh", 0, checkpoint_config(), clock)).unwrap();
     fail_all_io(&s);
     block_on(fresh.close()).unwrap();

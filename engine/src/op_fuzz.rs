@@ -302,7 +302,7 @@ impl Harness {
         let manager = LogManager::new(storage.clone(), PathBuf::from("/data"))
             .with_prealloc_budget(prealloc_budget)
             .with_read_cache(Rc::new(read_cache));
-        let clock = Rc::new(ManualClock::new(1_000_000));
+        let clock = Rc::new(ManualClock::new(TimestampMs(1_000_000)));
         let mut h = Harness {
             rng,
             storage,
@@ -1054,7 +1054,7 @@ fn fast_batch_builder_matches_the_reference() {
 #[test]
 fn newer_time_index_beside_stale_offset_index() {
     let storage = SimStorage::new(1, FaultConfig::default());
-    let clock: Rc<dyn Clock> = Rc::new(ManualClock::new(1_000));
+    let clock: Rc<dyn Clock> = Rc::new(ManualClock::new(TimestampMs(1_000)));
     let config = LogConfig {
         index_interval_bytes: 1,
         ..LogConfig::default()
@@ -1098,7 +1098,7 @@ fn newer_time_index_beside_stale_offset_index() {
 #[test]
 fn read_after_failed_background_write_is_a_storage_error() {
     let storage = SimStorage::new(1, FaultConfig::default());
-    let clock: Rc<dyn Clock> = Rc::new(ManualClock::new(1_000));
+    let clock: Rc<dyn Clock> = Rc::new(ManualClock::new(TimestampMs(1_000)));
     let config = LogConfig {
         batch_cache_bytes_max: 0,
         flush: FlushPolicy::Interval {

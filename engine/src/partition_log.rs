@@ -485,7 +485,7 @@ impl<S: Storage> PartitionLog<S> {
 
     /// Forgets the producers idle for `expiration_ms` of the clock (`producer.id.expiration.ms`,
     /// see [`ProducerState::remove_expired`]); returns how many.
-    pub fn expire_producers(&mut self, expiration_ms: i64) -> usize {
+    pub fn expire_producers(&mut self, expiration_ms: rill_types::DurationMs) -> usize {
         let now = self.clock.now();
         self.producers.remove_expired(now, expiration_ms)
     }

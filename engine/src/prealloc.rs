@@ -215,9 +215,13 @@ impl Drop for Prealloc {
 mod tests {
     use super::*;
     use crate::io::sim::ManualClock;
+    use crate::types::TimestampMs;
 
     fn setup(limit: u64) -> (Rc<PreallocBudget>, Rc<ManualClock>) {
-        (PreallocBudget::new(limit), Rc::new(ManualClock::new(1_000)))
+        (
+            PreallocBudget::new(limit),
+            Rc::new(ManualClock::new(TimestampMs(1_000))),
+        )
     }
 
     #[test]

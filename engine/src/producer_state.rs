@@ -35,7 +35,7 @@ use crate::batch::BatchMeta;
 use crate::control::{ControlType, TxnMarker};
 use crate::error::EngineError;
 use crate::types::{Offset, TimestampMs};
-use rill_types::{ProducerEpoch, ProducerId, Sequence};
+use rill_types::{DurationMs, ProducerEpoch, ProducerId, Sequence};
 use std::collections::{BTreeMap, HashMap, VecDeque};
 
 /// Batches remembered per producer for duplicate detection (Kafka keeps 5).
@@ -329,14 +329,17 @@ impl ProducerState {
     /// `removeExpiredProducers` (`producer.id.expiration.ms`): idle since the timestamp of their
     /// last batch or marker. One with no timestamp yet (from a version 1 snapshot) is given
     /// `now`, so it has a whole period before it expires. Returns how many were forgotten.
-    pub fn remove_expired(&mut self, now: TimestampMs, expiration_ms: i64) -> usize {
-        assert!(expiration_ms > 0, "an expiration is a positive time");
+    pub fn remove_expired(&mut self, now: TimestampMs, expiration_ms: DurationMs) -> usize {
+        assert!(
+            expiration_ms > DurationMs::ZERO,
+            "an expiration is a positive time"
+        );
         let before = self.producers.len();
         self.producers.retain(|_, e| {
             if e.last_timestamp == TimestampMs::NONE {
                 e.last_timestamp = now;
             }
-            e.txn_first_offset.is_some() || now.0.saturating_sub(e.last_timestamp.0) < expiration_ms
+            e.txn_first_offset.is_some() || now.saturating_since(e.last_timestamp) < expiration_ms
         });
         before - self.producers.len()
     }

@@ -273,10 +273,10 @@ fn idle_producers_expire_unless_a_transaction_is_open() {
         ..at(3, 2, 1_000)
     });
     // 1 is idle for exactly the expiration: gone (Kafka's >=); 2 is one ms short of it.
-    assert_eq!(s.remove_expired(TimestampMs(11_000), 10_000), 1);
+    assert_eq!(s.remove_expired(TimestampMs(11_000), DurationMs(10_000)), 1);
     assert_eq!(s.len(), 2);
-    assert_eq!(s.remove_expired(TimestampMs(14_999), 10_000), 0);
-    assert_eq!(s.remove_expired(TimestampMs(15_000), 10_000), 1);
+    assert_eq!(s.remove_expired(TimestampMs(14_999), DurationMs(10_000)), 0);
+    assert_eq!(s.remove_expired(TimestampMs(15_000), DurationMs(10_000)), 1);
     assert!(
         s.has_open_txn(ProducerId(3)),
         "an open transaction never expires"
@@ -292,12 +292,12 @@ fn idle_producers_expire_unless_a_transaction_is_open() {
         ..meta(3, 0, -1, 3, 1)
     };
     assert!(s.record(&marker).is_some());
-    assert_eq!(s.remove_expired(TimestampMs(29_999), 10_000), 0);
-    assert_eq!(s.remove_expired(TimestampMs(30_000), 10_000), 1);
+    assert_eq!(s.remove_expired(TimestampMs(29_999), DurationMs(10_000)), 0);
+    assert_eq!(s.remove_expired(TimestampMs(30_000), DurationMs(10_000)), 1);
     // A producer without a timestamp (a version 1 snapshot's) gets a whole period from now.
     s.record(&at(4, 4, -1));
-    assert_eq!(s.remove_expired(TimestampMs(50_000), 10_000), 0);
-    assert_eq!(s.remove_expired(TimestampMs(60_000), 10_000), 1);
+    assert_eq!(s.remove_expired(TimestampMs(50_000), DurationMs(10_000)), 0);
+    assert_eq!(s.remove_expired(TimestampMs(60_000), DurationMs(10_000)), 1);
     assert!(s.is_empty());
 }
 

@@ -30,7 +30,7 @@ fn manager(s: &SimStorage, cache: &Rc<ReadCache>) -> LogManager<SimStorage> {
 }
 
 fn open_log(manager: &LogManager<SimStorage>, partition: i32) -> PartitionLog<SimStorage> {
-    let clock = Rc::new(ManualClock::new(1_000));
+    let clock = Rc::new(ManualClock::new(TimestampMs(1_000)));
     block_on(manager.open_partition("t", partition, cold_config(), clock)).unwrap()
 }
 
@@ -78,7 +78,7 @@ fn fill_logs(
     let (mut logs, mut want) = (Vec::new(), Vec::new());
     let cache = manager.read_cache();
     for p in 0..partitions {
-        let clock = Rc::new(ManualClock::new(1_000));
+        let clock = Rc::new(ManualClock::new(TimestampMs(1_000)));
         let mut log = block_on(manager.open_partition("t", p, config.clone(), clock)).unwrap();
         let mut appended = Vec::new();
         for i in 0..batches {
@@ -333,7 +333,7 @@ fn no_stale_or_torn_byte_when_reads_race_appends_on_the_active_segment() {
             },
             ..cold_config()
         };
-        let clock = Rc::new(ManualClock::new(1_000));
+        let clock = Rc::new(ManualClock::new(TimestampMs(1_000)));
         let mut log = block_on(manager.open_partition("race", 0, config, clock)).unwrap();
         let mut rng = fastrand::Rng::with_seed(seed);
         let (mut want, mut lasts): (Vec<Bytes>, Vec<Offset>) = (Vec::new(), Vec::new());

@@ -8,7 +8,7 @@ use crate::io::{BlockFile, OpenMode, Storage};
 use crate::log_tests::{append, open, read_all, small_config, DIR};
 use crate::partition_log::PartitionLog;
 use crate::segment::file_name::{segment_file_name, FileKind};
-use crate::types::Offset;
+use crate::types::{Offset, TimestampMs};
 use crate::verify::{
     repair_partition, verify_partition, Finding, IndexProblem, PartitionReport, TailKind,
 };
@@ -45,7 +45,7 @@ fn verify(s: &SimStorage) -> PartitionReport {
 }
 
 fn repair(s: &SimStorage, report: &PartitionReport) -> crate::verify::Repair {
-    let clock = Rc::new(ManualClock::new(5_000));
+    let clock = Rc::new(ManualClock::new(TimestampMs(5_000)));
     let dir = PathBuf::from(DIR);
     block_on(repair_partition(
         Rc::new(s.clone()),
@@ -389,7 +389,7 @@ fn random_damage_never_panics_and_repair_always_leaves_a_clean_log() {
             damage(&s, &mut rng);
         }
         let report = verify(&s);
-        let clock = Rc::new(ManualClock::new(5_000));
+        let clock = Rc::new(ManualClock::new(TimestampMs(5_000)));
         let storage = Rc::new(s.clone());
         let repaired = block_on(repair_partition(
             storage,

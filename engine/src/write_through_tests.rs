@@ -35,7 +35,7 @@ fn manager(s: &SimStorage) -> LogManager<SimStorage> {
 }
 
 fn open(manager: &LogManager<SimStorage>, config: LogConfig) -> PartitionLog<SimStorage> {
-    let clock = Rc::new(ManualClock::new(1_000));
+    let clock = Rc::new(ManualClock::new(TimestampMs(1_000)));
     block_on(manager.open_partition("t", 0, config, clock)).unwrap()
 }
 

@@ -23,6 +23,7 @@ use crate::config::LogConfig;
 use crate::io::sim::{block_on, block_on_polls, FaultConfig, ManualClock, SimStorage};
 use crate::io::Clock;
 use crate::log_manager::LogManager;
+use rill_types::DurationMs;
 use std::collections::HashMap;
 use std::future::Future;
 use std::path::PathBuf;
@@ -52,7 +53,7 @@ struct ModelRecord {
     offset: i64,
     key: Option<String>,
     value: Option<String>,
-    appended_ms: i64,
+    appended_ms: TimestampMs,
 }
 
 struct Case {
@@ -98,7 +99,7 @@ impl Case {
         let mut case = Case {
             rng,
             storage,
-            clock: Rc::new(ManualClock::new(1_000_000)),
+            clock: Rc::new(ManualClock::new(TimestampMs(1_000_000))),
             config,
             compaction,
             log: None,
@@ -224,7 +225,7 @@ impl Case {
                 offset: info.base_offset.0 + i as i64,
                 key,
                 value,
-                appended_ms: now.0,
+                appended_ms: now,
             });
         }
     }
@@ -346,7 +347,7 @@ impl Case {
             end.max(self.log_start),
             "log end"
         );
-        let now = self.now().0;
+        let now = self.now();
         let log_start = self.log_start;
         let seen: Visible = visible(self.log());
         let mut latest: HashMap<&Option<String>, i64> = HashMap::new();
@@ -369,7 +370,8 @@ impl Case {
                 continue;
             }
             let superseded = latest[&r.key] > r.offset;
-            let expired = r.value.is_none() && now >= r.appended_ms + DELETE_RETENTION_MS as i64;
+            let expired =
+                r.value.is_none() && now >= r.appended_ms + DurationMs(DELETE_RETENTION_MS as i64);
             RECORDS_REMOVED.fetch_add(1, Ordering::Relaxed);
             if expired && !superseded {
                 TOMBSTONES_EXPIRED.fetch_add(1, Ordering::Relaxed);

@@ -259,7 +259,7 @@ fn fill_updates(log: &mut PartitionLog<SimStorage>) {
 #[test]
 fn keeps_the_latest_value_of_each_key_at_its_offset() {
     let s = SimStorage::new(1, FaultConfig::default());
-    let clock = Rc::new(ManualClock::new(10_000));
+    let clock = Rc::new(ManualClock::new(TimestampMs(10_000)));
     let mut log = open_log(&s, config(), &clock);
     fill_updates(&mut log);
     roll(&mut log);
@@ -289,7 +289,7 @@ fn keeps_the_latest_value_of_each_key_at_its_offset() {
 #[test]
 fn small_cleaned_segments_merge_on_the_next_clean() {
     let s = SimStorage::new(16, FaultConfig::default());
-    let clock = Rc::new(ManualClock::new(10_000));
+    let clock = Rc::new(ManualClock::new(TimestampMs(10_000)));
     let mut log = open_log(&s, config(), &clock);
     fill_updates(&mut log);
     roll(&mut log);
@@ -313,7 +313,7 @@ fn small_cleaned_segments_merge_on_the_next_clean() {
 #[test]
 fn records_superseded_only_by_the_active_segment_stay() {
     let s = SimStorage::new(15, FaultConfig::default());
-    let clock = Rc::new(ManualClock::new(10_000));
+    let clock = Rc::new(ManualClock::new(TimestampMs(10_000)));
     let mut log = open_log(&s, config(), &clock);
     append(&mut log, &[put("a", "old")], 1_000);
     append(&mut log, &[put("b", "old")], 1_000);
@@ -331,7 +331,7 @@ fn records_superseded_only_by_the_active_segment_stay() {
 #[test]
 fn a_reopened_log_reads_its_cleaned_segments() {
     let s = SimStorage::new(2, FaultConfig::default());
-    let clock = Rc::new(ManualClock::new(10_000));
+    let clock = Rc::new(ManualClock::new(TimestampMs(10_000)));
     let mut log = open_log(&s, config(), &clock);
     fill_updates(&mut log);
     roll(&mut log);
@@ -356,7 +356,7 @@ fn a_reopened_log_reads_its_cleaned_segments() {
 fn every_codec_is_cleaned_and_keeps_its_codec() {
     for codec in CODECS {
         let s = SimStorage::new(3, FaultConfig::default());
-        let clock = Rc::new(ManualClock::new(10_000));
+        let clock = Rc::new(ManualClock::new(TimestampMs(10_000)));
         let mut log = open_log(&s, config(), &clock);
         for round in 0..30 {
             let batch = keyed_batch(
@@ -386,7 +386,7 @@ fn every_codec_is_cleaned_and_keeps_its_codec() {
 #[test]
 fn tombstones_stay_for_delete_retention_then_go_with_their_key() {
     let s = SimStorage::new(4, FaultConfig::default());
-    let clock = Rc::new(ManualClock::new(10_000));
+    let clock = Rc::new(ManualClock::new(TimestampMs(10_000)));
     let mut log = open_log(&s, config(), &clock);
     fill_updates(&mut log);
     for k in 0..10 {
@@ -438,7 +438,7 @@ fn fill_padding(log: &mut PartitionLog<SimStorage>, ts: i64) {
 #[test]
 fn tombstones_leave_a_quiet_log_once_their_horizon_passes() {
     let s = SimStorage::new(17, FaultConfig::default());
-    let clock = Rc::new(ManualClock::new(10_000));
+    let clock = Rc::new(ManualClock::new(TimestampMs(10_000)));
     let mut log = open_log(&s, config(), &clock);
     append(&mut log, &[put("a", "1"), put("b", "1")], 1_000);
     append(&mut log, &[delete("a")], 1_000);
@@ -468,7 +468,7 @@ fn tombstones_leave_a_quiet_log_once_their_horizon_passes() {
 #[test]
 fn below_the_dirty_ratio_nothing_is_cleaned() {
     let s = SimStorage::new(5, FaultConfig::default());
-    let clock = Rc::new(ManualClock::new(10_000));
+    let clock = Rc::new(ManualClock::new(TimestampMs(10_000)));
     let mut log = open_log(&s, config(), &clock);
     for k in 0..400 {
         append(&mut log, &[put(&format!("unique{k}"), "v")], 1_000);
@@ -501,7 +501,7 @@ fn below_the_dirty_ratio_nothing_is_cleaned() {
 #[test]
 fn min_compaction_lag_keeps_young_segments_dirty() {
     let s = SimStorage::new(6, FaultConfig::default());
-    let clock = Rc::new(ManualClock::new(10_000));
+    let clock = Rc::new(ManualClock::new(TimestampMs(10_000)));
     let mut log = open_log(&s, config(), &clock);
     fill_updates(&mut log); // timestamps 1000..1009
     roll(&mut log);
@@ -526,7 +526,7 @@ fn min_compaction_lag_keeps_young_segments_dirty() {
 #[test]
 fn a_fully_removed_tail_leaves_an_empty_batch_consumers_step_over() {
     let s = SimStorage::new(7, FaultConfig::default());
-    let clock = Rc::new(ManualClock::new(10_000));
+    let clock = Rc::new(ManualClock::new(TimestampMs(10_000)));
     let mut log = open_log(&s, config(), &clock);
     append(&mut log, &[put("a", "1")], 1_000);
     append(&mut log, &[(None, Some("no key"))], 1_000); // invalid in a compacted log: removed
@@ -557,7 +557,7 @@ fn a_fully_removed_tail_leaves_an_empty_batch_consumers_step_over() {
 #[test]
 fn a_read_inside_a_gap_returns_the_next_batches() {
     let s = SimStorage::new(8, FaultConfig::default());
-    let clock = Rc::new(ManualClock::new(10_000));
+    let clock = Rc::new(ManualClock::new(TimestampMs(10_000)));
     let mut log = open_log(&s, config(), &clock);
     for i in 0..20 {
         append(
@@ -588,7 +588,7 @@ fn a_read_inside_a_gap_returns_the_next_batches() {
 #[test]
 fn a_small_offset_map_cleans_in_several_passes() {
     let s = SimStorage::new(9, FaultConfig::default());
-    let clock = Rc::new(ManualClock::new(10_000));
+    let clock = Rc::new(ManualClock::new(TimestampMs(10_000)));
     let mut log = open_log(&s, config(), &clock);
     for round in 0..3 {
         for k in 0..200 {
@@ -630,7 +630,7 @@ fn a_small_offset_map_cleans_in_several_passes() {
 #[test]
 fn a_group_gone_by_install_time_is_discarded() {
     let s = SimStorage::new(10, FaultConfig::default());
-    let clock = Rc::new(ManualClock::new(10_000));
+    let clock = Rc::new(ManualClock::new(TimestampMs(10_000)));
     let mut log = open_log(&s, config(), &clock);
     fill_updates(&mut log);
     roll(&mut log);
@@ -652,7 +652,7 @@ fn a_group_gone_by_install_time_is_discarded() {
 #[test]
 fn the_last_batch_of_a_tracked_producer_keeps_its_header() {
     let s = SimStorage::new(11, FaultConfig::default());
-    let clock = Rc::new(ManualClock::new(10_000));
+    let clock = Rc::new(ManualClock::new(TimestampMs(10_000)));
     let mut log = open_log(&s, config(), &clock);
     let producer = Some((42, 0, 0));
     let b = keyed_batch(&[put("p", "1")], 1_000, KpCompression::None, producer);
@@ -684,7 +684,7 @@ fn the_last_batch_of_a_tracked_producer_keeps_its_header() {
 #[test]
 fn timestamp_lookups_work_on_cleaned_segments() {
     let s = SimStorage::new(12, FaultConfig::default());
-    let clock = Rc::new(ManualClock::new(10_000));
+    let clock = Rc::new(ManualClock::new(TimestampMs(10_000)));
     let mut log = open_log(&s, config(), &clock);
     fill_updates(&mut log); // round r has timestamp 1000 + r
     roll(&mut log);
@@ -698,7 +698,7 @@ fn timestamp_lookups_work_on_cleaned_segments() {
 #[test]
 fn a_segment_whose_records_all_go_keeps_one_header_and_reopens() {
     let s = SimStorage::new(13, FaultConfig::default());
-    let clock = Rc::new(ManualClock::new(10_000));
+    let clock = Rc::new(ManualClock::new(TimestampMs(10_000)));
     let mut log = open_log(&s, config(), &clock);
     fill_padding(&mut log, 1_000);
     fill_padding(&mut log, 1_000); // two full segments: too big to merge into one group
@@ -731,7 +731,7 @@ fn a_segment_whose_records_all_go_keeps_one_header_and_reopens() {
 #[test]
 fn leftovers_of_an_uncommitted_swap_are_undone_on_open() {
     let s = SimStorage::new(14, FaultConfig::default());
-    let clock = Rc::new(ManualClock::new(10_000));
+    let clock = Rc::new(ManualClock::new(TimestampMs(10_000)));
     let mut log = open_log(&s, config(), &clock);
     fill_updates(&mut log);
     roll(&mut log);
@@ -771,7 +771,7 @@ fn aborted_transactions_go_and_markers_and_their_index_stay() {
     use crate::control::TxnMarker;
     use rill_types::{ProducerEpoch, ProducerId};
     let s = SimStorage::new(18, FaultConfig::default());
-    let clock = Rc::new(ManualClock::new(10_000));
+    let clock = Rc::new(ManualClock::new(TimestampMs(10_000)));
     let mut log = open_log(&s, config(), &clock);
     let end_txn = |log: &mut PartitionLog<SimStorage>, pid, commit| {
         let marker = TxnMarker {
@@ -826,7 +826,7 @@ fn aborted_transactions_go_and_markers_and_their_index_stay() {
 #[test]
 fn a_clean_stops_at_an_open_transaction() {
     let s = SimStorage::new(19, FaultConfig::default());
-    let clock = Rc::new(ManualClock::new(10_000));
+    let clock = Rc::new(ManualClock::new(TimestampMs(10_000)));
     let mut log = open_log(&s, config(), &clock);
     append(&mut log, &[put("a", "1")], 1_000); // 0
     roll(&mut log);
@@ -847,7 +847,7 @@ fn a_clean_stops_at_an_open_transaction() {
 #[test]
 fn rill_check_finds_nothing_wrong_in_a_compacted_partition() {
     let s = SimStorage::new(20, FaultConfig::default());
-    let clock = Rc::new(ManualClock::new(10_000));
+    let clock = Rc::new(ManualClock::new(TimestampMs(10_000)));
     let mut log = open_log(&s, config(), &clock);
     fill_updates(&mut log);
     append(&mut log, &[(None, Some("no key"))], 1_000);
@@ -868,7 +868,7 @@ fn rill_check_finds_nothing_wrong_in_a_compacted_partition() {
 #[test]
 fn a_follower_copies_a_compacted_log_with_its_offset_gaps() {
     let s = SimStorage::new(3, FaultConfig::default());
-    let clock = Rc::new(ManualClock::new(10_000));
+    let clock = Rc::new(ManualClock::new(TimestampMs(10_000)));
     let mut leader = open_log(&s, config(), &clock);
     leader.lead(LeaderEpoch(1), Offset(0));
     // Odd keys written once, even keys nine times more: what is kept is scattered, with gaps

@@ -920,12 +920,12 @@ pub fn block_on_polls<F: Future>(future: F, polls_max: u64) -> Option<F::Output>
 /// A clock the test moves by hand.
 #[derive(Debug, Default)]
 pub struct ManualClock {
-    now_ms: std::cell::Cell<i64>,
+    now_ms: std::cell::Cell<crate::types::TimestampMs>,
 }
 
 impl ManualClock {
     /// A clock reading `now_ms`.
-    pub fn new(now_ms: i64) -> Self {
+    pub fn new(now_ms: crate::types::TimestampMs) -> Self {
         ManualClock {
             now_ms: std::cell::Cell::new(now_ms),
         }
@@ -934,13 +934,14 @@ impl ManualClock {
     /// Moves the clock forward.
     pub fn advance(&self, ms: i64) {
         assert!(ms >= 0);
-        self.now_ms.set(self.now_ms.get() + ms);
+        let now = self.now_ms.get();
+        self.now_ms.set(crate::types::TimestampMs(now.0 + ms));
     }
 }
 
 impl super::Clock for ManualClock {
     fn now(&self) -> crate::types::TimestampMs {
-        crate::types::TimestampMs(self.now_ms.get())
+        self.now_ms.get()
     }
 }
 

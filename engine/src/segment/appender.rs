@@ -243,12 +243,13 @@ mod tests {
     use crate::io::sim::{block_on, FaultConfig, ManualClock, SimStorage};
     use crate::io::{OpenMode, Storage};
     use crate::prealloc::PreallocBudget;
+    use crate::types::TimestampMs;
     use std::path::Path;
     use std::rc::Rc;
 
     /// A preallocation whose first step is `step`, on an unlimited budget.
     fn prealloc(step: u64) -> Prealloc {
-        let clock = Rc::new(ManualClock::new(1_000));
+        let clock = Rc::new(ManualClock::new(TimestampMs(1_000)));
         Prealloc::new(PreallocBudget::new(u64::MAX), clock, step)
     }
 

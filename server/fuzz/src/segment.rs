@@ -12,7 +12,7 @@ use std::rc::Rc;
 use rill_engine::io::sim::{block_on, FaultConfig, ManualClock, SimStorage};
 use rill_engine::io::{align_up, BlockFile, OpenMode, Storage};
 use rill_engine::verify::{repair_partition, verify_partition};
-use rill_engine::LogConfig;
+use rill_engine::{LogConfig, TimestampMs};
 use rill_server::tools::dump_log::dump_file;
 
 const DIR: &str = "/data/t-0";
@@ -28,7 +28,7 @@ pub fn check_segment(data: &[u8]) {
         write(&storage, &dir.join(format!("{SEGMENT}.{ext}")), data);
     }
     let report = block_on(verify_partition(&storage, dir)).expect("the sim disk does not fail");
-    let clock = Rc::new(ManualClock::new(1_000));
+    let clock = Rc::new(ManualClock::new(TimestampMs(1_000)));
     let repaired = block_on(repair_partition(
         Rc::new(storage.clone()),
         PathBuf::from(DIR),

@@ -188,7 +188,8 @@ fn admin_listener_defaults_to_9644_and_can_be_moved_or_switched_off() {
 fn connection_and_memory_bounds_take_kafkas_names_and_defaults() {
     let c = BrokerConfig::resolve(&cli(&["--shards", "2"])).unwrap();
     assert_eq!(
-        c.connections.idle_ms, 600_000,
+        c.connections.idle_ms,
+        rill_types::DurationMs(600_000),
         "Kafka's connections.max.idle.ms"
     );
     assert_eq!(c.connections.per_ip, i32::MAX as usize);

@@ -82,7 +82,7 @@ impl ConnectionSettings {
                 self.per_ip_overrides = parse_ip_overrides(key, v)?;
                 self.per_ip_overrides_text = v.to_string();
             }
-            "connections.max.idle.ms" => self.idle_ms = parse_num(key, v)?,
+            "connections.max.idle.ms" => self.idle_ms = rill_types::DurationMs(parse_num(key, v)?),
             _ => return Ok(false),
         }
         Ok(true)
@@ -93,7 +93,7 @@ impl ProducerSettings {
     fn apply_property(&mut self, key: &str, v: &str) -> Result<bool, ConfigError> {
         match key {
             "producer.id.expiration.ms" => {
-                self.expiration_ms = i64::from(parse_positive_i32(key, v)?)
+                self.expiration_ms = rill_types::DurationMs::from(parse_positive_i32(key, v)?)
             }
             "rill.partition.producers.max" => self.partition_max = parse_at_least_one(key, v)?,
             _ => return Ok(false),

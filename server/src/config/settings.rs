@@ -8,6 +8,8 @@ use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
+use rill_types::DurationMs;
+
 use crate::admin::settings::AdminSettings;
 use crate::config::cluster::{ClusterConfig, ClusterSettings};
 
@@ -190,7 +192,7 @@ pub const SHARD_FETCH_BYTES_DEFAULT: usize = 256 << 20;
 pub const QUEUED_REQUEST_BYTES_PER_SHARD_DEFAULT: u64 = 256 << 20;
 
 /// Kafka's `connections.max.idle.ms` (10 minutes).
-pub const CONNECTIONS_MAX_IDLE_MS_DEFAULT: i64 = 600_000;
+pub const CONNECTIONS_MAX_IDLE_MS_DEFAULT: DurationMs = DurationMs(600_000);
 
 /// The connection limits, as Kafka names them (see `crate::net::quotas`).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -206,7 +208,7 @@ pub struct ConnectionSettings {
     pub per_ip_overrides: std::collections::HashMap<std::net::IpAddr, usize>,
     /// `connections.max.idle.ms`: a connection with nothing received or sent for this long,
     /// and no request being served, is closed; negative: never.
-    pub idle_ms: i64,
+    pub idle_ms: DurationMs,
 }
 
 impl Default for ConnectionSettings {
@@ -224,7 +226,7 @@ impl Default for ConnectionSettings {
 impl ConnectionSettings {
     /// `connections.max.idle.ms` as a duration; `None` when connections never idle out.
     pub fn idle(&self) -> Option<std::time::Duration> {
-        u64::try_from(self.idle_ms)
+        u64::try_from(self.idle_ms.0)
             .ok()
             .map(std::time::Duration::from_millis)
     }
@@ -236,7 +238,7 @@ pub struct ProducerSettings {
     /// `producer.id.expiration.ms` (Kafka: 1 day): a producer idle this long with no open
     /// transaction is forgotten by each partition, at its retention checks
     /// (`log.retention.check.interval.ms`).
-    pub expiration_ms: i64,
+    pub expiration_ms: DurationMs,
     /// `rill.partition.producers.max`: producers one partition keeps at most (the least
     /// recently written without an open transaction are forgotten past it).
     pub partition_max: usize,
@@ -245,7 +247,7 @@ pub struct ProducerSettings {
 impl Default for ProducerSettings {
     fn default() -> Self {
         ProducerSettings {
-            expiration_ms: 86_400_000,
+            expiration_ms: DurationMs(86_400_000),
             partition_max: rill_engine::config::PRODUCERS_MAX_DEFAULT,
         }
     }

@@ -561,7 +561,7 @@ impl<J: Journal> GroupCoordinator<J> {
                 continue;
             }
             errors.push(ErrorCode::None);
-            value.commit_time_ms = now.0;
+            value.commit_time_ms = now;
             records.push(OffsetRecord {
                 key: key(&topic, partition),
                 value: Some(value),

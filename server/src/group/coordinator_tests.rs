@@ -6,12 +6,12 @@ use crate::group::ops::{JoinArgs, SyncArgs};
 use futures::executor::block_on;
 use rill_engine::io::sim::ManualClock;
 use rill_protocol::ErrorCode;
-use rill_types::{LeaderEpoch, Offset, ProducerId};
+use rill_types::{LeaderEpoch, Offset, ProducerId, TimestampMs};
 
 fn coordinator() -> GroupCoordinator<MemJournal> {
     GroupCoordinator::new(
         MemJournal::default(),
-        Rc::new(ManualClock::new(0)),
+        Rc::new(ManualClock::new(TimestampMs(0))),
         no_delay(),
         Vec::new(),
     )
@@ -30,7 +30,7 @@ fn offset(offset: i64, metadata: Option<&str>) -> CommittedOffset {
         offset: Offset(offset),
         leader_epoch: LeaderEpoch(2),
         metadata: metadata.map(str::to_string),
-        commit_time_ms: 0,
+        commit_time_ms: TimestampMs(0),
     }
 }
 
@@ -151,7 +151,7 @@ fn rebuilt_from_replayed_offsets() {
     let live = vec![(OffsetKey::committed("g", "t", 3), offset(9, None))];
     let c = GroupCoordinator::new(
         MemJournal::default(),
-        Rc::new(ManualClock::new(0)),
+        Rc::new(ManualClock::new(TimestampMs(0))),
         no_delay(),
         live,
     );
@@ -305,7 +305,7 @@ fn offset_delete_of_an_unreadable_subscription_or_another_protocol_is_refused_as
 
 #[test]
 fn groups_left_with_nothing_are_forgotten_at_the_cleanup_interval() {
-    let clock = Rc::new(ManualClock::new(0));
+    let clock = Rc::new(ManualClock::new(TimestampMs(0)));
     let c = GroupCoordinator::new(MemJournal::default(), clock.clone(), no_delay(), Vec::new());
     let join = JoinArgs {
         session_timeout_ms: 6_000,
@@ -491,7 +491,7 @@ fn pending_offsets_survive_a_replay_and_keep_the_group_from_deletion() {
     )];
     let c = GroupCoordinator::new(
         MemJournal::default(),
-        Rc::new(ManualClock::new(0)),
+        Rc::new(ManualClock::new(TimestampMs(0))),
         no_delay(),
         live,
     );
@@ -561,7 +561,7 @@ fn loading_a_partition_replaces_its_groups_and_unloading_drops_only_them() {
 fn writing_membership() -> GroupCoordinator<MemJournal> {
     let journal = MemJournal::default();
     journal.membership.set(true);
-    let clock = Rc::new(ManualClock::new(0));
+    let clock = Rc::new(ManualClock::new(TimestampMs(0)));
     GroupCoordinator::new(journal, clock, no_delay(), Vec::new())
 }
 
@@ -706,7 +706,7 @@ fn the_last_member_leaving_writes_the_empty_group() {
 fn a_group_emptied_by_session_expiry_is_written_empty() {
     let journal = MemJournal::default();
     journal.membership.set(true);
-    let clock = Rc::new(ManualClock::new(0));
+    let clock = Rc::new(ManualClock::new(TimestampMs(0)));
     let c = GroupCoordinator::new(journal, clock.clone(), no_delay(), Vec::new());
     let (_, generation, _) = join_and_sync(&c, "g", b"a");
     assert_eq!(c.journal().groups.borrow().len(), 1, "the rebalance");
@@ -741,7 +741,7 @@ fn a_shard_holds_at_most_its_groups_max() {
     };
     let c = GroupCoordinator::new(
         MemJournal::default(),
-        Rc::new(ManualClock::new(0)),
+        Rc::new(ManualClock::new(TimestampMs(0))),
         config,
         Vec::new(),
     );

@@ -46,6 +46,7 @@ use crate::compaction::KafkaRecords;
 pub use crate::internal_topics::{OFFSETS_SEGMENT_BYTES, TOMBSTONE_RETENTION_MS};
 use rill_protocol::ErrorCode;
 use rill_types::batch::ValidatedBatch;
+use rill_types::TimestampMs;
 
 /// Records appended between two looks at whether a clean is due.
 pub const CLEAN_CHECK_AFTER_RECORDS: u64 = 10_000;
@@ -115,7 +116,7 @@ impl Journal for MemJournal {
             return Err(code);
         }
         if self.encodes.get() && !records.is_empty() {
-            let batch = encode_batch(&records, 0).freeze();
+            let batch = encode_batch(&records, TimestampMs(0)).freeze();
             let decoded: Vec<OffsetRecord> = decode_chunk(batch)
                 .expect("an encoded offsets batch decodes")
                 .into_iter()
@@ -140,7 +141,11 @@ impl Journal for MemJournal {
             return Err(code);
         }
         if self.encodes.get() {
-            let _ = super::metadata_record::encode_group_batch(group_id, value.as_ref(), 0);
+            let _ = super::metadata_record::encode_group_batch(
+                group_id,
+                value.as_ref(),
+                TimestampMs(0),
+            );
         }
         self.groups.borrow_mut().push((group_id.to_string(), value));
         Ok(())
@@ -305,7 +310,7 @@ impl<S: Storage> OffsetsLog<S> {
         for (pending, tx) in waiters {
             let count = pending.records();
             let (batch, offsets) = match pending {
-                Pending::Offsets(records) => (encode_batch(&records, now.0), records),
+                Pending::Offsets(records) => (encode_batch(&records, now), records),
                 Pending::Membership(batch) => (batch, Vec::new()),
             };
             match log.append(batch, now).await {
@@ -536,7 +541,7 @@ impl<S: Storage> Journal for LogJournal<S> {
         value: Option<GroupMetadata>,
     ) -> Result<(), ErrorCode> {
         let log = self.log_of(group_id)?;
-        let now = log.clock.now().0;
+        let now = log.clock.now();
         let batch = super::metadata_record::encode_group_batch(group_id, value.as_ref(), now);
         log.append_membership(batch).await
     }
@@ -547,7 +552,7 @@ impl<S: Storage> Journal for LogJournal<S> {
         records: Vec<super::consumer::records::RawRecord>,
     ) -> Result<(), ErrorCode> {
         let log = self.log_of(group_id)?;
-        let now = log.clock.now().0;
+        let now = log.clock.now();
         match super::consumer::records::encode_batch(records, now) {
             Some(batch) => log.append_membership(batch).await,
             None => Ok(()),

@@ -3,7 +3,7 @@
 use super::*;
 use rill_engine::io::sim::{block_on, FaultConfig, ManualClock, SimStorage};
 use rill_protocol::ErrorCode;
-use rill_types::{LeaderEpoch, Offset};
+use rill_types::{LeaderEpoch, Offset, TimestampMs};
 use std::path::PathBuf;
 
 fn record(group: &str, partition: i32, offset: Option<i64>) -> OffsetRecord {
@@ -13,7 +13,7 @@ fn record(group: &str, partition: i32, offset: Option<i64>) -> OffsetRecord {
             offset: Offset(offset),
             leader_epoch: LeaderEpoch::NONE,
             metadata: Some("m".into()),
-            commit_time_ms: 5,
+            commit_time_ms: TimestampMs(5),
         }),
     }
 }
@@ -26,7 +26,11 @@ fn sorted(mut live: Vec<(OffsetKey, CommittedOffset)>) -> Vec<(OffsetKey, Commit
 fn setup() -> (SimStorage, LogManager<SimStorage>, Rc<dyn Clock>) {
     let storage = SimStorage::new(7, FaultConfig::default());
     let manager = LogManager::new(storage.clone(), PathBuf::from("/data/__rill_groups"));
-    (storage, manager, Rc::new(ManualClock::new(1_000)))
+    (
+        storage,
+        manager,
+        Rc::new(ManualClock::new(TimestampMs(1_000))),
+    )
 }
 
 #[test]
@@ -121,7 +125,7 @@ fn memberships_survive_a_crash_beside_the_offsets() {
         generation,
         protocol_name: Some("range".to_string()),
         leader: None,
-        current_state_timestamp_ms: rill_types::TimestampMs(5),
+        current_state_timestamp_ms: TimestampMs(5),
         members: vec![],
     };
     let consumer_key = bytes::Bytes::from_static(b"\x00\x03\x00\x01g");
@@ -129,22 +133,23 @@ fn memberships_survive_a_crash_beside_the_offsets() {
         let log = OffsetsLog::open(&manager, 2, clock.clone()).await.unwrap();
         log.append(vec![record("g", 0, Some(4))]).await.unwrap();
         for generation in [1, 2] {
-            let batch = encode_group_batch("g", Some(&group(generation)), 5);
+            let batch = encode_group_batch("g", Some(&group(generation)), TimestampMs(5));
             log.append_membership(batch).await.unwrap();
         }
-        log.append_membership(encode_group_batch("gone", Some(&group(1)), 5))
+        log.append_membership(encode_group_batch("gone", Some(&group(1)), TimestampMs(5)))
             .await
             .unwrap();
-        log.append_membership(encode_group_batch("gone", None, 6))
+        log.append_membership(encode_group_batch("gone", None, TimestampMs(6)))
             .await
             .unwrap();
         let consumer = vec![(
             consumer_key.clone(),
             Some(bytes::Bytes::from_static(b"\x00\x00v")),
         )];
-        let batch = super::super::consumer::records::encode_batch(consumer, 7).unwrap();
+        let batch =
+            super::super::consumer::records::encode_batch(consumer, TimestampMs(7)).unwrap();
         log.append_membership(batch).await.unwrap();
-        assert!(super::super::consumer::records::encode_batch(vec![], 7).is_none());
+        assert!(super::super::consumer::records::encode_batch(vec![], TimestampMs(7)).is_none());
         storage.crash(); // no close: only what was fdatasync'ed counts
         let reopened = OffsetsLog::open(&manager, 2, clock.clone()).await.unwrap();
         assert_eq!(reopened.live().len(), 1);

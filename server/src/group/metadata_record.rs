@@ -151,12 +151,12 @@ pub fn decode_group_value(mut buf: Bytes) -> Result<GroupMetadata, OffsetRecordE
 pub fn encode_group_batch(
     group: &str,
     value: Option<&GroupMetadata>,
-    timestamp_ms: i64,
+    timestamp_ms: TimestampMs,
 ) -> ValidatedBatch {
     let bytes = encode_plain_batch(std::iter::once(PlainRecord {
         key: Some(encode_group_key(group)),
         value: value.map(encode_group_value),
-        timestamp_ms,
+        timestamp_ms: timestamp_ms.0,
     }));
     ValidatedBatch::new(bytes, usize::MAX).expect("an encoded group batch is valid")
 }

@@ -14,7 +14,7 @@ use bytes::{Buf, BufMut, Bytes, BytesMut};
 use rill_protocol::kafka_protocol::records::RecordBatchDecoder;
 use rill_protocol::record::{encode_plain_batch, PlainRecord};
 use rill_types::batch::ValidatedBatch;
-use rill_types::{LeaderEpoch, Offset, ProducerId};
+use rill_types::{LeaderEpoch, Offset, ProducerId, TimestampMs};
 
 use crate::record_fields::{get_str, put_str, Malformed};
 
@@ -40,7 +40,7 @@ pub struct CommittedOffset {
     /// Client-supplied metadata.
     pub metadata: Option<String>,
     /// When the broker accepted the commit (ms since the epoch).
-    pub commit_time_ms: i64,
+    pub commit_time_ms: TimestampMs,
 }
 
 /// What a record is about.
@@ -152,7 +152,7 @@ pub fn encode_value(value: &CommittedOffset) -> Bytes {
     out.put_u8(VALUE_VERSION);
     out.put_i64(value.offset.0);
     out.put_i32(value.leader_epoch.0);
-    out.put_i64(value.commit_time_ms);
+    out.put_i64(value.commit_time_ms.0);
     match metadata {
         Some(m) => {
             // A wire STRING (at most 32767 bytes, rill_types::limits): fits the i32.
@@ -171,7 +171,7 @@ pub fn decode_value(mut buf: Bytes) -> Result<CommittedOffset, OffsetRecordError
     }
     let offset = Offset(buf.get_i64());
     let leader_epoch = LeaderEpoch(buf.get_i32());
-    let commit_time_ms = buf.get_i64();
+    let commit_time_ms = TimestampMs(buf.get_i64());
     let len = buf.get_i32();
     let metadata = if len < 0 {
         None
@@ -190,12 +190,12 @@ pub fn decode_value(mut buf: Bytes) -> Result<CommittedOffset, OffsetRecordError
 
 /// One v2 record batch holding `records` (uncompressed: they are small and replayed often),
 /// ready to append (the journal is its own producer: the batch is checked as any would be).
-pub fn encode_batch(records: &[OffsetRecord], timestamp_ms: i64) -> ValidatedBatch {
+pub fn encode_batch(records: &[OffsetRecord], timestamp_ms: TimestampMs) -> ValidatedBatch {
     assert!(!records.is_empty());
     let bytes = encode_plain_batch(records.iter().map(|r| PlainRecord {
         key: Some(encode_key(&r.key)),
         value: r.value.as_ref().map(encode_value),
-        timestamp_ms,
+        timestamp_ms: timestamp_ms.0,
     }));
     ValidatedBatch::new(bytes, usize::MAX).expect("an encoded offsets batch is valid")
 }
@@ -261,7 +261,7 @@ mod tests {
                 offset: Offset(offset),
                 leader_epoch: LeaderEpoch(3),
                 metadata: (offset % 2 == 0).then(|| format!("m{offset}")),
-                commit_time_ms: 77,
+                commit_time_ms: TimestampMs(77),
             }),
         }
     }
@@ -273,7 +273,7 @@ mod tests {
             rec("g", 1, Some(11)),
             rec("h", 0, None),
         ];
-        let batch = encode_batch(&records, 5).freeze();
+        let batch = encode_batch(&records, TimestampMs(5)).freeze();
         let back = decode_chunk(batch).unwrap();
         assert_eq!(back.len(), 3);
         assert_eq!(
@@ -311,5 +311,25 @@ mod tests {
             assert!(decode_value(value.slice(..cut)).is_err());
         }
         assert!(decode_chunk(Bytes::from_static(b"garbage-garbage")).is_err());
+    }
+
+    #[test]
+    fn the_commit_time_and_the_batch_timestamp_keep_their_bytes() {
+        let value = CommittedOffset {
+            commit_time_ms: TimestampMs(1_700_000_000_123),
+            ..rec("g", 0, Some(1)).value.unwrap()
+        };
+        let bytes = encode_value(&value);
+        let at = 1 + 8 + 4; // after the version, the offset and the leader epoch
+        assert_eq!(bytes[at..at + 8], 1_700_000_000_123i64.to_be_bytes());
+        assert_eq!(decode_value(bytes).unwrap(), value);
+        let none = CommittedOffset {
+            commit_time_ms: TimestampMs::NONE,
+            ..value
+        };
+        assert_eq!(encode_value(&none)[at..at + 8], (-1i64).to_be_bytes());
+        let batch = encode_batch(&[rec("g", 0, Some(1))], TimestampMs(42));
+        assert_eq!(batch.header().base_ts(), TimestampMs(42));
+        assert_eq!(batch.header().max_ts(), TimestampMs(42));
     }
 }

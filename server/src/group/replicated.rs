@@ -85,7 +85,7 @@ impl<S: Storage + 'static> Journal for ReplicatedJournal<S> {
         if records.is_empty() {
             return self.log.ready(partition);
         }
-        let batch = encode_batch(&records, self.clock.now().0);
+        let batch = encode_batch(&records, self.clock.now());
         self.log.append(partition, batch).await
     }
 
@@ -102,7 +102,7 @@ impl<S: Storage + 'static> Journal for ReplicatedJournal<S> {
         group_id: &str,
         value: Option<GroupMetadata>,
     ) -> Result<(), ErrorCode> {
-        let batch = encode_group_batch(group_id, value.as_ref(), self.clock.now().0);
+        let batch = encode_group_batch(group_id, value.as_ref(), self.clock.now());
         self.log.append(offsets_partition(group_id), batch).await
     }
 
@@ -111,7 +111,7 @@ impl<S: Storage + 'static> Journal for ReplicatedJournal<S> {
         group_id: &str,
         records: Vec<super::consumer::records::RawRecord>,
     ) -> Result<(), ErrorCode> {
-        match super::consumer::records::encode_batch(records, self.clock.now().0) {
+        match super::consumer::records::encode_batch(records, self.clock.now()) {
             Some(batch) => self.log.append(offsets_partition(group_id), batch).await,
             None => Ok(()),
         }
@@ -121,7 +121,7 @@ impl<S: Storage + 'static> Journal for ReplicatedJournal<S> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use rill_types::{LeaderEpoch, Offset};
+    use rill_types::{LeaderEpoch, Offset, TimestampMs};
 
     fn record(group: &str, partition: i32, offset: Option<i64>) -> OffsetRecord {
         OffsetRecord {
@@ -130,15 +130,21 @@ mod tests {
                 offset: Offset(o),
                 leader_epoch: LeaderEpoch::NONE,
                 metadata: None,
-                commit_time_ms: 5,
+                commit_time_ms: TimestampMs(5),
             }),
         }
     }
 
     #[test]
     fn a_load_keeps_the_latest_value_of_each_key_and_skips_what_precedes_a_read() {
-        let first = encode_batch(&[record("g", 0, Some(1)), record("g", 1, Some(7))], 1);
-        let second = encode_batch(&[record("g", 0, Some(2)), record("g", 1, None)], 2);
+        let first = encode_batch(
+            &[record("g", 0, Some(1)), record("g", 1, Some(7))],
+            TimestampMs(1),
+        );
+        let second = encode_batch(
+            &[record("g", 0, Some(2)), record("g", 1, None)],
+            TimestampMs(2),
+        );
         let first = bytes::Bytes::copy_from_slice(first.as_bytes());
         let mut second = bytes::BytesMut::from(second.as_bytes());
         second[..8].copy_from_slice(&2i64.to_be_bytes()); // base offset 2
@@ -162,7 +168,7 @@ mod tests {
             generation,
             protocol_name: Some("range".into()),
             leader: None,
-            current_state_timestamp_ms: rill_types::TimestampMs(1),
+            current_state_timestamp_ms: TimestampMs(1),
             members: vec![],
         };
         let at = |base: i64, batch: rill_types::batch::ValidatedBatch| {
@@ -171,11 +177,11 @@ mod tests {
             (Offset(base), b.freeze())
         };
         let chunks = vec![
-            at(0, encode_group_batch("g", Some(&meta(1)), 1)),
-            at(1, encode_group_batch("h", Some(&meta(4)), 1)),
-            at(2, encode_group_batch("g", Some(&meta(2)), 1)),
-            at(3, encode_group_batch("h", None, 1)),
-            at(4, encode_batch(&[record("g", 0, Some(3))], 1)),
+            at(0, encode_group_batch("g", Some(&meta(1)), TimestampMs(1))),
+            at(1, encode_group_batch("h", Some(&meta(4)), TimestampMs(1))),
+            at(2, encode_group_batch("g", Some(&meta(2)), TimestampMs(1))),
+            at(3, encode_group_batch("h", None, TimestampMs(1))),
+            at(4, encode_batch(&[record("g", 0, Some(3))], TimestampMs(1))),
         ];
         let (live, groups, records, _) = live_of(chunks).unwrap();
         assert_eq!(records, 5);

@@ -234,7 +234,7 @@ impl ShareConfig {
         )?;
         within(
             "group.share.record.lock.duration.ms",
-            self.partition.lock_duration_ms,
+            self.partition.lock_duration_ms.0,
             wide(self.lock_duration_bounds),
         )?;
         let (lo, hi) = DELIVERY_COUNT_LIMIT_RANGE;
@@ -280,7 +280,7 @@ impl ShareConfig {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct PartitionSettings {
     /// `group.share.record.lock.duration.ms`: how long an acquired record stays locked.
-    pub lock_duration_ms: i64,
+    pub lock_duration_ms: rill_types::DurationMs,
     /// `group.share.delivery.count.limit`: deliveries before a record is archived.
     pub delivery_count_limit: i16,
     /// `group.share.partition.max.record.locks`: the in-flight window's length bound.
@@ -290,7 +290,7 @@ pub struct PartitionSettings {
 impl Default for PartitionSettings {
     fn default() -> Self {
         PartitionSettings {
-            lock_duration_ms: 30_000,
+            lock_duration_ms: rill_types::DurationMs(30_000),
             delivery_count_limit: 5,
             max_record_locks: 2_000,
         }

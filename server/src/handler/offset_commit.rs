@@ -12,7 +12,7 @@ use crate::group::offsets::CommittedOffset;
 use crate::group::ops::MemberRef;
 use crate::group::{GroupOp, GroupReply};
 use rill_protocol::ErrorCode;
-use rill_types::{LeaderEpoch, Offset};
+use rill_types::{LeaderEpoch, Offset, TimestampMs};
 
 /// This API's entry in the registry (`rill_protocol::for_each_api!`).
 pub async fn serve<B: Broker>(
@@ -108,6 +108,6 @@ fn committed(
             LeaderEpoch::NONE
         },
         metadata: p.committed_metadata.as_ref().map(|m| m.to_string()),
-        commit_time_ms: 0,
+        commit_time_ms: TimestampMs(0),
     }
 }

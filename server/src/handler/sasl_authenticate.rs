@@ -20,6 +20,7 @@ use bytes::Bytes;
 use rill_metadata::scram::{ScramCredential, ScramMechanism};
 use rill_protocol::kafka_protocol::messages::{SaslAuthenticateRequest, SaslAuthenticateResponse};
 use rill_protocol::ErrorCode;
+use rill_types::{DurationMs, TimestampMs};
 
 use super::{message_bytes, Answer, Broker};
 use crate::security::oauthbearer::{self, ClientFirstRefusal};
@@ -80,13 +81,13 @@ pub async fn serve<B: Broker>(
         Ok(step) => {
             let lifetime_ms = match step.user {
                 Some(user) => authenticated(session, &sasl, used, user, step.expires_ms),
-                None => 0,
+                None => DurationMs::ZERO,
             };
             session.with_sasl(|s| *s = step.next);
             Answer::body(
                 SaslAuthenticateResponse::default()
                     .with_auth_bytes(Bytes::from(step.reply))
-                    .with_session_lifetime_ms(lifetime_ms),
+                    .with_session_lifetime_ms(lifetime_ms.0),
             )
         }
         Err((m, failure)) => refused(session, m, failure),
@@ -123,14 +124,14 @@ struct Step {
     reply: Vec<u8>,
     /// The connection's next state.
     next: SaslState,
-    /// When the credential itself expires, in ms since the epoch (an OAUTHBEARER token's
-    /// `exp`; PLAIN's and SCRAM's passwords do not).
-    expires_ms: Option<i64>,
+    /// When the credential itself expires (an OAUTHBEARER token's `exp`; PLAIN's and
+    /// SCRAM's passwords do not).
+    expires_ms: Option<TimestampMs>,
 }
 
 impl Step {
     /// `user` authenticated, nothing more to say.
-    fn complete(user: String, expires_ms: Option<i64>) -> Self {
+    fn complete(user: String, expires_ms: Option<TimestampMs>) -> Self {
         Step {
             user: Some(user),
             reply: Vec::new(),
@@ -150,12 +151,12 @@ impl Step {
     }
 }
 
-/// The wall clock in ms since the epoch, which tokens' `exp` and `iat` are measured on.
-fn wall_clock_ms() -> i64 {
+/// The wall clock, which tokens' `exp` and `iat` are measured on.
+fn wall_clock_ms() -> TimestampMs {
     let since = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap_or_default();
-    i64::try_from(since.as_millis()).unwrap_or(i64::MAX)
+    TimestampMs(i64::try_from(since.as_millis()).unwrap_or(i64::MAX))
 }
 
 /// OAUTHBEARER's step (Kafka's `OAuthBearerSaslServer`): a valid token authenticates; an
@@ -200,8 +201,8 @@ fn authenticated(
     sasl: &SaslListener,
     used: Option<Mechanism>,
     user: String,
-    credential_expires_ms: Option<i64>,
-) -> i64 {
+    credential_expires_ms: Option<TimestampMs>,
+) -> DurationMs {
     match session.with_reauth(|r| r.from.take()).is_some() {
         true => tracing::info!(peer = ?session.peer, %user, "SASL re-authentication succeeded"),
         false => tracing::debug!(peer = ?session.peer, %user, "SASL authentication succeeded"),
@@ -209,7 +210,7 @@ fn authenticated(
     session.set_principal(user);
     let reauth_ms = sasl
         .reauth_max
-        .map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
+        .map(|d| DurationMs(i64::try_from(d.as_millis()).unwrap_or(i64::MAX)));
     let lifetime_ms = match credential_expires_ms {
         Some(expires) => Some(oauthbearer::session_lifetime_ms(
             expires,
@@ -220,7 +221,7 @@ fn authenticated(
     };
     // A lifetime too long for the clock never expires.
     let expires = lifetime_ms.and_then(|ms| {
-        let ms = u64::try_from(ms).unwrap_or(0);
+        let ms = u64::try_from(ms.0).unwrap_or(0);
         std::time::Instant::now().checked_add(std::time::Duration::from_millis(ms))
     });
     session.with_reauth(|r| {
@@ -228,7 +229,7 @@ fn authenticated(
         r.expires = expires;
     });
     // v0 has no field for it: such a client is closed at expiry (as Kafka's).
-    lifetime_ms.unwrap_or(0)
+    lifetime_ms.unwrap_or(DurationMs::ZERO)
 }
 
 /// A re-authentication must prove the principal the connection had (Kafka's
@@ -459,7 +460,12 @@ mod tests {
 
         let session = sasl_session();
         handshake(&broker, &session, "OAUTHBEARER");
-        let expired = client_first(&unsecured_token("carol", &[], now - 120_000, 60));
+        let expired = client_first(&unsecured_token(
+            "carol",
+            &[],
+            now - DurationMs(120_000),
+            60,
+        ));
         let (closed, error, reply, _) = oauth(&broker, &session, &expired);
         assert_eq!((closed, error), (false, 0));
         assert_eq!(reply, r#"{"status":"invalid_token"}"#);

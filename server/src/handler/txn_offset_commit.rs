@@ -10,7 +10,7 @@ use rill_protocol::kafka_protocol::messages::txn_offset_commit_response::{
 };
 use rill_protocol::kafka_protocol::messages::{TxnOffsetCommitRequest, TxnOffsetCommitResponse};
 use rill_protocol::ErrorCode;
-use rill_types::{LeaderEpoch, Offset};
+use rill_types::{LeaderEpoch, Offset, TimestampMs};
 
 use super::partition_verdicts::PartitionVerdicts;
 use super::Broker;
@@ -102,6 +102,6 @@ fn committed(
             LeaderEpoch::NONE
         },
         metadata: p.committed_metadata.as_ref().map(|m| m.to_string()),
-        commit_time_ms: 0,
+        commit_time_ms: TimestampMs(0),
     }
 }

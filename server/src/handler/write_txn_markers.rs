@@ -189,7 +189,7 @@ mod tests {
             offset: rill_types::Offset(5),
             leader_epoch: rill_types::LeaderEpoch::NONE,
             metadata: None,
-            commit_time_ms: 0,
+            commit_time_ms: rill_types::TimestampMs(0),
         };
         let op = GroupOp::TxnCommit {
             producer_id: ProducerId(7),

@@ -20,6 +20,7 @@ use std::collections::BTreeMap;
 use base64::alphabet;
 use base64::engine::{DecodePaddingMode, GeneralPurpose, GeneralPurposeConfig};
 use base64::Engine;
+use rill_types::{DurationMs, TimestampMs};
 use serde_json::{Map, Value};
 
 /// Kafka's class of the OAUTHBEARER login module (the JAAS line's entry).
@@ -50,8 +51,8 @@ pub struct ValidatorOptions {
     pub scope_claim: String,
     /// Scopes every token must hold (none by default).
     pub required_scope: Vec<String>,
-    /// How far `exp` may be past and `iat` in the future, in ms.
-    pub clock_skew_ms: i64,
+    /// How far `exp` may be past and `iat` in the future.
+    pub clock_skew_ms: DurationMs,
 }
 
 impl Default for ValidatorOptions {
@@ -60,7 +61,7 @@ impl Default for ValidatorOptions {
             principal_claim: "sub".to_string(),
             scope_claim: "scope".to_string(),
             required_scope: Vec::new(),
-            clock_skew_ms: 0,
+            clock_skew_ms: DurationMs::ZERO,
         }
     }
 }
@@ -97,7 +98,7 @@ impl ValidatorOptions {
         }
         if let Some(skew) = given("unsecuredValidatorAllowableClockSkewMs") {
             match skew.parse::<i32>() {
-                Ok(ms) if ms >= 0 => out.clock_skew_ms = i64::from(ms),
+                Ok(ms) if ms >= 0 => out.clock_skew_ms = DurationMs::from(ms),
                 _ => return Err(OptionError::ClockSkew(skew.to_string())),
             }
         }
@@ -115,8 +116,8 @@ fn scope_char(b: u8) -> bool {
 pub struct Validated {
     /// The principal claim's value: the connection's `User:` name.
     pub principal: String,
-    /// `exp` in ms since the epoch (Kafka's credential lifetime).
-    pub expires_ms: i64,
+    /// `exp` (Kafka's credential lifetime).
+    pub expires_ms: TimestampMs,
 }
 
 /// A token that failed validation (Kafka's `OAuthBearerIllegalTokenException`): answered with
@@ -251,12 +252,12 @@ fn bearer(auth: &str) -> Result<&str, &'static str> {
     Ok(token)
 }
 
-/// Evaluates a client-first message at `now_ms` (ms since the epoch): the validated token, or
+/// Evaluates a client-first message at `now_ms` (the wall clock): the validated token, or
 /// why it is refused.
 pub fn evaluate(
     message: &[u8],
     options: &ValidatorOptions,
-    now_ms: i64,
+    now_ms: TimestampMs,
 ) -> Result<Validated, ClientFirstRefusal> {
     let first = initial_response(message).map_err(ClientFirstRefusal::Malformed)?;
     let token = validate(first.token, options, now_ms).map_err(ClientFirstRefusal::Invalid)?;
@@ -275,7 +276,7 @@ pub fn evaluate(
 pub fn validate(
     token: &str,
     options: &ValidatorOptions,
-    now_ms: i64,
+    now_ms: TimestampMs,
 ) -> Result<Validated, Invalid> {
     if token.contains("..") {
         return Err(Invalid::token(
@@ -324,15 +325,20 @@ pub fn validate(
     Ok(Validated {
         principal,
         // Kafka's Math.round(exp * 1000); `as` saturates an absurd value.
-        expires_ms: (exp * 1000.0).round() as i64,
+        expires_ms: TimestampMs((exp * 1000.0).round() as i64),
     })
 }
 
 /// `iat` not after now plus the skew, `exp` after now minus the skew, `exp` after `iat`
 /// (Kafka's `OAuthBearerValidationUtils`, in seconds as JSON numbers).
-fn check_times(iat: Option<f64>, exp: f64, skew_ms: i64, now_ms: i64) -> Result<(), Invalid> {
+fn check_times(
+    iat: Option<f64>,
+    exp: f64,
+    skew_ms: DurationMs,
+    now_ms: TimestampMs,
+) -> Result<(), Invalid> {
     // Epoch milliseconds are exact in an f64 (below 2^53).
-    let (now, skew) = (now_ms as f64, skew_ms as f64);
+    let (now, skew) = (now_ms.0 as f64, skew_ms.0 as f64);
     if let Some(iat) = iat {
         if 1000.0 * iat > now + skew {
             return Err(Invalid::token(format!(
@@ -411,19 +417,23 @@ fn wrong_type(claim: &str, expected: &str, got: &Value) -> Invalid {
     ))
 }
 
-/// The session lifetime to answer, in ms (Kafka's `SaslServerAuthenticator`): the token's
+/// The session lifetime to answer (Kafka's `SaslServerAuthenticator`): the token's
 /// remaining life, or `connections.max.reauth.ms` if that is shorter; never negative.
-pub fn session_lifetime_ms(expires_ms: i64, now_ms: i64, reauth_max_ms: Option<i64>) -> i64 {
-    let remaining = expires_ms.saturating_sub(now_ms);
+pub fn session_lifetime_ms(
+    expires_ms: TimestampMs,
+    now_ms: TimestampMs,
+    reauth_max_ms: Option<DurationMs>,
+) -> DurationMs {
+    let remaining = expires_ms.saturating_since(now_ms);
     reauth_max_ms
         .map_or(remaining, |max| remaining.min(max))
-        .max(0)
+        .max(DurationMs::ZERO)
 }
 
 /// An unsecured token for `sub`, issued at `now_ms` and valid `lifetime_s` seconds (what
 /// librdkafka's `enable.sasl.oauthbearer.unsecure.jwt` and Kafka's unsecured login build).
-pub fn unsecured_token(sub: &str, scope: &[&str], now_ms: i64, lifetime_s: i64) -> String {
-    let iat = now_ms as f64 / 1000.0;
+pub fn unsecured_token(sub: &str, scope: &[&str], now_ms: TimestampMs, lifetime_s: i64) -> String {
+    let iat = now_ms.0 as f64 / 1000.0;
     let claims = serde_json::json!({
         "sub": sub,
         "iat": iat,

@@ -6,6 +6,7 @@ use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 /// 2026-01-01T00:00:00Z, in ms.
 const NOW_MS: i64 = 1_767_225_600_000;
 const NOW_S: i64 = NOW_MS / 1000;
+const NOW: TimestampMs = TimestampMs(NOW_MS);
 
 fn part(json: &str) -> String {
     URL_SAFE_NO_PAD.encode(json)
@@ -32,7 +33,7 @@ fn opts() -> ValidatorOptions {
 }
 
 fn refused(msg: &[u8], options: &ValidatorOptions) -> ClientFirstRefusal {
-    evaluate(msg, options, NOW_MS).expect_err("refused")
+    evaluate(msg, options, NOW).expect_err("refused")
 }
 
 fn invalid(t: &str, options: &ValidatorOptions) -> Invalid {
@@ -44,18 +45,18 @@ fn invalid(t: &str, options: &ValidatorOptions) -> Invalid {
 
 #[test]
 fn a_valid_token_names_its_principal_and_expiry() {
-    let ok = evaluate(&message(&token(&valid_claims())), &opts(), NOW_MS).unwrap();
+    let ok = evaluate(&message(&token(&valid_claims())), &opts(), NOW).unwrap();
     assert_eq!(ok.principal, "alice");
-    assert_eq!(ok.expires_ms, (NOW_S + 3600) * 1000);
+    assert_eq!(ok.expires_ms, TimestampMs((NOW_S + 3600) * 1000));
     // With an authzid equal to the principal, and extensions, and a padded token.
     let t = token(&valid_claims());
     let msg = format!("n,a=alice,\u{1}auth=Bearer {t}\u{1}traceId=x y=z\u{1}\u{1}");
     assert_eq!(
-        evaluate(msg.as_bytes(), &opts(), NOW_MS).unwrap().principal,
+        evaluate(msg.as_bytes(), &opts(), NOW).unwrap().principal,
         "alice"
     );
     let scheme = format!("n,,\u{1}auth=bEaReR   {t}\u{1}\u{1}");
-    assert!(evaluate(scheme.as_bytes(), &opts(), NOW_MS).is_ok());
+    assert!(evaluate(scheme.as_bytes(), &opts(), NOW).is_ok());
 }
 
 #[test]
@@ -146,7 +147,7 @@ fn the_standard_alphabet_is_read_as_kafka_reads_it() {
         STANDARD_NO_PAD.encode(claims)
     );
     assert!(t.contains('+') && t.contains('/'), "{t}");
-    assert!(evaluate(&message(&t), &opts(), NOW_MS).is_ok());
+    assert!(evaluate(&message(&t), &opts(), NOW).is_ok());
     // Padding is allowed only at the token's end (RFC 6750's b64token).
     let padded = format!("{}.{}=.", part(r#"{"alg":"none"}"#), part(&valid_claims()));
     assert!(matches!(
@@ -200,19 +201,19 @@ fn claims_are_checked_as_kafka_checks_them() {
         assert_eq!(i.challenge(), r#"{"status":"invalid_token"}"#, "{what}");
     }
     let fraction = format!(r#"{{"sub":"alice","iat":{}.5,"exp":{exp}.25}}"#, NOW_S - 1);
-    let ok = evaluate(&message(&token(&fraction)), &opts(), NOW_MS).unwrap();
-    assert_eq!(ok.expires_ms, exp * 1000 + 250);
+    let ok = evaluate(&message(&token(&fraction)), &opts(), NOW).unwrap();
+    assert_eq!(ok.expires_ms, TimestampMs(exp * 1000 + 250));
 }
 
 #[test]
 fn the_clock_skew_moves_both_boundaries_by_its_width() {
     let skew = ValidatorOptions {
-        clock_skew_ms: 5000,
+        clock_skew_ms: DurationMs(5000),
         ..opts()
     };
     let at = |iat: i64, exp: i64| {
         let claims = format!(r#"{{"sub":"alice","iat":{iat},"exp":{exp}}}"#);
-        evaluate(&message(&token(&claims)), &skew, NOW_MS).is_ok()
+        evaluate(&message(&token(&claims)), &skew, NOW).is_ok()
     };
     let far = NOW_S + 3600;
     // exp: valid while now - skew < exp.
@@ -232,7 +233,7 @@ fn the_clock_skew_moves_both_boundaries_by_its_width() {
     // Without skew, exp one second ahead is valid and iat one second ahead is not.
     let none = |iat: i64, exp: i64| {
         let claims = format!(r#"{{"sub":"alice","iat":{iat},"exp":{exp}}}"#);
-        evaluate(&message(&token(&claims)), &opts(), NOW_MS).is_ok()
+        evaluate(&message(&token(&claims)), &opts(), NOW).is_ok()
     };
     assert!(none(NOW_S, NOW_S + 1));
     assert!(!none(NOW_S + 1, far));
@@ -249,12 +250,7 @@ fn required_scopes_are_all_needed_from_a_string_or_an_array() {
     assert_eq!(options.required_scope, ["read", "write"]);
     let exp = NOW_S + 60;
     let with = |scope: &str| token(&format!(r#"{{"sub":"alice","exp":{exp},"scope":{scope}}}"#));
-    assert!(evaluate(
-        &message(&with(r#"["write"," read ","x"]"#)),
-        &options,
-        NOW_MS
-    )
-    .is_ok());
+    assert!(evaluate(&message(&with(r#"["write"," read ","x"]"#)), &options, NOW).is_ok());
     let missing = invalid(&with(r#"["read"]"#), &options);
     assert_eq!(
         missing.challenge(),
@@ -268,7 +264,7 @@ fn required_scopes_are_all_needed_from_a_string_or_an_array() {
     )]
     .into();
     let one = ValidatorOptions::from_jaas(&one).unwrap();
-    assert!(evaluate(&message(&with(r#"" read ""#)), &one, NOW_MS).is_ok());
+    assert!(evaluate(&message(&with(r#"" read ""#)), &one, NOW).is_ok());
     assert!(
         invalid(&token(&format!(r#"{{"sub":"alice","exp":{exp}}}"#)), &one)
             .scope
@@ -295,10 +291,10 @@ fn options_come_from_the_jaas_line() {
         (o.principal_claim.as_str(), o.scope_claim.as_str()),
         ("user", "scp")
     );
-    assert_eq!(o.clock_skew_ms, 250);
+    assert_eq!(o.clock_skew_ms, DurationMs(250));
     let claims = format!(r#"{{"user":"carol","exp":{}}}"#, NOW_S + 9);
     assert_eq!(
-        evaluate(&message(&token(&claims)), &o, NOW_MS)
+        evaluate(&message(&token(&claims)), &o, NOW)
             .unwrap()
             .principal,
         "carol"
@@ -315,28 +311,35 @@ fn options_come_from_the_jaas_line() {
 
 #[test]
 fn the_session_lifetime_is_the_lesser_of_the_token_and_reauth() {
-    assert_eq!(session_lifetime_ms(NOW_MS + 10_000, NOW_MS, None), 10_000);
+    let (d, t) = (DurationMs, TimestampMs);
+    assert_eq!(session_lifetime_ms(NOW + d(10_000), NOW, None), d(10_000));
     assert_eq!(
-        session_lifetime_ms(NOW_MS + 10_000, NOW_MS, Some(2_000)),
-        2_000
+        session_lifetime_ms(NOW + d(10_000), NOW, Some(d(2_000))),
+        d(2_000)
     );
     assert_eq!(
-        session_lifetime_ms(NOW_MS + 1_000, NOW_MS, Some(2_000)),
-        1_000
+        session_lifetime_ms(NOW + d(1_000), NOW, Some(d(2_000))),
+        d(1_000)
     );
-    assert_eq!(session_lifetime_ms(NOW_MS - 1_000, NOW_MS, Some(2_000)), 0);
-    assert_eq!(session_lifetime_ms(i64::MIN, i64::MAX, None), 0);
+    assert_eq!(
+        session_lifetime_ms(NOW - d(1_000), NOW, Some(d(2_000))),
+        DurationMs::ZERO
+    );
+    assert_eq!(
+        session_lifetime_ms(t(i64::MIN), t(i64::MAX), None),
+        DurationMs::ZERO
+    );
 }
 
 #[test]
 fn an_unsecured_token_built_here_validates() {
-    let t = unsecured_token("admin", &["a", "b"], NOW_MS, 3600);
-    let ok = evaluate(&client_first(&t), &opts(), NOW_MS).unwrap();
+    let t = unsecured_token("admin", &["a", "b"], NOW, 3600);
+    let ok = evaluate(&client_first(&t), &opts(), NOW).unwrap();
     assert_eq!(
         ok,
         Validated {
             principal: "admin".to_string(),
-            expires_ms: NOW_MS + 3_600_000
+            expires_ms: NOW + DurationMs(3_600_000)
         }
     );
     assert!(is_error_acknowledgement(b"\x01"));
@@ -346,10 +349,10 @@ fn an_unsecured_token_built_here_validates() {
 #[test]
 fn a_message_torn_at_every_byte_never_panics_and_never_passes() {
     let full = message(&token(&valid_claims()));
-    assert!(evaluate(&full, &opts(), NOW_MS).is_ok());
+    assert!(evaluate(&full, &opts(), NOW).is_ok());
     for cut in 0..full.len() {
         assert!(
-            evaluate(&full[..cut], &opts(), NOW_MS).is_err(),
+            evaluate(&full[..cut], &opts(), NOW).is_err(),
             "cut at {cut}"
         );
     }
@@ -358,7 +361,7 @@ fn a_message_torn_at_every_byte_never_panics_and_never_passes() {
         for b in [0u8, 0x01, b'.', b'=', 0xFF, b'"'] {
             let mut m = full.clone();
             m[i] = b;
-            let _ = evaluate(&m, &opts(), NOW_MS);
+            let _ = evaluate(&m, &opts(), NOW);
         }
     }
 }

@@ -29,7 +29,7 @@
 //! JSON: `{"version":1,"segments":[RemoteSegment...]}` in base-offset order.
 
 use rill_engine::tiering::SealedSegment;
-use rill_types::{Offset, TimestampMs};
+use rill_types::{DurationMs, Offset, TimestampMs};
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
@@ -61,7 +61,8 @@ pub struct RemoteSegment {
     pub base_offset: i64,
     /// Last offset (inclusive, as Kafka's `endOffset`).
     pub end_offset: i64,
-    /// Largest batch timestamp (total retention by time).
+    /// Largest batch timestamp (total retention by time). A raw i64 like the offsets beside
+    /// it: this struct is the JSON file's layout; retention reads it as a [`TimestampMs`].
     pub max_timestamp_ms: i64,
     /// Bytes of its `.log`.
     pub size_bytes: u64,
@@ -262,8 +263,10 @@ impl RemoteLogMetadata {
         let start = self.log_start_offset.unwrap_or(0);
         for s in self.finished() {
             let by_records = s.end_offset < start; // DeleteRecords
+            let max_timestamp = TimestampMs(s.max_timestamp_ms);
             let by_time = retention_ms.is_some_and(|ms| {
-                s.max_timestamp_ms >= 0 && now.0.saturating_sub(s.max_timestamp_ms) > ms as i64
+                max_timestamp >= TimestampMs(0)
+                    && now.saturating_since(max_timestamp) > DurationMs(ms as i64)
             });
             let by_size = retention_bytes.is_some_and(|max| total - s.size_bytes >= max);
             if !(by_records || by_time || by_size) {

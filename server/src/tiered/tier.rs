@@ -24,7 +24,7 @@ use rill_engine::io::Storage;
 use rill_engine::segment::txn_index::TxnIndex;
 use rill_engine::tiering::{SealedSegment, SegmentFiles};
 use rill_engine::{AbortedTxn, EngineError, PartitionLog};
-use rill_types::{Offset, TimestampMs};
+use rill_types::{DurationMs, Offset, TimestampMs};
 
 use super::keys::{ObjectKind, PartitionKeys};
 use super::metadata::{epochs_of, RemoteLogMetadata, RemoteSegment, SegmentState, METADATA_FILE};
@@ -76,7 +76,7 @@ pub struct PartitionTier {
     /// Consecutive failures (backoff doubles with each).
     failures: u32,
     /// No new job before this.
-    retry_at_ms: i64,
+    retry_at_ms: TimestampMs,
     /// What this partition adds to the upload-lag gauges.
     lag: (i64, i64),
 }
@@ -103,7 +103,7 @@ impl PartitionTier {
             meta,
             job: None,
             failures: 0,
-            retry_at_ms: 0,
+            retry_at_ms: TimestampMs(0),
             lag: (0, 0),
         };
         let unfinished = tier.meta.unfinished().len();
@@ -213,7 +213,7 @@ impl PartitionTier {
     /// records first, then total retention, then the next copy.
     pub async fn start_next<S: Storage>(&mut self, log: &mut PartitionLog<S>, now: TimestampMs) {
         self.publish_lag(log);
-        if self.job.is_some() || now.0 < self.retry_at_ms || log.is_failed() {
+        if self.job.is_some() || now < self.retry_at_ms || log.is_failed() {
             return;
         }
         if let Some(unfinished) = self.meta.unfinished().into_iter().next() {
@@ -389,7 +389,7 @@ impl PartitionTier {
             .saturating_mul(factor)
             .min(settings.retry_backoff_max_ms);
         self.failures += 1;
-        self.retry_at_ms = now_ms() + pause as i64;
+        self.retry_at_ms = now_ms() + DurationMs(pause as i64);
     }
 
     /// The end of the copy a remote read of `from` would read (`None`: the remote tier does
@@ -494,8 +494,8 @@ async fn remote_aborted(
 }
 
 /// The wall clock, for backoff only (the log's injected clock drives everything else).
-fn now_ms() -> i64 {
-    rill_engine::io::SystemClock.now().0
+fn now_ms() -> TimestampMs {
+    rill_engine::io::SystemClock.now()
 }
 
 use rill_engine::io::Clock;

@@ -68,7 +68,7 @@ struct Harness {
 }
 
 fn harness() -> Harness {
-    let clock = Rc::new(ManualClock::new(1_000));
+    let clock = Rc::new(ManualClock::new(TimestampMs(1_000)));
     Harness {
         c: TxnCoordinator::new(
             MemTxnJournal::default(),
@@ -169,7 +169,7 @@ fn commit_writes_markers_to_every_partition_and_ends_group_offsets() {
                 offset: rill_engine::Offset(5),
                 leader_epoch: rill_types::LeaderEpoch(-1),
                 metadata: None,
-                commit_time_ms: 0,
+                commit_time_ms: rill_types::TimestampMs(0),
             },
         )],
     };
@@ -330,7 +330,7 @@ fn a_restarted_coordinator_finishes_decisions_and_keeps_open_transactions() {
         live.insert(r.transactional_id.clone(), r.metadata.clone().unwrap());
     }
     let env = FakeEnv::default();
-    let clock = Rc::new(ManualClock::new(2_000));
+    let clock = Rc::new(ManualClock::new(TimestampMs(2_000)));
     let c = TxnCoordinator::new(
         MemTxnJournal::default(),
         clock.clone(),
@@ -391,7 +391,7 @@ fn idle_ids_expire_and_timeouts_are_bounded() {
 
 #[test]
 fn past_the_shards_maximum_a_new_id_takes_the_place_of_the_idle_one_updated_longest_ago() {
-    let clock = Rc::new(ManualClock::new(1_000));
+    let clock = Rc::new(ManualClock::new(TimestampMs(1_000)));
     let config = TxnConfig {
         shard_ids_max: 2,
         ..TxnConfig::default()

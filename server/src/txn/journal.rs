@@ -388,7 +388,7 @@ mod tests {
     fn appends_survive_a_crash_and_compaction_keeps_the_latest() {
         let storage = SimStorage::new(3, FaultConfig::default());
         let manager = LogManager::new(storage.clone(), PathBuf::from("/data/__rill_txn"));
-        let clock: Rc<dyn Clock> = Rc::new(ManualClock::new(1_000));
+        let clock: Rc<dyn Clock> = Rc::new(ManualClock::new(TimestampMs(1_000)));
         let log = block_on(TxnPartitionLog::open(&manager, 0, clock.clone())).unwrap();
         for epoch in 0..5 {
             block_on(log.append(record("a", Some(metadata(epoch))))).unwrap();

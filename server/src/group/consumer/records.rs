@@ -32,7 +32,7 @@ pub type RawRecord = (Bytes, Option<Bytes>);
 /// `records` as one batch for the offsets log, stamped `timestamp_ms` (`None`: no record).
 pub fn encode_batch(
     records: Vec<RawRecord>,
-    timestamp_ms: i64,
+    timestamp_ms: rill_types::TimestampMs,
 ) -> Option<rill_types::batch::ValidatedBatch> {
     if records.is_empty() {
         return None;
@@ -41,7 +41,7 @@ pub fn encode_batch(
         rill_protocol::record::PlainRecord {
             key: Some(k),
             value: v,
-            timestamp_ms,
+            timestamp_ms: timestamp_ms.0,
         }
     }));
     let batch = rill_types::batch::ValidatedBatch::new(bytes, usize::MAX)

@@ -38,7 +38,7 @@ pub fn record(
             offset: d.start,
             leader_epoch: LeaderEpoch::NONE,
             metadata: (!d.done.is_empty()).then(|| d.done.clone()),
-            commit_time_ms: now,
+            commit_time_ms: rill_types::TimestampMs(now),
         }),
     })
 }

@@ -322,7 +322,7 @@ impl ShareGroup {
     /// session, applies the acknowledgements.
     pub fn session(&mut self, args: ShareSessionArgs) -> ShareSessionResult {
         let lock_duration_ms =
-            i32::try_from(self.config.partition.lock_duration_ms).unwrap_or(i32::MAX);
+            i32::try_from(self.config.partition.lock_duration_ms.0).unwrap_or(i32::MAX);
         if let Err((code, message)) = self.check_session(&args) {
             return ShareSessionResult {
                 error_code: code,

@@ -165,7 +165,7 @@ impl SharePartition {
         max_records: usize,
         now: i64,
     ) -> Vec<Acquired> {
-        let deadline = now.saturating_add(self.settings.lock_duration_ms);
+        let deadline = now.saturating_add(self.settings.lock_duration_ms.0);
         let mut out: Vec<Acquired> = Vec::new();
         let mut taken = 0usize;
         'batches: for b in batches {

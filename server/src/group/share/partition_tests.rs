@@ -7,7 +7,7 @@ use super::*;
 
 fn settings(locks: usize) -> PartitionSettings {
     PartitionSettings {
-        lock_duration_ms: 1_000,
+        lock_duration_ms: rill_types::DurationMs(1_000),
         delivery_count_limit: 3,
         max_record_locks: locks,
     }

@@ -13,6 +13,7 @@ use rill_engine::segment::offset_index::OffsetIndex;
 use rill_engine::{
     FilePosition, LogConfig, LogManager, Offset, PartitionLog, RelativeOffset, TimestampMs,
 };
+use rill_engine::{PartitionIndex, TopicPartitionRef};
 use std::hint::black_box;
 use std::path::PathBuf;
 use std::rc::Rc;
@@ -60,8 +61,12 @@ fn log_of(batches: usize) -> PartitionLog<SimStorage> {
         SimStorage::new(1, FaultConfig::default()),
         PathBuf::from("/data"),
     );
-    let mut log =
-        block_on(manager.open_partition("idx", 0, config, Rc::new(ManualClock::new(0)))).unwrap();
+    let mut log = block_on(manager.open_partition(
+        TopicPartitionRef::new("idx", PartitionIndex(0)),
+        config,
+        Rc::new(ManualClock::new(0)),
+    ))
+    .unwrap();
     let batch = build_test_batch(4, 200, TimestampMs(1), None);
     for _ in 0..batches {
         block_on(log.append(validated(&batch), TimestampMs(1))).unwrap();

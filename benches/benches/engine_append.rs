@@ -23,6 +23,7 @@ use rill_engine::io::glommio::{GlommioStorage, LocalRuntime};
 use rill_engine::io::SystemClock;
 use rill_engine::prealloc::SHARD_PREALLOC_BYTES_DEFAULT;
 use rill_engine::{LogConfig, LogManager, PartitionLog, TimestampMs};
+use rill_engine::{PartitionIndex, TopicPartitionRef};
 use std::path::PathBuf;
 use std::rc::Rc;
 use std::time::{Duration, Instant};
@@ -53,7 +54,11 @@ fn open_log(rt: &LocalRuntime, dir: PathBuf, prealloc_budget: u64) -> Log {
         let manager =
             LogManager::new(GlommioStorage::new(), dir).with_prealloc_budget(prealloc_budget);
         manager
-            .open_partition("bench", 0, config, Rc::new(SystemClock))
+            .open_partition(
+                TopicPartitionRef::new("bench", PartitionIndex(0)),
+                config,
+                Rc::new(SystemClock),
+            )
             .await
             .unwrap()
     })

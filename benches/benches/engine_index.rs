@@ -13,6 +13,7 @@ use rill_engine::segment::offset_index::OffsetIndex;
 use rill_engine::{
     FilePosition, LogConfig, LogManager, Offset, PartitionLog, RelativeOffset, TimestampMs,
 };
+use rill_engine::{PartitionIndex, TopicPartitionRef};
 use std::hint::black_box;
 use std::path::PathBuf;
 use std::rc::Rc;
@@ -61,8 +62,7 @@ fn log_of(batches: usize) -> PartitionLog<SimStorage> {
         PathBuf::from("/data"),
     );
     let mut log = block_on(manager.open_partition(
-        "idx",
-        0,
+        TopicPartitionRef::new("idx", PartitionIndex(0)),
         config,
         Rc::new(ManualClock::new(TimestampMs(0))),
     ))

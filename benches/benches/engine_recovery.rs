@@ -17,6 +17,7 @@ use rill_engine::batch::{build_test_batch, validated};
 use rill_engine::io::glommio::{GlommioStorage, LocalRuntime};
 use rill_engine::io::SystemClock;
 use rill_engine::{LogConfig, LogManager, TimestampMs};
+use rill_engine::{PartitionIndex, TopicPartitionRef};
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
 use std::time::{Duration, Instant};
@@ -39,7 +40,11 @@ fn write_unclosed(rt: &LocalRuntime, dir: PathBuf, log_bytes: usize) {
     rt.block_on(async move {
         let manager = LogManager::new(GlommioStorage::new(), dir);
         let mut log = manager
-            .open_partition("rec", 0, config(), Rc::new(SystemClock))
+            .open_partition(
+                TopicPartitionRef::new("rec", PartitionIndex(0)),
+                config(),
+                Rc::new(SystemClock),
+            )
             .await
             .unwrap();
         let batch = build_test_batch(16, BATCH_BYTES - 61, TimestampMs(1), None);
@@ -88,7 +93,11 @@ fn reopen(rt: &LocalRuntime, dir: &Path, log_bytes: usize, iters: u64, how: Reop
             let manager = LogManager::new(GlommioStorage::new(), dir.clone());
             let start = Instant::now();
             let log = manager
-                .open_partition("rec", 0, config(), Rc::new(SystemClock))
+                .open_partition(
+                    TopicPartitionRef::new("rec", PartitionIndex(0)),
+                    config(),
+                    Rc::new(SystemClock),
+                )
                 .await
                 .unwrap();
             total += start.elapsed();

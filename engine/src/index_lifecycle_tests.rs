@@ -11,6 +11,7 @@ use crate::segment::file_name::{segment_file_name, FileKind};
 use crate::segment::offset_index::OffsetIndex;
 use crate::small_file;
 use crate::types::{Offset, TimestampMs};
+use crate::types::{PartitionIndex, TopicPartitionRef};
 use bytes::BytesMut;
 use std::path::{Path, PathBuf};
 
@@ -431,7 +432,12 @@ fn preallocation_follows_the_data_and_idle_release_gives_it_back() {
     let clock = std::rc::Rc::new(crate::io::sim::ManualClock::new(TimestampMs(1_000)));
     let open = |topic: &str| {
         let clock: std::rc::Rc<dyn crate::io::Clock> = clock.clone();
-        block_on(manager.open_partition(topic, 0, config.clone(), clock)).unwrap()
+        block_on(manager.open_partition(
+            TopicPartitionRef::new(topic, PartitionIndex(0)),
+            config.clone(),
+            clock,
+        ))
+        .unwrap()
     };
     let (mut idle, mut hot) = (open("idle"), open("hot"));
     assert_eq!(
@@ -517,7 +523,12 @@ fn a_released_or_cleanly_reopened_log_closes_without_writing() {
     block_on(log.close()).unwrap();
     let empty = crate::LogManager::new(s.clone(), PathBuf::from("/data"));
     let clock = std::rc::Rc::new(crate::io::sim::ManualClock::new(TimestampMs(1_000)));
-    let fresh = block_on(empty.open_partition("fresh", 0, checkpoint_config(), clock)).unwrap();
+    let fresh = block_on(empty.open_partition(
+        TopicPartitionRef::new("fresh", PartitionIndex(0)),
+        checkpoint_config(),
+        clock,
+    ))
+    .unwrap();
     fail_all_io(&s);
     block_on(fresh.close()).unwrap();
 }

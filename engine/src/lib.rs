@@ -149,4 +149,6 @@ pub use producer_state::ProducerView;
 pub use recovery::RecoveryStats;
 pub use rill_types::ErrorCode;
 pub use segment::txn_index::AbortedTxn;
-pub use types::{FilePosition, Offset, RelativeOffset, TimestampMs};
+pub use types::{
+    FilePosition, Offset, PartitionIndex, RelativeOffset, TimestampMs, TopicPartitionRef,
+};

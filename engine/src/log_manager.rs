@@ -6,6 +6,7 @@ use crate::io::{Clock, Storage};
 use crate::partition_log::PartitionLog;
 use crate::prealloc::{PreallocBudget, SHARD_PREALLOC_BYTES_DEFAULT};
 use crate::read_cache::{ReadCache, READ_CACHE_BYTES_DEFAULT};
+use rill_types::TopicPartitionRef;
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
 
@@ -63,31 +64,30 @@ impl<S: Storage> LogManager<S> {
         &self.data_dir
     }
 
-    /// The directory of one partition: `<data-dir>/<topic>-<partition>`.
-    pub fn partition_dir(&self, topic: &str, partition: i32) -> PathBuf {
-        self.data_dir.join(format!("{topic}-{partition}"))
+    /// The directory of one partition: `<data-dir>/<topic>-<partition>` (the key's display).
+    pub fn partition_dir(&self, tp: TopicPartitionRef<'_>) -> PathBuf {
+        self.data_dir.join(tp.to_string())
     }
 
-    /// Opens (creating or recovering) the log of `topic`-`partition`.
+    /// Opens (creating or recovering) the log of partition `tp`.
     pub async fn open_partition(
         &self,
-        topic: &str,
-        partition: i32,
+        tp: TopicPartitionRef<'_>,
         config: LogConfig,
         clock: Rc<dyn Clock>,
     ) -> Result<PartitionLog<S>, EngineError> {
-        check_topic_name(topic)?;
-        assert!(partition >= 0, "partition index must be >= 0");
-        let dir = self.partition_dir(topic, partition);
+        check_topic_name(tp.topic)?;
+        assert!(tp.partition.0 >= 0, "partition index must be >= 0");
+        let dir = self.partition_dir(tp);
         let budget = self.prealloc_budget.clone();
         let read_cache = self.read_cache.clone();
         PartitionLog::open(self.storage.clone(), dir, config, clock, budget, read_cache).await
     }
 
     /// Deletes the whole directory of a partition (its log must be closed or dropped first).
-    pub async fn delete_partition(&self, topic: &str, partition: i32) -> Result<(), EngineError> {
-        check_topic_name(topic)?;
-        let dir = self.partition_dir(topic, partition);
+    pub async fn delete_partition(&self, tp: TopicPartitionRef<'_>) -> Result<(), EngineError> {
+        check_topic_name(tp.topic)?;
+        let dir = self.partition_dir(tp);
         if self.storage.exists(&dir).await? {
             self.storage.remove_dir_all(&dir).await?;
         }

@@ -9,6 +9,7 @@ use crate::log_manager::LogManager;
 use crate::partition_log::PartitionLog;
 use crate::segment::file_name::{segment_file_name, FileKind};
 use crate::types::{Offset, TimestampMs};
+use crate::types::{PartitionIndex, TopicPartitionRef};
 use bytes::BytesMut;
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
@@ -27,8 +28,7 @@ pub(crate) fn small_config() -> LogConfig {
 pub(crate) fn open(s: &SimStorage, config: LogConfig) -> PartitionLog<SimStorage> {
     let manager = LogManager::new(s.clone(), PathBuf::from("/data"));
     block_on(manager.open_partition(
-        "t",
-        0,
+        TopicPartitionRef::new("t", PartitionIndex(0)),
         config,
         Rc::new(ManualClock::new(TimestampMs(1_000))),
     ))
@@ -505,18 +505,16 @@ fn delete_partition_removes_its_directory() {
     let s = SimStorage::new(1, FaultConfig::default());
     let manager = LogManager::new(s.clone(), PathBuf::from("/data"));
     let log = block_on(manager.open_partition(
-        "t",
-        0,
+        TopicPartitionRef::new("t", PartitionIndex(0)),
         small_config(),
         Rc::new(ManualClock::new(TimestampMs(0))),
     ))
     .unwrap();
     block_on(log.close()).unwrap();
-    block_on(manager.delete_partition("t", 0)).unwrap();
+    block_on(manager.delete_partition(TopicPartitionRef::new("t", PartitionIndex(0)))).unwrap();
     assert!(!block_on(s.exists(Path::new(DIR))).unwrap());
     let bad = block_on(manager.open_partition(
-        "../x",
-        0,
+        TopicPartitionRef::new("../x", PartitionIndex(0)),
         small_config(),
         Rc::new(ManualClock::new(TimestampMs(0))),
     ));

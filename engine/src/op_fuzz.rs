@@ -41,6 +41,7 @@ use crate::partition_log::PartitionLog;
 use crate::read_cache::ReadCache;
 use crate::segment::file_name::{segment_file_name, FileKind};
 use crate::types::{Offset, TimestampMs};
+use crate::types::{PartitionIndex, TopicPartitionRef};
 use std::future::Future;
 use std::path::PathBuf;
 use std::rc::Rc;
@@ -350,7 +351,11 @@ impl Harness {
         let manager = &self.manager;
         let opened = run(
             budget,
-            manager.open_partition("fuzz", 0, self.config.clone(), clock.clone()),
+            manager.open_partition(
+                TopicPartitionRef::new("fuzz", PartitionIndex(0)),
+                self.config.clone(),
+                clock.clone(),
+            ),
         );
         let log = match opened {
             Some(log) => log,
@@ -360,7 +365,11 @@ impl Harness {
                     "  recovery cut off by a crash after {budget:?} polls"
                 ));
                 self.storage.crash();
-                block_on(manager.open_partition("fuzz", 0, self.config.clone(), clock))
+                block_on(manager.open_partition(
+                    TopicPartitionRef::new("fuzz", PartitionIndex(0)),
+                    self.config.clone(),
+                    clock,
+                ))
             }
         }
         .expect("reopen after crash");
@@ -1060,7 +1069,14 @@ fn newer_time_index_beside_stale_offset_index() {
         ..LogConfig::default()
     };
     let manager = LogManager::new(storage.clone(), PathBuf::from("/data"));
-    let open = || block_on(manager.open_partition("t", 0, config.clone(), clock.clone())).unwrap();
+    let open = || {
+        block_on(manager.open_partition(
+            TopicPartitionRef::new("t", PartitionIndex(0)),
+            config.clone(),
+            clock.clone(),
+        ))
+        .unwrap()
+    };
     let append = |log: &mut PartitionLog<SimStorage>, ts: i64| {
         let batch = build_test_batch(1, 10, TimestampMs(ts), None);
         block_on(log.append(validated(&batch), TimestampMs(ts))).unwrap();
@@ -1108,7 +1124,12 @@ fn read_after_failed_background_write_is_a_storage_error() {
         ..LogConfig::default()
     };
     let manager = LogManager::new(storage.clone(), PathBuf::from("/data"));
-    let mut log = block_on(manager.open_partition("t", 0, config, clock)).unwrap();
+    let mut log = block_on(manager.open_partition(
+        TopicPartitionRef::new("t", PartitionIndex(0)),
+        config,
+        clock,
+    ))
+    .unwrap();
     let first = build_batch(1, 600_000, TimestampMs(1), None);
     block_on(log.append(validated(&first), TimestampMs(1))).unwrap();
     storage.fail_next_write(28); // ENOSPC, on the write of the first MiB

@@ -9,6 +9,7 @@ use crate::partition_log::PartitionLog;
 use crate::read_cache::ReadCache;
 use crate::read_path::HELD_LOADS_IN_FLIGHT;
 use crate::types::{Offset, TimestampMs};
+use crate::types::{PartitionIndex, TopicPartitionRef};
 use bytes::{Bytes, BytesMut};
 use std::path::PathBuf;
 use std::rc::Rc;
@@ -31,7 +32,12 @@ fn manager(s: &SimStorage, cache: &Rc<ReadCache>) -> LogManager<SimStorage> {
 
 fn open_log(manager: &LogManager<SimStorage>, partition: i32) -> PartitionLog<SimStorage> {
     let clock = Rc::new(ManualClock::new(TimestampMs(1_000)));
-    block_on(manager.open_partition("t", partition, cold_config(), clock)).unwrap()
+    block_on(manager.open_partition(
+        TopicPartitionRef::new("t", PartitionIndex(partition)),
+        cold_config(),
+        clock,
+    ))
+    .unwrap()
 }
 
 /// A batch of `records` whose payload bytes tell its partition and sequence number apart.
@@ -79,7 +85,12 @@ fn fill_logs(
     let cache = manager.read_cache();
     for p in 0..partitions {
         let clock = Rc::new(ManualClock::new(TimestampMs(1_000)));
-        let mut log = block_on(manager.open_partition("t", p, config.clone(), clock)).unwrap();
+        let mut log = block_on(manager.open_partition(
+            TopicPartitionRef::new("t", PartitionIndex(p)),
+            config.clone(),
+            clock,
+        ))
+        .unwrap();
         let mut appended = Vec::new();
         for i in 0..batches {
             let b = batch(p, i, 5_000);
@@ -334,7 +345,12 @@ fn no_stale_or_torn_byte_when_reads_race_appends_on_the_active_segment() {
             ..cold_config()
         };
         let clock = Rc::new(ManualClock::new(TimestampMs(1_000)));
-        let mut log = block_on(manager.open_partition("race", 0, config, clock)).unwrap();
+        let mut log = block_on(manager.open_partition(
+            TopicPartitionRef::new("race", PartitionIndex(0)),
+            config,
+            clock,
+        ))
+        .unwrap();
         let mut rng = fastrand::Rng::with_seed(seed);
         let (mut want, mut lasts): (Vec<Bytes>, Vec<Offset>) = (Vec::new(), Vec::new());
         let mut readers = [Offset(0); 3];

@@ -12,6 +12,7 @@ use crate::log_manager::LogManager;
 use crate::partition_log::PartitionLog;
 use crate::read_cache::{Found, ReadCache};
 use crate::types::{Offset, TimestampMs};
+use crate::types::{PartitionIndex, TopicPartitionRef};
 use bytes::{Bytes, BytesMut};
 use std::path::PathBuf;
 use std::rc::Rc;
@@ -36,7 +37,12 @@ fn manager(s: &SimStorage) -> LogManager<SimStorage> {
 
 fn open(manager: &LogManager<SimStorage>, config: LogConfig) -> PartitionLog<SimStorage> {
     let clock = Rc::new(ManualClock::new(TimestampMs(1_000)));
-    block_on(manager.open_partition("t", 0, config, clock)).unwrap()
+    block_on(manager.open_partition(
+        TopicPartitionRef::new("t", PartitionIndex(0)),
+        config,
+        clock,
+    ))
+    .unwrap()
 }
 
 /// A batch of 2 records whose payload says which generation (`gen`) and which batch it is.
@@ -222,7 +228,7 @@ fn a_partition_deleted_and_created_again_never_serves_the_old_bytes() {
     write(&mut log, 1, 80);
     assert!(cached(&log, Offset(0)));
     drop(log); // the partition's owner drops it, then deletes its files
-    block_on(manager.delete_partition("t", 0)).unwrap();
+    block_on(manager.delete_partition(TopicPartitionRef::new("t", PartitionIndex(0)))).unwrap();
     let mut log = open(&manager, config());
     let new = write(&mut log, 2, 80);
     assert_eq!(read_all(&mut log, Offset(0)), new);

@@ -7,6 +7,7 @@ use rill_engine::batch::{build_test_batch, validate_prefix, validated};
 use rill_engine::io::glommio::GlommioStorage;
 use rill_engine::io::SystemClock;
 use rill_engine::{LogConfig, LogManager, Offset, PartitionLog, TimestampMs};
+use rill_engine::{PartitionIndex, TopicPartitionRef};
 use std::future::Future;
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
@@ -31,7 +32,11 @@ fn temp_dir() -> tempfile::TempDir {
 async fn open(data: &Path, config: LogConfig) -> PartitionLog<GlommioStorage> {
     let manager = LogManager::new(GlommioStorage::new(), data.to_path_buf());
     manager
-        .open_partition("disk", 0, config, Rc::new(SystemClock))
+        .open_partition(
+            TopicPartitionRef::new("disk", PartitionIndex(0)),
+            config,
+            Rc::new(SystemClock),
+        )
         .await
         .unwrap()
 }
@@ -295,7 +300,11 @@ fn read_ahead_loads_finish_without_a_reader_awaiting_them() {
         let manager = LogManager::new(GlommioStorage::new(), data.clone());
         let cache = manager.read_cache().clone();
         let mut log = manager
-            .open_partition("disk", 0, config, Rc::new(SystemClock))
+            .open_partition(
+                TopicPartitionRef::new("disk", PartitionIndex(0)),
+                config,
+                Rc::new(SystemClock),
+            )
             .await
             .unwrap();
         // Two sequential reads: the second one tops the read-ahead window up.

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use rill_protocol::kafka_protocol::messages::TopicName;
 use rill_protocol::kafka_protocol::protocol::StrBytes;
 use rill_protocol::ErrorCode;
-use rill_types::LeaderEpoch;
+use rill_types::{LeaderEpoch, TopicPartitionRef};
 
 use crate::capacity::Capacity;
 use crate::cluster::view::ClusterView;
@@ -38,7 +38,7 @@ pub trait Broker {
         TopicSettings::of_topic(self.config(), self.topics(), &meta.configs).map(Arc::new)
     }
     /// Run `op` on the shard that owns the partition and return its answer.
-    async fn partition(&self, topic: &str, partition: i32, op: PartitionOp) -> PartitionReply;
+    async fn partition(&self, tp: TopicPartitionRef<'_>, op: PartitionOp) -> PartitionReply;
     /// The runtime's monotonic clock (long-poll deadlines); the same clock [`Broker::sleep`]
     /// waits on.
     fn now(&self) -> Instant;
@@ -86,9 +86,9 @@ pub trait Broker {
             .unwrap_or_default()
     }
     /// A partition's current leader epoch: the cluster's, or [`LEADER_EPOCH`] on a single node.
-    fn leader_epoch(&self, topic: &str, partition: i32) -> LeaderEpoch {
+    fn leader_epoch(&self, tp: TopicPartitionRef<'_>) -> LeaderEpoch {
         self.cluster()
-            .and_then(|c| c.leader_epoch(topic, partition))
+            .and_then(|c| c.leader_epoch(tp))
             .unwrap_or(LEADER_EPOCH)
     }
     /// Run a transaction operation on the shard that coordinates `transactional_id`.

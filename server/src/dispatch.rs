@@ -496,6 +496,7 @@ mod every_version_encodes {
     use futures::executor::block_on;
     use rill_protocol::api_registry::entry;
     use rill_protocol::kafka_protocol::messages::*;
+    use rill_types::{PartitionIndex, TopicPartitionRef};
 
     fn versions(api_key: ApiKey) -> std::ops::RangeInclusive<i16> {
         let e = entry(api_key).expect("registered");
@@ -510,7 +511,7 @@ mod every_version_encodes {
     fn assert_answer_encodes(api_key: ApiKey, make: impl Fn(&FakeBroker, i16) -> Answer) {
         let broker = FakeBroker::new();
         broker.topics().create("t", 2, Default::default()).unwrap();
-        broker.append("t", 0, batch(2));
+        broker.append(TopicPartitionRef::new("t", PartitionIndex(0)), batch(2));
         for v in versions(api_key) {
             let result = match make(&broker, v) {
                 Answer::Body(body) => {

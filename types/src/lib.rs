@@ -9,6 +9,8 @@
 //! - [`timestamp`]: [`TimestampMs`], record and batch timestamps, and the wall-clock instants
 //!   the coordinators keep; [`duration`]: [`DurationMs`], spans between them.
 //! - [`leader_epoch`]: [`LeaderEpoch`], which leadership wrote a batch.
+//! - [`topic_partition`]: [`PartitionIndex`], a partition's number in its topic, and the
+//!   topic-partition key, owned ([`TopicPartition`]) and borrowed ([`TopicPartitionRef`]).
 //! - [`producer`]: [`ProducerId`], [`ProducerEpoch`], [`Sequence`] of idempotent producers.
 //! - [`batch`]: the v2 record batch header, its checks, and [`batch::ValidatedBatch`], the one
 //!   thing the engine appends.
@@ -33,6 +35,7 @@ pub mod limits;
 pub mod offset;
 pub mod producer;
 pub mod timestamp;
+pub mod topic_partition;
 
 pub use duration::DurationMs;
 pub use error_code::{ErrorCode, UnknownErrorCode};
@@ -40,3 +43,4 @@ pub use leader_epoch::LeaderEpoch;
 pub use offset::{Offset, RelativeOffset};
 pub use producer::{ProducerEpoch, ProducerId, Sequence};
 pub use timestamp::TimestampMs;
+pub use topic_partition::{PartitionIndex, TopicPartition, TopicPartitionKey, TopicPartitionRef};

@@ -23,6 +23,7 @@ use crate::config::LogConfig;
 use crate::io::sim::{block_on, block_on_polls, FaultConfig, ManualClock, SimStorage};
 use crate::io::Clock;
 use crate::log_manager::LogManager;
+use crate::types::{PartitionIndex, TopicPartitionRef};
 use rill_types::DurationMs;
 use std::collections::HashMap;
 use std::future::Future;
@@ -135,7 +136,11 @@ impl Case {
             let budget = self.crash_budget();
             let opened = run(
                 budget,
-                manager.open_partition("c", 0, self.config.clone(), clock.clone()),
+                manager.open_partition(
+                    TopicPartitionRef::new("c", PartitionIndex(0)),
+                    self.config.clone(),
+                    clock.clone(),
+                ),
             );
             match opened {
                 Some(log) => {

@@ -7,6 +7,7 @@ use crate::io::sim::{block_on, FaultConfig, ManualClock, SimStorage};
 use crate::io::Storage;
 use crate::log_manager::LogManager;
 use crate::segment::file_name::{segment_file_name, FileKind};
+use crate::types::{PartitionIndex, TopicPartitionRef};
 use bytes::{Bytes, BytesMut};
 use rill_protocol::kafka_protocol::records::{
     Compression as KpCompression, Record as KpRecord, RecordBatchEncoder, RecordEncodeOptions,
@@ -187,7 +188,12 @@ pub(crate) fn open_log(
     clock: &Rc<ManualClock>,
 ) -> PartitionLog<SimStorage> {
     let manager = LogManager::new(s.clone(), PathBuf::from("/data"));
-    block_on(manager.open_partition("t", 0, config, clock.clone())).unwrap()
+    block_on(manager.open_partition(
+        TopicPartitionRef::new("t", PartitionIndex(0)),
+        config,
+        clock.clone(),
+    ))
+    .unwrap()
 }
 
 fn dir() -> &'static Path {

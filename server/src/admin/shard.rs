@@ -19,6 +19,8 @@ use std::sync::atomic::Ordering;
 use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};
 
+use rill_types::{PartitionIndex, TopicPartitionRef};
+
 use super::metrics::{ShardMetrics, FLUSH_INTERVAL};
 use super::state::{AdminState, GroupSnapshot, ShardSnapshot, ShardStats, SnapshotRequest};
 
@@ -37,15 +39,15 @@ type BudgetSource = Box<dyn Fn() -> [crate::memory_budget::BudgetStats; 2]>;
 /// another core's, and its counters share a cache line with the ones its owner writes on every
 /// append.
 #[derive(Default)]
-struct SentSinceFlush(HashMap<String, HashMap<i32, (u64, u64)>>);
+struct SentSinceFlush(HashMap<String, HashMap<PartitionIndex, (u64, u64)>>);
 
 impl SentSinceFlush {
-    fn add(&mut self, topic: &str, partition: i32, bytes: u64, records: u64) {
-        let by_partition = match self.0.get_mut(topic) {
+    fn add(&mut self, tp: TopicPartitionRef<'_>, bytes: u64, records: u64) {
+        let by_partition = match self.0.get_mut(tp.topic) {
             Some(by_partition) => by_partition,
-            None => self.0.entry(topic.to_string()).or_default(),
+            None => self.0.entry(tp.topic.to_string()).or_default(),
         };
-        let sent = by_partition.entry(partition).or_default();
+        let sent = by_partition.entry(tp.partition).or_default();
         sent.0 += bytes;
         sent.1 += records;
     }
@@ -55,7 +57,9 @@ impl SentSinceFlush {
     fn flush(&mut self, state: &AdminState) {
         for (topic, by_partition) in self.0.drain() {
             for (partition, (bytes, records)) in by_partition {
-                if let Some(stats) = state.known_partition(&topic, partition) {
+                if let Some(stats) =
+                    state.known_partition(TopicPartitionRef::new(&topic, partition))
+                {
                     stats.fetched(bytes, records);
                 }
             }
@@ -229,6 +233,7 @@ pub mod hooks {
     use bytes::Bytes;
     use rill_engine::cleaner::CleanStats;
     use rill_types::batch::RecordBatchHeader;
+    use rill_types::TopicPartitionRef;
 
     use super::local;
     use crate::admin::state::PartitionStats;
@@ -343,18 +348,18 @@ pub mod hooks {
     /// (topic, partition) in the response, counted as bytes and messages out.
     pub fn fetch_answered<'a>(
         waited: Duration,
-        sent: Option<impl Iterator<Item = (&'a str, i32, &'a [Bytes])>>,
+        sent: Option<impl Iterator<Item = (TopicPartitionRef<'a>, &'a [Bytes])>>,
     ) {
         let Some(l) = local() else {
             return;
         };
         l.metrics.fetch_waited(waited);
         let mut counts = l.sent.borrow_mut();
-        for (topic, partition, chunks) in sent.into_iter().flatten() {
+        for (tp, chunks) in sent.into_iter().flatten() {
             let bytes: usize = chunks.iter().map(Bytes::len).sum();
             if bytes > 0 {
                 let records = chunks.iter().map(|c| records_in(c)).sum();
-                counts.add(topic, partition, bytes as u64, records);
+                counts.add(tp, bytes as u64, records);
             }
         }
     }
@@ -471,21 +476,21 @@ pub mod hooks {
         }
     }
 
-    /// The stats of `topic`-`partition`, owned by this shard (the actor's handle).
-    pub fn partition(topic: &str, partition: i32) -> Option<Arc<PartitionStats>> {
-        local().map(|l| l.state.partition(topic, partition, l.id))
+    /// The stats of partition `tp`, owned by this shard (the actor's handle).
+    pub fn partition(tp: TopicPartitionRef<'_>) -> Option<Arc<PartitionStats>> {
+        local().map(|l| l.state.partition(tp, l.id))
     }
 
     /// The stats of a partition already known (another shard may own it), for counting
     /// reads; `None` if it never opened.
-    pub fn known_partition(topic: &str, partition: i32) -> Option<Arc<PartitionStats>> {
-        local().and_then(|l| l.state.known_partition(topic, partition))
+    pub fn known_partition(tp: TopicPartitionRef<'_>) -> Option<Arc<PartitionStats>> {
+        local().and_then(|l| l.state.known_partition(tp))
     }
 
     /// Forgets a deleted partition.
-    pub fn partition_deleted(topic: &str, partition: i32) {
+    pub fn partition_deleted(tp: TopicPartitionRef<'_>) {
         if let Some(l) = local() {
-            l.state.remove_partition(topic, partition);
+            l.state.remove_partition(tp);
         }
     }
 }

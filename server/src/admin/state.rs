@@ -16,7 +16,7 @@ use std::time::{Duration, Instant, SystemTime};
 
 use rill_metadata::image::MetadataImage;
 use rill_metadata::types::NodeId;
-use rill_types::Offset;
+use rill_types::{Offset, PartitionIndex, TopicPartitionRef};
 
 use super::metrics::Metrics;
 pub use super::settings::SeriesLimits;
@@ -305,7 +305,7 @@ pub struct AdminState {
     /// One per shard.
     pub shards: Vec<ShardStats>,
     /// Every partition this process has opened, by topic then partition.
-    partitions: RwLock<BTreeMap<String, BTreeMap<i32, Arc<PartitionStats>>>>,
+    partitions: RwLock<BTreeMap<String, BTreeMap<PartitionIndex, Arc<PartitionStats>>>>,
     /// The data-path metrics the shards flush into.
     pub metrics: Metrics,
     /// Topics and their partition counts.
@@ -385,34 +385,34 @@ impl AdminState {
         self.started.elapsed().as_millis() as u64
     }
 
-    /// The stats of `topic`-`partition`, created on first use (kept across reopenings so the
+    /// The stats of partition `tp`, created on first use (kept across reopenings so the
     /// counters only grow).
-    pub fn partition(&self, topic: &str, partition: i32, shard: usize) -> Arc<PartitionStats> {
-        if let Some(stats) = self.known_partition(topic, partition) {
+    pub fn partition(&self, tp: TopicPartitionRef<'_>, shard: usize) -> Arc<PartitionStats> {
+        if let Some(stats) = self.known_partition(tp) {
             return stats;
         }
         let mut partitions = self.partitions.write().expect("not poisoned");
         partitions
-            .entry(topic.to_string())
+            .entry(tp.topic.to_string())
             .or_default()
-            .entry(partition)
+            .entry(tp.partition)
             .or_insert_with(|| Arc::new(PartitionStats::new(shard)))
             .clone()
     }
 
-    /// The stats of `topic`-`partition` if it was ever opened.
-    pub fn known_partition(&self, topic: &str, partition: i32) -> Option<Arc<PartitionStats>> {
+    /// The stats of partition `tp` if it was ever opened.
+    pub fn known_partition(&self, tp: TopicPartitionRef<'_>) -> Option<Arc<PartitionStats>> {
         let partitions = self.partitions.read().expect("not poisoned");
-        partitions.get(topic)?.get(&partition).cloned()
+        partitions.get(tp.topic)?.get(&tp.partition).cloned()
     }
 
     /// Forgets a deleted partition.
-    pub fn remove_partition(&self, topic: &str, partition: i32) {
+    pub fn remove_partition(&self, tp: TopicPartitionRef<'_>) {
         let mut partitions = self.partitions.write().expect("not poisoned");
-        if let Some(topic_partitions) = partitions.get_mut(topic) {
-            topic_partitions.remove(&partition);
+        if let Some(topic_partitions) = partitions.get_mut(tp.topic) {
+            topic_partitions.remove(&tp.partition);
             if topic_partitions.is_empty() {
-                partitions.remove(topic);
+                partitions.remove(tp.topic);
             }
         }
     }
@@ -423,7 +423,7 @@ impl AdminState {
         let mut views = Vec::new();
         for (topic, by_partition) in partitions.iter() {
             for (&partition, stats) in by_partition {
-                views.push(((topic.clone(), partition), stats.read()));
+                views.push(((topic.clone(), partition.0), stats.read()));
             }
         }
         views
@@ -553,8 +553,10 @@ mod tests {
     #[test]
     fn partition_stats_persist_across_lookups_and_snapshots_time_out() {
         let s = state(1);
-        s.partition("t", 0, 0).appended(100, 2);
-        s.partition("t", 0, 0).appended(50, 1);
+        s.partition(TopicPartitionRef::new("t", PartitionIndex(0)), 0)
+            .appended(100, 2);
+        s.partition(TopicPartitionRef::new("t", PartitionIndex(0)), 0)
+            .appended(50, 1);
         let views = s.partition_views();
         assert_eq!((views[0].1.bytes_in, views[0].1.messages_in), (150, 3));
         // No shard registered: nothing to ask, one missing.

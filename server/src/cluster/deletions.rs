@@ -17,6 +17,7 @@ use std::time::Duration;
 use rill_engine::io::Storage;
 
 use rill_metadata::types::LogIndex;
+use rill_types::{PartitionIndex, TopicPartitionRef};
 use uuid::Uuid;
 
 use super::ClusterView;
@@ -46,12 +47,14 @@ pub async fn follow<S: Storage + 'static>(
             if now.get(name).is_some_and(|m| m.id == old.id) {
                 continue;
             }
-            for partition in 0..old.partitions {
-                if owner_shard(name, partition, shards) != shard {
+            for index in PartitionIndex::all(old.partitions) {
+                let tp = TopicPartitionRef::new(name, index);
+                if owner_shard(tp, shards) != shard {
                     continue;
                 }
-                let reply = table.call(name, partition, PartitionOp::Delete).await;
+                let reply = table.call(tp, PartitionOp::Delete).await;
                 if reply.error_code() != rill_types::ErrorCode::None {
+                    let partition = index.0;
                     tracing::error!(topic = %name, partition, code = ?reply.error_code(), "deleting a removed topic's partition failed");
                 }
             }
@@ -87,7 +90,8 @@ pub async fn follow_replicas<S: Storage + 'static>(
         for topic in image.topics.values() {
             for (index, state) in topic.partitions.iter().enumerate() {
                 let partition = index as i32;
-                if owner_shard(&topic.name, partition, shards) != shard {
+                let tp = TopicPartitionRef::new(&topic.name, PartitionIndex(partition));
+                if owner_shard(tp, shards) != shard {
                     continue;
                 }
                 let key = (topic.id, index as u32);
@@ -97,9 +101,7 @@ pub async fn follow_replicas<S: Storage + 'static>(
                 if here || replica.get(&key) == Some(&false) {
                     continue;
                 }
-                let reply = table
-                    .call(&topic.name, partition, PartitionOp::Delete)
-                    .await;
+                let reply = table.call(tp, PartitionOp::Delete).await;
                 if reply.error_code() == rill_types::ErrorCode::None {
                     if replica.get(&key) == Some(&true) {
                         tracing::info!(topic = %topic.name, partition, "deleted a replica moved to other brokers");

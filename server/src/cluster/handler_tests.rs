@@ -16,6 +16,7 @@ use rill_protocol::kafka_protocol::messages::*;
 use rill_protocol::kafka_protocol::protocol::StrBytes;
 use rill_protocol::response::encode_response;
 use rill_types::ErrorCode;
+use rill_types::{PartitionIndex, TopicPartitionRef};
 use uuid::Uuid;
 
 use super::mirror::mirror;
@@ -43,8 +44,8 @@ impl Broker for ClusterFake {
     fn topics(&self) -> &Arc<TopicRegistry> {
         self.fake.topics()
     }
-    async fn partition(&self, topic: &str, partition: i32, op: PartitionOp) -> PartitionReply {
-        self.fake.partition(topic, partition, op).await
+    async fn partition(&self, tp: TopicPartitionRef<'_>, op: PartitionOp) -> PartitionReply {
+        self.fake.partition(tp, op).await
     }
     async fn sleep(&self, duration: Duration) {
         self.fake.sleep(duration).await
@@ -255,7 +256,10 @@ fn describe_cluster_and_find_coordinator_encode_at_every_version() {
 #[test]
 fn leader_epochs_come_from_the_image() {
     let broker = cluster_fake();
-    assert_eq!(broker.leader_epoch("t", 0), rill_types::LeaderEpoch(0));
+    assert_eq!(
+        broker.leader_epoch(TopicPartitionRef::new("t", PartitionIndex(0))),
+        rill_types::LeaderEpoch(0)
+    );
     let stale = offset_for_leader_epoch_request::OffsetForLeaderPartition::default()
         .with_partition(0)
         .with_current_leader_epoch(1)

@@ -14,7 +14,7 @@ use crate::channel::polled::oneshot;
 use rill_metadata::image::{MetadataImage, PartitionState};
 use rill_metadata::request::{ControllerRequest, ControllerResponse, NewTopic};
 use rill_metadata::types::{BrokerEpoch, LogIndex, NodeId};
-use rill_types::{ErrorCode, LeaderEpoch};
+use rill_types::{ErrorCode, LeaderEpoch, PartitionIndex, TopicPartitionRef};
 
 use super::events::{AgentEvent, Reply};
 use crate::config::cluster::ClusterConfig;
@@ -195,23 +195,21 @@ impl ClusterView {
         self.fatal.lock().unwrap_or_else(|e| e.into_inner()).clone()
     }
 
-    /// Whether this broker may serve `topic`/`partition`: `Ok` if it is the live leader;
+    /// Whether this broker may serve partition `tp`: `Ok` if it is the live leader;
     /// NOT_LEADER_OR_FOLLOWER if another broker leads it, LEADER_NOT_AVAILABLE if none does.
     /// (Which shard of this broker serves it is `crate::shard::owner`.)
-    pub fn check_leader(&self, topic: &str, partition: i32) -> Result<(), ErrorCode> {
-        match self.leader(topic, partition)? {
+    pub fn check_leader(&self, tp: TopicPartitionRef<'_>) -> Result<(), ErrorCode> {
+        match self.leader(tp)? {
             leader if leader == self.node_id() => Ok(()),
             _ => Err(ErrorCode::NotLeaderOrFollower),
         }
     }
 
-    /// The live leader of `topic`/`partition`: UNKNOWN_TOPIC_OR_PARTITION if there is no such
+    /// The live leader of partition `tp`: UNKNOWN_TOPIC_OR_PARTITION if there is no such
     /// partition, LEADER_NOT_AVAILABLE if no live broker leads it.
-    pub fn leader(&self, topic: &str, partition: i32) -> Result<NodeId, ErrorCode> {
+    pub fn leader(&self, tp: TopicPartitionRef<'_>) -> Result<NodeId, ErrorCode> {
         let image = self.image();
-        let state = image
-            .partition(topic, partition)
-            .ok_or(ErrorCode::UnknownTopicOrPartition)?;
+        let state = partition_state(&image, tp).ok_or(ErrorCode::UnknownTopicOrPartition)?;
         image
             .live_leader(state)
             .ok_or(ErrorCode::LeaderNotAvailable)
@@ -222,8 +220,11 @@ impl ClusterView {
     /// (the first FindCoordinator asks the controller to create it, see
     /// [`Self::ensure_offsets_topic`]).
     pub fn group_coordinator(&self, group_id: &str) -> Result<NodeId, ErrorCode> {
-        let partition = crate::internal_topics::offsets_partition(group_id);
-        self.internal_leader(crate::internal_topics::OFFSETS_TOPIC, partition)
+        let partition = PartitionIndex(crate::internal_topics::offsets_partition(group_id));
+        self.internal_leader(TopicPartitionRef::new(
+            crate::internal_topics::OFFSETS_TOPIC,
+            partition,
+        ))
     }
 
     /// The broker coordinating `transactional_id`: the leader of its `__transaction_state`
@@ -231,16 +232,17 @@ impl ClusterView {
     /// lives on that broker's disk) stays there until leadership moves. Unavailable until the
     /// topic exists ([`Self::ensure_txn_topic`]) and the partition has a live leader.
     pub fn txn_coordinator(&self, transactional_id: &str) -> Result<NodeId, ErrorCode> {
-        let partition = crate::internal_topics::txn_partition(transactional_id);
-        self.internal_leader(crate::internal_topics::TXN_TOPIC, partition)
+        let partition = PartitionIndex(crate::internal_topics::txn_partition(transactional_id));
+        self.internal_leader(TopicPartitionRef::new(
+            crate::internal_topics::TXN_TOPIC,
+            partition,
+        ))
     }
 
     /// The live leader of an internal topic's partition, or COORDINATOR_NOT_AVAILABLE.
-    fn internal_leader(&self, topic: &str, partition: i32) -> Result<NodeId, ErrorCode> {
+    fn internal_leader(&self, tp: TopicPartitionRef<'_>) -> Result<NodeId, ErrorCode> {
         let image = self.image();
-        let state = image
-            .partition(topic, partition)
-            .ok_or(ErrorCode::CoordinatorNotAvailable)?;
+        let state = partition_state(&image, tp).ok_or(ErrorCode::CoordinatorNotAvailable)?;
         image
             .live_leader(state)
             .ok_or(ErrorCode::CoordinatorNotAvailable)
@@ -351,23 +353,21 @@ impl ClusterView {
         image.live_broker(node)?.endpoint_on(name).cloned()
     }
 
-    /// The leader epoch this broker leads `topic`/`partition` at, if it leads it now.
-    pub fn leading_epoch(&self, topic: &str, partition: i32) -> Option<LeaderEpoch> {
+    /// The leader epoch this broker leads partition `tp` at, if it leads it now.
+    pub fn leading_epoch(&self, tp: TopicPartitionRef<'_>) -> Option<LeaderEpoch> {
         let image = self.image();
-        let state = image.partition(topic, partition)?;
+        let state = partition_state(&image, tp)?;
         (image.live_leader(state) == Some(self.node_id())).then_some(state.leader_epoch)
     }
 
-    /// Whether this broker leads `topic`/`partition` now.
-    pub fn leads(&self, topic: &str, partition: i32) -> bool {
-        self.check_leader(topic, partition).is_ok()
+    /// Whether this broker leads partition `tp` now.
+    pub fn leads(&self, tp: TopicPartitionRef<'_>) -> bool {
+        self.check_leader(tp).is_ok()
     }
 
     /// The partition's leader epoch, if the partition exists.
-    pub fn leader_epoch(&self, topic: &str, partition: i32) -> Option<LeaderEpoch> {
-        self.image()
-            .partition(topic, partition)
-            .map(|p: &PartitionState| p.leader_epoch)
+    pub fn leader_epoch(&self, tp: TopicPartitionRef<'_>) -> Option<LeaderEpoch> {
+        partition_state(&self.image(), tp).map(|p: &PartitionState| p.leader_epoch)
     }
 
     /// Ask the active controller; the agent retries elsewhere on NOT_CONTROLLER and answers
@@ -457,6 +457,14 @@ impl ClusterView {
         }
         true
     }
+}
+
+/// Partition `tp`'s state in `image` (the image indexes partitions by their wire number).
+fn partition_state<'a>(
+    image: &'a MetadataImage,
+    tp: TopicPartitionRef<'_>,
+) -> Option<&'a PartitionState> {
+    image.partition(tp.topic, tp.partition.0)
 }
 
 /// SHA-256 of `bytes`, lowercase hex.

@@ -47,6 +47,7 @@ pub use crate::internal_topics::{OFFSETS_SEGMENT_BYTES, TOMBSTONE_RETENTION_MS};
 use rill_protocol::ErrorCode;
 use rill_types::batch::ValidatedBatch;
 use rill_types::TimestampMs;
+use rill_types::{PartitionIndex, TopicPartitionRef};
 
 /// Records appended between two looks at whether a clean is due.
 pub const CLEAN_CHECK_AFTER_RECORDS: u64 = 10_000;
@@ -227,8 +228,7 @@ impl<S: Storage> OffsetsLog<S> {
     ) -> Result<Self, rill_engine::EngineError> {
         let mut log = manager
             .open_partition(
-                OFFSETS_TOPIC,
-                partition,
+                TopicPartitionRef::new(OFFSETS_TOPIC, PartitionIndex(partition)),
                 offsets_log_config(),
                 clock.clone(),
             )

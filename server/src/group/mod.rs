@@ -44,16 +44,22 @@ pub use crate::internal_topics::{
 pub use ops::{GroupCall, GroupOp, GroupReply};
 pub use settings::{GroupConfig, GROUP_MAX_SIZE_DEFAULT, SHARD_GROUPS_MAX_DEFAULT};
 
+use rill_types::{PartitionIndex, TopicPartitionRef};
+
 /// The shard that coordinates `group_id`: the one owning its offsets partition in the
 /// partition table (in a cluster the coordinator writes through it, `crate::internal_topics::replicated`).
 pub fn coordinator_shard(group_id: &str, shards: usize) -> usize {
-    crate::shard::owner::owner_shard(OFFSETS_TOPIC, offsets_partition(group_id), shards)
+    let partition = PartitionIndex(offsets_partition(group_id));
+    crate::shard::owner::owner_shard(TopicPartitionRef::new(OFFSETS_TOPIC, partition), shards)
 }
 
 /// The offsets partitions shard `shard` of `shards` owns.
 pub fn owned_offsets_partitions(shard: usize, shards: usize) -> Vec<i32> {
     (0..OFFSETS_PARTITIONS)
-        .filter(|p| crate::shard::owner::owner_shard(OFFSETS_TOPIC, *p, shards) == shard)
+        .filter(|&p| {
+            let tp = TopicPartitionRef::new(OFFSETS_TOPIC, PartitionIndex(p));
+            crate::shard::owner::owner_shard(tp, shards) == shard
+        })
         .collect()
 }
 

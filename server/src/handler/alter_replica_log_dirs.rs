@@ -20,6 +20,7 @@ use rill_protocol::kafka_protocol::messages::{
     AlterReplicaLogDirsRequest, AlterReplicaLogDirsResponse,
 };
 use rill_protocol::ErrorCode;
+use rill_types::{PartitionIndex, TopicPartitionRef};
 
 use super::Broker;
 
@@ -58,7 +59,10 @@ pub async fn handle<B: Broker>(
                 .map(|&partition| {
                     let code = if !here {
                         ErrorCode::LogDirNotFound
-                    } else if !holds(broker, topic.name.0.as_str(), partition) {
+                    } else if !holds(
+                        broker,
+                        TopicPartitionRef::new(topic.name.0.as_str(), PartitionIndex(partition)),
+                    ) {
                         ErrorCode::UnknownTopicOrPartition
                     } else {
                         ErrorCode::None
@@ -84,19 +88,19 @@ fn absolute(path: &Path) -> PathBuf {
     std::fs::canonicalize(path).unwrap_or_else(|_| std::path::absolute(path).unwrap_or_default())
 }
 
-/// Whether this broker holds a replica of `topic`/`partition`.
-fn holds<B: Broker>(broker: &B, topic: &str, partition: i32) -> bool {
-    let Some(meta) = broker.topics().get(topic) else {
+/// Whether this broker holds a replica of partition `tp`.
+fn holds<B: Broker>(broker: &B, tp: TopicPartitionRef<'_>) -> bool {
+    let Some(meta) = broker.topics().get(tp.topic) else {
         return false;
     };
-    if !(0..meta.partitions).contains(&partition) {
+    if !tp.partition.is_within(meta.partitions) {
         return false;
     }
     match broker.cluster() {
         None => true,
         Some(cluster) => cluster
             .image()
-            .partition(topic, partition)
+            .partition(tp.topic, tp.partition.0)
             .is_some_and(|p| p.replicas.contains(&cluster.node_id())),
     }
 }

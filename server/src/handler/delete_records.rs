@@ -16,7 +16,7 @@ use rill_protocol::kafka_protocol::messages::delete_records_response::{
 };
 use rill_protocol::kafka_protocol::messages::{DeleteRecordsRequest, DeleteRecordsResponse};
 use rill_protocol::ErrorCode;
-use rill_types::Offset;
+use rill_types::{Offset, PartitionIndex, TopicPartitionRef};
 
 use super::Broker;
 use crate::partition::ops::{PartitionOp, PartitionReply};
@@ -64,7 +64,8 @@ pub async fn handle<B: Broker>(
                     let op = PartitionOp::DeleteRecords {
                         before: Offset(p.offset),
                     };
-                    match broker.partition(name, p.partition_index, op).await {
+                    let tp = TopicPartitionRef::new(name, PartitionIndex(p.partition_index));
+                    match broker.partition(tp, op).await {
                         PartitionReply::Offsets(positions) => {
                             return base.with_low_watermark(positions.log_start().0);
                         }
@@ -106,7 +107,7 @@ mod tests {
     fn moves_the_low_watermark_within_the_high_watermark() {
         let broker = FakeBroker::new();
         broker.topics().create("t", 1, Default::default()).unwrap();
-        broker.append("t", 0, batch(10));
+        broker.append(TopicPartitionRef::new("t", PartitionIndex(0)), batch(10));
         assert_eq!(delete(&broker, "t", 0, 4), (0, 4));
         assert_eq!(delete(&broker, "t", 0, 2), (0, 4), "never backwards");
         assert_eq!(
@@ -129,14 +130,14 @@ mod tests {
         let broker = FakeBroker::new();
         let compact = [("cleanup.policy".to_string(), "compact".to_string())];
         broker.topics().create("c", 1, compact.into()).unwrap();
-        broker.append("c", 0, batch(3));
+        broker.append(TopicPartitionRef::new("c", PartitionIndex(0)), batch(3));
         assert_eq!(
             delete(&broker, "c", 0, 1),
             (ErrorCode::PolicyViolation.code(), -1)
         );
         let both = [("cleanup.policy".to_string(), "compact,delete".to_string())];
         broker.topics().create("cd", 1, both.into()).unwrap();
-        broker.append("cd", 0, batch(3));
+        broker.append(TopicPartitionRef::new("cd", PartitionIndex(0)), batch(3));
         assert_eq!(delete(&broker, "cd", 0, 1), (0, 1));
     }
 }

@@ -5,6 +5,7 @@ use futures::future::join_all;
 use rill_protocol::kafka_protocol::messages::delete_topics_response::DeletableTopicResult;
 use rill_protocol::kafka_protocol::messages::{DeleteTopicsRequest, DeleteTopicsResponse};
 use rill_protocol::ErrorCode;
+use rill_types::{PartitionIndex, TopicPartitionRef};
 use uuid::Uuid;
 
 use super::mutation_quota::{self, Gate};
@@ -116,7 +117,8 @@ async fn delete_one<B: Broker>(broker: &B, name: Option<String>, id: Uuid) -> De
                 .with_error_message(Some(message_bytes(&e.to_string())))
         }
     };
-    let deletes = (0..meta.partitions).map(|p| broker.partition(&name, p, PartitionOp::Delete));
+    let deletes = PartitionIndex::all(meta.partitions)
+        .map(|p| broker.partition(TopicPartitionRef::new(&name, p), PartitionOp::Delete));
     let failed = join_all(deletes)
         .await
         .into_iter()
@@ -142,13 +144,16 @@ mod tests {
     fn deletes_metadata_and_partitions() {
         let broker = FakeBroker::new();
         broker.topics().create("t", 2, Default::default()).unwrap();
-        broker.append("t", 1, batch(1));
+        broker.append(TopicPartitionRef::new("t", PartitionIndex(1)), batch(1));
         let req = DeleteTopicsRequest::default()
             .with_topic_names(vec![topic_name("t"), topic_name("nope")]);
         let r = block_on(handle(&broker, 6, &req));
         assert_eq!(r.responses[0].error_code, 0);
         assert_eq!(r.responses[1].error_code, 3);
         assert!(broker.topics().get("t").is_none());
-        assert_eq!(broker.log_end("t", 1), 0);
+        assert_eq!(
+            broker.log_end(TopicPartitionRef::new("t", PartitionIndex(1))),
+            0
+        );
     }
 }

@@ -24,6 +24,7 @@ use rill_protocol::kafka_protocol::messages::describe_log_dirs_response::{
 };
 use rill_protocol::kafka_protocol::messages::{DescribeLogDirsRequest, DescribeLogDirsResponse};
 use rill_protocol::ErrorCode;
+use rill_types::{PartitionIndex, TopicPartition, TopicPartitionRef};
 
 use super::{str_bytes, topic_name, Broker};
 use crate::partition::ops::{PartitionOp, PartitionReply};
@@ -43,11 +44,9 @@ pub async fn handle<B: Broker>(
     req: &DescribeLogDirsRequest,
 ) -> DescribeLogDirsResponse {
     let wanted = held_partitions(broker, req);
-    let sized = join_all(wanted.iter().map(|(topic, partition)| async move {
-        let reply = broker
-            .partition(topic, *partition, PartitionOp::LogSize)
-            .await;
-        (topic.as_str(), *partition, reply)
+    let sized = join_all(wanted.iter().map(|tp| async move {
+        let reply = broker.partition(tp.borrowed(), PartitionOp::LogSize).await;
+        (tp.topic.as_str(), tp.partition.0, reply)
     }))
     .await;
     let mut storage_error = false;
@@ -111,12 +110,12 @@ pub async fn handle<B: Broker>(
 }
 
 /// The (topic, partition) pairs asked for that this broker holds, in request order.
-fn held_partitions<B: Broker>(broker: &B, req: &DescribeLogDirsRequest) -> Vec<(String, i32)> {
+fn held_partitions<B: Broker>(broker: &B, req: &DescribeLogDirsRequest) -> Vec<TopicPartition> {
     let image = broker.cluster().map(|c| (c.image(), c.node_id()));
-    let holds = |topic: &str, partition: i32| match &image {
+    let holds = |tp: TopicPartitionRef<'_>| match &image {
         None => true,
         Some((image, node)) => image
-            .partition(topic, partition)
+            .partition(tp.topic, tp.partition.0)
             .is_some_and(|p| p.replicas.contains(node)),
     };
     // The internal topics hold data here too (`crate::internal_topics::replicated`), as in Kafka's answer.
@@ -151,10 +150,11 @@ fn held_partitions<B: Broker>(broker: &B, req: &DescribeLogDirsRequest) -> Vec<(
                 .flat_map(|t| t.partitions.iter().copied())
                 .collect(),
         };
-        for partition in asked {
-            let pair = (name.clone(), partition);
-            if (0..count).contains(&partition) && holds(&name, partition) && !held.contains(&pair) {
-                held.push(pair);
+        for partition in asked.into_iter().map(PartitionIndex) {
+            let tp = TopicPartitionRef::new(&name, partition);
+            let new = !held.iter().any(|h: &TopicPartition| h.borrowed() == tp);
+            if partition.is_within(count) && holds(tp) && new {
+                held.push(tp.owned());
             }
         }
     }
@@ -199,7 +199,7 @@ mod tests {
             broker.topics().create("a", 2, Default::default()).unwrap();
             broker.topics().create("b", 1, Default::default()).unwrap();
             let one = batch(3);
-            broker.append("a", 1, one.clone());
+            broker.append(TopicPartitionRef::new("a", PartitionIndex(1)), one.clone());
             let batch = one.len();
             let all = handle(&broker, &ask(None)).await;
             assert_eq!(all.results[0].error_code, 0);

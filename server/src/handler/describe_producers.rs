@@ -10,6 +10,7 @@ use rill_protocol::kafka_protocol::messages::{
     DescribeProducersRequest, DescribeProducersResponse, ProducerId,
 };
 use rill_protocol::ErrorCode;
+use rill_types::{PartitionIndex, TopicPartitionRef};
 
 use super::Broker;
 use crate::partition::ops::{PartitionOp, PartitionReply};
@@ -42,10 +43,8 @@ pub async fn handle<B: Broker>(
                 if !known {
                     return base.with_error_code(ErrorCode::UnknownTopicOrPartition.code());
                 }
-                match broker
-                    .partition(name, p, PartitionOp::DescribeProducers)
-                    .await
-                {
+                let tp = TopicPartitionRef::new(name, PartitionIndex(p));
+                match broker.partition(tp, PartitionOp::DescribeProducers).await {
                     PartitionReply::Producers(views) => {
                         base.with_active_producers(views.iter().map(producer_state).collect())
                     }

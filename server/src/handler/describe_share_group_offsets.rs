@@ -11,6 +11,7 @@ use rill_protocol::kafka_protocol::messages::{
     DescribeShareGroupOffsetsRequest, DescribeShareGroupOffsetsResponse,
 };
 use rill_protocol::ErrorCode;
+use rill_types::{PartitionIndex, TopicPartitionRef};
 
 use super::{message_bytes, topic_name, Broker};
 use crate::group::ops::share::ShareKey;
@@ -84,7 +85,9 @@ pub async fn handle<B: Broker>(
             let Some((name, _)) = broker.topics().by_id(id) else {
                 continue;
             };
-            let epoch = broker.leader_epoch(&name, p).0;
+            let epoch = broker
+                .leader_epoch(TopicPartitionRef::new(&name, PartitionIndex(p)))
+                .0;
             put(
                 name,
                 id,

@@ -23,12 +23,12 @@ use crate::txn::journal::MemTxnJournal;
 use crate::txn::ops::{TxnListFilter, TxnListing, TxnOp, TxnReply};
 use rill_engine::Positions;
 use rill_types::batch::RecordBatchHeader;
-use rill_types::{Offset, TimestampMs};
+use rill_types::{Offset, TimestampMs, TopicPartition, TopicPartitionRef};
 
 pub use crate::test_batches::batch;
 
 /// Each partition's batches with their base offsets.
-type Logs = HashMap<(String, i32), Vec<(i64, Bytes)>>;
+type Logs = HashMap<TopicPartition, Vec<(i64, Bytes)>>;
 
 /// In-memory broker.
 pub struct FakeBroker {
@@ -37,7 +37,7 @@ pub struct FakeBroker {
     _dir: tempfile::TempDir,
     logs: RefCell<Logs>,
     /// Log starts moved by DeleteRecords (0 otherwise).
-    log_starts: RefCell<HashMap<(String, i32), i64>>,
+    log_starts: RefCell<HashMap<TopicPartition, i64>>,
     /// Group coordinator over an in-memory journal (one shard owns every group).
     pub groups: GroupCoordinator<MemJournal>,
     /// The virtual clock: `clock_origin` plus the time slept so far.
@@ -124,8 +124,7 @@ impl FakeBroker {
     /// Whole batches from `from` up to `max_bytes`, at least one (as the engine reads).
     fn read(
         &self,
-        topic: &str,
-        partition: i32,
+        tp: TopicPartitionRef<'_>,
         from: Offset,
         max_bytes: usize,
         positions: Positions,
@@ -136,7 +135,7 @@ impl FakeBroker {
         let logs = self.logs.borrow();
         let mut total = 0usize;
         let chunks = logs
-            .get(&(topic.to_string(), partition))
+            .get(tp.key())
             .map(|l| {
                 l.iter()
                     .filter(|(b, batch)| b + last_delta(batch) >= from.0)
@@ -157,9 +156,9 @@ impl FakeBroker {
     }
 
     /// Append directly (test setup).
-    pub fn append(&self, topic: &str, partition: i32, batch: Bytes) -> i64 {
+    pub fn append(&self, tp: TopicPartitionRef<'_>, batch: Bytes) -> i64 {
         let mut logs = self.logs.borrow_mut();
-        let log = logs.entry((topic.to_string(), partition)).or_default();
+        let log = logs.entry(tp.owned()).or_default();
         let base = log.last().map_or(0, |(b, batch)| b + 1 + last_delta(batch));
         let mut owned = BytesMut::from(&batch[..]);
         header_mut(&mut owned).base_offset.set(base);
@@ -168,24 +167,23 @@ impl FakeBroker {
     }
 
     /// Bytes of a partition's batches.
-    pub fn log_bytes(&self, topic: &str, partition: i32) -> u64 {
+    pub fn log_bytes(&self, tp: TopicPartitionRef<'_>) -> u64 {
         let logs = self.logs.borrow();
-        logs.get(&(topic.to_string(), partition))
+        logs.get(tp.key())
             .map_or(0, |l| l.iter().map(|(_, batch)| batch.len() as u64).sum())
     }
 
     /// Next offset of a partition.
-    pub fn log_end(&self, topic: &str, partition: i32) -> i64 {
+    pub fn log_end(&self, tp: TopicPartitionRef<'_>) -> i64 {
         let logs = self.logs.borrow();
-        logs.get(&(topic.to_string(), partition))
+        logs.get(tp.key())
             .and_then(|l| l.last())
             .map_or(0, |(b, batch)| b + 1 + last_delta(batch))
     }
 
-    fn positions(&self, topic: &str, partition: i32) -> Positions {
-        let end = Offset(self.log_end(topic, partition));
-        let key = (topic.to_string(), partition);
-        let start = Offset(self.log_starts.borrow().get(&key).copied().unwrap_or(0));
+    fn positions(&self, tp: TopicPartitionRef<'_>) -> Positions {
+        let end = Offset(self.log_end(tp));
+        let start = Offset(self.log_starts.borrow().get(tp.key()).copied().unwrap_or(0));
         // Everything appended is visible and durable at once.
         Positions::recovered(start, end, true)
     }
@@ -193,13 +191,12 @@ impl FakeBroker {
     /// ListOffsets by timestamp: the first batch whose max timestamp reaches `timestamp`.
     fn offset_for_timestamp(
         &self,
-        topic: &str,
-        partition: i32,
+        tp: TopicPartitionRef<'_>,
         timestamp: TimestampMs,
         positions: Positions,
     ) -> PartitionReply {
         let logs = self.logs.borrow();
-        let found = logs.get(&(topic.to_string(), partition)).and_then(|l| {
+        let found = logs.get(tp.key()).and_then(|l| {
             l.iter()
                 .find(|(_, batch)| max_timestamp(batch) >= timestamp.0)
                 .map(|(b, batch)| (Offset(*b), TimestampMs(max_timestamp(batch))))
@@ -208,9 +205,9 @@ impl FakeBroker {
     }
 
     /// ListOffsets -3: the first record holding the largest timestamp.
-    fn max_timestamp(&self, topic: &str, partition: i32, positions: Positions) -> PartitionReply {
+    fn max_timestamp(&self, tp: TopicPartitionRef<'_>, positions: Positions) -> PartitionReply {
         let logs = self.logs.borrow();
-        let found = logs.get(&(topic.to_string(), partition)).and_then(|l| {
+        let found = logs.get(tp.key()).and_then(|l| {
             let max = l.iter().map(|(_, batch)| max_timestamp(batch)).max()?;
             let (_, batch) = l.iter().find(|(_, batch)| max_timestamp(batch) == max)?;
             crate::partition::timestamp_lookup::first_record_at_or_after(batch, TimestampMs(max))
@@ -219,17 +216,16 @@ impl FakeBroker {
     }
 
     /// DeleteRecords: moves the log start (never backwards) within the log end.
-    fn delete_records(&self, topic: &str, partition: i32, before: Offset) -> PartitionReply {
-        let positions = self.positions(topic, partition);
+    fn delete_records(&self, tp: TopicPartitionRef<'_>, before: Offset) -> PartitionReply {
+        let positions = self.positions(tp);
         let end = positions.log_end();
         let target = if before.0 == -1 { end } else { before };
         if target.0 < 0 || target > end {
             return PartitionReply::Error(ErrorCode::OffsetOutOfRange);
         }
         let start = target.max(positions.log_start());
-        let key = (topic.to_string(), partition);
-        self.log_starts.borrow_mut().insert(key, start.0);
-        PartitionReply::Offsets(self.positions(topic, partition))
+        self.log_starts.borrow_mut().insert(tp.owned(), start.0);
+        PartitionReply::Offsets(self.positions(tp))
     }
 }
 
@@ -273,13 +269,13 @@ impl Broker for FakeBroker {
         self.settings.settings(&self.topics, name, meta, parse)
     }
 
-    async fn partition(&self, topic: &str, partition: i32, op: PartitionOp) -> PartitionReply {
-        let positions = self.positions(topic, partition);
+    async fn partition(&self, tp: TopicPartitionRef<'_>, op: PartitionOp) -> PartitionReply {
+        let positions = self.positions(tp);
         match op {
             PartitionOp::Append { batch, .. } => {
                 let at = batch.as_bytes().as_ptr() as usize;
                 self.appended_at.borrow_mut().push(at);
-                let base = self.append(topic, partition, batch.freeze());
+                let base = self.append(tp, batch.freeze());
                 PartitionReply::Appended {
                     base_offset: Offset(base),
                     log_append_time: TimestampMs::NONE,
@@ -288,21 +284,21 @@ impl Broker for FakeBroker {
             }
             PartitionOp::Read {
                 from, max_bytes, ..
-            } => self.read(topic, partition, from, max_bytes, positions),
+            } => self.read(tp, from, max_bytes, positions),
             PartitionOp::Offsets => PartitionReply::Offsets(positions),
             PartitionOp::TierOffsets => PartitionReply::TierOffsets {
                 local_log_start: positions.log_start(),
                 highest_tiered: None,
             },
             PartitionOp::LogSize => PartitionReply::LogSize {
-                bytes: self.log_bytes(topic, partition),
+                bytes: self.log_bytes(tp),
                 positions,
             },
             PartitionOp::OffsetForTimestamp { timestamp } => {
-                self.offset_for_timestamp(topic, partition, timestamp, positions)
+                self.offset_for_timestamp(tp, timestamp, positions)
             }
-            PartitionOp::MaxTimestamp => self.max_timestamp(topic, partition, positions),
-            PartitionOp::DeleteRecords { before } => self.delete_records(topic, partition, before),
+            PartitionOp::MaxTimestamp => self.max_timestamp(tp, positions),
+            PartitionOp::DeleteRecords { before } => self.delete_records(tp, before),
             // Nothing appends while a request runs here: a wait always lasts its whole time.
             PartitionOp::WaitForData { wait_ms, .. } => {
                 self.sleep(Duration::from_millis(wait_ms)).await;
@@ -312,14 +308,12 @@ impl Broker for FakeBroker {
             PartitionOp::WriteTxnMarker(marker) => {
                 let now = TimestampMs(0);
                 let bytes = rill_engine::control::encode_marker_batch(&marker, now);
-                self.append(topic, partition, Bytes::from(bytes));
+                self.append(tp, Bytes::from(bytes));
                 PartitionReply::MarkerWritten
             }
             PartitionOp::DescribeProducers => PartitionReply::Producers(Vec::new()),
             PartitionOp::Delete => {
-                self.logs
-                    .borrow_mut()
-                    .remove(&(topic.to_string(), partition));
+                self.logs.borrow_mut().remove(tp.key());
                 PartitionReply::Deleted
             }
             other => unreplicated(&other, positions),

@@ -53,7 +53,7 @@ use crate::partition::ops::{Isolation, PartitionOp, PartitionReply};
 use crate::security::session::Session;
 use rill_engine::{AbortedTxn, Positions};
 use rill_metadata::types::NodeId;
-use rill_types::{LeaderEpoch, Offset};
+use rill_types::{LeaderEpoch, Offset, PartitionIndex, TopicPartitionRef};
 
 /// Upper bound on how long one fetch may park (clients send ~500 ms; a lying value is capped).
 pub const FETCH_WAIT_MS_MAX: u64 = 30_000;
@@ -81,7 +81,7 @@ pub struct Fetched {
 struct Want {
     topic: String,
     topic_id: Uuid,
-    partition: i32,
+    partition: PartitionIndex,
     fetch_offset: Offset,
     max_bytes: usize,
     /// The request's isolation level ([`Isolation::Replica`] for a follower's fetch).
@@ -90,6 +90,13 @@ struct Want {
     replica: Option<(NodeId, LeaderEpoch, Option<LeaderEpoch>)>,
     /// Set when the topic is unknown: answered without touching a shard.
     error: Option<ErrorCode>,
+}
+
+impl Want {
+    /// The partition asked for.
+    fn tp(&self) -> TopicPartitionRef<'_> {
+        TopicPartitionRef::new(&self.topic, self.partition)
+    }
 }
 
 /// One partition's outcome.
@@ -206,15 +213,15 @@ fn response_limit(max_bytes: i32, fetch_max_bytes: usize) -> usize {
 fn sent<'a>(
     response: &'a FetchResponse,
     records: &'a [Vec<Bytes>],
-) -> impl Iterator<Item = (&'a str, i32, &'a [Bytes])> {
+) -> impl Iterator<Item = (TopicPartitionRef<'a>, &'a [Bytes])> {
     let partitions = response.responses.iter().flat_map(|t| {
-        t.partitions
-            .iter()
-            .map(move |p| (t.topic.0.as_str(), p.partition_index))
+        t.partitions.iter().map(move |p| {
+            TopicPartitionRef::new(t.topic.0.as_str(), PartitionIndex(p.partition_index))
+        })
     });
     partitions
         .zip(records)
-        .map(|((topic, partition), chunks)| (topic, partition, chunks.as_slice()))
+        .map(|(tp, chunks)| (tp, chunks.as_slice()))
 }
 
 /// The follower a Fetch comes from (its `replica_state`, v15+, or its `replica_id`); `None`
@@ -300,7 +307,7 @@ fn resolve<B: Broker>(
             wants.push(Want {
                 topic: name.clone(),
                 topic_id: found.as_ref().map_or(topic.topic_id, |(_, m)| m.id),
-                partition: p.partition,
+                partition: PartitionIndex(p.partition),
                 fetch_offset: Offset(p.fetch_offset),
                 max_bytes: p.partition_max_bytes.max(0) as usize,
                 isolation: match replica {
@@ -420,10 +427,7 @@ async fn probe<B: Broker>(broker: &B, want: &Want) -> (Got, bool) {
         let read = got.error.is_ok() && got.diverging.is_none() && behind;
         return (got, read);
     }
-    match broker
-        .partition(&want.topic, want.partition, PartitionOp::Offsets)
-        .await
-    {
+    match broker.partition(want.tp(), PartitionOp::Offsets).await {
         PartitionReply::Offsets(positions) => {
             let visible_end = match want.isolation {
                 Isolation::ReadCommitted => positions.last_stable(),
@@ -479,7 +483,7 @@ async fn read_one<B: Broker>(broker: &B, want: &Want, max_bytes: usize) -> Got {
         max_bytes,
         isolation: want.isolation,
     };
-    match broker.partition(&want.topic, want.partition, op).await {
+    match broker.partition(want.tp(), op).await {
         PartitionReply::Read {
             positions,
             chunks,
@@ -493,10 +497,7 @@ async fn read_one<B: Broker>(broker: &B, want: &Want, max_bytes: usize) -> Got {
         },
         other => {
             // OFFSET_OUT_OF_RANGE still reports positions so the client can reset; fetch them.
-            let positions = match broker
-                .partition(&want.topic, want.partition, PartitionOp::Offsets)
-                .await
-            {
+            let positions = match broker.partition(want.tp(), PartitionOp::Offsets).await {
                 PartitionReply::Offsets(p) => Some(p),
                 _ => None,
             };
@@ -520,7 +521,7 @@ async fn read_for_follower<B: Broker>(
         current_leader_epoch,
         last_fetched_epoch,
     };
-    match broker.partition(&want.topic, want.partition, op).await {
+    match broker.partition(want.tp(), op).await {
         PartitionReply::ReplicaRead {
             positions,
             chunks,
@@ -558,7 +559,7 @@ async fn wait_for_any<B: Broker>(broker: &B, wants: &[Want], waitable: &[bool], 
                 wait_ms,
                 isolation: w.isolation,
             };
-            Box::pin(broker.partition(&w.topic, w.partition, op))
+            Box::pin(broker.partition(w.tp(), op))
         })
         .collect();
     if waits.is_empty() {
@@ -601,7 +602,7 @@ fn response(
         }
         first_data_sent |= size > 0;
         used += size;
-        let mut partition = partition_data(want.partition, got.error, got.positions);
+        let mut partition = partition_data(want.partition.0, got.error, got.positions);
         if let Some((epoch, end)) = got.diverging {
             partition.diverging_epoch = EpochEndOffset::default()
                 .with_epoch(epoch.0)
@@ -728,8 +729,8 @@ mod tests {
     fn reads_back_appended_batches_with_lso_equal_to_hw() {
         let broker = FakeBroker::new();
         broker.topics().create("t", 2, Default::default()).unwrap();
-        broker.append("t", 0, batch(3));
-        broker.append("t", 0, batch(2));
+        broker.append(TopicPartitionRef::new("t", PartitionIndex(0)), batch(3));
+        broker.append(TopicPartitionRef::new("t", PartitionIndex(0)), batch(2));
         let r = block_on(answer(&broker, 12, &request("t", &[(0, 0), (1, 0)], 0, 1)));
         let p0 = &r.responses[0].partitions[0];
         assert_eq!(p0.error_code, 0);
@@ -752,7 +753,7 @@ mod tests {
     fn a_fetch_posing_as_a_follower_is_refused_on_every_partition() {
         let broker = FakeBroker::new();
         broker.topics().create("t", 1, Default::default()).unwrap();
-        broker.append("t", 0, batch(3));
+        broker.append(TopicPartitionRef::new("t", PartitionIndex(0)), batch(3));
         let with_secret = request("t", &[(0, 0), (7, 0)], 0, 1)
             .with_replica_id(BrokerId(2))
             .with_unknown_tagged_field(
@@ -795,7 +796,7 @@ mod tests {
     fn an_unknown_isolation_level_refuses_the_whole_fetch_as_kafka() {
         let broker = FakeBroker::new();
         broker.topics().create("t", 2, Default::default()).unwrap();
-        broker.append("t", 0, batch(3));
+        broker.append(TopicPartitionRef::new("t", PartitionIndex(0)), batch(3));
         for level in [2, -1, i8::MAX] {
             let req = request("t", &[(0, 0), (1, 0)], 0, 1).with_isolation_level(level);
             // Below v13 every partition carries the error too, with unknown positions.
@@ -845,7 +846,7 @@ mod tests {
             .unwrap();
         for p in 0..200 {
             for _ in 0..4 {
-                broker.append("t", p, batch(100));
+                broker.append(TopicPartitionRef::new("t", PartitionIndex(p)), batch(100));
             }
         }
         let one = batch(100).len();
@@ -881,7 +882,7 @@ mod tests {
         broker.fetch_budget = Some(budget.clone());
         broker.topics().create("t", 3, Default::default()).unwrap();
         for p in 0..3 {
-            broker.append("t", p, batch(50));
+            broker.append(TopicPartitionRef::new("t", PartitionIndex(p)), batch(50));
         }
         let req = wide_request(3, 1 << 20, 1 << 20);
         let r = block_on(answer(&broker, 12, &req));
@@ -897,8 +898,8 @@ mod tests {
             .topics()
             .create("t", 100, Default::default())
             .unwrap();
-        broker.append("t", 97, batch(10));
-        broker.append("t", 99, batch(10));
+        broker.append(TopicPartitionRef::new("t", PartitionIndex(97)), batch(10));
+        broker.append(TopicPartitionRef::new("t", PartitionIndex(99)), batch(10));
         // 100 partitions at 1 MiB each claim more than the 2 MiB limit, but only two have data.
         let r = block_on(answer(&broker, 12, &wide_request(100, 1 << 20, 50 << 20)));
         let sizes = record_bytes(&r);

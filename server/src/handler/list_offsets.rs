@@ -16,7 +16,7 @@ use rill_protocol::kafka_protocol::messages::list_offsets_response::{
 };
 use rill_protocol::kafka_protocol::messages::{ListOffsetsRequest, ListOffsetsResponse};
 use rill_protocol::ErrorCode;
-use rill_types::{Offset, TimestampMs};
+use rill_types::{Offset, PartitionIndex, TimestampMs, TopicPartitionRef};
 
 use super::{topic_name, Broker};
 use crate::partition::ops::{Isolation, PartitionOp, PartitionReply};
@@ -69,8 +69,8 @@ pub async fn handle<B: Broker>(
                     return not_found(base)
                         .with_error_code(ErrorCode::UnknownTopicOrPartition.code());
                 }
-                let at = (p.partition_index, p.timestamp);
-                let mut answer = lookup(broker, name, at, isolation, base).await;
+                let tp = TopicPartitionRef::new(name, PartitionIndex(p.partition_index));
+                let mut answer = lookup(broker, tp, p.timestamp, isolation, base).await;
                 if version < 4 {
                     answer.leader_epoch = -1; // not in the schema before v4
                 }
@@ -102,8 +102,8 @@ fn refuse(request: &ListOffsetsRequest, code: ErrorCode) -> ListOffsetsResponse 
 
 async fn lookup<B: Broker>(
     broker: &B,
-    topic: &str,
-    (partition, timestamp): (i32, i64),
+    tp: TopicPartitionRef<'_>,
+    timestamp: i64,
     isolation: Isolation,
     base: ListOffsetsPartitionResponse,
 ) -> ListOffsetsPartitionResponse {
@@ -119,8 +119,8 @@ async fn lookup<B: Broker>(
         },
         _ => PartitionOp::Offsets,
     };
-    let base = base.with_leader_epoch(broker.leader_epoch(topic, partition).0);
-    match (broker.partition(topic, partition, op).await, timestamp) {
+    let base = base.with_leader_epoch(broker.leader_epoch(tp).0);
+    match (broker.partition(tp, op).await, timestamp) {
         (PartitionReply::Offsets(p), EARLIEST) => found(base, p.log_start(), TimestampMs::NONE),
         (
             PartitionReply::TierOffsets {
@@ -185,7 +185,7 @@ mod tests {
     fn an_unknown_isolation_level_is_unknown_server_error_on_every_partition() {
         let broker = FakeBroker::new();
         broker.topics().create("t", 1, Default::default()).unwrap();
-        broker.append("t", 0, batch(2));
+        broker.append(TopicPartitionRef::new("t", PartitionIndex(0)), batch(2));
         let req = |level| {
             ListOffsetsRequest::default()
                 .with_isolation_level(level)
@@ -212,7 +212,7 @@ mod tests {
     fn earliest_latest_and_by_time() {
         let broker = FakeBroker::new();
         broker.topics().create("t", 1, Default::default()).unwrap();
-        broker.append("t", 0, batch(4));
+        broker.append(TopicPartitionRef::new("t", PartitionIndex(0)), batch(4));
         assert_eq!(ask(&broker, "t", 0, -2), (0, 0));
         assert_eq!(ask(&broker, "t", 0, -1), (0, 4));
         assert_eq!(ask(&broker, "t", 0, 0), (0, 0));
@@ -230,7 +230,7 @@ mod tests {
     fn tiered_lookups_without_tiered_storage() {
         let broker = FakeBroker::new();
         broker.topics().create("t", 1, Default::default()).unwrap();
-        broker.append("t", 0, batch(4));
+        broker.append(TopicPartitionRef::new("t", PartitionIndex(0)), batch(4));
         assert_eq!(
             ask(&broker, "t", 0, -4),
             (0, 0),

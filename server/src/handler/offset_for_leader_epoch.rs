@@ -16,7 +16,7 @@ use rill_protocol::kafka_protocol::messages::{
     OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse,
 };
 use rill_protocol::ErrorCode;
-use rill_types::LeaderEpoch;
+use rill_types::{LeaderEpoch, PartitionIndex, TopicPartitionRef};
 
 use super::{topic_name, Broker};
 use crate::partition::ops::{PartitionOp, PartitionReply};
@@ -49,7 +49,8 @@ pub async fn handle<B: Broker>(
                 if !known {
                     return base.with_error_code(ErrorCode::UnknownTopicOrPartition.code());
                 }
-                let current = broker.leader_epoch(name, p.partition);
+                let tp = TopicPartitionRef::new(name, PartitionIndex(p.partition));
+                let current = broker.leader_epoch(tp);
                 let asked = LeaderEpoch(p.current_leader_epoch);
                 if asked > current {
                     return base.with_error_code(ErrorCode::UnknownLeaderEpoch.code());
@@ -63,7 +64,7 @@ pub async fn handle<B: Broker>(
                 let op = PartitionOp::EndOffsetForEpoch {
                     epoch: LeaderEpoch(p.leader_epoch),
                 };
-                match broker.partition(name, p.partition, op).await {
+                match broker.partition(tp, op).await {
                     // Replicated: where that epoch ended in the leader's log (KIP-101).
                     PartitionReply::EpochEnd(Some((epoch, end)), _) => {
                         base.with_leader_epoch(epoch.0).with_end_offset(end.0)

@@ -44,6 +44,7 @@ use rill_protocol::kafka_protocol::messages::{ProduceRequest, ProduceResponse};
 use rill_protocol::record::single_batch;
 use rill_protocol::ErrorCode;
 use rill_types::batch::ValidatedBatch;
+use rill_types::{PartitionIndex, TopicPartitionRef};
 
 use super::{topic_or_auto_create, Broker};
 use crate::admin::shard::hooks;
@@ -129,7 +130,8 @@ pub async fn handle<B: Broker>(
                         ack_timeout,
                         txn_guard: None,
                     };
-                    let reply = broker.partition(&topic, index, op).await;
+                    let tp = TopicPartitionRef::new(&topic, PartitionIndex(index));
+                    let reply = broker.partition(tp, op).await;
                     if durable && acks == Acks::All && reply.error_code().is_ok() {
                         hooks::produce_durable(arrived.elapsed());
                     }
@@ -481,7 +483,10 @@ mod tests {
             )),
             Produced::Silent
         ));
-        assert_eq!(broker.log_end("t", 0), 1);
+        assert_eq!(
+            broker.log_end(TopicPartitionRef::new("t", PartitionIndex(0))),
+            1
+        );
         // A refused partition closes the connection instead (Kafka's only acks=0 error signal).
         for bad in [
             request("t", 7, Some(batch(1)), 0),
@@ -490,7 +495,10 @@ mod tests {
             let answer = block_on(handle(&broker, 9, bad, Bytes::new(), None));
             assert!(matches!(answer, Produced::Close), "{answer:?}");
         }
-        assert_eq!(broker.log_end("t", 0), 1);
+        assert_eq!(
+            broker.log_end(TopicPartitionRef::new("t", PartitionIndex(0))),
+            1
+        );
     }
 
     #[test]
@@ -501,7 +509,10 @@ mod tests {
         bad[last] ^= 0xff;
         let r = answer(&broker, 9, request("t", 0, Some(bad.freeze()), 1));
         assert_eq!(error_of(&r), 2);
-        assert_eq!(broker.log_end("t", 0), 0);
+        assert_eq!(
+            broker.log_end(TopicPartitionRef::new("t", PartitionIndex(0))),
+            0
+        );
     }
 
     #[test]
@@ -535,7 +546,7 @@ mod tests {
             "Produce requests with version 9 are only allowed to contain exactly one record batch per partition"
         );
         assert_eq!(
-            broker.log_end("t", 0),
+            broker.log_end(TopicPartitionRef::new("t", PartitionIndex(0))),
             0,
             "nothing of the partition written"
         );
@@ -561,7 +572,10 @@ mod tests {
         // An empty records field names the version too.
         let r = answer(&broker, 3, request("t", 0, Some(Bytes::new()), 1));
         assert_eq!(error_of(&r), ErrorCode::InvalidRecord.code());
-        assert_eq!(broker.log_end("t", 0), 0);
+        assert_eq!(
+            broker.log_end(TopicPartitionRef::new("t", PartitionIndex(0))),
+            0
+        );
     }
 
     #[test]

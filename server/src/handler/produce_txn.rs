@@ -26,6 +26,7 @@ use std::time::Duration;
 
 use futures::future::join_all;
 use rill_protocol::ErrorCode;
+use rill_types::{PartitionIndex, TopicPartitionRef};
 
 use super::Broker;
 use crate::partition::ops::{Acks, PartitionOp, PartitionReply};
@@ -92,7 +93,7 @@ pub async fn verify_first_appends<B: Broker>(
                         ack_timeout,
                         txn_guard: Some(guard),
                     };
-                    broker.partition(&topic, index, op).await
+                    broker.partition(TopicPartitionRef::new(&topic, PartitionIndex(index)), op).await
                 }
                 (code, same) => {
                     let op = PartitionOp::ReturnTxnGuard {
@@ -100,7 +101,7 @@ pub async fn verify_first_appends<B: Broker>(
                         guard,
                     };
                     // Nothing to do if it fails: the partition moved, its guards with it.
-                    let _ = broker.partition(&topic, index, op).await;
+                    let _ = broker.partition(TopicPartitionRef::new(&topic, PartitionIndex(index)), op).await;
                     match same {
                         true => PartitionReply::Error(produce_error(version, code)),
                         false => PartitionReply::Error(ErrorCode::InvalidProducerIdMapping),

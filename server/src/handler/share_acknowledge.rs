@@ -10,6 +10,7 @@ use rill_protocol::kafka_protocol::messages::share_acknowledge_response::{
 };
 use rill_protocol::kafka_protocol::messages::{ShareAcknowledgeRequest, ShareAcknowledgeResponse};
 use rill_protocol::ErrorCode;
+use rill_types::{PartitionIndex, TopicPartitionRef};
 
 use super::share_fetch::acknowledgements;
 use super::Broker;
@@ -91,7 +92,11 @@ fn by_topic<B: Broker>(
         let epoch = broker
             .topics()
             .by_id(topic_id)
-            .map(|(name, _)| broker.leader_epoch(&name, partition).0)
+            .map(|(name, _)| {
+                broker
+                    .leader_epoch(TopicPartitionRef::new(&name, PartitionIndex(partition)))
+                    .0
+            })
             .unwrap_or(-1);
         let data = PartitionData::default()
             .with_partition_index(partition)

@@ -22,6 +22,7 @@ use rill_protocol::kafka_protocol::messages::share_fetch_response::{
 use rill_protocol::kafka_protocol::messages::{ShareFetchRequest, ShareFetchResponse};
 use rill_protocol::record::{split, RecordBatchView};
 use rill_protocol::ErrorCode;
+use rill_types::{PartitionIndex, TopicPartitionRef};
 
 use super::Broker;
 use crate::group::ops::share::{
@@ -306,7 +307,8 @@ async fn read_part<B: Broker>(
     if key.1 < 0 {
         return Err(ErrorCode::UnknownTopicOrPartition);
     }
-    let positions = match broker.partition(&topic, key.1, PartitionOp::Offsets).await {
+    let tp = TopicPartitionRef::new(&topic, PartitionIndex(key.1));
+    let positions = match broker.partition(tp, PartitionOp::Offsets).await {
         PartitionReply::Offsets(p) => p,
         other => return Err(other.error_code()),
     };
@@ -326,7 +328,7 @@ async fn read_part<B: Broker>(
             max_bytes: (*budget).min(PARTITION_BYTES_MAX),
             isolation: Isolation::ReadUncommitted,
         };
-        let read = match broker.partition(&topic, key.1, op).await {
+        let read = match broker.partition(tp, op).await {
             PartitionReply::Read { chunks, .. } => chunks,
             other => return Err(other.error_code()),
         };
@@ -464,7 +466,11 @@ fn leader_epoch<B: Broker>(broker: &B, key: ShareKey) -> i32 {
     broker
         .topics()
         .by_id(key.0)
-        .map(|(name, _)| broker.leader_epoch(&name, key.1).0)
+        .map(|(name, _)| {
+            broker
+                .leader_epoch(TopicPartitionRef::new(&name, PartitionIndex(key.1)))
+                .0
+        })
         .unwrap_or(-1)
 }
 

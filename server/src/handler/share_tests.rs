@@ -11,6 +11,7 @@ use rill_protocol::kafka_protocol::messages::{
     ShareGroupDescribeRequest, ShareGroupHeartbeatRequest, TopicName,
 };
 use rill_protocol::ErrorCode;
+use rill_types::{PartitionIndex, TopicPartitionRef};
 use uuid::Uuid;
 
 use super::fake::{batch, FakeBroker};
@@ -73,7 +74,7 @@ fn earliest(broker: &FakeBroker) {
 fn two_members_acquire_disjoint_records_and_acknowledgements_apply() {
     let broker = FakeBroker::new();
     broker.topics().create("t", 1, Default::default()).unwrap();
-    broker.append("t", 0, batch(3));
+    broker.append(TopicPartitionRef::new("t", PartitionIndex(0)), batch(3));
     earliest(&broker);
     let (_, topic) = join(&broker, "a");
     join(&broker, "b");

@@ -14,7 +14,7 @@ use rill_protocol::kafka_protocol::messages::write_txn_markers_response::{
 };
 use rill_protocol::kafka_protocol::messages::{WriteTxnMarkersRequest, WriteTxnMarkersResponse};
 use rill_protocol::ErrorCode;
-use rill_types::{ProducerEpoch, ProducerId};
+use rill_types::{PartitionIndex, ProducerEpoch, ProducerId, TopicPartitionRef};
 
 use super::Broker;
 use crate::group::{offsets_partition, GroupOp, GroupReply, OFFSETS_PARTITIONS, OFFSETS_TOPIC};
@@ -48,7 +48,12 @@ async fn one_marker<B: Broker>(broker: &B, m: &WritableTxnMarker) -> WritableTxn
     let topics = join_all(m.topics.iter().map(|t| async move {
         let name = t.name.0.as_str();
         let partitions = join_all(t.partition_indexes.iter().map(|&p| async move {
-            let code = write(broker, name, p, marker).await;
+            let code = write(
+                broker,
+                TopicPartitionRef::new(name, PartitionIndex(p)),
+                marker,
+            )
+            .await;
             WritableTxnMarkerPartitionResult::default()
                 .with_partition_index(p)
                 .with_error_code(code.code())
@@ -63,24 +68,24 @@ async fn one_marker<B: Broker>(broker: &B, m: &WritableTxnMarker) -> WritableTxn
 }
 
 /// One partition's marker: its error code.
-async fn write<B: Broker>(broker: &B, topic: &str, partition: i32, marker: TxnMarker) -> ErrorCode {
+async fn write<B: Broker>(broker: &B, tp: TopicPartitionRef<'_>, marker: TxnMarker) -> ErrorCode {
     if !marker.producer_id.is_some() {
         // A marker ends a producer's transaction: without a producer id there is none to end
         // (issue 26: the live fuzzer's producer id -1 reached the engine's assertion).
         return ErrorCode::InvalidProducerIdMapping;
     }
-    if topic == OFFSETS_TOPIC {
-        return end_groups(broker, partition, marker).await;
+    if tp.topic == OFFSETS_TOPIC {
+        return end_groups(broker, tp.partition, marker).await;
     }
     let exists = broker
         .topics()
-        .get(topic)
-        .is_some_and(|m| partition >= 0 && partition < m.partitions);
+        .get(tp.topic)
+        .is_some_and(|m| tp.partition.is_within(m.partitions));
     if !exists {
         return ErrorCode::UnknownTopicOrPartition;
     }
     match broker
-        .partition(topic, partition, PartitionOp::WriteTxnMarker(marker))
+        .partition(tp, PartitionOp::WriteTxnMarker(marker))
         .await
     {
         PartitionReply::MarkerWritten => ErrorCode::None,
@@ -90,19 +95,23 @@ async fn write<B: Broker>(broker: &B, topic: &str, partition: i32, marker: TxnMa
 
 /// The marker's producer's pending offsets end in every group of offsets partition
 /// `partition` (those without any are unchanged).
-async fn end_groups<B: Broker>(broker: &B, partition: i32, marker: TxnMarker) -> ErrorCode {
-    if !(0..OFFSETS_PARTITIONS).contains(&partition) {
+async fn end_groups<B: Broker>(
+    broker: &B,
+    partition: PartitionIndex,
+    marker: TxnMarker,
+) -> ErrorCode {
+    if !partition.is_within(OFFSETS_PARTITIONS) {
         return ErrorCode::UnknownTopicOrPartition;
     }
     if let Some(cluster) = broker.cluster() {
-        if let Err(code) = cluster.check_leader(OFFSETS_TOPIC, partition) {
+        if let Err(code) = cluster.check_leader(TopicPartitionRef::new(OFFSETS_TOPIC, partition)) {
             return code;
         }
     }
     let groups = broker.list_groups().await;
     let ends = groups
         .iter()
-        .filter(|g| offsets_partition(&g.group_id) == partition)
+        .filter(|g| PartitionIndex(offsets_partition(&g.group_id)) == partition)
         .map(|g| {
             let op = GroupOp::TxnEnd {
                 producer_id: marker.producer_id,
@@ -177,7 +186,11 @@ mod tests {
             let refused = ErrorCode::InvalidProducerIdMapping.code();
             assert_eq!(codes(&r), vec![(0, refused)]);
         }
-        assert_eq!(broker.log_end("t", 0), 0, "nothing was written");
+        assert_eq!(
+            broker.log_end(TopicPartitionRef::new("t", PartitionIndex(0))),
+            0,
+            "nothing was written"
+        );
     }
 
     #[test]

@@ -40,7 +40,7 @@ use bytes::Bytes;
 use rill_engine::io::Storage;
 use rill_protocol::ErrorCode;
 use rill_types::batch::ValidatedBatch;
-use rill_types::{LeaderEpoch, Offset};
+use rill_types::{LeaderEpoch, Offset, PartitionIndex, TopicPartitionRef};
 
 use crate::cluster::view::ClusterView;
 use crate::partition::ops::{Acks, Isolation, PartitionOp, PartitionReply, INTERNAL_ACK_TIMEOUT};
@@ -140,9 +140,14 @@ impl<S: Storage + 'static> ReplicatedLog<S> {
         }
     }
 
+    /// This log's topic's partition `partition`.
+    fn tp(&self, partition: i32) -> TopicPartitionRef<'static> {
+        TopicPartitionRef::new(self.topic, PartitionIndex(partition))
+    }
+
     /// The epoch this broker leads `partition` at now, if it does.
     fn leading(&self, partition: i32) -> Option<LeaderEpoch> {
-        self.view.leading_epoch(self.topic, partition)
+        self.view.leading_epoch(self.tp(partition))
     }
 
     /// Whether `partition`'s requests may be served now ([`ready`]).
@@ -168,7 +173,7 @@ impl<S: Storage + 'static> ReplicatedLog<S> {
             ack_timeout: INTERNAL_ACK_TIMEOUT,
             txn_guard: None,
         };
-        match self.table.call(self.topic, partition, op).await {
+        match self.table.call(self.tp(partition), op).await {
             PartitionReply::Appended { .. } => Ok(()),
             other => {
                 let code = other.error_code();
@@ -259,7 +264,7 @@ impl<S: Storage + 'static> ReplicatedLog<S> {
     async fn read_all(&self, partition: i32) -> Result<Vec<LoadedChunk>, ErrorCode> {
         let mut from = match self
             .table
-            .call(self.topic, partition, PartitionOp::Offsets)
+            .call(self.tp(partition), PartitionOp::Offsets)
             .await
         {
             PartitionReply::Offsets(positions) => positions.log_start(),
@@ -272,7 +277,7 @@ impl<S: Storage + 'static> ReplicatedLog<S> {
                 max_bytes: LOAD_READ_BYTES,
                 isolation: Isolation::Replica,
             };
-            let (positions, chunks) = match self.table.call(self.topic, partition, op).await {
+            let (positions, chunks) = match self.table.call(self.tp(partition), op).await {
                 PartitionReply::Read {
                     positions, chunks, ..
                 } => (positions, chunks),

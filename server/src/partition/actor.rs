@@ -31,7 +31,7 @@ use rill_engine::{
     EngineError, FlushPolicy, LogConfig, LogManager, PartitionLog, Positions, TxnMarker,
 };
 use rill_types::batch::ValidatedBatch;
-use rill_types::{DurationMs, Offset, TimestampMs};
+use rill_types::{DurationMs, Offset, TimestampMs, TopicPartition, TopicPartitionRef};
 
 use crate::admin::bound_hits::Bound;
 use crate::admin::shard::hooks;
@@ -111,10 +111,8 @@ pub struct PartitionHandle {
 pub struct ActorSetup<S: Storage> {
     /// Opens and deletes partition directories.
     pub log_manager: Rc<LogManager<S>>,
-    /// Topic name.
-    pub topic: String,
-    /// Partition index.
-    pub partition: i32,
+    /// The partition.
+    pub tp: TopicPartition,
     /// Effective log config (broker defaults + topic overrides).
     pub config: LogConfig,
     /// Injected wall clock.
@@ -213,14 +211,15 @@ async fn open_actor<S: Storage + 'static>(
     setup: ActorSetup<S>,
     watch: Rc<PartitionWatch>,
 ) -> Result<Actor<S>, ErrorCode> {
-    let (topic, partition) = (setup.topic.as_str(), setup.partition);
-    let stats = hooks::partition(topic, partition);
+    let tp = setup.tp.borrowed();
+    let (topic, partition) = (tp.topic, tp.partition.0);
+    let stats = hooks::partition(tp);
     let opened = {
         let _permit = setup.open_permits.acquire_permit(1).await;
         // Boxed only now: the partitions waiting for a permit hold no recovery state.
         let manager = &setup.log_manager;
         let (config, clock) = (setup.config.clone(), setup.clock.clone());
-        Box::pin(manager.open_partition(topic, partition, config, clock)).await
+        Box::pin(manager.open_partition(tp, config, clock)).await
     };
     hooks::log_opened(); // counted as opening where the actor was spawned
     let log = opened.map_err(|e| {
@@ -250,7 +249,7 @@ async fn open_actor<S: Storage + 'static>(
         last_clean_check_ms: TimestampMs(0),
         last_maintenance_ms: last_activity_ms,
         txn_guards: TxnGuards::default(),
-        jitter: jitter(topic, partition),
+        jitter: jitter(tp),
         parked: None,
         last_durable_flush: None,
         hw_checkpoint: HwCheckpoint::default(),
@@ -265,10 +264,10 @@ async fn open_actor<S: Storage + 'static>(
 }
 
 /// A fixed pseudo-random 0..1000 per partition (a hash of its name), to spread timers.
-fn jitter(topic: &str, partition: i32) -> u16 {
+fn jitter(tp: TopicPartitionRef<'_>) -> u16 {
     use std::hash::{Hash, Hasher};
     let mut hasher = std::collections::hash_map::DefaultHasher::new();
-    (topic, partition).hash(&mut hasher);
+    tp.hash(&mut hasher);
     (hasher.finish() % 1000) as u16
 }
 
@@ -353,7 +352,7 @@ impl<S: Storage + 'static> Actor<S> {
                 Ok(())
             }
             Err(e) => {
-                let (topic, partition) = (&self.setup.topic, self.setup.partition);
+                let (topic, partition) = (&self.setup.tp.topic, self.setup.tp.partition.0);
                 tracing::error!(topic, partition, error = %e, "cannot read the remote log metadata");
                 if let Some(log) = self.log.take() {
                     let _ = log.close().await;
@@ -514,7 +513,7 @@ impl<S: Storage + 'static> Actor<S> {
         }
         self.last_reopen_ms = now;
         self.cancel_clean().await; // recovery must not race a clean's files
-        let (topic, partition) = (self.setup.topic.clone(), self.setup.partition);
+        let (topic, partition) = (self.setup.tp.topic.clone(), self.setup.tp.partition.0);
         let high_watermark = self.log().high_watermark();
         match self.open_again(high_watermark).await {
             Ok(mut log) => {
@@ -542,7 +541,7 @@ impl<S: Storage + 'static> Actor<S> {
         why: &'static str,
     ) -> Result<Offset, EngineError> {
         let start = self.log().delete_records_before(before).await?;
-        let (topic, partition) = (&self.setup.topic, self.setup.partition);
+        let (topic, partition) = (&self.setup.tp.topic, self.setup.tp.partition.0);
         tracing::info!(topic, partition, log_start = start.0, "{why}");
         self.publish();
         Ok(start)
@@ -556,8 +555,7 @@ impl<S: Storage + 'static> Actor<S> {
             .setup
             .log_manager
             .open_partition(
-                &self.setup.topic,
-                self.setup.partition,
+                self.setup.tp.borrowed(),
                 self.setup.config.clone(),
                 self.setup.clock.clone(),
             )
@@ -649,7 +647,7 @@ impl<S: Storage + 'static> Actor<S> {
         self.last_maintenance_ms = now;
         if self.log().flush_due(now) {
             if let Err(e) = self.timed_flush().await {
-                tracing::error!(topic = self.setup.topic, error = %e, "periodic flush failed");
+                tracing::error!(topic = self.setup.tp.topic, error = %e, "periodic flush failed");
             }
             self.publish();
         }
@@ -657,7 +655,7 @@ impl<S: Storage + 'static> Actor<S> {
         if now - self.last_retention_ms >= interval_ms {
             self.last_retention_ms = now;
             if let Err(e) = self.log().apply_retention(now).await {
-                tracing::error!(topic = self.setup.topic, error = %e, "retention failed");
+                tracing::error!(topic = self.setup.tp.topic, error = %e, "retention failed");
             }
             self.publish(); // the log start, segments and bytes may have moved
             let expiration_ms = self.setup.configs.broker.producers.expiration_ms;
@@ -683,7 +681,7 @@ impl<S: Storage + 'static> Actor<S> {
         match self.log().release_idle_memory().await {
             Ok(()) => self.publish(), // it may have flushed
             Err(e) => {
-                tracing::warn!(topic = self.setup.topic, error = %e, "idle memory release failed");
+                tracing::warn!(topic = self.setup.tp.topic, error = %e, "idle memory release failed");
             }
         }
     }
@@ -695,7 +693,7 @@ impl<S: Storage + 'static> Actor<S> {
         if generation == self.setup.configs.generation {
             return;
         }
-        let (topic, partition) = (self.setup.topic.clone(), self.setup.partition);
+        let (topic, partition) = (self.setup.tp.topic.clone(), self.setup.tp.partition.0);
         let Some(meta) = self.setup.configs.registry.get(&topic) else {
             return; // being deleted
         };
@@ -768,20 +766,20 @@ impl<S: Storage + 'static> Actor<S> {
         self.last_clean_check_ms = now;
         match self.log().plan_clean(&config, now).await {
             Ok(Some(job)) => {
-                let name = format!("{}-{}", self.setup.topic, self.setup.partition);
+                let name = self.setup.tp.to_string();
                 let (task, events) = self.setup.cleaner.spawn(job, name);
                 self.clean = Some(CleanInFlight { task, events });
             }
             Ok(None) => {}
             Err(e) => {
-                tracing::warn!(topic = self.setup.topic, partition = self.setup.partition, error = %e, "planning a clean failed")
+                tracing::warn!(topic = self.setup.tp.topic, partition = self.setup.tp.partition.0, error = %e, "planning a clean failed")
             }
         }
     }
 
     /// Swaps in a cleaned group, or records the end of a clean.
     async fn on_clean_event(&mut self, event: Option<CleanEvent>) {
-        let (topic, partition) = (self.setup.topic.clone(), self.setup.partition);
+        let (topic, partition) = (self.setup.tp.topic.clone(), self.setup.tp.partition.0);
         match event {
             Some(CleanEvent::Group(group)) => match self.log().install_cleaned(&group).await {
                 Ok(true) => self.publish(), // fewer bytes, maybe fewer segments
@@ -867,7 +865,7 @@ impl<S: Storage + 'static> Actor<S> {
             return Some(msg);
         };
         let positions = self.positions();
-        let (topic, partition) = (self.setup.topic.clone(), self.setup.partition);
+        let (topic, partition) = (self.setup.tp.topic.clone(), self.setup.tp.partition.0);
         let task = async move {
             let reply = match read.await {
                 Ok(read) => PartitionReply::Read {
@@ -1061,7 +1059,7 @@ impl<S: Storage + 'static> Actor<S> {
         }
         let error = flushed.as_ref().err().map(EngineError::kafka_error_code);
         if let Err(e) = &flushed {
-            tracing::error!(topic = self.setup.topic, partition = self.setup.partition, error = %e, "flush failed");
+            tracing::error!(topic = self.setup.tp.topic, partition = self.setup.tp.partition.0, error = %e, "flush failed");
         }
         let waiters = waiters
             .into_iter()
@@ -1098,7 +1096,7 @@ impl<S: Storage + 'static> Actor<S> {
                 log_start_offset: self.log().log_start_offset(),
             },
             Err(e) => {
-                tracing::debug!(topic = self.setup.topic, error = %e, "append refused");
+                tracing::debug!(topic = self.setup.tp.topic, error = %e, "append refused");
                 PartitionReply::Error(e.kafka_error_code())
             }
         }
@@ -1137,7 +1135,7 @@ impl<S: Storage + 'static> Actor<S> {
         match self.log().append_marker(&marker, now).await {
             Ok(_) => PartitionReply::MarkerWritten,
             Err(e) => {
-                tracing::warn!(topic = self.setup.topic, partition = self.setup.partition, error = %e, "transaction marker refused");
+                tracing::warn!(topic = self.setup.tp.topic, partition = self.setup.tp.partition.0, error = %e, "transaction marker refused");
                 PartitionReply::Error(e.kafka_error_code())
             }
         }
@@ -1267,7 +1265,7 @@ impl<S: Storage + 'static> Actor<S> {
     /// Close the log cleanly; delete its directory if asked.
     async fn shut_down(mut self, delete_reply: Option<oneshot::Sender<PartitionReply>>) {
         self.cancel_clean().await;
-        let (topic, partition) = (self.setup.topic.clone(), self.setup.partition);
+        let (topic, partition) = (self.setup.tp.topic.clone(), self.setup.tp.partition.0);
         if let Some(stats) = &self.stats {
             stats.online.store(false, Ordering::Relaxed);
         }
@@ -1286,11 +1284,11 @@ impl<S: Storage + 'static> Actor<S> {
             let result = self
                 .setup
                 .log_manager
-                .delete_partition(&topic, partition)
+                .delete_partition(self.setup.tp.borrowed())
                 .await;
             let answer = match result {
                 Ok(()) => {
-                    hooks::partition_deleted(&topic, partition);
+                    hooks::partition_deleted(self.setup.tp.borrowed());
                     PartitionReply::Deleted
                 }
                 Err(e) => {

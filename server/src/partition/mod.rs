@@ -5,7 +5,6 @@
 pub mod actor;
 pub mod file_budget;
 pub mod internal;
-pub mod key;
 pub mod ops;
 pub mod table;
 pub mod timestamp_lookup;

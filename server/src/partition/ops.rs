@@ -11,7 +11,9 @@ use bytes::Bytes;
 use rill_engine::{AbortedTxn, Positions, ProducerView, TxnMarker};
 use rill_metadata::types::NodeId;
 use rill_types::batch::ValidatedBatch;
-use rill_types::{ErrorCode, LeaderEpoch, Offset, ProducerEpoch, ProducerId, TimestampMs};
+use rill_types::{
+    ErrorCode, LeaderEpoch, Offset, ProducerEpoch, ProducerId, TimestampMs, TopicPartition,
+};
 
 /// Kafka's isolation level: which records a reader may see.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -304,10 +306,8 @@ impl PartitionReply {
 /// An operation on one partition, as it crosses to the owning shard.
 #[derive(Debug)]
 pub struct PartitionCall {
-    /// Topic name.
-    pub topic: String,
-    /// Partition index.
-    pub partition: i32,
+    /// The partition.
+    pub tp: TopicPartition,
     /// The operation.
     pub op: PartitionOp,
 }

@@ -13,7 +13,6 @@ use rill_engine::LogManager;
 
 use super::actor::{run_actor, ActorMsg, ActorSetup, ConfigWatch, PartitionHandle};
 use super::file_budget::{releases_needed, FileBudget, FileShare};
-use super::key::{self, PartitionKey};
 use super::ops::{PartitionOp, PartitionReply};
 use super::watch::PartitionWatch;
 use crate::compaction::ShardCleaner;
@@ -24,6 +23,7 @@ use crate::partition::internal::InternalLog;
 use crate::shutdown::ShutdownSignal;
 use crate::topics::{TopicMeta, TopicRegistry};
 use rill_protocol::ErrorCode;
+use rill_types::{PartitionIndex, TopicPartition, TopicPartitionRef};
 
 /// Pause of the file keeper between release rounds (releases flush and close, they take a moment).
 const KEEPER_PAUSE: Duration = Duration::from_millis(20);
@@ -33,7 +33,9 @@ const KEEPER_PAUSE: Duration = Duration::from_millis(20);
 /// (the peak stays in the allocator's heap, i.e. in every idle partition's share of RSS).
 pub const OPENING_MAX: u64 = 64;
 
-type PartitionMap = HashMap<PartitionKey, Rc<PartitionHandle>>;
+/// The open partitions, looked up by a borrowed key ([`TopicPartitionRef::key`]): routing a
+/// request to its actor copies no topic name (only opening one does).
+type PartitionMap = HashMap<TopicPartition, Rc<PartitionHandle>>;
 
 /// What the table has for a partition right now.
 enum Slot {
@@ -53,7 +55,7 @@ type PartitionSettings = (
 );
 
 /// A single node's internal partition on this shard: topic, partition and the log behind it.
-type InternalPartition<S> = (&'static str, i32, Rc<InternalLog<S>>);
+type InternalPartition<S> = (TopicPartitionRef<'static>, Rc<InternalLog<S>>);
 
 /// A partition whose directory is being deleted: how many deletes run, and the end of the actor
 /// the first of them asked to delete (later deletes wait for it before touching the directory).
@@ -76,7 +78,7 @@ pub struct PartitionTable<S: Storage> {
     /// Partitions whose directory is being deleted (with how many deletes are running): no
     /// actor may open one until its delete is done (issue 26: a second actor opened a directory
     /// while the first removed it, and glommio's open panicked on the vanished path).
-    deleting: RefCell<HashMap<PartitionKey, Deleting>>,
+    deleting: RefCell<HashMap<TopicPartition, Deleting>>,
     /// The shard's open partition files and their bound.
     files: Rc<FileBudget>,
     /// Wakes the file keeper; taken when the keeper task starts (with the first actor).
@@ -140,28 +142,24 @@ impl<S: Storage + 'static> PartitionTable<S> {
         self
     }
 
-    /// Serve reads of `topic`'s (an internal topic's) partition `partition` from `log`, a
-    /// single node's coordinator log on this shard.
-    pub fn serve_internal(&self, topic: &'static str, partition: i32, log: InternalLog<S>) {
-        debug_assert!(crate::internal_topics::is_internal(topic));
+    /// Serve reads of partition `tp` (an internal topic's) from `log`, a single node's
+    /// coordinator log on this shard.
+    pub fn serve_internal(&self, tp: TopicPartitionRef<'static>, log: InternalLog<S>) {
+        debug_assert!(crate::internal_topics::is_internal(tp.topic));
         debug_assert!(
             self.cluster.is_none(),
             "a cluster's are replicated partitions"
         );
-        self.internal
-            .borrow_mut()
-            .push((topic, partition, Rc::new(log)));
+        self.internal.borrow_mut().push((tp, Rc::new(log)));
     }
 
-    fn internal_log(&self, topic: &str, partition: i32) -> Option<Rc<InternalLog<S>>> {
-        if !crate::internal_topics::is_internal(topic) {
+    fn internal_log(&self, tp: TopicPartitionRef<'_>) -> Option<Rc<InternalLog<S>>> {
+        if !crate::internal_topics::is_internal(tp.topic) {
             return None;
         }
         let internal = self.internal.borrow();
-        let found = internal
-            .iter()
-            .find(|(t, p, _)| *t == topic && *p == partition);
-        found.map(|(_, _, log)| log.clone())
+        let found = internal.iter().find(|(served, _)| *served == tp);
+        found.map(|(_, log)| log.clone())
     }
 
     /// The table of a broker in `cluster`: its replicated partitions lead or follow there.
@@ -210,7 +208,7 @@ impl<S: Storage + 'static> PartitionTable<S> {
         &self,
         topic: &str,
         meta: &Arc<TopicMeta>,
-        partition: i32,
+        partition: PartitionIndex,
     ) -> Result<PartitionSettings, ErrorCode> {
         let settings = self.topic_settings(topic, meta).map_err(|e| {
             tracing::error!(topic, error = %e, "stored topic config is invalid");
@@ -230,7 +228,7 @@ impl<S: Storage + 'static> PartitionTable<S> {
         &self,
         topic: &str,
         topic_id: uuid::Uuid,
-        partition: i32,
+        partition: PartitionIndex,
         remote: Option<crate::config::topic::RemoteRetention>,
         config: &mut rill_engine::LogConfig,
     ) -> Option<crate::tiered::tier::TierSetup> {
@@ -260,9 +258,8 @@ impl<S: Storage + 'static> PartitionTable<S> {
 
     /// The slot of a partition that has an actor (running or closing) or is being deleted;
     /// `None` when a new actor may open it.
-    fn existing(&self, topic: &str, partition: i32) -> Option<Result<Slot, ErrorCode>> {
-        let at = (topic, partition);
-        let key = key::lookup(&at);
+    fn existing(&self, tp: TopicPartitionRef<'_>) -> Option<Result<Slot, ErrorCode>> {
+        let key = tp.key();
         if let Some(handle) = self.partitions.borrow().get(key) {
             if !handle.stopped.get() {
                 return Some(Ok(Slot::Open(handle.clone())));
@@ -278,22 +275,22 @@ impl<S: Storage + 'static> PartitionTable<S> {
 
     /// The running actor of a partition, starting it if the partition exists but is not open.
     /// Existence is checked here only when it opens: an open actor's lookup is the map's.
-    fn handle(&self, topic: &str, partition: i32) -> Result<Slot, ErrorCode> {
+    fn handle(&self, tp: TopicPartitionRef<'_>) -> Result<Slot, ErrorCode> {
         if self.closed.get() {
             return Err(ErrorCode::KafkaStorageError);
         }
-        if let Some(slot) = self.existing(topic, partition) {
+        if let Some(slot) = self.existing(tp) {
             return slot;
         }
         let meta = self
-            .topic(topic)
+            .topic(tp.topic)
             .ok_or(ErrorCode::UnknownTopicOrPartition)?;
-        if partition < 0 || partition >= meta.partitions {
+        if !tp.partition.is_within(meta.partitions) {
             return Err(ErrorCode::UnknownTopicOrPartition);
         }
         let generation = self.registry.config_generation();
         let (config, compaction, min_insync_replicas, tier) =
-            self.partition_settings(topic, &meta, partition)?;
+            self.partition_settings(tp.topic, &meta, tp.partition)?;
         let (mailbox, receiver) = mpsc::channel(self.config.partition_queue_max);
         let handle = Rc::new(PartitionHandle {
             mailbox,
@@ -306,8 +303,7 @@ impl<S: Storage + 'static> PartitionTable<S> {
         });
         let setup = ActorSetup {
             log_manager: self.log_manager.clone(),
-            topic: topic.to_string(),
-            partition,
+            tp: tp.owned(),
             config,
             clock: self.clock.clone(),
             retention_check_interval_ms: self.config.log.retention_check_interval_ms,
@@ -344,7 +340,7 @@ impl<S: Storage + 'static> PartitionTable<S> {
         crate::admin::shard::hooks::log_opening();
         let join = glommio::spawn_local(task).detach();
         self.actors.borrow_mut().push(join);
-        let key = (topic.to_string(), partition); // the one copy of the name, as it opens
+        let key = tp.owned(); // the one copy of the name, as it opens
         self.partitions.borrow_mut().insert(key, handle.clone());
         Ok(Slot::Open(handle))
     }
@@ -361,11 +357,10 @@ impl<S: Storage + 'static> PartitionTable<S> {
     /// The running actor of a partition (see [`Self::handle`]), marked as just used.
     async fn use_handle(
         &self,
-        topic: &str,
-        partition: i32,
+        tp: TopicPartitionRef<'_>,
     ) -> Result<Rc<PartitionHandle>, ErrorCode> {
         let handle = loop {
-            match self.handle(topic, partition)? {
+            match self.handle(tp)? {
                 Slot::Open(handle) => break handle,
                 // One actor per directory: the next opens once the last has closed its log.
                 Slot::Closing(finished) => finished.wait().await,
@@ -377,8 +372,8 @@ impl<S: Storage + 'static> PartitionTable<S> {
     }
 
     /// Run `op` on a partition this shard owns.
-    pub async fn call(&self, topic: &str, partition: i32, op: PartitionOp) -> PartitionReply {
-        if let Some(log) = self.internal_log(topic, partition) {
+    pub async fn call(&self, tp: TopicPartitionRef<'_>, op: PartitionOp) -> PartitionReply {
+        if let Some(log) = self.internal_log(tp) {
             return log.serve(op, glommio::timer::sleep).await;
         }
         match op {
@@ -387,7 +382,7 @@ impl<S: Storage + 'static> PartitionTable<S> {
                 wait_ms,
                 isolation,
             } => {
-                let handle = match self.use_handle(topic, partition).await {
+                let handle = match self.use_handle(tp).await {
                     Ok(handle) => handle,
                     Err(code) => return PartitionReply::Error(code),
                 };
@@ -398,8 +393,8 @@ impl<S: Storage + 'static> PartitionTable<S> {
                     .await;
                 PartitionReply::Waited
             }
-            PartitionOp::Delete => self.delete(topic, partition).await,
-            op => match self.use_handle(topic, partition).await {
+            PartitionOp::Delete => self.delete(tp).await,
+            op => match self.use_handle(tp).await {
                 Ok(handle) => send(&handle, op).await,
                 Err(code) => PartitionReply::Error(code),
             },
@@ -411,8 +406,8 @@ impl<S: Storage + 'static> PartitionTable<S> {
     /// delete that finds another under way waits for the actor that one asked to delete: that
     /// actor may still be opening the directory (a second DeleteTopics of a topic just
     /// re-created removed it under the open, and glommio's open panicked on the vanished path).
-    async fn delete(&self, topic: &str, partition: i32) -> PartitionReply {
-        let key = (topic.to_string(), partition);
+    async fn delete(&self, tp: TopicPartitionRef<'_>) -> PartitionReply {
+        let key = tp.owned();
         let earlier = {
             let mut deleting = self.deleting.borrow_mut();
             let entry = deleting.entry(key.clone()).or_default();
@@ -440,9 +435,10 @@ impl<S: Storage + 'static> PartitionTable<S> {
                 if let Some(finished) = earlier {
                     finished.wait().await; // the earlier delete's actor may still be opening
                 }
-                match self.log_manager.delete_partition(topic, partition).await {
+                match self.log_manager.delete_partition(tp).await {
                     Ok(()) => PartitionReply::Deleted,
                     Err(e) => {
+                        let (topic, partition) = (tp.topic, tp.partition.0);
                         tracing::error!(topic, partition, error = %e, "deleting partition failed");
                         PartitionReply::Error(ErrorCode::KafkaStorageError)
                     }
@@ -460,11 +456,12 @@ impl<S: Storage + 'static> PartitionTable<S> {
 
     /// Open every partition this shard owns that exists on disk (recovery runs now, not on the
     /// first request).
-    pub async fn open_owned(&self, owns: impl Fn(&str, i32) -> bool) {
+    pub async fn open_owned(&self, owns: impl Fn(TopicPartitionRef<'_>) -> bool) {
         for (topic, meta) in self.registry.list() {
-            for partition in 0..meta.partitions {
-                if owns(&topic, partition) && self.has_files(&topic, partition).await {
-                    let _ = self.handle(&topic, partition);
+            for partition in PartitionIndex::all(meta.partitions) {
+                let tp = TopicPartitionRef::new(&topic, partition);
+                if owns(tp) && self.has_files(tp).await {
+                    let _ = self.handle(tp);
                 }
             }
         }
@@ -472,8 +469,8 @@ impl<S: Storage + 'static> PartitionTable<S> {
 
     /// Whether the partition has a directory: one never used has nothing to recover and opens
     /// (is created) on its first request, costing nothing until then.
-    async fn has_files(&self, topic: &str, partition: i32) -> bool {
-        let dir = self.log_manager.partition_dir(topic, partition);
+    async fn has_files(&self, tp: TopicPartitionRef<'_>) -> bool {
+        let dir = self.log_manager.partition_dir(tp);
         self.log_manager
             .storage()
             .exists(&dir)
@@ -582,7 +579,7 @@ impl<S: Storage + 'static> crate::shard::service::Service<super::ops::PartitionC
     type Reply = PartitionReply;
 
     async fn serve(&self, call: super::ops::PartitionCall) -> PartitionReply {
-        self.call(&call.topic, call.partition, call.op).await
+        self.call(call.tp.borrowed(), call.op).await
     }
 
     /// A long-poll wait is dropped once its fetch completed through another partition, so

@@ -13,7 +13,7 @@ use rill_engine::io::{Clock, SystemClock};
 use rill_engine::LogManager;
 use rill_protocol::ErrorCode;
 use rill_types::batch::ValidatedBatch;
-use rill_types::Offset;
+use rill_types::{Offset, PartitionIndex, TopicPartitionRef};
 
 use super::ops::{Acks, Isolation, PartitionOp, PartitionReply};
 use super::table::PartitionTable;
@@ -82,7 +82,13 @@ fn base_offset(reply: PartitionReply) -> i64 {
 }
 
 async fn high_watermark(table: &PartitionTable<SimStorage>, partition: i32) -> i64 {
-    match table.call("t", partition, PartitionOp::Offsets).await {
+    match table
+        .call(
+            TopicPartitionRef::new("t", PartitionIndex(partition)),
+            PartitionOp::Offsets,
+        )
+        .await
+    {
         PartitionReply::Offsets(p) => p.high_watermark().0,
         other => panic!("offsets failed: {other:?}"),
     }
@@ -93,7 +99,12 @@ fn concurrent_appends_get_contiguous_offsets_and_are_readable() {
     run(|| async {
         let fixture = Fixture::new();
         let table = fixture.table();
-        let appends = (0..50).map(|_| table.call("t", 0, append(2, Acks::All)));
+        let appends = (0..50).map(|_| {
+            table.call(
+                TopicPartitionRef::new("t", PartitionIndex(0)),
+                append(2, Acks::All),
+            )
+        });
         let mut bases: Vec<i64> = join_all(appends)
             .await
             .into_iter()
@@ -104,8 +115,7 @@ fn concurrent_appends_get_contiguous_offsets_and_are_readable() {
         assert_eq!(high_watermark(&table, 0).await, 100);
         match table
             .call(
-                "t",
-                0,
+                TopicPartitionRef::new("t", PartitionIndex(0)),
                 PartitionOp::Read {
                     from: Offset(0),
                     max_bytes: 1 << 20,
@@ -141,11 +151,20 @@ fn a_parked_fetch_wakes_on_append() {
                     wait_ms: 600_000,
                     isolation: Isolation::ReadUncommitted,
                 };
-                table.call("t", 1, op).await
+                table
+                    .call(TopicPartitionRef::new("t", PartitionIndex(1)), op)
+                    .await
             })
         };
         glommio::timer::sleep(Duration::from_millis(10)).await;
-        base_offset(table.call("t", 1, append(1, Acks::Leader)).await);
+        base_offset(
+            table
+                .call(
+                    TopicPartitionRef::new("t", PartitionIndex(1)),
+                    append(1, Acks::Leader),
+                )
+                .await,
+        );
         let guard = glommio::timer::sleep(Duration::from_secs(60));
         match select(waiting, Box::pin(guard)).await {
             Either::Left((reply, _)) => assert!(matches!(reply, PartitionReply::Waited)),
@@ -161,26 +180,53 @@ fn unknown_partitions_deletes_and_shutdown() {
         let fixture = Fixture::new();
         let table = fixture.table();
         assert_eq!(
-            table.call("t", 2, PartitionOp::Offsets).await.error_code(),
-            ErrorCode::UnknownTopicOrPartition
-        );
-        assert_eq!(
             table
-                .call("nope", 0, PartitionOp::Offsets)
+                .call(
+                    TopicPartitionRef::new("t", PartitionIndex(2)),
+                    PartitionOp::Offsets
+                )
                 .await
                 .error_code(),
             ErrorCode::UnknownTopicOrPartition
         );
-        base_offset(table.call("t", 0, append(3, Acks::All)).await);
+        assert_eq!(
+            table
+                .call(
+                    TopicPartitionRef::new("nope", PartitionIndex(0)),
+                    PartitionOp::Offsets
+                )
+                .await
+                .error_code(),
+            ErrorCode::UnknownTopicOrPartition
+        );
+        base_offset(
+            table
+                .call(
+                    TopicPartitionRef::new("t", PartitionIndex(0)),
+                    append(3, Acks::All),
+                )
+                .await,
+        );
         assert!(matches!(
-            table.call("t", 0, PartitionOp::Delete).await,
+            table
+                .call(
+                    TopicPartitionRef::new("t", PartitionIndex(0)),
+                    PartitionOp::Delete
+                )
+                .await,
             PartitionReply::Deleted
         ));
         // Still in the registry, so it reopens empty.
         assert_eq!(high_watermark(&table, 0).await, 0);
         table.close_all().await;
         assert_eq!(
-            table.call("t", 0, PartitionOp::Offsets).await.error_code(),
+            table
+                .call(
+                    TopicPartitionRef::new("t", PartitionIndex(0)),
+                    PartitionOp::Offsets
+                )
+                .await
+                .error_code(),
             ErrorCode::KafkaStorageError
         );
     });
@@ -192,7 +238,14 @@ fn acks_all_survives_a_crash() {
         let fixture = Fixture::new();
         let table = fixture.table();
         for _ in 0..5 {
-            base_offset(table.call("t", 0, append(4, Acks::All)).await);
+            base_offset(
+                table
+                    .call(
+                        TopicPartitionRef::new("t", PartitionIndex(0)),
+                        append(4, Acks::All),
+                    )
+                    .await,
+            );
         }
         // Crash without closing: only what was fdatasync'ed survives; acks=all waited for it.
         fixture.storage.crash();
@@ -217,7 +270,14 @@ fn open_files_stay_within_the_shard_budget() {
         };
         let table = fixture.table_with(config);
         for p in 0..24 {
-            base_offset(table.call("many", p, append(1, Acks::All)).await);
+            base_offset(
+                table
+                    .call(
+                        TopicPartitionRef::new("many", PartitionIndex(p)),
+                        append(1, Acks::All),
+                    )
+                    .await,
+            );
         }
         // The keeper releases the least recently used partitions in the background.
         let mut waited = Duration::ZERO;
@@ -230,13 +290,19 @@ fn open_files_stay_within_the_shard_budget() {
         // Released partitions reopen on demand: every record is there, appends go on.
         for p in 0..24 {
             assert_eq!(
-                base_offset(table.call("many", p, append(1, Acks::All)).await),
+                base_offset(
+                    table
+                        .call(
+                            TopicPartitionRef::new("many", PartitionIndex(p)),
+                            append(1, Acks::All)
+                        )
+                        .await
+                ),
                 1
             );
             match table
                 .call(
-                    "many",
-                    p,
+                    TopicPartitionRef::new("many", PartitionIndex(p)),
                     PartitionOp::Read {
                         from: Offset(0),
                         max_bytes: 1 << 20,
@@ -263,8 +329,22 @@ fn idle_partitions_release_their_files() {
             ..BrokerConfig::defaults()
         };
         let table = fixture.table_with(config);
-        base_offset(table.call("t", 0, append(2, Acks::All)).await);
-        base_offset(table.call("t", 1, append(2, Acks::All)).await);
+        base_offset(
+            table
+                .call(
+                    TopicPartitionRef::new("t", PartitionIndex(0)),
+                    append(2, Acks::All),
+                )
+                .await,
+        );
+        base_offset(
+            table
+                .call(
+                    TopicPartitionRef::new("t", PartitionIndex(1)),
+                    append(2, Acks::All),
+                )
+                .await,
+        );
         assert_eq!(table.files().open(), 2);
         // Wait for the release itself, not for a fixed time: under load the actors' ticks and
         // the release's storage steps can all run after any fixed sleep of this task ends. The
@@ -279,7 +359,14 @@ fn idle_partitions_release_their_files() {
             glommio::timer::sleep(Duration::from_millis(10)).await;
         }
         assert_eq!(
-            base_offset(table.call("t", 0, append(1, Acks::All)).await),
+            base_offset(
+                table
+                    .call(
+                        TopicPartitionRef::new("t", PartitionIndex(0)),
+                        append(1, Acks::All)
+                    )
+                    .await
+            ),
             2
         );
         assert_eq!(table.files().open(), 1);
@@ -302,15 +389,34 @@ fn a_request_racing_a_delete_never_shares_the_directory() {
         // Every interleaving the executor offers: the append arrives 0, 1, 2... yields after
         // the delete was sent.
         for yields in 0..12 {
-            base_offset(table.call("t", 0, append(3, Acks::All)).await);
+            base_offset(
+                table
+                    .call(
+                        TopicPartitionRef::new("t", PartitionIndex(0)),
+                        append(3, Acks::All),
+                    )
+                    .await,
+            );
             let deleting = {
                 let table = table.clone();
-                glommio::spawn_local(async move { table.call("t", 0, PartitionOp::Delete).await })
+                glommio::spawn_local(async move {
+                    table
+                        .call(
+                            TopicPartitionRef::new("t", PartitionIndex(0)),
+                            PartitionOp::Delete,
+                        )
+                        .await
+                })
             };
             for _ in 0..=yields {
                 glommio::executor().yield_task_queue_now().await;
             }
-            let appended = table.call("t", 0, append(2, Acks::All)).await;
+            let appended = table
+                .call(
+                    TopicPartitionRef::new("t", PartitionIndex(0)),
+                    append(2, Acks::All),
+                )
+                .await;
             assert!(matches!(deleting.await, PartitionReply::Deleted));
             match appended {
                 PartitionReply::Appended { base_offset, .. } => {
@@ -330,7 +436,12 @@ fn a_request_racing_a_delete_never_shares_the_directory() {
                 ),
             }
             assert!(matches!(
-                table.call("t", 0, PartitionOp::Delete).await,
+                table
+                    .call(
+                        TopicPartitionRef::new("t", PartitionIndex(0)),
+                        PartitionOp::Delete
+                    )
+                    .await,
                 PartitionReply::Deleted
             ));
         }
@@ -351,17 +462,36 @@ fn a_second_delete_waits_for_the_actor_the_first_is_deleting() {
         for yields in 0..12 {
             let opening = {
                 let table = table.clone();
-                glommio::spawn_local(async move { table.call("t", 0, append(1, Acks::All)).await })
+                glommio::spawn_local(async move {
+                    table
+                        .call(
+                            TopicPartitionRef::new("t", PartitionIndex(0)),
+                            append(1, Acks::All),
+                        )
+                        .await
+                })
             };
             for _ in 0..yields {
                 glommio::executor().yield_task_queue_now().await;
             }
             let first = {
                 let table = table.clone();
-                glommio::spawn_local(async move { table.call("t", 0, PartitionOp::Delete).await })
+                glommio::spawn_local(async move {
+                    table
+                        .call(
+                            TopicPartitionRef::new("t", PartitionIndex(0)),
+                            PartitionOp::Delete,
+                        )
+                        .await
+                })
             };
             glommio::executor().yield_task_queue_now().await;
-            let second = table.call("t", 0, PartitionOp::Delete).await;
+            let second = table
+                .call(
+                    TopicPartitionRef::new("t", PartitionIndex(0)),
+                    PartitionOp::Delete,
+                )
+                .await;
             assert!(
                 matches!(second, PartitionReply::Deleted),
                 "{second:?} ({yields} yields)"

@@ -22,7 +22,7 @@ use rill_protocol::kafka_protocol::messages::fetch_request::{FetchPartition, Fet
 use rill_protocol::kafka_protocol::messages::fetch_response::PartitionData;
 use rill_protocol::kafka_protocol::messages::{BrokerId, FetchRequest, FetchResponse};
 use rill_protocol::ErrorCode;
-use rill_types::{LeaderEpoch, Offset};
+use rill_types::{LeaderEpoch, Offset, PartitionIndex, TopicPartition};
 
 use super::wire::LeaderLink;
 use crate::cluster::view::ClusterView;
@@ -43,10 +43,8 @@ pub struct FetcherSetup {
     pub view: Arc<ClusterView>,
     /// The partition actor.
     pub mailbox: mpsc::Sender<ActorMsg>,
-    /// Topic name.
-    pub topic: String,
-    /// Partition index.
-    pub partition: i32,
+    /// The partition.
+    pub tp: TopicPartition,
     /// The leader epoch this partition follows.
     pub epoch: LeaderEpoch,
     /// The leader.
@@ -93,10 +91,7 @@ pub fn follow(setup: FetcherSetup) {
     let started = FETCHERS.with(|fetchers| {
         let mut fetchers = fetchers.borrow_mut();
         if let Some(fetcher) = fetchers.get(&leader) {
-            let same = |p: &Rc<Followed>| {
-                p.setup.topic == followed.setup.topic
-                    && p.setup.partition == followed.setup.partition
-            };
+            let same = |p: &Rc<Followed>| p.setup.tp == followed.setup.tp;
             let mut partitions = fetcher.partitions.borrow_mut();
             partitions.retain(|p| !same(p));
             partitions.push(followed);
@@ -234,19 +229,21 @@ async fn positions(due: Vec<Rc<Followed>>) -> Vec<Asked> {
 
 /// Hands each partition's answer to its actor, all at once.
 async fn apply(asked: Vec<Asked>, response: FetchResponse) {
-    let mut answers: HashMap<(String, i32), PartitionData> = HashMap::new();
+    let mut answers: HashMap<TopicPartition, PartitionData> = HashMap::new();
     for topic in response.responses {
         let name = topic.topic.0.to_string();
         for p in topic.partitions {
-            answers.insert((name.clone(), p.partition_index), p);
+            answers.insert(
+                TopicPartition::new(name.clone(), PartitionIndex(p.partition_index)),
+                p,
+            );
         }
     }
     let applies = asked.into_iter().filter_map(|(p, log_end, _)| {
         if p.setup.stop.get() {
             return None;
         }
-        let key = (p.setup.topic.clone(), p.setup.partition);
-        let Some(op) = answers.remove(&key).and_then(|a| next_op(p.setup.epoch, log_end, a)) else {
+        let Some(op) = answers.remove(&p.setup.tp).and_then(|a| next_op(p.setup.epoch, log_end, a)) else {
             p.pause();
             return None;
         };
@@ -266,7 +263,7 @@ async fn apply(asked: Vec<Asked>, response: FetchResponse) {
             _ => None,
         };
         Some(async move {
-            let (topic, partition) = (&p.setup.topic, p.setup.partition);
+            let (topic, partition) = (&p.setup.tp.topic, p.setup.tp.partition.0);
             match ask(p.setup.mailbox.clone(), op).await {
                 Some(PartitionReply::ReplicaAppended) => p.applied.set(applied),
                 Some(other) => {
@@ -319,17 +316,17 @@ fn fetch_request(me: NodeId, secret: uuid::Uuid, asked: &[Asked]) -> FetchReques
     let mut topics: Vec<FetchTopic> = Vec::new();
     for (p, log_end, last_epoch) in asked {
         let partition = FetchPartition::default()
-            .with_partition(p.setup.partition)
+            .with_partition(p.setup.tp.partition.0)
             .with_current_leader_epoch(p.setup.epoch.0)
             .with_fetch_offset(log_end.0)
             .with_last_fetched_epoch(last_epoch.map_or(-1, |e| e.0))
             .with_log_start_offset(-1)
             .with_partition_max_bytes(FETCH_BYTES_MAX);
         match topics.last_mut() {
-            Some(t) if t.topic.0.as_str() == p.setup.topic => t.partitions.push(partition),
+            Some(t) if t.topic.0.as_str() == p.setup.tp.topic => t.partitions.push(partition),
             _ => topics.push(
                 FetchTopic::default()
-                    .with_topic(crate::broker::topic_name(&p.setup.topic))
+                    .with_topic(crate::broker::topic_name(&p.setup.tp.topic))
                     .with_partitions(vec![partition]),
             ),
         }

@@ -9,6 +9,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use rill_engine::io::Storage;
+use rill_types::{PartitionIndex, TopicPartition, TopicPartitionRef};
 
 use crate::cluster::view::ClusterView;
 use crate::partition::ops::PartitionOp;
@@ -27,7 +28,7 @@ pub async fn open_followed<S: Storage + 'static>(
     shutdown: Rc<ShutdownSignal>,
 ) {
     let me = view.node_id();
-    let mut opened: BTreeSet<(String, i32)> = BTreeSet::new();
+    let mut opened: BTreeSet<TopicPartition> = BTreeSet::new();
     loop {
         if !shutdown.sleep(POLL).await {
             return;
@@ -36,19 +37,20 @@ pub async fn open_followed<S: Storage + 'static>(
         let mut held = BTreeSet::new();
         for (name, topic) in &image.topics {
             for (index, state) in topic.partitions.iter().enumerate() {
-                let partition = index as i32;
+                let tp = TopicPartitionRef::new(name, PartitionIndex(index as i32));
                 let mine = state.replicas.len() > 1
                     && state.replicas.contains(&me)
-                    && owner_shard(name, partition, shards) == shard;
+                    && owner_shard(tp, shards) == shard;
                 if mine {
-                    held.insert((name.clone(), partition));
+                    held.insert(tp.owned());
                 }
             }
         }
-        for (name, partition) in held.difference(&opened) {
+        for tp in held.difference(&opened) {
             // Any op opens it; the actor then takes its role from the image.
-            let reply = table.call(name, *partition, PartitionOp::Offsets).await;
+            let reply = table.call(tp.borrowed(), PartitionOp::Offsets).await;
             if !reply.error_code().is_ok() {
+                let (name, partition) = (&tp.topic, tp.partition.0);
                 tracing::debug!(topic = %name, partition, code = ?reply.error_code(), "opening a replica failed; retrying");
             }
         }

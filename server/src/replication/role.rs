@@ -2,7 +2,7 @@
 
 use rill_metadata::image::MetadataImage;
 use rill_metadata::types::{NodeId, PartitionEpoch};
-use rill_types::LeaderEpoch;
+use rill_types::{LeaderEpoch, TopicPartitionRef};
 use uuid::Uuid;
 
 /// This broker's part in one partition, from the metadata image.
@@ -39,13 +39,14 @@ pub struct LeaderRole {
     pub topic_id: Uuid,
 }
 
-/// The role of `node` for `topic`/`partition` in `image`.
-pub fn role_of(image: &MetadataImage, node: NodeId, topic: &str, partition: i32) -> Role {
-    let Some(topic_image) = image.topics.get(topic) else {
+/// The role of `node` for partition `tp` in `image`.
+pub fn role_of(image: &MetadataImage, node: NodeId, tp: TopicPartitionRef<'_>) -> Role {
+    let Some(topic_image) = image.topics.get(tp.topic) else {
         return Role::Unreplicated;
     };
-    let Some(state) = usize::try_from(partition)
-        .ok()
+    let Some(state) = tp
+        .partition
+        .as_usize()
         .and_then(|i| topic_image.partitions.get(i))
     else {
         return Role::Unreplicated;

@@ -20,6 +20,7 @@ use std::time::{Duration, Instant};
 
 use rill_engine::io::Storage;
 use rill_protocol::ErrorCode;
+use rill_types::TopicPartitionRef;
 
 use crate::broker::Broker;
 use crate::client_quotas::ClientRates;
@@ -136,8 +137,8 @@ impl<S: Storage + 'static> Broker for Shard<S> {
         }
     }
 
-    async fn partition(&self, topic: &str, partition: i32, op: PartitionOp) -> PartitionReply {
-        if partition < 0 {
+    async fn partition(&self, tp: TopicPartitionRef<'_>, op: PartitionOp) -> PartitionReply {
+        if tp.partition.0 < 0 {
             return PartitionReply::Error(ErrorCode::UnknownTopicOrPartition);
         }
         // In a cluster only the partition's leader serves it; deleting or sizing local data is
@@ -147,20 +148,16 @@ impl<S: Storage + 'static> Broker for Shard<S> {
             .as_deref()
             .filter(|_| !matches!(op, PartitionOp::Delete | PartitionOp::LogSize))
         {
-            if let Err(code) = cluster.check_leader(topic, partition) {
+            if let Err(code) = cluster.check_leader(tp) {
                 return PartitionReply::Error(code);
             }
         }
-        let owner = owner_shard(topic, partition, self.shards);
+        let owner = owner_shard(tp, self.shards);
         if owner == self.id {
             // The hot path borrows the topic name; only a call that crosses cores owns one.
-            return self.table.call(topic, partition, op).await;
+            return self.table.call(tp, op).await;
         }
-        let call = PartitionCall {
-            topic: topic.to_string(),
-            partition,
-            op,
-        };
+        let call = PartitionCall { tp: tp.owned(), op };
         let unavailable = || PartitionReply::Error(OWNER_UNAVAILABLE);
         let table = &*self.table;
         self.partitions.call(owner, table, call, unavailable).await

@@ -7,24 +7,28 @@
 //! stable across Rust releases (unlike `DefaultHasher`) and hardware-accelerated. Consecutive
 //! partitions of one topic land on consecutive shards, which spreads a topic evenly.
 
-/// The shard that alone touches `topic`/`partition`'s log.
-pub fn owner_shard(topic: &str, partition: i32, shards: usize) -> usize {
+use rill_types::TopicPartitionRef;
+
+/// The shard that alone touches partition `tp`'s log.
+pub fn owner_shard(tp: TopicPartitionRef<'_>, shards: usize) -> usize {
     assert!(shards > 0);
-    assert!(partition >= 0);
-    let topic_hash = u64::from(crc32c::crc32c(topic.as_bytes()));
+    assert!(tp.partition.0 >= 0);
+    let topic_hash = u64::from(crc32c::crc32c(tp.topic.as_bytes()));
     // Adding the partition (rather than hashing it) keeps a topic's partitions round-robin.
-    let slot = topic_hash.wrapping_add(partition as u64);
+    let slot = topic_hash.wrapping_add(tp.partition.0 as u64);
     (slot % shards as u64) as usize
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use rill_types::PartitionIndex;
 
     #[test]
     fn one_shard_owns_everything() {
         for p in 0..100 {
-            assert_eq!(owner_shard("t", p, 1), 0);
+            let tp = TopicPartitionRef::new("t", PartitionIndex(p));
+            assert_eq!(owner_shard(tp, 1), 0);
         }
     }
 
@@ -32,9 +36,10 @@ mod tests {
     fn stable_and_in_range() {
         for shards in 1..8 {
             for p in 0..50 {
-                let a = owner_shard("orders", p, shards);
+                let tp = TopicPartitionRef::new("orders", PartitionIndex(p));
+                let a = owner_shard(tp, shards);
                 assert!(a < shards);
-                assert_eq!(a, owner_shard("orders", p, shards));
+                assert_eq!(a, owner_shard(tp, shards));
             }
         }
     }
@@ -44,7 +49,7 @@ mod tests {
         let shards = 4;
         let mut counts = [0usize; 4];
         for p in 0..400 {
-            counts[owner_shard("events", p, shards)] += 1;
+            counts[owner_shard(TopicPartitionRef::new("events", PartitionIndex(p)), shards)] += 1;
         }
         assert_eq!(counts, [100; 4]);
     }

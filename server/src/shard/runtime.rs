@@ -22,6 +22,7 @@ use rill_engine::io::glommio::GlommioStorage;
 use rill_engine::io::{Clock, SystemClock};
 use rill_engine::read_cache::ReadCache;
 use rill_engine::LogManager;
+use rill_types::{PartitionIndex, TopicPartitionRef};
 
 use super::rendezvous::{Abandoned, Rendezvous};
 use super::router::{self, Router, RouterEnds, RouterLinks, RouterMesh, REMOTE_REQUESTS_MAX};
@@ -683,11 +684,9 @@ async fn prepare_shard(
     let (partitions, serving_partitions) = route(links.partitions, &table);
     let shards = config.shards;
     // In a cluster, only partitions this broker leads live here.
-    let leads = |topic: &str, partition| cluster.as_ref().is_none_or(|c| c.leads(topic, partition));
+    let leads = |tp: TopicPartitionRef<'_>| cluster.as_ref().is_none_or(|c| c.leads(tp));
     table
-        .open_owned(|topic, partition| {
-            owner_shard(topic, partition, shards) == id && leads(topic, partition)
-        })
+        .open_owned(|tp| owner_shard(tp, shards) == id && leads(tp))
         .await;
     let request_bytes = ByteBudget::new(config.shard_request_bytes_max());
     let fetch_bytes = ByteBudget::new(config.shard_fetch_bytes_max as u64);
@@ -723,13 +722,15 @@ fn serve_internal_logs<S: rill_engine::io::Storage + 'static>(
     if let crate::group::runtime::ShardJournal::Private(journal) = groups.journal() {
         for (partition, log) in journal.logs() {
             let log = InternalLog::new(log.clone());
-            table.serve_internal(crate::group::OFFSETS_TOPIC, partition, log);
+            let tp = TopicPartitionRef::new(crate::group::OFFSETS_TOPIC, PartitionIndex(partition));
+            table.serve_internal(tp, log);
         }
     }
     if let crate::txn::runtime::ShardTxnJournal::Private(journal) = txns.journal() {
         for (partition, log) in journal.logs() {
             let log = InternalLog::new(log.clone());
-            table.serve_internal(crate::txn::TXN_TOPIC, partition, log);
+            let tp = TopicPartitionRef::new(crate::txn::TXN_TOPIC, PartitionIndex(partition));
+            table.serve_internal(tp, log);
         }
     }
 }

@@ -16,7 +16,7 @@
 //! at, and a crash leaves only objects under ids the metadata names (`COPY_STARTED`), which
 //! the next start deletes.
 
-use rill_types::Offset;
+use rill_types::{Offset, PartitionIndex};
 use uuid::Uuid;
 
 /// The files of a segment copied to the remote tier, by object suffix.
@@ -60,7 +60,7 @@ pub struct PartitionKeys {
 
 impl PartitionKeys {
     /// The keys of `topic`'s (id `topic_id`) partition `partition` under `prefix`.
-    pub fn new(prefix: &str, topic: &str, topic_id: Uuid, partition: i32) -> Self {
+    pub fn new(prefix: &str, topic: &str, topic_id: Uuid, partition: PartitionIndex) -> Self {
         let dir = format!("{topic}-{}/{partition}", topic_id.simple());
         let dir = if prefix.is_empty() {
             dir
@@ -95,14 +95,14 @@ mod tests {
     fn keys_follow_the_documented_layout() {
         let id = Uuid::from_u128(0xab);
         let seg = Uuid::from_u128(0xcd);
-        let keys = PartitionKeys::new("rill", "orders", id, 3);
+        let keys = PartitionKeys::new("rill", "orders", id, PartitionIndex(3));
         let key = keys.object(Offset(1234), seg, ObjectKind::Log);
         assert_eq!(
             key,
             "rill/orders-000000000000000000000000000000ab/3/00000000000000001234-000000000000000000000000000000cd.log"
         );
         assert!(key.starts_with(keys.dir()));
-        let bare = PartitionKeys::new("", "t", id, 0);
+        let bare = PartitionKeys::new("", "t", id, PartitionIndex(0));
         assert!(bare.dir().starts_with("t-"));
     }
 }

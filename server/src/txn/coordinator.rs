@@ -27,7 +27,7 @@ use rill_engine::io::Clock;
 use rill_engine::TxnMarker;
 use rill_protocol::ErrorCode;
 use rill_types::limits::Field;
-use rill_types::{DurationMs, TimestampMs};
+use rill_types::{DurationMs, PartitionIndex, TimestampMs, TopicPartitionRef};
 
 use super::env::{TxnEnv, TxnOffsets};
 use super::journal::TxnJournal;
@@ -267,7 +267,7 @@ impl<J: TxnJournal> TxnCoordinator<J> {
     ) -> Vec<ErrorCode> {
         let refused: Vec<Option<ErrorCode>> = partitions
             .iter()
-            .map(|(t, p)| env.partition_refusal(t, *p))
+            .map(|(t, p)| env.partition_refusal(TopicPartitionRef::new(t, PartitionIndex(*p))))
             .collect();
         if refused.iter().any(Option::is_some) {
             return refused
@@ -410,10 +410,9 @@ impl<J: TxnJournal> TxnCoordinator<J> {
             commit,
             coordinator_epoch: self.journal.coordinator_epoch(id),
         };
-        let partitions = m
-            .partitions
-            .iter()
-            .map(|(topic, p)| env.write_marker(topic, *p, marker));
+        let partitions = m.partitions.iter().map(|(topic, p)| {
+            env.write_marker(TopicPartitionRef::new(topic, PartitionIndex(*p)), marker)
+        });
         let groups = m.groups.iter().map(|g| env.end_group_txn(g, marker));
         let (written, ended) = futures::join!(join_all(partitions), join_all(groups));
         let failed = written

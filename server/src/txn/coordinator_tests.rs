@@ -23,14 +23,13 @@ impl TxnEnv for FakeEnv {
         self.next_id.set(self.next_id.get() + 1);
         Ok(ProducerId(1000 + self.next_id.get()))
     }
-    fn partition_refusal(&self, topic: &str, partition: i32) -> Option<ErrorCode> {
-        (topic == "missing" || !(0..4).contains(&partition))
+    fn partition_refusal(&self, tp: TopicPartitionRef<'_>) -> Option<ErrorCode> {
+        (tp.topic == "missing" || !tp.partition.is_within(4))
             .then_some(ErrorCode::UnknownTopicOrPartition)
     }
     async fn write_marker(
         &self,
-        topic: &str,
-        partition: i32,
+        tp: TopicPartitionRef<'_>,
         marker: TxnMarker,
     ) -> Result<(), ErrorCode> {
         if let Some(code) = self.fail_markers.get() {
@@ -38,7 +37,7 @@ impl TxnEnv for FakeEnv {
         }
         self.markers
             .borrow_mut()
-            .push((topic.into(), partition, marker));
+            .push((tp.topic.into(), tp.partition.0, marker));
         Ok(())
     }
     async fn end_group_txn(&self, group: &str, marker: TxnMarker) -> Result<(), ErrorCode> {

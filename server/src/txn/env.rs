@@ -7,6 +7,7 @@
 
 use rill_engine::TxnMarker;
 use rill_protocol::ErrorCode;
+use rill_types::TopicPartitionRef;
 
 use super::ProducerId;
 use crate::broker::Broker;
@@ -23,13 +24,12 @@ pub trait TxnEnv {
     fn allocate_producer_id(&self) -> Result<ProducerId, ErrorCode>;
     /// Why a partition cannot join a transaction, if it cannot: UNKNOWN_TOPIC_OR_PARTITION.
     /// (A partition without a leader for now may join: its marker is retried until it has one.)
-    fn partition_refusal(&self, topic: &str, partition: i32) -> Option<ErrorCode>;
+    fn partition_refusal(&self, tp: TopicPartitionRef<'_>) -> Option<ErrorCode>;
     /// Appends `marker` to the partition and makes it durable. UNKNOWN_TOPIC_OR_PARTITION means
     /// the partition is gone (nothing to write); other errors are retried later.
     async fn write_marker(
         &self,
-        topic: &str,
-        partition: i32,
+        tp: TopicPartitionRef<'_>,
         marker: TxnMarker,
     ) -> Result<(), ErrorCode>;
     /// Makes the marker's producer's pending offsets in `group` visible (a COMMIT marker) or
@@ -56,29 +56,28 @@ impl<B: Broker> TxnEnv for B {
         })
     }
 
-    fn partition_refusal(&self, topic: &str, partition: i32) -> Option<ErrorCode> {
+    fn partition_refusal(&self, tp: TopicPartitionRef<'_>) -> Option<ErrorCode> {
         let exists = self
             .topics()
-            .get(topic)
-            .is_some_and(|m| partition >= 0 && partition < m.partitions);
+            .get(tp.topic)
+            .is_some_and(|m| tp.partition.is_within(m.partitions));
         (!exists).then_some(ErrorCode::UnknownTopicOrPartition)
     }
 
     async fn write_marker(
         &self,
-        topic: &str,
-        partition: i32,
+        tp: TopicPartitionRef<'_>,
         marker: TxnMarker,
     ) -> Result<(), ErrorCode> {
         if let Some(cluster) = self.cluster() {
-            let leader = cluster.leader(topic, partition)?;
+            let leader = cluster.leader(tp)?;
             if leader != cluster.node_id() {
-                let remote = super::remote::write_marker(cluster, leader, topic, partition, marker);
+                let remote = super::remote::write_marker(cluster, leader, tp, marker);
                 return Box::pin(remote).await;
             }
         }
         match self
-            .partition(topic, partition, PartitionOp::WriteTxnMarker(marker))
+            .partition(tp, PartitionOp::WriteTxnMarker(marker))
             .await
         {
             PartitionReply::MarkerWritten => Ok(()),

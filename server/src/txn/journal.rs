@@ -27,7 +27,7 @@ use futures::lock::Mutex;
 use rill_engine::io::{Clock, Storage};
 use rill_engine::{EngineError, FlushPolicy, LogConfig, LogManager, Offset, PartitionLog};
 use rill_protocol::ErrorCode;
-use rill_types::TimestampMs;
+use rill_types::{PartitionIndex, TimestampMs, TopicPartitionRef};
 
 use super::record::{decode_chunk, encode_batch, TxnRecord};
 use super::state::TxnMetadata;
@@ -135,7 +135,11 @@ impl<S: Storage> TxnPartitionLog<S> {
         clock: Rc<dyn Clock>,
     ) -> Result<Self, EngineError> {
         let mut log = manager
-            .open_partition(TXN_TOPIC, partition, txn_log_config(), clock.clone())
+            .open_partition(
+                TopicPartitionRef::new(TXN_TOPIC, PartitionIndex(partition)),
+                txn_log_config(),
+                clock.clone(),
+            )
             .await?;
         let mut live = HashMap::new();
         let records = replay(&mut log, partition, &mut live).await?;

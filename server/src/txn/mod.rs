@@ -51,17 +51,23 @@ pub use crate::internal_topics::{txn_partition, TXN_DIR, TXN_PARTITIONS, TXN_TOP
 pub use rill_types::{ProducerEpoch, ProducerId};
 pub use settings::{TxnConfig, SHARD_IDS_MAX_DEFAULT};
 
+use rill_types::{PartitionIndex, TopicPartitionRef};
+
 /// The shard that coordinates `transactional_id`: the one owning its state-log partition in
 /// the partition table (in a cluster the coordinator writes through it,
 /// `crate::internal_topics::replicated`).
 pub fn coordinator_shard(transactional_id: &str, shards: usize) -> usize {
-    crate::shard::owner::owner_shard(TXN_TOPIC, txn_partition(transactional_id), shards)
+    let partition = PartitionIndex(txn_partition(transactional_id));
+    crate::shard::owner::owner_shard(TopicPartitionRef::new(TXN_TOPIC, partition), shards)
 }
 
 /// The state-log partitions shard `shard` of `shards` owns.
 pub fn owned_txn_partitions(shard: usize, shards: usize) -> Vec<i32> {
     (0..TXN_PARTITIONS)
-        .filter(|p| crate::shard::owner::owner_shard(TXN_TOPIC, *p, shards) == shard)
+        .filter(|&p| {
+            let tp = TopicPartitionRef::new(TXN_TOPIC, PartitionIndex(p));
+            crate::shard::owner::owner_shard(tp, shards) == shard
+        })
         .collect()
 }
 

@@ -23,6 +23,7 @@ use rill_protocol::kafka_protocol::messages::{
 };
 use rill_protocol::kafka_protocol::protocol::StrBytes;
 use rill_protocol::ErrorCode;
+use rill_types::{PartitionIndex, TopicPartitionRef};
 
 use super::ops::{TxnOp, TxnProducer, TxnReply};
 use super::state::TopicPartition;
@@ -36,12 +37,11 @@ const WRITE_TXN_MARKERS_VERSION: i16 = 1;
 /// The AddPartitionsToTxn version sent: v5 reports TRANSACTION_ABORTABLE as it is.
 const VERIFY_VERSION: i16 = 5;
 
-/// Write `marker` to `topic`/`partition`, which `leader` leads.
+/// Write `marker` to partition `tp`, which `leader` leads.
 pub async fn write_marker(
     cluster: &ClusterView,
     leader: NodeId,
-    topic: &str,
-    partition: i32,
+    tp: TopicPartitionRef<'_>,
     marker: TxnMarker,
 ) -> Result<(), ErrorCode> {
     let endpoint = cluster
@@ -54,8 +54,8 @@ pub async fn write_marker(
             .with_transaction_result(marker.commit)
             .with_coordinator_epoch(marker.coordinator_epoch)
             .with_topics(vec![WritableTxnMarkerTopic::default()
-                .with_name(topic_name(topic))
-                .with_partition_indexes(vec![partition])])]);
+                .with_name(topic_name(tp.topic))
+                .with_partition_indexes(vec![tp.partition.0])])]);
     let response = peer::call(
         cluster.peer_client(),
         &endpoint,
@@ -68,7 +68,7 @@ pub async fn write_marker(
         .iter()
         .flat_map(|m| m.topics.iter())
         .flat_map(|t| t.partitions.iter())
-        .find(|p| p.partition_index == partition)
+        .find(|p| p.partition_index == tp.partition.0)
         .map_or(ErrorCode::UnknownServerError, |p| wire_code(p.error_code));
     match code {
         ErrorCode::None => Ok(()),
@@ -84,8 +84,9 @@ pub async fn end_group(
     group: &str,
     marker: TxnMarker,
 ) -> Result<(), ErrorCode> {
-    let partition = offsets_partition(group);
-    write_marker(cluster, coordinator, OFFSETS_TOPIC, partition, marker).await
+    let partition = PartitionIndex(offsets_partition(group));
+    let tp = TopicPartitionRef::new(OFFSETS_TOPIC, partition);
+    write_marker(cluster, coordinator, tp, marker).await
 }
 
 /// Ask `coordinator` whether `partitions` are in the transaction of `id` and `producer`: one

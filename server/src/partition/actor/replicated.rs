@@ -111,8 +111,7 @@ impl<S: Storage + 'static> Actor<S> {
         let Some(view) = self.setup.cluster.clone() else {
             return;
         };
-        let (topic, partition) = (self.setup.topic.clone(), self.setup.partition);
-        let role = role_of(&view.image(), view.node_id(), &topic, partition);
+        let role = role_of(&view.image(), view.node_id(), self.setup.tp.borrowed());
         match (&mut self.replication, &role) {
             (Replication::Off, Role::Unreplicated) | (Replication::Idle, Role::Idle) => {}
             (Replication::Opened, Role::Unreplicated) => self.replication = Replication::Off,
@@ -141,7 +140,7 @@ impl<S: Storage + 'static> Actor<S> {
     }
 
     async fn become_role(&mut self, role: Role) {
-        let (topic, partition) = (self.setup.topic.clone(), self.setup.partition);
+        let (topic, partition) = (self.setup.tp.topic.clone(), self.setup.tp.partition.0);
         tracing::info!(topic, partition, ?role, "replica role");
         let old = std::mem::replace(&mut self.replication, Replication::Idle);
         let was_unreplicated = matches!(old, Replication::Off);
@@ -201,7 +200,7 @@ impl<S: Storage + 'static> Actor<S> {
     /// The high watermark this log's checkpoint holds, within its log; its log start
     /// without one (or if it cannot be read).
     async fn checkpointed_high_watermark(&mut self) -> Offset {
-        let (topic, partition) = (self.setup.topic.clone(), self.setup.partition);
+        let (topic, partition) = (self.setup.tp.topic.clone(), self.setup.tp.partition.0);
         let log = self.log();
         let start = log.log_start_offset();
         match log.checkpointed_high_watermark().await {
@@ -242,7 +241,7 @@ impl<S: Storage + 'static> Actor<S> {
         match written {
             Ok(()) => self.hw_checkpoint.written = Some(hw),
             Err(e) => {
-                let (topic, partition) = (&self.setup.topic, self.setup.partition);
+                let (topic, partition) = (&self.setup.tp.topic, self.setup.tp.partition.0);
                 tracing::warn!(topic, partition, error = %e, "writing the high watermark checkpoint failed");
             }
         }
@@ -258,8 +257,7 @@ impl<S: Storage + 'static> Actor<S> {
                 .clone()
                 .expect("a follower is in a cluster"),
             mailbox: self.setup.mailbox.clone().expect("the actor's own mailbox"),
-            topic: self.setup.topic.clone(),
-            partition: self.setup.partition,
+            tp: self.setup.tp.clone(),
             epoch,
             leader,
             stop: stop.clone(),
@@ -276,7 +274,7 @@ impl<S: Storage + 'static> Actor<S> {
     /// watermark follows its own log again, as a fresh open's does. Reopens the log; `false`
     /// if that failed (the log is gone: the actor stops).
     async fn reopen_unreplicated(&mut self) -> bool {
-        let (topic, partition) = (self.setup.topic.clone(), self.setup.partition);
+        let (topic, partition) = (self.setup.tp.topic.clone(), self.setup.tp.partition.0);
         self.cancel_clean().await;
         let log = self.log.take().expect("log is open while the actor serves");
         if let Err(e) = log.close().await {
@@ -404,7 +402,7 @@ impl<S: Storage + 'static> Actor<S> {
         let Some(broker_epoch) = image.live_broker(me).map(|b| b.epoch) else {
             return;
         };
-        let Ok(partition) = u32::try_from(self.setup.partition) else {
+        let Ok(partition) = u32::try_from(self.setup.tp.partition.0) else {
             return;
         };
         let request = ControllerRequest::AlterPartition(AlterPartition {
@@ -418,7 +416,7 @@ impl<S: Storage + 'static> Actor<S> {
         });
         altering.set(true);
         let altering = altering.clone();
-        let topic = self.setup.topic.clone();
+        let topic = self.setup.tp.topic.clone();
         tracing::info!(topic, partition, from = ?state.role.isr, to = ?new_isr, "asking for an ISR change");
         glommio::spawn_local(async move {
             let answer = view.request(request, glommio::timer::sleep).await;
@@ -539,13 +537,13 @@ impl<S: Storage + 'static> Actor<S> {
             let batch = match ValidatedBatch::from_leader(BytesMut::from(view.as_bytes())) {
                 Ok(batch) => batch,
                 Err(e) => {
-                    tracing::warn!(topic = self.setup.topic, error = %e, "a leader sent an invalid batch");
+                    tracing::warn!(topic = self.setup.tp.topic, error = %e, "a leader sent an invalid batch");
                     refused = Some(PartitionReply::Error(ErrorCode::CorruptMessage));
                     break;
                 }
             };
             if let Err(e) = self.log().append_replica(batch, now).await {
-                tracing::warn!(topic = self.setup.topic, partition = self.setup.partition, error = %e, "replica append refused");
+                tracing::warn!(topic = self.setup.tp.topic, partition = self.setup.tp.partition.0, error = %e, "replica append refused");
                 refused = Some(PartitionReply::Error(e.kafka_error_code()));
                 break;
             }
@@ -579,7 +577,7 @@ impl<S: Storage + 'static> Actor<S> {
         }
         let moved = self.move_log_start(start, "log start follows the leader's");
         if let Err(e) = moved.await {
-            let (topic, partition) = (&self.setup.topic, self.setup.partition);
+            let (topic, partition) = (&self.setup.tp.topic, self.setup.tp.partition.0);
             tracing::warn!(topic, partition, error = %e, "moving the log start failed");
         }
     }
@@ -616,7 +614,7 @@ impl<S: Storage + 'static> Actor<S> {
     /// reply to give if that failed; if reopening failed the log is gone (later messages are
     /// refused).
     async fn reset_log(&mut self, start: Offset, why: &str) -> Result<(), PartitionReply> {
-        let (topic, partition) = (self.setup.topic.clone(), self.setup.partition);
+        let (topic, partition) = (self.setup.tp.topic.clone(), self.setup.tp.partition.0);
         let end = self.log().log_end_offset();
         tracing::warn!(topic, partition, end = end.0, start = start.0, "{why}");
         let emptied = self
@@ -635,7 +633,7 @@ impl<S: Storage + 'static> Actor<S> {
         F: FnOnce(PartitionLog<S>) -> Fut,
         Fut: std::future::Future<Output = Result<(), rill_engine::EngineError>>,
     {
-        let (topic, partition) = (self.setup.topic.clone(), self.setup.partition);
+        let (topic, partition) = (self.setup.tp.topic.clone(), self.setup.tp.partition.0);
         self.cancel_clean().await;
         let log = self.log.take().expect("log is open while the actor serves");
         self.hw_checkpoint.written = None; // a cut removes a checkpoint past it
@@ -703,7 +701,7 @@ impl<S: Storage + 'static> Actor<S> {
         }
         let hw = log.high_watermark().min(cut);
         let end = log.log_end_offset();
-        let (topic, partition) = (self.setup.topic.clone(), self.setup.partition);
+        let (topic, partition) = (self.setup.tp.topic.clone(), self.setup.tp.partition.0);
         tracing::warn!(
             topic,
             partition,

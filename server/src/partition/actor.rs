@@ -49,7 +49,9 @@ use crate::topics::TopicRegistry;
 use rill_protocol::ErrorCode;
 
 mod replicated;
-use replicated::{is_replication_op, DurableWaiter, HwCheckpoint, Replication, REPLICATED_TICK_MS};
+use replicated::{
+    is_replication_op, DurableWaiter, EpochFloor, HwCheckpoint, Replication, REPLICATED_TICK_MS,
+};
 
 use crate::tiered::tier::{PartitionTier, TierEvent};
 
@@ -253,6 +255,7 @@ async fn open_actor<S: Storage + 'static>(
         parked: None,
         last_durable_flush: None,
         hw_checkpoint: HwCheckpoint::default(),
+        epoch_floor: EpochFloor::default(),
         replication: if setup.cluster.is_some() {
             Replication::Opened
         } else {
@@ -316,6 +319,8 @@ struct Actor<S: Storage> {
     replication: Replication,
     /// The high watermark last checkpointed (a replicated log's, see `replicated.rs`).
     hw_checkpoint: HwCheckpoint,
+    /// The newest leader epoch a role was taken at (asserted never to go back).
+    epoch_floor: EpochFloor,
     /// When a flush that acks=all producers waited on last ended (holds read-ahead, see
     /// [`Actor::hold_read_ahead_if_writing`]).
     last_durable_flush: Option<Instant>,
@@ -517,6 +522,12 @@ impl<S: Storage + 'static> Actor<S> {
         let high_watermark = self.log().high_watermark();
         match self.open_again(high_watermark).await {
             Ok(mut log) => {
+                // Replication, not recovery, decides what a replicated log exposes.
+                assert!(
+                    !log.is_replicated()
+                        || log.high_watermark() <= high_watermark.max(log.log_start_offset()),
+                    "a reopened replicated log exposes no more than before"
+                );
                 if let Some(tier) = &self.tier {
                     tier.apply_gate(&mut log);
                 }
@@ -1057,6 +1068,13 @@ impl<S: Storage + 'static> Actor<S> {
         if !waiters.is_empty() {
             self.last_durable_flush = Some(Instant::now());
         }
+        if must_flush && flushed.is_ok() {
+            let log = self.log();
+            assert!(
+                log.durable_offset() == log.log_end_offset(),
+                "a group's flush makes all it appended durable before acks=all is answered"
+            );
+        }
         let error = flushed.as_ref().err().map(EngineError::kafka_error_code);
         if let Err(e) = &flushed {
             tracing::error!(topic = self.setup.tp.topic, partition = self.setup.tp.partition.0, error = %e, "flush failed");
@@ -1077,6 +1095,11 @@ impl<S: Storage + 'static> Actor<S> {
         let bytes = batch.len() as u64;
         match self.log().append(batch, now).await {
             Ok(info) => {
+                assert!(
+                    info.base_offset <= info.last_offset
+                        && self.log().log_end_offset() == info.last_offset.plus(1),
+                    "an append ends the log just past its batch"
+                );
                 let evicted = self.log().take_producers_evicted();
                 hooks::bound_hits(Bound::PartitionProducers, evicted);
                 if let Some(stats) = &self.stats {

@@ -12,4 +12,6 @@ pub mod txn_guard;
 pub mod watch;
 
 #[cfg(test)]
+mod replicated_tests;
+#[cfg(test)]
 mod table_tests;

@@ -94,7 +94,12 @@ pub fn follow(setup: FetcherSetup) {
             let same = |p: &Rc<Followed>| p.setup.tp == followed.setup.tp;
             let mut partitions = fetcher.partitions.borrow_mut();
             partitions.retain(|p| !same(p));
-            partitions.push(followed);
+            partitions.push(followed.clone());
+            // Twice in one fetch, a partition would be answered twice from the same log end.
+            assert!(
+                partitions.iter().filter(|p| same(p)).count() == 1,
+                "a fetcher pulls each partition once"
+            );
             return None;
         }
         let fetcher = Rc::new(Fetcher {
@@ -188,6 +193,10 @@ async fn run(leader: NodeId, view: Arc<ClusterView>, fetcher: Rc<Fetcher>) {
 fn due_partitions(leader: NodeId, fetcher: &Rc<Fetcher>) -> Option<Vec<Rc<Followed>>> {
     let mut partitions = fetcher.partitions.borrow_mut();
     partitions.retain(|p| !p.setup.stop.get());
+    debug_assert!(
+        partitions.iter().all(|p| p.setup.leader == leader),
+        "a fetcher pulls only partitions that follow its leader"
+    );
     if partitions.is_empty() {
         FETCHERS.with(|fetchers| {
             let mut fetchers = fetchers.borrow_mut();
@@ -315,6 +324,10 @@ fn next_op(epoch: LeaderEpoch, log_end: Offset, answer: PartitionData) -> Option
 fn fetch_request(me: NodeId, secret: uuid::Uuid, asked: &[Asked]) -> FetchRequest {
     let mut topics: Vec<FetchTopic> = Vec::new();
     for (p, log_end, last_epoch) in asked {
+        debug_assert!(
+            log_end.0 >= 0,
+            "a follower fetches from its log end, an offset"
+        );
         let partition = FetchPartition::default()
             .with_partition(p.setup.tp.partition.0)
             .with_current_leader_epoch(p.setup.epoch.0)

@@ -82,17 +82,24 @@ impl LeaderState {
             "the log starts at or before its durable end"
         );
         let high_watermark = self
-            .role
-            .isr
-            .iter()
-            .filter(|n| **n != me)
-            .map(|n| self.followers.get(n).map_or(log_start, |f| f.log_end))
+            .isr_followers(me)
+            .map(|n| self.followers.get(&n).map_or(log_start, |f| f.log_end))
             .fold(durable, Offset::min);
         assert!(
             high_watermark <= durable,
             "the high watermark is durable on the leader"
         );
+        assert!(
+            self.isr_followers(me)
+                .all(|n| self.followers.get(&n).map_or(log_start, |f| f.log_end) >= high_watermark),
+            "every in-sync follower holds the high watermark"
+        );
         high_watermark
+    }
+
+    /// The ISR's members other than the leader `me`.
+    fn isr_followers(&self, me: NodeId) -> impl Iterator<Item = NodeId> + '_ {
+        self.role.isr.iter().copied().filter(move |n| *n != me)
     }
 
     /// The ISR the leader should ask for, if it differs: members that have not caught up for
@@ -127,6 +134,18 @@ impl LeaderState {
             }
         }
         isr.sort_by_key(|n| self.role.replicas.iter().position(|r| r == n));
+        assert!(
+            !self.role.isr.contains(&me) || isr.contains(&me),
+            "the leader never leaves the ISR it asks for"
+        );
+        assert!(
+            isr.iter().all(|n| self.role.isr.contains(n)
+                || self
+                    .followers
+                    .get(n)
+                    .is_some_and(|f| f.log_end >= high_watermark)),
+            "a replica joins the ISR only holding the high watermark"
+        );
         let mut current = self.role.isr.clone();
         current.sort_by_key(|n| self.role.replicas.iter().position(|r| r == n));
         (isr != current).then_some(isr)
@@ -206,6 +225,69 @@ mod tests {
         assert_eq!(
             l.wanted_isr(me, at(31_600), DurationMs(30_000), Offset(10), |_| true),
             Some(vec![NodeId(1), NodeId(2), NodeId(3)])
+        );
+    }
+
+    #[test]
+    fn an_empty_log_has_its_high_watermark_at_its_start() {
+        let mut l = leader(&[1, 2, 3]);
+        let me = NodeId(1);
+        // DeleteRecords or retention emptied it at 5: the start is the end.
+        assert_eq!(l.high_watermark(me, Offset(5), Offset(5)), Offset(5));
+        l.on_fetch(NodeId(2), Offset(5), Offset(5), at(1_100));
+        l.on_fetch(NodeId(3), Offset(5), Offset(5), at(1_100));
+        assert_eq!(l.high_watermark(me, Offset(5), Offset(5)), Offset(5));
+        assert_eq!(l.followers[&NodeId(2)].caught_up_ms, at(1_100));
+    }
+
+    #[test]
+    fn the_high_watermark_reaches_the_log_end_once_every_isr_follower_holds_it() {
+        let mut l = leader(&[1, 2, 3]);
+        let me = NodeId(1);
+        l.on_fetch(NodeId(2), Offset(10), Offset(10), at(1_100));
+        l.on_fetch(NodeId(3), Offset(9), Offset(10), at(1_100));
+        assert_eq!(l.high_watermark(me, Offset(10), Offset(0)), Offset(9));
+        l.on_fetch(NodeId(3), Offset(10), Offset(10), at(1_200));
+        assert_eq!(l.high_watermark(me, Offset(10), Offset(0)), Offset(10));
+        // A follower back from a crash that lost unflushed batches reports less: the ISR's
+        // least end drops (the actor keeps the high watermark it showed: it never moves back).
+        l.on_fetch(NodeId(2), Offset(6), Offset(10), at(1_300));
+        assert_eq!(l.high_watermark(me, Offset(10), Offset(0)), Offset(6));
+    }
+
+    #[test]
+    #[should_panic(expected = "a follower fetches within the leader's log")]
+    fn a_fetch_past_the_leaders_end_is_a_bug_here() {
+        // The actor answers it OFFSET_OUT_OF_RANGE before asking.
+        leader(&[1, 2]).on_fetch(NodeId(2), Offset(11), Offset(10), at(1_100));
+    }
+
+    #[test]
+    #[should_panic(expected = "the log starts at or before its durable end")]
+    fn a_log_start_past_the_durable_end_is_a_bug() {
+        leader(&[1, 2]).high_watermark(NodeId(1), Offset(3), Offset(4));
+    }
+
+    #[test]
+    fn the_leader_stays_and_a_joiner_must_hold_the_high_watermark() {
+        let mut l = leader(&[1]);
+        let me = NodeId(1);
+        // The leader alone, long after it last heard from anyone: it stays.
+        assert_eq!(
+            l.wanted_isr(me, at(100_000), DurationMs(30_000), Offset(0), |_| true),
+            None
+        );
+        l.on_fetch(NodeId(2), Offset(9), Offset(10), at(2_000));
+        l.on_fetch(NodeId(3), Offset(10), Offset(10), at(2_000));
+        assert_eq!(
+            l.wanted_isr(me, at(2_100), DurationMs(30_000), Offset(10), |_| true),
+            Some(vec![NodeId(1), NodeId(3)]),
+            "2 lacks the high watermark by one offset"
+        );
+        assert_eq!(
+            l.wanted_isr(me, at(2_100), DurationMs(30_000), Offset(9), |_| true),
+            Some(vec![NodeId(1), NodeId(2), NodeId(3)]),
+            "exactly at the high watermark is enough"
         );
     }
 

@@ -57,6 +57,11 @@ pub fn role_of(image: &MetadataImage, node: NodeId, tp: TopicPartitionRef<'_>) -
     if !state.replicas.contains(&node) {
         return Role::Idle;
     }
+    // The image's rule (`MetadataImage::check_invariants`), which the leader's ISR rules build on.
+    debug_assert!(
+        state.leader.is_none_or(|l| state.isr.contains(&l)),
+        "a partition's leader is in its ISR"
+    );
     match image.live_leader(state) {
         Some(leader) if leader == node => Role::Leader(LeaderRole {
             epoch: state.leader_epoch,

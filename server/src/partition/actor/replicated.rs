@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use crate::channel::local::oneshot;
 use bytes::BytesMut;
+use rill_metadata::image::MetadataImage;
 use rill_metadata::request::{AlterPartition, ControllerRequest};
 use rill_metadata::types::NodeId;
 use rill_protocol::ErrorCode;
@@ -21,6 +22,7 @@ use crate::replication::leader::LeaderState;
 use crate::replication::role::{role_of, Role};
 use rill_engine::io::Storage;
 use rill_engine::{FlushPolicy, PartitionLog};
+use uuid::Uuid;
 
 /// An acks=all append (or marker) answered once durable here, and on a replicated leader
 /// once the ISR holds it: where its answer goes, the answer, and how long it may wait for the
@@ -59,6 +61,29 @@ pub(super) enum Replication {
 pub(super) struct HwCheckpoint {
     written: Option<Offset>,
     at_ms: TimestampMs,
+}
+
+/// The newest leader epoch this replica took a role at, with its topic's id. Epochs never go
+/// back within a topic: the controller only ever moves a partition's epoch up, and the image
+/// never goes back. A topic deleted and created again under the same name starts again at 0,
+/// which its new id tells apart (the old actor may see the new topic before it is deleted).
+#[derive(Default)]
+pub(super) struct EpochFloor(Option<(Uuid, LeaderEpoch)>);
+
+impl EpochFloor {
+    /// A role at `epoch` of the topic `topic_id`; a lower epoch of the same topic would mean
+    /// following a deposed leader (or leading after one was elected): data would diverge.
+    pub(super) fn note(&mut self, topic_id: Uuid, epoch: LeaderEpoch) {
+        if let Some((id, floor)) = self.0 {
+            assert!(
+                id != topic_id || epoch >= floor,
+                "leader epochs a replica follows never go back: {} after {}",
+                epoch.0,
+                floor.0
+            );
+        }
+        self.0 = Some((topic_id, epoch));
+    }
 }
 
 /// An acks=all produce (or marker) appended and durable here, waiting for the high watermark.
@@ -111,7 +136,8 @@ impl<S: Storage + 'static> Actor<S> {
         let Some(view) = self.setup.cluster.clone() else {
             return;
         };
-        let role = role_of(&view.image(), view.node_id(), self.setup.tp.borrowed());
+        let image = view.image();
+        let role = role_of(&image, view.node_id(), self.setup.tp.borrowed());
         match (&mut self.replication, &role) {
             (Replication::Off, Role::Unreplicated) | (Replication::Idle, Role::Idle) => {}
             (Replication::Opened, Role::Unreplicated) => self.replication = Replication::Off,
@@ -135,7 +161,23 @@ impl<S: Storage + 'static> Actor<S> {
                     leader: l,
                 },
             ) if epoch == e && leader == l => {}
-            _ => self.become_role(role).await,
+            // Every change of epoch comes here: only here is the epoch checked (not per message).
+            _ => {
+                self.note_epoch(&image, &role);
+                self.become_role(role).await;
+            }
+        }
+    }
+
+    /// Asserts the epoch of `role` (from `image`) is not older than the last one taken.
+    fn note_epoch(&mut self, image: &MetadataImage, role: &Role) {
+        let epoch = match role {
+            Role::Leader(leader) => leader.epoch,
+            Role::Follower { epoch, .. } => *epoch,
+            Role::Unreplicated | Role::Idle => return,
+        };
+        if let Some(topic) = image.topics.get(&*self.setup.tp.topic) {
+            self.epoch_floor.note(topic.id, epoch);
         }
     }
 
@@ -165,6 +207,10 @@ impl<S: Storage + 'static> Actor<S> {
         } else {
             self.checkpointed_high_watermark().await
         };
+        assert!(
+            hw <= self.log().log_end_offset(),
+            "a replica taking a role exposes at most its own log"
+        );
         let now = self.setup.clock.now();
         self.replication = match role {
             Role::Unreplicated => {
@@ -321,12 +367,19 @@ impl<S: Storage + 'static> Actor<S> {
             log.log_end_offset()
         };
         let me = me.expect("a leader is in a cluster");
+        let before = log.high_watermark();
         let hw = state.high_watermark(me, own_end, log.log_start_offset());
-        if hw > log.high_watermark() {
+        if hw > before {
             log.set_high_watermark(hw);
         }
         let hw = log.high_watermark();
-        assert!(hw <= log.log_end_offset(), "high watermark within the log");
+        // A follower that reports less than before (it restarted and lost what it had not
+        // flushed) lowers the ISR's least end, not what consumers were shown.
+        assert!(hw >= before, "a leader's high watermark never moves back");
+        assert!(
+            log.log_start_offset() <= hw && hw <= log.log_end_offset(),
+            "log start <= high watermark <= log end"
+        );
         let enough = state.role.isr.len() >= min_isr;
         pending.retain_mut(|ack| {
             let answer = if ack.end <= hw {
@@ -356,13 +409,25 @@ impl<S: Storage + 'static> Actor<S> {
             }
             return;
         };
-        let end = self.log.as_ref().map_or(Offset(0), |l| l.log_end_offset());
+        let (end, durable) = self.log.as_ref().map_or((Offset(0), Offset(0)), |l| {
+            (l.log_end_offset(), l.durable_offset())
+        });
         let now_ms = self.setup.clock.now();
         for (reply, answer, timeout) in waiters {
             if matches!(answer, PartitionReply::Error(_)) {
                 let _ = reply.send(answer);
                 continue;
             }
+            // The group's flush succeeded (a failed one turned every answer into an error).
+            assert!(
+                end <= durable,
+                "an acks=all produce waits for the ISR only once durable here"
+            );
+            // Kept in offset order, the high watermark answers a prefix of them: in order.
+            assert!(
+                pending.last().is_none_or(|last| last.end <= end),
+                "acks=all waiters are answered in offset order"
+            );
             let timeout = DurationMs(timeout.as_millis().try_into().unwrap_or(i64::MAX));
             let deadline_ms = now_ms.saturating_add(timeout);
             pending.push(PendingAck {
@@ -474,12 +539,20 @@ impl<S: Storage + 'static> Actor<S> {
             return PartitionReply::ReplicaOutOfRange(log.positions());
         }
         if let Some(diverging) = diverging {
+            debug_assert!(
+                diverging.1 <= log_end,
+                "a diverging epoch ends within the leader's log"
+            );
             return PartitionReply::ReplicaRead {
                 positions: log.positions(),
                 chunks: Vec::new(),
                 diverging: Some(diverging),
             };
         }
+        assert!(
+            log.log_start_offset() <= from && from <= log_end,
+            "a follower's fetch offset is within the leader's log (the rest was refused above)"
+        );
         state.on_fetch(node, from, log_end, now);
         // 0 bytes: the follower's position only (a Fetch whose response limit is spent).
         let chunks = if from < log_end && max_bytes > 0 {
@@ -542,11 +615,22 @@ impl<S: Storage + 'static> Actor<S> {
                     break;
                 }
             };
-            if let Err(e) = self.log().append_replica(batch, now).await {
-                tracing::warn!(topic = self.setup.tp.topic, partition = self.setup.tp.partition.0, error = %e, "replica append refused");
-                refused = Some(PartitionReply::Error(e.kafka_error_code()));
-                break;
-            }
+            let end = self.log().log_end_offset();
+            let info = match self.log().append_replica(batch, now).await {
+                Ok(info) => info,
+                Err(e) => {
+                    tracing::warn!(topic = self.setup.tp.topic, partition = self.setup.tp.partition.0, error = %e, "replica append refused");
+                    refused = Some(PartitionReply::Error(e.kafka_error_code()));
+                    break;
+                }
+            };
+            // Below the log end the engine refuses it; past it is a compaction's gap.
+            assert!(
+                info.base_offset == view.base_offset()
+                    && info.base_offset >= end
+                    && self.log().log_end_offset() == info.last_offset.plus(1),
+                "a follower copies a batch at the leader's offsets, at or past its log end"
+            );
             appended = true;
         }
         if appended
@@ -633,6 +717,11 @@ impl<S: Storage + 'static> Actor<S> {
         F: FnOnce(PartitionLog<S>) -> Fut,
         Fut: std::future::Future<Output = Result<(), rill_engine::EngineError>>,
     {
+        // Every caller checked `follows_at` first: what a leader exposed is never cut.
+        assert!(
+            matches!(self.replication, Replication::Follower { .. }),
+            "only a follower cuts its log (KIP-101/320): a leader never truncates"
+        );
         let (topic, partition) = (self.setup.tp.topic.clone(), self.setup.tp.partition.0);
         self.cancel_clean().await;
         let log = self.log.take().expect("log is open while the actor serves");
@@ -699,6 +788,9 @@ impl<S: Storage + 'static> Actor<S> {
         if cut >= log.log_end_offset() {
             return Ok(PartitionReply::ReplicaAppended);
         }
+        // A follower may cut below its own high watermark, as Kafka's does (KIP-101): the
+        // leader that won is the judge, and its ISR may have lost unflushed batches it had
+        // reported (a crash). What this follower exposes comes down to the cut.
         let hw = log.high_watermark().min(cut);
         let end = log.log_end_offset();
         let (topic, partition) = (self.setup.tp.topic.clone(), self.setup.tp.partition.0);
@@ -709,9 +801,12 @@ impl<S: Storage + 'static> Actor<S> {
             end = end.0,
             "cutting a divergent tail"
         );
-        self.cut_and_reopen(hw, |log| log.truncate_to(cut))
-            .await
-            .map(|()| PartitionReply::ReplicaAppended)
+        self.cut_and_reopen(hw, |log| log.truncate_to(cut)).await?;
+        assert!(
+            self.log().high_watermark() <= cut,
+            "a cut log exposes nothing past the cut"
+        );
+        Ok(PartitionReply::ReplicaAppended)
     }
 
     /// Where `epoch` ended here (OffsetForLeaderEpoch).
@@ -799,4 +894,29 @@ pub(super) fn is_replication_op(op: &PartitionOp) -> bool {
             | PartitionOp::ResetToLeaderStart { .. }
             | PartitionOp::EndOffsetForEpoch { .. }
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn epochs_move_up_or_stay_within_a_topic() {
+        let mut floor = EpochFloor::default();
+        let topic = Uuid::from_u128(1);
+        floor.note(topic, LeaderEpoch(0));
+        floor.note(topic, LeaderEpoch(0)); // leader fenced, then back at the same epoch
+        floor.note(topic, LeaderEpoch(3));
+        // Deleted and created again under the same name: a new id, epochs from 0 again.
+        floor.note(Uuid::from_u128(2), LeaderEpoch(0));
+    }
+
+    #[test]
+    #[should_panic(expected = "leader epochs a replica follows never go back: 2 after 3")]
+    fn an_older_epoch_of_the_same_topic_is_a_bug() {
+        let mut floor = EpochFloor::default();
+        let topic = Uuid::from_u128(1);
+        floor.note(topic, LeaderEpoch(3));
+        floor.note(topic, LeaderEpoch(2));
+    }
 }

@@ -13,9 +13,9 @@
 //!   follower reaches the high watermark, through the controller's AlterPartition.
 //! - **Follower**: the shard's fetcher for its leader ([`fetcher`], one per leader, pulling
 //!   every partition this shard follows from it in one Fetch) pulls, the actor appends the
-//!   batches at the leader's offsets and flushes them before fetching again (so the log end a
-//!   follower reports is durable under the default flush policy), and takes the leader's high
-//!   watermark. A Fetch answered with a diverging epoch (KIP-320) cuts the divergent tail
+//!   batches at the leader's offsets and flushes them before fetching again, and takes the
+//!   leader's high watermark. The offset it reports is what it made durable under the default
+//!   flush policy, and a failed log reports nothing ([`follower::fetch_position`]). A Fetch answered with a diverging epoch (KIP-320) cuts the divergent tail
 //!   (`PartitionLog::truncate_to`) and reopens the log. One answered OFFSET_OUT_OF_RANGE
 //!   because the leader's log starts past this log's end (DeleteRecords or retention there
 //!   while this replica was away) empties the log to start at the leader's log start

@@ -364,6 +364,7 @@ mod tests {
     use crate::txn::state::TxnState;
     use crate::txn::{ProducerEpoch, ProducerId};
     use rill_engine::io::sim::{block_on, FaultConfig, ManualClock, SimStorage};
+    use rill_types::TopicPartition;
     use std::path::PathBuf;
 
     fn metadata(epoch: i16) -> TxnMetadata {
@@ -374,7 +375,7 @@ mod tests {
             last_producer_epoch: ProducerEpoch::NONE,
             timeout_ms: 1000,
             state: TxnState::Ongoing,
-            partitions: [("t".to_string(), 1)].into(),
+            partitions: [TopicPartition::new("t", PartitionIndex(1))].into(),
             groups: Default::default(),
             start_ms: TimestampMs(5),
             last_update_ms: TimestampMs(6),

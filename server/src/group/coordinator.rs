@@ -12,7 +12,7 @@ use std::rc::Rc;
 use rill_engine::io::Clock;
 use rill_protocol::ErrorCode;
 use rill_types::limits::Field;
-use rill_types::TimestampMs;
+use rill_types::{PartitionIndex, TimestampMs};
 
 use super::consumer::ConsumerGroup;
 use super::journal::Journal;
@@ -79,7 +79,7 @@ impl<J: Journal> GroupCoordinator<J> {
     /// `groups` are their written memberships, restored with sessions starting now.
     pub fn load_partition(
         &self,
-        partition: i32,
+        partition: PartitionIndex,
         live: Vec<(OffsetKey, CommittedOffset)>,
         groups: Vec<(String, GroupMetadata)>,
     ) {
@@ -105,7 +105,7 @@ impl<J: Journal> GroupCoordinator<J> {
     /// records (after [`Self::load_partition`]), sessions starting now.
     pub fn load_consumer_groups(
         &self,
-        partition: i32,
+        partition: PartitionIndex,
         records: Vec<super::consumer::records::RawRecord>,
     ) {
         let now = self.now();
@@ -121,7 +121,7 @@ impl<J: Journal> GroupCoordinator<J> {
 
     /// Drops offsets partition `partition`'s groups (this broker no longer coordinates it):
     /// parked joins and syncs are answered NOT_COORDINATOR, so members look for the new one.
-    pub fn unload_partition(&self, partition: i32) {
+    pub fn unload_partition(&self, partition: PartitionIndex) {
         let mut groups = self.groups.borrow_mut();
         groups.retain(|id, group| {
             let stays = super::offsets_partition(id) != partition;

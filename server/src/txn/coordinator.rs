@@ -80,7 +80,7 @@ impl<J: TxnJournal> TxnCoordinator<J> {
 
     /// Replaces state-log partition `partition`'s ids with `live` (this broker just became its
     /// coordinator, `crate::internal_topics::replicated`).
-    pub fn load_partition(&self, partition: i32, live: Vec<(String, TxnMetadata)>) {
+    pub fn load_partition(&self, partition: PartitionIndex, live: Vec<(String, TxnMetadata)>) {
         self.unload_partition(partition);
         debug_assert!(live
             .iter()
@@ -89,7 +89,7 @@ impl<J: TxnJournal> TxnCoordinator<J> {
     }
 
     /// Drops state-log partition `partition`'s ids (this broker no longer coordinates them).
-    pub fn unload_partition(&self, partition: i32) {
+    pub fn unload_partition(&self, partition: PartitionIndex) {
         self.txns
             .borrow_mut()
             .retain(|id, _| super::txn_partition(id) != partition);
@@ -438,7 +438,7 @@ impl<J: TxnJournal> TxnCoordinator<J> {
         partitions.extend(
             m.groups
                 .iter()
-                .map(|g| TopicPartition::new(OFFSETS_TOPIC, PartitionIndex(offsets_partition(g)))),
+                .map(|g| TopicPartition::new(OFFSETS_TOPIC, offsets_partition(g))),
         );
         partitions.sort();
         partitions.dedup();

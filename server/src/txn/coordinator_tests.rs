@@ -462,10 +462,9 @@ fn describe_and_list() {
     };
     assert_eq!(d.state, "Ongoing");
     assert_eq!(d.partitions.len(), 2);
-    assert!(d.partitions.contains(&TopicPartition::new(
-        OFFSETS_TOPIC,
-        PartitionIndex(offsets_partition("g"))
-    )));
+    assert!(d
+        .partitions
+        .contains(&TopicPartition::new(OFFSETS_TOPIC, offsets_partition("g"))));
     assert_eq!(
         h.run("nope", TxnOp::Describe),
         TxnReply::Describe(Err(ErrorCode::TransactionalIdNotFound))

@@ -83,7 +83,7 @@ pub async fn end_group(
     group: &str,
     marker: TxnMarker,
 ) -> Result<(), ErrorCode> {
-    let partition = PartitionIndex(offsets_partition(group));
+    let partition = offsets_partition(group);
     let tp = TopicPartitionRef::new(OFFSETS_TOPIC, partition);
     write_marker(cluster, coordinator, tp, marker).await
 }
@@ -196,8 +196,7 @@ pub async fn serve_for<B: Broker>(
             offsets,
         } => {
             let n = offsets.len();
-            let partition =
-                TopicPartition::new(OFFSETS_TOPIC, PartitionIndex(offsets_partition(&group)));
+            let partition = TopicPartition::new(OFFSETS_TOPIC, offsets_partition(&group));
             let verdict = verify(cluster, coordinator, id, producer, &[partition]).await;
             match verdict.first().copied() {
                 Some(ErrorCode::None) => {

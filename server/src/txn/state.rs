@@ -307,7 +307,7 @@ pub fn verify(
             && m.state == TxnState::Ongoing
             && m.groups
                 .iter()
-                .any(|g| crate::group::offsets_partition(g) == tp.partition.0)
+                .any(|g| crate::group::offsets_partition(g) == tp.partition)
     };
     Ok(partitions
         .iter()

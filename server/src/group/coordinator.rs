@@ -12,7 +12,7 @@ use std::rc::Rc;
 use rill_engine::io::Clock;
 use rill_protocol::ErrorCode;
 use rill_types::limits::Field;
-use rill_types::{PartitionIndex, TimestampMs};
+use rill_types::{PartitionIndex, TimestampMs, TopicPartitionRef};
 
 use super::consumer::ConsumerGroup;
 use super::journal::Journal;
@@ -522,8 +522,8 @@ impl<J: Journal> GroupCoordinator<J> {
                 return GroupReply::Commit(vec![code; offsets.len()]);
             }
             return self
-                .write_offsets(group_id, offsets, now, |topic, partition| {
-                    OffsetKey::committed(group_id, topic, partition)
+                .write_offsets(group_id, offsets, now, |tp| {
+                    OffsetKey::committed(group_id, tp)
                 })
                 .await;
         }
@@ -537,8 +537,8 @@ impl<J: Journal> GroupCoordinator<J> {
         if let Err(code) = allowed {
             return GroupReply::Commit(vec![code; offsets.len()]);
         }
-        self.write_offsets(group_id, offsets, now, |topic, partition| {
-            OffsetKey::committed(group_id, topic, partition)
+        self.write_offsets(group_id, offsets, now, |tp| {
+            OffsetKey::committed(group_id, tp)
         })
         .await
     }
@@ -550,7 +550,7 @@ impl<J: Journal> GroupCoordinator<J> {
         group_id: &str,
         offsets: Vec<(String, i32, CommittedOffset)>,
         now: TimestampMs,
-        key: impl Fn(&str, i32) -> OffsetKey,
+        key: impl Fn(TopicPartitionRef<'_>) -> OffsetKey,
     ) -> GroupReply {
         let mut errors = Vec::with_capacity(offsets.len());
         let mut records = Vec::new();
@@ -563,7 +563,7 @@ impl<J: Journal> GroupCoordinator<J> {
             errors.push(ErrorCode::None);
             value.commit_time_ms = now;
             records.push(OffsetRecord {
-                key: key(&topic, partition),
+                key: key(TopicPartitionRef::new(&topic, PartitionIndex(partition))),
                 value: Some(value),
             });
         }
@@ -656,7 +656,10 @@ impl<J: Journal> GroupCoordinator<J> {
                 }
                 errors.push(ErrorCode::None);
                 records.push(OffsetRecord {
-                    key: OffsetKey::committed(group_id, &topic, partition),
+                    key: OffsetKey::committed(
+                        group_id,
+                        TopicPartitionRef::new(&topic, PartitionIndex(partition)),
+                    ),
                     value: None,
                 });
             }
@@ -726,7 +729,10 @@ impl<J: Journal> GroupCoordinator<J> {
                 .offsets
                 .keys()
                 .map(|(topic, partition)| OffsetRecord {
-                    key: OffsetKey::committed(group_id, topic, *partition),
+                    key: OffsetKey::committed(
+                        group_id,
+                        TopicPartitionRef::new(topic, PartitionIndex(*partition)),
+                    ),
                     value: None,
                 })
                 .collect::<Vec<_>>()

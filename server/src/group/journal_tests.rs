@@ -8,7 +8,10 @@ use std::path::PathBuf;
 
 fn record(group: &str, partition: i32, offset: Option<i64>) -> OffsetRecord {
     OffsetRecord {
-        key: OffsetKey::committed(group, "t", partition),
+        key: OffsetKey::committed(
+            group,
+            TopicPartitionRef::new("t", PartitionIndex(partition)),
+        ),
         value: offset.map(|offset| CommittedOffset {
             offset: Offset(offset),
             leader_epoch: LeaderEpoch::NONE,
@@ -19,7 +22,7 @@ fn record(group: &str, partition: i32, offset: Option<i64>) -> OffsetRecord {
 }
 
 fn sorted(mut live: Vec<(OffsetKey, CommittedOffset)>) -> Vec<(OffsetKey, CommittedOffset)> {
-    live.sort_by(|a, b| (&a.0.group, a.0.partition).cmp(&(&b.0.group, b.0.partition)));
+    live.sort_by(|a, b| (&a.0.group, a.0.tp.partition).cmp(&(&b.0.group, b.0.tp.partition)));
     live
 }
 
@@ -58,7 +61,7 @@ fn acknowledged_commits_survive_a_crash() {
             reopened
                 .live()
                 .iter()
-                .find(|(k, _)| k.partition == 0)
+                .find(|(k, _)| k.tp.partition == PartitionIndex(0))
                 .unwrap()
                 .1
                 .offset,

@@ -920,7 +920,7 @@ fn a_txn_offset_commit_in_a_consumer_group_checks_the_member_and_its_epoch() {
 #[test]
 fn share_offsets_of_a_group_nobody_joined_are_described_and_set_as_kafka() {
     let c = coordinator();
-    let key = (uuid::Uuid::from_bytes([7; 16]), 0);
+    let key = (uuid::Uuid::from_bytes([7; 16]), PartitionIndex(0));
     assert_eq!(
         block_on(c.handle("s", GroupOp::ShareOffsets(Some(vec![key])))),
         GroupReply::ShareOffsets(ErrorCode::None, vec![(key, None)])

@@ -10,7 +10,7 @@
 //! group id that starts with the prefix (INVALID_GROUP_ID).
 
 use rill_types::limits::RECORD_STRING_BYTES_MAX;
-use rill_types::{LeaderEpoch, PartitionIndex, TopicPartitionRef};
+use rill_types::{LeaderEpoch, TopicPartitionRef};
 use uuid::Uuid;
 
 use crate::group::offsets::{CommittedOffset, OffsetKey, OffsetRecord};
@@ -35,7 +35,7 @@ pub fn record(
     Some(OffsetRecord {
         key: OffsetKey::committed(
             &format!("{STATE_PREFIX}{group}"),
-            TopicPartitionRef::new(&key.0.to_string(), PartitionIndex(key.1)),
+            TopicPartitionRef::new(&key.0.to_string(), key.1),
         ),
         value: state.map(|d| CommittedOffset {
             offset: d.start,
@@ -66,7 +66,7 @@ pub fn split(live: Live) -> (Live, Starts) {
                 start: value.offset,
                 done: value.metadata.unwrap_or_default(),
             };
-            starts.push((group.to_string(), (topic, key.tp.partition.0), state));
+            starts.push((group.to_string(), (topic, key.tp.partition), state));
         }
     }
     (classic, starts)
@@ -75,11 +75,11 @@ pub fn split(live: Live) -> (Live, Starts) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use rill_types::Offset;
+    use rill_types::{Offset, PartitionIndex};
 
     #[test]
     fn starts_round_trip_and_stay_apart_from_classic_groups() {
-        let key = (Uuid::from_u128(9), 2);
+        let key = (Uuid::from_u128(9), PartitionIndex(2));
         let state = Durable {
             start: Offset(7),
             done: "2:3".to_string(),

@@ -504,7 +504,9 @@ impl<J: Journal> GroupCoordinator<J> {
         offsets: &[(String, i32, CommittedOffset)],
     ) -> Option<ErrorCode> {
         self.consumer_groups.borrow().get(group_id).map(|g| {
-            let partitions = offsets.iter().map(|(t, p, _)| (t.as_str(), *p));
+            let partitions = offsets
+                .iter()
+                .map(|(t, p, _)| TopicPartitionRef::new(t, PartitionIndex(*p)));
             g.validate_commit(&who.member_id, who.generation_id, partitions)
         })
     }

@@ -307,8 +307,8 @@ fn a_transactional_id_is_coordinated_by_the_leader_of_its_state_partition() {
     image.apply_entry(LogIndex(image.applied_index.0 + 1), 1, &[topic]);
     broker.view.publish(Arc::new(image));
     let ids: Vec<String> = (0..64).map(|i| format!("tx-{i}")).collect();
-    let here = ids.iter().find(|id| txn_partition(id) % 2 == 0).unwrap();
-    let there = ids.iter().find(|id| txn_partition(id) % 2 == 1).unwrap();
+    let here = ids.iter().find(|id| txn_partition(id).0 % 2 == 0).unwrap();
+    let there = ids.iter().find(|id| txn_partition(id).0 % 2 == 1).unwrap();
     assert_eq!(find(here), (0, 1, 9001));
     assert_eq!(find(there), (0, 2, 9002));
     let init = || TxnOp::InitProducerId {

@@ -14,7 +14,7 @@ use crate::channel::polled::oneshot;
 use rill_metadata::image::{MetadataImage, PartitionState};
 use rill_metadata::request::{ControllerRequest, ControllerResponse, NewTopic};
 use rill_metadata::types::{BrokerEpoch, LogIndex, NodeId};
-use rill_types::{ErrorCode, LeaderEpoch, PartitionIndex, TopicPartitionRef};
+use rill_types::{ErrorCode, LeaderEpoch, TopicPartitionRef};
 
 use super::events::{AgentEvent, Reply};
 use crate::config::cluster::ClusterConfig;
@@ -220,7 +220,7 @@ impl ClusterView {
     /// (the first FindCoordinator asks the controller to create it, see
     /// [`Self::ensure_offsets_topic`]).
     pub fn group_coordinator(&self, group_id: &str) -> Result<NodeId, ErrorCode> {
-        let partition = PartitionIndex(crate::internal_topics::offsets_partition(group_id));
+        let partition = crate::internal_topics::offsets_partition(group_id);
         self.internal_leader(TopicPartitionRef::new(
             crate::internal_topics::OFFSETS_TOPIC,
             partition,
@@ -232,7 +232,7 @@ impl ClusterView {
     /// lives on that broker's disk) stays there until leadership moves. Unavailable until the
     /// topic exists ([`Self::ensure_txn_topic`]) and the partition has a live leader.
     pub fn txn_coordinator(&self, transactional_id: &str) -> Result<NodeId, ErrorCode> {
-        let partition = PartitionIndex(crate::internal_topics::txn_partition(transactional_id));
+        let partition = crate::internal_topics::txn_partition(transactional_id);
         self.internal_leader(TopicPartitionRef::new(
             crate::internal_topics::TXN_TOPIC,
             partition,

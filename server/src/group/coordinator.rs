@@ -12,7 +12,7 @@ use std::rc::Rc;
 use rill_engine::io::Clock;
 use rill_protocol::ErrorCode;
 use rill_types::limits::Field;
-use rill_types::TimestampMs;
+use rill_types::{PartitionIndex, TimestampMs, TopicPartitionRef};
 
 use super::consumer::ConsumerGroup;
 use super::journal::Journal;
@@ -79,7 +79,7 @@ impl<J: Journal> GroupCoordinator<J> {
     /// `groups` are their written memberships, restored with sessions starting now.
     pub fn load_partition(
         &self,
-        partition: i32,
+        partition: PartitionIndex,
         live: Vec<(OffsetKey, CommittedOffset)>,
         groups: Vec<(String, GroupMetadata)>,
     ) {
@@ -105,7 +105,7 @@ impl<J: Journal> GroupCoordinator<J> {
     /// records (after [`Self::load_partition`]), sessions starting now.
     pub fn load_consumer_groups(
         &self,
-        partition: i32,
+        partition: PartitionIndex,
         records: Vec<super::consumer::records::RawRecord>,
     ) {
         let now = self.now();
@@ -121,7 +121,7 @@ impl<J: Journal> GroupCoordinator<J> {
 
     /// Drops offsets partition `partition`'s groups (this broker no longer coordinates it):
     /// parked joins and syncs are answered NOT_COORDINATOR, so members look for the new one.
-    pub fn unload_partition(&self, partition: i32) {
+    pub fn unload_partition(&self, partition: PartitionIndex) {
         let mut groups = self.groups.borrow_mut();
         groups.retain(|id, group| {
             let stays = super::offsets_partition(id) != partition;
@@ -504,7 +504,9 @@ impl<J: Journal> GroupCoordinator<J> {
         offsets: &[(String, i32, CommittedOffset)],
     ) -> Option<ErrorCode> {
         self.consumer_groups.borrow().get(group_id).map(|g| {
-            let partitions = offsets.iter().map(|(t, p, _)| (t.as_str(), *p));
+            let partitions = offsets
+                .iter()
+                .map(|(t, p, _)| TopicPartitionRef::new(t, PartitionIndex(*p)));
             g.validate_commit(&who.member_id, who.generation_id, partitions)
         })
     }
@@ -522,8 +524,8 @@ impl<J: Journal> GroupCoordinator<J> {
                 return GroupReply::Commit(vec![code; offsets.len()]);
             }
             return self
-                .write_offsets(group_id, offsets, now, |topic, partition| {
-                    OffsetKey::committed(group_id, topic, partition)
+                .write_offsets(group_id, offsets, now, |tp| {
+                    OffsetKey::committed(group_id, tp)
                 })
                 .await;
         }
@@ -537,8 +539,8 @@ impl<J: Journal> GroupCoordinator<J> {
         if let Err(code) = allowed {
             return GroupReply::Commit(vec![code; offsets.len()]);
         }
-        self.write_offsets(group_id, offsets, now, |topic, partition| {
-            OffsetKey::committed(group_id, topic, partition)
+        self.write_offsets(group_id, offsets, now, |tp| {
+            OffsetKey::committed(group_id, tp)
         })
         .await
     }
@@ -550,7 +552,7 @@ impl<J: Journal> GroupCoordinator<J> {
         group_id: &str,
         offsets: Vec<(String, i32, CommittedOffset)>,
         now: TimestampMs,
-        key: impl Fn(&str, i32) -> OffsetKey,
+        key: impl Fn(TopicPartitionRef<'_>) -> OffsetKey,
     ) -> GroupReply {
         let mut errors = Vec::with_capacity(offsets.len());
         let mut records = Vec::new();
@@ -563,7 +565,7 @@ impl<J: Journal> GroupCoordinator<J> {
             errors.push(ErrorCode::None);
             value.commit_time_ms = now;
             records.push(OffsetRecord {
-                key: key(&topic, partition),
+                key: key(TopicPartitionRef::new(&topic, PartitionIndex(partition))),
                 value: Some(value),
             });
         }
@@ -656,7 +658,10 @@ impl<J: Journal> GroupCoordinator<J> {
                 }
                 errors.push(ErrorCode::None);
                 records.push(OffsetRecord {
-                    key: OffsetKey::committed(group_id, &topic, partition),
+                    key: OffsetKey::committed(
+                        group_id,
+                        TopicPartitionRef::new(&topic, PartitionIndex(partition)),
+                    ),
                     value: None,
                 });
             }
@@ -726,7 +731,10 @@ impl<J: Journal> GroupCoordinator<J> {
                 .offsets
                 .keys()
                 .map(|(topic, partition)| OffsetRecord {
-                    key: OffsetKey::committed(group_id, topic, *partition),
+                    key: OffsetKey::committed(
+                        group_id,
+                        TopicPartitionRef::new(topic, PartitionIndex(*partition)),
+                    ),
                     value: None,
                 })
                 .collect::<Vec<_>>()

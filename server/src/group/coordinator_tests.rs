@@ -148,7 +148,10 @@ fn commits_from_unknown_generations_are_refused() {
 
 #[test]
 fn rebuilt_from_replayed_offsets() {
-    let live = vec![(OffsetKey::committed("g", "t", 3), offset(9, None))];
+    let live = vec![(
+        OffsetKey::committed("g", TopicPartitionRef::new("t", PartitionIndex(3))),
+        offset(9, None),
+    )];
     let c = GroupCoordinator::new(
         MemJournal::default(),
         Rc::new(ManualClock::new(TimestampMs(0))),
@@ -486,7 +489,11 @@ fn transactional_offsets_are_visible_only_when_the_transaction_commits() {
 #[test]
 fn pending_offsets_survive_a_replay_and_keep_the_group_from_deletion() {
     let live = vec![(
-        OffsetKey::pending("g", "t", 0, ProducerId(3)),
+        OffsetKey::pending(
+            "g",
+            TopicPartitionRef::new("t", PartitionIndex(0)),
+            ProducerId(3),
+        ),
         offset(9, None),
     )];
     let c = GroupCoordinator::new(
@@ -549,7 +556,7 @@ fn loading_a_partition_replaces_its_groups_and_unloading_drops_only_them() {
     assert_eq!(commit(&c, a, simple(), 0, 5), vec![ErrorCode::None]);
     assert_eq!(commit(&c, b, simple(), 0, 7), vec![ErrorCode::None]);
     // What another coordinator wrote meanwhile replaces what was in memory.
-    let key = OffsetKey::committed(a, "t", 0);
+    let key = OffsetKey::committed(a, TopicPartitionRef::new("t", PartitionIndex(0)));
     c.load_partition(pa, vec![(key, offset(9, None))], Vec::new());
     assert_eq!(fetch(&c, a, None)[0].2.as_ref().unwrap().offset, Offset(9));
     assert_eq!(fetch(&c, b, None)[0].2.as_ref().unwrap().offset, Offset(7));
@@ -913,7 +920,7 @@ fn a_txn_offset_commit_in_a_consumer_group_checks_the_member_and_its_epoch() {
 #[test]
 fn share_offsets_of_a_group_nobody_joined_are_described_and_set_as_kafka() {
     let c = coordinator();
-    let key = (uuid::Uuid::from_bytes([7; 16]), 0);
+    let key = (uuid::Uuid::from_bytes([7; 16]), PartitionIndex(0));
     assert_eq!(
         block_on(c.handle("s", GroupOp::ShareOffsets(Some(vec![key])))),
         GroupReply::ShareOffsets(ErrorCode::None, vec![(key, None)])

@@ -206,7 +206,7 @@ pub struct Memberships {
 
 /// One offsets partition's log with its group-commit queue and the live entries (for snapshots).
 pub struct OffsetsLog<S: Storage> {
-    partition: i32,
+    partition: PartitionIndex,
     log: Mutex<Option<PartitionLog<S>>>,
     queue: RefCell<Vec<Waiter>>,
     live: RefCell<HashMap<OffsetKey, CommittedOffset>>,
@@ -223,19 +223,19 @@ impl<S: Storage> OffsetsLog<S> {
     /// Open (recovering) the log and replay it: returns the log and the live entries.
     pub async fn open(
         manager: &LogManager<S>,
-        partition: i32,
+        partition: PartitionIndex,
         clock: Rc<dyn Clock>,
     ) -> Result<Self, rill_engine::EngineError> {
         let mut log = manager
             .open_partition(
-                TopicPartitionRef::new(OFFSETS_TOPIC, PartitionIndex(partition)),
+                TopicPartitionRef::new(OFFSETS_TOPIC, partition),
                 offsets_log_config(),
                 clock.clone(),
             )
             .await?;
         let (live, memberships, records) = replay(&mut log, partition).await?;
         tracing::info!(
-            partition,
+            partition = partition.0,
             records,
             live = live.len(),
             "offsets log replayed"
@@ -316,7 +316,7 @@ impl<S: Storage> OffsetsLog<S> {
             match log.append(batch, now).await {
                 Ok(_) => appended.push(((offsets, count), tx)),
                 Err(e) => {
-                    tracing::error!(partition = self.partition, error = %e, "offsets append failed");
+                    tracing::error!(partition = self.partition.0, error = %e, "offsets append failed");
                     let _ = tx.send(Err(e.kafka_error_code()));
                 }
             }
@@ -325,7 +325,7 @@ impl<S: Storage> OffsetsLog<S> {
             return;
         }
         if let Err(e) = log.flush().await {
-            tracing::error!(partition = self.partition, error = %e, "offsets flush failed");
+            tracing::error!(partition = self.partition.0, error = %e, "offsets flush failed");
             fail(appended);
             return;
         }
@@ -347,7 +347,7 @@ impl<S: Storage> OffsetsLog<S> {
         self.cleaning.set(true);
         self.since_clean_check.set(0);
         if let Err(e) = self.clean_steps().await {
-            tracing::warn!(partition = self.partition, error = %e, "offsets log clean failed");
+            tracing::warn!(partition = self.partition.0, error = %e, "offsets log clean failed");
         }
         self.cleaning.set(false);
     }
@@ -375,7 +375,7 @@ impl<S: Storage> OffsetsLog<S> {
         }
         if let Some(log) = self.log.lock().await.as_mut() {
             log.finish_clean(job.checkpoint()).await?;
-            tracing::info!(partition = self.partition, stats = ?job.stats(), bytes = log.size_bytes(), "offsets log cleaned");
+            tracing::info!(partition = self.partition.0, stats = ?job.stats(), bytes = log.size_bytes(), "offsets log cleaned");
         }
         Ok(())
     }
@@ -399,7 +399,7 @@ impl<S: Storage> OffsetsLog<S> {
         let mut guard = self.log.lock().await;
         if let Some(log) = guard.take() {
             if let Err(e) = log.close().await {
-                tracing::error!(partition = self.partition, error = %e, "closing offsets log");
+                tracing::error!(partition = self.partition.0, error = %e, "closing offsets log");
             }
         }
     }
@@ -411,7 +411,7 @@ type Replayed = (HashMap<OffsetKey, CommittedOffset>, Memberships, u64);
 /// Reads the log from its start: the live entries, the memberships and the records read.
 async fn replay<S: Storage>(
     log: &mut PartitionLog<S>,
-    partition: i32,
+    partition: PartitionIndex,
 ) -> Result<Replayed, rill_engine::EngineError> {
     let mut live = HashMap::new();
     let mut memberships = Memberships::default();
@@ -426,7 +426,7 @@ async fn replay<S: Storage>(
                 next = next.max(batch.last_offset().plus(1));
             }
             let decoded = decode_log_chunk(chunk).map_err(|e| {
-                tracing::error!(partition, error = %e, "offsets log record unreadable");
+                tracing::error!(partition = partition.0, error = %e, "offsets log record unreadable");
                 rill_engine::EngineError::CorruptBatch(e.to_string())
             })?;
             for (offset, record) in decoded {
@@ -473,14 +473,14 @@ fn fail<T>(waiters: Vec<(T, oneshot::Sender<Result<(), ErrorCode>>)>) {
 
 /// The offsets partitions one shard owns.
 pub struct LogJournal<S: Storage> {
-    logs: HashMap<i32, Rc<OffsetsLog<S>>>,
+    logs: HashMap<PartitionIndex, Rc<OffsetsLog<S>>>,
 }
 
 impl<S: Storage> LogJournal<S> {
     /// Open and replay `partitions` under `manager`'s directory.
     pub async fn open(
         manager: &LogManager<S>,
-        partitions: &[i32],
+        partitions: &[PartitionIndex],
         clock: Rc<dyn Clock>,
     ) -> Result<Self, rill_engine::EngineError> {
         let mut logs = HashMap::new();
@@ -497,7 +497,7 @@ impl<S: Storage> LogJournal<S> {
     }
 
     /// Each owned partition's log.
-    pub fn logs(&self) -> impl Iterator<Item = (i32, &Rc<OffsetsLog<S>>)> {
+    pub fn logs(&self) -> impl Iterator<Item = (PartitionIndex, &Rc<OffsetsLog<S>>)> {
         self.logs.iter().map(|(p, log)| (*p, log))
     }
 

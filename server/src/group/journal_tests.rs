@@ -8,7 +8,10 @@ use std::path::PathBuf;
 
 fn record(group: &str, partition: i32, offset: Option<i64>) -> OffsetRecord {
     OffsetRecord {
-        key: OffsetKey::committed(group, "t", partition),
+        key: OffsetKey::committed(
+            group,
+            TopicPartitionRef::new("t", PartitionIndex(partition)),
+        ),
         value: offset.map(|offset| CommittedOffset {
             offset: Offset(offset),
             leader_epoch: LeaderEpoch::NONE,
@@ -19,7 +22,7 @@ fn record(group: &str, partition: i32, offset: Option<i64>) -> OffsetRecord {
 }
 
 fn sorted(mut live: Vec<(OffsetKey, CommittedOffset)>) -> Vec<(OffsetKey, CommittedOffset)> {
-    live.sort_by(|a, b| (&a.0.group, a.0.partition).cmp(&(&b.0.group, b.0.partition)));
+    live.sort_by(|a, b| (&a.0.group, a.0.tp.partition).cmp(&(&b.0.group, b.0.tp.partition)));
     live
 }
 
@@ -37,7 +40,9 @@ fn setup() -> (SimStorage, LogManager<SimStorage>, Rc<dyn Clock>) {
 fn acknowledged_commits_survive_a_crash() {
     let (storage, manager, clock) = setup();
     block_on(async {
-        let log = OffsetsLog::open(&manager, 3, clock.clone()).await.unwrap();
+        let log = OffsetsLog::open(&manager, PartitionIndex(3), clock.clone())
+            .await
+            .unwrap();
         log.append(vec![record("g", 0, Some(10)), record("g", 1, Some(20))])
             .await
             .unwrap();
@@ -48,13 +53,15 @@ fn acknowledged_commits_survive_a_crash() {
         let before = sorted(log.live());
         assert_eq!(before.len(), 2);
         storage.crash(); // no close: only what was fdatasync'ed counts
-        let reopened = OffsetsLog::open(&manager, 3, clock.clone()).await.unwrap();
+        let reopened = OffsetsLog::open(&manager, PartitionIndex(3), clock.clone())
+            .await
+            .unwrap();
         assert_eq!(sorted(reopened.live()), before);
         assert_eq!(
             reopened
                 .live()
                 .iter()
-                .find(|(k, _)| k.partition == 0)
+                .find(|(k, _)| k.tp.partition == PartitionIndex(0))
                 .unwrap()
                 .1
                 .offset,
@@ -67,7 +74,9 @@ fn acknowledged_commits_survive_a_crash() {
 fn compaction_keeps_the_log_bounded_and_every_live_entry() {
     let (_storage, manager, clock) = setup();
     block_on(async {
-        let log = OffsetsLog::open(&manager, 0, clock.clone()).await.unwrap();
+        let log = OffsetsLog::open(&manager, PartitionIndex(0), clock.clone())
+            .await
+            .unwrap();
         // About 5 MiB of commits to the same 10 keys, one tombstone among them.
         let rounds = 6 * CLEAN_CHECK_AFTER_RECORDS as i64 / 10;
         for round in 0..rounds {
@@ -84,7 +93,9 @@ fn compaction_keeps_the_log_bounded_and_every_live_entry() {
         assert_eq!(live.len(), 9);
         assert!(live.iter().all(|(_, v)| v.offset == Offset(rounds - 1)));
         log.close().await;
-        let reopened = OffsetsLog::open(&manager, 0, clock.clone()).await.unwrap();
+        let reopened = OffsetsLog::open(&manager, PartitionIndex(0), clock.clone())
+            .await
+            .unwrap();
         assert_eq!(sorted(reopened.live()), live, "replay of the compacted log");
     });
 }
@@ -93,7 +104,8 @@ fn compaction_keeps_the_log_bounded_and_every_live_entry() {
 fn the_journal_routes_a_group_to_its_partition() {
     let (_storage, manager, clock) = setup();
     block_on(async {
-        let all: Vec<i32> = (0..crate::group::OFFSETS_PARTITIONS).collect();
+        let all: Vec<PartitionIndex> =
+            PartitionIndex::all(crate::group::OFFSETS_PARTITIONS).collect();
         let journal = LogJournal::open(&manager, &all, clock.clone())
             .await
             .unwrap();
@@ -104,7 +116,7 @@ fn the_journal_routes_a_group_to_its_partition() {
         let p = offsets_partition("orders");
         assert_eq!(journal.logs[&p].live().len(), 1);
         journal.close().await;
-        let only: Vec<i32> = all.into_iter().filter(|q| *q != p).collect();
+        let only: Vec<PartitionIndex> = all.into_iter().filter(|q| *q != p).collect();
         let partial = LogJournal::open(&manager, &only, clock).await.unwrap();
         assert!(partial.live().is_empty());
         assert_eq!(
@@ -130,7 +142,9 @@ fn memberships_survive_a_crash_beside_the_offsets() {
     };
     let consumer_key = bytes::Bytes::from_static(b"\x00\x03\x00\x01g");
     block_on(async {
-        let log = OffsetsLog::open(&manager, 2, clock.clone()).await.unwrap();
+        let log = OffsetsLog::open(&manager, PartitionIndex(2), clock.clone())
+            .await
+            .unwrap();
         log.append(vec![record("g", 0, Some(4))]).await.unwrap();
         for generation in [1, 2] {
             let batch = encode_group_batch("g", Some(&group(generation)), TimestampMs(5));
@@ -151,7 +165,9 @@ fn memberships_survive_a_crash_beside_the_offsets() {
         log.append_membership(batch).await.unwrap();
         assert!(super::super::consumer::records::encode_batch(vec![], TimestampMs(7)).is_none());
         storage.crash(); // no close: only what was fdatasync'ed counts
-        let reopened = OffsetsLog::open(&manager, 2, clock.clone()).await.unwrap();
+        let reopened = OffsetsLog::open(&manager, PartitionIndex(2), clock.clone())
+            .await
+            .unwrap();
         assert_eq!(reopened.live().len(), 1);
         let memberships = reopened.take_memberships();
         assert_eq!(memberships.groups.get("g"), Some(&Some(group(2))));

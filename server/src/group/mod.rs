@@ -49,15 +49,15 @@ use rill_types::{PartitionIndex, TopicPartitionRef};
 /// The shard that coordinates `group_id`: the one owning its offsets partition in the
 /// partition table (in a cluster the coordinator writes through it, `crate::internal_topics::replicated`).
 pub fn coordinator_shard(group_id: &str, shards: usize) -> usize {
-    let partition = PartitionIndex(offsets_partition(group_id));
+    let partition = offsets_partition(group_id);
     crate::shard::owner::owner_shard(TopicPartitionRef::new(OFFSETS_TOPIC, partition), shards)
 }
 
 /// The offsets partitions shard `shard` of `shards` owns.
-pub fn owned_offsets_partitions(shard: usize, shards: usize) -> Vec<i32> {
-    (0..OFFSETS_PARTITIONS)
+pub fn owned_offsets_partitions(shard: usize, shards: usize) -> Vec<PartitionIndex> {
+    PartitionIndex::all(OFFSETS_PARTITIONS)
         .filter(|&p| {
-            let tp = TopicPartitionRef::new(OFFSETS_TOPIC, PartitionIndex(p));
+            let tp = TopicPartitionRef::new(OFFSETS_TOPIC, p);
             crate::shard::owner::owner_shard(tp, shards) == shard
         })
         .collect()
@@ -70,11 +70,14 @@ mod tests {
     #[test]
     fn every_partition_has_exactly_one_owner() {
         for shards in 1..12 {
-            let mut all: Vec<i32> = (0..shards)
+            let mut all: Vec<PartitionIndex> = (0..shards)
                 .flat_map(|s| owned_offsets_partitions(s, shards))
                 .collect();
             all.sort_unstable();
-            assert_eq!(all, (0..OFFSETS_PARTITIONS).collect::<Vec<_>>());
+            assert_eq!(
+                all,
+                PartitionIndex::all(OFFSETS_PARTITIONS).collect::<Vec<_>>()
+            );
         }
     }
 

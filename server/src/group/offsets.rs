@@ -14,7 +14,9 @@ use bytes::{Buf, BufMut, Bytes, BytesMut};
 use rill_protocol::kafka_protocol::records::RecordBatchDecoder;
 use rill_protocol::record::{encode_plain_batch, PlainRecord};
 use rill_types::batch::ValidatedBatch;
-use rill_types::{LeaderEpoch, Offset, ProducerId, TimestampMs};
+use rill_types::{
+    LeaderEpoch, Offset, PartitionIndex, ProducerId, TimestampMs, TopicPartition, TopicPartitionRef,
+};
 
 use crate::record_fields::{get_str, put_str, Malformed};
 
@@ -48,10 +50,8 @@ pub struct CommittedOffset {
 pub struct OffsetKey {
     /// Group id.
     pub group: String,
-    /// Topic.
-    pub topic: String,
-    /// Partition.
-    pub partition: i32,
+    /// The partition whose position it is.
+    pub tp: TopicPartition,
     /// `Some(producer)`: an offset committed inside that producer's transaction (TxnOffsetCommit),
     /// pending until the transaction ends; `None`: the group's committed offset.
     pub pending_for: Option<ProducerId>,
@@ -59,20 +59,19 @@ pub struct OffsetKey {
 
 impl OffsetKey {
     /// The key of `group`'s committed offset for a partition.
-    pub fn committed(group: &str, topic: &str, partition: i32) -> OffsetKey {
+    pub fn committed(group: &str, tp: TopicPartitionRef<'_>) -> OffsetKey {
         OffsetKey {
             group: group.to_string(),
-            topic: topic.to_string(),
-            partition,
+            tp: tp.owned(),
             pending_for: None,
         }
     }
 
     /// The key of an offset pending in `producer`'s transaction.
-    pub fn pending(group: &str, topic: &str, partition: i32, producer: ProducerId) -> OffsetKey {
+    pub fn pending(group: &str, tp: TopicPartitionRef<'_>, producer: ProducerId) -> OffsetKey {
         OffsetKey {
             pending_for: Some(producer),
-            ..OffsetKey::committed(group, topic, partition)
+            ..OffsetKey::committed(group, tp)
         }
     }
 }
@@ -106,14 +105,14 @@ impl From<Malformed> for OffsetRecordError {
 /// Key bytes: version 1 (committed) `[group][topic][i32 partition]`, or version 2 (pending in a
 /// transaction) with the producer id after them.
 pub fn encode_key(key: &OffsetKey) -> Bytes {
-    let mut out = BytesMut::with_capacity(17 + key.group.len() + key.topic.len());
+    let mut out = BytesMut::with_capacity(17 + key.group.len() + key.tp.topic.len());
     out.put_u8(match key.pending_for {
         None => KEY_VERSION,
         Some(_) => PENDING_KEY_VERSION,
     });
     put_str(&mut out, &key.group);
-    put_str(&mut out, &key.topic);
-    out.put_i32(key.partition);
+    put_str(&mut out, &key.tp.topic);
+    out.put_i32(key.tp.partition.0);
     if let Some(producer) = key.pending_for {
         out.put_i64(producer.0);
     }
@@ -135,12 +134,11 @@ pub fn decode_key(mut buf: Bytes) -> Result<OffsetKey, OffsetRecordError> {
     if buf.remaining() != tail {
         return Err(OffsetRecordError::Record);
     }
-    let partition = buf.get_i32();
+    let partition = PartitionIndex(buf.get_i32());
     let pending_for = (tail == 12).then(|| ProducerId(buf.get_i64()));
     Ok(OffsetKey {
         group,
-        topic,
-        partition,
+        tp: TopicPartition::new(topic, partition),
         pending_for,
     })
 }
@@ -254,9 +252,13 @@ pub fn decode_log_chunk(chunk: Bytes) -> Result<Vec<(Offset, LogRecord)>, Offset
 mod tests {
     use super::*;
 
+    fn at(topic: &str, partition: i32) -> TopicPartitionRef<'_> {
+        TopicPartitionRef::new(topic, PartitionIndex(partition))
+    }
+
     fn rec(group: &str, partition: i32, offset: Option<i64>) -> OffsetRecord {
         OffsetRecord {
-            key: OffsetKey::committed(group, "t", partition),
+            key: OffsetKey::committed(group, at("t", partition)),
             value: offset.map(|offset| CommittedOffset {
                 offset: Offset(offset),
                 leader_epoch: LeaderEpoch(3),
@@ -288,16 +290,26 @@ mod tests {
 
     #[test]
     fn pending_keys_round_trip_and_differ_from_committed_ones() {
-        let pending = OffsetKey::pending("g", "t", 4, ProducerId(77));
+        let pending = OffsetKey::pending("g", at("t", 4), ProducerId(77));
         let back = decode_key(encode_key(&pending)).unwrap();
         assert_eq!(back, pending);
-        let committed = decode_key(encode_key(&OffsetKey::committed("g", "t", 4))).unwrap();
+        let committed = decode_key(encode_key(&OffsetKey::committed("g", at("t", 4)))).unwrap();
         assert_eq!(committed.pending_for, None);
         assert_ne!(encode_key(&pending), encode_key(&committed));
         let key = encode_key(&pending);
         for cut in 0..key.len() {
             assert!(decode_key(key.slice(..cut)).is_err());
         }
+    }
+
+    #[test]
+    fn keys_keep_their_bytes() {
+        let committed = encode_key(&OffsetKey::committed("g", at("t", 4)));
+        assert_eq!(committed[..], [1, 0, 1, b'g', 0, 1, b't', 0, 0, 0, 4]);
+        let pending = encode_key(&OffsetKey::pending("g", at("t", -2), ProducerId(0x0102)));
+        let mut expected = vec![2, 0, 1, b'g', 0, 1, b't', 0xff, 0xff, 0xff, 0xfe];
+        expected.extend_from_slice(&0x0102i64.to_be_bytes());
+        assert_eq!(pending[..], expected[..]);
     }
 
     #[test]

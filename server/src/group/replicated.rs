@@ -121,11 +121,14 @@ impl<S: Storage + 'static> Journal for ReplicatedJournal<S> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use rill_types::{LeaderEpoch, Offset, TimestampMs};
+    use rill_types::{LeaderEpoch, Offset, PartitionIndex, TimestampMs, TopicPartitionRef};
 
     fn record(group: &str, partition: i32, offset: Option<i64>) -> OffsetRecord {
         OffsetRecord {
-            key: OffsetKey::committed(group, "t", partition),
+            key: OffsetKey::committed(
+                group,
+                TopicPartitionRef::new("t", PartitionIndex(partition)),
+            ),
             value: offset.map(|o| CommittedOffset {
                 offset: Offset(o),
                 leader_epoch: LeaderEpoch::NONE,
@@ -157,7 +160,10 @@ mod tests {
         let (live, _, records, _) = live_of(chunks).unwrap();
         assert_eq!(records, 4);
         assert_eq!(live.len(), 1);
-        assert_eq!(live[&OffsetKey::committed("g", "t", 0)].offset, Offset(2));
+        assert_eq!(
+            live[&OffsetKey::committed("g", TopicPartitionRef::new("t", PartitionIndex(0)))].offset,
+            Offset(2)
+        );
     }
 
     #[test]

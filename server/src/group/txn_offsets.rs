@@ -11,7 +11,7 @@
 //! and holds the transaction busy meanwhile, so a TxnEnd never overtakes it.
 
 use rill_protocol::ErrorCode;
-use rill_types::ProducerId;
+use rill_types::{PartitionIndex, ProducerId, TopicPartitionRef};
 
 use super::coordinator::GroupCoordinator;
 use super::journal::Journal;
@@ -45,8 +45,8 @@ impl<J: Journal> GroupCoordinator<J> {
                 return GroupReply::Commit(vec![code; offsets.len()]);
             }
             return self
-                .write_offsets(group_id, offsets, now, |topic, partition| {
-                    OffsetKey::pending(group_id, topic, partition, producer)
+                .write_offsets(group_id, offsets, now, |tp| {
+                    OffsetKey::pending(group_id, tp, producer)
                 })
                 .await;
         }
@@ -65,8 +65,8 @@ impl<J: Journal> GroupCoordinator<J> {
         if let Err(code) = allowed {
             return GroupReply::Commit(vec![code; offsets.len()]);
         }
-        self.write_offsets(group_id, offsets, now, |topic, partition| {
-            OffsetKey::pending(group_id, topic, partition, producer)
+        self.write_offsets(group_id, offsets, now, |tp| {
+            OffsetKey::pending(group_id, tp, producer)
         })
         .await
     }
@@ -92,13 +92,14 @@ impl<J: Journal> GroupCoordinator<J> {
         }
         let mut records = Vec::with_capacity(pending.len() * 2);
         for ((topic, partition), value) in pending {
+            let tp = TopicPartitionRef::new(&topic, PartitionIndex(partition));
             records.push(OffsetRecord {
-                key: OffsetKey::pending(group_id, &topic, partition, producer),
+                key: OffsetKey::pending(group_id, tp, producer),
                 value: None,
             });
             if commit {
                 records.push(OffsetRecord {
-                    key: OffsetKey::committed(group_id, &topic, partition),
+                    key: OffsetKey::committed(group_id, tp),
                     value: Some(value),
                 });
             }
@@ -146,7 +147,8 @@ fn pending_partitions(group: &Group, topics: Option<Vec<TopicPartitions>>) -> Ve
 
 /// Applies one record to a group's committed or pending offsets.
 pub(super) fn apply_record(group: &mut Group, record: OffsetRecord) {
-    let key = (record.key.topic, record.key.partition);
+    // The group's maps still key by (topic, i32) (issue 33: next pass).
+    let key = (record.key.tp.topic, record.key.tp.partition.0);
     match (record.key.pending_for, record.value) {
         (None, Some(value)) => {
             group.offsets.insert(key, value);

@@ -20,6 +20,8 @@ use rill_protocol::kafka_protocol::messages::{
     AddPartitionsToTxnRequest, AddPartitionsToTxnResponse,
 };
 
+use rill_types::{PartitionIndex, TopicPartition};
+
 use super::{topic_name, Broker};
 use crate::txn::ops::{for_client, TxnOp, TxnProducer, TxnReply};
 use crate::txn::{ProducerEpoch, ProducerId};
@@ -82,9 +84,13 @@ async fn add<B: Broker>(
     topics: &[AddPartitionsToTxnTopic],
     verify_only: bool,
 ) -> Vec<AddPartitionsToTxnTopicResult> {
-    let partitions: Vec<(String, i32)> = topics
+    let partitions: Vec<TopicPartition> = topics
         .iter()
-        .flat_map(|t| t.partitions.iter().map(|p| (t.name.0.to_string(), *p)))
+        .flat_map(|t| {
+            t.partitions
+                .iter()
+                .map(|p| TopicPartition::new(t.name.0.to_string(), PartitionIndex(*p)))
+        })
         .collect();
     let n = partitions.len();
     let op = TxnOp::AddPartitions {
@@ -98,16 +104,18 @@ async fn add<B: Broker>(
         other => unreachable!("AddPartitions answered with {other:?}"),
     };
     let mut out: Vec<AddPartitionsToTxnTopicResult> = Vec::new();
-    for ((topic, partition), code) in partitions.into_iter().zip(codes) {
+    for (tp, code) in partitions.into_iter().zip(codes) {
         let code = for_client(code, version, 2, 4);
         let result = AddPartitionsToTxnPartitionResult::default()
-            .with_partition_index(partition)
+            .with_partition_index(tp.partition.0)
             .with_partition_error_code(code.code());
         match out.last_mut() {
-            Some(last) if last.name.0.as_str() == topic => last.results_by_partition.push(result),
+            Some(last) if last.name.0.as_str() == tp.topic => {
+                last.results_by_partition.push(result)
+            }
             _ => out.push(
                 AddPartitionsToTxnTopicResult::default()
-                    .with_name(topic_name(&topic))
+                    .with_name(topic_name(&tp.topic))
                     .with_results_by_partition(vec![result]),
             ),
         }

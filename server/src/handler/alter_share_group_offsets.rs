@@ -9,7 +9,7 @@ use rill_protocol::kafka_protocol::messages::{
     AlterShareGroupOffsetsRequest, AlterShareGroupOffsetsResponse,
 };
 use rill_protocol::ErrorCode;
-use rill_types::Offset;
+use rill_types::{Offset, PartitionIndex};
 
 use super::{message_bytes, Broker};
 use crate::group::{GroupOp, GroupReply};
@@ -42,7 +42,10 @@ pub async fn handle<B: Broker>(
                 let code = match known {
                     Some(_) if p.start_offset < 0 => ErrorCode::InvalidRequest,
                     Some(m) => {
-                        starts.push(((m.id, p.partition_index), Offset(p.start_offset)));
+                        starts.push((
+                            (m.id, PartitionIndex(p.partition_index)),
+                            Offset(p.start_offset),
+                        ));
                         ErrorCode::None
                     }
                     None => ErrorCode::UnknownTopicOrPartition,

@@ -41,7 +41,9 @@ fn resolve<B: Broker>(
                     .map(move |p| (t.topic_name.0.to_string(), *p))
             })
             .filter_map(|(name, p)| match broker.topics().get(&name) {
-                Some(meta) if p >= 0 && p < meta.partitions => Some((meta.id, p)),
+                Some(meta) if PartitionIndex(p).is_within(meta.partitions) => {
+                    Some((meta.id, PartitionIndex(p)))
+                }
                 _ => {
                     unknown.push((name, p));
                     None
@@ -85,14 +87,12 @@ pub async fn handle<B: Broker>(
             let Some((name, _)) = broker.topics().by_id(id) else {
                 continue;
             };
-            let epoch = broker
-                .leader_epoch(TopicPartitionRef::new(&name, PartitionIndex(p)))
-                .0;
+            let epoch = broker.leader_epoch(TopicPartitionRef::new(&name, p)).0;
             put(
                 name,
                 id,
                 DescribeShareGroupOffsetsResponsePartition::default()
-                    .with_partition_index(p)
+                    .with_partition_index(p.0)
                     .with_start_offset(start.map_or(-1, |o| o.0))
                     // A partition without a start has state epoch 0, as Kafka 4.4 answers.
                     .with_leader_epoch(if start.is_some() { epoch } else { 0 }),

@@ -45,13 +45,14 @@ pub async fn handle<B: Broker>(
 
 fn described(state: TransactionState, d: TxnDescription) -> TransactionState {
     let mut topics: Vec<TopicData> = Vec::new();
-    for (topic, partition) in d.partitions {
+    for tp in d.partitions {
+        let index = tp.partition.0;
         match topics.last_mut() {
-            Some(last) if last.topic.0.as_str() == topic => last.partitions.push(partition),
+            Some(last) if last.topic.0.as_str() == tp.topic => last.partitions.push(index),
             _ => topics.push(
                 TopicData::default()
-                    .with_topic(topic_name(&topic))
-                    .with_partitions(vec![partition]),
+                    .with_topic(topic_name(&tp.topic))
+                    .with_partitions(vec![index]),
             ),
         }
     }

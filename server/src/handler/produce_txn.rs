@@ -26,7 +26,7 @@ use std::time::Duration;
 
 use futures::future::join_all;
 use rill_protocol::ErrorCode;
-use rill_types::{PartitionIndex, TopicPartitionRef};
+use rill_types::{PartitionIndex, TopicPartition, TopicPartitionRef};
 
 use super::Broker;
 use crate::partition::ops::{Acks, PartitionOp, PartitionReply};
@@ -59,7 +59,7 @@ pub async fn verify_first_appends<B: Broker>(
         Some(id) if !id.is_empty() => {
             let partitions = asking
                 .iter()
-                .map(|&i| (results[i].0.to_string(), results[i].1))
+                .map(|&i| TopicPartition::new(results[i].0.as_ref(), PartitionIndex(results[i].1)))
                 .collect::<Vec<_>>();
             let producer = TxnProducer {
                 id: producer.0,
@@ -122,7 +122,7 @@ async fn verify<B: Broker>(
     broker: &B,
     transactional_id: &str,
     producer: TxnProducer,
-    partitions: Vec<(String, i32)>,
+    partitions: Vec<TopicPartition>,
 ) -> Vec<ErrorCode> {
     let n = partitions.len();
     let op = TxnOp::AddPartitions {

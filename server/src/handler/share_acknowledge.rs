@@ -49,9 +49,10 @@ pub async fn handle<B: Broker>(
     }
     let (acks, mut outcomes) = acknowledgements(
         req.topics.iter().flat_map(|t| {
-            t.partitions
-                .iter()
-                .map(move |p| ((t.topic_id, p.partition_index), &p.acknowledgement_batches))
+            t.partitions.iter().map(move |p| {
+                let key = (t.topic_id, PartitionIndex(p.partition_index));
+                (key, &p.acknowledgement_batches)
+            })
         }),
         |b| (b.first_offset, b.last_offset, &b.acknowledge_types),
     );
@@ -94,12 +95,12 @@ fn by_topic<B: Broker>(
             .by_id(topic_id)
             .map(|(name, _)| {
                 broker
-                    .leader_epoch(TopicPartitionRef::new(&name, PartitionIndex(partition)))
+                    .leader_epoch(TopicPartitionRef::new(&name, partition))
                     .0
             })
             .unwrap_or(-1);
         let data = PartitionData::default()
-            .with_partition_index(partition)
+            .with_partition_index(partition.0)
             .with_error_code(code.code())
             .with_error_message(super::share_fetch::ack_message(code))
             .with_current_leader(leader.clone().with_leader_epoch(epoch));

@@ -70,9 +70,10 @@ pub async fn handle<B: Broker>(broker: &B, req: ShareFetchRequest) -> ShareFetch
     }
     let (acks, mut ack_errors) = acknowledgements(
         req.topics.iter().flat_map(|t| {
-            t.partitions
-                .iter()
-                .map(move |p| ((t.topic_id, p.partition_index), &p.acknowledgement_batches))
+            t.partitions.iter().map(move |p| {
+                let key = (t.topic_id, PartitionIndex(p.partition_index));
+                (key, &p.acknowledgement_batches)
+            })
         }),
         |b| (b.first_offset, b.last_offset, &b.acknowledge_types),
     );
@@ -110,13 +111,17 @@ fn session_args(req: &ShareFetchRequest, member_id: &str, acks: Acks) -> ShareSe
             .flat_map(|t| {
                 t.partitions
                     .iter()
-                    .map(move |p| (t.topic_id, p.partition_index))
+                    .map(move |p| (t.topic_id, PartitionIndex(p.partition_index)))
             })
             .collect(),
         forget: req
             .forgotten_topics_data
             .iter()
-            .flat_map(|t| t.partitions.iter().map(move |p| (t.topic_id, *p)))
+            .flat_map(|t| {
+                t.partitions
+                    .iter()
+                    .map(move |p| (t.topic_id, PartitionIndex(*p)))
+            })
             .collect(),
         acks,
     }
@@ -304,10 +309,10 @@ async fn read_part<B: Broker>(
     let Some((topic, _)) = broker.topics().by_id(key.0) else {
         return Err(ErrorCode::UnknownTopicId);
     };
-    if key.1 < 0 {
+    if key.1.as_usize().is_none() {
         return Err(ErrorCode::UnknownTopicOrPartition);
     }
-    let tp = TopicPartitionRef::new(&topic, PartitionIndex(key.1));
+    let tp = TopicPartitionRef::new(&topic, key.1);
     let positions = match broker.partition(tp, PartitionOp::Offsets).await {
         PartitionReply::Offsets(p) => p,
         other => return Err(other.error_code()),
@@ -389,10 +394,14 @@ fn response<B: Broker>(
     let mut by_topic: Vec<ShareFetchableTopicResponse> = Vec::new();
     let mut put = |key: ShareKey, data: PartitionData| {
         let data = data
-            .with_partition_index(key.1)
+            .with_partition_index(key.1 .0)
             .with_current_leader(leader.clone().with_leader_epoch(leader_epoch(broker, key)));
         match by_topic.iter_mut().find(|t| t.topic_id == key.0) {
-            Some(t) => match t.partitions.iter_mut().find(|p| p.partition_index == key.1) {
+            Some(t) => match t
+                .partitions
+                .iter_mut()
+                .find(|p| PartitionIndex(p.partition_index) == key.1)
+            {
                 Some(p) => {
                     p.error_code = data.error_code;
                     p.records = data.records;
@@ -466,11 +475,7 @@ fn leader_epoch<B: Broker>(broker: &B, key: ShareKey) -> i32 {
     broker
         .topics()
         .by_id(key.0)
-        .map(|(name, _)| {
-            broker
-                .leader_epoch(TopicPartitionRef::new(&name, PartitionIndex(key.1)))
-                .0
-        })
+        .map(|(name, _)| broker.leader_epoch(TopicPartitionRef::new(&name, key.1)).0)
         .unwrap_or(-1)
 }
 
@@ -486,14 +491,14 @@ mod tests {
 
     #[test]
     fn malformed_acknowledgements_are_set_apart() {
-        let key = (uuid::Uuid::from_u128(1), 0);
+        let key = (uuid::Uuid::from_u128(1), PartitionIndex(0));
         let good = (1i64, 2i64, vec![1i8]);
         let bad = (3i64, 3i64, vec![9i8]);
         let empty = (4i64, 4i64, Vec::<i8>::new());
         let parts = [
             (key, vec![good.clone()]),
-            ((key.0, 1), vec![bad]),
-            ((key.0, 2), vec![empty]),
+            ((key.0, PartitionIndex(1)), vec![bad]),
+            ((key.0, PartitionIndex(2)), vec![empty]),
         ];
         let (acks, errors) = acknowledgements(
             parts.iter().map(|(k, b)| (*k, b.iter())),
@@ -504,8 +509,8 @@ mod tests {
         assert_eq!(
             errors,
             vec![
-                ((key.0, 1), ErrorCode::InvalidRequest),
-                ((key.0, 2), ErrorCode::InvalidRequest)
+                ((key.0, PartitionIndex(1)), ErrorCode::InvalidRequest),
+                ((key.0, PartitionIndex(2)), ErrorCode::InvalidRequest)
             ]
         );
     }

@@ -111,7 +111,7 @@ async fn end_groups<B: Broker>(
     let groups = broker.list_groups().await;
     let ends = groups
         .iter()
-        .filter(|g| PartitionIndex(offsets_partition(&g.group_id)) == partition)
+        .filter(|g| offsets_partition(&g.group_id) == partition)
         .map(|g| {
             let op = GroupOp::TxnEnd {
                 producer_id: marker.producer_id,
@@ -219,7 +219,7 @@ mod tests {
         );
         let pending = || block_on(broker.group(group, GroupOp::PendingTxn(None)));
         assert_ne!(pending(), GroupReply::PendingTxn(Vec::new()));
-        let partition = offsets_partition(group);
+        let partition = offsets_partition(group).0;
         let r = block_on(handle(
             &broker,
             &marker(OFFSETS_TOPIC, vec![partition], true),

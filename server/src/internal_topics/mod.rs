@@ -10,6 +10,8 @@
 
 use std::collections::BTreeMap;
 
+use rill_types::PartitionIndex;
+
 pub mod replicated;
 pub mod single_node;
 
@@ -31,8 +33,8 @@ pub const OFFSETS_SEGMENT_BYTES: u64 = 1 << 20;
 pub const TOMBSTONE_RETENTION_MS: u64 = 24 * 60 * 60 * 1000;
 
 /// The offsets partition that holds `group_id`'s offsets.
-pub fn offsets_partition(group_id: &str) -> i32 {
-    (crc32c::crc32c(group_id.as_bytes()) % OFFSETS_PARTITIONS as u32) as i32
+pub fn offsets_partition(group_id: &str) -> PartitionIndex {
+    partition_of(group_id, OFFSETS_PARTITIONS)
 }
 
 /// Partitions of the transaction state log (fixed forever: id → partition must not change).
@@ -49,8 +51,17 @@ pub const TXN_DIR: &str = "__rill_txn";
 pub const TXN_SEGMENT_BYTES: u64 = 8 << 20;
 
 /// The state-log partition that holds `transactional_id`.
-pub fn txn_partition(transactional_id: &str) -> i32 {
-    (crc32c::crc32c(transactional_id.as_bytes()) % TXN_PARTITIONS as u32) as i32
+pub fn txn_partition(transactional_id: &str) -> PartitionIndex {
+    partition_of(transactional_id, TXN_PARTITIONS)
+}
+
+/// The partition of a topic with `count` partitions that holds `key`: crc32c(key) % count, the
+/// placement both internal topics have always used (it must never change).
+fn partition_of(key: &str, count: i32) -> PartitionIndex {
+    assert!(count > 0, "an internal topic has partitions");
+    let index = PartitionIndex((crc32c::crc32c(key.as_bytes()) % count as u32) as i32);
+    debug_assert!(index.is_within(count));
+    index
 }
 
 /// The KRaft metadata log's topic name (Kafka's `Topic.CLUSTER_METADATA_TOPIC_NAME`). A

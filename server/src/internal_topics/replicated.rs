@@ -112,10 +112,10 @@ pub fn coordinator_error(code: ErrorCode) -> ErrorCode {
 /// through the shard's partition table (see the module doc).
 pub struct ReplicatedLog<S: Storage> {
     topic: &'static str,
-    partitions: Vec<i32>,
+    partitions: Vec<PartitionIndex>,
     table: Rc<PartitionTable<S>>,
     view: Arc<ClusterView>,
-    loads: RefCell<HashMap<i32, Load>>,
+    loads: RefCell<HashMap<PartitionIndex, Load>>,
 }
 
 /// One read of a load: where it started and the batches it returned (the first may begin
@@ -127,7 +127,7 @@ impl<S: Storage + 'static> ReplicatedLog<S> {
     /// in the partition table).
     pub fn new(
         topic: &'static str,
-        partitions: Vec<i32>,
+        partitions: Vec<PartitionIndex>,
         table: Rc<PartitionTable<S>>,
         view: Arc<ClusterView>,
     ) -> Self {
@@ -141,23 +141,23 @@ impl<S: Storage + 'static> ReplicatedLog<S> {
     }
 
     /// This log's topic's partition `partition`.
-    fn tp(&self, partition: i32) -> TopicPartitionRef<'static> {
-        TopicPartitionRef::new(self.topic, PartitionIndex(partition))
+    fn tp(&self, partition: PartitionIndex) -> TopicPartitionRef<'static> {
+        TopicPartitionRef::new(self.topic, partition)
     }
 
     /// The epoch this broker leads `partition` at now, if it does.
-    fn leading(&self, partition: i32) -> Option<LeaderEpoch> {
+    fn leading(&self, partition: PartitionIndex) -> Option<LeaderEpoch> {
         self.view.leading_epoch(self.tp(partition))
     }
 
     /// Whether `partition`'s requests may be served now ([`ready`]).
-    pub fn ready(&self, partition: i32) -> Result<(), ErrorCode> {
+    pub fn ready(&self, partition: PartitionIndex) -> Result<(), ErrorCode> {
         let load = self.loads.borrow().get(&partition).copied();
         ready(load, self.leading(partition))
     }
 
     /// The leader epoch `partition` was loaded at (the coordinator epoch), if loaded.
-    pub fn loaded_epoch(&self, partition: i32) -> Option<LeaderEpoch> {
+    pub fn loaded_epoch(&self, partition: PartitionIndex) -> Option<LeaderEpoch> {
         match self.loads.borrow().get(&partition) {
             Some(Load::Loaded(epoch)) => Some(*epoch),
             _ => None,
@@ -165,7 +165,11 @@ impl<S: Storage + 'static> ReplicatedLog<S> {
     }
 
     /// Appends `batch` to `partition` with acks=all; `Err` is the coordinator's answer.
-    pub async fn append(&self, partition: i32, batch: ValidatedBatch) -> Result<(), ErrorCode> {
+    pub async fn append(
+        &self,
+        partition: PartitionIndex,
+        batch: ValidatedBatch,
+    ) -> Result<(), ErrorCode> {
         self.ready(partition)?;
         let op = PartitionOp::Append {
             batch,
@@ -179,7 +183,7 @@ impl<S: Storage + 'static> ReplicatedLog<S> {
                 let code = other.error_code();
                 tracing::warn!(
                     topic = self.topic,
-                    partition,
+                    partition = partition.0,
                     ?code,
                     "coordinator write refused"
                 );
@@ -193,8 +197,8 @@ impl<S: Storage + 'static> ReplicatedLog<S> {
     /// reads of [`Self::read_all`]) and returns how many records it applied.
     pub async fn follow(
         &self,
-        install: impl Fn(i32, Vec<LoadedChunk>) -> Result<u64, String>,
-        unload: impl Fn(i32),
+        install: impl Fn(PartitionIndex, Vec<LoadedChunk>) -> Result<u64, String>,
+        unload: impl Fn(PartitionIndex),
     ) {
         for &partition in &self.partitions {
             let load = self.loads.borrow().get(&partition).copied();
@@ -205,7 +209,7 @@ impl<S: Storage + 'static> ReplicatedLog<S> {
                     self.loads.borrow_mut().remove(&partition);
                     tracing::info!(
                         topic = self.topic,
-                        partition,
+                        partition = partition.0,
                         "no longer the coordinator: state dropped"
                     );
                 }
@@ -216,10 +220,10 @@ impl<S: Storage + 'static> ReplicatedLog<S> {
 
     async fn load(
         &self,
-        partition: i32,
+        partition: PartitionIndex,
         epoch: LeaderEpoch,
-        install: &impl Fn(i32, Vec<LoadedChunk>) -> Result<u64, String>,
-        unload: &impl Fn(i32),
+        install: &impl Fn(PartitionIndex, Vec<LoadedChunk>) -> Result<u64, String>,
+        unload: &impl Fn(PartitionIndex),
     ) {
         unload(partition);
         let topic = self.topic;
@@ -238,7 +242,7 @@ impl<S: Storage + 'static> ReplicatedLog<S> {
                 loads.insert(partition, Load::Loaded(epoch));
                 tracing::info!(
                     topic,
-                    partition,
+                    partition = partition.0,
                     epoch = epoch.0,
                     records,
                     "coordinator state loaded"
@@ -251,7 +255,7 @@ impl<S: Storage + 'static> ReplicatedLog<S> {
                 unload(partition);
                 tracing::info!(
                     topic,
-                    partition,
+                    partition = partition.0,
                     epoch = epoch.0,
                     why,
                     "coordinator state not loaded"
@@ -261,7 +265,7 @@ impl<S: Storage + 'static> ReplicatedLog<S> {
     }
 
     /// Every batch of `partition` from its log start to its log end.
-    async fn read_all(&self, partition: i32) -> Result<Vec<LoadedChunk>, ErrorCode> {
+    async fn read_all(&self, partition: PartitionIndex) -> Result<Vec<LoadedChunk>, ErrorCode> {
         let mut from = match self
             .table
             .call(self.tp(partition), PartitionOp::Offsets)

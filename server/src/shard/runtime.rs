@@ -22,7 +22,7 @@ use rill_engine::io::glommio::GlommioStorage;
 use rill_engine::io::{Clock, SystemClock};
 use rill_engine::read_cache::ReadCache;
 use rill_engine::LogManager;
-use rill_types::{PartitionIndex, TopicPartitionRef};
+use rill_types::TopicPartitionRef;
 
 use super::rendezvous::{Abandoned, Rendezvous};
 use super::router::{self, Router, RouterEnds, RouterLinks, RouterMesh, REMOTE_REQUESTS_MAX};
@@ -722,14 +722,14 @@ fn serve_internal_logs<S: rill_engine::io::Storage + 'static>(
     if let crate::group::runtime::ShardJournal::Private(journal) = groups.journal() {
         for (partition, log) in journal.logs() {
             let log = InternalLog::new(log.clone());
-            let tp = TopicPartitionRef::new(crate::group::OFFSETS_TOPIC, PartitionIndex(partition));
+            let tp = TopicPartitionRef::new(crate::group::OFFSETS_TOPIC, partition);
             table.serve_internal(tp, log);
         }
     }
     if let crate::txn::runtime::ShardTxnJournal::Private(journal) = txns.journal() {
         for (partition, log) in journal.logs() {
             let log = InternalLog::new(log.clone());
-            let tp = TopicPartitionRef::new(crate::txn::TXN_TOPIC, PartitionIndex(partition));
+            let tp = TopicPartitionRef::new(crate::txn::TXN_TOPIC, partition);
             table.serve_internal(tp, log);
         }
     }

@@ -27,13 +27,13 @@ use rill_engine::io::Clock;
 use rill_engine::TxnMarker;
 use rill_protocol::ErrorCode;
 use rill_types::limits::Field;
-use rill_types::{DurationMs, PartitionIndex, TimestampMs, TopicPartitionRef};
+use rill_types::{DurationMs, PartitionIndex, TimestampMs, TopicPartition};
 
 use super::env::{TxnEnv, TxnOffsets};
 use super::journal::TxnJournal;
 use super::ops::{TxnDescription, TxnListFilter, TxnListing, TxnOp, TxnProducer, TxnReply};
 use super::record::TxnRecord;
-use super::state::{self, EndPlan, InitPlan, TopicPartition, TxnMetadata};
+use super::state::{self, EndPlan, InitPlan, TxnMetadata};
 use super::{ProducerEpoch, ProducerId, TxnConfig};
 use crate::admin::bound_hits::Bound;
 use crate::admin::shard::hooks;
@@ -80,7 +80,7 @@ impl<J: TxnJournal> TxnCoordinator<J> {
 
     /// Replaces state-log partition `partition`'s ids with `live` (this broker just became its
     /// coordinator, `crate::internal_topics::replicated`).
-    pub fn load_partition(&self, partition: i32, live: Vec<(String, TxnMetadata)>) {
+    pub fn load_partition(&self, partition: PartitionIndex, live: Vec<(String, TxnMetadata)>) {
         self.unload_partition(partition);
         debug_assert!(live
             .iter()
@@ -89,7 +89,7 @@ impl<J: TxnJournal> TxnCoordinator<J> {
     }
 
     /// Drops state-log partition `partition`'s ids (this broker no longer coordinates them).
-    pub fn unload_partition(&self, partition: i32) {
+    pub fn unload_partition(&self, partition: PartitionIndex) {
         self.txns
             .borrow_mut()
             .retain(|id, _| super::txn_partition(id) != partition);
@@ -267,7 +267,7 @@ impl<J: TxnJournal> TxnCoordinator<J> {
     ) -> Vec<ErrorCode> {
         let refused: Vec<Option<ErrorCode>> = partitions
             .iter()
-            .map(|(t, p)| env.partition_refusal(TopicPartitionRef::new(t, PartitionIndex(*p))))
+            .map(|tp| env.partition_refusal(tp.borrowed()))
             .collect();
         if refused.iter().any(Option::is_some) {
             return refused
@@ -410,9 +410,10 @@ impl<J: TxnJournal> TxnCoordinator<J> {
             commit,
             coordinator_epoch: self.journal.coordinator_epoch(id),
         };
-        let partitions = m.partitions.iter().map(|(topic, p)| {
-            env.write_marker(TopicPartitionRef::new(topic, PartitionIndex(*p)), marker)
-        });
+        let partitions = m
+            .partitions
+            .iter()
+            .map(|tp| env.write_marker(tp.borrowed(), marker));
         let groups = m.groups.iter().map(|g| env.end_group_txn(g, marker));
         let (written, ended) = futures::join!(join_all(partitions), join_all(groups));
         let failed = written
@@ -437,7 +438,7 @@ impl<J: TxnJournal> TxnCoordinator<J> {
         partitions.extend(
             m.groups
                 .iter()
-                .map(|g| (OFFSETS_TOPIC.to_string(), offsets_partition(g))),
+                .map(|g| TopicPartition::new(OFFSETS_TOPIC, offsets_partition(g))),
         );
         partitions.sort();
         partitions.dedup();

@@ -7,6 +7,15 @@ use crate::txn::journal::MemTxnJournal;
 use crate::txn::state::TxnState;
 use futures::executor::block_on;
 use rill_engine::io::sim::ManualClock;
+use rill_types::TopicPartitionRef;
+
+/// The typed keys of `(topic, partition)` pairs.
+fn typed(parts: &[(&str, i32)]) -> Vec<TopicPartition> {
+    parts
+        .iter()
+        .map(|(t, p)| TopicPartition::new(*t, PartitionIndex(*p)))
+        .collect()
+}
 
 /// A broker that records what the coordinator asks of it.
 #[derive(Default)]
@@ -99,7 +108,7 @@ impl Harness {
     }
 
     fn add(&self, id: &str, producer: TxnProducer, parts: &[(&str, i32)]) -> Vec<ErrorCode> {
-        let partitions = parts.iter().map(|(t, p)| (t.to_string(), *p)).collect();
+        let partitions = typed(parts);
         match self.run(
             id,
             TxnOp::AddPartitions {
@@ -114,7 +123,7 @@ impl Harness {
     }
 
     fn verify(&self, id: &str, producer: TxnProducer, parts: &[(&str, i32)]) -> Vec<ErrorCode> {
-        let partitions = parts.iter().map(|(t, p)| (t.to_string(), *p)).collect();
+        let partitions = typed(parts);
         match self.run(
             id,
             TxnOp::AddPartitions {
@@ -455,7 +464,7 @@ fn describe_and_list() {
     assert_eq!(d.partitions.len(), 2);
     assert!(d
         .partitions
-        .contains(&(OFFSETS_TOPIC.to_string(), offsets_partition("g"))));
+        .contains(&TopicPartition::new(OFFSETS_TOPIC, offsets_partition("g"))));
     assert_eq!(
         h.run("nope", TxnOp::Describe),
         TxnReply::Describe(Err(ErrorCode::TransactionalIdNotFound))

@@ -119,7 +119,7 @@ type Waiter = (TxnRecord, oneshot::Sender<Result<(), ErrorCode>>);
 
 /// One state-log partition: its engine log, the group-commit queue and the live entries.
 pub struct TxnPartitionLog<S: Storage> {
-    partition: i32,
+    partition: PartitionIndex,
     log: Mutex<Option<PartitionLog<S>>>,
     queue: RefCell<Vec<Waiter>>,
     live: RefCell<HashMap<String, TxnMetadata>>,
@@ -131,12 +131,12 @@ impl<S: Storage> TxnPartitionLog<S> {
     /// Open (recovering) the log and replay it into the live entries.
     pub async fn open(
         manager: &LogManager<S>,
-        partition: i32,
+        partition: PartitionIndex,
         clock: Rc<dyn Clock>,
     ) -> Result<Self, EngineError> {
         let mut log = manager
             .open_partition(
-                TopicPartitionRef::new(TXN_TOPIC, PartitionIndex(partition)),
+                TopicPartitionRef::new(TXN_TOPIC, partition),
                 txn_log_config(),
                 clock.clone(),
             )
@@ -144,7 +144,7 @@ impl<S: Storage> TxnPartitionLog<S> {
         let mut live = HashMap::new();
         let records = replay(&mut log, partition, &mut live).await?;
         tracing::info!(
-            partition,
+            partition = partition.0,
             records,
             live = live.len(),
             "transaction state log replayed"
@@ -196,7 +196,7 @@ impl<S: Storage> TxnPartitionLog<S> {
             Err(e) => Err(e),
         };
         if let Err(e) = flushed {
-            tracing::error!(partition = self.partition, error = %e, "transaction state log write failed");
+            tracing::error!(partition = self.partition.0, error = %e, "transaction state log write failed");
             let code = e.kafka_error_code();
             for (_, tx) in waiters {
                 let _ = tx.send(Err(code));
@@ -211,7 +211,7 @@ impl<S: Storage> TxnPartitionLog<S> {
         }
         if self.since_snapshot.get() >= COMPACT_AFTER_RECORDS {
             if let Err(e) = self.compact(log).await {
-                tracing::error!(partition = self.partition, error = %e, "transaction state log compaction failed");
+                tracing::error!(partition = self.partition.0, error = %e, "transaction state log compaction failed");
             }
         }
     }
@@ -236,7 +236,7 @@ impl<S: Storage> TxnPartitionLog<S> {
         let start = log.delete_records_before(snapshot_start).await?;
         self.since_snapshot.set(entries.len() as u64);
         tracing::info!(
-            partition = self.partition,
+            partition = self.partition.0,
             live = entries.len(),
             log_start = start.0,
             "transaction state log compacted"
@@ -249,7 +249,7 @@ impl<S: Storage> TxnPartitionLog<S> {
         let mut guard = self.log.lock().await;
         if let Some(log) = guard.take() {
             if let Err(e) = log.close().await {
-                tracing::error!(partition = self.partition, error = %e, "closing transaction state log");
+                tracing::error!(partition = self.partition.0, error = %e, "closing transaction state log");
             }
         }
     }
@@ -258,7 +258,7 @@ impl<S: Storage> TxnPartitionLog<S> {
 /// Replays `log` from its start into `live`; returns the records read.
 async fn replay<S: Storage>(
     log: &mut PartitionLog<S>,
-    partition: i32,
+    partition: PartitionIndex,
     live: &mut HashMap<String, TxnMetadata>,
 ) -> Result<u64, EngineError> {
     let mut records = 0u64;
@@ -268,7 +268,7 @@ async fn replay<S: Storage>(
         let mut next = from;
         for chunk in read.chunks {
             let decoded = decode_chunk(chunk).map_err(|e| {
-                tracing::error!(partition, error = %e, "transaction state log record unreadable");
+                tracing::error!(partition = partition.0, error = %e, "transaction state log record unreadable");
                 EngineError::CorruptBatch(e.to_string())
             })?;
             for (offset, record) in decoded {
@@ -307,14 +307,14 @@ fn fail(waiters: Vec<Waiter>) {
 
 /// The state-log partitions one shard owns.
 pub struct TxnStateLog<S: Storage> {
-    logs: HashMap<i32, Rc<TxnPartitionLog<S>>>,
+    logs: HashMap<PartitionIndex, Rc<TxnPartitionLog<S>>>,
 }
 
 impl<S: Storage> TxnStateLog<S> {
     /// Open and replay `partitions` under `manager`'s directory.
     pub async fn open(
         manager: &LogManager<S>,
-        partitions: &[i32],
+        partitions: &[PartitionIndex],
         clock: Rc<dyn Clock>,
     ) -> Result<Self, EngineError> {
         let mut logs = HashMap::new();
@@ -331,7 +331,7 @@ impl<S: Storage> TxnStateLog<S> {
     }
 
     /// Each owned partition's log.
-    pub fn logs(&self) -> impl Iterator<Item = (i32, &Rc<TxnPartitionLog<S>>)> {
+    pub fn logs(&self) -> impl Iterator<Item = (PartitionIndex, &Rc<TxnPartitionLog<S>>)> {
         self.logs.iter().map(|(p, log)| (*p, log))
     }
 
@@ -364,6 +364,7 @@ mod tests {
     use crate::txn::state::TxnState;
     use crate::txn::{ProducerEpoch, ProducerId};
     use rill_engine::io::sim::{block_on, FaultConfig, ManualClock, SimStorage};
+    use rill_types::TopicPartition;
     use std::path::PathBuf;
 
     fn metadata(epoch: i16) -> TxnMetadata {
@@ -374,7 +375,7 @@ mod tests {
             last_producer_epoch: ProducerEpoch::NONE,
             timeout_ms: 1000,
             state: TxnState::Ongoing,
-            partitions: [("t".to_string(), 1)].into(),
+            partitions: [TopicPartition::new("t", PartitionIndex(1))].into(),
             groups: Default::default(),
             start_ms: TimestampMs(5),
             last_update_ms: TimestampMs(6),
@@ -393,7 +394,12 @@ mod tests {
         let storage = SimStorage::new(3, FaultConfig::default());
         let manager = LogManager::new(storage.clone(), PathBuf::from("/data/__rill_txn"));
         let clock: Rc<dyn Clock> = Rc::new(ManualClock::new(TimestampMs(1_000)));
-        let log = block_on(TxnPartitionLog::open(&manager, 0, clock.clone())).unwrap();
+        let log = block_on(TxnPartitionLog::open(
+            &manager,
+            PartitionIndex(0),
+            clock.clone(),
+        ))
+        .unwrap();
         for epoch in 0..5 {
             block_on(log.append(record("a", Some(metadata(epoch))))).unwrap();
         }
@@ -406,7 +412,7 @@ mod tests {
         block_on(log.append(record("c", Some(metadata(1))))).unwrap();
         drop(log);
         storage.crash();
-        let log = block_on(TxnPartitionLog::open(&manager, 0, clock)).unwrap();
+        let log = block_on(TxnPartitionLog::open(&manager, PartitionIndex(0), clock)).unwrap();
         let mut live = log.live();
         live.sort_by(|x, y| x.0.cmp(&y.0));
         assert_eq!(

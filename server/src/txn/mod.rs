@@ -57,15 +57,15 @@ use rill_types::{PartitionIndex, TopicPartitionRef};
 /// the partition table (in a cluster the coordinator writes through it,
 /// `crate::internal_topics::replicated`).
 pub fn coordinator_shard(transactional_id: &str, shards: usize) -> usize {
-    let partition = PartitionIndex(txn_partition(transactional_id));
+    let partition = txn_partition(transactional_id);
     crate::shard::owner::owner_shard(TopicPartitionRef::new(TXN_TOPIC, partition), shards)
 }
 
 /// The state-log partitions shard `shard` of `shards` owns.
-pub fn owned_txn_partitions(shard: usize, shards: usize) -> Vec<i32> {
-    (0..TXN_PARTITIONS)
+pub fn owned_txn_partitions(shard: usize, shards: usize) -> Vec<PartitionIndex> {
+    PartitionIndex::all(TXN_PARTITIONS)
         .filter(|&p| {
-            let tp = TopicPartitionRef::new(TXN_TOPIC, PartitionIndex(p));
+            let tp = TopicPartitionRef::new(TXN_TOPIC, p);
             crate::shard::owner::owner_shard(tp, shards) == shard
         })
         .collect()
@@ -78,11 +78,11 @@ mod tests {
     #[test]
     fn every_partition_has_exactly_one_owner() {
         for shards in 1..12 {
-            let mut all: Vec<i32> = (0..shards)
+            let mut all: Vec<PartitionIndex> = (0..shards)
                 .flat_map(|s| owned_txn_partitions(s, shards))
                 .collect();
             all.sort_unstable();
-            assert_eq!(all, (0..TXN_PARTITIONS).collect::<Vec<_>>());
+            assert_eq!(all, PartitionIndex::all(TXN_PARTITIONS).collect::<Vec<_>>());
         }
     }
 

@@ -2,15 +2,10 @@
 //! that arrives on one shard for an id coordinated by another crosses cores.
 
 use rill_protocol::ErrorCode;
-use rill_types::{DurationMs, TimestampMs};
-
-use rill_types::{ProducerEpoch, ProducerId};
+use rill_types::{DurationMs, ProducerEpoch, ProducerId, TimestampMs, TopicPartition};
 
 use crate::group::offsets::CommittedOffset;
 use crate::group::ops::MemberRef;
-
-/// A topic partition in a transaction.
-pub type TopicPartition = (String, i32);
 
 /// A transaction's offsets for one group: (topic, partition, offset).
 pub type TxnOffsets = Vec<(String, i32, CommittedOffset)>;

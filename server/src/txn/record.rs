@@ -20,7 +20,7 @@ use super::state::{TxnMetadata, TxnState};
 use super::{ProducerEpoch, ProducerId};
 use crate::record_fields::{get_str, need, put_str, Malformed};
 use rill_types::batch::ValidatedBatch;
-use rill_types::TimestampMs;
+use rill_types::{PartitionIndex, TimestampMs, TopicPartition};
 
 const KEY_VERSION: u8 = 1;
 const VALUE_VERSION: u8 = 1;
@@ -89,9 +89,9 @@ pub fn encode_value(m: &TxnMetadata) -> Bytes {
     out.put_i64(m.start_ms.0);
     out.put_i64(m.last_update_ms.0);
     out.put_u32(m.partitions.len() as u32);
-    for (topic, partition) in &m.partitions {
-        put_str(&mut out, topic);
-        out.put_i32(*partition);
+    for tp in &m.partitions {
+        put_str(&mut out, &tp.topic);
+        out.put_i32(tp.partition.0);
     }
     out.put_u32(m.groups.len() as u32);
     for group in &m.groups {
@@ -120,7 +120,7 @@ pub fn decode_value(mut buf: Bytes) -> Result<TxnMetadata, TxnRecordError> {
     for _ in 0..buf.get_u32() {
         let topic = get_str(&mut buf)?;
         need(&buf, 4)?;
-        partitions.insert((topic, buf.get_i32()));
+        partitions.insert(TopicPartition::new(topic, PartitionIndex(buf.get_i32())));
     }
     need(&buf, 4)?;
     let mut groups = BTreeSet::new();
@@ -190,7 +190,11 @@ mod tests {
             last_producer_epoch: ProducerEpoch(2),
             timeout_ms: 60_000,
             state: TxnState::PrepareCommit,
-            partitions: [("t".to_string(), 0), ("u".to_string(), 7)].into(),
+            partitions: [
+                TopicPartition::new("t", PartitionIndex(0)),
+                TopicPartition::new("u", PartitionIndex(7)),
+            ]
+            .into(),
             groups: ["g".to_string()].into(),
             start_ms: TimestampMs(100),
             last_update_ms: TimestampMs(200),

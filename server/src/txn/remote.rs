@@ -23,10 +23,9 @@ use rill_protocol::kafka_protocol::messages::{
 };
 use rill_protocol::kafka_protocol::protocol::StrBytes;
 use rill_protocol::ErrorCode;
-use rill_types::{PartitionIndex, TopicPartitionRef};
+use rill_types::{PartitionIndex, TopicPartition, TopicPartitionRef};
 
 use super::ops::{TxnOp, TxnProducer, TxnReply};
-use super::state::TopicPartition;
 use crate::broker::{topic_name, Broker};
 use crate::cluster::peer;
 use crate::cluster::view::ClusterView;
@@ -84,7 +83,7 @@ pub async fn end_group(
     group: &str,
     marker: TxnMarker,
 ) -> Result<(), ErrorCode> {
-    let partition = PartitionIndex(offsets_partition(group));
+    let partition = offsets_partition(group);
     let tp = TopicPartitionRef::new(OFFSETS_TOPIC, partition);
     write_marker(cluster, coordinator, tp, marker).await
 }
@@ -103,13 +102,14 @@ pub async fn verify(
         return vec![ErrorCode::CoordinatorNotAvailable; n];
     };
     let mut topics: Vec<AddPartitionsToTxnTopic> = Vec::new();
-    for (topic, partition) in partitions {
-        match topics.iter_mut().find(|t| t.name.0.as_str() == topic) {
-            Some(t) => t.partitions.push(*partition),
+    for tp in partitions {
+        let index = tp.partition.0;
+        match topics.iter_mut().find(|t| t.name.0.as_str() == tp.topic) {
+            Some(t) => t.partitions.push(index),
             None => topics.push(
                 AddPartitionsToTxnTopic::default()
-                    .with_name(topic_name(topic))
-                    .with_partitions(vec![*partition]),
+                    .with_name(topic_name(&tp.topic))
+                    .with_partitions(vec![index]),
             ),
         }
     }
@@ -137,13 +137,13 @@ pub async fn verify(
     };
     partitions
         .iter()
-        .map(|(topic, partition)| {
+        .map(|tp| {
             result
                 .topic_results
                 .iter()
-                .filter(|t| t.name.0.as_str() == topic)
+                .filter(|t| t.name.0.as_str() == tp.topic)
                 .flat_map(|t| t.results_by_partition.iter())
-                .find(|p| p.partition_index == *partition)
+                .find(|p| PartitionIndex(p.partition_index) == tp.partition)
                 .map_or(ErrorCode::UnknownServerError, |p| {
                     wire_code(p.partition_error_code)
                 })
@@ -196,7 +196,7 @@ pub async fn serve_for<B: Broker>(
             offsets,
         } => {
             let n = offsets.len();
-            let partition = (OFFSETS_TOPIC.to_string(), offsets_partition(&group));
+            let partition = TopicPartition::new(OFFSETS_TOPIC, offsets_partition(&group));
             let verdict = verify(cluster, coordinator, id, producer, &[partition]).await;
             match verdict.first().copied() {
                 Some(ErrorCode::None) => {

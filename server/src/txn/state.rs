@@ -18,7 +18,7 @@
 use std::collections::BTreeSet;
 
 use rill_protocol::ErrorCode;
-use rill_types::{DurationMs, TimestampMs};
+use rill_types::{DurationMs, TimestampMs, TopicPartition};
 
 use super::{ProducerEpoch, ProducerId};
 
@@ -26,8 +26,6 @@ use super::{ProducerEpoch, ProducerId};
 /// (Kafka's `isEpochExhausted`, Short.MaxValue - 1; the fence of a timed-out transaction may
 /// still take it to Short.MaxValue).
 pub const EPOCH_EXHAUSTED: ProducerEpoch = ProducerEpoch(i16::MAX - 1);
-
-pub use super::ops::TopicPartition;
 
 /// Where a transactional id is in its lifecycle (Kafka's names; Dead is a deleted entry).
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
@@ -304,12 +302,12 @@ pub fn verify(
     check_producer(m, pid, epoch)?;
     // A group's offsets partition is in the transaction once the group is (AddOffsetsToTxn),
     // as Kafka adds it: a group coordinator on another broker verifies TxnOffsetCommit so.
-    let offsets_of_a_group = |(topic, partition): &TopicPartition| {
-        topic == crate::group::OFFSETS_TOPIC
+    let offsets_of_a_group = |tp: &TopicPartition| {
+        tp.topic == crate::group::OFFSETS_TOPIC
             && m.state == TxnState::Ongoing
             && m.groups
                 .iter()
-                .any(|g| crate::group::offsets_partition(g) == *partition)
+                .any(|g| crate::group::offsets_partition(g) == tp.partition)
     };
     Ok(partitions
         .iter()

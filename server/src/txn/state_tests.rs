@@ -1,6 +1,7 @@
 //! Transitions of one transactional id, with the time passed in.
 
 use super::*;
+use rill_types::{PartitionIndex, TopicPartition};
 
 /// The instant `ms` milliseconds after the epoch.
 fn t(ms: i64) -> TimestampMs {
@@ -23,7 +24,7 @@ fn ready(plan: Result<InitPlan, ErrorCode>) -> TxnMetadata {
 }
 
 fn tp(topic: &str, p: i32) -> TopicPartition {
-    (topic.to_string(), p)
+    TopicPartition::new(topic, PartitionIndex(p))
 }
 
 fn first_init() -> TxnMetadata {

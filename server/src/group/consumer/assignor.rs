@@ -4,12 +4,13 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use rill_types::PartitionIndex;
 use uuid::Uuid;
 
 pub use crate::group::settings::Assignor;
 
 /// Partitions by topic id: what one member owns or is to own.
-pub type Assignment = BTreeMap<Uuid, BTreeSet<i32>>;
+pub type Assignment = BTreeMap<Uuid, BTreeSet<PartitionIndex>>;
 
 impl Assignor {
     /// The next target assignment. `members` maps each member to the topic ids it subscribes
@@ -60,7 +61,9 @@ fn range(
         let mut next = 0;
         for (i, member) in subs.iter().enumerate() {
             let take = each + usize::from(i < extra);
-            let parts: BTreeSet<i32> = (next..next + take).map(|p| p as i32).collect();
+            let parts: BTreeSet<PartitionIndex> = (next..next + take)
+                .map(|p| PartitionIndex(p as i32))
+                .collect();
             next += take;
             if !parts.is_empty() {
                 out.get_mut(member).expect("a member").insert(topic, parts);
@@ -89,7 +92,7 @@ fn uniform(
         .map(|m| (m.clone(), Assignment::new()))
         .collect();
     let mut counts: BTreeMap<String, usize> = members.keys().map(|m| (m.clone(), 0)).collect();
-    let mut taken: BTreeSet<(Uuid, i32)> = BTreeSet::new();
+    let mut taken: BTreeSet<(Uuid, PartitionIndex)> = BTreeSet::new();
     // Keep what each member has, up to the quota (in partition order, so the same ones stay).
     for (member, assignment) in current {
         let Some(subscribed) = members.get(member) else {
@@ -102,7 +105,7 @@ fn uniform(
             if !subscribed.contains(topic) {
                 continue;
             }
-            for &p in parts.iter().filter(|&&p| p < count) {
+            for &p in parts.iter().filter(|&&p| p < PartitionIndex(count)) {
                 if counts[member] < quota && taken.insert((*topic, p)) {
                     out.get_mut(member)
                         .expect("a member")
@@ -116,7 +119,7 @@ fn uniform(
     }
     // Give each remaining partition to the subscribed member with the fewest (ties: member id).
     for (topic, candidates) in &subs {
-        for p in 0..topics[topic] {
+        for p in PartitionIndex::all(topics[topic]) {
             if taken.contains(&(*topic, p)) {
                 continue;
             }
@@ -175,7 +178,7 @@ fn find_move(
     counts: &BTreeMap<String, usize>,
     members: &BTreeMap<String, BTreeSet<Uuid>>,
     topics: &BTreeMap<Uuid, i32>,
-) -> Option<(String, String, Uuid, i32)> {
+) -> Option<(String, String, Uuid, PartitionIndex)> {
     for (low, low_subs) in members {
         for (high, assignment) in out {
             if counts[high] < counts[low] + 2 {
@@ -240,8 +243,14 @@ mod tests {
         let members = subs(&[("a", &[1]), ("b", &[1])]);
         let topics = BTreeMap::from([(t(1), 5)]);
         let out = Assignor::Range.assign(&members, &topics, &BTreeMap::new());
-        assert_eq!(out["a"][&t(1)], BTreeSet::from([0, 1, 2]));
-        assert_eq!(out["b"][&t(1)], BTreeSet::from([3, 4]));
+        assert_eq!(
+            out["a"][&t(1)],
+            BTreeSet::from([PartitionIndex(0), PartitionIndex(1), PartitionIndex(2)])
+        );
+        assert_eq!(
+            out["b"][&t(1)],
+            BTreeSet::from([PartitionIndex(3), PartitionIndex(4)])
+        );
         every_partition_once(&out, &members, &topics);
     }
 
@@ -255,7 +264,10 @@ mod tests {
         let second = Assignor::Uniform.assign(&two, &topics, &first);
         assert_eq!((count(&second["a"]), count(&second["b"])), (3, 3));
         // a keeps the partitions it had first in order; b takes the rest.
-        assert_eq!(second["a"][&t(1)], BTreeSet::from([0, 1, 2]));
+        assert_eq!(
+            second["a"][&t(1)],
+            BTreeSet::from([PartitionIndex(0), PartitionIndex(1), PartitionIndex(2)])
+        );
         every_partition_once(&second, &two, &topics);
         let back = Assignor::Uniform.assign(&subs(&[("b", &[1])]), &topics, &second);
         assert_eq!(count(&back["b"]), 6);

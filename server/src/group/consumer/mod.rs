@@ -22,7 +22,7 @@ pub mod records;
 use std::collections::{BTreeMap, BTreeSet};
 
 use rill_protocol::ErrorCode;
-use rill_types::{DurationMs, TimestampMs};
+use rill_types::{DurationMs, PartitionIndex, TimestampMs, TopicPartitionRef};
 use uuid::Uuid;
 
 pub use super::settings::ConsumerConfig;
@@ -125,7 +125,7 @@ pub struct ConsumerMember {
     /// has held since then. Not written: a member restored from the journal counts as given
     /// what it holds at the epoch it was restored with; a partition missing here counts as
     /// given at the member's current epoch, the strict rule.
-    assigned_at: BTreeMap<(Uuid, i32), i32>,
+    assigned_at: BTreeMap<(Uuid, PartitionIndex), i32>,
     /// Fenced after this (ms) without a heartbeat.
     session_deadline_ms: TimestampMs,
     /// Fenced after this (ms) if still UNREVOKED.
@@ -157,7 +157,7 @@ impl ConsumerMember {
     }
 
     /// The epoch it was given `topic`-`partition` at, if it owns it or has yet to revoke it.
-    fn assignment_epoch(&self, topic: &Uuid, partition: i32) -> Option<i32> {
+    fn assignment_epoch(&self, topic: &Uuid, partition: PartitionIndex) -> Option<i32> {
         let holds = |a: &Assignment| a.get(topic).is_some_and(|s| s.contains(&partition));
         (holds(&self.assigned) || holds(&self.pending_revocation)).then(|| {
             let at = self.assigned_at.get(&(*topic, partition)).copied();
@@ -547,7 +547,7 @@ impl ConsumerGroup {
     }
 
     /// Whether a member other than `member_id` owns (or has yet to revoke) `topic`-`partition`.
-    fn owned_by_other(&self, member_id: &str, topic: &Uuid, partition: i32) -> bool {
+    fn owned_by_other(&self, member_id: &str, topic: &Uuid, partition: PartitionIndex) -> bool {
         self.members.values().any(|m| {
             m.id != member_id
                 && (m
@@ -683,7 +683,7 @@ impl ConsumerGroup {
         &self,
         member_id: &str,
         epoch: i32,
-        partitions: impl IntoIterator<Item = (&'a str, i32)>,
+        partitions: impl IntoIterator<Item = TopicPartitionRef<'a>>,
     ) -> ErrorCode {
         let code = self.validate_member(member_id, epoch);
         if code != ErrorCode::StaleMemberEpoch {
@@ -693,9 +693,9 @@ impl ConsumerGroup {
         if epoch > member.epoch {
             return code;
         }
-        let held_since = |(topic, partition): (&str, i32)| {
-            let id = self.subscribed.get(topic).map(|(id, _)| id);
-            id.and_then(|id| member.assignment_epoch(id, partition))
+        let held_since = |tp: TopicPartitionRef<'_>| {
+            let id = self.subscribed.get(tp.topic).map(|(id, _)| id);
+            id.and_then(|id| member.assignment_epoch(id, tp.partition))
                 .is_some_and(|at| at <= epoch)
         };
         if partitions.into_iter().all(held_since) {
@@ -788,23 +788,28 @@ fn epoch_is_valid(
         && received < member.epoch
         && owned.is_some_and(|o| {
             o.iter().all(|(t, ps)| {
-                ps.iter()
-                    .all(|p| member.assigned.get(t).is_some_and(|s| s.contains(p)))
+                ps.iter().all(|p| {
+                    member
+                        .assigned
+                        .get(t)
+                        .is_some_and(|s| s.contains(&PartitionIndex(*p)))
+                })
             })
         })
 }
 
 fn intersects(owned: &TopicIdPartitions, set: &Assignment) -> bool {
-    owned
-        .iter()
-        .any(|(t, ps)| set.get(t).is_some_and(|s| ps.iter().any(|p| s.contains(p))))
+    owned.iter().any(|(t, ps)| {
+        set.get(t)
+            .is_some_and(|s| ps.iter().any(|p| s.contains(&PartitionIndex(*p))))
+    })
 }
 
 fn intersection(a: &Assignment, b: &Assignment) -> Assignment {
     a.iter()
         .filter_map(|(t, ps)| {
             let other = b.get(t)?;
-            let both: BTreeSet<i32> = ps.intersection(other).copied().collect();
+            let both: BTreeSet<PartitionIndex> = ps.intersection(other).copied().collect();
             (!both.is_empty()).then_some((*t, both))
         })
         .collect()
@@ -813,7 +818,7 @@ fn intersection(a: &Assignment, b: &Assignment) -> Assignment {
 fn difference(a: &Assignment, b: &Assignment) -> Assignment {
     a.iter()
         .filter_map(|(t, ps)| {
-            let rest: BTreeSet<i32> = match b.get(t) {
+            let rest: BTreeSet<PartitionIndex> = match b.get(t) {
                 Some(other) => ps.difference(other).copied().collect(),
                 None => ps.clone(),
             };
@@ -825,7 +830,7 @@ fn difference(a: &Assignment, b: &Assignment) -> Assignment {
 /// An assignment as the wire carries it.
 pub fn to_wire(a: &Assignment) -> TopicIdPartitions {
     a.iter()
-        .map(|(t, ps)| (*t, ps.iter().copied().collect()))
+        .map(|(t, ps)| (*t, ps.iter().map(|p| p.0).collect()))
         .collect()
 }
 
@@ -834,7 +839,9 @@ pub fn from_wire(w: &TopicIdPartitions) -> Assignment {
     let mut out = Assignment::new();
     for (t, ps) in w {
         if !ps.is_empty() {
-            out.entry(*t).or_default().extend(ps.iter().copied());
+            out.entry(*t)
+                .or_default()
+                .extend(ps.iter().copied().map(PartitionIndex));
         }
     }
     out

@@ -14,6 +14,7 @@
 use std::collections::BTreeMap;
 
 use bytes::{Buf, BufMut, Bytes, BytesMut};
+use rill_types::PartitionIndex;
 use uuid::Uuid;
 
 use super::{Assignment, ConsumerConfig, ConsumerGroup, MemberState};
@@ -97,7 +98,7 @@ fn put_partitions(out: &mut BytesMut, a: &Assignment) {
         out.put_slice(topic.as_bytes());
         put_len(out, parts.len());
         for p in parts {
-            out.put_i32(*p);
+            out.put_i32(p.0);
         }
         put_no_tags(out);
     }
@@ -259,7 +260,7 @@ fn get_partitions(b: &mut Bytes) -> Result<Assignment, Malformed> {
         b.copy_to_slice(&mut id);
         let mut parts = std::collections::BTreeSet::new();
         for _ in 0..get_len(b, 4)? {
-            parts.insert(get_i32(b)?);
+            parts.insert(PartitionIndex(get_i32(b)?));
         }
         skip_tags(b)?;
         if !parts.is_empty() {
@@ -400,7 +401,7 @@ mod tests {
     use crate::group::consumer::Assignor;
     use crate::group::ops::{ConsumerHeartbeatArgs, TopicInfo};
     use rill_protocol::ErrorCode;
-    use rill_types::TimestampMs;
+    use rill_types::{TimestampMs, TopicPartitionRef};
 
     fn latest(records: Vec<RawRecord>) -> Vec<RawRecord> {
         let mut map: BTreeMap<Bytes, Option<Bytes>> = BTreeMap::new();
@@ -432,7 +433,10 @@ mod tests {
         let joined = g.heartbeat(args(0, Some(Vec::new())), TimestampMs(0));
         let epoch = joined.member_epoch;
         let owned = joined.assignment.expect("assigned");
-        let commit = |g: &ConsumerGroup, epoch| g.validate_commit("a", epoch, [("t", 0), ("t", 1)]);
+        let commit = |g: &ConsumerGroup, epoch| {
+            let at = |p| TopicPartitionRef::new("t", PartitionIndex(p));
+            g.validate_commit("a", epoch, [at(0), at(1)])
+        };
         assert_eq!(commit(&g, epoch), ErrorCode::None);
         // Restored, the group resolves its subscriptions anew: the first heartbeat bumps the
         // epoch, while a commit the client sent before its answer still carries the old one.

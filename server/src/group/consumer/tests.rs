@@ -361,8 +361,12 @@ fn a_commit_at_an_older_epoch_lands_for_partitions_held_since() {
     assert!(b.count() > 0);
     let kept = *a.owned[&T1].iter().next().unwrap();
     let given_away = *b.owned[&T1].iter().next().unwrap();
-    let commit = |g: &ConsumerGroup, member: &str, epoch, ps: &[i32]| {
-        g.validate_commit(member, epoch, ps.iter().map(|p| ("orders", *p)))
+    let commit = |g: &ConsumerGroup, member: &str, epoch, ps: &[PartitionIndex]| {
+        g.validate_commit(
+            member,
+            epoch,
+            ps.iter().map(|p| TopicPartitionRef::new("orders", *p)),
+        )
     };
     assert_eq!(
         commit(&g, "a", a.epoch, &[kept, given_away]),
@@ -391,11 +395,11 @@ fn a_commit_at_an_older_epoch_lands_for_partitions_held_since() {
         "and again: validating changes nothing"
     );
     assert_eq!(
-        g.validate_commit("x", first, [("orders", kept)]),
+        g.validate_commit("x", first, [TopicPartitionRef::new("orders", kept)]),
         ErrorCode::UnknownMemberId
     );
     assert_eq!(
-        g.validate_commit("a", first, [("other-topic", kept)]),
+        g.validate_commit("a", first, [TopicPartitionRef::new("other-topic", kept)]),
         ErrorCode::StaleMemberEpoch,
         "a topic it was never given"
     );

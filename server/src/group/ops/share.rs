@@ -2,7 +2,7 @@
 //! ShareAcknowledge) ask a group's coordinator, and its answers; wire-independent and `Send`.
 
 use rill_protocol::ErrorCode;
-use rill_types::Offset;
+use rill_types::{Offset, PartitionIndex};
 use uuid::Uuid;
 
 use super::{TopicIdPartitions, TopicInfo};
@@ -29,7 +29,7 @@ impl AutoOffsetReset {
 }
 
 /// A share-partition of a group: (topic id, partition).
-pub type ShareKey = (Uuid, i32);
+pub type ShareKey = (Uuid, PartitionIndex);
 
 /// An acknowledgement type as ShareFetch/ShareAcknowledge v1 carry it (RENEW, 4, is v2's).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -10,7 +10,7 @@
 //! group id that starts with the prefix (INVALID_GROUP_ID).
 
 use rill_types::limits::RECORD_STRING_BYTES_MAX;
-use rill_types::LeaderEpoch;
+use rill_types::{LeaderEpoch, TopicPartitionRef};
 use uuid::Uuid;
 
 use crate::group::offsets::{CommittedOffset, OffsetKey, OffsetRecord};
@@ -33,7 +33,10 @@ pub fn record(
         return None;
     }
     Some(OffsetRecord {
-        key: OffsetKey::committed(&format!("{STATE_PREFIX}{group}"), &key.0.to_string(), key.1),
+        key: OffsetKey::committed(
+            &format!("{STATE_PREFIX}{group}"),
+            TopicPartitionRef::new(&key.0.to_string(), key.1),
+        ),
         value: state.map(|d| CommittedOffset {
             offset: d.start,
             leader_epoch: LeaderEpoch::NONE,
@@ -58,12 +61,12 @@ pub fn split(live: Live) -> (Live, Starts) {
             classic.push((key, value));
             continue;
         };
-        if let Ok(topic) = key.topic.parse::<Uuid>() {
+        if let Ok(topic) = key.tp.topic.parse::<Uuid>() {
             let state = Durable {
                 start: value.offset,
                 done: value.metadata.unwrap_or_default(),
             };
-            starts.push((group.to_string(), (topic, key.partition), state));
+            starts.push((group.to_string(), (topic, key.tp.partition), state));
         }
     }
     (classic, starts)
@@ -72,17 +75,17 @@ pub fn split(live: Live) -> (Live, Starts) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use rill_types::Offset;
+    use rill_types::{Offset, PartitionIndex};
 
     #[test]
     fn starts_round_trip_and_stay_apart_from_classic_groups() {
-        let key = (Uuid::from_u128(9), 2);
+        let key = (Uuid::from_u128(9), PartitionIndex(2));
         let state = Durable {
             start: Offset(7),
             done: "2:3".to_string(),
         };
         let r = record("g", key, Some(&state), 1).unwrap();
-        let classic = OffsetKey::committed("g", "t", 0);
+        let classic = OffsetKey::committed("g", TopicPartitionRef::new("t", PartitionIndex(0)));
         let value = r.value.clone().unwrap();
         let (c, s) = split(vec![(r.key, value.clone()), (classic.clone(), value)]);
         assert_eq!(c.len(), 1);

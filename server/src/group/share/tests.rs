@@ -3,8 +3,11 @@
 use super::partition::{AckBatch, AckType, FetchedBatch};
 use super::*;
 use crate::group::ops::TopicInfo;
+use rill_types::PartitionIndex;
 
 const T: Uuid = Uuid::from_u128(7);
+/// Partition 0 of topic [`T`], as a share group keys it.
+const T0: ShareKey = (T, PartitionIndex(0));
 
 fn topics(partitions: i32) -> Vec<TopicInfo> {
     vec![TopicInfo {
@@ -64,7 +67,7 @@ fn session(member: &str, epoch: i32, acks: Vec<(ShareKey, Vec<AckBatch>)>) -> Sh
         member_id: member.to_string(),
         epoch,
         fetch: true,
-        add: vec![(T, 0)],
+        add: vec![T0],
         forget: Vec::new(),
         acks,
     }
@@ -132,11 +135,11 @@ fn a_fenced_member_gives_back_its_records() {
     let mut g = group();
     join(&mut g, "a", 1, 0);
     join(&mut g, "b", 1, 0);
-    assert_eq!(g.session(session("a", 0, vec![])).fetch, vec![(T, 0)]);
-    let plan = g.plan(&[(T, 0)]);
-    assert_eq!(plan, vec![((T, 0), FetchFrom::Init { earliest: false })]);
+    assert_eq!(g.session(session("a", 0, vec![])).fetch, vec![T0]);
+    let plan = g.plan(&[T0]);
+    assert_eq!(plan, vec![(T0, FetchFrom::Init { earliest: false })]);
     let part = ShareAcquirePart {
-        key: (T, 0),
+        key: T0,
         init: Some(Offset(0)),
         log_start: Offset(0),
         batches: vec![FetchedBatch {
@@ -147,12 +150,12 @@ fn a_fenced_member_gives_back_its_records() {
     };
     let got = g.acquire("a", 500, vec![part], 0);
     assert_eq!(got[0].1[0].last, 4);
-    assert_eq!(g.plan(&[(T, 0)]), vec![((T, 0), FetchFrom::At(Offset(5)))]);
+    assert_eq!(g.plan(&[T0]), vec![(T0, FetchFrom::At(Offset(5)))]);
     // b keeps heartbeating, a does not: a is fenced and its records come back.
     beat(&mut g, "b", 2, 900);
     assert!(g.tick(1_000));
     assert_eq!(g.describe().members.len(), 1);
-    assert_eq!(g.plan(&[(T, 0)]), vec![((T, 0), FetchFrom::At(Offset(0)))]);
+    assert_eq!(g.plan(&[T0]), vec![(T0, FetchFrom::At(Offset(0)))]);
     assert_eq!(
         g.session(session("a", 1, vec![])).error_code,
         ErrorCode::UnknownMemberId
@@ -165,7 +168,7 @@ fn share_session_epochs() {
     join(&mut g, "a", 1, 0);
     let ack = |first, last| {
         vec![(
-            (T, 0),
+            T0,
             vec![AckBatch {
                 first,
                 last,
@@ -199,11 +202,11 @@ fn share_session_epochs() {
     // An acknowledgement of a record never acquired fails its partition, not the request.
     let r = g.session(session("a", 2, ack(0, 0)));
     assert_eq!(r.error_code, ErrorCode::None);
-    assert_eq!(r.acks, vec![((T, 0), ErrorCode::InvalidRecordState)]);
+    assert_eq!(r.acks, vec![(T0, ErrorCode::InvalidRecordState)]);
     // Forgetting the partition leaves nothing to fetch; closing ends the session.
     let mut forget = session("a", 3, vec![]);
     forget.add.clear();
-    forget.forget = vec![(T, 0)];
+    forget.forget = vec![T0];
     assert!(g.session(forget).fetch.is_empty());
     let close = g.session(session("a", LEAVE_EPOCH, vec![]));
     assert_eq!(close.error_code, ErrorCode::None);
@@ -255,7 +258,7 @@ fn moved_states_are_taken_once_and_again_after_a_failed_write() {
     join(&mut g, "a", 1, 0);
     g.session(session("a", 0, vec![]));
     let part = ShareAcquirePart {
-        key: (T, 0),
+        key: T0,
         init: Some(Offset(0)),
         log_start: Offset(0),
         batches: vec![FetchedBatch {
@@ -265,7 +268,7 @@ fn moved_states_are_taken_once_and_again_after_a_failed_write() {
         }],
     };
     g.acquire("a", 500, vec![part], 0);
-    assert_eq!(g.take_moved(), vec![((T, 0), at(0, ""))]);
+    assert_eq!(g.take_moved(), vec![(T0, at(0, ""))]);
     assert!(g.take_moved().is_empty());
     // Accepting 0 moves the start; accepting 2 (past the held 1) is a done run.
     let ack = |first, last| AckBatch {
@@ -273,23 +276,23 @@ fn moved_states_are_taken_once_and_again_after_a_failed_write() {
         last,
         types: vec![AckType::Accept],
     };
-    g.session(session("a", 1, vec![((T, 0), vec![ack(0, 0), ack(2, 2)])]));
-    assert_eq!(g.take_moved(), vec![((T, 0), at(1, "1:1"))]);
-    g.unmark(&[(T, 0)]);
-    assert_eq!(g.take_moved(), vec![((T, 0), at(1, "1:1"))]);
+    g.session(session("a", 1, vec![(T0, vec![ack(0, 0), ack(2, 2)])]));
+    assert_eq!(g.take_moved(), vec![(T0, at(1, "1:1"))]);
+    g.unmark(&[T0]);
+    assert_eq!(g.take_moved(), vec![(T0, at(1, "1:1"))]);
     // Restored from the log: offset 2 stays done, 1 and 3 come back; forgotten: a tombstone.
     let mut h = group();
-    h.restore((T, 0), at(1, "1:1").unwrap());
+    h.restore(T0, at(1, "1:1").unwrap());
     assert!(h.take_moved().is_empty());
-    assert_eq!(h.plan(&[(T, 0)]), vec![((T, 0), FetchFrom::At(Offset(1)))]);
-    let p = h.partition(&(T, 0)).unwrap();
+    assert_eq!(h.plan(&[T0]), vec![(T0, FetchFrom::At(Offset(1)))]);
+    let p = h.partition(&T0).unwrap();
     assert_eq!(
         p.state(2).map(|s| s.0),
         Some(partition::RecordState::Acknowledged)
     );
     assert!(h.delete_topic_state(T));
-    assert_eq!(h.take_moved(), vec![((T, 0), None)]);
-    h.unmark(&[(T, 0)]);
-    assert_eq!(h.take_moved(), vec![((T, 0), None)]);
+    assert_eq!(h.take_moved(), vec![(T0, None)]);
+    h.unmark(&[T0]);
+    assert_eq!(h.take_moved(), vec![(T0, None)]);
     assert!(h.take_moved().is_empty());
 }

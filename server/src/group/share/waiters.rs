@@ -95,7 +95,7 @@ mod tests {
     use uuid::Uuid;
 
     fn key(p: i32) -> ShareKey {
-        (Uuid::from_u128(7), p)
+        (Uuid::from_u128(7), rill_types::PartitionIndex(p))
     }
 
     #[test]

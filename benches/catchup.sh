@@ -55,6 +55,9 @@ perf_tool() {
     echo "$tool"
 }
 tool=$(perf_tool)
+# A command substitution hides perf_tool's failures from `set -e`: without this check a missing
+# release build of rill-bench gave a table of zeros and exit 0.
+[[ -x $tool ]] || { echo "no rdkafka_performance at $tool: run cargo build --release -p rill-bench first, or set RDKAFKA_PERFORMANCE" >&2; exit 2; }
 
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
 cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }

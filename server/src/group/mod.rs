@@ -55,12 +55,7 @@ pub fn coordinator_shard(group_id: &str, shards: usize) -> usize {
 
 /// The offsets partitions shard `shard` of `shards` owns.
 pub fn owned_offsets_partitions(shard: usize, shards: usize) -> Vec<PartitionIndex> {
-    PartitionIndex::all(OFFSETS_PARTITIONS)
-        .filter(|&p| {
-            let tp = TopicPartitionRef::new(OFFSETS_TOPIC, p);
-            crate::shard::owner::owner_shard(tp, shards) == shard
-        })
-        .collect()
+    crate::internal_topics::owned_partitions(OFFSETS_TOPIC, OFFSETS_PARTITIONS, shard, shards)
 }
 
 #[cfg(test)]

@@ -10,7 +10,7 @@
 
 use std::collections::BTreeMap;
 
-use rill_types::PartitionIndex;
+use rill_types::{PartitionIndex, TopicPartitionRef};
 
 pub mod replicated;
 pub mod single_node;
@@ -62,6 +62,20 @@ fn partition_of(key: &str, count: i32) -> PartitionIndex {
     let index = PartitionIndex((crc32c::crc32c(key.as_bytes()) % count as u32) as i32);
     debug_assert!(index.is_within(count));
     index
+}
+
+/// The partitions of the internal topic `topic` (`count` of them) that shard `shard` of
+/// `shards` owns: where that shard's coordinator keeps its state.
+pub fn owned_partitions(
+    topic: &str,
+    count: i32,
+    shard: usize,
+    shards: usize,
+) -> Vec<PartitionIndex> {
+    let owner = |p| crate::shard::owner::owner_shard(TopicPartitionRef::new(topic, p), shards);
+    PartitionIndex::all(count)
+        .filter(|&p| owner(p) == shard)
+        .collect()
 }
 
 /// The KRaft metadata log's topic name (Kafka's `Topic.CLUSTER_METADATA_TOPIC_NAME`). A

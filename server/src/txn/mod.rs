@@ -63,12 +63,7 @@ pub fn coordinator_shard(transactional_id: &str, shards: usize) -> usize {
 
 /// The state-log partitions shard `shard` of `shards` owns.
 pub fn owned_txn_partitions(shard: usize, shards: usize) -> Vec<PartitionIndex> {
-    PartitionIndex::all(TXN_PARTITIONS)
-        .filter(|&p| {
-            let tp = TopicPartitionRef::new(TXN_TOPIC, p);
-            crate::shard::owner::owner_shard(tp, shards) == shard
-        })
-        .collect()
+    crate::internal_topics::owned_partitions(TXN_TOPIC, TXN_PARTITIONS, shard, shards)
 }
 
 #[cfg(test)]

@@ -22,7 +22,7 @@ use uuid::Uuid;
 use super::mirror::mirror;
 use super::ClusterView;
 use crate::broker::{topic_name, Broker};
-use crate::config::cluster::{ClusterConfig, Roles, Voter};
+use crate::config::cluster::ClusterConfig;
 use crate::config::BrokerConfig;
 use crate::group::ops::GroupListing;
 use crate::group::{GroupOp, GroupReply};
@@ -129,30 +129,7 @@ fn cluster_fake() -> ClusterFake {
         ],
     };
     image.apply_entry(LogIndex(3), 1, &[topic]);
-    let config = ClusterConfig {
-        node_id: NodeId(1),
-        roles: Roles {
-            broker: true,
-            controller: true,
-        },
-        controller_listen: None,
-        voters: vec![Voter {
-            id: NodeId(1),
-            address: "127.0.0.1:1".into(),
-        }],
-        session_timeout_ms: 9000,
-        heartbeat_interval_ms: 2000,
-        election_timeout_ms: 1000,
-        default_replication_factor: 3,
-        min_insync_replicas: 1,
-        offsets_replication_factor: 3,
-        txn_replication_factor: 3,
-        txn_min_isr: 2,
-        leadership: Default::default(),
-        replica_lag_time_max_ms: 30_000,
-        catch_up_max: None,
-        hw_checkpoint_interval_ms: 5_000,
-    };
+    let config = ClusterConfig::node_1_of_three_replicas();
     let fake = FakeBroker::new();
     let view = ClusterView::new(
         config,

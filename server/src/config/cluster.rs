@@ -628,6 +628,38 @@ fn voter_ids(voters: &[Voter]) -> String {
 }
 
 #[cfg(test)]
+impl ClusterConfig {
+    /// The unit tests' cluster node: node 1, the only voter, with replication factor 3 and a
+    /// transaction state ISR of 2 (the cluster view's and the replicated actor's tests).
+    pub fn node_1_of_three_replicas() -> ClusterConfig {
+        ClusterConfig {
+            node_id: NodeId(1),
+            roles: Roles {
+                broker: true,
+                controller: true,
+            },
+            controller_listen: None,
+            voters: vec![Voter {
+                id: NodeId(1),
+                address: "127.0.0.1:1".into(),
+            }],
+            session_timeout_ms: 9000,
+            heartbeat_interval_ms: 2000,
+            election_timeout_ms: 1000,
+            default_replication_factor: 3,
+            min_insync_replicas: 1,
+            offsets_replication_factor: 3,
+            txn_replication_factor: 3,
+            txn_min_isr: 2,
+            leadership: Default::default(),
+            replica_lag_time_max_ms: 30_000,
+            catch_up_max: None,
+            hw_checkpoint_interval_ms: 5_000,
+        }
+    }
+}
+
+#[cfg(test)]
 mod tests {
     use super::*;
 

@@ -17,15 +17,15 @@ use rill_metadata::image::MetadataImage;
 use rill_metadata::record::{BrokerIdentity, MetadataRecord, PartitionAssignment};
 use rill_metadata::types::{BrokerEpoch, Endpoint, LogIndex, NodeId};
 use rill_protocol::ErrorCode;
-use rill_types::batch::ValidatedBatch;
 use rill_types::{LeaderEpoch, Offset, PartitionIndex, TopicPartitionRef};
 use uuid::Uuid;
 
-use super::ops::{Acks, PartitionOp, PartitionReply, INTERNAL_ACK_TIMEOUT};
+use super::ops::{Acks, PartitionOp, PartitionReply};
 use super::table::PartitionTable;
+use super::table_tests::{append, run};
 use crate::cluster::mirror::mirror;
 use crate::cluster::view::ClusterView;
-use crate::config::cluster::{ClusterConfig, Roles, Voter};
+use crate::config::cluster::ClusterConfig;
 use crate::config::settings::BrokerConfig;
 use crate::test_batches::batch;
 use crate::topics::TopicRegistry;
@@ -86,33 +86,6 @@ fn image() -> MetadataImage {
     image
 }
 
-fn cluster_config() -> ClusterConfig {
-    ClusterConfig {
-        node_id: NodeId(1),
-        roles: Roles {
-            broker: true,
-            controller: true,
-        },
-        controller_listen: None,
-        voters: vec![Voter {
-            id: NodeId(1),
-            address: "127.0.0.1:1".into(),
-        }],
-        session_timeout_ms: 9000,
-        heartbeat_interval_ms: 2000,
-        election_timeout_ms: 1000,
-        default_replication_factor: 3,
-        min_insync_replicas: 1,
-        offsets_replication_factor: 3,
-        txn_replication_factor: 3,
-        txn_min_isr: 2,
-        leadership: Default::default(),
-        replica_lag_time_max_ms: 30_000,
-        catch_up_max: None,
-        hw_checkpoint_interval_ms: 5_000,
-    }
-}
-
 /// A partition table of node 1 in the cluster of [`image`] (and the directory it lives in).
 fn table() -> (tempfile::TempDir, Rc<PartitionTable<SimStorage>>) {
     let dir = tempfile::tempdir().unwrap();
@@ -120,7 +93,12 @@ fn table() -> (tempfile::TempDir, Rc<PartitionTable<SimStorage>>) {
     let image = image();
     mirror(&registry, &image).unwrap();
     let peers = Arc::new(crate::security::peer_client::PeerClient::plaintext());
-    let view = ClusterView::new(cluster_config(), Default::default(), peers, None);
+    let view = ClusterView::new(
+        ClusterConfig::node_1_of_three_replicas(),
+        Default::default(),
+        peers,
+        None,
+    );
     view.publish(Arc::new(image));
     let storage = SimStorage::new(7, FaultConfig::default());
     let manager = LogManager::new(storage, "/sim/data".into());
@@ -128,24 +106,6 @@ fn table() -> (tempfile::TempDir, Rc<PartitionTable<SimStorage>>) {
     let config = Arc::new(BrokerConfig::defaults());
     let table = PartitionTable::new(Rc::new(manager), registry, config, clock);
     (dir, Rc::new(table.with_cluster(Some(view))))
-}
-
-fn run<F: std::future::Future<Output = ()> + 'static>(make: impl FnOnce() -> F + Send + 'static) {
-    glommio::LocalExecutorBuilder::default()
-        .io_memory(256 << 10)
-        .spawn(move || async move { make().await })
-        .unwrap()
-        .join()
-        .unwrap();
-}
-
-fn append(records: usize, acks: Acks) -> PartitionOp {
-    PartitionOp::Append {
-        batch: ValidatedBatch::new(BytesMut::from(&batch(records)[..]), usize::MAX).unwrap(),
-        acks,
-        ack_timeout: INTERNAL_ACK_TIMEOUT,
-        txn_guard: None,
-    }
 }
 
 /// `node`'s fetch from `from` at the current epoch.

@@ -56,7 +56,9 @@ impl Fixture {
     }
 }
 
-fn run<F: std::future::Future<Output = ()> + 'static>(make: impl FnOnce() -> F + Send + 'static) {
+pub(super) fn run<F: std::future::Future<Output = ()> + 'static>(
+    make: impl FnOnce() -> F + Send + 'static,
+) {
     glommio::LocalExecutorBuilder::default()
         .io_memory(256 << 10)
         .spawn(move || async move { make().await })
@@ -65,7 +67,7 @@ fn run<F: std::future::Future<Output = ()> + 'static>(make: impl FnOnce() -> F +
         .unwrap();
 }
 
-fn append(records: usize, acks: Acks) -> PartitionOp {
+pub(super) fn append(records: usize, acks: Acks) -> PartitionOp {
     PartitionOp::Append {
         batch: ValidatedBatch::new(BytesMut::from(&batch(records)[..]), usize::MAX).unwrap(),
         acks,
